@@ -1,0 +1,194 @@
+//! The GPU catalog: which instance types each cloud offers for which GPU, and the numbers the planner
+//! relies on (GPUs, memory, RDMA interfaces, bandwidth). Every number carries its source and how well it
+//! is confirmed, because several vendor pages disagree; see `docs/catalog-sources.md`.
+//!
+//! Pure data: no IO. Vendor vocabulary is allowed here and in `clouds/`, nowhere else.
+
+mod skus;
+
+use std::fmt;
+
+pub use skus::SKUS;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Cloud {
+    Aws,
+    Azure,
+    Gcp,
+    Oci,
+}
+
+impl Cloud {
+    pub const ALL: [Cloud; 4] = [Cloud::Aws, Cloud::Azure, Cloud::Gcp, Cloud::Oci];
+    pub const NAMES: [&'static str; 4] = ["aws", "azure", "gcp", "oci"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cloud::Aws => "aws",
+            Cloud::Azure => "azure",
+            Cloud::Gcp => "gcp",
+            Cloud::Oci => "oci",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Cloud> {
+        Cloud::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl fmt::Display for Cloud {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a figure is known. Unconfirmed figures are kept (they are the best available) but flagged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confidence {
+    /// From the vendor's own documentation or API.
+    Confirmed,
+    /// Two independent secondary sources agree.
+    TwoSources,
+    /// One secondary source, or sources that disagree.
+    Unconfirmed,
+}
+
+impl Confidence {
+    pub fn label(self) -> &'static str {
+        match self {
+            Confidence::Confirmed => "confirmed",
+            Confidence::TwoSources => "two secondary sources",
+            Confidence::Unconfirmed => "unconfirmed",
+        }
+    }
+}
+
+/// The inter-node fabric an instance type attaches to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fabric {
+    /// AWS Elastic Fabric Adapter (libfabric, SRD).
+    Efa,
+    /// NVIDIA Quantum InfiniBand (Azure ND series).
+    InfiniBand,
+    /// RDMA over Converged Ethernet (GCP A3 Ultra/A4 MRDMA NICs, OCI cluster networks).
+    Roce,
+    /// GCP GPUDirect-TCPX (A3 High): TCP with GPU direct data path, no RDMA.
+    GpuDirectTcpx,
+    /// GCP GPUDirect-TCPXO (A3 Mega).
+    GpuDirectTcpxo,
+    /// No RDMA fabric: ordinary Ethernet only.
+    None,
+}
+
+impl Fabric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fabric::Efa => "efa",
+            Fabric::InfiniBand => "infiniband",
+            Fabric::Roce => "roce",
+            Fabric::GpuDirectTcpx => "gpudirect-tcpx",
+            Fabric::GpuDirectTcpxo => "gpudirect-tcpxo",
+            Fabric::None => "none",
+        }
+    }
+}
+
+/// Where one figure of a SKU comes from.
+#[derive(Clone, Copy, Debug)]
+pub struct Source {
+    /// The attribute the source backs (`gpu_memory_gb`, `rdma_interfaces`, ...), or `*` for all others.
+    pub field: &'static str,
+    pub text: &'static str,
+    pub confidence: Confidence,
+}
+
+/// One GPU instance type (shape, machine type, VM size) and its figures.
+#[derive(Clone, Copy, Debug)]
+pub struct Sku {
+    pub cloud: Cloud,
+    pub name: &'static str,
+    pub gpu_model: &'static str,
+    pub gpu_count: u32,
+    /// Memory per GPU in GB as the vendor states it.
+    pub gpu_memory_gb: Option<u32>,
+    pub fabric: Fabric,
+    /// RDMA (or GPU NIC) interfaces per node: EFA interfaces, IB HCAs, RoCE NICs, GPU VPC NICs.
+    pub rdma_interfaces: Option<u32>,
+    /// Aggregate inter-node bandwidth per node in Gbps.
+    pub network_bandwidth_gbps: Option<u32>,
+    /// Local NVMe per node in GB.
+    pub local_nvme_gb: Option<u32>,
+    pub sources: &'static [Source],
+}
+
+impl Sku {
+    /// The source of one figure, falling back to the SKU's general source.
+    pub fn source_of(&self, field: &str) -> Option<&Source> {
+        self.sources.iter().find(|s| s.field == field).or_else(|| self.sources.iter().find(|s| s.field == "*"))
+    }
+}
+
+/// All SKUs of a cloud, in catalog order.
+pub fn skus(cloud: Cloud) -> impl Iterator<Item = &'static Sku> {
+    SKUS.iter().filter(move |s| s.cloud == cloud)
+}
+
+/// A SKU by exact name within a cloud.
+pub fn find_sku(cloud: Cloud, name: &str) -> Option<&'static Sku> {
+    skus(cloud).find(|s| s.name == name)
+}
+
+/// GPU models offered by a cloud, sorted and deduplicated.
+pub fn gpu_models(cloud: Cloud) -> Vec<&'static str> {
+    let mut models: Vec<&str> = skus(cloud).map(|s| s.gpu_model).collect();
+    models.sort_unstable();
+    models.dedup();
+    models
+}
+
+/// The catalog's canonical spelling of a GPU model given in any case (`h100` -> `H100`), if known anywhere.
+pub fn canonical_gpu_model(model: &str) -> Option<&'static str> {
+    SKUS.iter().map(|s| s.gpu_model).find(|m| m.eq_ignore_ascii_case(model))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sku_has_a_source_for_every_figure() {
+        for sku in SKUS {
+            for field in ["gpu_count", "gpu_memory_gb", "rdma_interfaces", "network_bandwidth_gbps"] {
+                assert!(sku.source_of(field).is_some(), "{} has no source for {field}", sku.name);
+            }
+        }
+    }
+
+    #[test]
+    fn sku_names_are_unique_per_cloud() {
+        for cloud in Cloud::ALL {
+            let mut names: Vec<&str> = skus(cloud).map(|s| s.name).collect();
+            let before = names.len();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(before, names.len(), "duplicate SKU on {cloud}");
+        }
+    }
+
+    #[test]
+    fn aws_h100_is_p5_with_32_efa_interfaces() {
+        let p5 = find_sku(Cloud::Aws, "p5.48xlarge").unwrap();
+        assert_eq!((p5.gpu_model, p5.gpu_count, p5.gpu_memory_gb), ("H100", 8, Some(80)));
+        assert_eq!((p5.fabric, p5.rdma_interfaces, p5.network_bandwidth_gbps), (Fabric::Efa, Some(32), Some(3200)));
+        assert_eq!(p5.source_of("rdma_interfaces").unwrap().confidence, Confidence::Confirmed);
+    }
+
+    #[test]
+    fn every_cloud_offers_h100() {
+        for cloud in Cloud::ALL {
+            assert!(gpu_models(cloud).contains(&"H100"), "{cloud} lacks H100");
+        }
+        assert_eq!(canonical_gpu_model("h100"), Some("H100"));
+        assert_eq!(canonical_gpu_model("h900"), None);
+    }
+}

@@ -1,0 +1,386 @@
+//! The `provider "hpc"` block: one optional block per cloud with an endpoint override and credentials
+//! (sensitive), plus `default_tags`. Validation here is static: formats, pairs that belong together,
+//! reserved tag prefixes. Unknown values (from other resources) are accepted and checked later.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::Cloud;
+use crate::framework::{AttributePath, Attribute, Block, Diagnostics, NestedBlock, Schema, Type, Value};
+
+/// Tag keys the provider writes itself to find its pieces again; users may not set them.
+pub const RESERVED_TAG_PREFIX: &str = "hpc:";
+
+pub fn schema() -> Schema {
+    let endpoint = |cloud: &str| {
+        Attribute::optional(
+            "endpoint",
+            Type::String,
+            &format!("Base URL that replaces the {cloud} API endpoints, for emulators and private endpoints (http:// or https://). Leave it out to use the real cloud."),
+        )
+    };
+    let aws = Block::new("Amazon Web Services (EC2 and FSx for Lustre).")
+        .attribute(Attribute::optional("region", Type::String, "Region, e.g. `us-east-1`. Defaults to the AWS SDK's region chain."))
+        .attribute(endpoint("AWS"))
+        .attribute(Attribute::optional("profile", Type::String, "Named profile from the shared AWS config files."))
+        .attribute(Attribute::optional("access_key", Type::String, "Access key id; set together with `secret_key`.").sensitive())
+        .attribute(Attribute::optional("secret_key", Type::String, "Secret access key.").sensitive())
+        .attribute(Attribute::optional("token", Type::String, "Session token for temporary credentials.").sensitive());
+    let azure = Block::new("Microsoft Azure (Azure Resource Manager and Azure Managed Lustre).")
+        .attribute(Attribute::optional("subscription_id", Type::String, "Subscription id (a UUID)."))
+        .attribute(Attribute::optional("tenant_id", Type::String, "Microsoft Entra tenant id (a UUID)."))
+        .attribute(Attribute::optional("client_id", Type::String, "Application (client) id of a service principal."))
+        .attribute(Attribute::optional("client_secret", Type::String, "Client secret of the service principal.").sensitive())
+        .attribute(Attribute::optional("use_cli", Type::Bool, "Use the Azure CLI's logged-in account."))
+        .attribute(Attribute::optional("use_msi", Type::Bool, "Use the managed identity of the machine running the CLI."))
+        .attribute(endpoint("Azure Resource Manager"));
+    let gcp = Block::new("Google Cloud (Compute Engine and Google Cloud Managed Lustre).")
+        .attribute(Attribute::optional("project", Type::String, "Project id."))
+        .attribute(Attribute::optional("region", Type::String, "Default region, e.g. `us-central1`."))
+        .attribute(Attribute::optional("zone", Type::String, "Default zone, e.g. `us-central1-a`; must lie in `region`."))
+        .attribute(
+            Attribute::optional("credentials", Type::String, "Service-account key (JSON text). Defaults to Application Default Credentials.")
+                .sensitive(),
+        )
+        .attribute(endpoint("Google Cloud"));
+    let oci = Block::new("Oracle Cloud Infrastructure (Core and File Storage with Lustre).")
+        .attribute(Attribute::optional("tenancy_ocid", Type::String, "Tenancy OCID (`ocid1.tenancy...`)."))
+        .attribute(Attribute::optional("user_ocid", Type::String, "User OCID (`ocid1.user...`)."))
+        .attribute(Attribute::optional("fingerprint", Type::String, "Fingerprint of the API signing key (`aa:bb:...`, 16 pairs)."))
+        .attribute(Attribute::optional("private_key", Type::String, "API signing key (PEM text). Conflicts with `private_key_path`.").sensitive())
+        .attribute(Attribute::optional("private_key_path", Type::String, "Path to the API signing key (PEM file)."))
+        .attribute(Attribute::optional("config_file_profile", Type::String, "Profile in `~/.oci/config` to read the values above from."))
+        .attribute(Attribute::optional("region", Type::String, "Region, e.g. `us-ashburn-1`."))
+        .attribute(endpoint("OCI"));
+    Schema::new(
+        0,
+        Block::new("Configures the clouds terraform-provider-hpc builds GPU clusters in. Only the blocks of clouds you use are needed.")
+            .attribute(Attribute::optional(
+                "default_tags",
+                Type::map(Type::String),
+                "Tags (labels on Google Cloud, freeform tags on OCI) added to everything this provider creates.",
+            ))
+            .block(NestedBlock::single("aws", aws))
+            .block(NestedBlock::single("azure", azure))
+            .block(NestedBlock::single("gcp", gcp))
+            .block(NestedBlock::single("oci", oci)),
+    )
+}
+
+/// One cloud's settings after validation. Credentials are kept as given; clients are built later.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CloudSettings {
+    pub endpoint: Option<String>,
+    /// Every other attribute of the cloud's block that was set, by name.
+    pub settings: BTreeMap<String, String>,
+}
+
+/// The configured provider, shared with every resource through the call context.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProviderConfig {
+    pub terraform_version: String,
+    pub default_tags: BTreeMap<String, String>,
+    pub clouds: BTreeMap<Cloud, CloudSettings>,
+}
+
+impl ProviderConfig {
+    pub fn from_value(config: &Value, terraform_version: &str) -> Self {
+        let default_tags = config
+            .get("default_tags")
+            .as_map()
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+            .unwrap_or_default();
+        let mut clouds = BTreeMap::new();
+        for cloud in Cloud::ALL {
+            let Some(block) = config.get(cloud.as_str()).as_map() else { continue };
+            let mut settings: BTreeMap<String, String> = block
+                .iter()
+                .filter_map(|(k, v)| {
+                    let text = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Bool(b) => b.to_string(),
+                        _ => return None,
+                    };
+                    Some((k.clone(), text))
+                })
+                .collect();
+            let endpoint = settings.remove("endpoint");
+            clouds.insert(cloud, CloudSettings { endpoint, settings });
+        }
+        Self { terraform_version: terraform_version.to_owned(), default_tags, clouds }
+    }
+}
+
+pub fn validate(config: &Value, diags: &mut Diagnostics) {
+    validate_tags(config.get("default_tags"), AttributePath::attr("default_tags"), diags);
+    for cloud in Cloud::ALL {
+        let block = config.get(cloud.as_str());
+        if !block.is_present() {
+            continue;
+        }
+        let at = |attr: &str| AttributePath::attr(cloud.as_str()).and_attr(attr);
+        let s = |attr: &str| block.get(attr).as_str();
+        if let Some(endpoint) = s("endpoint")
+            && let Err(why) = check_endpoint(endpoint)
+        {
+            diags.error_at(
+                at("endpoint"),
+                "Invalid endpoint",
+                format!("{endpoint:?} {why}. Give a base URL such as \"http://127.0.0.1:4566\" or \"https://management.example.com\"."),
+            );
+        }
+        match cloud {
+            Cloud::Aws => validate_aws(block, &at, diags),
+            Cloud::Azure => validate_azure(block, &at, diags),
+            Cloud::Gcp => validate_gcp(block, &at, diags),
+            Cloud::Oci => validate_oci(block, &at, diags),
+        }
+    }
+}
+
+fn validate_aws(block: &Value, at: &dyn Fn(&str) -> AttributePath, diags: &mut Diagnostics) {
+    if let Some(region) = block.get("region").as_str()
+        && !is_aws_region(region)
+    {
+        diags.error_at(
+            at("region"),
+            "Invalid AWS region",
+            format!("{region:?} is not an AWS region name. Region names look like \"us-east-1\" or \"eu-central-2\"."),
+        );
+    }
+    both_or_neither(block, at, "access_key", "secret_key", diags);
+}
+
+fn validate_azure(block: &Value, at: &dyn Fn(&str) -> AttributePath, diags: &mut Diagnostics) {
+    for attr in ["subscription_id", "tenant_id", "client_id"] {
+        if let Some(id) = block.get(attr).as_str()
+            && !is_uuid(id)
+        {
+            diags.error_at(at(attr), "Invalid Azure id", format!("{attr} must be a UUID such as \"00000000-0000-0000-0000-000000000000\"; got {id:?}."));
+        }
+    }
+    if block.get("client_secret").is_present() {
+        for needed in ["client_id", "tenant_id"] {
+            if block.get(needed).is_null() {
+                diags.error_at(
+                    at(needed),
+                    "Missing service principal setting",
+                    format!("client_secret authenticates a service principal, which also needs {needed}. Set {needed}, or remove client_secret to use the Azure CLI or a managed identity."),
+                );
+            }
+        }
+    }
+}
+
+fn validate_gcp(block: &Value, at: &dyn Fn(&str) -> AttributePath, diags: &mut Diagnostics) {
+    if let Some(project) = block.get("project").as_str()
+        && !is_gcp_project(project)
+    {
+        diags.error_at(
+            at("project"),
+            "Invalid Google Cloud project id",
+            format!("{project:?} is not a project id: 6 to 30 lowercase letters, digits or hyphens, starting with a letter and not ending with a hyphen."),
+        );
+    }
+    if let (Some(region), Some(zone)) = (block.get("region").as_str(), block.get("zone").as_str())
+        && !zone.strip_prefix(region).is_some_and(|rest| rest.len() == 2 && rest.starts_with('-'))
+    {
+        diags.error_at(
+            at("zone"),
+            "Zone outside region",
+            format!("Zone {zone:?} is not in region {region:?}. Zones of {region:?} are named \"{region}-a\", \"{region}-b\", ..."),
+        );
+    }
+    if let Some(credentials) = block.get("credentials").as_str()
+        && serde_json::from_str::<serde_json::Value>(credentials).is_err()
+    {
+        diags.error_at(
+            at("credentials"),
+            "Invalid Google Cloud credentials",
+            "credentials must be the JSON text of a service-account key (use file(\"key.json\") to read one). The value given is not JSON.",
+        );
+    }
+}
+
+fn validate_oci(block: &Value, at: &dyn Fn(&str) -> AttributePath, diags: &mut Diagnostics) {
+    for (attr, prefix) in [("tenancy_ocid", "ocid1.tenancy."), ("user_ocid", "ocid1.user.")] {
+        if let Some(ocid) = block.get(attr).as_str()
+            && !ocid.starts_with(prefix)
+        {
+            diags.error_at(at(attr), "Invalid OCID", format!("{attr} must start with {prefix:?}; got {ocid:?}."));
+        }
+    }
+    if let Some(fp) = block.get("fingerprint").as_str()
+        && !is_fingerprint(fp)
+    {
+        diags.error_at(
+            at("fingerprint"),
+            "Invalid key fingerprint",
+            format!("{fp:?} is not an API key fingerprint: 16 pairs of hex digits separated by colons, as shown in the console (aa:bb:cc:...)."),
+        );
+    }
+    if block.get("private_key").is_present() && block.get("private_key_path").is_present() {
+        diags.error_at(
+            at("private_key_path"),
+            "Conflicting attributes",
+            "Set either private_key (the PEM text) or private_key_path (a file), not both.",
+        );
+    }
+}
+
+fn both_or_neither(block: &Value, at: &dyn Fn(&str) -> AttributePath, a: &str, b: &str, diags: &mut Diagnostics) {
+    for (set, missing) in [(a, b), (b, a)] {
+        if block.get(set).is_present() && block.get(missing).is_null() {
+            diags.error_at(at(missing), "Incomplete credentials", format!("{set} is set but {missing} is not: set both, or neither to use the default credential chain."));
+        }
+    }
+}
+
+/// Tag rules every cloud accepts: AWS is the strictest on length; `hpc:` is ours.
+pub fn validate_tags(tags: &Value, path: AttributePath, diags: &mut Diagnostics) {
+    let Some(tags) = tags.as_map() else { return };
+    for (key, value) in tags {
+        let at = path.clone().and_key(key);
+        if key.is_empty() || key.chars().count() > 128 {
+            diags.error_at(at.clone(), "Invalid tag key", format!("Tag keys must be 1 to 128 characters; {key:?} is not."));
+        }
+        if key.starts_with(RESERVED_TAG_PREFIX) || key.to_ascii_lowercase().starts_with("aws:") {
+            diags.error_at(
+                at.clone(),
+                "Reserved tag key",
+                format!("Tag key {key:?} uses a reserved prefix: \"hpc:\" tags are written by this provider to find what it created, and \"aws:\" is reserved by AWS. Choose another key."),
+            );
+        }
+        if let Some(v) = value.as_str()
+            && v.chars().count() > 256
+        {
+            diags.error_at(at, "Invalid tag value", format!("Tag values may be at most 256 characters; the value of {key:?} has {}.", v.chars().count()));
+        }
+    }
+}
+
+fn check_endpoint(endpoint: &str) -> Result<(), &'static str> {
+    let rest = endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"))
+        .ok_or("does not start with http:// or https://")?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() {
+        return Err("has no host");
+    }
+    if host.chars().any(|c| c.is_whitespace()) {
+        return Err("contains white space");
+    }
+    if let Some((_, port)) = host.rsplit_once(':')
+        && !host.ends_with(']')
+        && port.parse::<u16>().is_err()
+    {
+        return Err("has an invalid port");
+    }
+    Ok(())
+}
+
+fn is_aws_region(r: &str) -> bool {
+    let parts: Vec<&str> = r.split('-').collect();
+    parts.len() >= 3
+        && parts[0].len() == 2
+        && parts[..parts.len() - 1].iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase()))
+        && parts[parts.len() - 1].parse::<u8>().is_ok()
+}
+
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+fn is_gcp_project(p: &str) -> bool {
+    (6..=30).contains(&p.len())
+        && p.starts_with(|c: char| c.is_ascii_lowercase())
+        && !p.ends_with('-')
+        && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+fn is_fingerprint(f: &str) -> bool {
+    let pairs: Vec<&str> = f.split(':').collect();
+    pairs.len() == 16 && pairs.iter().all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(json: serde_json::Value) -> Value {
+        let bytes = serde_json::to_vec(&json).unwrap();
+        crate::framework::codec::decode_json(&bytes, &schema().value_type()).unwrap()
+    }
+
+    fn errors(config: &Value) -> Vec<(String, String)> {
+        let mut d = Diagnostics::new();
+        validate(config, &mut d);
+        d.iter().map(|d| (d.path.as_ref().map(|p| p.to_string()).unwrap_or_default(), d.summary.clone())).collect()
+    }
+
+    #[test]
+    fn a_full_valid_configuration_passes() {
+        let config = cfg(serde_json::json!({
+            "default_tags": {"team": "ml", "cost-center": "42"},
+            "aws": {"region": "us-east-1", "endpoint": "http://127.0.0.1:5000", "access_key": "test", "secret_key": "test"},
+            "azure": {"subscription_id": "00000000-0000-0000-0000-000000000001", "tenant_id": "00000000-0000-0000-0000-000000000002",
+                      "client_id": "00000000-0000-0000-0000-000000000003", "client_secret": "s", "endpoint": "https://127.0.0.1:8443"},
+            "gcp": {"project": "ml-platform-1", "region": "us-central1", "zone": "us-central1-a", "endpoint": "http://127.0.0.1:9000/"},
+            "oci": {"tenancy_ocid": "ocid1.tenancy.oc1..aaaa", "user_ocid": "ocid1.user.oc1..bbbb",
+                    "fingerprint": "12:34:56:78:9a:bc:de:f0:12:34:56:78:9a:bc:de:f0", "private_key_path": "/k.pem", "region": "us-ashburn-1"}
+        }));
+        assert_eq!(errors(&config), vec![]);
+        let pc = ProviderConfig::from_value(&config, "1.12.6");
+        assert_eq!(pc.clouds[&Cloud::Aws].endpoint.as_deref(), Some("http://127.0.0.1:5000"));
+        assert_eq!(pc.clouds[&Cloud::Aws].settings["region"], "us-east-1");
+        assert_eq!(pc.default_tags["team"], "ml");
+        assert_eq!(pc.clouds.len(), 4);
+    }
+
+    #[test]
+    fn each_rule_points_at_its_attribute() {
+        let config = cfg(serde_json::json!({
+            "default_tags": {"hpc:cluster": "x"},
+            "aws": {"region": "us-east", "endpoint": "127.0.0.1:5000", "access_key": "a"},
+            "azure": {"tenant_id": "not-a-uuid", "client_secret": "s"},
+            "gcp": {"project": "ML", "region": "us-central1", "zone": "europe-west4-a", "credentials": "{not json"},
+            "oci": {"tenancy_ocid": "ocid1.user.x", "fingerprint": "12:34", "private_key": "k", "private_key_path": "/k"}
+        }));
+        let got = errors(&config);
+        let expect = [
+            (r#"default_tags["hpc:cluster"]"#, "Reserved tag key"),
+            ("aws.endpoint", "Invalid endpoint"),
+            ("aws.region", "Invalid AWS region"),
+            ("aws.secret_key", "Incomplete credentials"),
+            ("azure.tenant_id", "Invalid Azure id"),
+            ("azure.client_id", "Missing service principal setting"),
+            ("gcp.project", "Invalid Google Cloud project id"),
+            ("gcp.zone", "Zone outside region"),
+            ("gcp.credentials", "Invalid Google Cloud credentials"),
+            ("oci.tenancy_ocid", "Invalid OCID"),
+            ("oci.fingerprint", "Invalid key fingerprint"),
+            ("oci.private_key_path", "Conflicting attributes"),
+        ];
+        for (path, summary) in expect {
+            assert!(got.iter().any(|(p, s)| p == path && s == summary), "missing {path}: {summary} in {got:?}");
+        }
+        assert_eq!(got.len(), expect.len(), "{got:?}");
+    }
+
+    #[test]
+    fn unknown_values_are_not_judged_yet() {
+        let config = Value::object([("aws", Value::object([("region", Value::Unknown), ("endpoint", Value::Unknown), ("access_key", Value::Unknown)]))]);
+        assert_eq!(errors(&config), vec![]);
+    }
+
+    #[test]
+    fn endpoint_checks() {
+        assert!(check_endpoint("http://127.0.0.1:4566").is_ok());
+        assert!(check_endpoint("https://[::1]:8443/base").is_ok());
+        assert!(check_endpoint("ftp://x").is_err());
+        assert!(check_endpoint("http://").is_err());
+        assert!(check_endpoint("http://host:port").is_err());
+    }
+}

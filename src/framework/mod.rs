@@ -1,0 +1,13 @@
+//! The provider framework: values, codecs, schemas, diagnostics and the traits resources implement.
+//! Nothing here knows about gRPC (that is `protocol`) or about clouds (that is everything else).
+
+pub mod codec;
+pub mod diagnostics;
+pub mod resource;
+pub mod schema;
+pub mod value;
+
+pub use diagnostics::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity, one_of};
+pub use resource::{ApplyRequest, ApplyResponse, Context, DataSource, PlanRequest, PlanResponse, ProviderDefinition, ReadOutcome, Resource};
+pub use schema::{Attribute, Block, NestedBlock, Nesting, Schema};
+pub use value::{Number, Type, Value};

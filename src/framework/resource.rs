@@ -1,0 +1,112 @@
+//! What a data source and a managed resource implement. The protocol layer owns decoding, encoding,
+//! panics and cancellation; implementations see only [`Value`]s, a [`Context`] and [`Diagnostics`].
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::diagnostics::{AttributePath, Diagnostics};
+use super::schema::Schema;
+use super::value::Value;
+
+/// Per-call context: the provider's configuration (once `ConfigureProvider` ran) and the one
+/// cancellation token that `StopProvider` fires. Long waits must select on [`Context::cancelled`].
+#[derive(Clone)]
+pub struct Context {
+    pub cancel: CancellationToken,
+    configured: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl Context {
+    pub fn new(cancel: CancellationToken, configured: Option<Arc<dyn Any + Send + Sync>>) -> Self {
+        Self { cancel, configured }
+    }
+
+    /// The typed provider configuration, if the provider has been configured.
+    pub fn configured<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.configured.as_deref().and_then(|c| c.downcast_ref::<T>())
+    }
+
+    /// Resolves when the CLI asked the provider to stop (Ctrl-C).
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+#[async_trait]
+pub trait DataSource: Send + Sync {
+    fn type_name(&self) -> &'static str;
+    fn schema(&self) -> Schema;
+    /// Static checks; values may be unknown here and must be tolerated.
+    fn validate(&self, _config: &Value, _diags: &mut Diagnostics) {}
+    /// Returns the full state of the data source (configuration plus computed attributes).
+    async fn read(&self, ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Value;
+}
+
+/// Input to planning: `prior` is null on create, `proposed` is null on destroy.
+pub struct PlanRequest<'a> {
+    pub prior: &'a Value,
+    pub proposed: &'a Value,
+    pub config: &'a Value,
+    pub prior_private: &'a [u8],
+}
+
+#[derive(Default)]
+pub struct PlanResponse {
+    pub planned: Value,
+    pub requires_replace: Vec<AttributePath>,
+    pub private: Vec<u8>,
+}
+
+pub struct ApplyRequest<'a> {
+    pub prior: &'a Value,
+    pub planned: &'a Value,
+    pub config: &'a Value,
+    pub private: &'a [u8],
+}
+
+#[derive(Default)]
+pub struct ApplyResponse {
+    /// Null after a destroy. After a failed create, whatever exists (ids included), so nothing is lost.
+    pub new_state: Value,
+    pub private: Vec<u8>,
+}
+
+/// What `ReadResource` found: the refreshed state, or `Gone` when the object no longer exists.
+pub enum ReadOutcome {
+    Found { state: Value, private: Vec<u8> },
+    Gone,
+}
+
+#[async_trait]
+pub trait Resource: Send + Sync {
+    fn type_name(&self) -> &'static str;
+    fn schema(&self) -> Schema;
+    fn validate(&self, _config: &Value, _diags: &mut Diagnostics) {}
+    /// Pure: no IO. Must only set attributes that are null in config and computed.
+    fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse;
+    async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse;
+    async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome;
+    /// Adopts an existing object by its documented import id.
+    async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value>;
+    /// Upgrades state stored under an older schema version; the default accepts the current shape.
+    fn upgrade(&self, _version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
+        state
+    }
+}
+
+/// The provider itself: its configuration block and what it serves.
+pub trait ProviderDefinition: Send + Sync {
+    fn schema(&self) -> Schema;
+    fn validate_config(&self, _config: &Value, _diags: &mut Diagnostics) {}
+    /// Builds the configured state shared with every later call (clients, credentials, ...).
+    fn configure(&self, config: &Value, terraform_version: &str, diags: &mut Diagnostics) -> Option<Arc<dyn Any + Send + Sync>>;
+    fn data_sources(&self) -> Vec<Arc<dyn DataSource>>;
+    fn resources(&self) -> Vec<Arc<dyn Resource>>;
+}

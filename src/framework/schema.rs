@@ -1,0 +1,158 @@
+//! Schemas as the provider declares them: blocks, attributes and nested blocks. The protocol layer turns
+//! these into the wire form; the docs generator turns them into Markdown; the codec uses [`Block::value_type`].
+
+use super::value::Type;
+
+#[derive(Clone, Debug, Default)]
+pub struct Schema {
+    pub version: i64,
+    pub block: Block,
+}
+
+impl Schema {
+    pub fn new(version: i64, block: Block) -> Self {
+        Self { version, block }
+    }
+
+    pub fn value_type(&self) -> Type {
+        self.block.value_type()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Block {
+    pub description: String,
+    pub attributes: Vec<Attribute>,
+    pub blocks: Vec<NestedBlock>,
+}
+
+impl Block {
+    pub fn new(description: impl Into<String>) -> Self {
+        Self { description: description.into(), ..Self::default() }
+    }
+
+    pub fn attribute(mut self, attr: Attribute) -> Self {
+        self.attributes.push(attr);
+        self
+    }
+
+    pub fn block(mut self, block: NestedBlock) -> Self {
+        self.blocks.push(block);
+        self
+    }
+
+    /// The object type of a value of this block, as it travels on the wire.
+    pub fn value_type(&self) -> Type {
+        let attrs = self.attributes.iter().map(|a| (a.name.clone(), a.ty.clone()));
+        let blocks = self.blocks.iter().map(|b| {
+            let inner = b.block.value_type();
+            let ty = match b.nesting {
+                Nesting::Single | Nesting::Group => inner,
+                Nesting::List => Type::list(inner),
+                Nesting::Set => Type::set(inner),
+                Nesting::Map => Type::map(inner),
+            };
+            (b.type_name.clone(), ty)
+        });
+        Type::object(attrs.chain(blocks))
+    }
+
+    pub fn find_attribute(&self, name: &str) -> Option<&Attribute> {
+        self.attributes.iter().find(|a| a.name == name)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Attribute {
+    pub name: String,
+    pub ty: Type,
+    pub description: String,
+    pub required: bool,
+    pub optional: bool,
+    pub computed: bool,
+    pub sensitive: bool,
+}
+
+impl Attribute {
+    fn new(name: &str, ty: Type, description: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            ty,
+            description: description.to_owned(),
+            required: false,
+            optional: false,
+            computed: false,
+            sensitive: false,
+        }
+    }
+
+    pub fn required(name: &str, ty: Type, description: &str) -> Self {
+        Self { required: true, ..Self::new(name, ty, description) }
+    }
+
+    pub fn optional(name: &str, ty: Type, description: &str) -> Self {
+        Self { optional: true, ..Self::new(name, ty, description) }
+    }
+
+    /// Set by the provider only.
+    pub fn computed(name: &str, ty: Type, description: &str) -> Self {
+        Self { computed: true, ..Self::new(name, ty, description) }
+    }
+
+    /// Set by the user, or by the provider when the user leaves it out.
+    pub fn optional_computed(name: &str, ty: Type, description: &str) -> Self {
+        Self { optional: true, computed: true, ..Self::new(name, ty, description) }
+    }
+
+    pub fn sensitive(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nesting {
+    Single,
+    List,
+    Set,
+    Map,
+    Group,
+}
+
+#[derive(Clone, Debug)]
+pub struct NestedBlock {
+    pub type_name: String,
+    pub block: Block,
+    pub nesting: Nesting,
+    pub min_items: i64,
+    pub max_items: i64,
+}
+
+impl NestedBlock {
+    /// A block written at most once (`aws { ... }`); absent means null.
+    pub fn single(type_name: &str, block: Block) -> Self {
+        Self { type_name: type_name.to_owned(), block, nesting: Nesting::Single, min_items: 0, max_items: 1 }
+    }
+
+    /// A repeatable block; absent means an empty list.
+    pub fn list(type_name: &str, block: Block, max_items: i64) -> Self {
+        Self { type_name: type_name.to_owned(), block, nesting: Nesting::List, min_items: 0, max_items }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_blocks_shape_the_value_type() {
+        let block = Block::new("p")
+            .attribute(Attribute::optional("default_tags", Type::map(Type::String), "tags"))
+            .block(NestedBlock::single("aws", Block::new("aws").attribute(Attribute::optional("region", Type::String, "r"))))
+            .block(NestedBlock::list("rule", Block::new("r").attribute(Attribute::required("port", Type::Number, "p")), 0));
+        let Type::Object(attrs) = block.value_type() else { panic!("not an object") };
+        assert_eq!(attrs["aws"], Type::object([("region", Type::String)]));
+        assert_eq!(attrs["rule"], Type::list(Type::object([("port", Type::Number)])));
+        assert_eq!(attrs["default_tags"], Type::map(Type::String));
+    }
+}

@@ -1,0 +1,9 @@
+//! terraform-provider-hpc: one description of a GPU training cluster, planned into the exact vendor pieces
+//! for AWS, Azure, Google Cloud or OCI. See ARCHITECTURE.md for the map of this crate.
+
+pub mod catalog;
+pub mod config;
+pub mod framework;
+pub mod protocol;
+pub mod provider;
+pub mod resources;

@@ -1,0 +1,39 @@
+//! terraform-provider-hpc as a [`ProviderDefinition`]: its configuration block and what it serves.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::config::{self, ProviderConfig};
+use crate::framework::{DataSource, Diagnostics, ProviderDefinition, Resource, Schema, Value};
+use crate::resources::gpu_catalog::GpuCatalog;
+
+#[derive(Default)]
+pub struct HpcProvider;
+
+impl ProviderDefinition for HpcProvider {
+    fn schema(&self) -> Schema {
+        config::schema()
+    }
+
+    fn validate_config(&self, config: &Value, diags: &mut Diagnostics) {
+        config::validate(config, diags);
+    }
+
+    fn configure(&self, config: &Value, terraform_version: &str, _diags: &mut Diagnostics) -> Option<Arc<dyn Any + Send + Sync>> {
+        let configured = ProviderConfig::from_value(config, terraform_version);
+        tracing::info!(
+            clouds = ?configured.clouds.keys().map(|c| c.as_str()).collect::<Vec<_>>(),
+            cli = terraform_version,
+            "provider configured"
+        );
+        Some(Arc::new(configured))
+    }
+
+    fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
+        vec![Arc::new(GpuCatalog)]
+    }
+
+    fn resources(&self) -> Vec<Arc<dyn Resource>> {
+        Vec::new()
+    }
+}
