@@ -12,15 +12,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("cargo:rerun-if-changed=proto");
     // The client side is generated too: the protocol tests drive the server through a real gRPC client.
-    tonic_prost_build::configure()
-        .build_server(true)
-        .build_client(true)
-        .compile_protos(
-            &[
-                PathBuf::from("proto/tfplugin6.proto"),
-                PathBuf::from("proto/go_plugin.proto"),
-            ],
-            &[PathBuf::from("proto"), include],
-        )?;
+    tonic_prost_build::configure().build_server(true).build_client(true).compile_protos(
+        &[PathBuf::from("proto/tfplugin6.proto"), PathBuf::from("proto/go_plugin.proto")],
+        &[PathBuf::from("proto"), include],
+    )?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::Cloud;
-use crate::framework::{AttributePath, Attribute, Block, Diagnostics, NestedBlock, Schema, Type, Value};
+use crate::framework::{Attribute, AttributePath, Block, Diagnostics, NestedBlock, Schema, Type, Value};
 
 /// Tag keys the provider writes itself to find its pieces again; users may not set them.
 pub const RESERVED_TAG_PREFIX: &str = "hpc:";
@@ -15,7 +15,9 @@ pub fn schema() -> Schema {
         Attribute::optional(
             "endpoint",
             Type::String,
-            &format!("Base URL that replaces the {cloud} API endpoints, for emulators and private endpoints (http:// or https://). Leave it out to use the real cloud."),
+            &format!(
+                "Base URL that replaces the {cloud} API endpoints, for emulators and private endpoints (http:// or https://). Leave it out to use the real cloud."
+            ),
         )
     };
     let aws = Block::new("Amazon Web Services (EC2 and FSx for Lustre).")
@@ -38,15 +40,21 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("region", Type::String, "Default region, e.g. `us-central1`."))
         .attribute(Attribute::optional("zone", Type::String, "Default zone, e.g. `us-central1-a`; must lie in `region`."))
         .attribute(
-            Attribute::optional("credentials", Type::String, "Service-account key (JSON text). Defaults to Application Default Credentials.")
-                .sensitive(),
+            Attribute::optional(
+                "credentials",
+                Type::String,
+                "Service-account key (JSON text). Defaults to Application Default Credentials.",
+            )
+            .sensitive(),
         )
         .attribute(endpoint("Google Cloud"));
     let oci = Block::new("Oracle Cloud Infrastructure (Core and File Storage with Lustre).")
         .attribute(Attribute::optional("tenancy_ocid", Type::String, "Tenancy OCID (`ocid1.tenancy...`)."))
         .attribute(Attribute::optional("user_ocid", Type::String, "User OCID (`ocid1.user...`)."))
         .attribute(Attribute::optional("fingerprint", Type::String, "Fingerprint of the API signing key (`aa:bb:...`, 16 pairs)."))
-        .attribute(Attribute::optional("private_key", Type::String, "API signing key (PEM text). Conflicts with `private_key_path`.").sensitive())
+        .attribute(
+            Attribute::optional("private_key", Type::String, "API signing key (PEM text). Conflicts with `private_key_path`.").sensitive(),
+        )
         .attribute(Attribute::optional("private_key_path", Type::String, "Path to the API signing key (PEM file)."))
         .attribute(Attribute::optional("config_file_profile", Type::String, "Profile in `~/.oci/config` to read the values above from."))
         .attribute(Attribute::optional("region", Type::String, "Region, e.g. `us-ashburn-1`."))
@@ -155,7 +163,11 @@ fn validate_azure(block: &Value, at: &dyn Fn(&str) -> AttributePath, diags: &mut
         if let Some(id) = block.get(attr).as_str()
             && !is_uuid(id)
         {
-            diags.error_at(at(attr), "Invalid Azure id", format!("{attr} must be a UUID such as \"00000000-0000-0000-0000-000000000000\"; got {id:?}."));
+            diags.error_at(
+                at(attr),
+                "Invalid Azure id",
+                format!("{attr} must be a UUID such as \"00000000-0000-0000-0000-000000000000\"; got {id:?}."),
+            );
         }
     }
     if block.get("client_secret").is_present() {
@@ -215,7 +227,9 @@ fn validate_oci(block: &Value, at: &dyn Fn(&str) -> AttributePath, diags: &mut D
         diags.error_at(
             at("fingerprint"),
             "Invalid key fingerprint",
-            format!("{fp:?} is not an API key fingerprint: 16 pairs of hex digits separated by colons, as shown in the console (aa:bb:cc:...)."),
+            format!(
+                "{fp:?} is not an API key fingerprint: 16 pairs of hex digits separated by colons, as shown in the console (aa:bb:cc:...)."
+            ),
         );
     }
     if block.get("private_key").is_present() && block.get("private_key_path").is_present() {
@@ -230,7 +244,11 @@ fn validate_oci(block: &Value, at: &dyn Fn(&str) -> AttributePath, diags: &mut D
 fn both_or_neither(block: &Value, at: &dyn Fn(&str) -> AttributePath, a: &str, b: &str, diags: &mut Diagnostics) {
     for (set, missing) in [(a, b), (b, a)] {
         if block.get(set).is_present() && block.get(missing).is_null() {
-            diags.error_at(at(missing), "Incomplete credentials", format!("{set} is set but {missing} is not: set both, or neither to use the default credential chain."));
+            diags.error_at(
+                at(missing),
+                "Incomplete credentials",
+                format!("{set} is set but {missing} is not: set both, or neither to use the default credential chain."),
+            );
         }
     }
 }
@@ -253,16 +271,18 @@ pub fn validate_tags(tags: &Value, path: AttributePath, diags: &mut Diagnostics)
         if let Some(v) = value.as_str()
             && v.chars().count() > 256
         {
-            diags.error_at(at, "Invalid tag value", format!("Tag values may be at most 256 characters; the value of {key:?} has {}.", v.chars().count()));
+            diags.error_at(
+                at,
+                "Invalid tag value",
+                format!("Tag values may be at most 256 characters; the value of {key:?} has {}.", v.chars().count()),
+            );
         }
     }
 }
 
 fn check_endpoint(endpoint: &str) -> Result<(), &'static str> {
-    let rest = endpoint
-        .strip_prefix("http://")
-        .or_else(|| endpoint.strip_prefix("https://"))
-        .ok_or("does not start with http:// or https://")?;
+    let rest =
+        endpoint.strip_prefix("http://").or_else(|| endpoint.strip_prefix("https://")).ok_or("does not start with http:// or https://")?;
     let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if host.is_empty() {
         return Err("has no host");
@@ -289,8 +309,7 @@ fn is_aws_region(r: &str) -> bool {
 
 fn is_uuid(s: &str) -> bool {
     let groups: Vec<&str> = s.split('-').collect();
-    groups.len() == 5
-        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()))
+    groups.len() == 5 && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 fn is_gcp_project(p: &str) -> bool {
@@ -371,7 +390,10 @@ mod tests {
 
     #[test]
     fn unknown_values_are_not_judged_yet() {
-        let config = Value::object([("aws", Value::object([("region", Value::Unknown), ("endpoint", Value::Unknown), ("access_key", Value::Unknown)]))]);
+        let config = Value::object([(
+            "aws",
+            Value::object([("region", Value::Unknown), ("endpoint", Value::Unknown), ("access_key", Value::Unknown)]),
+        )]);
         assert_eq!(errors(&config), vec![]);
     }
 

@@ -85,7 +85,11 @@ pub static SKUS: &[Sku] = &[
         network_bandwidth_gbps: Some(6400),
         local_nvme_gb: Some(30_400),
         sources: &[
-            src("rdma_interfaces", "17 cards per AWS specifications; card 0 ENA-only per aws-parallelcluster #7143 and PR #7210", TwoSources),
+            src(
+                "rdma_interfaces",
+                "17 cards per AWS specifications; card 0 ENA-only per aws-parallelcluster #7143 and PR #7210",
+                TwoSources,
+            ),
             src("*", AWS_SPECS, Confirmed),
         ],
     },

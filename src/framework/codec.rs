@@ -28,10 +28,8 @@ fn err<T>(path: &AttributePath, message: impl Into<String>) -> Result<T, CodecEr
 /// Decodes a msgpack `DynamicValue` against the expected type.
 pub fn decode_msgpack(bytes: &[u8], ty: &Type) -> Result<Value, CodecError> {
     let mut rd = bytes;
-    let raw = rmpv::decode::read_value_with_max_depth(&mut rd, MAX_DEPTH + 2).map_err(|e| CodecError {
-        path: AttributePath::root(),
-        message: format!("malformed msgpack: {e}"),
-    })?;
+    let raw = rmpv::decode::read_value_with_max_depth(&mut rd, MAX_DEPTH + 2)
+        .map_err(|e| CodecError { path: AttributePath::root(), message: format!("malformed msgpack: {e}") })?;
     if !rd.is_empty() {
         return err(&AttributePath::root(), format!("{} trailing bytes after the msgpack value", rd.len()));
     }
@@ -130,8 +128,8 @@ fn from_msgpack(raw: &Mp, ty: &Type, path: &AttributePath, depth: usize) -> Resu
                     Mp::String(s) => s.as_bytes(),
                     other => return err(path, format!("dynamic value type must be bytes, got {}", mp_kind(other))),
                 };
-                let json: serde_json::Value = serde_json::from_slice(type_json)
-                    .or_else(|e| err(path, format!("dynamic value type is not JSON: {e}")))?;
+                let json: serde_json::Value =
+                    serde_json::from_slice(type_json).or_else(|e| err(path, format!("dynamic value type is not JSON: {e}")))?;
                 let inner = Type::from_json(&json).or_else(|e| err(path, e))?;
                 if inner == Type::Dynamic {
                     return err(path, "dynamic value declares type dynamic");
@@ -149,10 +147,9 @@ fn finite(f: f64, path: &AttributePath) -> Result<Value, CodecError> {
 
 fn mp_key(k: &Mp, path: &AttributePath) -> Result<String, CodecError> {
     match k {
-        Mp::String(s) => s.as_str().map(str::to_owned).ok_or_else(|| CodecError {
-            path: path.clone(),
-            message: "map key is not valid UTF-8".into(),
-        }),
+        Mp::String(s) => {
+            s.as_str().map(str::to_owned).ok_or_else(|| CodecError { path: path.clone(), message: "map key is not valid UTF-8".into() })
+        }
         other => err(path, format!("map key must be a string, got {}", mp_kind(other))),
     }
 }
@@ -339,13 +336,9 @@ fn to_json(value: &Value, ty: &Type, path: &AttributePath) -> Result<serde_json:
             None => J::from(n.as_f64()),
         },
         (Value::String(s), Type::String) => J::String(s.clone()),
-        (Value::List(items), Type::List(elem) | Type::Set(elem)) => J::Array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| to_json(item, elem, &path.clone().and_index(i)))
-                .collect::<Result<_, _>>()?,
-        ),
+        (Value::List(items), Type::List(elem) | Type::Set(elem)) => {
+            J::Array(items.iter().enumerate().map(|(i, item)| to_json(item, elem, &path.clone().and_index(i))).collect::<Result<_, _>>()?)
+        }
         (Value::List(items), Type::Tuple(elems)) if items.len() == elems.len() => J::Array(
             items
                 .iter()
@@ -355,10 +348,7 @@ fn to_json(value: &Value, ty: &Type, path: &AttributePath) -> Result<serde_json:
                 .collect::<Result<_, _>>()?,
         ),
         (Value::Map(entries), Type::Map(elem)) => J::Object(
-            entries
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), to_json(v, elem, &path.clone().and_key(k))?)))
-                .collect::<Result<_, CodecError>>()?,
+            entries.iter().map(|(k, v)| Ok((k.clone(), to_json(v, elem, &path.clone().and_key(k))?))).collect::<Result<_, CodecError>>()?,
         ),
         (Value::Map(entries), Type::Object(attrs)) => {
             if let Some(extra) = entries.keys().find(|k| !attrs.contains_key(*k)) {

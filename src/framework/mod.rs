@@ -8,6 +8,8 @@ pub mod schema;
 pub mod value;
 
 pub use diagnostics::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity, one_of};
-pub use resource::{ApplyRequest, ApplyResponse, Context, DataSource, PlanRequest, PlanResponse, ProviderDefinition, ReadOutcome, Resource};
+pub use resource::{
+    ApplyRequest, ApplyResponse, Context, DataSource, PlanRequest, PlanResponse, ProviderDefinition, ReadOutcome, Resource,
+};
 pub use schema::{Attribute, Block, NestedBlock, Nesting, Schema};
 pub use value::{Number, Type, Value};

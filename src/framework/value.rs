@@ -48,8 +48,7 @@ impl Type {
             Type::Set(e) => json!(["set", e.to_json()]),
             Type::Map(e) => json!(["map", e.to_json()]),
             Type::Object(attrs) => {
-                let fields: serde_json::Map<String, J> =
-                    attrs.iter().map(|(k, t)| (k.clone(), t.to_json())).collect();
+                let fields: serde_json::Map<String, J> = attrs.iter().map(|(k, t)| (k.clone(), t.to_json())).collect();
                 json!(["object", fields])
             }
             Type::Tuple(elems) => json!(["tuple", elems.iter().map(Type::to_json).collect::<Vec<_>>()]),
@@ -91,10 +90,7 @@ impl Type {
                     }
                     "tuple" => {
                         let elems = arg.as_array().ok_or("tuple type needs a list of types")?;
-                        let elems = elems
-                            .iter()
-                            .map(|e| Self::from_json_depth(e, depth + 1))
-                            .collect::<Result<_, _>>()?;
+                        let elems = elems.iter().map(|e| Self::from_json_depth(e, depth + 1)).collect::<Result<_, _>>()?;
                         Ok(Type::Tuple(elems))
                     }
                     other => Err(format!("unknown type kind {other:?}")),
@@ -102,9 +98,7 @@ impl Type {
             }
             // Objects with optional attributes carry a third element; the optional markers do not
             // change the wire encoding, so they are accepted and ignored.
-            J::Array(parts) if parts.len() == 3 && parts[0] == "object" => {
-                Self::from_json_depth(&J::Array(parts[..2].to_vec()), depth)
-            }
+            J::Array(parts) if parts.len() == 3 && parts[0] == "object" => Self::from_json_depth(&J::Array(parts[..2].to_vec()), depth),
             _ => Err(format!("not a type: {json}")),
         }
     }

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::framework::{
-    ApplyRequest, Context, DataSource, Diagnostic, Diagnostics, PlanRequest, ProviderDefinition, ReadOutcome, Resource, Schema,
-    Severity, Type, Value, one_of,
+    ApplyRequest, Context, DataSource, Diagnostic, Diagnostics, PlanRequest, ProviderDefinition, ReadOutcome, Resource, Schema, Severity,
+    Type, Value, one_of,
 };
 
 use super::convert;
@@ -71,10 +71,7 @@ impl ProviderService {
             provider: Some(convert::schema(&provider_schema)),
             resource_schemas: resources.iter().map(|(k, r)| (k.clone(), convert::schema(&r.schema))).collect(),
             data_source_schemas: data_sources.iter().map(|(k, d)| (k.clone(), convert::schema(&d.schema))).collect(),
-            server_capabilities: Some(pb::ServerCapabilities {
-                get_provider_schema_optional: true,
-                ..Default::default()
-            }),
+            server_capabilities: Some(pb::ServerCapabilities { get_provider_schema_optional: true, ..Default::default() }),
             ..Default::default()
         };
         Self {
@@ -200,7 +197,10 @@ impl Inner {
         pb::configure_provider::Response { diagnostics: convert::diagnostics(&diags) }
     }
 
-    fn validate_data_resource_config(&self, req: pb::validate_data_resource_config::Request) -> pb::validate_data_resource_config::Response {
+    fn validate_data_resource_config(
+        &self,
+        req: pb::validate_data_resource_config::Request,
+    ) -> pb::validate_data_resource_config::Response {
         let mut diags = Diagnostics::new();
         if let Some(ds) = self.data_source(&req.type_name, &mut diags)
             && let Some(config) = convert::decode(req.config.as_ref(), &ds.ty, "data source configuration", &mut diags)
@@ -465,7 +465,10 @@ impl Provider for ProviderService {
         unimplemented("MoveResourceState")
     }
 
-    async fn read_data_source(&self, req: Request<pb::read_data_source::Request>) -> Result<Response<pb::read_data_source::Response>, Status> {
+    async fn read_data_source(
+        &self,
+        req: Request<pb::read_data_source::Request>,
+    ) -> Result<Response<pb::read_data_source::Response>, Status> {
         guarded("ReadDataSource", self.inner.read_data_source(req.into_inner())).await
     }
 

@@ -315,9 +315,8 @@ pub async fn start(service: ProviderService, env: &PluginEnv) -> Result<RunningS
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status("plugin", tonic_health::ServingStatus::Serving).await;
 
-    let provider = ProviderServer::new(service.clone())
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let provider =
+        ProviderServer::new(service.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES);
     let router = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(gp::grpc_controller_server::GrpcControllerServer::new(Controller { shutdown: shutdown.clone() }))

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use crate::catalog::{self, Cloud, Sku};
-use crate::framework::{AttributePath, Attribute, Block, Context, DataSource, Diagnostics, Schema, Type, Value, one_of};
+use crate::framework::{Attribute, AttributePath, Block, Context, DataSource, Diagnostics, Schema, Type, Value, one_of};
 
 pub struct GpuCatalog;
 
@@ -25,7 +25,8 @@ fn instance_type_object() -> Type {
 }
 
 /// The figures of a SKU that carry a source, in attribute order.
-const SOURCED_FIELDS: [&str; 6] = ["gpu_count", "gpu_memory_gb", "rdma_fabric", "rdma_interfaces", "network_bandwidth_gbps", "local_nvme_gb"];
+const SOURCED_FIELDS: [&str; 6] =
+    ["gpu_count", "gpu_memory_gb", "rdma_fabric", "rdma_interfaces", "network_bandwidth_gbps", "local_nvme_gb"];
 
 fn sku_value(sku: &Sku) -> Value {
     let num = |n: Option<u32>| n.map_or(Value::Null, |n| Value::int(i64::from(n)));
@@ -76,15 +77,14 @@ fn query(config: &Value, diags: &mut Diagnostics) -> Option<Query> {
                 let elsewhere: Vec<&str> = catalog::canonical_gpu_model(wanted)
                     .map(|m| Cloud::ALL.into_iter().filter(|c| catalog::gpu_models(*c).contains(&m)).map(Cloud::as_str).collect())
                     .unwrap_or_default();
-                let hint = if elsewhere.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {wanted} is offered on {}.", one_of(&elsewhere))
-                };
+                let hint = if elsewhere.is_empty() { String::new() } else { format!(" {wanted} is offered on {}.", one_of(&elsewhere)) };
                 diags.error_at(
                     AttributePath::attr("gpu"),
                     "Unsupported GPU model",
-                    format!("The catalog has no {cloud} instance type with GPU {wanted:?}. GPU models on {cloud}: {}.{hint}", one_of(&offered)),
+                    format!(
+                        "The catalog has no {cloud} instance type with GPU {wanted:?}. GPU models on {cloud}: {}.{hint}",
+                        one_of(&offered)
+                    ),
                 );
                 return None;
             }
@@ -128,16 +128,22 @@ impl DataSource for GpuCatalog {
     fn schema(&self) -> Schema {
         Schema::new(
             0,
-            Block::new("GPU instance types a cloud offers, with GPU count and memory, RDMA fabric and bandwidth, and the source of each figure.")
-                .attribute(Attribute::required("cloud", Type::String, "Cloud to look in: `aws`, `azure`, `gcp` or `oci`."))
-                .attribute(Attribute::optional("gpu", Type::String, "GPU model to filter by, e.g. `H100` (any case)."))
-                .attribute(Attribute::optional("instance_type", Type::String, "A single instance type (shape, machine type, VM size) to look up."))
-                .attribute(Attribute::computed("gpu_models", Type::list(Type::String), "GPU models the catalog has for this cloud."))
-                .attribute(Attribute::computed(
-                    "instance_types",
-                    Type::list(instance_type_object()),
-                    "Matching instance types. Figures not known are null; `sources` names the source and confidence of each figure.",
-                )),
+            Block::new(
+                "GPU instance types a cloud offers, with GPU count and memory, RDMA fabric and bandwidth, and the source of each figure.",
+            )
+            .attribute(Attribute::required("cloud", Type::String, "Cloud to look in: `aws`, `azure`, `gcp` or `oci`."))
+            .attribute(Attribute::optional("gpu", Type::String, "GPU model to filter by, e.g. `H100` (any case)."))
+            .attribute(Attribute::optional(
+                "instance_type",
+                Type::String,
+                "A single instance type (shape, machine type, VM size) to look up.",
+            ))
+            .attribute(Attribute::computed("gpu_models", Type::list(Type::String), "GPU models the catalog has for this cloud."))
+            .attribute(Attribute::computed(
+                "instance_types",
+                Type::list(instance_type_object()),
+                "Matching instance types. Figures not known are null; `sources` names the source and confidence of each figure.",
+            )),
         )
     }
 

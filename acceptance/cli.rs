@@ -1,0 +1,113 @@
+//! Running the real OpenTofu and Terraform binaries against the freshly built provider.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// One CLI under test.
+#[derive(Clone, Debug)]
+pub struct Cli {
+    pub name: &'static str,
+    pub bin: PathBuf,
+}
+
+impl Cli {
+    /// The CLI named by `var` (set by `scripts/test.sh`, which installs both CLIs).
+    pub fn from_env(name: &'static str, var: &str) -> Cli {
+        let bin = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+            panic!("{var} is not set: run the acceptance tests through ./scripts/test.sh, which builds OpenTofu and installs Terraform")
+        });
+        assert!(bin.is_file(), "{var}={} does not exist", bin.display());
+        Cli { name, bin }
+    }
+
+    pub fn tofu() -> Cli {
+        Cli::from_env("tofu", "HPC_TOFU")
+    }
+
+    pub fn terraform() -> Cli {
+        Cli::from_env("terraform", "HPC_TERRAFORM")
+    }
+}
+
+/// A working directory holding a copy of one case and a CLI configuration whose dev_overrides point at
+/// the provider binary cargo just built. `init` is skipped, as dev_overrides require.
+pub struct Workdir {
+    pub cli: Cli,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn provider_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_terraform-provider-hpc")).parent().unwrap().to_path_buf()
+}
+
+impl Workdir {
+    pub fn new(cli: &Cli, case: &str) -> Workdir {
+        let dir = tempfile::Builder::new().prefix(&format!("hpc-acc-{}-{case}-", cli.name)).tempdir().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("acceptance/cases").join(case);
+        for entry in std::fs::read_dir(&src).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        }
+        let config = format!(
+            "provider_installation {{\n  dev_overrides {{\n    \"hpc-platform/hpc\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
+            provider_dir().display()
+        );
+        std::fs::write(dir.path().join("cli.tfrc"), config).unwrap();
+        Workdir { cli: cli.clone(), dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.cli.bin);
+        cmd.args(args)
+            .current_dir(self.path())
+            .env("TF_CLI_CONFIG_FILE", self.path().join("cli.tfrc"))
+            .env("TF_IN_AUTOMATION", "1")
+            .env("CHECKPOINT_DISABLE", "1")
+            .env_remove("TF_LOG")
+            .env_remove("TF_LOG_PATH");
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out = self.command(args).output().unwrap();
+        Run::new(&self.cli, args, out)
+    }
+
+    /// The 1-based line of the first line in the case's main.tf containing `needle`.
+    pub fn line_of(&self, needle: &str) -> usize {
+        let text = std::fs::read_to_string(self.path().join("main.tf")).unwrap();
+        text.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle:?} not in main.tf")) + 1
+    }
+}
+
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub what: String,
+}
+
+impl Run {
+    fn new(cli: &Cli, args: &[&str], out: Output) -> Run {
+        Run {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            what: format!("{} {}", cli.name, args.join(" ")),
+        }
+    }
+
+    /// Asserts the exit code, showing everything the CLI printed when it differs.
+    pub fn expect_code(self, code: i32) -> Run {
+        assert_eq!(self.code, Some(code), "{} exited {:?}\n--- stdout\n{}\n--- stderr\n{}", self.what, self.code, self.stdout, self.stderr);
+        self
+    }
+
+    pub fn output(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}

