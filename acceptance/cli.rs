@@ -34,6 +34,7 @@ impl Cli {
 pub struct Workdir {
     pub cli: Cli,
     pub dir: tempfile::TempDir,
+    cwd: PathBuf,
 }
 
 pub fn provider_dir() -> PathBuf {
@@ -53,18 +54,30 @@ impl Workdir {
             provider_dir().display()
         );
         std::fs::write(dir.path().join("cli.tfrc"), config).unwrap();
-        Workdir { cli: cli.clone(), dir }
+        let cwd = dir.path().to_path_buf();
+        Workdir { cli: cli.clone(), dir, cwd }
+    }
+
+    /// A copy of `examples/` and `modules/` (so relative module sources resolve), working in `examples/<example>`.
+    pub fn for_example(cli: &Cli, example: &str) -> Workdir {
+        let mut w = Workdir::new(cli, "empty");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for tree in ["examples", "modules"] {
+            copy_tree(&root.join(tree), &w.dir.path().join(tree));
+        }
+        w.cwd = w.dir.path().join("examples").join(example);
+        w
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.cwd
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.cli.bin);
         cmd.args(args)
             .current_dir(self.path())
-            .env("TF_CLI_CONFIG_FILE", self.path().join("cli.tfrc"))
+            .env("TF_CLI_CONFIG_FILE", self.dir.path().join("cli.tfrc"))
             .env("TF_IN_AUTOMATION", "1")
             .env("CHECKPOINT_DISABLE", "1")
             .env_remove("TF_LOG")
@@ -82,6 +95,46 @@ impl Workdir {
         let text = std::fs::read_to_string(self.path().join("main.tf")).unwrap();
         text.lines().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle:?} not in main.tf")) + 1
     }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let name = entry.file_name();
+        if name == ".terraform" || name.to_string_lossy().contains("tfstate") {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// Every directory under `examples/` that holds a configuration, relative to `examples/`.
+pub fn example_dirs() -> Vec<String> {
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
+        let mut has_tf = false;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else if path.extension().is_some_and(|e| e == "tf") {
+                has_tf = true;
+            }
+        }
+        if has_tf {
+            out.push(dir.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+        }
+    }
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut out = Vec::new();
+    walk(&base, &base, &mut out);
+    out.sort();
+    out
 }
 
 pub struct Run {

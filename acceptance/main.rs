@@ -4,7 +4,7 @@
 
 mod cli;
 
-use cli::{Cli, Workdir};
+use cli::{Cli, Workdir, example_dirs};
 
 macro_rules! for_both_clis {
     ($($case:ident),* $(,)?) => {
@@ -22,6 +22,7 @@ for_both_clis!(
     bad_input_reports_each_error_at_its_attribute,
     bad_provider_config_points_into_the_provider_block,
     handshake_and_mutual_tls_with_the_real_cli,
+    every_example_validates_and_plans,
 );
 
 fn catalog_data_source_plans_applies_and_replans_empty(cli: &Cli) {
@@ -96,4 +97,32 @@ fn handshake_and_mutual_tls_with_the_real_cli(cli: &Cli) {
     assert!(log.contains("serving plugin protocol 6 over mutual TLS"));
     // The CLI ended each provider process through GRPCController/Shutdown, not by killing it.
     assert!(!log.contains("plugin failed to exit gracefully"), "a provider process had to be killed");
+}
+
+fn every_example_validates_and_plans(cli: &Cli) {
+    let examples = example_dirs();
+    assert!(examples.len() >= 4, "examples found: {examples:?}");
+    for example in examples {
+        let w = Workdir::for_example(cli, &example);
+        // Documentation snippets (examples/data-sources/...) leave out the terraform block, as registry
+        // examples do; give them the one every configuration of this provider needs.
+        let configs: String = std::fs::read_dir(w.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "tf"))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
+        if !configs.contains("required_providers") {
+            let versions = "terraform {\n  required_providers {\n    hpc = {\n      source = \"hpc-platform/hpc\"\n    }\n  }\n}\n";
+            std::fs::write(w.path().join("versions.tf"), versions).unwrap();
+        }
+        // Local modules are installed with `get`; `init` would look the provider up in a registry,
+        // which dev_overrides make unnecessary (and which is unreachable here).
+        w.run(&["get", "-no-color"]).expect_code(0);
+        let validate = w.run(&["validate", "-no-color"]).expect_code(0);
+        assert!(validate.stdout.contains("The configuration is valid"), "{example}: {}", validate.output());
+        // 0 = nothing to do, 2 = changes (outputs) to apply; 1 would be an error.
+        let plan = w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]);
+        assert!(matches!(plan.code, Some(0 | 2)), "{example}: plan failed\n{}", plan.output());
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod codec;
 pub mod diagnostics;
+pub mod docs;
 pub mod resource;
 pub mod schema;
 pub mod value;

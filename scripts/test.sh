@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test: formatting, lints, the licence policy, unit and protocol tests, the docs check, and the
+# acceptance suite with the real OpenTofu and Terraform CLIs. Installs what it needs on first use (cached
+# under ~/.cache/hpc-provider).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+
+HPC_TOFU=$(ensure_tofu)
+HPC_TERRAFORM=$(ensure_terraform)
+export HPC_TOFU HPC_TERRAFORM
+log "CLIs under test"
+"$HPC_TOFU" version 2>/dev/null | head -1
+"$HPC_TERRAFORM" version | head -1
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy -D warnings"
+cargo clippy --quiet --all-targets -- -D warnings
+
+log "licences of everything linked (cargo deny)"
+"$(ensure_cargo_deny)" check licenses 2>&1 | grep -v '^warning\|^ *[┌│━]\|^$' || true
+"$(ensure_cargo_deny)" check licenses >/dev/null 2>&1
+
+log "tests: unit, protocol, docs, acceptance (tofu + terraform)"
+# Benches are left out on purpose: they print figures (./scripts/bench.sh) and never gate a build.
+cargo test --lib --bins --tests

@@ -1,0 +1,159 @@
+//! Registry-style Markdown for the provider, its data sources and resources, rendered from the schemas
+//! themselves so the pages cannot drift (`tests/docs.rs` compares them with `docs/`).
+
+use std::fmt::Write;
+
+use super::schema::{Attribute, Block, Nesting, Schema};
+use super::value::Type;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Provider,
+    DataSource,
+    Resource,
+}
+
+/// One page. `example` is HCL shown under "Example Usage"; `import` documents the import id, if any.
+pub fn render(kind: Kind, name: &str, schema: &Schema, example: &str, import: Option<&str>) -> String {
+    let label = match kind {
+        Kind::Provider => "Provider",
+        Kind::DataSource => "Data Source",
+        Kind::Resource => "Resource",
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "---\npage_title: \"{name} {label} - terraform-provider-hpc\"\n---\n");
+    let _ = writeln!(out, "<!-- Generated from the schema by `HPC_UPDATE_DOCS=1 cargo test --test docs`; do not edit. -->\n");
+    let _ = writeln!(out, "# {name} ({label})\n\n{}\n", schema.block.description);
+    let _ = writeln!(out, "## Example Usage\n\n```terraform\n{}\n```\n", example.trim_end());
+    let _ = writeln!(out, "## Schema\n");
+    let mut nested = Vec::new();
+    block_section(&mut out, &schema.block, "", &mut nested);
+    while !nested.is_empty() {
+        let pending = std::mem::take(&mut nested);
+        for (path, content) in pending {
+            let _ = writeln!(out, "<a id=\"nestedblock--{}\"></a>\n### Nested Schema for `{path}`\n", path.replace('.', "--"));
+            match content {
+                Nested::Block(block) => block_section(&mut out, &block, &path, &mut nested),
+                Nested::Object(attrs) => {
+                    let _ = writeln!(out, "Read-Only:\n");
+                    for (name, ty) in attrs {
+                        let _ = writeln!(out, "- `{name}` ({})", type_name(&ty));
+                    }
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    if let Some(import) = import {
+        let _ = writeln!(out, "## Import\n\n{import}\n");
+    }
+    out.trim_end().to_owned() + "\n"
+}
+
+enum Nested {
+    Block(Block),
+    Object(Vec<(String, Type)>),
+}
+
+fn block_section(out: &mut String, block: &Block, prefix: &str, nested: &mut Vec<(String, Nested)>) {
+    let groups: [(&str, fn(&Attribute) -> bool); 3] =
+        [("Required", |a| a.required), ("Optional", |a| a.optional), ("Read-Only", |a| a.computed && !a.optional)];
+    for (title, pick) in groups {
+        let attrs: Vec<&Attribute> = block.attributes.iter().filter(|a| pick(a)).collect();
+        let blocks: Vec<_> = if title == "Optional" { block.blocks.iter().collect() } else { Vec::new() };
+        if attrs.is_empty() && blocks.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "### {title}\n");
+        for a in attrs {
+            let sensitive = if a.sensitive { ", Sensitive" } else { "" };
+            let _ = writeln!(out, "- `{}` ({}{sensitive}) {}", a.name, type_name(&a.ty), a.description);
+            if let Some(attrs) = object_attributes(&a.ty) {
+                let path = join(prefix, &a.name);
+                let _ = writeln!(out, "  See [below for nested schema](#nestedblock--{}).", path.replace('.', "--"));
+                nested.push((path, Nested::Object(attrs)));
+            }
+        }
+        for b in blocks {
+            let limit = match (b.nesting, b.max_items) {
+                (Nesting::Single, _) | (_, 1) => "Block, at most one".to_owned(),
+                (_, 0) => "Block List".to_owned(),
+                (_, n) => format!("Block List, at most {n}"),
+            };
+            let path = join(prefix, &b.type_name);
+            let _ = writeln!(
+                out,
+                "- `{}` ({limit}) {} See [below for nested schema](#nestedblock--{}).",
+                b.type_name,
+                b.block.description,
+                path.replace('.', "--")
+            );
+            nested.push((path, Nested::Block(b.block.clone())));
+        }
+        out.push('\n');
+    }
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() { name.to_owned() } else { format!("{prefix}.{name}") }
+}
+
+/// The attributes of an object type, directly or as the element of a collection.
+fn object_attributes(ty: &Type) -> Option<Vec<(String, Type)>> {
+    match ty {
+        Type::Object(attrs) => Some(attrs.iter().map(|(k, t)| (k.clone(), t.clone())).collect()),
+        Type::List(e) | Type::Set(e) | Type::Map(e) => object_attributes(e),
+        _ => None,
+    }
+}
+
+/// Human names in the registry's style: `List of String`, `Map of Number`, `List of Object`.
+pub fn type_name(ty: &Type) -> String {
+    match ty {
+        Type::Bool => "Boolean".into(),
+        Type::Number => "Number".into(),
+        Type::String => "String".into(),
+        Type::Dynamic => "Dynamic".into(),
+        Type::Object(_) => "Object".into(),
+        Type::Tuple(_) => "Tuple".into(),
+        Type::List(e) => format!("List of {}", type_name(e)),
+        Type::Set(e) => format!("Set of {}", type_name(e)),
+        Type::Map(e) => format!("Map of {}", type_name(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::{Attribute, NestedBlock};
+
+    #[test]
+    fn every_attribute_and_nested_field_is_documented() {
+        let schema = Schema::new(
+            0,
+            Block::new("A thing.")
+                .attribute(Attribute::required("cloud", Type::String, "Which cloud."))
+                .attribute(Attribute::optional("token", Type::String, "Secret.").sensitive())
+                .attribute(Attribute::computed("nodes", Type::list(Type::object([("ip", Type::String)])), "Nodes."))
+                .block(NestedBlock::single(
+                    "aws",
+                    Block::new("AWS settings.").attribute(Attribute::optional("region", Type::String, "Region.")),
+                )),
+        );
+        let page = render(Kind::DataSource, "hpc_thing", &schema, "data \"hpc_thing\" \"x\" {}", Some("Not importable."));
+        for needle in [
+            "# hpc_thing (Data Source)",
+            "### Required\n\n- `cloud` (String) Which cloud.",
+            "- `token` (String, Sensitive) Secret.",
+            "- `aws` (Block, at most one) AWS settings.",
+            "### Nested Schema for `aws`",
+            "- `region` (String) Region.",
+            "- `nodes` (List of Object) Nodes.",
+            "### Nested Schema for `nodes`",
+            "- `ip` (String)",
+            "## Import\n\nNot importable.",
+        ] {
+            assert!(page.contains(needle), "{needle:?} missing from\n{page}");
+        }
+    }
+}
