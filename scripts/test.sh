@@ -9,8 +9,8 @@ HPC_TOFU=$(ensure_tofu)
 HPC_TERRAFORM=$(ensure_terraform)
 export HPC_TOFU HPC_TERRAFORM
 log "CLIs under test"
-"$HPC_TOFU" version 2>/dev/null | head -1
-"$HPC_TERRAFORM" version | head -1
+"$HPC_TOFU" version 2>/dev/null | sed -n 1p
+"$HPC_TERRAFORM" version | sed -n 1p
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
