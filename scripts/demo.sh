@@ -16,7 +16,7 @@ write_cli_config "$WORK/cli.tfrc" "$PROVIDER_DIR"
 export TF_CLI_CONFIG_FILE="$WORK/cli.tfrc"
 cd "$WORK/examples/quickstart"
 
-log "$("$TOFU" version 2>/dev/null | sed -n 1p) with terraform-provider-hpc from $PROVIDER_DIR"
+log "$("$TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}') with terraform-provider-hpc from $PROVIDER_DIR"
 log "tofu plan"
 "$TOFU" plan -input=false -var gpu=H100
 log "tofu apply"

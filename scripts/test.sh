@@ -9,7 +9,7 @@ HPC_TOFU=$(ensure_tofu)
 HPC_TERRAFORM=$(ensure_terraform)
 export HPC_TOFU HPC_TERRAFORM
 log "CLIs under test"
-"$HPC_TOFU" version 2>/dev/null | sed -n 1p
+"$HPC_TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}'
 "$HPC_TERRAFORM" version | sed -n 1p
 
 log "cargo fmt --check"

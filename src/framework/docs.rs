@@ -56,7 +56,8 @@ enum Nested {
 }
 
 fn block_section(out: &mut String, block: &Block, prefix: &str, nested: &mut Vec<(String, Nested)>) {
-    let groups: [(&str, fn(&Attribute) -> bool); 3] =
+    type Pick = fn(&Attribute) -> bool;
+    let groups: [(&str, Pick); 3] =
         [("Required", |a| a.required), ("Optional", |a| a.optional), ("Read-Only", |a| a.computed && !a.optional)];
     for (title, pick) in groups {
         let attrs: Vec<&Attribute> = block.attributes.iter().filter(|a| pick(a)).collect();

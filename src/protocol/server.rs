@@ -102,7 +102,9 @@ macro_rules! from_diagnostic {
     ($($t:ty),* $(,)?) => {$(
         impl FromDiagnostic for $t {
             fn from_diagnostic(d: pb::Diagnostic) -> Self {
-                Self { diagnostics: vec![d], ..Default::default() }
+                let mut resp = Self::default();
+                resp.diagnostics.push(d);
+                resp
             }
         }
     )*};
