@@ -2,8 +2,10 @@
 //! for AWS, Azure, Google Cloud or OCI. See ARCHITECTURE.md for the map of this crate.
 
 pub mod catalog;
+pub mod clouds;
 pub mod config;
 pub mod framework;
+pub mod planner;
 pub mod protocol;
 pub mod provider;
 pub mod resources;

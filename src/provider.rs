@@ -6,6 +6,9 @@ use std::sync::Arc;
 use crate::config::{self, ProviderConfig};
 use crate::framework::{DataSource, Diagnostics, ProviderDefinition, Resource, Schema, Value};
 use crate::resources::gpu_catalog::GpuCatalog;
+use crate::resources::gpu_cluster::GpuCluster;
+use crate::resources::gpu_fabric::GpuFabric;
+use crate::resources::parallel_filesystem::ParallelFilesystem;
 
 #[derive(Default)]
 pub struct HpcProvider;
@@ -34,6 +37,6 @@ impl ProviderDefinition for HpcProvider {
     }
 
     fn resources(&self) -> Vec<Arc<dyn Resource>> {
-        Vec::new()
+        vec![Arc::new(GpuFabric), Arc::new(GpuCluster), Arc::new(ParallelFilesystem)]
     }
 }

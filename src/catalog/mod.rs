@@ -4,6 +4,7 @@
 //!
 //! Pure data: no IO. Vendor vocabulary is allowed here and in `clouds/`, nowhere else.
 
+pub mod limits;
 mod skus;
 
 use std::fmt;
@@ -191,4 +192,27 @@ mod tests {
         assert_eq!(canonical_gpu_model("h100"), Some("H100"));
         assert_eq!(canonical_gpu_model("h900"), None);
     }
+}
+
+/// An all-reduce bus bandwidth to expect from a healthy node type, for fabric validation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BusBandwidth {
+    /// GB/s as nccl-tests reports `busbw`.
+    pub gbytes_per_sec: f64,
+    /// "single-node" or "multi-node": what the published threshold measures.
+    pub scope: &'static str,
+    pub source: &'static str,
+}
+
+/// Published thresholds only (domain.md section 9); `None` where nothing was found.
+pub fn expected_busbw(sku: &Sku) -> Option<BusBandwidth> {
+    let (gbytes_per_sec, scope, source) = match (sku.cloud, sku.name) {
+        (Cloud::Azure, "Standard_ND96isr_H100_v5") => (460.0, "single-node", "Azure/azurehpc-health-checks threshold (confirmed)"),
+        (Cloud::Azure, "Standard_ND96isr_H200_v5") => (431.0, "single-node", "Azure/azurehpc-health-checks threshold (confirmed)"),
+        (Cloud::Azure, "Standard_ND128isr_NDR_GB200_v6") => (432.0, "single-node", "Azure/azurehpc-health-checks threshold (confirmed)"),
+        (Cloud::Oci, "BM.GPU.H100.8") => (365.0, "multi-node", "oracle-quickstart/oci-hpc health check GPU_SHAPES (two secondary sources)"),
+        (Cloud::Oci, "BM.GPU.H200.8") => (365.0, "multi-node", "oracle-quickstart/oci-hpc health check GPU_SHAPES (two secondary sources)"),
+        _ => return None,
+    };
+    Some(BusBandwidth { gbytes_per_sec, scope, source })
 }

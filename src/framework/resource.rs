@@ -50,6 +50,7 @@ pub trait DataSource: Send + Sync {
 }
 
 /// Input to planning: `prior` is null on create, `proposed` is null on destroy.
+#[derive(Clone, Copy)]
 pub struct PlanRequest<'a> {
     pub prior: &'a Value,
     pub proposed: &'a Value,

@@ -129,9 +129,10 @@ pub struct NestedBlock {
 }
 
 impl NestedBlock {
-    /// A block written at most once (`aws { ... }`); absent means null.
+    /// A block written at most once (`aws { ... }`); absent means null. The CLIs insist that min and max
+    /// items match in this mode, so both stay 0 (the nesting itself says "at most one").
     pub fn single(type_name: &str, block: Block) -> Self {
-        Self { type_name: type_name.to_owned(), block, nesting: Nesting::Single, min_items: 0, max_items: 1 }
+        Self { type_name: type_name.to_owned(), block, nesting: Nesting::Single, min_items: 0, max_items: 0 }
     }
 
     /// A repeatable block; absent means an empty list.

@@ -1,3 +1,7 @@
 //! The provider's data sources and resources, one file each.
 
+pub mod common;
 pub mod gpu_catalog;
+pub mod gpu_cluster;
+pub mod gpu_fabric;
+pub mod parallel_filesystem;

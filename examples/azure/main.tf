@@ -1,0 +1,37 @@
+# A 4-node Standard_ND96isr_H100_v5 (8x H100, InfiniBand) cluster on Azure with Azure Managed Lustre.
+# Over 100 nodes the plan splits the cluster into several InfiniBand scale sets.
+
+terraform {
+  required_providers {
+    hpc = {
+      source = "hpc-platform/hpc"
+    }
+  }
+}
+
+provider "hpc" {
+  azure {
+    subscription_id = "00000000-0000-0000-0000-000000000000"
+  }
+}
+
+resource "hpc_gpu_fabric" "train" {
+  name          = "train"
+  cloud         = "azure"
+  region        = "eastus"
+  instance_type = "Standard_ND96isr_H100_v5"
+}
+
+resource "hpc_gpu_cluster" "train" {
+  name       = "train"
+  fabric     = hpc_gpu_fabric.train
+  node_count = 4
+}
+
+resource "hpc_parallel_filesystem" "scratch" {
+  name               = "scratch"
+  fabric             = hpc_gpu_fabric.train
+  cluster            = hpc_gpu_cluster.train
+  capacity_gib       = 16384 # 16 TiB: AMLFS-Durable-Premium-125 grows in 16 TiB steps
+  throughput_per_tib = 125
+}

@@ -1,0 +1,169 @@
+//! AWS expansion: VPC and subnet (unless given), cluster placement group, EFA security group with
+//! self-referencing all-traffic rules; launch template with one EFA interface per network card; instances;
+//! FSx for Lustre PERSISTENT_2 with an optional S3 data repository association.
+
+use std::collections::BTreeMap;
+
+use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
+use crate::planner::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
+
+fn placement_group(fabric: &str) -> String {
+    format!("aws_placement_group.{fabric}-pg")
+}
+
+fn efa_security_group(fabric: &str) -> String {
+    format!("aws_security_group.{fabric}-efa")
+}
+
+pub fn fabric(spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:fabric", n)]));
+    let zone = spec.zone.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    if let Network::Create { cidr } = &spec.network {
+        out.push(Piece::new("aws_vpc", format!("{n}-vpc")).set("cidr_block", cidr).set("enable_dns_hostnames", true).set("tags", &tags));
+        // Nodes with several EFA interfaces get no automatic public IPv4: the subnet is private by design.
+        out.push(
+            Piece::new("aws_subnet", format!("{n}-subnet"))
+                .set("vpc_id", format!("aws_vpc.{n}-vpc"))
+                .set("cidr_block", first_subnet(cidr))
+                .set("availability_zone", &zone)
+                .set("map_public_ip_on_launch", false)
+                .set("tags", &tags),
+        );
+    }
+    let (vpc, _) = network_refs(&spec.network, "aws_vpc", "aws_subnet", n);
+    if spec.placement == Placement::Cluster {
+        out.push(Piece::new("aws_placement_group", format!("{n}-pg")).set("strategy", "cluster").set("tags", &tags));
+    }
+    let sg = efa_security_group(n);
+    out.push(
+        Piece::new("aws_security_group", format!("{n}-efa"))
+            .set("vpc_id", &vpc)
+            .set("description", "EFA: all traffic between members of this group")
+            .set("tags", &tags),
+    );
+    for (kind, suffix) in [("aws_vpc_security_group_ingress_rule", "in"), ("aws_vpc_security_group_egress_rule", "out")] {
+        out.push(
+            Piece::new(kind, format!("{n}-efa-self-{suffix}"))
+                .set("security_group_id", &sg)
+                .set("referenced_security_group_id", &sg)
+                .set("ip_protocol", "-1"),
+        );
+    }
+    out
+}
+
+/// The launch template's interfaces: card 0 carries the primary interface (EFA with ENA, or plain ENA
+/// where card 0 is ENA-only, as on p6-b300); every further card gets one EFA-only interface at device
+/// index 1 (AWS "Maximize network bandwidth ... with multiple network cards").
+fn network_interfaces(spec: &ClusterSpec, template: &str) -> Vec<Piece> {
+    let sku = spec.fabric.sku;
+    let sg = efa_security_group(&spec.fabric.name);
+    let card0_ena_only = sku.name.starts_with("p6-b300");
+    let kind = "aws_launch_template.network_interfaces";
+    let mut out = vec![
+        Piece::new(kind, format!("{template} card 0"))
+            .set("network_card_index", 0)
+            .set("device_index", 0)
+            .set("interface_type", if card0_ena_only { "interface" } else { "efa" })
+            .set("security_groups", &sg)
+            .set("associate_public_ip_address", false),
+    ];
+    let extra = if card0_ena_only { spec.rdma_interfaces } else { spec.rdma_interfaces.saturating_sub(1) };
+    if extra > 0 {
+        let cards = if extra == 1 { "1".to_string() } else { format!("1-{extra}") };
+        out.push(
+            Piece::new(kind, format!("{template} cards {cards}"))
+                .count(extra)
+                .set("network_card_index", &cards)
+                .set("device_index", 1)
+                .set("interface_type", "efa-only")
+                .set("security_groups", &sg),
+        );
+    }
+    out
+}
+
+pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let f = &spec.fabric;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:cluster", n), ("hpc:fabric", &f.name)]));
+    let template = format!("{n}-lt");
+    let mut out = Vec::new();
+    if spec.ssh_public_key.is_some() {
+        out.push(Piece::new("aws_key_pair", format!("{n}-key")).set("tags", &tags));
+    }
+    let market = match spec.capacity {
+        CapacityType::Spot => Some("spot"),
+        CapacityType::CapacityBlock => Some("capacity-block"),
+        _ => None,
+    };
+    out.push(
+        Piece::new("aws_launch_template", &template)
+            .set("instance_type", f.sku.name)
+            .set("image_id", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
+            .set("placement.group_name", if f.placement == Placement::Cluster { placement_group(&f.name) } else { "(none)".into() })
+            .set("placement.availability_zone", f.zone.as_deref().unwrap_or_default())
+            .set("instance_market_options.market_type", market.unwrap_or("on-demand"))
+            .set_opt("capacity_reservation_specification.capacity_reservation_target", spec.reservation_id.as_deref())
+            .set_opt("key_name", spec.ssh_public_key.as_ref().map(|_| format!("aws_key_pair.{n}-key")))
+            .set_opt("user_data", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
+            .set("metadata_options.http_tokens", "required")
+            .set("efa_interfaces", spec.rdma_interfaces)
+            .set("tags", &tags),
+    );
+    out.extend(network_interfaces(spec, &template));
+    out.push(
+        Piece::new("aws_instance", n.as_str())
+            .count(spec.node_count)
+            .set("instance_type", f.sku.name)
+            .set("launch_template", format!("aws_launch_template.{template}"))
+            .set("subnet_id", format!("subnet of fabric {}", f.name))
+            .set("names", name_range(n, spec.node_count))
+            .set("launch", "RunInstances with MinCount = MaxCount per batch"),
+    );
+    out
+}
+
+pub fn node_environment(_spec: &ClusterSpec) -> BTreeMap<String, String> {
+    // aws-ofi-nccl over libfabric's EFA provider, GPUDirect RDMA on (AWS EFA user guide, NCCL on EFA).
+    [("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1"), ("FI_EFA_FORK_SAFE", "1"), ("NCCL_SOCKET_IFNAME", "^lo,docker")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let f = &spec.fabric;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:filesystem", n), ("hpc:fabric", &f.name)]));
+    let metadata = match spec.metadata_iops {
+        Some(iops) => format!("USER_PROVISIONED, iops {iops}"),
+        None => "AUTOMATIC".into(),
+    };
+    let mut out = vec![
+        Piece::new("aws_fsx_lustre_file_system", n.as_str())
+            .set("deployment_type", "PERSISTENT_2")
+            .set("storage_type", "SSD")
+            .set("storage_capacity", spec.capacity_gib)
+            .set("per_unit_storage_throughput", spec.throughput_per_tib)
+            .set("metadata_configuration", metadata)
+            .set("subnet_ids", format!("subnet of fabric {}", f.name))
+            .set("security_group_ids", efa_security_group(&f.name))
+            .set("data_compression_type", "LZ4")
+            .set("tags", &tags),
+    ];
+    if let Some(repo) = &spec.data_repository {
+        // PERSISTENT_2 takes no import_path: S3 links are data repository associations.
+        out.push(
+            Piece::new("aws_fsx_data_repository_association", format!("{n}-dra"))
+                .set("file_system_id", format!("aws_fsx_lustre_file_system.{n}"))
+                .set("file_system_path", "/")
+                .set("data_repository_path", repo)
+                .set("s3.auto_import_policy", "NEW, CHANGED, DELETED")
+                .set("s3.auto_export_policy", "NEW, CHANGED, DELETED"),
+        );
+    }
+    out
+}

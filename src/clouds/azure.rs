@@ -1,0 +1,148 @@
+//! Azure expansion: resource group, VNet and subnet (unless given), network security group, proximity
+//! placement group; InfiniBand VM scale sets of at most 100 VMs each (Uniform, single placement group,
+//! one fault domain, no overprovisioning); Azure Managed Lustre.
+
+use std::collections::BTreeMap;
+
+use super::{DEFAULT_IMAGE, first_subnet, network_refs};
+use crate::catalog::limits::AZURE_VMSS_MAX_IB_NODES;
+use crate::planner::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
+
+fn resource_group(spec: &FabricSpec) -> String {
+    spec.resource_group.clone().unwrap_or_else(|| format!("azurerm_resource_group.{}-rg", spec.name))
+}
+
+pub fn fabric(spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:fabric", n)]));
+    let rg = resource_group(spec);
+    let mut out = Vec::new();
+    if spec.resource_group.is_none() {
+        out.push(Piece::new("azurerm_resource_group", format!("{n}-rg")).set("location", &spec.region).set("tags", &tags));
+    }
+    if let Network::Create { cidr } = &spec.network {
+        out.push(
+            Piece::new("azurerm_virtual_network", format!("{n}-vpc"))
+                .set("resource_group_name", &rg)
+                .set("location", &spec.region)
+                .set("address_space", cidr)
+                .set("tags", &tags),
+        );
+        out.push(
+            Piece::new("azurerm_subnet", format!("{n}-subnet"))
+                .set("virtual_network_name", format!("azurerm_virtual_network.{n}-vpc"))
+                .set("address_prefixes", first_subnet(cidr)),
+        );
+    }
+    let (_, subnet) = network_refs(&spec.network, "azurerm_virtual_network", "azurerm_subnet", n);
+    out.push(Piece::new("azurerm_network_security_group", format!("{n}-nsg")).set("resource_group_name", &rg).set("tags", &tags));
+    out.push(
+        Piece::new("azurerm_subnet_network_security_group_association", format!("{n}-nsg"))
+            .set("subnet_id", subnet)
+            .set("network_security_group_id", format!("azurerm_network_security_group.{n}-nsg")),
+    );
+    if spec.placement == Placement::Cluster {
+        out.push(
+            Piece::new("azurerm_proximity_placement_group", format!("{n}-ppg"))
+                .set("resource_group_name", &rg)
+                .set("location", &spec.region)
+                .set("allowed_vm_sizes", spec.sku.name)
+                .set_opt("zone", spec.zone.as_deref())
+                .set("tags", &tags),
+        );
+    }
+    out
+}
+
+/// Sizes of the scale sets a cluster is split into: as few as the 100-VM placement-group limit allows,
+/// as even as possible (150 -> 75 + 75).
+pub fn scale_set_sizes(nodes: u32) -> Vec<u32> {
+    let sets = nodes.div_ceil(AZURE_VMSS_MAX_IB_NODES).max(1);
+    (0..sets).map(|i| nodes / sets + u32::from(i < nodes % sets)).collect()
+}
+
+pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let f = &spec.fabric;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:cluster", n), ("hpc:fabric", &f.name)]));
+    let sizes = scale_set_sizes(spec.node_count);
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, size)| {
+            Piece::new("azurerm_linux_virtual_machine_scale_set", format!("{n}-{i}"))
+                .set("sku", f.sku.name)
+                .set("instances", size)
+                .set("orchestration", "Uniform")
+                .set("single_placement_group", true)
+                .set("platform_fault_domain_count", 1)
+                .set("overprovision", false)
+                .set("upgrade_mode", "Manual")
+                .set(
+                    "proximity_placement_group_id",
+                    if f.placement == Placement::Cluster {
+                        format!("azurerm_proximity_placement_group.{}-ppg", f.name)
+                    } else {
+                        "(none)".into()
+                    },
+                )
+                .set("priority", if spec.capacity == CapacityType::Spot { "Spot" } else { "Regular" })
+                .set_opt("eviction_policy", (spec.capacity == CapacityType::Spot).then_some("Delete"))
+                .set_opt("capacity_reservation_group_id", spec.reservation_id.as_deref())
+                .set("source_image", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
+                .set_opt("zones", f.zone.as_deref())
+                .set("subnet_id", format!("subnet of fabric {}", f.name))
+                .set_opt("custom_data", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
+                .set("tags", &tags)
+        })
+        .collect()
+}
+
+pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
+    // Azure HPC image guidance for ND-series NCCL over InfiniBand.
+    let mut env: BTreeMap<String, String> = [
+        ("NCCL_IB_PCI_RELAXED_ORDERING", "1"),
+        ("UCX_IB_PCI_RELAXED_ORDERING", "on"),
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+        ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    if matches!(spec.fabric.sku.name, "Standard_ND96isr_H100_v5" | "Standard_ND96isr_H200_v5") {
+        env.insert("NCCL_TOPO_FILE".into(), "/opt/microsoft/ndv5-topo.xml".into());
+    }
+    env
+}
+
+pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let f = &spec.fabric;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:filesystem", n), ("hpc:fabric", &f.name)]));
+    let (day, time) = spec.maintenance_window.clone().unwrap_or_else(|| ("Sunday".into(), "02:00".into()));
+    let mut lustre = Piece::new("azurerm_managed_lustre_file_system", n.as_str())
+        .set("sku_name", format!("AMLFS-Durable-Premium-{}", spec.throughput_per_tib))
+        .set("storage_capacity_in_tb", spec.capacity_gib / 1024)
+        .set("zones", f.zone.as_deref().unwrap_or("1"))
+        .set("subnet_id", format!("subnet of fabric {} (a /24 or larger)", f.name))
+        .set("maintenance_window", format!("{day} {time} UTC"))
+        .set("tags", &tags);
+    if let Some(repo) = &spec.data_repository {
+        lustre = lustre.set("hsm_setting.container_id", repo).set(
+            "hsm_setting.required_roles",
+            "Contributor and Storage Blob Data Contributor for \"HPC Cache Resource Provider\" on the storage account",
+        );
+    }
+    vec![lustre]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn scale_sets_split_evenly_under_100() {
+        assert_eq!(super::scale_set_sizes(4), vec![4]);
+        assert_eq!(super::scale_set_sizes(100), vec![100]);
+        assert_eq!(super::scale_set_sizes(150), vec![75, 75]);
+        assert_eq!(super::scale_set_sizes(201), vec![67, 67, 67]);
+    }
+}

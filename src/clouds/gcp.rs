@@ -1,0 +1,232 @@
+//! Google Cloud expansion: host VPC (unless given), the GPU NIC VPCs the machine family needs (A3 High 4,
+//! A3 Mega 8, MTU 8244; A3 Ultra/A4 a second gVNIC VPC plus one RoCE VPC with the zone's RoCE network
+//! profile and 8 subnets), firewall rules, the compact placement policy; instances created by bulkInsert
+//! with one NIC per GPU VPC; Google Cloud Managed Lustre with private service access.
+
+use std::collections::BTreeMap;
+
+use super::{DEFAULT_IMAGE, first_subnet, name_range};
+use crate::catalog::{Fabric, Sku};
+use crate::planner::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement};
+
+/// GCP labels: lowercase keys and values; our `hpc:` keys become `hpc_`.
+fn labels(tags: &BTreeMap<String, String>) -> String {
+    tags.iter().map(|(k, v)| format!("{}={v}", k.replace(':', "_"))).collect::<Vec<_>>().join(", ")
+}
+
+/// The GPU NIC VPCs of a machine family: (count, MTU) for TCPX/TCPXO families.
+fn gpu_vpcs(sku: &Sku) -> Option<u32> {
+    match sku.fabric {
+        Fabric::GpuDirectTcpx | Fabric::GpuDirectTcpxo => sku.rdma_interfaces,
+        _ => None,
+    }
+}
+
+fn is_roce(sku: &Sku) -> bool {
+    sku.fabric == Fabric::Roce
+}
+
+/// Full URL of the zone's RoCE network profile (partial URLs without the project are rejected).
+pub fn roce_profile(project: &str, zone: &str) -> String {
+    format!("https://www.googleapis.com/compute/v1/projects/{project}/global/networkProfiles/{zone}-vpc-roce")
+}
+
+pub fn fabric(spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let project = d.gcp_project.clone().unwrap_or_default();
+    let zone = spec.zone.clone().unwrap_or_default();
+    let sku = spec.sku;
+    let mtu = if is_roce(sku) { 8896 } else { 8244 };
+    let mut out = Vec::new();
+    if let Network::Create { cidr } = &spec.network {
+        out.push(Piece::new("google_compute_network", format!("{n}-vpc")).set("auto_create_subnetworks", false).set("mtu", mtu));
+        out.push(
+            Piece::new("google_compute_subnetwork", format!("{n}-subnet"))
+                .set("network", format!("google_compute_network.{n}-vpc"))
+                .set("region", &spec.region)
+                .set("ip_cidr_range", first_subnet(cidr)),
+        );
+        out.push(
+            Piece::new("google_compute_firewall", format!("{n}-internal"))
+                .set("network", format!("google_compute_network.{n}-vpc"))
+                .set("allow", "all protocols")
+                .set("source_ranges", cidr),
+        );
+    }
+    if let Some(count) = gpu_vpcs(sku) {
+        let names = name_range(&format!("{n}-gpu"), count);
+        out.push(
+            Piece::new("google_compute_network", format!("{n}-gpu"))
+                .count(count)
+                .set("names", &names)
+                .set("mtu", 8244)
+                .set("auto_create_subnetworks", false),
+        );
+        out.push(
+            Piece::new("google_compute_subnetwork", format!("{n}-gpu"))
+                .count(count)
+                .set("names", &names)
+                .set("region", &spec.region)
+                .set("ip_cidr_range", format!("192.168.0.0/24 .. 192.168.{}.0/24", count - 1)),
+        );
+        out.push(
+            Piece::new("google_compute_firewall", format!("{n}-gpu-internal"))
+                .count(count)
+                .set("allow", "all protocols")
+                .set("source_ranges", "192.168.0.0/16"),
+        );
+    }
+    if is_roce(sku) {
+        // Two gVNIC VPCs in all: the host VPC and this one; then the RDMA VPC for the 8 MRDMA NICs.
+        out.push(Piece::new("google_compute_network", format!("{n}-gvnic-1")).set("mtu", 8896).set("auto_create_subnetworks", false));
+        out.push(
+            Piece::new("google_compute_subnetwork", format!("{n}-gvnic-1"))
+                .set("region", &spec.region)
+                .set("ip_cidr_range", "192.168.64.0/24"),
+        );
+        out.push(
+            Piece::new("google_compute_firewall", format!("{n}-gvnic-1-internal"))
+                .set("allow", "all protocols")
+                .set("source_ranges", "192.168.64.0/24"),
+        );
+        out.push(
+            Piece::new("google_compute_network", format!("{n}-rdma"))
+                .set("network_profile", roce_profile(&project, &zone))
+                .set("mtu", 8896)
+                .set("auto_create_subnetworks", false),
+        );
+        out.push(
+            Piece::new("google_compute_subnetwork", format!("{n}-rdma"))
+                .count(8)
+                .set("names", name_range(&format!("{n}-rdma"), 8))
+                .set("region", &spec.region)
+                .set("ip_cidr_range", "192.168.128.0/24 .. 192.168.135.0/24"),
+        );
+    }
+    if spec.placement == Placement::Cluster {
+        out.push(
+            Piece::new("google_compute_resource_policy", format!("{n}-placement"))
+                .set("region", &spec.region)
+                .set("group_placement_policy.collocation", "COLLOCATED")
+                .set_opt("group_placement_policy.max_distance", spec.max_distance),
+        );
+    }
+    out
+}
+
+pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let f = &spec.fabric;
+    let sku = f.sku;
+    let tags = labels(&d.tags(&spec.tags, &[("hpc:cluster", n), ("hpc:fabric", &f.name)]));
+    let (model, reservation) = match spec.capacity {
+        CapacityType::Spot => ("SPOT", "NO_RESERVATION".to_string()),
+        CapacityType::FlexStart => ("FLEX_START", "NO_RESERVATION".to_string()),
+        CapacityType::Reservation => ("STANDARD", format!("SPECIFIC_RESERVATION {}", spec.reservation_id.as_deref().unwrap_or_default())),
+        _ => ("STANDARD", "ANY_RESERVATION".to_string()),
+    };
+    let mut out = vec![
+        Piece::new("google_compute_instance", n.as_str())
+            .count(spec.node_count)
+            .set("machine_type", sku.name)
+            .set("zone", f.zone.as_deref().unwrap_or_default())
+            .set("names", name_range(n, spec.node_count))
+            .set("create", "instances.bulkInsert per batch (count, name pattern)")
+            .set(
+                "resource_policies",
+                if f.placement == Placement::Cluster {
+                    format!("google_compute_resource_policy.{}-placement", f.name)
+                } else {
+                    "(none)".into()
+                },
+            )
+            .set("scheduling.on_host_maintenance", "TERMINATE")
+            .set("scheduling.provisioning_model", model)
+            .set("reservation_affinity", reservation)
+            .set("boot_disk.image", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
+            .set_opt("metadata.startup-script", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
+            .set("labels", tags),
+    ];
+    let nic = "google_compute_instance.network_interface";
+    out.push(Piece::new(nic, format!("{n} nic0")).set("network", format!("host network of fabric {}", f.name)).set("nic_type", "GVNIC"));
+    if let Some(count) = gpu_vpcs(sku) {
+        out.push(
+            Piece::new(nic, format!("{n} gpu nics"))
+                .count(count)
+                .set("networks", name_range(&format!("{}-gpu", f.name), count))
+                .set("nic_type", "GVNIC"),
+        );
+    }
+    if is_roce(sku) {
+        out.push(Piece::new(nic, format!("{n} nic1")).set("network", format!("{}-gvnic-1", f.name)).set("nic_type", "GVNIC"));
+        out.push(
+            Piece::new(nic, format!("{n} rdma nics"))
+                .count(8)
+                .set("network", format!("{}-rdma", f.name))
+                .set("subnetworks", name_range(&format!("{}-rdma", f.name), 8))
+                .set("nic_type", "MRDMA"),
+        );
+    }
+    out
+}
+
+pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
+    let sku = spec.fabric.sku;
+    let ifnames = |count: u32| (1..=count).map(|i| format!("eth{i}")).collect::<Vec<_>>().join(",");
+    let pairs: Vec<(&str, String)> = match sku.fabric {
+        // GPUDirect-TCPX (A3 High), as the cluster toolkit's a3high blueprints set it.
+        Fabric::GpuDirectTcpx => vec![
+            ("NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0".into()),
+            ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", ifnames(4)),
+            ("NCCL_SOCKET_IFNAME", "eth0".into()),
+            ("NCCL_CROSS_NIC", "0".into()),
+            ("LD_LIBRARY_PATH", "/usr/local/tcpx/lib64".into()),
+        ],
+        // GPUDirect-TCPXO (A3 Mega, "FasTrak").
+        Fabric::GpuDirectTcpxo => vec![
+            ("NCCL_FASTRAK_CTRL_DEV", "eth0".into()),
+            ("NCCL_FASTRAK_IFNAME", ifnames(8)),
+            ("NCCL_SOCKET_IFNAME", "eth0".into()),
+            ("NCCL_CROSS_NIC", "0".into()),
+            ("NCCL_FASTRAK_NUM_FLOWS", "2".into()),
+            ("LD_LIBRARY_PATH", "/var/lib/tcpxo/lib64".into()),
+        ],
+        // RoCE with Google's gIB NCCL plugin (A3 Ultra, A4).
+        _ => vec![
+            ("NCCL_NET", "gIB".into()),
+            ("NCCL_CROSS_NIC", "0".into()),
+            ("NCCL_NET_GDR_LEVEL", "PIX".into()),
+            ("NCCL_SOCKET_IFNAME", "eth0,eth1".into()),
+            ("LD_LIBRARY_PATH", "/usr/local/gib/lib64".into()),
+        ],
+    };
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let f = &spec.fabric;
+    let tags = labels(&d.tags(&spec.tags, &[("hpc:filesystem", n), ("hpc:fabric", &f.name)]));
+    let network = format!("host network of fabric {}", f.name);
+    vec![
+        // Managed Lustre is reached through private service access on the host network.
+        Piece::new("google_compute_global_address", format!("{n}-psa"))
+            .set("purpose", "VPC_PEERING")
+            .set("address_type", "INTERNAL")
+            .set("prefix_length", 20)
+            .set("network", &network),
+        Piece::new("google_service_networking_connection", format!("{n}-psa"))
+            .set("service", "servicenetworking.googleapis.com")
+            .set("reserved_peering_ranges", format!("google_compute_global_address.{n}-psa"))
+            .set("network", &network),
+        Piece::new("google_lustre_instance", n.as_str())
+            .set("instance_id", n)
+            .set("location", f.zone.as_deref().unwrap_or_default())
+            .set("filesystem", &spec.filesystem_name)
+            .set("capacity_gib", spec.capacity_gib)
+            .set("per_unit_storage_throughput", spec.throughput_per_tib)
+            .set("network", &network)
+            .set_opt("import_data.gcs_path", spec.data_repository.as_deref())
+            .set("labels", tags),
+    ]
+}

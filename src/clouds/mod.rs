@@ -1,0 +1,49 @@
+//! One module per cloud. Today each holds its expander: the pure function from a validated neutral spec to
+//! the vendor pieces, named in the official providers' vocabulary (`aws_placement_group`, ...). The API
+//! clients of the per-cloud issues live beside them. Names of pieces other pieces refer to are written as
+//! `<kind>.<name>` so the plan shows the wiring without cloud-assigned ids.
+
+pub mod aws;
+pub mod azure;
+pub mod gcp;
+pub mod oci;
+
+use crate::planner::Network;
+
+/// Splits a network's CIDR into the subnet the fabric creates: the first block four bits longer
+/// (at most /24), e.g. 10.0.0.0/16 -> 10.0.0.0/20.
+pub fn first_subnet(cidr: &str) -> String {
+    let (addr, prefix) = cidr.split_once('/').unwrap_or((cidr, "16"));
+    let prefix: u8 = prefix.parse().unwrap_or(16);
+    format!("{addr}/{}", (prefix + 4).min(24).max(prefix))
+}
+
+/// The reference for the fabric's network as a downstream piece sees it.
+pub fn network_refs(network: &Network, vpc_kind: &str, subnet_kind: &str, fabric: &str) -> (String, String) {
+    match network {
+        Network::Existing { vpc_id, subnet_id } => (vpc_id.clone(), subnet_id.clone()),
+        Network::Create { .. } => (format!("{vpc_kind}.{fabric}-vpc"), format!("{subnet_kind}.{fabric}-subnet")),
+    }
+}
+
+/// `name-0 .. name-(n-1)`, for settings that list generated names compactly.
+pub fn name_range(name: &str, n: u32) -> String {
+    match n {
+        0 => String::from("(none)"),
+        1 => format!("{name}-0"),
+        _ => format!("{name}-0 .. {name}-{}", n - 1),
+    }
+}
+
+/// What a piece gets for an image when the user does not pin one.
+pub const DEFAULT_IMAGE: &str = "(cloud default GPU image; set image to pin one)";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn subnets() {
+        assert_eq!(super::first_subnet("10.0.0.0/16"), "10.0.0.0/20");
+        assert_eq!(super::first_subnet("10.1.2.0/24"), "10.1.2.0/24");
+        assert_eq!(super::name_range("n", 3), "n-0 .. n-2");
+    }
+}

@@ -1,0 +1,141 @@
+//! OCI expansion: VCN and subnet (unless given), a network security group open within itself, and the RDMA
+//! placement (a compute cluster, or a cluster network built by the cluster); an instance configuration with
+//! the RDMA agent plugins enabled and the instances; File Storage with Lustre.
+
+use std::collections::BTreeMap;
+
+use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
+use crate::planner::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
+
+/// The Oracle Cloud Agent plugins RDMA clusters need; without them the RDMA NICs stay unconfigured.
+pub const RDMA_PLUGINS: [&str; 3] =
+    ["Compute HPC RDMA Authentication", "Compute HPC RDMA Auto-Configuration", "Compute RDMA GPU Monitoring"];
+
+pub fn fabric(spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:fabric", n)]));
+    let compartment = spec.compartment_id.clone().unwrap_or_default();
+    let ad = spec.zone.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    if let Network::Create { cidr } = &spec.network {
+        out.push(
+            Piece::new("oci_core_vcn", format!("{n}-vpc"))
+                .set("compartment_id", &compartment)
+                .set("cidr_blocks", cidr)
+                .set("freeform_tags", &tags),
+        );
+        out.push(
+            Piece::new("oci_core_subnet", format!("{n}-subnet"))
+                .set("vcn_id", format!("oci_core_vcn.{n}-vpc"))
+                .set("cidr_block", first_subnet(cidr))
+                .set("prohibit_public_ip_on_vnic", true)
+                .set("freeform_tags", &tags),
+        );
+    }
+    let (vcn, _) = network_refs(&spec.network, "oci_core_vcn", "oci_core_subnet", n);
+    out.push(
+        Piece::new("oci_core_network_security_group", format!("{n}-nsg"))
+            .set("vcn_id", vcn)
+            .set("compartment_id", &compartment)
+            .set("freeform_tags", &tags),
+    );
+    out.push(
+        Piece::new("oci_core_network_security_group_security_rule", format!("{n}-nsg-self"))
+            .count(2)
+            .set("directions", "INGRESS, EGRESS")
+            .set("protocol", "all")
+            .set("source_and_destination", format!("oci_core_network_security_group.{n}-nsg")),
+    );
+    if spec.placement == Placement::Cluster {
+        out.push(
+            Piece::new("oci_core_compute_cluster", format!("{n}-cc"))
+                .set("availability_domain", &ad)
+                .set("compartment_id", &compartment)
+                .set("freeform_tags", &tags),
+        );
+    }
+    out
+}
+
+pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let f = &spec.fabric;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:cluster", n), ("hpc:fabric", &f.name)]));
+    let ad = f.zone.clone().unwrap_or_default();
+    let config = format!("oci_core_instance_configuration.{n}-ic");
+    let preemptible = spec.capacity == CapacityType::Spot;
+    let mut out = vec![
+        Piece::new("oci_core_instance_configuration", format!("{n}-ic"))
+            .set("shape", f.sku.name)
+            .set("image", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
+            .set("agent_config.plugins_config", RDMA_PLUGINS.iter().map(|p| format!("{p}: ENABLED")).collect::<Vec<_>>().join(", "))
+            .set_opt("preemptible_instance_config", preemptible.then_some("TERMINATE, preserve_boot_volume = false"))
+            .set_opt("capacity_reservation_id", spec.reservation_id.as_deref())
+            .set_opt("metadata.user_data", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
+            .set("freeform_tags", &tags),
+    ];
+    match f.placement {
+        Placement::ClusterNetwork => out.push(
+            Piece::new("oci_core_cluster_network", format!("{n}-cn"))
+                .set("instance_pools.size", spec.node_count)
+                .set("instance_pools.instance_configuration_id", &config)
+                .set("placement_configuration.availability_domain", &ad)
+                .set("placement_configuration.primary_subnet_id", format!("subnet of fabric {}", f.name))
+                .set("freeform_tags", &tags),
+        ),
+        placement => out.push(
+            Piece::new("oci_core_instance", n.as_str())
+                .count(spec.node_count)
+                .set("shape", f.sku.name)
+                .set("availability_domain", &ad)
+                .set("names", name_range(n, spec.node_count))
+                .set("instance_configuration_id", &config)
+                .set(
+                    "compute_cluster_id",
+                    if placement == Placement::Cluster { format!("oci_core_compute_cluster.{}-cc", f.name) } else { "(none)".into() },
+                )
+                .set("subnet_id", format!("subnet of fabric {}", f.name)),
+        ),
+    }
+    out
+}
+
+pub fn node_environment(_spec: &ClusterSpec) -> BTreeMap<String, String> {
+    // RoCE v2 settings used by oracle-quickstart/oci-hpc's NCCL jobs.
+    [
+        ("NCCL_IB_GID_INDEX", "3"),
+        ("NCCL_IB_TC", "41"),
+        ("NCCL_IB_SL", "0"),
+        ("NCCL_IB_QPS_PER_CONNECTION", "4"),
+        ("NCCL_IB_SPLIT_DATA_ON_QPS", "0"),
+        ("NCCL_SOCKET_IFNAME", "eth0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
+    let n = &spec.name;
+    let f = &spec.fabric;
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:filesystem", n), ("hpc:fabric", &f.name)]));
+    let mut out = vec![
+        Piece::new("oci_lustre_file_storage_lustre_file_system", n.as_str())
+            .set("availability_domain", f.zone.as_deref().unwrap_or_default())
+            .set("capacity_in_gbs", spec.capacity_gib)
+            .set("file_system_name", &spec.filesystem_name)
+            .set("performance_tier", format!("MBPS_PER_TB_{}", spec.throughput_per_tib))
+            .set("subnet_id", format!("subnet of fabric {}", f.name))
+            .set("root_squash_configuration.identity_squash", "NONE")
+            .set("freeform_tags", &tags),
+    ];
+    if let Some(repo) = &spec.data_repository {
+        out.push(
+            Piece::new("oci_lustre_file_storage_object_storage_link", format!("{n}-link"))
+                .set("lustre_file_system_id", format!("oci_lustre_file_storage_lustre_file_system.{n}"))
+                .set("file_system_path", "/")
+                .set("object_storage_prefix", repo),
+        );
+    }
+    out
+}

@@ -1,0 +1,263 @@
+//! The planner: configuration in, the exact vendor pieces out. PURE: no IO, no clock, no randomness;
+//! BTreeMaps and stable names keep the output deterministic. It validates (spec.rs), applies the
+//! reference architecture's checklist as warnings, and asks the cloud's expander (`clouds::*`) for the
+//! pieces. The neutral spec speaks of placement, fabric, node groups and Lustre; vendor words live in
+//! `clouds/` and `catalog/`.
+
+pub mod spec;
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{self, Cloud, Fabric};
+use crate::clouds;
+use crate::framework::{AttributePath, Diagnostics, Type, Value};
+pub use spec::{CapacityType, ClusterSpec, FabricSpec, FilesystemSpec, Network, Placement, Workload};
+
+/// One vendor piece of an expansion, named in the official providers' vocabulary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub kind: String,
+    pub name: String,
+    pub count: u32,
+    pub settings: BTreeMap<String, String>,
+}
+
+impl Piece {
+    pub fn new(kind: &str, name: impl Into<String>) -> Piece {
+        Piece { kind: kind.to_owned(), name: name.into(), count: 1, settings: BTreeMap::new() }
+    }
+
+    pub fn count(mut self, n: u32) -> Piece {
+        self.count = n;
+        self
+    }
+
+    pub fn set(mut self, key: &str, value: impl ToString) -> Piece {
+        self.settings.insert(key.to_owned(), value.to_string());
+        self
+    }
+
+    pub fn set_opt(self, key: &str, value: Option<impl ToString>) -> Piece {
+        match value {
+            Some(v) => self.set(key, v),
+            None => self,
+        }
+    }
+}
+
+/// The type of the `expansion` attribute: a plain list of objects, which every supported CLI renders
+/// element by element (protocol-6 nested attributes render badly in Terraform 1.0).
+pub fn expansion_type() -> Type {
+    Type::list(Type::object([
+        ("kind", Type::String),
+        ("name", Type::String),
+        ("count", Type::Number),
+        ("settings", Type::map(Type::String)),
+    ]))
+}
+
+pub fn expansion_value(pieces: &[Piece]) -> Value {
+    Value::list(pieces.iter().map(|p| {
+        Value::object([
+            ("kind", Value::from(p.kind.as_str())),
+            ("name", Value::from(p.name.as_str())),
+            ("count", Value::int(i64::from(p.count))),
+            ("settings", Value::Map(p.settings.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect())),
+        ])
+    }))
+}
+
+/// What the planner needs from the provider configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Defaults {
+    pub default_tags: BTreeMap<String, String>,
+    pub gcp_project: Option<String>,
+}
+
+impl Defaults {
+    /// Tags on every piece: provider defaults, then the resource's, then ours (which find pieces again).
+    pub fn tags(&self, own: &BTreeMap<String, String>, ours: &[(&str, &str)]) -> BTreeMap<String, String> {
+        let mut all = self.default_tags.clone();
+        all.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+        all.extend(ours.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        all
+    }
+}
+
+/// `k=v, k2=v2`, for a piece's settings.
+pub fn tag_string(tags: &BTreeMap<String, String>) -> String {
+    tags.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+}
+
+pub struct FabricPlan {
+    pub spec: FabricSpec,
+    pub pieces: Vec<Piece>,
+}
+
+pub fn plan_fabric(spec: FabricSpec, defaults: &Defaults, diags: &mut Diagnostics) -> Option<FabricPlan> {
+    if spec.cloud == Cloud::Gcp && defaults.gcp_project.is_none() && !matches!(spec.sku.fabric, Fabric::None) {
+        diags.error_at(
+            AttributePath::attr("cloud"),
+            "Missing Google Cloud project",
+            "The GPU VPCs and their network profile are named by project: set project in the provider's gcp block.",
+        );
+        return None;
+    }
+    let pieces = match spec.cloud {
+        Cloud::Aws => clouds::aws::fabric(&spec, defaults),
+        Cloud::Azure => clouds::azure::fabric(&spec, defaults),
+        Cloud::Gcp => clouds::gcp::fabric(&spec, defaults),
+        Cloud::Oci => clouds::oci::fabric(&spec, defaults),
+    };
+    Some(FabricPlan { spec, pieces })
+}
+
+pub struct ClusterPlan {
+    pub spec: ClusterSpec,
+    pub pieces: Vec<Piece>,
+    pub node_names: Vec<String>,
+    pub gpus_total: u32,
+    pub node_environment: BTreeMap<String, String>,
+    pub expected_busbw: Option<catalog::BusBandwidth>,
+}
+
+/// Node names are stable and known at plan time: `<cluster>-0` .. `<cluster>-(n-1)`.
+pub fn node_names(cluster: &str, count: u32) -> Vec<String> {
+    (0..count).map(|i| format!("{cluster}-{i}")).collect()
+}
+
+pub fn plan_cluster(spec: ClusterSpec, defaults: &Defaults, diags: &mut Diagnostics) -> ClusterPlan {
+    cluster_checklist(&spec, diags);
+    let (pieces, node_environment) = match spec.fabric.cloud {
+        Cloud::Aws => (clouds::aws::cluster(&spec, defaults), clouds::aws::node_environment(&spec)),
+        Cloud::Azure => (clouds::azure::cluster(&spec, defaults), clouds::azure::node_environment(&spec)),
+        Cloud::Gcp => (clouds::gcp::cluster(&spec, defaults), clouds::gcp::node_environment(&spec)),
+        Cloud::Oci => (clouds::oci::cluster(&spec, defaults), clouds::oci::node_environment(&spec)),
+    };
+    ClusterPlan {
+        node_names: node_names(&spec.name, spec.node_count),
+        gpus_total: spec.node_count * spec.fabric.sku.gpu_count,
+        expected_busbw: catalog::expected_busbw(spec.fabric.sku),
+        node_environment,
+        pieces,
+        spec,
+    }
+}
+
+/// GPUs that are built for training at scale; inference on them is usually a costly mistake.
+const TRAINING_GPUS: [&str; 6] = ["H100", "H200", "B200", "B300", "GB200", "MI300X"];
+
+/// The reference architecture's checklist, as warnings (the user may know better).
+fn cluster_checklist(spec: &ClusterSpec, diags: &mut Diagnostics) {
+    let sku = spec.fabric.sku;
+    let training = spec.workload != Workload::Inference;
+    if training && spec.node_count > 1 && spec.fabric.placement == Placement::None {
+        diags.warning_at(
+            AttributePath::attr("fabric"),
+            "No proximity placement",
+            format!(
+                "This {}-node {} cluster is on a fabric with placement = \"none\": nodes may land far apart in the {} network, and collective \
+                 operations slow down with every hop. Use placement = \"cluster\" on the fabric unless capacity forces otherwise.",
+                spec.node_count,
+                spec.workload.as_str(),
+                spec.fabric.cloud
+            ),
+        );
+    }
+    let weak_fabric = matches!(sku.fabric, Fabric::None | Fabric::GpuDirectTcpx) || sku.network_bandwidth_gbps.is_some_and(|b| b < 1600);
+    if training && spec.node_count > 1 && weak_fabric {
+        let better: Vec<&str> = catalog::skus(spec.fabric.cloud)
+            .filter(|s| {
+                matches!(s.fabric, Fabric::Efa | Fabric::InfiniBand | Fabric::Roce) && s.network_bandwidth_gbps.unwrap_or(0) >= 3200
+            })
+            .map(|s| s.name)
+            .collect();
+        diags.warning_at(
+            AttributePath::attr("fabric"),
+            "Training without an RDMA fabric",
+            format!(
+                "{} has {} ({} Gbps between nodes), not a full RDMA fabric; multi-node {} will be bound by the network. Node types with \
+                 3200 Gbps RDMA on {}: {}.",
+                sku.name,
+                sku.fabric.as_str(),
+                sku.network_bandwidth_gbps.map_or("unknown".into(), |b| b.to_string()),
+                spec.workload.as_str(),
+                spec.fabric.cloud,
+                crate::framework::one_of(&better)
+            ),
+        );
+    }
+    if spec.workload == Workload::Inference && TRAINING_GPUS.contains(&sku.gpu_model) {
+        let inference: Vec<&str> =
+            catalog::skus(spec.fabric.cloud).filter(|s| !TRAINING_GPUS.contains(&s.gpu_model)).map(|s| s.name).collect();
+        let hint = if inference.is_empty() {
+            format!("The catalog has no inference node types on {} yet.", spec.fabric.cloud)
+        } else {
+            format!("Inference node types on {}: {}.", spec.fabric.cloud, crate::framework::one_of(&inference))
+        };
+        diags.warning_at(
+            AttributePath::attr("workload"),
+            "Inference on a training node type",
+            format!(
+                "{} ({}x {}) is built for training; serving models on it usually costs several times more than an inference GPU. {hint}",
+                sku.name, sku.gpu_count, sku.gpu_model
+            ),
+        );
+    }
+    if spec.fabric.cloud == Cloud::Aws
+        && matches!(spec.capacity, CapacityType::Reservation | CapacityType::CapacityBlock)
+        && spec.fabric.placement == Placement::Cluster
+    {
+        diags.warning_at(
+            AttributePath::attr("capacity_type"),
+            "Placement group with reserved capacity",
+            "Launching reserved capacity into a cluster placement group fails with InsufficientInstanceCapacity when the reservation was not made \
+             for that placement group. Reserved capacity is already co-located: consider placement = \"none\" on the fabric.",
+        );
+    }
+}
+
+pub struct FilesystemPlan {
+    pub spec: FilesystemSpec,
+    pub pieces: Vec<Piece>,
+    pub throughput_mbps: u64,
+}
+
+/// Filesystem throughput the checklist asks for, per GPU (MB/s). Derivation in docs/planner-rules.md:
+/// a full checkpoint (16 bytes per parameter) written in under 5% of a 30-minute interval.
+pub fn min_throughput_per_gpu(workload: Workload) -> u64 {
+    match workload {
+        Workload::Pretraining => 50,
+        Workload::Finetuning => 25,
+        Workload::Inference => 0,
+    }
+}
+
+pub fn plan_filesystem(spec: FilesystemSpec, defaults: &Defaults, diags: &mut Diagnostics) -> FilesystemPlan {
+    let throughput_mbps = spec.capacity_gib * u64::from(spec.throughput_per_tib) / 1024;
+    if let Some(cluster) = &spec.cluster {
+        let needed = min_throughput_per_gpu(cluster.workload) * u64::from(cluster.gpus_total);
+        if throughput_mbps < needed {
+            diags.warning_at(
+                AttributePath::attr("throughput_per_tib"),
+                "Filesystem throughput too low for the cluster",
+                format!(
+                    "{} GiB at {} MB/s per TiB gives {throughput_mbps} MB/s, but {} GPUs doing {} want at least {needed} MB/s ({} MB/s per GPU) or \
+                     checkpoints and data loading will stall the GPUs. Raise throughput_per_tib or capacity_gib.",
+                    spec.capacity_gib,
+                    spec.throughput_per_tib,
+                    cluster.gpus_total,
+                    cluster.workload.as_str(),
+                    min_throughput_per_gpu(cluster.workload)
+                ),
+            );
+        }
+    }
+    let pieces = match spec.fabric.cloud {
+        Cloud::Aws => clouds::aws::filesystem(&spec, defaults),
+        Cloud::Azure => clouds::azure::filesystem(&spec, defaults),
+        Cloud::Gcp => clouds::gcp::filesystem(&spec, defaults),
+        Cloud::Oci => clouds::oci::filesystem(&spec, defaults),
+    };
+    FilesystemPlan { spec, pieces, throughput_mbps }
+}

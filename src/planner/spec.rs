@@ -1,0 +1,866 @@
+//! The unified specification: configuration values parsed into neutral, validated specs. Every rule a
+//! user can break is checked here or in the per-cloud rules it calls, with the attribute path and the
+//! valid values in the diagnostic. Values still unknown at this point are skipped (they are checked again
+//! at plan time); a spec is returned only when everything it needs is known and valid.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::limits;
+use crate::catalog::{self, Cloud, Fabric, Sku};
+use crate::config::validate_tags;
+use crate::framework::{AttributePath, Diagnostics, Value, one_of};
+
+/// Placement policy of a fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Proximity placement: AWS cluster placement group, Azure PPG, GCP compact policy, OCI compute cluster.
+    Cluster,
+    /// OCI only: a cluster network (RDMA placement through an instance pool).
+    ClusterNetwork,
+    None,
+}
+
+impl Placement {
+    pub const NAMES: [&'static str; 3] = ["cluster", "cluster-network", "none"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Cluster => "cluster",
+            Placement::ClusterNetwork => "cluster-network",
+            Placement::None => "none",
+        }
+    }
+    fn parse(s: &str) -> Option<Placement> {
+        [Placement::Cluster, Placement::ClusterNetwork, Placement::None].into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Network {
+    Existing { vpc_id: String, subnet_id: String },
+    Create { cidr: String },
+}
+
+#[derive(Clone, Debug)]
+pub struct FabricSpec {
+    pub name: String,
+    pub cloud: Cloud,
+    pub region: String,
+    pub zone: Option<String>,
+    pub sku: &'static Sku,
+    pub network: Network,
+    pub placement: Placement,
+    pub max_distance: Option<i64>,
+    pub resource_group: Option<String>,
+    pub compartment_id: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What a cluster or filesystem knows of its fabric (the `fabric = hpc_gpu_fabric.x` object).
+#[derive(Clone, Debug)]
+pub struct FabricRef {
+    pub name: String,
+    pub cloud: Cloud,
+    pub region: String,
+    pub zone: Option<String>,
+    pub sku: &'static Sku,
+    pub placement: Placement,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapacityType {
+    OnDemand,
+    Spot,
+    Reservation,
+    CapacityBlock,
+    FlexStart,
+}
+
+impl CapacityType {
+    pub const NAMES: [&'static str; 5] = ["on-demand", "spot", "reservation", "capacity-block", "flex-start"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityType::OnDemand => "on-demand",
+            CapacityType::Spot => "spot",
+            CapacityType::Reservation => "reservation",
+            CapacityType::CapacityBlock => "capacity-block",
+            CapacityType::FlexStart => "flex-start",
+        }
+    }
+    fn parse(s: &str) -> Option<CapacityType> {
+        [Self::OnDemand, Self::Spot, Self::Reservation, Self::CapacityBlock, Self::FlexStart].into_iter().find(|c| c.as_str() == s)
+    }
+    /// Which clouds offer it: capacity blocks are AWS's; flex start (DWS) is Google's.
+    pub fn offered_on(self, cloud: Cloud) -> bool {
+        match self {
+            CapacityType::CapacityBlock => cloud == Cloud::Aws,
+            CapacityType::FlexStart => cloud == Cloud::Gcp,
+            _ => true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    Pretraining,
+    Finetuning,
+    Inference,
+}
+
+impl Workload {
+    pub const NAMES: [&'static str; 3] = ["pretraining", "finetuning", "inference"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Workload::Pretraining => "pretraining",
+            Workload::Finetuning => "finetuning",
+            Workload::Inference => "inference",
+        }
+    }
+    fn parse(s: &str) -> Option<Workload> {
+        [Self::Pretraining, Self::Finetuning, Self::Inference].into_iter().find(|w| w.as_str() == s)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    pub name: String,
+    pub fabric: FabricRef,
+    pub node_count: u32,
+    pub capacity: CapacityType,
+    pub reservation_id: Option<String>,
+    pub image: Option<String>,
+    pub user_data: Option<String>,
+    pub ssh_public_key: Option<String>,
+    pub workload: Workload,
+    pub rdma_interfaces: u32,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What a filesystem knows of the cluster it feeds (the `cluster = hpc_gpu_cluster.x` object).
+#[derive(Clone, Debug)]
+pub struct ClusterRef {
+    pub name: String,
+    pub gpus_total: u32,
+    pub workload: Workload,
+}
+
+#[derive(Clone, Debug)]
+pub struct FilesystemSpec {
+    pub name: String,
+    pub filesystem_name: String,
+    pub fabric: FabricRef,
+    pub cluster: Option<ClusterRef>,
+    pub capacity_gib: u64,
+    pub throughput_per_tib: u32,
+    pub data_repository: Option<String>,
+    pub metadata_iops: Option<u64>,
+    pub maintenance_window: Option<(String, String)>,
+    pub tags: BTreeMap<String, String>,
+}
+
+// ------------------------------------------------------------------------------------------ helpers
+
+/// A known string, `Err(())` when unknown (stop quietly), `Ok(None)` when null.
+fn string(v: &Value) -> Result<Option<String>, ()> {
+    match v {
+        Value::Unknown => Err(()),
+        Value::String(s) => Ok(Some(s.clone())),
+        _ => Ok(None),
+    }
+}
+
+fn whole_number(v: &Value, path: AttributePath, min: i64, max: i64, diags: &mut Diagnostics) -> Result<Option<i64>, ()> {
+    match v {
+        Value::Unknown => Err(()),
+        Value::Number(n) => match n.as_i64().filter(|i| (min..=max).contains(i)) {
+            Some(i) => Ok(Some(i)),
+            None => {
+                diags.error_at(path, "Value out of range", format!("Expected a whole number from {min} to {max}; got {n}."));
+                Err(())
+            }
+        },
+        _ => Ok(None),
+    }
+}
+
+fn tags(v: &Value, path: AttributePath, diags: &mut Diagnostics) -> Result<BTreeMap<String, String>, ()> {
+    if !v.is_wholly_known() {
+        return Err(());
+    }
+    let before = diags.has_errors();
+    validate_tags(v, path, diags);
+    if diags.has_errors() && !before {
+        return Err(());
+    }
+    Ok(v.as_map().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()).unwrap_or_default())
+}
+
+/// Resource names become parts of vendor names: lowercase letters, digits and hyphens, starting with a
+/// letter, at most 40 characters (fits GCP's 63-character names with our suffixes).
+pub fn check_name(name: &str, path: AttributePath, diags: &mut Diagnostics) -> bool {
+    let ok = (1..=40).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !ok {
+        diags.error_at(
+            path,
+            "Invalid name",
+            format!("{name:?} cannot be used to name cloud resources: use 1 to 40 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen."),
+        );
+    }
+    ok
+}
+
+fn parse_cloud(v: &Value, path: AttributePath, diags: &mut Diagnostics) -> Result<Cloud, ()> {
+    let name = string(v)?.ok_or(())?;
+    Cloud::parse(&name).ok_or_else(|| {
+        diags.error_at(
+            path,
+            "Unsupported cloud",
+            format!("{name:?} is not a cloud this provider supports. Valid values: {}.", one_of(&Cloud::NAMES)),
+        );
+    })
+}
+
+/// The SKU a fabric serves, from `instance_type` or resolved from `gpu` through the catalog. A GPU model
+/// with several instance types resolves to the one with the most inter-node bandwidth (then catalog order).
+pub fn resolve_sku(cloud: Cloud, gpu: Option<&str>, instance_type: Option<&str>, diags: &mut Diagnostics) -> Option<&'static Sku> {
+    let offered = catalog::gpu_models(cloud);
+    let model = match gpu {
+        None => None,
+        Some(wanted) => match catalog::canonical_gpu_model(wanted).filter(|m| offered.contains(m)) {
+            Some(m) => Some(m),
+            None => {
+                let elsewhere: Vec<&str> = catalog::canonical_gpu_model(wanted)
+                    .map(|m| Cloud::ALL.into_iter().filter(|c| catalog::gpu_models(*c).contains(&m)).map(Cloud::as_str).collect())
+                    .unwrap_or_default();
+                let hint = if elsewhere.is_empty() { String::new() } else { format!(" {wanted} is offered on {}.", one_of(&elsewhere)) };
+                diags.error_at(
+                    AttributePath::attr("gpu"),
+                    "Unsupported GPU model",
+                    format!(
+                        "The catalog has no {cloud} instance type with GPU {wanted:?}. GPU models on {cloud}: {}.{hint}",
+                        one_of(&offered)
+                    ),
+                );
+                return None;
+            }
+        },
+    };
+    match instance_type {
+        Some(name) => {
+            let Some(sku) = catalog::find_sku(cloud, name) else {
+                let names: Vec<&str> = catalog::skus(cloud).map(|s| s.name).collect();
+                diags.error_at(
+                    AttributePath::attr("instance_type"),
+                    "Unsupported instance type",
+                    format!("{name:?} is not a GPU instance type in the {cloud} catalog. Valid values: {}.", one_of(&names)),
+                );
+                return None;
+            };
+            if let Some(m) = model
+                && sku.gpu_model != m
+            {
+                diags.error_at(
+                    AttributePath::attr("instance_type"),
+                    "Instance type does not match GPU",
+                    format!("{name} carries {} GPUs, not {m}. Remove one of gpu and instance_type, or make them agree.", sku.gpu_model),
+                );
+                return None;
+            }
+            Some(sku)
+        }
+        None => {
+            let Some(m) = model else {
+                diags.error_at(
+                    AttributePath::attr("gpu"),
+                    "Missing node type",
+                    format!("Set gpu (one of {}) or instance_type to say which nodes this fabric serves.", one_of(&offered)),
+                );
+                return None;
+            };
+            catalog::skus(cloud)
+                .filter(|s| s.gpu_model == m)
+                .max_by_key(|s| (s.network_bandwidth_gbps.unwrap_or(0), std::cmp::Reverse(catalog_index(s))))
+        }
+    }
+}
+
+fn catalog_index(sku: &Sku) -> usize {
+    catalog::SKUS.iter().position(|s| std::ptr::eq(s, sku)).unwrap_or(usize::MAX)
+}
+
+fn parse_fabric_ref(v: &Value, path: AttributePath, diags: &mut Diagnostics) -> Result<FabricRef, ()> {
+    if v.is_unknown() || v.is_null() {
+        return Err(());
+    }
+    let cloud = parse_cloud(v.get("cloud"), path.clone().and_attr("cloud"), diags)?;
+    let name = string(v.get("name"))?.ok_or(())?;
+    let region = string(v.get("region"))?.ok_or(())?;
+    let zone = string(v.get("zone"))?;
+    let instance_type = string(v.get("instance_type"))?.ok_or(())?;
+    let placement = string(v.get("placement"))?.and_then(|p| Placement::parse(&p)).unwrap_or(Placement::Cluster);
+    let Some(sku) = catalog::find_sku(cloud, &instance_type) else {
+        diags.error_at(
+            path,
+            "Unknown fabric instance type",
+            format!("The fabric's instance type {instance_type:?} is not in the {cloud} catalog."),
+        );
+        return Err(());
+    };
+    Ok(FabricRef { name, cloud, region, zone, sku, placement })
+}
+
+/// Google Cloud labels are stricter than tags elsewhere: lowercase letters, digits, `_` and `-`, at most
+/// 63 characters, keys starting with a letter.
+fn check_gcp_labels(tags: &BTreeMap<String, String>, diags: &mut Diagnostics) -> bool {
+    let ok_chars = |s: &str| s.len() <= 63 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    let mut ok = true;
+    for (k, v) in tags {
+        if !ok_chars(k) || !k.starts_with(|c: char| c.is_ascii_lowercase()) || !ok_chars(v) {
+            diags.error_at(
+                AttributePath::attr("tags").and_key(k),
+                "Invalid Google Cloud label",
+                format!("{k}={v:?} cannot be a Google Cloud label: keys and values take lowercase letters, digits, '_' and '-' (at most 63), and keys start with a letter."),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+// ------------------------------------------------------------------------------------------- fabric
+
+pub fn parse_fabric(c: &Value, diags: &mut Diagnostics) -> Option<FabricSpec> {
+    fabric(c, diags).ok()
+}
+
+fn fabric(c: &Value, diags: &mut Diagnostics) -> Result<FabricSpec, ()> {
+    let name = string(c.get("name"))?.ok_or(())?;
+    let name_ok = check_name(&name, AttributePath::attr("name"), diags);
+    let cloud = parse_cloud(c.get("cloud"), AttributePath::attr("cloud"), diags)?;
+    let region = string(c.get("region"))?.ok_or(())?;
+    let zone = string(c.get("zone"))?;
+    let mut ok = name_ok;
+    match (&zone, cloud) {
+        (None, Cloud::Aws | Cloud::Gcp | Cloud::Oci) => {
+            let what = match cloud {
+                Cloud::Aws => "an availability zone such as \"us-east-1a\": a cluster placement group lives in one zone",
+                Cloud::Gcp => "a zone such as \"us-central1-a\": GPU instances and compact placement are zonal",
+                _ => "an availability domain such as \"Uocm:US-ASHBURN-AD-1\": cluster networks and Lustre are per AD",
+            };
+            diags.error_at(AttributePath::attr("zone"), "Missing zone", format!("On {cloud} the fabric needs {what}."));
+            ok = false;
+        }
+        (Some(z), Cloud::Aws | Cloud::Gcp) if !z.starts_with(&region) => {
+            diags.error_at(
+                AttributePath::attr("zone"),
+                "Zone outside region",
+                format!("Zone {z:?} is not in region {region:?}: zones of {region} are named \"{region}a\"/\"{region}-a\" and so on."),
+            );
+            ok = false;
+        }
+        _ => {}
+    }
+    let gpu = string(c.get("gpu"))?;
+    let instance_type = string(c.get("instance_type"))?;
+    let sku = resolve_sku(cloud, gpu.as_deref(), instance_type.as_deref(), diags);
+
+    let vpc_id = string(c.get("vpc_id"))?;
+    let subnet_id = string(c.get("subnet_id"))?;
+    let cidr = string(c.get("cidr_block"))?;
+    let network = match (vpc_id, subnet_id) {
+        (Some(vpc_id), Some(subnet_id)) => {
+            if cidr.is_some() {
+                diags.error_at(
+                    AttributePath::attr("cidr_block"),
+                    "Conflicting attributes",
+                    "cidr_block sizes a network the fabric creates; with vpc_id and subnet_id the fabric joins an existing one. Remove cidr_block.",
+                );
+                ok = false;
+            }
+            Network::Existing { vpc_id, subnet_id }
+        }
+        (None, None) => {
+            let cidr = cidr.unwrap_or_else(|| "10.0.0.0/16".into());
+            if !valid_cidr(&cidr, 16, 24) {
+                diags.error_at(
+                    AttributePath::attr("cidr_block"),
+                    "Invalid CIDR block",
+                    format!("{cidr:?} is not an IPv4 CIDR block from /16 to /24, e.g. \"10.0.0.0/16\"."),
+                );
+                ok = false;
+            }
+            Network::Create { cidr }
+        }
+        (vpc, _) => {
+            let (missing, given) = if vpc.is_some() { ("subnet_id", "vpc_id") } else { ("vpc_id", "subnet_id") };
+            diags.error_at(
+                AttributePath::attr(missing),
+                "Incomplete existing network",
+                format!("{given} is set but {missing} is not. To join an existing network give both; to create one give neither."),
+            );
+            return Err(());
+        }
+    };
+
+    let placement_name = string(c.get("placement"))?.unwrap_or_else(|| "cluster".into());
+    let placement = match Placement::parse(&placement_name) {
+        Some(Placement::ClusterNetwork) if cloud != Cloud::Oci => {
+            diags.error_at(
+                AttributePath::attr("placement"),
+                "Placement not offered",
+                format!("\"cluster-network\" is OCI's RDMA placement. On {cloud} use \"cluster\" or \"none\"."),
+            );
+            return Err(());
+        }
+        Some(p) => p,
+        None => {
+            diags.error_at(
+                AttributePath::attr("placement"),
+                "Unsupported placement",
+                format!("{placement_name:?} is not a placement. Valid values: {}.", one_of(&Placement::NAMES)),
+            );
+            return Err(());
+        }
+    };
+    let max_distance = whole_number(c.get("max_distance"), AttributePath::attr("max_distance"), i64::MIN, i64::MAX, diags)?;
+    if let Some(d) = max_distance {
+        if cloud != Cloud::Gcp || placement != Placement::Cluster {
+            diags.error_at(
+                AttributePath::attr("max_distance"),
+                "Attribute not valid here",
+                "max_distance tunes Google Cloud's compact placement policy; it only applies with cloud = \"gcp\" and placement = \"cluster\".",
+            );
+            ok = false;
+        } else if !(1..=3).contains(&d) {
+            diags.error_at(AttributePath::attr("max_distance"), "Value out of range", format!("max_distance takes 1, 2 or 3; got {d}."));
+            ok = false;
+        } else if d == 1
+            && let Some(s) = sku.filter(|s| matches!(s.name, "a3-ultragpu-8g" | "a4-highgpu-8g"))
+        {
+            diags.error_at(
+                AttributePath::attr("max_distance"),
+                "Placement distance not allowed",
+                format!("max_distance = 1 is not allowed for {} (A3 Ultra and A4 accept 2 or 3; Compute Engine rejects 1 with \"No more than 0 instances\")", s.name),
+            );
+            ok = false;
+        }
+    }
+    let resource_group = string(c.get("resource_group"))?;
+    if resource_group.is_some() && cloud != Cloud::Azure {
+        diags.error_at(
+            AttributePath::attr("resource_group"),
+            "Attribute not valid here",
+            "resource_group is an Azure setting; remove it or set cloud = \"azure\".",
+        );
+        ok = false;
+    }
+    let compartment_id = string(c.get("compartment_id"))?;
+    match (&compartment_id, cloud) {
+        (None, Cloud::Oci) => {
+            diags.error_at(AttributePath::attr("compartment_id"), "Missing compartment", "On OCI the fabric needs compartment_id, the OCID of the compartment to build in (ocid1.compartment... or the tenancy OCID).");
+            ok = false;
+        }
+        (Some(_), c) if c != Cloud::Oci => {
+            diags.error_at(
+                AttributePath::attr("compartment_id"),
+                "Attribute not valid here",
+                "compartment_id is an OCI setting; remove it or set cloud = \"oci\".",
+            );
+            ok = false;
+        }
+        _ => {}
+    }
+    let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
+    if cloud == Cloud::Gcp {
+        ok &= check_gcp_labels(&tags, diags);
+    }
+    let sku = sku.ok_or(())?;
+    if !ok {
+        return Err(());
+    }
+    Ok(FabricSpec { name, cloud, region, zone, sku, network, placement, max_distance, resource_group, compartment_id, tags })
+}
+
+fn valid_cidr(cidr: &str, min_prefix: u8, max_prefix: u8) -> bool {
+    let Some((addr, prefix)) = cidr.split_once('/') else { return false };
+    let octets: Vec<&str> = addr.split('.').collect();
+    octets.len() == 4
+        && octets.iter().all(|o| o.parse::<u8>().is_ok())
+        && prefix.parse::<u8>().is_ok_and(|p| (min_prefix..=max_prefix).contains(&p))
+}
+
+// ------------------------------------------------------------------------------------------ cluster
+
+pub fn parse_cluster(c: &Value, diags: &mut Diagnostics) -> Option<ClusterSpec> {
+    cluster(c, diags).ok()
+}
+
+fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
+    let name = string(c.get("name"))?.ok_or(())?;
+    let mut ok = check_name(&name, AttributePath::attr("name"), diags);
+    let fabric = parse_fabric_ref(c.get("fabric"), AttributePath::attr("fabric"), diags);
+    let node_count = whole_number(c.get("node_count"), AttributePath::attr("node_count"), 1, 100_000, diags)?.ok_or(())? as u32;
+    let capacity_name = string(c.get("capacity_type"))?.unwrap_or_else(|| "on-demand".into());
+    let Some(capacity) = CapacityType::parse(&capacity_name) else {
+        diags.error_at(
+            AttributePath::attr("capacity_type"),
+            "Unsupported capacity type",
+            format!("{capacity_name:?} is not a capacity type. Valid values: {}.", one_of(&CapacityType::NAMES)),
+        );
+        return Err(());
+    };
+    let reservation_id = string(c.get("reservation_id"))?;
+    let workload_name = string(c.get("workload"))?.unwrap_or_else(|| "pretraining".into());
+    let Some(workload) = Workload::parse(&workload_name) else {
+        diags.error_at(
+            AttributePath::attr("workload"),
+            "Unsupported workload",
+            format!("{workload_name:?} is not a workload. Valid values: {}.", one_of(&Workload::NAMES)),
+        );
+        return Err(());
+    };
+    let image = string(c.get("image"))?;
+    let user_data = string(c.get("user_data"))?;
+    let ssh_public_key = string(c.get("ssh_public_key"))?;
+    let rdma_wanted = whole_number(c.get("rdma_interfaces"), AttributePath::attr("rdma_interfaces"), 0, 1024, diags)?;
+    let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
+    if let Some(t) = c.get("timeouts").as_map() {
+        for (k, v) in t {
+            if let Some(s) = v.as_str()
+                && parse_duration(s).is_none()
+            {
+                diags.error_at(
+                    AttributePath::attr("timeouts").and_attr(k),
+                    "Invalid duration",
+                    format!("{s:?} is not a duration. Use a number with a unit: \"90m\", \"2h\", \"1h30m\"."),
+                );
+                ok = false;
+            }
+        }
+    }
+    let fabric = fabric?;
+    let cloud = fabric.cloud;
+    let sku = fabric.sku;
+    if cloud == Cloud::Gcp {
+        ok &= check_gcp_labels(&tags, diags);
+    }
+
+    if !capacity.offered_on(cloud) {
+        let valid: Vec<&str> =
+            CapacityType::NAMES.iter().copied().filter(|n| CapacityType::parse(n).is_some_and(|c| c.offered_on(cloud))).collect();
+        diags.error_at(
+            AttributePath::attr("capacity_type"),
+            "Capacity type not offered",
+            format!("{:?} is not offered on {cloud}. Valid values on {cloud}: {}.", capacity.as_str(), one_of(&valid)),
+        );
+        ok = false;
+    }
+    match (capacity, &reservation_id) {
+        (CapacityType::Reservation | CapacityType::CapacityBlock, None) => {
+            let what = match cloud {
+                Cloud::Aws => "the capacity reservation id (cr-...)",
+                Cloud::Azure => "the capacity reservation group id",
+                Cloud::Gcp => "the reservation name",
+                Cloud::Oci => "the capacity reservation OCID",
+            };
+            diags.error_at(
+                AttributePath::attr("reservation_id"),
+                "Missing reservation",
+                format!("capacity_type = {:?} launches into reserved capacity: set reservation_id to {what}.", capacity.as_str()),
+            );
+            ok = false;
+        }
+        (CapacityType::OnDemand | CapacityType::Spot | CapacityType::FlexStart, Some(_)) => {
+            diags.error_at(
+                AttributePath::attr("reservation_id"),
+                "Reservation without reserved capacity type",
+                format!(
+                    "reservation_id only applies with capacity_type = \"reservation\" or \"capacity-block\"; capacity_type is {:?}.",
+                    capacity.as_str()
+                ),
+            );
+            ok = false;
+        }
+        _ => {}
+    }
+    if capacity == CapacityType::CapacityBlock && node_count > limits::AWS_CAPACITY_BLOCK_MAX_INSTANCES {
+        diags.error_at(
+            AttributePath::attr("node_count"),
+            "Too many nodes for a capacity block",
+            format!("An AWS Capacity Block holds at most {} instances; node_count is {node_count}. Split the cluster or use another capacity type.", limits::AWS_CAPACITY_BLOCK_MAX_INSTANCES),
+        );
+        ok = false;
+    }
+    if cloud == Cloud::Azure && capacity == CapacityType::Reservation && sku.fabric == Fabric::InfiniBand {
+        diags.error_at(
+            AttributePath::attr("capacity_type"),
+            "Reservation conflicts with InfiniBand",
+            format!("Azure capacity reservation groups require single_placement_group = false, but InfiniBand between {} VMs needs a single placement group. Use \"on-demand\" or \"spot\".", sku.name),
+        );
+        ok = false;
+    }
+    if cloud == Cloud::Gcp && fabric.placement == Placement::Cluster && node_count > limits::GCP_COMPACT_PLACEMENT_MAX_VMS {
+        diags.error_at(
+            AttributePath::attr("node_count"),
+            "Too many nodes for compact placement",
+            format!(
+                "A Google Cloud compact placement policy holds at most {} VMs; node_count is {node_count}.",
+                limits::GCP_COMPACT_PLACEMENT_MAX_VMS
+            ),
+        );
+        ok = false;
+    }
+    let max_rdma = sku.rdma_interfaces.unwrap_or(0);
+    let rdma_interfaces = match rdma_wanted {
+        None => max_rdma,
+        Some(n) if n >= 1 && n as u32 <= max_rdma && sku.fabric == Fabric::Efa => n as u32,
+        Some(n) => {
+            let detail = if sku.fabric == Fabric::Efa {
+                format!(
+                    "{} has {max_rdma} EFA-capable network cards, so rdma_interfaces can be 1 to {max_rdma} (one per card); got {n}. Leave it out to use all {max_rdma}.",
+                    sku.name
+                )
+            } else {
+                format!(
+                    "rdma_interfaces sets the EFA interface count on AWS; on {} the {} layout is fixed by the instance type ({max_rdma}). Remove it.",
+                    sku.name,
+                    sku.fabric.as_str()
+                )
+            };
+            diags.error_at(AttributePath::attr("rdma_interfaces"), "Unsupported RDMA interface count", detail);
+            ok = false;
+            max_rdma
+        }
+    };
+    if cloud == Cloud::Aws
+        && let Some(ud) = &user_data
+        && ud.len() > limits::AWS_USER_DATA_MAX_BYTES
+    {
+        diags.error_at(
+            AttributePath::attr("user_data"),
+            "User data too large",
+            format!("EC2 accepts at most 16 KB of user data; this is {} bytes. Keep a small bootstrap that fetches the rest.", ud.len()),
+        );
+        ok = false;
+    }
+    if !ok {
+        return Err(());
+    }
+    Ok(ClusterSpec {
+        name,
+        fabric,
+        node_count,
+        capacity,
+        reservation_id,
+        image,
+        user_data,
+        ssh_public_key,
+        workload,
+        rdma_interfaces,
+        tags,
+    })
+}
+
+/// `90m`, `2h`, `1h30m`, `45s` -> seconds.
+pub fn parse_duration(s: &str) -> Option<u64> {
+    let mut total = 0u64;
+    let mut num = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_digit() {
+            num.push(ch);
+        } else {
+            let n: u64 = num.parse().ok()?;
+            num.clear();
+            total += n * match ch {
+                'h' => 3600,
+                'm' => 60,
+                's' => 1,
+                _ => return None,
+            };
+        }
+    }
+    (num.is_empty() && total > 0).then_some(total)
+}
+
+// --------------------------------------------------------------------------------------- filesystem
+
+pub fn parse_filesystem(c: &Value, diags: &mut Diagnostics) -> Option<FilesystemSpec> {
+    filesystem(c, diags).ok()
+}
+
+/// The short filesystem name Lustre clients mount (GCP `filesystem`, OCI `file_system_name`): at most 8
+/// letters or digits. Derived from the resource name when not given.
+pub fn default_filesystem_name(name: &str) -> String {
+    let s: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).take(8).collect();
+    if s.is_empty() { "lustre".into() } else { s }
+}
+
+fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> {
+    let name = string(c.get("name"))?.ok_or(())?;
+    let mut ok = check_name(&name, AttributePath::attr("name"), diags);
+    let fabric = parse_fabric_ref(c.get("fabric"), AttributePath::attr("fabric"), diags);
+    let cluster = match c.get("cluster") {
+        Value::Null => None,
+        Value::Unknown => return Err(()),
+        v => {
+            let gpus = whole_number(v.get("gpus_total"), AttributePath::attr("cluster"), 0, i64::MAX, diags)?.ok_or(())? as u32;
+            let workload = string(v.get("workload"))?.and_then(|w| Workload::parse(&w)).unwrap_or(Workload::Pretraining);
+            Some(ClusterRef { name: string(v.get("name"))?.unwrap_or_default(), gpus_total: gpus, workload })
+        }
+    };
+    let capacity_gib = whole_number(c.get("capacity_gib"), AttributePath::attr("capacity_gib"), 1, i64::MAX, diags)?.ok_or(())? as u64;
+    let tier = whole_number(c.get("throughput_per_tib"), AttributePath::attr("throughput_per_tib"), 1, 100_000, diags)?.ok_or(())? as u32;
+    let filesystem_name = string(c.get("filesystem_name"))?.unwrap_or_else(|| default_filesystem_name(&name));
+    let data_repository = string(c.get("data_repository"))?;
+    let metadata_iops = whole_number(c.get("metadata_iops"), AttributePath::attr("metadata_iops"), 1, i64::MAX, diags)?.map(|i| i as u64);
+    let window = string(c.get("maintenance_window"))?;
+    let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
+    let fabric = fabric?;
+    let cloud = fabric.cloud;
+    if cloud == Cloud::Gcp {
+        ok &= check_gcp_labels(&tags, diags);
+    }
+
+    if filesystem_name.is_empty() || filesystem_name.len() > 8 || !filesystem_name.chars().all(|c| c.is_ascii_alphanumeric()) {
+        diags.error_at(
+            AttributePath::attr("filesystem_name"),
+            "Invalid filesystem name",
+            format!("{filesystem_name:?} cannot be a Lustre filesystem name: use 1 to 8 letters or digits (the name clients mount)."),
+        );
+        ok = false;
+    }
+    let tiers = limits::lustre_throughput_tiers(cloud);
+    if !tiers.contains(&tier) {
+        let valid: Vec<String> = tiers.iter().map(u32::to_string).collect();
+        diags.error_at(
+            AttributePath::attr("throughput_per_tib"),
+            "Unsupported throughput tier",
+            format!("{tier} MB/s per TiB is not a managed Lustre tier on {cloud}. Valid values: {}.", one_of(&valid)),
+        );
+        ok = false;
+    } else if let Err(e) = limits::check_lustre_capacity(cloud, tier, capacity_gib) {
+        let nearest: Vec<String> = e.nearest.iter().map(u64::to_string).collect();
+        diags.error_at(
+            AttributePath::attr("capacity_gib"),
+            "Unsupported Lustre capacity",
+            format!("{capacity_gib} GiB is rejected by the {cloud} API: {}. Nearest valid sizes: {} GiB.", e.rule, one_of(&nearest)),
+        );
+        ok = false;
+    }
+    if let Some(iops) = metadata_iops {
+        if cloud != Cloud::Aws {
+            diags.error_at(
+                AttributePath::attr("metadata_iops"),
+                "Attribute not valid here",
+                "metadata_iops provisions FSx for Lustre metadata performance; it only applies on aws.",
+            );
+            ok = false;
+        } else if !limits::aws_metadata_iops_valid(iops) {
+            diags.error_at(
+                AttributePath::attr("metadata_iops"),
+                "Unsupported metadata IOPS",
+                format!("{iops} is not an FSx metadata IOPS value: use 1500, 3000, 6000, 12000, or a multiple of 12000 up to 192000."),
+            );
+            ok = false;
+        }
+    }
+    if let Some(repo) = &data_repository {
+        let (good, example) = match cloud {
+            Cloud::Aws => (repo.starts_with("s3://"), "s3://bucket/prefix"),
+            Cloud::Gcp => (repo.starts_with("gs://"), "gs://bucket/prefix"),
+            Cloud::Azure => (
+                repo.starts_with("https://") && repo.contains(".blob.core.windows.net/"),
+                "https://account.blob.core.windows.net/container",
+            ),
+            Cloud::Oci => (repo.starts_with("oci://"), "oci://bucket@namespace/prefix"),
+        };
+        if !good {
+            diags.error_at(
+                AttributePath::attr("data_repository"),
+                "Unsupported data repository",
+                format!("{repo:?} is not a {cloud} object store location. Use the form \"{example}\"."),
+            );
+            ok = false;
+        }
+    }
+    let maintenance_window = match (&window, cloud) {
+        (Some(w), Cloud::Azure) => match parse_window(w) {
+            Some(p) => Some(p),
+            None => {
+                diags.error_at(
+                    AttributePath::attr("maintenance_window"),
+                    "Invalid maintenance window",
+                    format!("{w:?} is not a weekly window. Use a day and a UTC time: \"Sunday 02:00\"."),
+                );
+                ok = false;
+                None
+            }
+        },
+        (None, Cloud::Azure) => Some(("Sunday".into(), "02:00".into())),
+        (Some(_), _) => {
+            diags.error_at(
+                AttributePath::attr("maintenance_window"),
+                "Attribute not valid here",
+                "maintenance_window is required by Azure Managed Lustre only; remove it on other clouds.",
+            );
+            ok = false;
+            None
+        }
+        (None, _) => None,
+    };
+    if !ok {
+        return Err(());
+    }
+    Ok(FilesystemSpec {
+        name,
+        filesystem_name,
+        fabric,
+        cluster,
+        capacity_gib,
+        throughput_per_tib: tier,
+        data_repository,
+        metadata_iops,
+        maintenance_window,
+        tags,
+    })
+}
+
+fn parse_window(w: &str) -> Option<(String, String)> {
+    const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+    let (day, time) = w.split_once(' ')?;
+    let day = DAYS.iter().find(|d| d.eq_ignore_ascii_case(day))?;
+    let (h, m) = time.split_once(':')?;
+    let (h, m): (u8, u8) = (h.parse().ok()?, m.parse().ok()?);
+    (h < 24 && m < 60 && time.len() == 5).then(|| (day.to_string(), format!("{h:02}:{m:02}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90m"), Some(5400));
+        assert_eq!(parse_duration("1h30m"), Some(5400));
+        assert_eq!(parse_duration("2"), None);
+        assert_eq!(parse_duration("2d"), None);
+    }
+
+    #[test]
+    fn windows_and_names() {
+        assert_eq!(parse_window("sunday 02:00"), Some(("Sunday".into(), "02:00".into())));
+        assert_eq!(parse_window("Funday 02:00"), None);
+        assert_eq!(default_filesystem_name("train-lustre-1"), "trainlus");
+        assert!(valid_cidr("10.0.0.0/16", 16, 24) && !valid_cidr("10.0.0/16", 16, 24) && !valid_cidr("10.0.0.0/8", 16, 24));
+    }
+
+    #[test]
+    fn gpu_resolves_to_the_best_connected_sku() {
+        let mut d = Diagnostics::new();
+        assert_eq!(resolve_sku(Cloud::Gcp, Some("H100"), None, &mut d).unwrap().name, "a3-megagpu-8g");
+        assert_eq!(resolve_sku(Cloud::Aws, Some("h200"), None, &mut d).unwrap().name, "p5e.48xlarge");
+        assert!(d.is_empty());
+    }
+}
