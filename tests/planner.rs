@@ -1,0 +1,785 @@
+//! Planner goldens: configuration in, planned state (the vendor expansion) and diagnostics out, for every
+//! cloud x resource x main node-type family, every validation rule (one failing case each), the checklist
+//! warnings, and in-place versus replacing updates. Each plan is also checked against the CLI's plan
+//! validity rules. `HPC_UPDATE_GOLDENS=1 cargo test --test planner` rewrites `tests/goldens/`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use hpc_provider::catalog::Cloud;
+use hpc_provider::config::{CloudSettings, ProviderConfig};
+use hpc_provider::framework::codec::decode_json;
+use hpc_provider::framework::{Context, Diagnostics, PlanRequest, Resource, Schema, Severity, Value};
+use hpc_provider::resources::{gpu_cluster::GpuCluster, gpu_fabric::GpuFabric, parallel_filesystem::ParallelFilesystem};
+use serde_json::{Value as J, json};
+use tokio_util::sync::CancellationToken;
+
+fn resource(kind: &str) -> Box<dyn Resource> {
+    match kind {
+        "fabric" => Box::new(GpuFabric),
+        "cluster" => Box::new(GpuCluster),
+        _ => Box::new(ParallelFilesystem),
+    }
+}
+
+fn context(gcp_project: bool) -> Context {
+    let mut clouds = BTreeMap::new();
+    if gcp_project {
+        clouds.insert(Cloud::Gcp, CloudSettings { endpoint: None, settings: [("project".to_string(), "ml-prod".to_string())].into() });
+    }
+    let config =
+        ProviderConfig { terraform_version: "1.12.6".into(), default_tags: [("team".to_string(), "ml".to_string())].into(), clouds };
+    Context::new(CancellationToken::new(), Some(Arc::new(config)))
+}
+
+/// Config JSON to a value of the schema; references to other resources have unknown ids, as at plan time.
+fn config_value(schema: &Schema, json: &J) -> Value {
+    let mut v = decode_json(json.to_string().as_bytes(), &schema.value_type()).unwrap();
+    if let Value::Map(m) = &mut v {
+        for reference in ["fabric", "cluster"] {
+            if let Some(Value::Map(obj)) = m.get_mut(reference) {
+                obj.insert("id".into(), Value::Unknown);
+            }
+        }
+    }
+    v
+}
+
+/// What the CLI proposes: the configuration, with computed attributes the config leaves null taken from
+/// the prior state (unknown on create).
+fn proposed(schema: &Schema, prior: &Value, config: &Value) -> Value {
+    let mut out = config.as_map().cloned().unwrap_or_default();
+    for a in schema.block.attributes.iter().filter(|a| a.computed) {
+        if config.get(&a.name).is_null() {
+            out.insert(a.name.clone(), if prior.is_null() { Value::Unknown } else { prior.get(&a.name).clone() });
+        }
+    }
+    Value::Map(out)
+}
+
+fn fabric_ref(cloud: &str, region: &str, zone: Option<&str>, instance_type: &str, placement: &str) -> J {
+    json!({"name": "train", "cloud": cloud, "region": region, "zone": zone, "instance_type": instance_type, "placement": placement})
+}
+
+fn aws_p5() -> J {
+    fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p5.48xlarge", "cluster")
+}
+fn azure_h100() -> J {
+    fabric_ref("azure", "eastus", None, "Standard_ND96isr_H100_v5", "cluster")
+}
+fn gcp_mega() -> J {
+    fabric_ref("gcp", "us-central1", Some("us-central1-a"), "a3-megagpu-8g", "cluster")
+}
+fn oci_h100() -> J {
+    fabric_ref("oci", "us-ashburn-1", Some("AD-1"), "BM.GPU.H100.8", "cluster")
+}
+
+struct Case {
+    name: &'static str,
+    kind: &'static str,
+    config: J,
+    prior: Option<J>,
+    gcp_project: bool,
+    /// Lines (or parts of lines) the golden must contain: what the case is about.
+    expect: Vec<&'static str>,
+}
+
+fn case(name: &'static str, kind: &'static str, config: J, expect: &[&'static str]) -> Case {
+    Case { name, kind, config, prior: None, gcp_project: true, expect: expect.to_vec() }
+}
+
+fn update(name: &'static str, kind: &'static str, prior: J, config: J, expect: &[&'static str]) -> Case {
+    Case { name, kind, config, prior: Some(prior), gcp_project: true, expect: expect.to_vec() }
+}
+
+fn cases() -> Vec<Case> {
+    let fab = |extra: J| {
+        let mut base = json!({"name": "train", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "gpu": "H100"});
+        base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        base
+    };
+    let cl = |fabric: J, extra: J| {
+        let mut base = json!({"name": "train", "fabric": fabric, "node_count": 4});
+        base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        base
+    };
+    let fs = |fabric: J, extra: J| {
+        let mut base = json!({"name": "scratch", "fabric": fabric, "capacity_gib": 4800, "throughput_per_tib": 500});
+        base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        base
+    };
+    vec![
+        // ------------------------------------------------------------------ expansions per cloud and family
+        case(
+            "aws_fabric_p5_new_network",
+            "fabric",
+            fab(json!({})),
+            &[
+                r#""kind": "aws_placement_group""#,
+                r#""strategy": "cluster""#,
+                r#""instance_type": "p5.48xlarge""#,
+                r#""ip_protocol": "-1""#,
+            ],
+        ),
+        case(
+            "aws_fabric_p5en_existing_network",
+            "fabric",
+            fab(json!({"instance_type": "p5en.48xlarge", "gpu": null, "vpc_id": "vpc-0abc", "subnet_id": "subnet-0def"})),
+            &[r#""vpc_id": "vpc-0abc""#, r#""subnet_id": "subnet-0def""#],
+        ),
+        case("aws_fabric_no_placement", "fabric", fab(json!({"placement": "none"})), &[r#""placement": "none""#]),
+        case(
+            "aws_cluster_p5_32_efa",
+            "cluster",
+            cl(aws_p5(), json!({})),
+            &[
+                r#""name": "train-lt cards 1-31""#,
+                r#""count": 31"#,
+                r#""interface_type": "efa-only""#,
+                r#""gpus_total": 32"#,
+                r#""FI_PROVIDER": "efa""#,
+            ],
+        ),
+        case(
+            "aws_cluster_p5en_16_efa_spot",
+            "cluster",
+            cl(fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p5en.48xlarge", "cluster"), json!({"capacity_type": "spot"})),
+            &[r#""name": "train-lt cards 1-15""#, r#""instance_market_options.market_type": "spot""#],
+        ),
+        case(
+            "aws_cluster_p6_b300_card0_ena",
+            "cluster",
+            cl(fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6-b300.48xlarge", "cluster"), json!({})),
+            &[r#""interface_type": "interface""#, r#""name": "train-lt cards 1-16""#],
+        ),
+        case(
+            "aws_cluster_capacity_block",
+            "cluster",
+            cl(aws_p5(), json!({"capacity_type": "capacity-block", "reservation_id": "cr-0123", "node_count": 16})),
+            &[r#""capacity_reservation_specification.capacity_reservation_target": "cr-0123""#, "Placement group with reserved capacity"],
+        ),
+        case(
+            "aws_cluster_fewer_efa",
+            "cluster",
+            cl(aws_p5(), json!({"rdma_interfaces": 4})),
+            &[r#""name": "train-lt cards 1-3""#, r#""efa_interfaces": "4""#],
+        ),
+        case(
+            "aws_filesystem_fsx_dra_metadata",
+            "filesystem",
+            fs(aws_p5(), json!({"data_repository": "s3://bucket/data", "metadata_iops": 12000})),
+            &[
+                r#""deployment_type": "PERSISTENT_2""#,
+                r#""kind": "aws_fsx_data_repository_association""#,
+                "USER_PROVISIONED, iops 12000",
+                r#""throughput_mbps": 2343"#,
+            ],
+        ),
+        case(
+            "azure_fabric_nd_h100",
+            "fabric",
+            json!({"name": "train", "cloud": "azure", "region": "eastus", "instance_type": "Standard_ND96isr_H100_v5"}),
+            &[r#""kind": "azurerm_proximity_placement_group""#, r#""kind": "azurerm_resource_group""#],
+        ),
+        case(
+            "azure_fabric_existing_rg",
+            "fabric",
+            json!({"name": "train", "cloud": "azure", "region": "eastus", "gpu": "H200", "resource_group": "ml-rg", "zone": "1"}),
+            &[r#""resource_group_name": "ml-rg""#, r#""instance_type": "Standard_ND96isr_H200_v5""#],
+        ),
+        case(
+            "azure_cluster_4_nodes",
+            "cluster",
+            cl(azure_h100(), json!({})),
+            &[
+                r#""single_placement_group": "true""#,
+                r#""platform_fault_domain_count": "1""#,
+                r#""overprovision": "false""#,
+                "ndv5-topo.xml",
+                r#""expected_busbw_gbs": 460"#,
+            ],
+        ),
+        case(
+            "azure_cluster_150_nodes_two_scale_sets",
+            "cluster",
+            cl(azure_h100(), json!({"node_count": 150})),
+            &[r#""name": "train-0""#, r#""name": "train-1""#, r#""instances": "75""#],
+        ),
+        case(
+            "azure_filesystem_amlfs",
+            "filesystem",
+            fs(
+                azure_h100(),
+                json!({"capacity_gib": 16384, "throughput_per_tib": 125, "data_repository": "https://acct.blob.core.windows.net/data"}),
+            ),
+            &[
+                r#""sku_name": "AMLFS-Durable-Premium-125""#,
+                r#""storage_capacity_in_tb": "16""#,
+                "Sunday 02:00 UTC",
+                "Storage Blob Data Contributor",
+            ],
+        ),
+        case(
+            "gcp_fabric_a3_high_4_vpcs",
+            "fabric",
+            json!({"name": "train", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g"}),
+            &[r#""count": 4"#, r#""mtu": "8244""#],
+        ),
+        case(
+            "gcp_fabric_a3_mega_8_vpcs",
+            "fabric",
+            json!({"name": "train", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "H100"}),
+            &[r#""count": 8"#, r#""names": "train-gpu-0 .. train-gpu-7""#, r#""group_placement_policy.collocation": "COLLOCATED""#],
+        ),
+        case(
+            "gcp_fabric_a3_ultra_roce",
+            "fabric",
+            json!({"name": "train", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-b", "instance_type": "a3-ultragpu-8g", "max_distance": 2}),
+            &[
+                "https://www.googleapis.com/compute/v1/projects/ml-prod/global/networkProfiles/us-central1-b-vpc-roce",
+                r#""names": "train-rdma-0 .. train-rdma-7""#,
+                r#""group_placement_policy.max_distance": "2""#,
+            ],
+        ),
+        case(
+            "gcp_fabric_a4_existing_network",
+            "fabric",
+            json!({"name": "train", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-b", "gpu": "B200", "vpc_id": "projects/ml-prod/global/networks/default", "subnet_id": "default"}),
+            &[r#""instance_type": "a4-highgpu-8g""#, r#""kind": "google_compute_network""#],
+        ),
+        case(
+            "gcp_cluster_a3_mega",
+            "cluster",
+            cl(gcp_mega(), json!({})),
+            &[
+                r#""scheduling.on_host_maintenance": "TERMINATE""#,
+                r#""networks": "train-gpu-0 .. train-gpu-7""#,
+                "NCCL_FASTRAK_IFNAME",
+                "instances.bulkInsert",
+            ],
+        ),
+        case(
+            "gcp_cluster_a3_ultra_reservation",
+            "cluster",
+            cl(
+                fabric_ref("gcp", "us-central1", Some("us-central1-b"), "a3-ultragpu-8g", "cluster"),
+                json!({"capacity_type": "reservation", "reservation_id": "h200-res"}),
+            ),
+            &[r#""nic_type": "MRDMA""#, "SPECIFIC_RESERVATION h200-res", r#""NCCL_NET": "gIB""#],
+        ),
+        case(
+            "gcp_cluster_a4_flex_start",
+            "cluster",
+            cl(fabric_ref("gcp", "us-central1", Some("us-central1-b"), "a4-highgpu-8g", "cluster"), json!({"capacity_type": "flex-start"})),
+            &[r#""scheduling.provisioning_model": "FLEX_START""#],
+        ),
+        case(
+            "gcp_filesystem_managed_lustre",
+            "filesystem",
+            fs(gcp_mega(), json!({"capacity_gib": 36000, "data_repository": "gs://bucket/data"})),
+            &[r#""kind": "google_lustre_instance""#, r#""filesystem": "scratch""#, r#""kind": "google_service_networking_connection""#],
+        ),
+        case(
+            "oci_fabric_compute_cluster",
+            "fabric",
+            json!({"name": "train", "cloud": "oci", "region": "us-ashburn-1", "zone": "AD-1", "gpu": "H100", "compartment_id": "ocid1.compartment.oc1..x"}),
+            &[r#""kind": "oci_core_compute_cluster""#, r#""kind": "oci_core_vcn""#],
+        ),
+        case(
+            "oci_fabric_cluster_network",
+            "fabric",
+            json!({"name": "train", "cloud": "oci", "region": "us-ashburn-1", "zone": "AD-1", "gpu": "H200", "compartment_id": "ocid1.compartment.oc1..x", "placement": "cluster-network"}),
+            &[r#""placement": "cluster-network""#],
+        ),
+        case(
+            "oci_cluster_compute_cluster",
+            "cluster",
+            cl(oci_h100(), json!({})),
+            &[
+                "Compute HPC RDMA Authentication: ENABLED",
+                r#""compute_cluster_id": "oci_core_compute_cluster.train-cc""#,
+                r#""NCCL_IB_GID_INDEX": "3""#,
+            ],
+        ),
+        case(
+            "oci_cluster_cluster_network",
+            "cluster",
+            cl(fabric_ref("oci", "us-ashburn-1", Some("AD-1"), "BM.GPU.H200.8", "cluster-network"), json!({})),
+            &[r#""kind": "oci_core_cluster_network""#, r#""instance_pools.size": "4""#],
+        ),
+        case(
+            "oci_filesystem_lustre",
+            "filesystem",
+            fs(oci_h100(), json!({"capacity_gib": 31200, "throughput_per_tib": 250, "data_repository": "oci://bucket@ns/data"})),
+            &[r#""performance_tier": "MBPS_PER_TB_250""#, r#""capacity_in_gbs": "31200""#],
+        ),
+        // ------------------------------------------------------------------------ validation: one each
+        case(
+            "invalid_fabric_cloud",
+            "fabric",
+            fab(json!({"cloud": "ibm"})),
+            &["error [cloud] Unsupported cloud", r#""aws", "azure", "gcp" or "oci""#],
+        ),
+        case("invalid_fabric_gpu", "fabric", fab(json!({"gpu": "H900"})), &["error [gpu] Unsupported GPU model"]),
+        case(
+            "invalid_fabric_gpu_not_on_cloud",
+            "fabric",
+            json!({"name": "t", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "MI300X"}),
+            &["error [gpu] Unsupported GPU model", r#"MI300X is offered on "azure" or "oci""#],
+        ),
+        case(
+            "invalid_fabric_instance_type",
+            "fabric",
+            fab(json!({"gpu": null, "instance_type": "p4d.24xlarge"})),
+            &["error [instance_type] Unsupported instance type"],
+        ),
+        case(
+            "invalid_fabric_gpu_instance_mismatch",
+            "fabric",
+            fab(json!({"instance_type": "p5e.48xlarge"})),
+            &["error [instance_type] Instance type does not match GPU"],
+        ),
+        case("invalid_fabric_no_node_type", "fabric", fab(json!({"gpu": null})), &["error [gpu] Missing node type"]),
+        case("invalid_fabric_missing_zone", "fabric", fab(json!({"zone": null})), &["error [zone] Missing zone"]),
+        case(
+            "invalid_fabric_zone_outside_region",
+            "fabric",
+            json!({"name": "t", "cloud": "gcp", "region": "us-central1", "zone": "europe-west4-a", "gpu": "H100"}),
+            &["error [zone] Zone outside region"],
+        ),
+        case(
+            "invalid_fabric_half_existing_network",
+            "fabric",
+            fab(json!({"vpc_id": "vpc-1"})),
+            &["error [subnet_id] Incomplete existing network"],
+        ),
+        case(
+            "invalid_fabric_cidr_with_existing_network",
+            "fabric",
+            fab(json!({"vpc_id": "vpc-1", "subnet_id": "subnet-1", "cidr_block": "10.0.0.0/16"})),
+            &["error [cidr_block] Conflicting attributes"],
+        ),
+        case("invalid_fabric_cidr", "fabric", fab(json!({"cidr_block": "10.0.0.0/8"})), &["error [cidr_block] Invalid CIDR block"]),
+        case(
+            "invalid_fabric_cluster_network_on_aws",
+            "fabric",
+            fab(json!({"placement": "cluster-network"})),
+            &["error [placement] Placement not offered"],
+        ),
+        case("invalid_fabric_placement", "fabric", fab(json!({"placement": "spread"})), &["error [placement] Unsupported placement"]),
+        case(
+            "invalid_fabric_max_distance_on_aws",
+            "fabric",
+            fab(json!({"max_distance": 2})),
+            &["error [max_distance] Attribute not valid here"],
+        ),
+        case(
+            "invalid_fabric_max_distance_range",
+            "fabric",
+            json!({"name": "t", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "H100", "max_distance": 4}),
+            &["error [max_distance] Value out of range"],
+        ),
+        case(
+            "invalid_fabric_max_distance_1_on_a3_ultra",
+            "fabric",
+            json!({"name": "t", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "H200", "max_distance": 1}),
+            &["error [max_distance] Placement distance not allowed"],
+        ),
+        case(
+            "invalid_fabric_resource_group_on_aws",
+            "fabric",
+            fab(json!({"resource_group": "rg"})),
+            &["error [resource_group] Attribute not valid here"],
+        ),
+        case(
+            "invalid_fabric_oci_without_compartment",
+            "fabric",
+            json!({"name": "t", "cloud": "oci", "region": "us-ashburn-1", "zone": "AD-1", "gpu": "H100"}),
+            &["error [compartment_id] Missing compartment"],
+        ),
+        case("invalid_fabric_name", "fabric", fab(json!({"name": "Train_1"})), &["error [name] Invalid name"]),
+        case(
+            "invalid_fabric_reserved_tag",
+            "fabric",
+            fab(json!({"tags": {"hpc:cluster": "x"}})),
+            &[r#"error [tags["hpc:cluster"]] Reserved tag key"#],
+        ),
+        case(
+            "invalid_fabric_gcp_label",
+            "fabric",
+            json!({"name": "t", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "H100", "tags": {"Team": "ML"}}),
+            &[r#"error [tags["Team"]] Invalid Google Cloud label"#],
+        ),
+        Case {
+            gcp_project: false,
+            ..case(
+                "invalid_fabric_gcp_without_project",
+                "fabric",
+                json!({"name": "t", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "H100"}),
+                &["error [cloud] Missing Google Cloud project"],
+            )
+        },
+        case("invalid_cluster_node_count", "cluster", cl(aws_p5(), json!({"node_count": 0})), &["error [node_count] Value out of range"]),
+        case(
+            "invalid_cluster_capacity_type",
+            "cluster",
+            cl(aws_p5(), json!({"capacity_type": "preemptible"})),
+            &["error [capacity_type] Unsupported capacity type"],
+        ),
+        case(
+            "invalid_cluster_flex_start_on_aws",
+            "cluster",
+            cl(aws_p5(), json!({"capacity_type": "flex-start"})),
+            &["error [capacity_type] Capacity type not offered"],
+        ),
+        case(
+            "invalid_cluster_capacity_block_without_reservation",
+            "cluster",
+            cl(aws_p5(), json!({"capacity_type": "capacity-block"})),
+            &["error [reservation_id] Missing reservation"],
+        ),
+        case(
+            "invalid_cluster_reservation_id_on_demand",
+            "cluster",
+            cl(aws_p5(), json!({"reservation_id": "cr-1"})),
+            &["error [reservation_id] Reservation without reserved capacity type"],
+        ),
+        case(
+            "invalid_cluster_capacity_block_too_big",
+            "cluster",
+            cl(aws_p5(), json!({"capacity_type": "capacity-block", "reservation_id": "cr-1", "node_count": 65})),
+            &["error [node_count] Too many nodes for a capacity block"],
+        ),
+        case(
+            "invalid_cluster_azure_reservation_infiniband",
+            "cluster",
+            cl(azure_h100(), json!({"capacity_type": "reservation", "reservation_id": "crg"})),
+            &["error [capacity_type] Reservation conflicts with InfiniBand"],
+        ),
+        case(
+            "invalid_cluster_gcp_compact_too_big",
+            "cluster",
+            cl(gcp_mega(), json!({"node_count": 1501})),
+            &["error [node_count] Too many nodes for compact placement"],
+        ),
+        case(
+            "invalid_cluster_efa_count",
+            "cluster",
+            cl(aws_p5(), json!({"rdma_interfaces": 33})),
+            &["error [rdma_interfaces] Unsupported RDMA interface count", "1 to 32"],
+        ),
+        case(
+            "invalid_cluster_rdma_count_not_efa",
+            "cluster",
+            cl(azure_h100(), json!({"rdma_interfaces": 4})),
+            &["error [rdma_interfaces] Unsupported RDMA interface count"],
+        ),
+        case(
+            "invalid_cluster_user_data_size",
+            "cluster",
+            cl(aws_p5(), json!({"user_data": "x".repeat(17_000)})),
+            &["error [user_data] User data too large"],
+        ),
+        case(
+            "invalid_cluster_workload",
+            "cluster",
+            cl(aws_p5(), json!({"workload": "training"})),
+            &["error [workload] Unsupported workload"],
+        ),
+        case(
+            "invalid_cluster_timeout",
+            "cluster",
+            cl(aws_p5(), json!({"timeouts": {"create": "2 hours"}})),
+            &["error [timeouts.create] Invalid duration"],
+        ),
+        case(
+            "invalid_filesystem_tier",
+            "filesystem",
+            fs(aws_p5(), json!({"throughput_per_tib": 200})),
+            &["error [throughput_per_tib] Unsupported throughput tier", r#""125", "250", "500" or "1000""#],
+        ),
+        case(
+            "invalid_filesystem_fsx_capacity",
+            "filesystem",
+            fs(aws_p5(), json!({"capacity_gib": 3000})),
+            &["error [capacity_gib] Unsupported Lustre capacity", r#""2400" or "4800""#],
+        ),
+        case(
+            "invalid_filesystem_amlfs_capacity",
+            "filesystem",
+            fs(azure_h100(), json!({"capacity_gib": 10240, "throughput_per_tib": 125})),
+            &["error [capacity_gib] Unsupported Lustre capacity", "16 TiB"],
+        ),
+        case(
+            "invalid_filesystem_gcp_capacity",
+            "filesystem",
+            fs(gcp_mega(), json!({"capacity_gib": 12000})),
+            &["error [capacity_gib] Unsupported Lustre capacity"],
+        ),
+        case(
+            "invalid_filesystem_oci_capacity",
+            "filesystem",
+            fs(oci_h100(), json!({"capacity_gib": 20000})),
+            &["error [capacity_gib] Unsupported Lustre capacity"],
+        ),
+        case(
+            "invalid_filesystem_metadata_iops",
+            "filesystem",
+            fs(aws_p5(), json!({"metadata_iops": 2000})),
+            &["error [metadata_iops] Unsupported metadata IOPS"],
+        ),
+        case(
+            "invalid_filesystem_metadata_iops_off_aws",
+            "filesystem",
+            fs(oci_h100(), json!({"capacity_gib": 31200, "metadata_iops": 3000})),
+            &["error [metadata_iops] Attribute not valid here"],
+        ),
+        case(
+            "invalid_filesystem_data_repository",
+            "filesystem",
+            fs(aws_p5(), json!({"data_repository": "gs://bucket"})),
+            &["error [data_repository] Unsupported data repository"],
+        ),
+        case(
+            "invalid_filesystem_name",
+            "filesystem",
+            fs(aws_p5(), json!({"filesystem_name": "scratch-01"})),
+            &["error [filesystem_name] Invalid filesystem name"],
+        ),
+        case(
+            "invalid_filesystem_maintenance_window",
+            "filesystem",
+            fs(azure_h100(), json!({"capacity_gib": 4096, "throughput_per_tib": 500, "maintenance_window": "Funday 25:00"})),
+            &["error [maintenance_window] Invalid maintenance window"],
+        ),
+        case(
+            "invalid_filesystem_maintenance_window_off_azure",
+            "filesystem",
+            fs(aws_p5(), json!({"maintenance_window": "Sunday 02:00"})),
+            &["error [maintenance_window] Attribute not valid here"],
+        ),
+        // ----------------------------------------------------------------------------- checklist warnings
+        case(
+            "warn_no_placement",
+            "cluster",
+            cl(fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p5.48xlarge", "none"), json!({})),
+            &["warning [fabric] No proximity placement"],
+        ),
+        case(
+            "warn_training_without_rdma",
+            "cluster",
+            cl(fabric_ref("gcp", "us-central1", Some("us-central1-a"), "a3-highgpu-8g", "cluster"), json!({})),
+            &["warning [fabric] Training without an RDMA fabric", "a3-ultragpu-8g"],
+        ),
+        case(
+            "warn_inference_on_training_sku",
+            "cluster",
+            cl(aws_p5(), json!({"workload": "inference", "node_count": 1})),
+            &["warning [workload] Inference on a training node type", "g6e.48xlarge"],
+        ),
+        case(
+            "warn_filesystem_throughput",
+            "filesystem",
+            fs(aws_p5(), json!({"throughput_per_tib": 125, "cluster": {"name": "train", "gpus_total": 256, "workload": "pretraining"}})),
+            &["warning [throughput_per_tib] Filesystem throughput too low for the cluster", "12800 MB/s"],
+        ),
+        // --------------------------------------------------------------------------------------- updates
+        update(
+            "update_cluster_node_count_in_place",
+            "cluster",
+            cl(aws_p5(), json!({})),
+            cl(aws_p5(), json!({"node_count": 6})),
+            &["## requires_replace\n(none)", r#""count": 6"#, r#""train-5""#],
+        ),
+        update(
+            "update_cluster_capacity_type_replaces",
+            "cluster",
+            cl(aws_p5(), json!({})),
+            cl(aws_p5(), json!({"capacity_type": "spot"})),
+            &["## requires_replace\ncapacity_type"],
+        ),
+        update(
+            "update_fabric_tags_in_place",
+            "fabric",
+            fab(json!({})),
+            fab(json!({"tags": {"owner": "alice"}})),
+            &["## requires_replace\n(none)", "owner=alice"],
+        ),
+        update("update_fabric_zone_replaces", "fabric", fab(json!({})), fab(json!({"zone": "us-east-1b"})), &["## requires_replace\nzone"]),
+        update(
+            "update_filesystem_grow_aws_in_place",
+            "filesystem",
+            fs(aws_p5(), json!({})),
+            fs(aws_p5(), json!({"capacity_gib": 9600})),
+            &["## requires_replace\n(none)", r#""storage_capacity": "9600""#],
+        ),
+        update(
+            "update_filesystem_shrink_replaces",
+            "filesystem",
+            fs(aws_p5(), json!({"capacity_gib": 9600})),
+            fs(aws_p5(), json!({})),
+            &["## requires_replace\ncapacity_gib"],
+        ),
+        update(
+            "update_filesystem_grow_azure_replaces",
+            "filesystem",
+            fs(azure_h100(), json!({"capacity_gib": 4096})),
+            fs(azure_h100(), json!({"capacity_gib": 8192})),
+            &["## requires_replace\ncapacity_gib"],
+        ),
+        update(
+            "update_filesystem_tier_aws_in_place",
+            "filesystem",
+            fs(aws_p5(), json!({"throughput_per_tib": 250})),
+            fs(aws_p5(), json!({})),
+            &["## requires_replace\n(none)"],
+        ),
+        update(
+            "update_filesystem_tier_gcp_replaces",
+            "filesystem",
+            fs(gcp_mega(), json!({"capacity_gib": 36000, "throughput_per_tib": 250})),
+            fs(gcp_mega(), json!({"capacity_gib": 36000})),
+            &["## requires_replace\nthroughput_per_tib"],
+        ),
+    ]
+}
+
+fn to_json(v: &Value) -> J {
+    match v {
+        Value::Null => J::Null,
+        Value::Unknown => J::String("(known after apply)".into()),
+        Value::Bool(b) => J::Bool(*b),
+        Value::Number(n) => n.as_i64().map_or_else(|| J::from(n.as_f64()), J::from),
+        Value::String(s) => J::String(s.clone()),
+        Value::List(items) => J::Array(items.iter().map(to_json).collect()),
+        Value::Map(m) => J::Object(m.iter().map(|(k, v)| (k.clone(), to_json(v))).collect()),
+    }
+}
+
+/// The CLI's plan validity rules (OpenTofu objchange.AssertPlanValid), for top-level attributes: a
+/// non-null config value comes back exactly; a null one may only be set if the attribute is computed;
+/// on create only cloud-assigned attributes may be unknown.
+fn check_validity(name: &str, schema: &Schema, config: &Value, planned: &Value, creating: bool) {
+    let assigned = ["id", "vpc_id", "subnet_id", "mount_target", "mount_command"];
+    for a in &schema.block.attributes {
+        let (c, p) = (config.get(&a.name), planned.get(&a.name));
+        if !c.is_null() {
+            assert_eq!(c, p, "{name}: planned {} differs from its configuration", a.name);
+        } else if !a.computed {
+            assert!(p.is_null(), "{name}: non-computed {} planned without configuration", a.name);
+        }
+        if creating && a.computed && c.is_null() {
+            assert_eq!(p.is_wholly_known(), !assigned.contains(&a.name.as_str()), "{name}: knownness of {} at plan time", a.name);
+        }
+    }
+}
+
+fn render(case: &Case) -> String {
+    let r = resource(case.kind);
+    let schema = r.schema();
+    let ctx = context(case.gcp_project);
+    let config = config_value(&schema, &case.config);
+    let prior = case.prior.as_ref().map(|p| {
+        // A prior state as a previous plan + apply left it: the planned values, with ids filled in.
+        let cfg = config_value(&schema, p);
+        let mut d = Diagnostics::new();
+        let planned = r
+            .plan(
+                &ctx,
+                PlanRequest { prior: &Value::Null, proposed: &proposed(&schema, &Value::Null, &cfg), config: &cfg, prior_private: &[] },
+                &mut d,
+            )
+            .planned;
+        let Value::Map(mut m) = planned else { panic!("{}: prior did not plan", case.name) };
+        for (k, v) in m.iter_mut() {
+            if v.is_unknown() {
+                *v = Value::from(format!("{k}-0001"));
+            }
+        }
+        Value::Map(m)
+    });
+    let prior = prior.unwrap_or(Value::Null);
+    let mut diags = Diagnostics::new();
+    r.validate(&config, &mut diags);
+    let validate_diags = diags.clone();
+    let mut diags = Diagnostics::new();
+    let resp = r.plan(
+        &ctx,
+        PlanRequest { prior: &prior, proposed: &proposed(&schema, &prior, &config), config: &config, prior_private: &[] },
+        &mut diags,
+    );
+    // Plan repeats every validation error (it sees the same, fully known, configuration); it may add the
+    // checks that need the provider configuration, which validation does not have.
+    for e in validate_diags.iter().filter(|d| d.severity == Severity::Error) {
+        assert!(diags.0.contains(e), "{}: validation error {:?} missing at plan", case.name, e.summary);
+    }
+
+    let mut out = format!("# {} ({})\n## diagnostics\n", case.name, r.type_name());
+    if diags.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for d in diags.iter() {
+        let sev = if d.severity == Severity::Error { "error" } else { "warning" };
+        let path = d.path.as_ref().map(|p| p.to_string()).unwrap_or_default();
+        out.push_str(&format!("{sev} [{path}] {}: {}\n", d.summary, d.detail));
+    }
+    if !diags.has_errors() {
+        check_validity(case.name, &schema, &config, &resp.planned, prior.is_null());
+        out.push_str("## requires_replace\n");
+        let replace: Vec<String> = resp.requires_replace.iter().map(|p| p.to_string()).collect();
+        out.push_str(&if replace.is_empty() { "(none)".to_string() } else { replace.join("\n") });
+        out.push_str("\n## planned\n");
+        out.push_str(&serde_json::to_string_pretty(&to_json(&resp.planned)).unwrap());
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn planner_goldens() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens");
+    let update = std::env::var_os("HPC_UPDATE_GOLDENS").is_some();
+    let mut failures = Vec::new();
+    let all = cases();
+    let mut names: Vec<&str> = all.iter().map(|c| c.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), all.len(), "duplicate case names");
+    for case in &all {
+        let text = render(case);
+        for needle in &case.expect {
+            if !text.contains(needle) {
+                failures.push(format!("{}: expected {needle:?} in\n{text}", case.name));
+            }
+        }
+        if case.name.starts_with("invalid_") {
+            let errors = text.lines().filter(|l| l.starts_with("error [")).count();
+            if errors != 1 {
+                failures.push(format!("{}: a validation case must fail with exactly one error, got {errors}\n{text}", case.name));
+            }
+        }
+        let path = dir.join(format!("{}.txt", case.name));
+        if update {
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            failures.push(format!("{}: differs from {} (HPC_UPDATE_GOLDENS=1 to accept)", case.name, path.display()));
+        }
+    }
+    if !update {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let file = entry.unwrap().file_name().to_string_lossy().trim_end_matches(".txt").to_owned();
+            if !names.contains(&file.as_str()) {
+                failures.push(format!("stale golden {file}.txt"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n\n"));
+}
+
+#[test]
+fn planning_is_deterministic() {
+    for case in cases().iter().take(27) {
+        assert_eq!(render(case), render(case), "{}", case.name);
+    }
+}
