@@ -23,6 +23,10 @@ for_both_clis!(
     bad_provider_config_points_into_the_provider_block,
     handshake_and_mutual_tls_with_the_real_cli,
     every_example_validates_and_plans,
+    cloud_examples_show_their_vendor_expansion,
+    validation_errors_point_at_their_attributes,
+    plan_time_errors_point_at_their_attributes,
+    checklist_warnings_reach_the_user,
 );
 
 fn catalog_data_source_plans_applies_and_replans_empty(cli: &Cli) {
@@ -125,4 +129,151 @@ fn every_example_validates_and_plans(cli: &Cli) {
         let plan = w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]);
         assert!(matches!(plan.code, Some(0 | 2)), "{example}: plan failed\n{}", plan.output());
     }
+}
+
+fn fold(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn cloud_examples_show_their_vendor_expansion(cli: &Cli) {
+    let expectations: [(&str, &[&str]); 4] = [
+        (
+            "aws",
+            &[
+                r#"kind = "aws_placement_group""#,
+                r#""strategy" = "cluster""#,
+                r#"kind = "aws_vpc_security_group_ingress_rule""#,
+                r#"name = "train-lt cards 1-31""#,
+                r#""interface_type" = "efa-only""#,
+                r#""network_card_index" = "0""#,
+                r#"count = 4 + kind = "aws_instance""#,
+                r#""deployment_type" = "PERSISTENT_2""#,
+                r#"kind = "aws_fsx_data_repository_association""#,
+                r#""FI_PROVIDER" = "efa""#,
+            ],
+        ),
+        (
+            "azure",
+            &[
+                r#"kind = "azurerm_proximity_placement_group""#,
+                r#"kind = "azurerm_linux_virtual_machine_scale_set""#,
+                r#""single_placement_group" = "true""#,
+                r#""platform_fault_domain_count" = "1""#,
+                r#""overprovision" = "false""#,
+                r#""sku_name" = "AMLFS-Durable-Premium-125""#,
+                r#""maintenance_window" = "Sunday 02:00 UTC""#,
+            ],
+        ),
+        (
+            "gcp",
+            &[
+                r#"count = 8 + kind = "google_compute_network""#,
+                r#""mtu" = "8244""#,
+                r#""group_placement_policy.collocation" = "COLLOCATED""#,
+                r#""scheduling.on_host_maintenance" = "TERMINATE""#,
+                r#""networks" = "train-gpu-0 .. train-gpu-7""#,
+                "https://www.googleapis.com/compute/v1/projects/ml-platform-prod/global/networkProfiles/us-central1-b-vpc-roce",
+                r#""names" = "ultra-rdma-0 .. ultra-rdma-7""#,
+                r#"kind = "google_lustre_instance""#,
+            ],
+        ),
+        (
+            "oci",
+            &[
+                r#"kind = "oci_core_compute_cluster""#,
+                "Compute HPC RDMA Authentication: ENABLED, Compute HPC RDMA Auto-Configuration: ENABLED, Compute RDMA GPU Monitoring: ENABLED",
+                r#""compute_cluster_id" = "oci_core_compute_cluster.train-cc""#,
+                r#""performance_tier" = "MBPS_PER_TB_250""#,
+                r#""capacity_in_gbs" = "31200""#,
+            ],
+        ),
+    ];
+    for (cloud, lines) in expectations {
+        let w = Workdir::for_example(cli, cloud);
+        let plan = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0);
+        let flat = fold(&plan.stdout);
+        for line in lines {
+            assert!(flat.contains(line), "{cloud}: {line:?} not in the plan:\n{}", plan.stdout);
+        }
+        // The very first plan is complete: only cloud-assigned ids wait for apply.
+        for l in plan.stdout.lines().filter(|l| l.contains("(known after apply)")) {
+            let attr = l.trim().trim_start_matches("+ ").split_whitespace().next().unwrap_or_default();
+            assert!(
+                ["id", "vpc_id", "subnet_id", "mount_target", "mount_command"].contains(&attr),
+                "{cloud}: {attr} is unknown at plan time: {l}"
+            );
+        }
+        assert!(!plan.stdout.contains("Warning: Filesystem"), "{cloud}: the example should be checklist-clean");
+    }
+}
+
+/// Asserts an error with `summary` is reported at the line holding `source_line`, with `detail` words.
+fn assert_diagnostic(w: &Workdir, text: &str, summary: &str, source_line: &str, detail: &str) {
+    let flat = fold(text);
+    let line = w.line_of(source_line);
+    let block = text.split("Error: ").find(|b| b.starts_with(summary) && b.contains(&format!("on main.tf line {line}")));
+    assert!(block.is_some(), "no {summary:?} at main.tf line {line} ({source_line}):\n{text}");
+    assert!(flat.contains(detail), "{summary}: detail {detail:?} missing:\n{text}");
+}
+
+fn validation_errors_point_at_their_attributes(cli: &Cli) {
+    let w = Workdir::new(cli, "invalid_resources");
+    let text = w.run(&["plan", "-no-color", "-input=false"]).expect_code(1).output();
+    // An absent attribute has no line of its own: the CLI points at the resource's first line.
+    let cases = [
+        ("Missing zone", "resource \"hpc_gpu_fabric\" \"no_zone\"", "a cluster placement group lives in one zone"),
+        ("Unsupported GPU model", "gpu    = \"MI300X\"", r#"MI300X is offered on "azure" or "oci""#),
+        ("Placement distance not allowed", "max_distance  = 1", "A3 Ultra and A4 accept 2 or 3"),
+        ("Incomplete existing network", "resource \"hpc_gpu_fabric\" \"half_network\"", "vpc_id is set but subnet_id is not"),
+        ("Invalid name", "name   = \"Train_Fabric\"", "lowercase letters, digits and hyphens"),
+        ("Missing compartment", "resource \"hpc_gpu_fabric\" \"no_compartment\"", "compartment_id"),
+        ("Placement not offered", "placement = \"cluster-network\"", r#"use "cluster" or "none""#),
+        (
+            "Unsupported capacity type",
+            "capacity_type = \"preemptible\"",
+            r#""on-demand", "spot", "reservation", "capacity-block" or "flex-start""#,
+        ),
+        ("Value out of range", "node_count = 0", "from 1 to 100000"),
+        ("Unsupported workload", "workload   = \"training\"", r#""pretraining", "finetuning" or "inference""#),
+        ("Invalid duration", "create = \"2 hours\"", r#""90m", "2h", "1h30m""#),
+        ("Invalid filesystem name", "filesystem_name    = \"scratch-01\"", "1 to 8 letters or digits"),
+    ];
+    for (summary, source_line, detail) in cases {
+        assert_diagnostic(&w, &text, summary, source_line, detail);
+    }
+    assert!(!text.contains("panic") && !text.contains("rpc error"), "{text}");
+}
+
+fn plan_time_errors_point_at_their_attributes(cli: &Cli) {
+    let w = Workdir::new(cli, "invalid_at_plan");
+    let text = w.run(&["plan", "-no-color", "-input=false"]).expect_code(1).output();
+    let cases = [
+        ("Unsupported RDMA interface count", "rdma_interfaces = 33", "rdma_interfaces can be 1 to 32"),
+        ("Too many nodes for a capacity block", "node_count     = 65", "at most 64 instances"),
+        ("Missing reservation", "resource \"hpc_gpu_cluster\" \"no_reservation\"", "set reservation_id to the capacity reservation id"),
+        ("Reservation conflicts with InfiniBand", "capacity_type  = \"reservation\"", "single placement group"),
+        ("Unsupported Lustre capacity", "capacity_gib       = 3000", r#"Nearest valid sizes: "2400" or "4800" GiB"#),
+        ("Unsupported throughput tier", "throughput_per_tib = 1000", r#""40", "125", "250" or "500""#),
+    ];
+    for (summary, source_line, detail) in cases {
+        assert_diagnostic(&w, &text, summary, source_line, detail);
+    }
+}
+
+fn checklist_warnings_reach_the_user(cli: &Cli) {
+    let w = Workdir::for_example(cli, "aws");
+    let main = w.path().join("main.tf");
+    let text = std::fs::read_to_string(&main).unwrap();
+    // Starve the filesystem and take placement away: both checklist warnings must show, and plan succeeds.
+    let text = text
+        .replace("throughput_per_tib = 500", "throughput_per_tib = 125")
+        .replace("gpu    = \"H100\"", "gpu       = \"H100\"\n  placement = \"none\"");
+    std::fs::write(&main, text).unwrap();
+    let out = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).output();
+    assert!(out.contains("Warning: No proximity placement"), "{out}");
+    assert!(out.contains("Warning: Filesystem throughput too low for the cluster"), "{out}");
+    assert!(
+        fold(&out).contains("4800 GiB at 125 MB/s per TiB gives 585 MB/s, but 32 GPUs doing pretraining want at least 1600 MB/s"),
+        "{out}"
+    );
 }

@@ -717,12 +717,7 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
     let metadata_iops = whole_number(c.get("metadata_iops"), AttributePath::attr("metadata_iops"), 1, i64::MAX, diags)?.map(|i| i as u64);
     let window = string(c.get("maintenance_window"))?;
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
-    let fabric = fabric?;
-    let cloud = fabric.cloud;
-    if cloud == Cloud::Gcp {
-        ok &= check_gcp_labels(&tags, diags);
-    }
-
+    // Checks that do not need the fabric come first: at validation the fabric is usually still unknown.
     if filesystem_name.is_empty() || filesystem_name.len() > 8 || !filesystem_name.chars().all(|c| c.is_ascii_alphanumeric()) {
         diags.error_at(
             AttributePath::attr("filesystem_name"),
@@ -730,6 +725,11 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
             format!("{filesystem_name:?} cannot be a Lustre filesystem name: use 1 to 8 letters or digits (the name clients mount)."),
         );
         ok = false;
+    }
+    let fabric = fabric?;
+    let cloud = fabric.cloud;
+    if cloud == Cloud::Gcp {
+        ok &= check_gcp_labels(&tags, diags);
     }
     let tiers = limits::lustre_throughput_tiers(cloud);
     if !tiers.contains(&tier) {
