@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prints the provider's process figures (handshake latency, peak RSS, binary size) against the project's
-# bars. A benchmark: it reports, it does not fail on a slow machine.
+# Prints the provider's figures against the project's bars: process (handshake latency, peak RSS, binary
+# size) and planner time per cluster as node count grows. Benchmarks report; they never fail a build.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 cargo bench --quiet --bench provider
+cargo bench --quiet --bench planner

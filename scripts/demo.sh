@@ -2,8 +2,10 @@
 # The main job: build the provider, then drive it with OpenTofu the way a user would: plan, apply, show
 # the outputs, re-plan (nothing to do), destroy. Installs OpenTofu on first use.
 #
-# Until the cluster resources land (issues #3-#8) this runs the catalog quickstart, which needs no cloud
-# and no emulator; the cluster walkthrough (emulators, apply, out-of-band drift, destroy) replaces it then.
+# Until the cloud clients and emulators land (issues #4-#8) a cluster can be planned but not applied: the demo
+# plans the 4-node AWS example (the full vendor expansion), then runs the catalog quickstart, which needs
+# no cloud, through plan, apply, re-plan and destroy. The emulator walkthrough (apply, out-of-band drift,
+# destroy) replaces it then.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
@@ -14,6 +16,10 @@ trap 'rm -rf "$WORK"' EXIT
 cp -r examples modules "$WORK/"
 write_cli_config "$WORK/cli.tfrc" "$PROVIDER_DIR"
 export TF_CLI_CONFIG_FILE="$WORK/cli.tfrc"
+
+log "tofu plan: a 4-node p5.48xlarge cluster with fabric and FSx for Lustre (examples/aws)"
+(cd "$WORK/examples/aws" && "$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p')
+
 cd "$WORK/examples/quickstart"
 
 log "$("$TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}') with terraform-provider-hpc from $PROVIDER_DIR"

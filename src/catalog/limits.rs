@@ -94,7 +94,7 @@ fn dedup(mut v: Vec<u64>) -> Vec<u64> {
 /// FSx PERSISTENT_2 user-provisioned metadata IOPS: 1500, 3000, 6000, 12000, then multiples of 12000
 /// up to 192000 (FSx API MetadataConfiguration).
 pub fn aws_metadata_iops_valid(iops: u64) -> bool {
-    matches!(iops, 1500 | 3000 | 6000) || (iops >= 12_000 && iops <= 192_000 && iops % 12_000 == 0)
+    matches!(iops, 1500 | 3000 | 6000) || ((12_000..=192_000).contains(&iops) && iops % 12_000 == 0)
 }
 
 /// Azure: one VM scale set placement group holds at most 100 VMs, and InfiniBand needs a single

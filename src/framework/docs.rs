@@ -34,8 +34,8 @@ pub fn render(kind: Kind, name: &str, schema: &Schema, example: &str, import: Op
             let _ = writeln!(out, "<a id=\"nestedblock--{}\"></a>\n### Nested Schema for `{path}`\n", path.replace('.', "--"));
             match content {
                 Nested::Block(block) => block_section(&mut out, &block, &path, &mut nested),
-                Nested::Object(attrs) => {
-                    let _ = writeln!(out, "Read-Only:\n");
+                Nested::Object(attrs, read_only) => {
+                    let _ = writeln!(out, "{}\n", if read_only { "Read-Only:" } else { "Attributes (set by referencing the resource):" });
                     for (name, ty) in attrs {
                         let _ = writeln!(out, "- `{name}` ({})", type_name(&ty));
                     }
@@ -52,7 +52,8 @@ pub fn render(kind: Kind, name: &str, schema: &Schema, example: &str, import: Op
 
 enum Nested {
     Block(Block),
-    Object(Vec<(String, Type)>),
+    /// An object-typed attribute's fields, and whether the user sets them or only reads them.
+    Object(Vec<(String, Type)>, bool),
 }
 
 fn block_section(out: &mut String, block: &Block, prefix: &str, nested: &mut Vec<(String, Nested)>) {
@@ -72,7 +73,7 @@ fn block_section(out: &mut String, block: &Block, prefix: &str, nested: &mut Vec
             if let Some(attrs) = object_attributes(&a.ty) {
                 let path = join(prefix, &a.name);
                 let _ = writeln!(out, "  See [below for nested schema](#nestedblock--{}).", path.replace('.', "--"));
-                nested.push((path, Nested::Object(attrs)));
+                nested.push((path, Nested::Object(attrs, a.computed && !a.optional)));
             }
         }
         for b in blocks {

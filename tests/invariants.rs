@@ -1,0 +1,54 @@
+//! Architecture invariants from ARCHITECTURE.md, checked over the source tree.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &str) -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((path, text));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join(dir), &mut out);
+    out
+}
+
+#[test]
+fn only_the_protocol_module_sees_tonic_and_prost() {
+    for (path, text) in sources("src") {
+        if path.components().any(|c| c.as_os_str() == "protocol") {
+            continue;
+        }
+        for word in ["tonic::", "prost::", "use tonic", "use prost"] {
+            assert!(!text.contains(word), "{} uses {word}", path.display());
+        }
+    }
+}
+
+#[test]
+fn the_planner_and_expanders_do_no_io() {
+    let mut files = sources("src/planner");
+    files.extend(sources("src/clouds"));
+    files.extend(sources("src/catalog"));
+    assert!(files.len() >= 8);
+    for (path, text) in files {
+        for word in ["std::fs", "std::net", "tokio", "reqwest", "SystemTime", "Instant::now", "std::env", "rand::", "HashMap"] {
+            assert!(!text.contains(word), "{} uses {word}: the planner must be pure and deterministic", path.display());
+        }
+    }
+}
+
+#[test]
+fn vendor_piece_names_stay_in_clouds_and_catalog() {
+    for (path, text) in sources("src/planner") {
+        for prefix in ["\"aws_", "\"azurerm_", "\"google_", "\"oci_"] {
+            assert!(!text.contains(prefix), "{} names a vendor piece ({prefix}...): that belongs in src/clouds", path.display());
+        }
+    }
+}
