@@ -16,13 +16,13 @@ trap 'rm -rf "$WORK"' EXIT
 cp -r examples modules "$WORK/"
 write_cli_config "$WORK/cli.tfrc" "$PROVIDER_DIR"
 export TF_CLI_CONFIG_FILE="$WORK/cli.tfrc"
+log "$("$TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}') with terraform-provider-hpc from $PROVIDER_DIR"
 
 log "tofu plan: a 4-node p5.48xlarge cluster with fabric and FSx for Lustre (examples/aws)"
 (cd "$WORK/examples/aws" && "$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p')
 
 cd "$WORK/examples/quickstart"
 
-log "$("$TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}') with terraform-provider-hpc from $PROVIDER_DIR"
 log "tofu plan"
 "$TOFU" plan -input=false -var gpu=H100
 log "tofu apply"

@@ -783,3 +783,43 @@ fn planning_is_deterministic() {
         assert_eq!(render(case), render(case), "{}", case.name);
     }
 }
+
+/// Every node type in the catalog plans as a fabric and as a 2-node cluster on its cloud without errors,
+/// and the cluster's expansion names the node type: nothing in the catalog is unreachable by the planner.
+#[test]
+fn every_catalog_node_type_plans() {
+    let ctx = context(true);
+    for sku in hpc_provider::catalog::SKUS {
+        let (region, zone) = match sku.cloud {
+            Cloud::Aws => ("us-east-1", Some("us-east-1a")),
+            Cloud::Azure => ("eastus", None),
+            Cloud::Gcp => ("us-central1", Some("us-central1-a")),
+            Cloud::Oci => ("us-ashburn-1", Some("AD-1")),
+        };
+        let mut fabric = json!({"name": "f", "cloud": sku.cloud.as_str(), "region": region, "zone": zone, "instance_type": sku.name});
+        if sku.cloud == Cloud::Oci {
+            fabric["compartment_id"] = json!("ocid1.compartment.oc1..x");
+        }
+        let cluster = json!({"name": "c", "node_count": 2, "fabric": fabric_ref(sku.cloud.as_str(), region, zone, sku.name, "cluster")});
+        for (kind, cfg) in [("fabric", fabric), ("cluster", cluster)] {
+            let r = resource(kind);
+            let schema = r.schema();
+            let config = config_value(&schema, &cfg);
+            let mut diags = Diagnostics::new();
+            let resp = r.plan(
+                &ctx,
+                PlanRequest {
+                    prior: &Value::Null,
+                    proposed: &proposed(&schema, &Value::Null, &config),
+                    config: &config,
+                    prior_private: &[],
+                },
+                &mut diags,
+            );
+            assert!(!diags.has_errors(), "{} {kind}: {diags:?}", sku.name);
+            check_validity(sku.name, &schema, &config, &resp.planned, true);
+            let text = serde_json::to_string(&to_json(&resp.planned)).unwrap();
+            assert!(text.contains(sku.name), "{} {kind}: node type not in the expansion", sku.name);
+        }
+    }
+}
