@@ -41,6 +41,20 @@ ensure_terraform() {
   echo "$dir/lib/terraform"
 }
 
+# moto (AWS emulator), pinned by emulators/aws/requirements.txt, in a virtualenv of our own.
+ensure_moto() {
+  local version venv
+  version=$(awk -F'==' '/^moto/ {print $2}' "$ROOT/emulators/aws/requirements.txt")
+  venv="$HPC_CACHE/venv-moto-$version"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import moto, werkzeug' 2>/dev/null; then
+    log "installing moto $version from PyPI"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$ROOT/emulators/aws/requirements.txt"
+  fi
+  echo "$venv/bin/python"
+}
+
 # cargo-deny for the licence check, installed from crates.io into the cache.
 ensure_cargo_deny() {
   local root="$HPC_CACHE/tools/cargo"

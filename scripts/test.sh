@@ -7,7 +7,8 @@ cd "$ROOT"
 
 HPC_TOFU=$(ensure_tofu)
 HPC_TERRAFORM=$(ensure_terraform)
-export HPC_TOFU HPC_TERRAFORM
+HPC_MOTO_PYTHON=$(ensure_moto)
+export HPC_TOFU HPC_TERRAFORM HPC_MOTO_PYTHON
 log "CLIs under test"
 "$HPC_TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}'
 "$HPC_TERRAFORM" version | sed -n 1p
@@ -16,12 +17,12 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 
 log "cargo clippy -D warnings"
-cargo clippy --quiet --all-targets -- -D warnings
+cargo clippy --quiet --workspace --all-targets -- -D warnings
 
 log "licences of everything linked (cargo deny)"
 "$(ensure_cargo_deny)" check licenses 2>&1 | grep -v '^warning\|^ *[┌│━]\|^$' || true
 "$(ensure_cargo_deny)" check licenses >/dev/null 2>&1
 
-log "tests: unit, protocol, docs, acceptance (tofu + terraform)"
+log "tests: unit, protocol, planner goldens, docs, AWS emulator (aws-sdk-ec2/fsx on moto), acceptance (tofu + terraform)"
 # Benches are left out on purpose: they print figures (./scripts/bench.sh) and never gate a build.
-cargo test --lib --bins --tests
+cargo test --workspace --lib --bins --tests

@@ -26,7 +26,7 @@ pub fn check_lustre_capacity(cloud: Cloud, tier: u32, gib: u64) -> Result<&'stat
     match cloud {
         Cloud::Aws => {
             // FSx API StorageCapacity for PERSISTENT_2 SSD: 1200, 2400, then multiples of 2400 GiB.
-            let ok = gib == 1200 || (gib >= 2400 && gib % 2400 == 0);
+            let ok = gib == 1200 || (gib >= 2400 && gib.is_multiple_of(2400));
             let below = if gib < 2400 { 1200 } else { gib / 2400 * 2400 };
             let above = if gib < 1200 {
                 1200
@@ -49,7 +49,7 @@ pub fn check_lustre_capacity(cloud: Cloud, tier: u32, gib: u64) -> Result<&'stat
                 _ => 4,
             };
             let step = step_tib * 1024;
-            let ok = gib >= step && gib % step == 0;
+            let ok = gib >= step && gib.is_multiple_of(step);
             ok.then_some("MicrosoftDocs azure-managed-lustre create-file-system-portal.md (2024-11)").ok_or_else(|| CapacityError {
                 rule: format!("AMLFS-Durable-Premium-{tier} takes multiples of {step_tib} TiB ({step} GiB)"),
                 nearest: dedup(vec![(gib / step).max(1) * step, (gib / step + 1) * step]),
@@ -64,7 +64,7 @@ pub fn check_lustre_capacity(cloud: Cloud, tier: u32, gib: u64) -> Result<&'stat
                 _ => (72_000, 12_240_000, 72_000, 12_240_000),
             };
             let unit = if gib > threshold { big } else { step };
-            let ok = gib >= step && gib <= max && gib % unit == 0;
+            let ok = gib >= step && gib <= max && gib.is_multiple_of(unit);
             ok.then_some("Google Cloud Managed Lustre docs, \"Performance tiers\"").ok_or_else(|| CapacityError {
                 rule: format!(
                     "Managed Lustre at {tier} MB/s/TiB takes {step} to {threshold} GiB in steps of {step}, then steps of {big} up to {max} GiB"
@@ -76,7 +76,7 @@ pub fn check_lustre_capacity(cloud: Cloud, tier: u32, gib: u64) -> Result<&'stat
             // OCI File Storage with Lustre: minimum 31,200, steps of 10,400 up to 124,800, then 41,600
             // (capacity_in_gbs; OCI's GB are binary, like its block volume sizes).
             let unit = if gib > 124_800 { 41_600 } else { 10_400 };
-            let ok = gib >= 31_200 && gib % unit == 0;
+            let ok = gib >= 31_200 && gib.is_multiple_of(unit);
             ok.then_some("OCI docs, \"Managing Lustre file systems\" / \"Increasing File System Capacity\"").ok_or_else(|| CapacityError {
                 rule: "OCI Lustre takes at least 31200 GB, in steps of 10400 GB up to 124800 GB and of 41600 GB above".into(),
                 nearest: dedup(vec![((gib / unit) * unit).max(31_200), ((gib / unit + 1) * unit).max(31_200)]),
@@ -94,7 +94,7 @@ fn dedup(mut v: Vec<u64>) -> Vec<u64> {
 /// FSx PERSISTENT_2 user-provisioned metadata IOPS: 1500, 3000, 6000, 12000, then multiples of 12000
 /// up to 192000 (FSx API MetadataConfiguration).
 pub fn aws_metadata_iops_valid(iops: u64) -> bool {
-    matches!(iops, 1500 | 3000 | 6000) || ((12_000..=192_000).contains(&iops) && iops % 12_000 == 0)
+    matches!(iops, 1500 | 3000 | 6000) || ((12_000..=192_000).contains(&iops) && iops.is_multiple_of(12_000))
 }
 
 /// Azure: one VM scale set placement group holds at most 100 VMs, and InfiniBand needs a single

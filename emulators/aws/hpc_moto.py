@@ -1,0 +1,743 @@
+"""Extensions to moto (pinned: see requirements.txt) for terraform-provider-hpc's AWS emulator.
+
+moto covers VPCs, subnets, security groups, instances, launch templates and basic FSx; this module closes the
+gaps listed in shared/docs/emulators.md: placement groups with their real error codes, placement stored on
+instances and filterable, EFA interface types and network-card indexes validated per instance type,
+launch-template network interfaces and placement applied at launch, capacity reservations and capacity
+block offerings, FSx lifecycle / MountName / UpdateFileSystem / data repository associations /
+FileSystemNotFound. It also wraps the server in the emulators' common admin API (see
+emulators/ADMIN-API.md): reset, inventory, out-of-band changes, fault injection and request counters.
+
+It patches moto internals, which is why the moto version is pinned.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import re
+import threading
+import time
+import uuid
+from urllib.parse import parse_qs
+
+from moto.core.exceptions import JsonRESTError
+from moto.core.responses import ActionResult
+from moto.ec2 import utils as ec2_utils
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.models import ec2_backends
+from moto.ec2.models.instance_types import INSTANCE_TYPES
+from moto.ec2.models.instances import Instance
+from moto.ec2.models import elastic_network_interfaces as eni_models
+from moto.ec2.responses import EC2Response
+from moto.fsx import models as fsx_models
+from moto.fsx.responses import FSxResponse
+
+MOTO_VERSION = "5.2.5"
+_tls = threading.local()
+FSX_CREATE_SECONDS = 1.0  # CREATING -> AVAILABLE; UPDATING -> AVAILABLE
+
+
+def _state(backend, name, factory=dict):
+    """Per-account, per-region state of ours, stored on the moto backend (moto's reset drops it too)."""
+    if not hasattr(backend, "_hpc_" + name):
+        setattr(backend, "_hpc_" + name, factory())
+    return getattr(backend, "_hpc_" + name)
+
+
+def _tags(spec_list, resource_type):
+    tags = {}
+    for spec in spec_list or []:
+        if spec.get("ResourceType") in (resource_type, None):
+            for t in spec.get("Tags", spec.get("Tag", [])) or []:
+                tags[t["Key"]] = t.get("Value", "")
+    return tags
+
+
+def _tag_list(tags):
+    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
+# --------------------------------------------------------------------------------------- placement groups
+
+
+def create_placement_group(self):
+    name = self._get_param("GroupName")
+    strategy = self._get_param("Strategy") or "cluster"
+    groups = _state(self.ec2_backend, "placement_groups")
+    if name in groups:
+        raise EC2ClientError("InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists.")
+    if strategy not in ("cluster", "spread", "partition"):
+        raise EC2ClientError("InvalidParameterValue", f"Value ({strategy}) for parameter strategy is invalid.")
+    self.error_on_dryrun()
+    group_id = "pg-" + uuid.uuid4().hex[:17]
+    group = {
+        "GroupName": name,
+        "GroupId": group_id,
+        "State": "available",
+        "Strategy": strategy,
+        "PartitionCount": self._get_int_param("PartitionCount") if strategy == "partition" else None,
+        "GroupArn": f"arn:aws:ec2:{self.region}:{self.current_account}:placement-group/{name}",
+        "Tags": _tag_list(_tags(self._get_param("TagSpecifications", []), "placement-group")),
+    }
+    groups[name] = {k: v for k, v in group.items() if v is not None}
+    return ActionResult({"PlacementGroup": groups[name]})
+
+
+def _find_groups(backend, names, ids):
+    groups = _state(backend, "placement_groups")
+    out = []
+    for name in names:
+        if name not in groups:
+            raise EC2ClientError("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+        out.append(groups[name])
+    for gid in ids:
+        found = [g for g in groups.values() if g["GroupId"] == gid]
+        if not found:
+            raise EC2ClientError("InvalidPlacementGroupId.NotFound", f"The Placement Group ID '{gid}' does not exist")
+        out.extend(found)
+    return out if (names or ids) else list(groups.values())
+
+
+def describe_placement_groups(self):
+    groups = _find_groups(self.ec2_backend, self._get_param("GroupNames", []), self._get_param("GroupIds", []))
+    filters = self._filters_from_querystring()
+    def keep(g):
+        for key, values in filters.items():
+            tags = {t["Key"]: t["Value"] for t in g.get("Tags", [])}
+            if key == "group-name" and g["GroupName"] not in values:
+                return False
+            if key == "strategy" and g["Strategy"] not in values:
+                return False
+            if key == "state" and g["State"] not in values:
+                return False
+            if key.startswith("tag:") and tags.get(key[4:]) not in values:
+                return False
+            if key == "tag-key" and not set(values) & set(tags):
+                return False
+        return True
+    return ActionResult({"PlacementGroups": [g for g in groups if keep(g)]})
+
+
+def _instances(backend):
+    return [i for r in backend.reservations.values() for i in r.instances]
+
+
+def delete_placement_group(self):
+    name = self._get_param("GroupName")
+    groups = _state(self.ec2_backend, "placement_groups")
+    if name not in groups:
+        raise EC2ClientError("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+    in_use = [i.id for i in _instances(self.ec2_backend) if i.placement.group_name == name and i.state != "terminated"]
+    if in_use:
+        raise EC2ClientError("InvalidPlacementGroup.InUse", f"The placement group '{name}' is in use and may not be deleted.")
+    self.error_on_dryrun()
+    del groups[name]
+    return ActionResult({"Return": True})
+
+
+# -------------------------------------------------------------------------------- capacity reservations
+
+
+def create_capacity_reservation(self):
+    backend = self.ec2_backend
+    reservations = _state(backend, "capacity_reservations")
+    count = self._get_int_param("InstanceCount")
+    itype = self._get_param("InstanceType")
+    if itype not in INSTANCE_TYPES:
+        raise EC2ClientError("InvalidParameterValue", f"Invalid instance type: {itype}")
+    rid = "cr-" + uuid.uuid4().hex[:17]
+    res = {
+        "CapacityReservationId": rid,
+        "CapacityReservationArn": f"arn:aws:ec2:{self.region}:{self.current_account}:capacity-reservation/{rid}",
+        "OwnerId": self.current_account,
+        "InstanceType": itype,
+        "InstancePlatform": self._get_param("InstancePlatform") or "Linux/UNIX",
+        "AvailabilityZone": self._get_param("AvailabilityZone"),
+        "Tenancy": self._get_param("Tenancy") or "default",
+        "TotalInstanceCount": count,
+        "AvailableInstanceCount": count,
+        "State": "active",
+        "InstanceMatchCriteria": self._get_param("InstanceMatchCriteria") or "open",
+        "EndDateType": self._get_param("EndDateType") or "unlimited",
+        "ReservationType": "default",
+        "Tags": _tag_list(_tags(self._get_param("TagSpecifications", []), "capacity-reservation")),
+    }
+    if self._get_param("PlacementGroupArn"):
+        res["PlacementGroupArn"] = self._get_param("PlacementGroupArn")
+    reservations[rid] = res
+    return ActionResult({"CapacityReservation": res})
+
+
+def describe_capacity_reservations(self):
+    reservations = _state(self.ec2_backend, "capacity_reservations")
+    ids = self._get_param("CapacityReservationIds", [])
+    for rid in ids:
+        if rid not in reservations:
+            raise EC2ClientError("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{rid}' does not exist")
+    found = [reservations[r] for r in ids] if ids else list(reservations.values())
+    return ActionResult({"CapacityReservations": found})
+
+
+def cancel_capacity_reservation(self):
+    reservations = _state(self.ec2_backend, "capacity_reservations")
+    rid = self._get_param("CapacityReservationId")
+    if rid not in reservations:
+        raise EC2ClientError("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{rid}' does not exist")
+    reservations[rid]["State"] = "cancelled"
+    return ActionResult({"Return": True})
+
+
+def describe_capacity_block_offerings(self):
+    itype = self._get_param("InstanceType")
+    count = self._get_int_param("InstanceCount") or 1
+    hours = self._get_int_param("CapacityDurationHours") or 24
+    if count > 64:
+        raise EC2ClientError("InvalidParameterValue", "A Capacity Block can reserve at most 64 instances.")
+    zone = f"{self.region}a"
+    start = time.strftime("%Y-%m-%dT%H:00:00.000Z", time.gmtime(time.time() + 86400))
+    end = time.strftime("%Y-%m-%dT%H:00:00.000Z", time.gmtime(time.time() + 86400 + hours * 3600))
+    offering = {
+        "CapacityBlockOfferingId": "cb-" + uuid.uuid4().hex[:17],
+        "InstanceType": itype,
+        "AvailabilityZone": zone,
+        "InstanceCount": count,
+        "StartDate": start,
+        "EndDate": end,
+        "CapacityBlockDurationHours": hours,
+        "UpfrontFee": f"{31.464 * count * hours:.2f}",
+        "CurrencyCode": "USD",
+        "Tenancy": "default",
+    }
+    return ActionResult({"CapacityBlockOfferings": [offering]})
+
+
+# ------------------------------------------------------------------------------------ EFA interfaces
+
+
+def _layout_error(itype, specs):
+    """The EC2 rules for network interfaces on a multi-card instance type, or None when the layout is valid."""
+    info = INSTANCE_TYPES.get(itype, {}).get("NetworkInfo", {})
+    cards = int(info.get("MaximumNetworkCards", 1) or 1)
+    efa_max = int((info.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0) or 0)
+    seen = set()
+    efa = 0
+    for spec in specs:
+        card = int(spec.get("NetworkCardIndex", 0) or 0)
+        dev = int(spec.get("DeviceIndex", 0) or 0)
+        kind = spec.get("InterfaceType") or "interface"
+        if kind not in ("interface", "efa", "efa-only"):
+            return "InvalidParameterValue", f"Invalid value '{kind}' for InterfaceType."
+        if card >= cards:
+            return "InvalidParameterValue", f"Network card index {card} is out of range for instance type {itype} (0 to {cards - 1})."
+        if (card, dev) in seen:
+            return "InvalidParameterValue", f"Each network interface requires a unique device index on network card {card}; device index {dev} is used twice."
+        seen.add((card, dev))
+        if kind in ("efa", "efa-only"):
+            if not info.get("EfaSupported"):
+                return "InvalidParameterCombination", f"The instance type {itype} does not support Elastic Fabric Adapters (EFA)."
+            if itype.startswith("p6-b300") and card == 0:
+                return "InvalidParameterCombination", f"Network card 0 of {itype} supports ENA only; attach EFA interfaces to network cards 1-{cards - 1}."
+            efa += 1
+        if card == 0 and dev == 0 and kind == "efa-only":
+            return "InvalidParameterCombination", "An EFA-only network interface cannot be the primary network interface."
+    if efa > efa_max:
+        return "InvalidParameterValue", f"You can attach up to {efa_max} EFA interfaces to a {itype} instance; {efa} were requested."
+    return None
+
+
+def _lt_data(backend, lt_param):
+    if not lt_param:
+        return {}
+    if lt_param.get("LaunchTemplateId"):
+        template = backend.get_launch_template(lt_param["LaunchTemplateId"])
+    else:
+        template = backend.get_launch_template_by_name(lt_param.get("LaunchTemplateName"))
+    version = lt_param.get("Version") or "$Default"
+    if version == "$Default":
+        v = template.default_version()
+    elif version == "$Latest":
+        v = template.latest_version()
+    else:
+        v = template.get_version(int(version))
+    return v.data or {}
+
+
+_orig_run_instances = EC2Response.run_instances
+
+
+def run_instances(self):
+    backend = self.ec2_backend
+    template = _lt_data(backend, self._get_param("LaunchTemplate", {}))
+    itype = self._get_param("InstanceType") or template.get("InstanceType") or "m1.small"
+    nics = self._get_param("NetworkInterfaces", []) or template.get("NetworkInterfaces") or template.get("NetworkInterface") or []
+    if isinstance(nics, dict):
+        nics = list(nics.values())
+    placement = template.get("Placement") or {}
+    group = self._get_param("Placement.GroupName") or placement.get("GroupName")
+    if group and group not in _state(backend, "placement_groups"):
+        raise EC2ClientError("InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
+    if nics:
+        err = _layout_error(itype, nics)
+        if err:
+            raise EC2ClientError(*err)
+    _tls.template_nics = nics if not self._get_param("NetworkInterfaces", []) else None
+    try:
+        result = _orig_run_instances(self)
+    finally:
+        _tls.template_nics = None
+    for instance in result.result.instances:
+        instance.placement.group_name = group or ""
+    return result
+
+
+_orig_prep_nics = Instance.prep_nics
+
+
+def prep_nics(self, nic_spec, *args, **kwargs):
+    """Keys interfaces by (network card, device index) instead of device index alone, and keeps their type."""
+    if not nic_spec and getattr(_tls, "template_nics", None):
+        nic_spec = [dict(n) for n in _tls.template_nics]
+        for n in nic_spec:
+            if "SubnetId" not in n and self.subnet_id:
+                n["SubnetId"] = self.subnet_id
+    layout = []
+    specs = []
+    for nic in nic_spec or []:
+        card = int(nic.get("NetworkCardIndex", 0) or 0)
+        dev = int(nic.get("DeviceIndex", 0) or 0)
+        spec = dict(nic)
+        spec["DeviceIndex"] = card * 64 + dev
+        specs.append(spec)
+        layout.append((card, dev, nic.get("InterfaceType") or "interface"))
+    _orig_prep_nics(self, specs, *args, **kwargs)
+    for card, dev, kind in layout:
+        eni = self.nics.get(card * 64 + dev)
+        if eni is not None:
+            eni.device_index = dev
+            eni.interface_type = kind
+            eni.hpc_network_card_index = card
+
+
+_orig_attachment_init = eni_models.Attachment.__init__
+
+
+def attachment_init(self, eni):
+    _orig_attachment_init(self, eni)
+    self.network_card_index = getattr(eni, "hpc_network_card_index", 0)
+
+
+# --------------------------------------------------------------------------------------------- FSx
+
+
+def _fsx_error(code, message):
+    """FSx errors travel as JSON with the error type; moto renders a raised JsonRESTError that way (HTTP 400)."""
+    raise JsonRESTError(code, message)
+
+
+_orig_fs_init = fsx_models.FileSystem.__init__
+_orig_fs_to_dict = fsx_models.FileSystem.to_dict
+
+
+def fs_init(self, *args, **kwargs):
+    _orig_fs_init(self, *args, **kwargs)
+    self.hpc_lifecycle = "CREATING"
+    self.hpc_ready_at = time.time() + FSX_CREATE_SECONDS
+    self.hpc_mount_name = "".join(random.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(8))
+    self.hpc_admin_actions = []
+
+
+def _lifecycle(fs):
+    if fs.hpc_lifecycle in ("CREATING", "UPDATING") and time.time() >= fs.hpc_ready_at:
+        fs.hpc_lifecycle = "AVAILABLE"
+        for action in fs.hpc_admin_actions:
+            action["Status"] = "COMPLETED"
+    return fs.hpc_lifecycle
+
+
+def fs_to_dict(self):
+    out = _orig_fs_to_dict(self)
+    out["Lifecycle"] = _lifecycle(self)
+    out["StorageCapacity"] = self.storage_capacity
+    if self.file_system_type == "LUSTRE":
+        lustre = dict(out.get("LustreConfiguration") or self.lustre_configuration or {})
+        lustre["MountName"] = self.hpc_mount_name
+        out["LustreConfiguration"] = lustre
+    if self.hpc_admin_actions:
+        out["AdministrativeActions"] = self.hpc_admin_actions
+    return out
+
+
+def _fsx_backend(self):
+    return fsx_models.fsx_backends[self.current_account][self.region]
+
+
+_orig_describe_fs = FSxResponse.describe_file_systems
+
+
+def describe_file_systems(self):
+    params = json.loads(self.body or "{}")
+    backend = _fsx_backend(self)
+    for fs_id in params.get("FileSystemIds") or []:
+        if fs_id not in backend.file_systems:
+            _fsx_error("FileSystemNotFound", f"File system '{fs_id}' does not exist.")
+    return _orig_describe_fs(self)
+
+
+def update_file_system(self):
+    params = json.loads(self.body or "{}")
+    backend = _fsx_backend(self)
+    fs = backend.file_systems.get(params.get("FileSystemId"))
+    if fs is None:
+        _fsx_error("FileSystemNotFound", f"File system '{params.get('FileSystemId')}' does not exist.")
+    if _lifecycle(fs) != "AVAILABLE":
+        _fsx_error("BadRequest", f"File system is {fs.hpc_lifecycle}; it can be updated only when AVAILABLE.")
+    actions = []
+    capacity = params.get("StorageCapacity")
+    if capacity is not None:
+        if capacity <= fs.storage_capacity:
+            _fsx_error("BadRequest", "New storage capacity must be greater than the current storage capacity.")
+        if capacity % 2400:
+            _fsx_error("BadRequest", "Storage capacity for PERSISTENT_2 SSD must be 1200, 2400, or a multiple of 2400 GiB.")
+        fs.storage_capacity = capacity
+        actions.append("FILE_SYSTEM_UPDATE")
+    lustre = params.get("LustreConfiguration") or {}
+    config = dict(fs.lustre_configuration or {})
+    if "PerUnitStorageThroughput" in lustre:
+        config["PerUnitStorageThroughput"] = lustre["PerUnitStorageThroughput"]
+        actions.append("FILE_SYSTEM_UPDATE")
+    if "MetadataConfiguration" in lustre:
+        old = (config.get("MetadataConfiguration") or {}).get("Iops", 0) or 0
+        new = lustre["MetadataConfiguration"].get("Iops", 0) or 0
+        if new and new < old:
+            _fsx_error("BadRequest", "Metadata IOPS can only be increased.")
+        config["MetadataConfiguration"] = {**(config.get("MetadataConfiguration") or {}), **lustre["MetadataConfiguration"]}
+        actions.append("IOPS_OPTIMIZATION")
+    fs.lustre_configuration = config
+    if actions:
+        fs.hpc_lifecycle = "UPDATING"
+        fs.hpc_ready_at = time.time() + FSX_CREATE_SECONDS
+        fs.hpc_admin_actions = [
+            {"AdministrativeActionType": a, "Status": "IN_PROGRESS", "RequestTime": time.time()} for a in sorted(set(actions))
+        ]
+    return json.dumps({"FileSystem": fs.to_dict()})
+
+
+def _dras(self):
+    return _state(_fsx_backend(self), "dras")
+
+
+def create_data_repository_association(self):
+    params = json.loads(self.body or "{}")
+    backend = _fsx_backend(self)
+    fs = backend.file_systems.get(params.get("FileSystemId"))
+    if fs is None:
+        _fsx_error("FileSystemNotFound", f"File system '{params.get('FileSystemId')}' does not exist.")
+    repo = params.get("DataRepositoryPath", "")
+    if not repo.startswith("s3://"):
+        _fsx_error("BadRequest", "DataRepositoryPath must be an s3:// path.")
+    aid = "dra-" + uuid.uuid4().hex[:17]
+    dra = {
+        "AssociationId": aid,
+        "ResourceARN": f"arn:aws:fsx:{self.region}:{self.current_account}:association/{fs.file_system_id}/{aid}",
+        "FileSystemId": fs.file_system_id,
+        "Lifecycle": "CREATING",
+        "FileSystemPath": params.get("FileSystemPath", "/"),
+        "DataRepositoryPath": repo,
+        "BatchImportMetaDataOnCreate": params.get("BatchImportMetaDataOnCreate", False),
+        "ImportedFileChunkSize": params.get("ImportedFileChunkSize", 1024),
+        "S3": params.get("S3") or {},
+        "Tags": params.get("Tags") or [],
+        "CreationTime": time.time(),
+        "_ready_at": time.time() + FSX_CREATE_SECONDS,
+    }
+    _dras(self)[aid] = dra
+    return json.dumps({"Association": _dra_view(dra)})
+
+
+def _dra_view(dra):
+    if dra["Lifecycle"] == "CREATING" and time.time() >= dra["_ready_at"]:
+        dra["Lifecycle"] = "AVAILABLE"
+    return {k: v for k, v in dra.items() if not k.startswith("_")}
+
+
+def describe_data_repository_associations(self):
+    params = json.loads(self.body or "{}")
+    dras = _dras(self)
+    ids = params.get("AssociationIds") or []
+    for aid in ids:
+        if aid not in dras:
+            _fsx_error("DataRepositoryAssociationNotFound", f"Data repository association '{aid}' does not exist.")
+    found = [dras[a] for a in ids] if ids else list(dras.values())
+    for f in params.get("Filters") or []:
+        if f.get("Name") == "file-system-id":
+            found = [d for d in found if d["FileSystemId"] in f.get("Values", [])]
+    return json.dumps({"Associations": [_dra_view(d) for d in found]})
+
+
+def delete_data_repository_association(self):
+    params = json.loads(self.body or "{}")
+    dras = _dras(self)
+    aid = params.get("AssociationId")
+    if aid not in dras:
+        _fsx_error("DataRepositoryAssociationNotFound", f"Data repository association '{aid}' does not exist.")
+    del dras[aid]
+    return json.dumps({"AssociationId": aid, "Lifecycle": "DELETING", "DeleteDataInFileSystem": params.get("DeleteDataInFileSystem", False)})
+
+
+_orig_delete_fs = FSxResponse.delete_file_system
+
+
+def delete_file_system(self):
+    params = json.loads(self.body or "{}")
+    backend = _fsx_backend(self)
+    fs_id = params.get("FileSystemId")
+    if fs_id not in backend.file_systems:
+        _fsx_error("FileSystemNotFound", f"File system '{fs_id}' does not exist.")
+    for aid in [a for a, d in _dras(self).items() if d["FileSystemId"] == fs_id]:
+        del _dras(self)[aid]
+    return _orig_delete_fs(self)
+
+
+def apply_patches():
+    EC2Response.create_placement_group = create_placement_group
+    EC2Response.describe_placement_groups = describe_placement_groups
+    EC2Response.delete_placement_group = delete_placement_group
+    EC2Response.create_capacity_reservation = create_capacity_reservation
+    EC2Response.describe_capacity_reservations = describe_capacity_reservations
+    EC2Response.cancel_capacity_reservation = cancel_capacity_reservation
+    EC2Response.describe_capacity_block_offerings = describe_capacity_block_offerings
+    EC2Response.run_instances = run_instances
+    Instance.prep_nics = prep_nics
+    eni_models.Attachment.__init__ = attachment_init
+    ec2_utils.filter_dict_attribute_mapping["placement-group-name"] = "placement.group_name"
+    ec2_utils.EC2_RESOURCE_TO_PREFIX.setdefault("placement-group", "pg")
+    fsx_models.FileSystem.__init__ = fs_init
+    fsx_models.FileSystem.to_dict = fs_to_dict
+    FSxResponse.describe_file_systems = describe_file_systems
+    FSxResponse.update_file_system = update_file_system
+    FSxResponse.delete_file_system = delete_file_system
+    FSxResponse.create_data_repository_association = create_data_repository_association
+    FSxResponse.describe_data_repository_associations = describe_data_repository_associations
+    FSxResponse.delete_data_repository_association = delete_data_repository_association
+
+
+# ------------------------------------------------------------------------------------------ admin API
+
+
+def operation_of(environ, body):
+    """(service, operation) of a request: EC2 query protocol or FSx JSON protocol."""
+    target = environ.get("HTTP_X_AMZ_TARGET", "")
+    if target.startswith("AWSSimbaAPIService"):
+        return "fsx", target.split(".", 1)[-1]
+    action = parse_qs(body.decode("utf-8", "replace")).get("Action", [None])[0] or parse_qs(environ.get("QUERY_STRING", "")).get("Action", [None])[0]
+    return ("ec2", action) if action else (None, None)
+
+
+class Faults:
+    """Fault rules: each matches a service and operation ('*' for any) and fires by call number or chance."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.rules = []
+        self.calls = {}
+        self.rng = random.Random(0)
+
+    def add(self, rule):
+        rule = {"service": "*", "operation": "*", "kind": "throttle", "nth": None, "every": None, "probability": None,
+                "times": None, "latency_ms": 0, "seed": None, **rule, "_seen": 0, "_fired": 0}
+        if rule["seed"] is not None:
+            self.rng = random.Random(rule["seed"])
+        with self.lock:
+            self.rules.append(rule)
+
+    def clear(self):
+        with self.lock:
+            self.rules.clear()
+
+    def pick(self, service, operation):
+        with self.lock:
+            for rule in self.rules:
+                if rule["service"] not in ("*", service) or rule["operation"] not in ("*", operation):
+                    continue
+                rule["_seen"] += 1
+                if rule["times"] is not None and rule["_fired"] >= rule["times"]:
+                    continue
+                fire = (
+                    (rule["nth"] is not None and rule["_seen"] == rule["nth"])
+                    or (rule["every"] is not None and rule["_seen"] % rule["every"] == 0)
+                    or (rule["probability"] is not None and self.rng.random() < rule["probability"])
+                    or (rule["nth"] is None and rule["every"] is None and rule["probability"] is None)
+                )
+                if fire:
+                    rule["_fired"] += 1
+                    return dict(rule)
+        return None
+
+    def describe(self):
+        with self.lock:
+            return [{k.lstrip("_"): v for k, v in r.items()} for r in self.rules]
+
+
+def fault_response(rule, service, operation, body):
+    """The error the real service sends for this kind of fault."""
+    kind = rule["kind"]
+    if kind == "latency":
+        return None
+    request_id = str(uuid.uuid4())
+    if service == "ec2":
+        if kind == "throttle":
+            status, code, msg = 503, "RequestLimitExceeded", "Request limit exceeded."
+        elif kind == "capacity":
+            itype = parse_qs(body.decode("utf-8", "replace")).get("InstanceType", ["the requested instance type"])[0]
+            zone = parse_qs(body.decode("utf-8", "replace")).get("Placement.AvailabilityZone", ["the Availability Zone you requested"])[0]
+            status, code = 500, "InsufficientInstanceCapacity"
+            msg = (f"We currently do not have sufficient {itype} capacity in the Availability Zone you requested ({zone}). "
+                   "Our system will be working on provisioning additional capacity.")
+        else:
+            status, code, msg = 500, "InternalError", "An internal error has occurred"
+        xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{msg}</Message>'
+               f"</Error></Errors><RequestID>{request_id}</RequestID></Response>")
+        return status, [("Content-Type", "text/xml"), ("x-amzn-RequestId", request_id)], xml.encode()
+    if kind == "throttle":
+        status, code, msg = 400, "ThrottlingException", "Rate exceeded"
+    elif kind == "capacity":
+        status, code, msg = 400, "ServiceLimitExceeded", "Account storage capacity limit exceeded for this file system type"
+    else:
+        status, code, msg = 500, "InternalServerError", "An internal server error occurred"
+    return status, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", request_id)], json.dumps(
+        {"__type": code, "Message": msg}).encode()
+
+
+def inventory(region=None):
+    """Everything a test could have created, per service; defaults moto makes (default VPC, ...) are left out."""
+    ec2 = {"instances": [], "vpcs": [], "subnets": [], "security_groups": [], "placement_groups": [], "launch_templates": [],
+           "capacity_reservations": [], "key_pairs": []}
+    fsx = {"file_systems": [], "data_repository_associations": []}
+    for account, regions in ec2_backends.items():
+        for name, b in regions.items():
+            if region and name != region:
+                continue
+            ec2["instances"] += [{"id": i.id, "type": i.instance_type, "state": i.state, "placement_group": i.placement.group_name,
+                                  "tags": dict(i.get_tags() and {t["key"]: t["value"] for t in i.get_tags()} or {})}
+                                 for i in _instances(b) if i.state != "terminated"]
+            ec2["vpcs"] += [v.id for v in b.vpcs.values() if not v.is_default]
+            ec2["subnets"] += [s.id for z in b.subnets.values() for s in z.values() if not s.default_for_az]
+            ec2["security_groups"] += [g.id for groups in b.groups.values() for g in groups.values() if g.name != "default"]
+            ec2["placement_groups"] += [g["GroupName"] for g in _state(b, "placement_groups").values()]
+            ec2["launch_templates"] += [t.id for t in b.launch_templates.values()]
+            ec2["capacity_reservations"] += [r["CapacityReservationId"] for r in _state(b, "capacity_reservations").values()
+                                             if r["State"] == "active"]
+            ec2["key_pairs"] += list(b.key_pairs.keys())
+    for account, regions in fsx_models.fsx_backends.items():
+        for name, b in regions.items():
+            if region and name != region:
+                continue
+            fsx["file_systems"] += [f.file_system_id for f in b.file_systems.values()]
+            fsx["data_repository_associations"] += list(_state(b, "dras").keys())
+    total = sum(len(v) for v in ec2.values()) + sum(len(v) for v in fsx.values())
+    return {"cloud": "aws", "empty": total == 0, "resources": {"ec2": ec2, "fsx": fsx}}
+
+
+def out_of_band(change):
+    """Changes made behind the provider's back, to cause drift."""
+    action = change.get("action")
+    target = change.get("id")
+    for account, regions in ec2_backends.items():
+        for name, b in regions.items():
+            if action == "terminate_instance" and any(i.id == target for i in _instances(b)):
+                b.terminate_instances([target])
+                return {"done": action, "id": target}
+            if action == "delete_placement_group" and target in _state(b, "placement_groups"):
+                del _state(b, "placement_groups")[target]
+                return {"done": action, "id": target}
+            if action == "revoke_security_group_rules":
+                for groups in b.groups.values():
+                    if target in groups:
+                        groups[target].ingress_rules.clear()
+                        groups[target].egress_rules.clear()
+                        return {"done": action, "id": target}
+    for account, regions in fsx_models.fsx_backends.items():
+        for name, b in regions.items():
+            if target in b.file_systems:
+                if action == "set_file_system_capacity":
+                    b.file_systems[target].storage_capacity = int(change["value"])
+                    return {"done": action, "id": target}
+                if action == "delete_file_system":
+                    del b.file_systems[target]
+                    return {"done": action, "id": target}
+    return None
+
+
+class AdminMiddleware:
+    """The emulators' common admin API under /_admin/, request counters, and fault injection."""
+
+    def __init__(self, app, reset):
+        self.app = app
+        self.reset_moto = reset
+        self.faults = Faults()
+        self.counters = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path.startswith("/_admin/"):
+            return self.admin(environ, start_response, path[len("/_admin/"):])
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        service, operation = operation_of(environ, body)
+        if service:
+            key = f"{service}:{operation}"
+            with self.lock:
+                self.counters[key] = self.counters.get(key, 0) + 1
+            rule = self.faults.pick(service, operation)
+            if rule:
+                if rule.get("latency_ms"):
+                    time.sleep(rule["latency_ms"] / 1000.0)
+                response = fault_response(rule, service, operation, body)
+                if response:
+                    status, headers, payload = response
+                    headers = headers + [("Content-Length", str(len(payload)))]
+                    start_response(f"{status} {'Service Unavailable' if status == 503 else 'Error'}", headers)
+                    return [payload]
+        return self.app(environ, start_response)
+
+    def admin(self, environ, start_response, route):
+        method = environ.get("REQUEST_METHOD", "GET")
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = json.loads(environ["wsgi.input"].read(length) or b"{}") if length else {}
+        status, out = 200, None
+        if route == "reset" and method == "POST":
+            self.reset_moto()
+            self.faults.clear()
+            with self.lock:
+                self.counters.clear()
+            out = {"reset": True}
+        elif route == "inventory":
+            out = inventory()
+        elif route == "counters" and method == "GET":
+            with self.lock:
+                out = {"counters": dict(sorted(self.counters.items()))}
+        elif route == "counters" and method == "DELETE":
+            with self.lock:
+                self.counters.clear()
+            out = {"counters": {}}
+        elif route == "faults" and method == "POST":
+            self.faults.add(body)
+            out = {"faults": self.faults.describe()}
+        elif route == "faults" and method == "DELETE":
+            self.faults.clear()
+            out = {"faults": []}
+        elif route == "faults":
+            out = {"faults": self.faults.describe()}
+        elif route == "out-of-band" and method == "POST":
+            out = out_of_band(body)
+            if out is None:
+                status, out = 404, {"error": f"nothing to {body.get('action')} with id {body.get('id')}"}
+        else:
+            status, out = 404, {"error": f"unknown admin route {method} /_admin/{route}"}
+        payload = json.dumps(out, default=str).encode()
+        start_response(f"{status} {'OK' if status == 200 else 'Not Found'}", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+        return [payload]

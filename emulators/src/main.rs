@@ -1,0 +1,92 @@
+//! `hpc-emulator`: starts the cloud emulators on free 127.0.0.1 ports, writes their endpoints to a JSON
+//! file, and keeps them running until it is stopped (SIGTERM/SIGINT to its process group, or stdin closed
+//! with `--until-stdin-closes`). Never linked into the provider.
+//!
+//! Today it runs the AWS emulator (moto with `emulators/aws/hpc_moto.py`); the GCP, Azure and OCI
+//! emulators of our own join it here (issue #4).
+//!
+//!     hpc-emulator start --python <moto venv python> [--endpoints FILE]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+struct Args {
+    python: PathBuf,
+    endpoints: Option<PathBuf>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    if it.next().as_deref() != Some("start") {
+        return Err("usage: hpc-emulator start --python PATH [--endpoints FILE]".into());
+    }
+    let (mut python, mut endpoints) = (None, None);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--python" => python = Some(PathBuf::from(value)),
+            "--endpoints" => endpoints = Some(PathBuf::from(value)),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(Args { python: python.ok_or("--python is required (the moto virtualenv's python)")?, endpoints })
+}
+
+/// Starts one emulator process that prints `READY <endpoint>` as its first line.
+fn spawn_ready(mut cmd: Command, name: &str) -> Result<(Child, String), String> {
+    let mut child =
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().map_err(|e| format!("starting the {name} emulator: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(20)).map_err(|_| format!("the {name} emulator did not become ready in 20 s"))?;
+    let endpoint = line.trim().strip_prefix("READY ").ok_or_else(|| format!("the {name} emulator said {line:?}"))?.to_owned();
+    Ok((child, endpoint))
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let started = Instant::now();
+    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/server.py");
+    let mut cmd = Command::new(&args.python);
+    // The emulator exits when our end of its stdin closes, so it never outlives this supervisor.
+    cmd.arg(server).args(["--port", "0", "--exit-with-stdin"]).stdin(Stdio::piped());
+    let (mut aws, aws_endpoint) = match spawn_ready(cmd, "AWS") {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let endpoints = serde_json::json!({ "aws": aws_endpoint });
+    let text = serde_json::to_string_pretty(&endpoints).unwrap_or_default();
+    if let Some(path) = &args.endpoints {
+        let tmp = path.with_extension("tmp");
+        if let Err(e) = std::fs::write(&tmp, format!("{text}\n")).and_then(|()| std::fs::rename(&tmp, path)) {
+            eprintln!("writing {}: {e}", path.display());
+            let _ = aws.kill();
+            return ExitCode::from(1);
+        }
+    }
+    println!("READY in {} ms: {}", started.elapsed().as_millis(), endpoints);
+    // `wait` would close the child's stdin first, which tells the emulator to exit: keep it open.
+    let _stdin = aws.stdin.take();
+    // Supervise: if an emulator dies, say so and exit (the caller's tests would fail obscurely otherwise).
+    match aws.wait() {
+        Ok(status) => eprintln!("the AWS emulator exited: {status}"),
+        Err(e) => eprintln!("waiting for the AWS emulator: {e}"),
+    }
+    ExitCode::from(1)
+}
