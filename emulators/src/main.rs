@@ -2,8 +2,8 @@
 //! file, and keeps them running until it is stopped (SIGTERM/SIGINT to its process group, or stdin closed
 //! with `--until-stdin-closes`). Never linked into the provider.
 //!
-//! Today it runs the AWS emulator (moto with `emulators/aws/hpc_moto.py`); the GCP, Azure and OCI
-//! emulators of our own join it here (issue #4).
+//! It runs the AWS emulator (moto with `emulators/aws/hpc_moto.py`) as a child process and the Google Cloud
+//! Compute emulator of our own in-process; Azure and OCI join them here (issue #4).
 //!
 //!     hpc-emulator start --python <moto venv python> [--endpoints FILE]
 
@@ -50,7 +50,8 @@ fn spawn_ready(mut cmd: Command, name: &str) -> Result<(Child, String), String> 
     Ok((child, endpoint))
 }
 
-fn main() -> ExitCode {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
@@ -70,7 +71,15 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let endpoints = serde_json::json!({ "aws": aws_endpoint });
+    let gcp = match hpc_emulators::gcp::serve("127.0.0.1:0").await {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("starting the GCP emulator: {e}");
+            let _ = aws.kill();
+            return ExitCode::from(1);
+        }
+    };
+    let endpoints = serde_json::json!({ "aws": aws_endpoint, "gcp": gcp.endpoint });
     let text = serde_json::to_string_pretty(&endpoints).unwrap_or_default();
     if let Some(path) = &args.endpoints {
         let tmp = path.with_extension("tmp");
@@ -84,9 +93,7 @@ fn main() -> ExitCode {
     // `wait` would close the child's stdin first, which tells the emulator to exit: keep it open.
     let _stdin = aws.stdin.take();
     // Supervise: if an emulator dies, say so and exit (the caller's tests would fail obscurely otherwise).
-    match aws.wait() {
-        Ok(status) => eprintln!("the AWS emulator exited: {status}"),
-        Err(e) => eprintln!("waiting for the AWS emulator: {e}"),
-    }
+    let status = tokio::task::spawn_blocking(move || aws.wait()).await;
+    eprintln!("the AWS emulator exited: {status:?}");
     ExitCode::from(1)
 }

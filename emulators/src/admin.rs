@@ -1,0 +1,182 @@
+//! The admin API shared by the emulators of our own: fault rules, per-operation request counters, and the
+//! JSON routes under `/_admin/`. Each emulator supplies reset, inventory and out-of-band changes.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Throttle,
+    Capacity,
+    ServerError,
+    Latency,
+}
+
+/// A fault rule, as posted to `/_admin/faults`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct FaultRule {
+    #[serde(default = "any")]
+    pub service: String,
+    #[serde(default = "any")]
+    pub operation: String,
+    pub kind: FaultKind,
+    pub nth: Option<u64>,
+    pub every: Option<u64>,
+    pub probability: Option<f64>,
+    pub times: Option<u64>,
+    #[serde(default)]
+    pub latency_ms: u64,
+    pub seed: Option<u64>,
+    #[serde(skip)]
+    seen: u64,
+    #[serde(skip)]
+    fired: u64,
+}
+
+fn any() -> String {
+    "*".into()
+}
+
+/// A small deterministic generator (xorshift64*), so a seeded 30% throttle repeats exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn next_f64(&mut self) -> f64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[derive(Default)]
+pub struct Admin {
+    faults: Mutex<Vec<FaultRule>>,
+    rng: Mutex<Option<Rng>>,
+    counters: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Admin {
+    /// Counts the call and returns the fault to inject, if a rule fires.
+    pub fn on_request(&self, service: &str, operation: &str) -> Option<FaultRule> {
+        *self.counters.lock().unwrap().entry(format!("{service}:{operation}")).or_default() += 1;
+        let mut rules = self.faults.lock().unwrap();
+        let mut rng = self.rng.lock().unwrap();
+        for rule in rules.iter_mut() {
+            if !(rule.service == "*" || rule.service == service) || !(rule.operation == "*" || rule.operation == operation) {
+                continue;
+            }
+            rule.seen += 1;
+            if rule.times.is_some_and(|t| rule.fired >= t) {
+                continue;
+            }
+            let fire = match (rule.nth, rule.every, rule.probability) {
+                (Some(n), _, _) => rule.seen == n,
+                (None, Some(e), _) => e > 0 && rule.seen % e == 0,
+                (None, None, Some(p)) => rng.get_or_insert(Rng(0x9E37_79B9_7F4A_7C15)).next_f64() < p,
+                (None, None, None) => true,
+            };
+            if fire {
+                rule.fired += 1;
+                return Some(rule.clone());
+            }
+        }
+        None
+    }
+
+    pub fn reset(&self) {
+        self.faults.lock().unwrap().clear();
+        self.counters.lock().unwrap().clear();
+        *self.rng.lock().unwrap() = None;
+    }
+
+    fn describe_faults(&self) -> Value {
+        let rules = self.faults.lock().unwrap();
+        json!({"faults": rules.iter().map(|r| json!({
+            "service": r.service, "operation": r.operation, "kind": format!("{:?}", r.kind).to_lowercase(),
+            "nth": r.nth, "every": r.every, "probability": r.probability, "times": r.times, "latency_ms": r.latency_ms,
+            "seen": r.seen, "fired": r.fired,
+        })).collect::<Vec<_>>()})
+    }
+
+    /// Handles `/_admin/<route>`; `emulator` supplies what differs per cloud. Returns status and body.
+    pub fn handle(&self, method: &str, route: &str, body: &[u8], emulator: &dyn Emulated) -> (u16, Value) {
+        let parsed: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
+        match (method, route) {
+            ("POST", "reset") => {
+                self.reset();
+                emulator.reset();
+                (200, json!({"reset": true}))
+            }
+            ("GET", "inventory") => (200, emulator.inventory()),
+            ("GET", "counters") => (200, json!({"counters": *self.counters.lock().unwrap()})),
+            ("DELETE", "counters") => {
+                self.counters.lock().unwrap().clear();
+                (200, json!({"counters": {}}))
+            }
+            ("POST", "faults") => match serde_json::from_value::<FaultRule>(parsed) {
+                Ok(rule) => {
+                    if let Some(seed) = rule.seed {
+                        *self.rng.lock().unwrap() = Some(Rng(seed.max(1)));
+                    }
+                    self.faults.lock().unwrap().push(rule);
+                    (200, self.describe_faults())
+                }
+                Err(e) => (400, json!({"error": format!("bad fault rule: {e}")})),
+            },
+            ("GET", "faults") => (200, self.describe_faults()),
+            ("DELETE", "faults") => {
+                self.faults.lock().unwrap().clear();
+                (200, json!({"faults": []}))
+            }
+            ("POST", "out-of-band") => match emulator.out_of_band(&parsed) {
+                Ok(v) => (200, v),
+                Err(e) => (404, json!({"error": e})),
+            },
+            _ => (404, json!({"error": format!("unknown admin route {method} /_admin/{route}")})),
+        }
+    }
+}
+
+/// What each emulator of our own provides to the admin API.
+pub trait Emulated: Send + Sync {
+    fn reset(&self);
+    /// `{"cloud", "empty", "resources": {...}}`.
+    fn inventory(&self) -> Value;
+    fn out_of_band(&self, change: &Value) -> Result<Value, String>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_fire_by_position_and_by_seeded_chance() {
+        let admin = Admin::default();
+        struct Nothing;
+        impl Emulated for Nothing {
+            fn reset(&self) {}
+            fn inventory(&self) -> Value {
+                json!({})
+            }
+            fn out_of_band(&self, _: &Value) -> Result<Value, String> {
+                Err("no".into())
+            }
+        }
+        admin.handle("POST", "faults", br#"{"service":"compute","operation":"instances.insert","kind":"capacity","nth":2}"#, &Nothing);
+        assert!(admin.on_request("compute", "instances.insert").is_none());
+        assert_eq!(admin.on_request("compute", "instances.insert").map(|r| r.kind), Some(FaultKind::Capacity));
+        assert!(admin.on_request("compute", "instances.insert").is_none());
+        admin.reset();
+        admin.handle("POST", "faults", br#"{"kind":"throttle","probability":0.3,"seed":7}"#, &Nothing);
+        let fired = (0..1000).filter(|_| admin.on_request("compute", "instances.list").is_some()).count();
+        assert!((250..350).contains(&fired), "{fired}");
+        assert_eq!(admin.handle("GET", "counters", b"", &Nothing).1["counters"]["compute:instances.list"], 1000);
+    }
+}
