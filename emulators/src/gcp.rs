@@ -33,6 +33,7 @@ struct Stored {
 
 #[derive(Default)]
 struct Store {
+    lustre: crate::gcp_lustre::Lustre,
     /// Keyed by relative path, e.g. `projects/p/zones/z/instances/n`.
     resources: BTreeMap<String, Stored>,
     operations: BTreeMap<String, (Value, Instant)>,
@@ -81,10 +82,11 @@ fn ok(value: Value) -> Response {
     (StatusCode::OK, axum::Json(value)).into_response()
 }
 
-/// Writes a value through the crate's model type `T`: what the real API would be allowed to say.
-fn through<T: serde::de::DeserializeOwned + serde::Serialize>(value: Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(value).map_err(|e| format!("not a valid body: {e}"))?;
-    serde_json::to_value(typed).map_err(|e| e.to_string())
+/// Checks a body against the crate's model type `T` (request bodies on the way in, our answers on the way
+/// out). The JSON itself is kept: the crate would re-encode enums as numbers, the service sends names.
+fn through<T: serde::de::DeserializeOwned>(value: Value) -> Result<Value, String> {
+    serde_json::from_value::<T>(value.clone()).map_err(|e| format!("not a valid body: {e}"))?;
+    Ok(value)
 }
 
 fn typed_out(kind: &str, value: Value) -> Result<Value, String> {
@@ -218,6 +220,35 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
     if let Some(route) = path.strip_prefix("_admin/") {
         let (status, value) = gcp.admin.handle(method.as_str(), route, &body, gcp.as_ref());
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
+    }
+    if path.starts_with("v1/") {
+        let operation = match (method.as_str(), path.contains("/operations/"), path.matches('/').count()) {
+            (_, true, _) => "lustre:operations.get",
+            ("POST", _, _) => "lustre:instances.create",
+            ("PATCH", _, _) => "lustre:instances.patch",
+            ("DELETE", _, _) => "lustre:instances.delete",
+            ("GET", _, 5) => "lustre:instances.list",
+            _ => "lustre:instances.get",
+        };
+        let (service, op) = operation.split_once(':').unwrap_or(("lustre", operation));
+        if let Some(fault) = gcp.admin.on_request(service, op) {
+            match fault.kind {
+                FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
+                FaultKind::Throttle => {
+                    return crate::gcp_lustre::error(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Requests'");
+                }
+                FaultKind::Capacity => {
+                    return crate::gcp_lustre::error(429, "RESOURCE_EXHAUSTED", "Insufficient Managed Lustre capacity in this zone");
+                }
+                FaultKind::ServerError => return crate::gcp_lustre::error(503, "UNAVAILABLE", "The service is currently unavailable."),
+            }
+        }
+        let query: BTreeMap<String, String> = uri.query().map(parse_query).unwrap_or_default();
+        let mut store = gcp.store.lock().unwrap();
+        return store
+            .lustre
+            .handle(method.as_str(), path, &query, &body)
+            .unwrap_or_else(|| error(404, "notFound", &format!("no route {path}")));
     }
     let Some(rest) = path.strip_prefix("compute/v1/") else { return error(404, "notFound", &format!("no route {path}")) };
     let segs: Vec<&str> = rest.split('/').collect();
@@ -360,6 +391,10 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
     }
 }
 
+fn parse_query(q: &str) -> BTreeMap<String, String> {
+    q.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_owned(), v.replace("%2C", ",").replace("%2F", "/"))).collect()
+}
+
 impl Emulated for Gcp {
     fn reset(&self) {
         *self.store.lock().unwrap() = Store::default();
@@ -372,8 +407,9 @@ impl Emulated for Gcp {
         for (path, stored) in &store.resources {
             compute.entry(stored.kind).or_default().push(path.clone());
         }
-        let empty = store.resources.is_empty();
-        json!({"cloud": "gcp", "empty": empty, "resources": {"compute": compute}})
+        let lustre: Vec<&String> = store.lustre.instances.keys().collect();
+        let empty = store.resources.is_empty() && lustre.is_empty();
+        json!({"cloud": "gcp", "empty": empty, "resources": {"compute": compute, "lustre": {"instances": lustre}}})
     }
 
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {
@@ -381,6 +417,7 @@ impl Emulated for Gcp {
         let id = change.get("id").and_then(Value::as_str).unwrap_or_default().trim_start_matches(BASE).to_owned();
         let action = change.get("action").and_then(Value::as_str).unwrap_or_default();
         match action {
+            "delete" if store.lustre.instances.remove(&id).is_some() => Ok(json!({"done": action, "id": id})),
             "delete" => store.resources.remove(&id).map(|_| json!({"done": action, "id": id})).ok_or(format!("nothing at {id}")),
             "stop_instance" => match store.resources.get_mut(&id) {
                 Some(s) if s.kind == "instances" => {

@@ -6,3 +6,4 @@
 
 pub mod admin;
 pub mod gcp;
+pub mod gcp_lustre;

@@ -129,3 +129,62 @@ async fn capacity_throttling_and_out_of_band_changes() {
     assert_eq!(gone.http_status_code(), Some(404));
     assert_eq!(admin(&emu.emulator, "GET", "inventory", json!({}))["empty"], true);
 }
+
+#[tokio::test]
+async fn managed_lustre_create_grow_delete_through_long_running_operations() {
+    use google_cloud_lustre_v1::client::Lustre;
+    use google_cloud_lustre_v1::model::{Instance, instance::State};
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let lustre = client!(Lustre, &emu.endpoint);
+    let parent = format!("projects/{P}/locations/{ZONE}");
+    let spec = Instance::new()
+        .set_filesystem("scratch")
+        .set_capacity_gib(36_000)
+        .set_per_unit_storage_throughput(500)
+        .set_network(format!("projects/{P}/global/networks/train-vpc"));
+    let created = lustre
+        .create_instance()
+        .set_parent(&parent)
+        .set_instance_id("scratch")
+        .set_instance(spec.clone())
+        .poller()
+        .until_done()
+        .await
+        .unwrap();
+    assert_eq!(created.state, State::Active);
+    assert_eq!(created.capacity_gib, 36_000);
+    assert!(created.mount_point.ends_with("@tcp:/scratch"), "{}", created.mount_point);
+
+    // The service's own size rule: 500 MB/s/TiB starts at 18,000 GiB in steps of 18,000.
+    let odd = lustre
+        .create_instance()
+        .set_parent(&parent)
+        .set_instance_id("odd")
+        .set_instance(spec.clone().set_capacity_gib(20_000))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(odd.http_status_code(), Some(400));
+
+    let name = format!("{parent}/instances/scratch");
+    let grown = lustre
+        .update_instance()
+        .set_instance(created.clone().set_capacity_gib(54_000))
+        .set_update_mask(google_cloud_wkt::FieldMask::default().set_paths(["capacity_gib"]))
+        .poller()
+        .until_done()
+        .await
+        .unwrap();
+    assert_eq!(grown.capacity_gib, 54_000);
+    let listed = lustre.list_instances().set_parent(&parent).send().await.unwrap();
+    assert_eq!(listed.instances.len(), 1);
+
+    lustre.delete_instance().set_name(&name).poller().until_done().await.unwrap();
+    let gone = lustre.get_instance().set_name(&name).send().await.unwrap_err();
+    assert_eq!(gone.http_status_code(), Some(404));
+    assert_eq!(admin(&emu.emulator, "GET", "inventory", json!({}))["empty"], true);
+
+    admin(&emu.emulator, "POST", "faults", json!({"service": "lustre", "operation": "instances.list", "kind": "throttle", "times": 1}));
+    let throttled = lustre.list_instances().set_parent(&parent).send().await.unwrap_err();
+    assert_eq!(throttled.http_status_code(), Some(429));
+}
