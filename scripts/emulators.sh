@@ -5,8 +5,8 @@
 #   ./scripts/emulators.sh start [ENDPOINTS_FILE]   # default: $HPC_CACHE/run/endpoints.json
 #   ./scripts/emulators.sh stop
 #
-# Today the emulators are AWS (moto + emulators/aws/hpc_moto.py) and Google Cloud (ours: Compute and
-# Managed Lustre); Azure and OCI follow (issue #4).
+# Today the emulators are AWS (moto + emulators/aws/hpc_moto.py), Google Cloud (ours: Compute and Managed
+# Lustre) and OCI (ours: Core, signatures verified); Azure follows (issue #4).
 # Every emulator serves the admin API in emulators/ADMIN-API.md.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 RUN="$HPC_CACHE/run"

@@ -139,7 +139,9 @@ impl Admin {
                 Ok(v) => (200, v),
                 Err(e) => (404, json!({"error": e})),
             },
-            _ => (404, json!({"error": format!("unknown admin route {method} /_admin/{route}")})),
+            _ => emulator
+                .extra_admin(method, route, &parsed)
+                .unwrap_or_else(|| (404, json!({"error": format!("unknown admin route {method} /_admin/{route}")}))),
         }
     }
 }
@@ -150,6 +152,10 @@ pub trait Emulated: Send + Sync {
     /// `{"cloud", "empty", "resources": {...}}`.
     fn inventory(&self) -> Value;
     fn out_of_band(&self, change: &Value) -> Result<Value, String>;
+    /// Admin routes only this emulator has (OCI: `keys`); `None` for an unknown route.
+    fn extra_admin(&self, _method: &str, _route: &str, _body: &Value) -> Option<(u16, Value)> {
+        None
+    }
 }
 
 #[cfg(test)]

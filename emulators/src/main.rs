@@ -3,7 +3,7 @@
 //! with `--until-stdin-closes`). Never linked into the provider.
 //!
 //! It runs the AWS emulator (moto with `emulators/aws/hpc_moto.py`) as a child process and the Google Cloud
-//! Compute emulator of our own in-process; Azure and OCI join them here (issue #4).
+//! (Compute, Managed Lustre) and OCI emulators of our own in-process; Azure joins them here (issue #4).
 //!
 //!     hpc-emulator start --python <moto venv python> [--endpoints FILE]
 
@@ -79,7 +79,15 @@ async fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let endpoints = serde_json::json!({ "aws": aws_endpoint, "gcp": gcp.endpoint });
+    let oci = match hpc_emulators::oci::serve("127.0.0.1:0").await {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("starting the OCI emulator: {e}");
+            let _ = aws.kill();
+            return ExitCode::from(1);
+        }
+    };
+    let endpoints = serde_json::json!({ "aws": aws_endpoint, "gcp": gcp.endpoint, "oci": oci.endpoint });
     let text = serde_json::to_string_pretty(&endpoints).unwrap_or_default();
     if let Some(path) = &args.endpoints {
         let tmp = path.with_extension("tmp");

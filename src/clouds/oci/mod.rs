@@ -2,6 +2,8 @@
 //! placement (a compute cluster, or a cluster network built by the cluster); an instance configuration with
 //! the RDMA agent plugins enabled and the instances; File Storage with Lustre.
 
+pub mod signing;
+
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
