@@ -34,7 +34,12 @@ fn only_the_protocol_module_sees_tonic_and_prost() {
 #[test]
 fn the_planner_and_expanders_do_no_io() {
     let mut files = sources("src/planner");
-    files.extend(sources("src/clouds"));
+    // The expanders are `clouds/<cloud>.rs` or `clouds/<cloud>/mod.rs`; the API clients beside them
+    // (`clouds/<cloud>/signing.rs`, ...) talk to clouds and are exempt.
+    files.extend(sources("src/clouds").into_iter().filter(|(p, _)| {
+        let parent = p.parent().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        parent == "clouds" || p.file_name().is_some_and(|f| f == "mod.rs")
+    }));
     files.extend(sources("src/catalog"));
     assert!(files.len() >= 8);
     for (path, text) in files {
