@@ -5,8 +5,8 @@
 #   ./scripts/emulators.sh start [ENDPOINTS_FILE]   # default: $HPC_CACHE/run/endpoints.json
 #   ./scripts/emulators.sh stop
 #
-# Today the emulators are AWS (moto + emulators/aws/hpc_moto.py), Google Cloud (ours: Compute and Managed
-# Lustre) and OCI (ours: Core, signatures verified); Azure follows (issue #4).
+# The emulators: AWS (moto + emulators/aws/hpc_moto.py), and ours for Google Cloud (Compute, Managed Lustre),
+# Azure Resource Manager (HTTPS; trust azure_ca_pem) and OCI (Core, signatures verified).
 # Every emulator serves the admin API in emulators/ADMIN-API.md.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 RUN="$HPC_CACHE/run"

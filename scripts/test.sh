@@ -23,6 +23,6 @@ log "licences of everything linked (cargo deny)"
 "$(ensure_cargo_deny)" check licenses 2>&1 | grep -v '^warning\|^ *[┌│━]\|^$' || true
 "$(ensure_cargo_deny)" check licenses >/dev/null 2>&1
 
-log "tests: unit, protocol, planner goldens, docs, emulators (aws-sdk-ec2/fsx on moto; google-cloud-compute/lustre on ours), acceptance (tofu + terraform)"
+log "tests: unit, protocol, planner goldens, docs, emulators (aws-sdk-ec2/fsx on moto; google-cloud-compute/lustre, ARM over HTTPS, signed OCI on ours), acceptance (tofu + terraform)"
 # Benches are left out on purpose: they print figures (./scripts/bench.sh) and never gate a build.
 cargo test --workspace --lib --bins --tests

@@ -3,9 +3,11 @@
 //! `admin` is the admin API every emulator shares (reset, inventory, out-of-band changes, faults,
 //! counters; see ADMIN-API.md). `gcp` emulates the Compute Engine REST subset the provider uses and
 //! `gcp_lustre` Google Managed Lustre on the same port; `oci` the OCI Core subset, with request signatures
-//! verified. AWS is moto with our extension (`aws/`), started as a child process by `hpc-emulator`.
+//! verified; `azure` Azure Resource Manager over HTTPS. AWS is moto with our extension (`aws/`), started as
+//! a child process by `hpc-emulator`.
 
 pub mod admin;
+pub mod azure;
 pub mod gcp;
 pub mod gcp_lustre;
 pub mod oci;

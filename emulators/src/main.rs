@@ -3,7 +3,7 @@
 //! with `--until-stdin-closes`). Never linked into the provider.
 //!
 //! It runs the AWS emulator (moto with `emulators/aws/hpc_moto.py`) as a child process and the Google Cloud
-//! (Compute, Managed Lustre) and OCI emulators of our own in-process; Azure joins them here (issue #4).
+//! (Compute, Managed Lustre), Azure Resource Manager (HTTPS) and OCI emulators of our own in-process.
 //!
 //!     hpc-emulator start --python <moto venv python> [--endpoints FILE]
 
@@ -87,7 +87,25 @@ async fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let endpoints = serde_json::json!({ "aws": aws_endpoint, "gcp": gcp.endpoint, "oci": oci.endpoint });
+    let azure = match hpc_emulators::azure::serve("127.0.0.1:0").await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("starting the Azure emulator: {e}");
+            let _ = aws.kill();
+            return ExitCode::from(1);
+        }
+    };
+    // Clients trust the Azure emulator's self-signed certificate from this file.
+    let ca =
+        args.endpoints.as_ref().map(|p| p.with_file_name("azure-ca.pem")).unwrap_or_else(|| std::env::temp_dir().join("hpc-azure-ca.pem"));
+    if let Err(e) = std::fs::write(&ca, &azure.certificate_pem) {
+        eprintln!("writing {}: {e}", ca.display());
+        let _ = aws.kill();
+        return ExitCode::from(1);
+    }
+    let endpoints = serde_json::json!({
+        "aws": aws_endpoint, "gcp": gcp.endpoint, "oci": oci.endpoint, "azure": azure.endpoint, "azure_ca_pem": ca.display().to_string(),
+    });
     let text = serde_json::to_string_pretty(&endpoints).unwrap_or_default();
     if let Some(path) = &args.endpoints {
         let tmp = path.with_extension("tmp");

@@ -1,0 +1,323 @@
+//! Azure Resource Manager emulator over HTTPS (a self-signed certificate that tests trust; the bearer-token
+//! pipeline of azure_core refuses plain HTTP). Resource groups, virtual networks and subnets, network
+//! security groups, proximity placement groups, VM scale sets with their VMs, and Azure Managed Lustre
+//! (`Microsoft.StorageCache/amlFilesystems`). Scale sets and filesystems are long-running: PUT and DELETE
+//! answer 201/202 with an `Azure-AsyncOperation` URL that reports InProgress, then Succeeded or Failed.
+//! Ids compare case-insensitively, as in ARM. Errors are ARM's `{"error": {"code", "message"}}`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::admin::{Admin, Emulated, FaultKind};
+
+const SETTLE: f64 = 0.3;
+
+struct Stored {
+    value: Value,
+    changed: Instant,
+}
+
+struct AsyncOp {
+    started: Instant,
+    error: Option<(String, String)>,
+}
+
+#[derive(Default)]
+struct Store {
+    /// Keyed by the lowercased resource id.
+    resources: BTreeMap<String, Stored>,
+    operations: BTreeMap<String, AsyncOp>,
+    next: u64,
+}
+
+pub struct Azure {
+    store: Mutex<Store>,
+    pub admin: Admin,
+}
+
+pub struct Running {
+    pub endpoint: String,
+    pub addr: SocketAddr,
+    /// PEM of the self-signed server certificate, for clients to trust.
+    pub certificate_pem: String,
+    pub emulator: Arc<Azure>,
+}
+
+pub async fn serve(bind: &str) -> std::io::Result<Running> {
+    let emulator = Arc::new(Azure { store: Mutex::new(Store::default()), admin: Admin::default() });
+    let key = rcgen::KeyPair::generate().map_err(std::io::Error::other)?;
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).map_err(std::io::Error::other)?;
+    params.subject_alt_names.push(rcgen::SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+    let cert = params.self_signed(&key).map_err(std::io::Error::other)?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(std::io::Error::other)?
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .map_err(std::io::Error::other)?;
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let listener = tokio::net::TcpListener::bind(bind).await?;
+    let addr = listener.local_addr()?;
+    let app = axum::Router::new().fallback(handle).with_state(emulator.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { continue };
+            let (acceptor, app) = (acceptor.clone(), app.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(tcp).await else { return };
+                let service = hyper_util::service::TowerToHyperService::new(app);
+                let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(Running { endpoint: format!("https://127.0.0.1:{}", addr.port()), addr, certificate_pem: cert.pem(), emulator })
+}
+
+fn arm_error(status: u16, code: &str, message: &str) -> Response {
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        axum::Json(json!({"error": {"code": code, "message": message}})),
+    )
+        .into_response()
+}
+
+/// `virtualMachineScaleSets`, `amlFilesystems`, ... from a resource id; `resourceGroups` for groups.
+fn type_of(id: &str) -> String {
+    let segs: Vec<&str> = id.trim_matches('/').split('/').collect();
+    match segs.iter().rposition(|s| s.eq_ignore_ascii_case("providers")) {
+        Some(p) if segs.len() > p + 2 => {
+            let rest = &segs[p + 2..];
+            // .../virtualNetworks/{n}/subnets/{s} -> subnets; .../virtualMachineScaleSets/{n} -> virtualMachineScaleSets
+            rest[if rest.len() >= 3 { rest.len() - 2 } else { 0 }].to_owned()
+        }
+        _ => "resourceGroups".into(),
+    }
+}
+
+fn is_long_running(kind: &str) -> bool {
+    matches!(kind, "virtualMachineScaleSets" | "amlFilesystems")
+}
+
+impl Azure {
+    fn view(stored: &Stored) -> Value {
+        let mut v = stored.value.clone();
+        let settling = v["properties"]["provisioningState"] == "Creating" || v["properties"]["provisioningState"] == "Updating";
+        if settling && stored.changed.elapsed().as_secs_f64() >= SETTLE {
+            v["properties"]["provisioningState"] = json!("Succeeded");
+        }
+        v
+    }
+
+    fn scale_set_vms(store: &mut Store, vmss_id: &str, capacity: u64) {
+        let prefix = format!("{}/virtualmachines/", vmss_id.to_lowercase());
+        let existing: Vec<String> = store.resources.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
+        let name = vmss_id.rsplit('/').next().unwrap_or_default().to_owned();
+        for i in 0..capacity {
+            let id = format!("{vmss_id}/virtualMachines/{i}");
+            store.resources.entry(id.to_lowercase()).or_insert_with(|| Stored {
+                value: json!({"id": id, "instanceId": i.to_string(), "name": format!("{name}_{i}"), "type": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
+                              "properties": {"provisioningState": "Creating", "latestModelApplied": true}}),
+                changed: Instant::now(),
+            });
+        }
+        for key in existing {
+            let index: u64 = key.rsplit('/').next().and_then(|i| i.parse().ok()).unwrap_or(0);
+            if index >= capacity {
+                store.resources.remove(&key);
+            }
+        }
+    }
+}
+
+async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let path = uri.path().to_owned();
+    if let Some(route) = path.strip_prefix("/_admin/") {
+        let (status, value) = az.admin.handle(method.as_str(), route, &body, az.as_ref());
+        return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
+    }
+    if !headers.get("authorization").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("Bearer ")) {
+        return arm_error(401, "AuthenticationFailed", "Authentication failed. The 'Authorization' header is missing.");
+    }
+    if !uri.query().unwrap_or_default().contains("api-version=") {
+        return arm_error(
+            400,
+            "MissingApiVersionParameter",
+            "The api-version query parameter (?api-version=) is required for all requests.",
+        );
+    }
+    let path = path.trim_end_matches('/').to_owned();
+    // Long-running operation status.
+    if path.contains("/operations/") {
+        az.admin.on_request("arm", "operations.get");
+        let store = az.store.lock().unwrap();
+        let Some(op) = store.operations.get(&path.to_lowercase()) else { return arm_error(404, "NotFound", "operation not found") };
+        return match (&op.error, op.started.elapsed().as_secs_f64() >= SETTLE) {
+            (_, false) => axum::Json(json!({"status": "InProgress"})).into_response(),
+            (None, true) => axum::Json(json!({"status": "Succeeded"})).into_response(),
+            (Some((code, message)), true) => {
+                axum::Json(json!({"status": "Failed", "error": {"code": code, "message": message}})).into_response()
+            }
+        };
+    }
+    let listing_vms = path.to_lowercase().ends_with("/virtualmachines");
+    let kind = if listing_vms { "virtualMachines".to_owned() } else { type_of(&path) };
+    let verb = if listing_vms { "list".to_owned() } else { method.as_str().to_lowercase() };
+    let operation = format!("{kind}.{verb}");
+    let mut capacity_error = None;
+    if let Some(fault) = az.admin.on_request("arm", &operation) {
+        match fault.kind {
+            FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
+            FaultKind::Throttle => {
+                let mut resp = arm_error(429, "TooManyRequests", "The request is being throttled as the limit has been reached for operation type - Read. Retry after 1 second.");
+                resp.headers_mut().insert("retry-after", "1".parse().unwrap());
+                return resp;
+            }
+            FaultKind::ServerError => return arm_error(500, "InternalServerError", "Encountered internal server error. Diagnostic information: emulator."),
+            FaultKind::Capacity => {
+                capacity_error = Some((
+                    "AllocationFailed".to_owned(),
+                    "Allocation failed. We do not have sufficient capacity for the requested VM size in this region. Read more about improving likelihood of allocation success at http://aka.ms/allocation-guidance".to_owned(),
+                ))
+            }
+        }
+    }
+    let mut store = az.store.lock().unwrap();
+    let key = path.to_lowercase();
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rg_id = if segs.len() >= 4 { format!("/{}", segs[..4].join("/")) } else { String::new() };
+    match method.as_str() {
+        "GET" if listing_vms => {
+            let prefix = format!("{key}/");
+            let vms: Vec<Value> = store.resources.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, s)| Azure::view(s)).collect();
+            axum::Json(json!({"value": vms})).into_response()
+        }
+        "GET" => match store.resources.get(&key) {
+            Some(s) => axum::Json(Azure::view(s)).into_response(),
+            None if kind == "resourceGroups" => {
+                arm_error(404, "ResourceGroupNotFound", &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")))
+            }
+            None => arm_error(404, "ResourceNotFound", &format!("The Resource '{}' was not found.", path)),
+        },
+        "PUT" => {
+            if kind != "resourceGroups" && !store.resources.contains_key(&rg_id.to_lowercase()) {
+                return arm_error(
+                    404,
+                    "ResourceGroupNotFound",
+                    &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")),
+                );
+            }
+            let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
+                return arm_error(400, "InvalidRequestContent", "The request content was invalid and could not be deserialized.");
+            };
+            let existed = store.resources.contains_key(&key);
+            let name = segs.last().copied().unwrap_or_default().to_owned();
+            value["id"] = json!(path);
+            value["name"] = json!(name);
+            if value.get("properties").is_none() {
+                value["properties"] = json!({});
+            }
+            let long = is_long_running(&kind);
+            value["properties"]["provisioningState"] = json!(if !long {
+                "Succeeded"
+            } else if existed {
+                "Updating"
+            } else {
+                "Creating"
+            });
+            if capacity_error.is_some() {
+                value["properties"]["provisioningState"] = json!("Failed");
+            }
+            store.resources.insert(key.clone(), Stored { value: value.clone(), changed: Instant::now() });
+            if kind == "virtualMachineScaleSets" && capacity_error.is_none() {
+                let capacity = value["sku"]["capacity"].as_u64().unwrap_or(0);
+                Azure::scale_set_vms(&mut store, &path, capacity);
+            }
+            let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
+            if !long {
+                return (status, axum::Json(value)).into_response();
+            }
+            store.next += 1;
+            let location = value["location"].as_str().unwrap_or("eastus").to_lowercase();
+            let ns = if kind == "amlFilesystems" { "Microsoft.StorageCache" } else { "Microsoft.Compute" };
+            let op_path =
+                format!("/subscriptions/{}/providers/{ns}/locations/{location}/operations/op-{}", segs.get(1).unwrap_or(&""), store.next);
+            store.operations.insert(op_path.to_lowercase(), AsyncOp { started: Instant::now(), error: capacity_error });
+            let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+            let mut resp = (status, axum::Json(value)).into_response();
+            resp.headers_mut().insert("azure-asyncoperation", format!("https://{host}{op_path}?api-version=2024-07-01").parse().unwrap());
+            resp
+        }
+        "DELETE" => {
+            if store.resources.remove(&key).is_none() {
+                return StatusCode::NO_CONTENT.into_response();
+            }
+            let prefix = format!("{key}/");
+            store.resources.retain(|k, _| !k.starts_with(&prefix));
+            if kind == "resourceGroups" {
+                store.resources.retain(|k, _| !k.starts_with(&format!("{key}/")));
+            }
+            if !is_long_running(&kind) {
+                return StatusCode::OK.into_response();
+            }
+            store.next += 1;
+            let op_path = format!(
+                "/subscriptions/{}/providers/Microsoft.Compute/locations/eastus/operations/op-{}",
+                segs.get(1).unwrap_or(&""),
+                store.next
+            );
+            store.operations.insert(op_path.to_lowercase(), AsyncOp { started: Instant::now(), error: None });
+            let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+            let mut resp = StatusCode::ACCEPTED.into_response();
+            resp.headers_mut().insert("azure-asyncoperation", format!("https://{host}{op_path}?api-version=2024-07-01").parse().unwrap());
+            resp
+        }
+        _ => arm_error(405, "MethodNotAllowed", "The method is not allowed."),
+    }
+}
+
+impl Emulated for Azure {
+    fn reset(&self) {
+        *self.store.lock().unwrap() = Store::default();
+    }
+
+    fn inventory(&self) -> Value {
+        let store = self.store.lock().unwrap();
+        let mut by_kind: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for s in store.resources.values() {
+            let id = s.value["id"].as_str().unwrap_or_default().to_owned();
+            let kind = if id.to_lowercase().contains("/virtualmachines/") { "virtualMachines".into() } else { type_of(&id) };
+            by_kind.entry(kind).or_default().push(id);
+        }
+        json!({"cloud": "azure", "empty": store.resources.is_empty(), "resources": {"arm": by_kind}})
+    }
+
+    fn out_of_band(&self, change: &Value) -> Result<Value, String> {
+        let mut store = self.store.lock().unwrap();
+        let id = change.get("id").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+        let action = change.get("action").and_then(Value::as_str).unwrap_or_default();
+        match action {
+            "delete" => {
+                store.resources.remove(&id).ok_or(format!("nothing at {id}"))?;
+                let prefix = format!("{id}/");
+                store.resources.retain(|k, _| !k.starts_with(&prefix));
+                Ok(json!({"done": action, "id": id}))
+            }
+            other => Err(format!("unknown out-of-band action {other:?}; valid: delete")),
+        }
+    }
+}
