@@ -1,5 +1,6 @@
-//! OCI emulator: the Core API subset the provider uses (VCNs, subnets, compute clusters, instances) in
-//! memory on 127.0.0.1, with every request's HTTP signature verified against the API public keys registered
+//! OCI emulator: the Core API subset the provider uses (VCNs, subnets, compute clusters, instances,
+//! instance configurations, cluster networks with their instance pool, work requests) and File Storage with
+//! Lustre (`/20250228/lustreFileSystems`, with its work requests) in memory on 127.0.0.1, with every request's HTTP signature verified against the API public keys registered
 //! through `POST /_admin/keys` (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem": ...}`). A
 //! missing or bad signature gets OCI's real 401 `NotAuthenticated` answer. Lifecycle states are simulated
 //! (PROVISIONING -> AVAILABLE; instances PROVISIONING -> STARTING -> RUNNING, TERMINATING -> TERMINATED).
@@ -32,6 +33,8 @@ struct Stored {
 struct Store {
     resources: BTreeMap<String, Stored>,
     keys: BTreeMap<String, Vec<u8>>,
+    /// Work requests: (operation type, resource id, started, failure message).
+    work_requests: BTreeMap<String, (String, String, Instant, Option<String>)>,
     next: u64,
 }
 
@@ -146,7 +149,7 @@ async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: 
         let (status, value) = oci.admin.handle(method.as_str(), route, &body, oci.as_ref());
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
     }
-    let Some(rest) = path.strip_prefix("20160918/") else { return not_found() };
+    let Some(rest) = path.strip_prefix("20160918/").or_else(|| path.strip_prefix("20250228/")) else { return not_found() };
     let segs: Vec<&str> = rest.split('/').collect();
     let (collection, id) = (segs[0], segs.get(1).copied());
     let kind = match collection {
@@ -154,9 +157,14 @@ async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: 
         "subnets" => "subnet",
         "computeClusters" => "computecluster",
         "instances" => "instance",
+        "instanceConfigurations" => "instanceconfiguration",
+        "clusterNetworks" => "clusternetwork",
+        "lustreFileSystems" => "lustrefilesystem",
+        "workRequests" => "workrequest",
         _ => return not_found(),
     };
     let operation = match (method.as_str(), id) {
+        ("GET", Some(_)) if segs.get(2) == Some(&"instances") => "ListClusterNetworkInstances".to_string(),
         ("POST", None) if kind == "instance" => "LaunchInstance".to_string(),
         ("POST", None) => format!("Create{}", collection_name(collection)),
         ("GET", None) => format!("List{}", plural(collection)),
@@ -193,15 +201,57 @@ async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: 
             if kind == "instance" && value.get("shape").and_then(Value::as_str).is_none() {
                 return error(400, "MissingParameter", "shape is required.");
             }
+            if kind == "lustrefilesystem"
+                && let Err(e) = check_lustre(&value)
+            {
+                return error(400, "InvalidParameter", &e);
+            }
             let new_id = ocid(&mut store, kind);
+            if kind == "clusternetwork"
+                && let Err(message) = launch_pools(&mut store, &new_id, &mut value)
+            {
+                return error(404, "NotAuthorizedOrNotFound", &message);
+            }
             value["id"] = json!(new_id);
             value["compartmentId"] = json!(compartment);
             value["lifecycleState"] = json!("PROVISIONING");
             value["timeCreated"] = json!("2026-01-01T00:00:00.000Z");
             store.resources.insert(new_id.clone(), Stored { kind, value: value.clone(), changed: Instant::now() });
-            let mut resp = (StatusCode::OK, axum::Json(value)).into_response();
+            let asynchronous = matches!(kind, "clusternetwork" | "lustrefilesystem");
+            let mut resp =
+                (if kind == "lustrefilesystem" { StatusCode::ACCEPTED } else { StatusCode::OK }, axum::Json(value)).into_response();
             resp.headers_mut().insert("etag", format!("\"{new_id}\"").parse().unwrap());
+            if asynchronous {
+                let wr = ocid(&mut store, "workrequest");
+                store.work_requests.insert(wr.clone(), (operation.clone(), new_id.clone(), Instant::now(), None));
+                resp.headers_mut().insert("opc-work-request-id", wr.parse().unwrap());
+            }
             resp
+        }
+        ("GET", Some(id)) if kind == "workrequest" => match store.work_requests.get(id) {
+            Some((op, target, started, failure)) => {
+                let age = started.elapsed().as_secs_f64();
+                let status = match (failure, age >= SETTLE, age >= SETTLE / 2.0) {
+                    (Some(_), true, _) => "FAILED",
+                    (None, true, _) => "SUCCEEDED",
+                    (_, false, true) => "IN_PROGRESS",
+                    _ => "ACCEPTED",
+                };
+                let percent = if age >= SETTLE { 100.0 } else { (age / SETTLE * 100.0).floor() };
+                axum::Json(json!({"id": id, "operationType": op, "status": status, "percentComplete": percent,
+                                  "resources": [{"identifier": target, "actionType": if status == "SUCCEEDED" { "CREATED" } else { "IN_PROGRESS" }}]}))
+                .into_response()
+            }
+            None => not_found(),
+        },
+        ("GET", Some(id)) if segs.get(2) == Some(&"instances") => {
+            // ListClusterNetworkInstances: every node of a cluster network in one call.
+            if store.resources.get(id).is_none_or(|s| s.kind != "clusternetwork") {
+                return not_found();
+            }
+            let items: Vec<Value> =
+                store.resources.values().filter(|s| s.kind == "instance" && s.value["clusterNetworkId"] == id).map(Oci::view).collect();
+            axum::Json(Value::Array(items)).into_response()
         }
         ("GET", Some(id)) => match store.resources.get(id).filter(|s| s.kind == kind) {
             Some(s) => (StatusCode::OK, axum::Json(Oci::view(s))).into_response(),
@@ -238,6 +288,20 @@ async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: 
             } else {
                 store.resources.remove(id);
             }
+            if kind == "clusternetwork" {
+                // Terminating a cluster network terminates its instance pool's instances.
+                for s in store.resources.values_mut().filter(|s| s.kind == "instance" && s.value["clusterNetworkId"] == id) {
+                    s.value["lifecycleState"] = json!("TERMINATING");
+                    s.changed = Instant::now();
+                }
+            }
+            if kind == "lustrefilesystem" {
+                let wr = ocid(&mut store, "workrequest");
+                store.work_requests.insert(wr.clone(), ("DELETE_LUSTRE_FILE_SYSTEM".into(), id.to_owned(), Instant::now(), None));
+                let mut resp = StatusCode::ACCEPTED.into_response();
+                resp.headers_mut().insert("opc-work-request-id", wr.parse().unwrap());
+                return resp;
+            }
             StatusCode::NO_CONTENT.into_response()
         }
         _ => not_found(),
@@ -249,6 +313,10 @@ fn collection_name(collection: &str) -> &'static str {
         "vcns" => "Vcn",
         "subnets" => "Subnet",
         "computeClusters" => "ComputeCluster",
+        "instanceConfigurations" => "InstanceConfiguration",
+        "clusterNetworks" => "ClusterNetwork",
+        "lustreFileSystems" => "LustreFileSystem",
+        "workRequests" => "WorkRequest",
         _ => "Instance",
     }
 }
@@ -258,8 +326,57 @@ fn plural(collection: &str) -> &'static str {
         "vcns" => "Vcns",
         "subnets" => "Subnets",
         "computeClusters" => "ComputeClusters",
+        "instanceConfigurations" => "InstanceConfigurations",
+        "clusterNetworks" => "ClusterNetworks",
+        "lustreFileSystems" => "LustreFileSystems",
+        "workRequests" => "WorkRequests",
         _ => "Instances",
     }
+}
+
+/// File Storage with Lustre's rules: 31,200 GB minimum, 10,400 GB steps up to 124,800, then 41,600; the
+/// four performance tiers; file system names of at most 8 letters or digits.
+fn check_lustre(v: &Value) -> Result<(), String> {
+    let capacity = v.get("capacityInGBs").and_then(Value::as_i64).ok_or("capacityInGBs is required")?;
+    let unit = if capacity > 124_800 { 41_600 } else { 10_400 };
+    if capacity < 31_200 || capacity % unit != 0 {
+        return Err(format!("capacityInGBs {capacity} is invalid: at least 31200, in steps of 10400 up to 124800 and of 41600 above."));
+    }
+    let tier = v.get("performanceTier").and_then(Value::as_str).unwrap_or_default();
+    if !["MBPS_PER_TB_125", "MBPS_PER_TB_250", "MBPS_PER_TB_500", "MBPS_PER_TB_1000"].contains(&tier) {
+        return Err(format!("performanceTier {tier:?} is invalid."));
+    }
+    let name = v.get("fileSystemName").and_then(Value::as_str).unwrap_or_default();
+    if name.is_empty() || name.len() > 8 || !name.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err("fileSystemName must be 1 to 8 letters or digits.".into());
+    }
+    Ok(())
+}
+
+/// A cluster network's instance pools, launched from their instance configurations.
+fn launch_pools(store: &mut Store, network_id: &str, value: &mut Value) -> Result<(), String> {
+    let ad = value["placementConfiguration"]["availabilityDomain"].as_str().unwrap_or_default().to_owned();
+    let compartment = value["compartmentId"].as_str().unwrap_or_default().to_owned();
+    let mut pools = Vec::new();
+    for pool in value["instancePools"].as_array().cloned().unwrap_or_default() {
+        let config_id = pool["instanceConfigurationId"].as_str().unwrap_or_default().to_owned();
+        let Some(config) = store.resources.get(&config_id).filter(|s| s.kind == "instanceconfiguration") else {
+            return Err(format!("Instance configuration {config_id} not found."));
+        };
+        let shape = config.value["instanceDetails"]["launchDetails"]["shape"].as_str().unwrap_or_default().to_owned();
+        let size = pool["size"].as_u64().unwrap_or(0);
+        let pool_id = ocid(store, "instancepool");
+        for i in 0..size {
+            let id = ocid(store, "instance");
+            let instance = json!({"id": id, "compartmentId": compartment, "availabilityDomain": ad, "shape": shape, "lifecycleState": "PROVISIONING",
+                                  "displayName": format!("inst-{i}"), "instancePoolId": pool_id, "clusterNetworkId": network_id,
+                                  "instanceConfigurationId": config_id, "timeCreated": "2026-01-01T00:00:00.000Z"});
+            store.resources.insert(id, Stored { kind: "instance", value: instance, changed: Instant::now() });
+        }
+        pools.push(json!({"id": pool_id, "instanceConfigurationId": config_id, "size": size, "lifecycleState": "PROVISIONING"}));
+    }
+    value["instancePools"] = Value::Array(pools);
+    Ok(())
 }
 
 impl Emulated for Oci {

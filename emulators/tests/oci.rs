@@ -34,6 +34,19 @@ fn api_key() -> (Signer, String) {
 
 /// A signed request over plain HTTP; returns (status, JSON body).
 fn call(addr: std::net::SocketAddr, signer: &Signer, method: &str, path: &str, body: Option<Value>, tamper: bool) -> (u16, Value) {
+    let (status, body, _) = call_with_head(addr, signer, method, path, body, tamper);
+    (status, body)
+}
+
+/// Like `call`, also returning the response head (status line and headers).
+fn call_with_head(
+    addr: std::net::SocketAddr,
+    signer: &Signer,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    tamper: bool,
+) -> (u16, Value, String) {
     let body = body.map(|b| b.to_string().into_bytes());
     let host = addr.to_string();
     let headers = signer
@@ -65,8 +78,8 @@ fn call(addr: std::net::SocketAddr, signer: &Signer, method: &str, path: &str, b
     stream.read_to_end(&mut response).unwrap();
     let text = String::from_utf8_lossy(&response);
     let status: u16 = text.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (status, serde_json::from_str(body).unwrap_or(Value::Null), head.to_owned())
 }
 
 fn admin(emu: &oci::Oci, method: &str, route: &str, body: Value) -> Value {
@@ -179,6 +192,69 @@ async fn instances_in_a_compute_cluster_with_capacity_throttling_and_out_of_band
         assert_eq!(gone["lifecycleState"], "TERMINATED");
         let counters = emulator.admin.handle("GET", "counters", b"", emulator.as_ref()).1;
         assert_eq!(counters["counters"]["core:LaunchInstance"], 3);
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_networks_launch_their_pool_and_lustre_goes_through_work_requests() {
+    let (emu, signer) = started().await;
+    let addr = emu.addr;
+    let emulator = emu.emulator.clone();
+    tokio::task::spawn_blocking(move || {
+        let (_, config) = call(addr, &signer, "POST", "/20160918/instanceConfigurations", Some(json!({
+            "compartmentId": COMPARTMENT,
+            "instanceDetails": {"instanceType": "compute", "launchDetails": {"shape": "BM.GPU.H100.8", "agentConfig": {"pluginsConfig": [
+                {"name": "Compute HPC RDMA Authentication", "desiredState": "ENABLED"}]}}},
+        })), false);
+        let config_id = config["id"].as_str().unwrap().to_owned();
+        let (status, network) = call(addr, &signer, "POST", "/20160918/clusterNetworks", Some(json!({
+            "compartmentId": COMPARTMENT,
+            "instancePools": [{"instanceConfigurationId": config_id, "size": 4}],
+            "placementConfiguration": {"availabilityDomain": "AD-1", "primarySubnetId": "ocid1.subnet.oc1..x"},
+        })), false);
+        assert_eq!(status, 200, "{network}");
+        let network_id = network["id"].as_str().unwrap().to_owned();
+        assert_eq!(network["instancePools"][0]["size"], 4);
+        // All nodes of the cluster network in one call.
+        let (_, nodes) = call(addr, &signer, "GET", &format!("/20160918/clusterNetworks/{network_id}/instances"), None, false);
+        let nodes = nodes.as_array().unwrap();
+        assert_eq!(nodes.len(), 4);
+        assert!(nodes.iter().all(|n| n["shape"] == "BM.GPU.H100.8"));
+        let (_, missing) = call(addr, &signer, "POST", "/20160918/clusterNetworks", Some(json!({
+            "compartmentId": COMPARTMENT, "instancePools": [{"instanceConfigurationId": "ocid1.instanceconfiguration.oc1..nope", "size": 1}],
+            "placementConfiguration": {"availabilityDomain": "AD-1"},
+        })), false);
+        assert_eq!(missing["code"], "NotAuthorizedOrNotFound");
+
+        let lustre = |capacity: u64| {
+            call_with_head(addr, &signer, "POST", "/20250228/lustreFileSystems", Some(json!({
+                "compartmentId": COMPARTMENT, "availabilityDomain": "AD-1", "capacityInGBs": capacity, "fileSystemName": "scratch",
+                "performanceTier": "MBPS_PER_TB_250", "subnetId": "ocid1.subnet.oc1..x", "rootSquashConfiguration": {"identitySquash": "NONE"},
+            })), false)
+        };
+        let (status, err, _) = lustre(20_800);
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
+        let (status, fs, head) = lustre(31_200);
+        assert_eq!(status, 202, "{fs}");
+        let work_request = head.lines().find_map(|l| l.strip_prefix("opc-work-request-id: ")).expect("a work request id").to_owned();
+        let (_, early) = call(addr, &signer, "GET", &format!("/20250228/workRequests/{work_request}"), None, false);
+        assert_ne!(early["status"], "SUCCEEDED");
+        std::thread::sleep(std::time::Duration::from_millis(350));
+        let (_, done) = call(addr, &signer, "GET", &format!("/20250228/workRequests/{work_request}"), None, false);
+        assert_eq!((done["status"].as_str(), done["percentComplete"].as_f64()), (Some("SUCCEEDED"), Some(100.0)));
+        let (_, fs_now) = call(addr, &signer, "GET", &format!("/20250228/lustreFileSystems/{}", fs["id"].as_str().unwrap()), None, false);
+        assert_eq!(fs_now["capacityInGBs"], 31_200);
+
+        let (status, _) = call(addr, &signer, "DELETE", &format!("/20160918/clusterNetworks/{network_id}"), None, false);
+        assert_eq!(status, 204);
+        std::thread::sleep(std::time::Duration::from_millis(350));
+        let (status, _) = call(addr, &signer, "DELETE", &format!("/20250228/lustreFileSystems/{}", fs["id"].as_str().unwrap()), None, false);
+        assert_eq!(status, 202);
+        call(addr, &signer, "DELETE", &format!("/20160918/instanceConfigurations/{config_id}"), None, false);
+        let inventory = emulator.admin.handle("GET", "inventory", b"", emulator.as_ref()).1;
+        assert_eq!(inventory["empty"], true, "{inventory}");
     })
     .await
     .unwrap();
