@@ -122,6 +122,28 @@ async fn capacity_throttling_and_out_of_band_changes() {
     assert!(format!("{throttled:?}").contains("rateLimitExceeded"), "{throttled:?}");
     instances.list().set_project(P).set_zone(ZONE).send().await.unwrap();
 
+    // 5xx and latency.
+    admin(&emu.emulator, "POST", "faults", json!({"service": "compute", "operation": "instances.get", "kind": "server_error", "times": 1}));
+    // The client retries 503 on its own by default; without retries the fault itself shows.
+    let no_retry = Instances::builder()
+        .with_endpoint(&emu.endpoint)
+        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
+        .with_retry_policy(google_cloud_gax::retry_policy::NeverRetry)
+        .build()
+        .await
+        .unwrap();
+    let unavailable = no_retry.get().set_project(P).set_zone(ZONE).set_instance("nope").send().await.unwrap_err();
+    assert_eq!(unavailable.http_status_code(), Some(503));
+    admin(
+        &emu.emulator,
+        "POST",
+        "faults",
+        json!({"service": "compute", "operation": "networks.list", "kind": "latency", "latency_ms": 300, "times": 1}),
+    );
+    let started = std::time::Instant::now();
+    client!(Networks, &emu.endpoint).list().set_project(P).send().await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
     // Out-of-band delete: gone from the API, and the inventory is empty again.
     instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(a3_mega("oob-#", 1)).poller().until_done().await.unwrap();
     admin(&emu.emulator, "POST", "out-of-band", json!({"action": "delete", "id": format!("projects/{P}/zones/{ZONE}/instances/oob-1")}));
