@@ -79,10 +79,15 @@ def create_placement_group(self):
         "Strategy": strategy,
         "PartitionCount": self._get_int_param("PartitionCount") if strategy == "partition" else None,
         "GroupArn": f"arn:aws:ec2:{self.region}:{self.current_account}:placement-group/{name}",
-        "Tags": _tag_list(_tags(self._get_param("TagSpecifications", []), "placement-group")),
     }
     groups[name] = {k: v for k, v in group.items() if v is not None}
-    return ActionResult({"PlacementGroup": groups[name]})
+    # Tags live in moto's tag store, so CreateTags/DeleteTags on the pg- id work like on any resource.
+    self.ec2_backend.create_tags([group_id], _tags(self._get_param("TagSpecifications", []), "placement-group"))
+    return ActionResult({"PlacementGroup": _group_view(self.ec2_backend, groups[name])})
+
+
+def _group_view(backend, group):
+    return {**group, "Tags": _tag_list(dict(backend.tags.get(group["GroupId"], {})))}
 
 
 def _find_groups(backend, names, ids):
@@ -101,7 +106,8 @@ def _find_groups(backend, names, ids):
 
 
 def describe_placement_groups(self):
-    groups = _find_groups(self.ec2_backend, self._get_param("GroupNames", []), self._get_param("GroupIds", []))
+    groups = [_group_view(self.ec2_backend, g) for g in
+              _find_groups(self.ec2_backend, self._get_param("GroupNames", []), self._get_param("GroupIds", []))]
     filters = self._filters_from_querystring()
     def keep(g):
         for key, values in filters.items():
