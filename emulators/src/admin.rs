@@ -146,6 +146,16 @@ impl Admin {
     }
 }
 
+/// Serves a router over plain HTTP on `bind` in the background; returns the bound address.
+pub async fn serve_http(app: axum::Router, bind: &str) -> std::io::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(bind).await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(addr)
+}
+
 /// What each emulator of our own provides to the admin API.
 pub trait Emulated: Send + Sync {
     fn reset(&self);

@@ -54,12 +54,7 @@ pub struct Running {
 
 pub async fn serve(bind: &str) -> std::io::Result<Running> {
     let emulator = Arc::new(Gcp { store: Mutex::new(Store::default()), admin: Admin::default() });
-    let listener = tokio::net::TcpListener::bind(bind).await?;
-    let addr = listener.local_addr()?;
-    let app = axum::Router::new().fallback(handle).with_state(emulator.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let addr = crate::admin::serve_http(axum::Router::new().fallback(handle).with_state(emulator.clone()), bind).await?;
     Ok(Running { endpoint: format!("http://{addr}"), addr, emulator })
 }
 

@@ -213,75 +213,85 @@ pub fn check_name(name: &str, path: AttributePath, diags: &mut Diagnostics) -> b
 
 fn parse_cloud(v: &Value, path: AttributePath, diags: &mut Diagnostics) -> Result<Cloud, ()> {
     let name = string(v)?.ok_or(())?;
-    Cloud::parse(&name).ok_or_else(|| {
+    check_cloud(&name, path, diags).ok_or(())
+}
+
+/// A supported cloud, or a diagnostic at `path` listing them.
+pub fn check_cloud(name: &str, path: AttributePath, diags: &mut Diagnostics) -> Option<Cloud> {
+    let cloud = Cloud::parse(name);
+    if cloud.is_none() {
         diags.error_at(
             path,
             "Unsupported cloud",
             format!("{name:?} is not a cloud this provider supports. Valid values: {}.", one_of(&Cloud::NAMES)),
         );
-    })
+    }
+    cloud
+}
+
+/// A GPU model offered on `cloud`, in the catalog's spelling; otherwise a diagnostic at `gpu` naming the
+/// cloud's models and where else the model is offered.
+pub fn check_gpu(cloud: Cloud, wanted: &str, diags: &mut Diagnostics) -> Option<&'static str> {
+    let offered = catalog::gpu_models(cloud);
+    if let Some(model) = catalog::canonical_gpu_model(wanted).filter(|m| offered.contains(m)) {
+        return Some(model);
+    }
+    let elsewhere: Vec<&str> = catalog::canonical_gpu_model(wanted)
+        .map(|m| Cloud::ALL.into_iter().filter(|c| catalog::gpu_models(*c).contains(&m)).map(Cloud::as_str).collect())
+        .unwrap_or_default();
+    let hint = if elsewhere.is_empty() { String::new() } else { format!(" {wanted} is offered on {}.", one_of(&elsewhere)) };
+    diags.error_at(
+        AttributePath::attr("gpu"),
+        "Unsupported GPU model",
+        format!("The catalog has no {cloud} instance type with GPU {wanted:?}. GPU models on {cloud}: {}.{hint}", one_of(&offered)),
+    );
+    None
+}
+
+/// An instance type of `cloud` that carries `model` (when one is given); otherwise a diagnostic at
+/// `instance_type` with the valid values.
+pub fn check_instance_type(cloud: Cloud, name: &str, model: Option<&str>, diags: &mut Diagnostics) -> Option<&'static Sku> {
+    let Some(sku) = catalog::find_sku(cloud, name) else {
+        let names: Vec<&str> = catalog::skus(cloud).map(|s| s.name).collect();
+        diags.error_at(
+            AttributePath::attr("instance_type"),
+            "Unsupported instance type",
+            format!("{name:?} is not a GPU instance type in the {cloud} catalog. Valid values: {}.", one_of(&names)),
+        );
+        return None;
+    };
+    if let Some(m) = model
+        && sku.gpu_model != m
+    {
+        diags.error_at(
+            AttributePath::attr("instance_type"),
+            "Instance type does not match GPU",
+            format!("{name} carries {} GPUs, not {m}. Remove one of gpu and instance_type, or make them agree.", sku.gpu_model),
+        );
+        return None;
+    }
+    Some(sku)
 }
 
 /// The SKU a fabric serves, from `instance_type` or resolved from `gpu` through the catalog. A GPU model
 /// with several instance types resolves to the one with the most inter-node bandwidth (then catalog order).
 pub fn resolve_sku(cloud: Cloud, gpu: Option<&str>, instance_type: Option<&str>, diags: &mut Diagnostics) -> Option<&'static Sku> {
-    let offered = catalog::gpu_models(cloud);
     let model = match gpu {
+        Some(wanted) => Some(check_gpu(cloud, wanted, diags)?),
         None => None,
-        Some(wanted) => match catalog::canonical_gpu_model(wanted).filter(|m| offered.contains(m)) {
-            Some(m) => Some(m),
-            None => {
-                let elsewhere: Vec<&str> = catalog::canonical_gpu_model(wanted)
-                    .map(|m| Cloud::ALL.into_iter().filter(|c| catalog::gpu_models(*c).contains(&m)).map(Cloud::as_str).collect())
-                    .unwrap_or_default();
-                let hint = if elsewhere.is_empty() { String::new() } else { format!(" {wanted} is offered on {}.", one_of(&elsewhere)) };
-                diags.error_at(
-                    AttributePath::attr("gpu"),
-                    "Unsupported GPU model",
-                    format!(
-                        "The catalog has no {cloud} instance type with GPU {wanted:?}. GPU models on {cloud}: {}.{hint}",
-                        one_of(&offered)
-                    ),
-                );
-                return None;
-            }
-        },
     };
-    match instance_type {
-        Some(name) => {
-            let Some(sku) = catalog::find_sku(cloud, name) else {
-                let names: Vec<&str> = catalog::skus(cloud).map(|s| s.name).collect();
-                diags.error_at(
-                    AttributePath::attr("instance_type"),
-                    "Unsupported instance type",
-                    format!("{name:?} is not a GPU instance type in the {cloud} catalog. Valid values: {}.", one_of(&names)),
-                );
-                return None;
-            };
-            if let Some(m) = model
-                && sku.gpu_model != m
-            {
-                diags.error_at(
-                    AttributePath::attr("instance_type"),
-                    "Instance type does not match GPU",
-                    format!("{name} carries {} GPUs, not {m}. Remove one of gpu and instance_type, or make them agree.", sku.gpu_model),
-                );
-                return None;
-            }
-            Some(sku)
-        }
-        None => {
-            let Some(m) = model else {
-                diags.error_at(
-                    AttributePath::attr("gpu"),
-                    "Missing node type",
-                    format!("Set gpu (one of {}) or instance_type to say which nodes this fabric serves.", one_of(&offered)),
-                );
-                return None;
-            };
-            catalog::skus(cloud)
-                .filter(|s| s.gpu_model == m)
-                .max_by_key(|s| (s.network_bandwidth_gbps.unwrap_or(0), std::cmp::Reverse(catalog_index(s))))
+    match (instance_type, model) {
+        (Some(name), _) => check_instance_type(cloud, name, model, diags),
+        (None, Some(m)) => catalog::skus(cloud)
+            .filter(|s| s.gpu_model == m)
+            .max_by_key(|s| (s.network_bandwidth_gbps.unwrap_or(0), std::cmp::Reverse(catalog_index(s)))),
+        (None, None) => {
+            diags.error_at(
+                AttributePath::attr("gpu"),
+                "Missing node type",
+                format!("Set gpu (one of {}) or instance_type to say which nodes this fabric serves.", one_of(&catalog::gpu_models(cloud))),
+            );
+            None
         }
     }
 }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use crate::catalog::{self, Cloud, Sku};
-use crate::framework::{Attribute, AttributePath, Block, Context, DataSource, Diagnostics, Schema, Type, Value, one_of};
+use crate::framework::{Attribute, AttributePath, Block, Context, DataSource, Diagnostics, Schema, Type, Value};
+use crate::planner::spec;
 
 pub struct GpuCatalog;
 
@@ -55,68 +56,20 @@ struct Query {
 }
 
 fn query(config: &Value, diags: &mut Diagnostics) -> Option<Query> {
-    let cloud_name = config.get("cloud").as_str()?;
-    let Some(cloud) = Cloud::parse(cloud_name) else {
-        diags.error_at(
-            AttributePath::attr("cloud"),
-            "Unsupported cloud",
-            format!("{cloud_name:?} is not a cloud this provider supports. Valid values: {}.", one_of(&Cloud::NAMES)),
-        );
+    let cloud = spec::check_cloud(config.get("cloud").as_str()?, AttributePath::attr("cloud"), diags)?;
+    let (gpu, it) = (config.get("gpu"), config.get("instance_type"));
+    if gpu.is_unknown() || it.is_unknown() {
         return None;
+    }
+    let model = match gpu.as_str() {
+        Some(wanted) => Some(spec::check_gpu(cloud, wanted, diags)?),
+        None => None,
     };
-    let mut q = Query { cloud, gpu: None, instance_type: None };
-    let gpu = config.get("gpu");
-    if gpu.is_unknown() {
-        return None;
-    }
-    if let Some(wanted) = gpu.as_str() {
-        let offered = catalog::gpu_models(cloud);
-        match catalog::canonical_gpu_model(wanted).filter(|m| offered.contains(m)) {
-            Some(model) => q.gpu = Some(model),
-            None => {
-                let elsewhere: Vec<&str> = catalog::canonical_gpu_model(wanted)
-                    .map(|m| Cloud::ALL.into_iter().filter(|c| catalog::gpu_models(*c).contains(&m)).map(Cloud::as_str).collect())
-                    .unwrap_or_default();
-                let hint = if elsewhere.is_empty() { String::new() } else { format!(" {wanted} is offered on {}.", one_of(&elsewhere)) };
-                diags.error_at(
-                    AttributePath::attr("gpu"),
-                    "Unsupported GPU model",
-                    format!(
-                        "The catalog has no {cloud} instance type with GPU {wanted:?}. GPU models on {cloud}: {}.{hint}",
-                        one_of(&offered)
-                    ),
-                );
-                return None;
-            }
-        }
-    }
-    let it = config.get("instance_type");
-    if it.is_unknown() {
-        return None;
-    }
-    if let Some(name) = it.as_str() {
-        let Some(sku) = catalog::find_sku(cloud, name) else {
-            let names: Vec<&str> = catalog::skus(cloud).map(|s| s.name).collect();
-            diags.error_at(
-                AttributePath::attr("instance_type"),
-                "Unsupported instance type",
-                format!("{name:?} is not a GPU instance type in the {cloud} catalog. Valid values: {}.", one_of(&names)),
-            );
-            return None;
-        };
-        if let Some(model) = q.gpu
-            && sku.gpu_model != model
-        {
-            diags.error_at(
-                AttributePath::attr("instance_type"),
-                "Instance type does not match GPU",
-                format!("{name} carries {} GPUs, not {model}. Remove one of gpu and instance_type, or make them agree.", sku.gpu_model),
-            );
-            return None;
-        }
-        q.instance_type = Some(sku);
-    }
-    Some(q)
+    let instance_type = match it.as_str() {
+        Some(name) => Some(spec::check_instance_type(cloud, name, model, diags)?),
+        None => None,
+    };
+    Some(Query { cloud, gpu: model, instance_type })
 }
 
 #[async_trait]
