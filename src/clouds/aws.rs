@@ -128,10 +128,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
 
 pub fn node_environment(_spec: &ClusterSpec) -> BTreeMap<String, String> {
     // aws-ofi-nccl over libfabric's EFA provider, GPUDirect RDMA on (AWS EFA user guide, NCCL on EFA).
-    [("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1"), ("FI_EFA_FORK_SAFE", "1"), ("NCCL_SOCKET_IFNAME", "^lo,docker")]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
+    super::env(&[("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1"), ("FI_EFA_FORK_SAFE", "1"), ("NCCL_SOCKET_IFNAME", "^lo,docker")])
 }
 
 pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {

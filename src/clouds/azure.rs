@@ -100,15 +100,12 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
 
 pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
     // Azure HPC image guidance for ND-series NCCL over InfiniBand.
-    let mut env: BTreeMap<String, String> = [
+    let mut env: BTreeMap<String, String> = super::env(&[
         ("NCCL_IB_PCI_RELAXED_ORDERING", "1"),
         ("UCX_IB_PCI_RELAXED_ORDERING", "on"),
         ("NCCL_SOCKET_IFNAME", "eth0"),
         ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
+    ]);
     if matches!(spec.fabric.sku.name, "Standard_ND96isr_H100_v5" | "Standard_ND96isr_H200_v5") {
         env.insert("NCCL_TOPO_FILE".into(), "/opt/microsoft/ndv5-topo.xml".into());
     }

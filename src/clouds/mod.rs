@@ -35,6 +35,11 @@ pub fn name_range(name: &str, n: u32) -> String {
     }
 }
 
+/// A node environment from literal pairs.
+pub fn env(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
 /// What a piece gets for an image when the user does not pin one.
 pub const DEFAULT_IMAGE: &str = "(cloud default GPU image; set image to pin one)";
 

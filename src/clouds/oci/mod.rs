@@ -104,17 +104,14 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
 
 pub fn node_environment(_spec: &ClusterSpec) -> BTreeMap<String, String> {
     // RoCE v2 settings used by oracle-quickstart/oci-hpc's NCCL jobs.
-    [
+    super::env(&[
         ("NCCL_IB_GID_INDEX", "3"),
         ("NCCL_IB_TC", "41"),
         ("NCCL_IB_SL", "0"),
         ("NCCL_IB_QPS_PER_CONNECTION", "4"),
         ("NCCL_IB_SPLIT_DATA_ON_QPS", "0"),
         ("NCCL_SOCKET_IFNAME", "eth0"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect()
+    ])
 }
 
 pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
