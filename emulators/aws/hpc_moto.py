@@ -379,24 +379,26 @@ def _fsx_backend(self):
     return fsx_models.fsx_backends[self.current_account][self.region]
 
 
+def _file_system(self, fs_id):
+    """The file system with this id, or FSx's FileSystemNotFound."""
+    fs = _fsx_backend(self).file_systems.get(fs_id)
+    if fs is None:
+        _fsx_error("FileSystemNotFound", f"File system '{fs_id}' does not exist.")
+    return fs
+
+
 _orig_describe_fs = FSxResponse.describe_file_systems
 
 
 def describe_file_systems(self):
-    params = json.loads(self.body or "{}")
-    backend = _fsx_backend(self)
-    for fs_id in params.get("FileSystemIds") or []:
-        if fs_id not in backend.file_systems:
-            _fsx_error("FileSystemNotFound", f"File system '{fs_id}' does not exist.")
+    for fs_id in json.loads(self.body or "{}").get("FileSystemIds") or []:
+        _file_system(self, fs_id)
     return _orig_describe_fs(self)
 
 
 def update_file_system(self):
     params = json.loads(self.body or "{}")
-    backend = _fsx_backend(self)
-    fs = backend.file_systems.get(params.get("FileSystemId"))
-    if fs is None:
-        _fsx_error("FileSystemNotFound", f"File system '{params.get('FileSystemId')}' does not exist.")
+    fs = _file_system(self, params.get("FileSystemId"))
     if _lifecycle(fs) != "AVAILABLE":
         _fsx_error("BadRequest", f"File system is {fs.hpc_lifecycle}; it can be updated only when AVAILABLE.")
     actions = []
@@ -436,10 +438,7 @@ def _dras(self):
 
 def create_data_repository_association(self):
     params = json.loads(self.body or "{}")
-    backend = _fsx_backend(self)
-    fs = backend.file_systems.get(params.get("FileSystemId"))
-    if fs is None:
-        _fsx_error("FileSystemNotFound", f"File system '{params.get('FileSystemId')}' does not exist.")
+    fs = _file_system(self, params.get("FileSystemId"))
     repo = params.get("DataRepositoryPath", "")
     if not repo.startswith("s3://"):
         _fsx_error("BadRequest", "DataRepositoryPath must be an s3:// path.")
@@ -496,11 +495,8 @@ _orig_delete_fs = FSxResponse.delete_file_system
 
 
 def delete_file_system(self):
-    params = json.loads(self.body or "{}")
-    backend = _fsx_backend(self)
-    fs_id = params.get("FileSystemId")
-    if fs_id not in backend.file_systems:
-        _fsx_error("FileSystemNotFound", f"File system '{fs_id}' does not exist.")
+    fs_id = json.loads(self.body or "{}").get("FileSystemId")
+    _file_system(self, fs_id)
     for aid in [a for a, d in _dras(self).items() if d["FileSystemId"] == fs_id]:
         del _dras(self)[aid]
     return _orig_delete_fs(self)
