@@ -35,6 +35,7 @@ pub struct Workdir {
     pub cli: Cli,
     pub dir: tempfile::TempDir,
     cwd: PathBuf,
+    env: Vec<(String, String)>,
 }
 
 pub fn provider_dir() -> PathBuf {
@@ -55,7 +56,7 @@ impl Workdir {
         );
         std::fs::write(dir.path().join("cli.tfrc"), config).unwrap();
         let cwd = dir.path().to_path_buf();
-        Workdir { cli: cli.clone(), dir, cwd }
+        Workdir { cli: cli.clone(), dir, cwd, env: Vec::new() }
     }
 
     /// A copy of `examples/` and `modules/` (so relative module sources resolve), working in `examples/<example>`.
@@ -67,6 +68,17 @@ impl Workdir {
         }
         w.cwd = w.dir.path().join("examples").join(example);
         w
+    }
+
+    /// An environment variable for every command run here (e.g. `TF_VAR_endpoint`).
+    pub fn env(mut self, key: &str, value: &str) -> Workdir {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Replaces a file of the case.
+    pub fn write(&self, file: &str, text: &str) {
+        std::fs::write(self.path().join(file), text).unwrap();
     }
 
     pub fn path(&self) -> &Path {
@@ -82,6 +94,9 @@ impl Workdir {
             .env("CHECKPOINT_DISABLE", "1")
             .env_remove("TF_LOG")
             .env_remove("TF_LOG_PATH");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
         cmd
     }
 

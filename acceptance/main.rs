@@ -2,6 +2,7 @@
 //! dev_overrides. Every case runs against both CLIs. Run through `./scripts/test.sh` (it installs the CLIs
 //! and sets HPC_TOFU / HPC_TERRAFORM).
 
+mod aws;
 mod cli;
 
 use cli::{Cli, Workdir, example_dirs};
@@ -27,7 +28,17 @@ for_both_clis!(
     validation_errors_point_at_their_attributes,
     plan_time_errors_point_at_their_attributes,
     checklist_warnings_reach_the_user,
+    aws_cluster_lifecycle_on_the_emulator,
+    aws_cloud_failures_reach_the_user_and_nothing_is_lost,
 );
+
+fn aws_cluster_lifecycle_on_the_emulator(cli: &Cli) {
+    aws::cluster_lifecycle_on_the_emulator(cli);
+}
+
+fn aws_cloud_failures_reach_the_user_and_nothing_is_lost(cli: &Cli) {
+    aws::cloud_failures_reach_the_user_and_nothing_is_lost(cli);
+}
 
 fn catalog_data_source_plans_applies_and_replans_empty(cli: &Cli) {
     let w = Workdir::new(cli, "catalog");
@@ -198,8 +209,10 @@ fn cloud_examples_show_their_vendor_expansion(cli: &Cli) {
         // The very first plan is complete: only cloud-assigned ids wait for apply.
         for l in plan.stdout.lines().filter(|l| l.contains("(known after apply)")) {
             let attr = l.trim().trim_start_matches("+ ").split_whitespace().next().unwrap_or_default();
+            // FSx for Lustre names the mount itself.
+            let fsx_mount_name = cloud == "aws" && attr == "filesystem_name";
             assert!(
-                ["id", "vpc_id", "subnet_id", "mount_target", "mount_command"].contains(&attr),
+                fsx_mount_name || ["id", "vpc_id", "subnet_id", "mount_target", "mount_command"].contains(&attr),
                 "{cloud}: {attr} is unknown at plan time: {l}"
             );
         }

@@ -10,4 +10,5 @@ pub mod admin;
 pub mod azure;
 pub mod gcp;
 pub mod gcp_lustre;
+pub mod harness;
 pub mod oci;

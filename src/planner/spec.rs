@@ -738,6 +738,15 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
     }
     let fabric = fabric?;
     let cloud = fabric.cloud;
+    if cloud == Cloud::Aws && c.get("filesystem_name").is_present() {
+        diags.error_at(
+            AttributePath::attr("filesystem_name"),
+            "Filesystem name assigned by FSx",
+            "FSx for Lustre chooses the mount name of a PERSISTENT_2 filesystem itself; remove filesystem_name and read it (or \
+             mount_command) after apply.",
+        );
+        ok = false;
+    }
     if cloud == Cloud::Gcp {
         ok &= check_gcp_labels(&tags, diags);
     }

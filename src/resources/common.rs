@@ -77,16 +77,13 @@ pub fn plan(
     let mut requires_replace = Vec::new();
     if !creating {
         for attr in shape.replace {
-            if req.prior.get(attr) != req.config.get(attr) && !(req.config.get(attr).is_null() && is_computed(schema, attr)) {
+            let planned_value = planned.get(*attr).unwrap_or(&Value::Null);
+            if req.prior.get(attr) != planned_value && !planned_value.is_unknown() {
                 requires_replace.push(AttributePath::attr(attr));
             }
         }
     }
     PlanResponse { planned: Value::Map(planned), requires_replace, private: Vec::new() }
-}
-
-fn is_computed(schema: &Schema, attr: &str) -> bool {
-    schema.block.find_attribute(attr).is_some_and(|a| a.computed)
 }
 
 /// Apply is not available until the cloud's API client lands (issues #5 to #8): refuse clearly, create
@@ -105,4 +102,102 @@ pub fn apply_not_available(kind: &str, req: &crate::framework::ApplyRequest<'_>,
         ),
     );
     req.prior.clone()
+}
+
+/// The cloud a resource (or the fabric it references) lives on.
+pub fn cloud_of(v: &Value) -> Option<crate::catalog::Cloud> {
+    v.get("cloud").as_str().or_else(|| v.get("fabric").get("cloud").as_str()).and_then(crate::catalog::Cloud::parse)
+}
+
+/// The cloud named by an import id's prefix (`aws/...`).
+pub fn cloud_of_id(id: &str) -> Option<crate::catalog::Cloud> {
+    id.split_once('/').and_then(|(c, _)| crate::catalog::Cloud::parse(c))
+}
+
+/// A state from the planned value: attributes still unknown take the value apply learned, or null
+/// (a state may hold no unknowns).
+pub fn fill(planned: &Value, learned: &BTreeMap<String, Value>) -> Value {
+    let mut out = planned.as_map().cloned().unwrap_or_default();
+    for (name, value) in out.iter_mut() {
+        if let Some(v) = learned.get(name) {
+            *value = v.clone();
+        } else if value.is_unknown() {
+            *value = Value::Null;
+        }
+    }
+    Value::Map(out)
+}
+
+/// A whole state for an imported object: the configuration an import reconstructed, what the planner
+/// derives from it, and what the cloud assigned. Attributes the schema has and nothing set are null.
+pub fn imported_state(schema: &Schema, config: &Value, derived: &BTreeMap<String, Value>, assigned: &BTreeMap<String, Value>) -> Value {
+    let mut out = BTreeMap::new();
+    for attr in &schema.block.attributes {
+        let name = attr.name.as_str();
+        let value = assigned
+            .get(name)
+            .cloned()
+            .or_else(|| config.get(name).is_present().then(|| config.get(name).clone()))
+            .or_else(|| derived.get(name).cloned())
+            .unwrap_or(Value::Null);
+        out.insert(attr.name.clone(), value);
+    }
+    for block in &schema.block.blocks {
+        out.insert(block.type_name.clone(), Value::Null);
+    }
+    Value::Map(out)
+}
+
+/// Keys of the tags a piece had before this change and no longer gets: removed from the cloud.
+pub fn stale_tags(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
+    before.keys().filter(|k| !after.contains_key(*k)).cloned().collect()
+}
+
+/// A string map attribute as a BTreeMap.
+pub fn string_map(v: &Value) -> BTreeMap<String, String> {
+    v.as_map().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()).unwrap_or_default()
+}
+
+/// What a refresh writes into a piece that no longer exists; the plan then shows it going away again.
+pub const MISSING: &str = "deleted outside; the next apply recreates it";
+
+/// The expansion with the pieces whose kind `exists` rejects marked `missing`: what a refresh found.
+/// Marking rather than dropping keeps the list aligned, so the plan shows exactly the missing pieces.
+pub fn mark_missing(expansion: &Value, exists: impl Fn(&str) -> bool) -> Value {
+    let Some(items) = expansion.as_list() else { return expansion.clone() };
+    Value::list(items.iter().map(|p| {
+        if p.get("kind").as_str().is_none_or(&exists) {
+            return p.clone();
+        }
+        let mut piece = p.as_map().cloned().unwrap_or_default();
+        if let Some(Value::Map(settings)) = piece.get_mut("settings") {
+            settings.insert("missing".into(), Value::from(MISSING));
+        }
+        Value::Map(piece)
+    }))
+}
+
+/// The expansion with one piece's `count` and settings replaced by what a refresh found.
+pub fn patch_piece(expansion: &Value, kind: &str, count: Option<i64>, settings: &[(&str, String)]) -> Value {
+    let Some(items) = expansion.as_list() else { return expansion.clone() };
+    Value::list(items.iter().map(|p| {
+        if p.get("kind").as_str() != Some(kind) {
+            return p.clone();
+        }
+        let mut piece = p.as_map().cloned().unwrap_or_default();
+        if let Some(n) = count {
+            piece.insert("count".into(), Value::int(n));
+        }
+        if let Some(map) = piece.get_mut("settings").and_then(|s| match s {
+            Value::Map(m) => Some(m),
+            _ => None,
+        }) {
+            for (k, v) in settings {
+                if map.contains_key(*k) {
+                    map.insert((*k).to_owned(), Value::from(v.as_str()));
+                }
+            }
+        }
+        Value::Map(piece)
+    }))
 }

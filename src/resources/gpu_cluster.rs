@@ -1,10 +1,13 @@
 //! `resource "hpc_gpu_cluster"`: N GPU nodes on a fabric, with the node environment they need.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
+use crate::catalog::Cloud;
+use crate::clouds::aws;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, ReadOutcome, Resource,
     Schema, Type, Value,
@@ -113,19 +116,159 @@ impl Resource for GpuCluster {
         common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags))
     }
 
-    async fn apply(&self, _ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        ApplyResponse { new_state: common::apply_not_available("this cluster", &req, diags), private: Vec::new() }
+    async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
+        let target = if req.planned.is_null() { req.prior } else { req.planned };
+        let new_state = match common::cloud_of(target) {
+            Some(Cloud::Aws) => aws_apply(ctx, &req, diags).await,
+            _ => common::apply_not_available("this cluster", &req, diags),
+        };
+        ApplyResponse { new_state, private: Vec::new() }
     }
 
-    async fn read(&self, _ctx: &Context, state: &Value, private: &[u8], _diags: &mut Diagnostics) -> ReadOutcome {
-        ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
+    async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+        match common::cloud_of(state) {
+            Some(Cloud::Aws) if state.get("id").is_present() => aws_read(ctx, state, private, diags).await,
+            _ => ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
+        }
     }
 
-    async fn import(&self, _ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+        match common::cloud_of_id(id) {
+            Some(Cloud::Aws) => aws_import(ctx, id, diags).await,
+            Some(cloud) => {
+                diags.error(
+                    "Import not available yet",
+                    format!("Importing a cluster on {cloud} needs its API client, which is not part of this release."),
+                );
+                None
+            }
+            None => {
+                diags.error(
+                    "Invalid import id",
+                    format!("{id:?} is not a cluster id. Cluster ids are \"<cloud>/<region>/<name>\", e.g. \"aws/us-east-1/train-nodes\"."),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn all_tags(ctx: &Context, name: &str, fabric: &str, own: &Value) -> BTreeMap<String, String> {
+    common::defaults(ctx).tags(&common::string_map(own), &[(aws::cluster::TAG, name), (aws::fabric::TAG, fabric)])
+}
+
+/// A state brought to what exists: node count, names and GPUs as found; pieces that are gone dropped.
+fn refreshed(state: &Value, live: &aws::cluster::ClusterLive) -> Value {
+    let name = state.get("name").as_str().unwrap_or_default();
+    let names = live.node_names();
+    let per_node =
+        state.get("instance_type").as_str().and_then(|t| crate::catalog::find_sku(Cloud::Aws, t)).map_or(0, |s| i64::from(s.gpu_count));
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert("node_count".into(), Value::int(names.len() as i64));
+    out.insert("gpus_total".into(), Value::int(names.len() as i64 * per_node));
+    out.insert("node_names".into(), Value::list(names.iter().map(|n| Value::from(n.as_str()))));
+    let mut expansion = common::patch_piece(
+        state.get("expansion"),
+        "aws_instance",
+        Some(names.len() as i64),
+        &[("names", aws::cluster::names_setting(name, &names))],
+    );
+    if live.template.is_none() {
+        expansion = common::mark_missing(&expansion, |k| !k.starts_with("aws_launch_template"));
+    }
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let fabric = if req.planned.is_null() { req.prior.get("fabric") } else { req.planned.get("fabric") };
+    let region = fabric.get("region").as_str().unwrap_or_default().to_owned();
+    let client = aws::api::connect(ctx, &region).await;
+    if req.planned.is_null() {
+        let name = req.prior.get("name").as_str().unwrap_or_default();
+        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
+        return match aws::cluster::delete(ctx, &client, name, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the cluster failed",
+                    format!("Cluster {name} in {region}: {e}. What is left stays in state; run destroy again."),
+                );
+                match aws::cluster::observe(&client, name).await {
+                    Ok(live) if live.is_empty() => Value::Null,
+                    Ok(live) => refreshed(req.prior, &live),
+                    Err(_) => req.prior.clone(),
+                }
+            }
+        };
+    }
+    let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
+    let creating = req.prior.is_null();
+    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"));
+    let before = if creating { BTreeMap::new() } else { all_tags(ctx, &spec.name, &spec.fabric.name, req.prior.get("tags")) };
+    let stale = if creating { Vec::new() } else { common::stale_tags(&before, &tags) };
+    let options = aws::cluster::Options {
+        tags: &tags,
+        stale_tags: &stale,
+        retag: !creating && before != tags,
+        timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
+    };
+    let mut learned = BTreeMap::new();
+    learned.insert("id".to_owned(), Value::from(aws::api::resource_id(&region, &spec.name)));
+    let state = common::fill(req.planned, &learned);
+    match aws::cluster::converge(ctx, &client, &spec, &options).await {
+        Ok(_) => state,
+        Err(e) => {
+            diags.error(
+                if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
+                format!(
+                    "Cluster {} in {region}: {e}. The nodes that exist are kept in state; apply again to finish, or destroy.",
+                    spec.name
+                ),
+            );
+            match aws::cluster::observe(&client, &spec.name).await {
+                Ok(live) => refreshed(&state, &live),
+                Err(_) => state,
+            }
+        }
+    }
+}
+
+async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let region = state.get("fabric").get("region").as_str().unwrap_or_default();
+    let name = state.get("name").as_str().unwrap_or_default();
+    let client = aws::api::connect(ctx, region).await;
+    match aws::cluster::observe(&client, name).await {
+        Ok(live) if live.is_empty() => ReadOutcome::Gone,
+        Ok(live) => ReadOutcome::Found { state: refreshed(state, &live), private: private.to_vec() },
+        Err(e) => {
+            diags.error("Reading the cluster failed", format!("Cluster {name} in {region}: {e}."));
+            ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
+        }
+    }
+}
+
+async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((region, name)) = aws::api::parse_id(id) else {
         diags.error(
-            "Import not available yet",
-            format!("Importing cluster {id:?} needs the cloud API clients, which are not part of this release."),
+            "Invalid import id",
+            format!("{id:?} is not an AWS cluster id: give \"aws/<region>/<cluster name>\", e.g. \"aws/us-east-1/train-nodes\"."),
         );
-        None
-    }
+        return None;
+    };
+    let client = aws::api::connect(ctx, region).await;
+    let found = match aws::cluster::observe(&client, name).await {
+        Ok(live) => aws::cluster::imported_config(&client, name, &live, &common::defaults(ctx).default_tags).await,
+        Err(e) => Err(e),
+    };
+    let config = match found {
+        Ok((config, _)) => config,
+        Err(e) => {
+            diags.error("Cannot import the cluster", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape};
+use crate::catalog::Cloud;
+use crate::clouds::aws;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource, Schema, Type,
     Value,
 };
-use crate::planner::{self, expansion_type, expansion_value, spec};
+use crate::planner::{self, Network, expansion_type, expansion_value, spec};
 
 pub struct GpuFabric;
 
@@ -20,7 +22,6 @@ const SHAPE: PlanShape = PlanShape {
         "cloud",
         "region",
         "zone",
-        "gpu",
         "instance_type",
         "vpc_id",
         "subnet_id",
@@ -48,7 +49,7 @@ pub fn schema() -> Schema {
         .attribute(Attribute::computed("gpu_model", Type::String, "GPU model of the node type."))
         .attribute(Attribute::optional_computed("vpc_id", Type::String, "Existing VPC/VNet/VCN to join (with `subnet_id`); otherwise the one created."))
         .attribute(Attribute::optional_computed("subnet_id", Type::String, "Existing subnet to join (with `vpc_id`); otherwise the one created."))
-        .attribute(Attribute::optional("cidr_block", Type::String, "Address range of a created network (/16 to /24; default 10.0.0.0/16)."))
+        .attribute(Attribute::optional_computed("cidr_block", Type::String, "Address range of a created network (/16 to /24; default 10.0.0.0/16)."))
         .attribute(Attribute::optional_computed("placement", Type::String, "`cluster` (default: proximity placement), `none`, or on OCI `cluster-network`."))
         .attribute(Attribute::optional("max_distance", Type::Number, "GCP compact placement: maximum distance 1-3 (1 not allowed for A3 Ultra/A4)."))
         .attribute(Attribute::optional("resource_group", Type::String, "Azure: existing resource group to build in; otherwise one is created."))
@@ -67,6 +68,13 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     out.insert("instance_type".into(), Value::from(s.sku.name));
     out.insert("gpu_model".into(), Value::from(s.sku.gpu_model));
     out.insert("placement".into(), Value::from(s.placement.as_str()));
+    out.insert(
+        "cidr_block".into(),
+        match &s.network {
+            Network::Create { cidr } => Value::from(cidr.as_str()),
+            Network::Existing { .. } => Value::Null,
+        },
+    );
     out.insert("expansion".into(), expansion_value(&plan.pieces));
     Some(out)
 }
@@ -89,19 +97,150 @@ impl Resource for GpuFabric {
         common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags))
     }
 
-    async fn apply(&self, _ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        ApplyResponse { new_state: common::apply_not_available("this fabric", &req, diags), private: Vec::new() }
+    async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
+        let target = if req.planned.is_null() { req.prior } else { req.planned };
+        let new_state = match common::cloud_of(target) {
+            Some(Cloud::Aws) => aws_apply(ctx, &req, diags).await,
+            _ => common::apply_not_available("this fabric", &req, diags),
+        };
+        ApplyResponse { new_state, private: Vec::new() }
     }
 
-    async fn read(&self, _ctx: &Context, state: &Value, private: &[u8], _diags: &mut Diagnostics) -> ReadOutcome {
-        ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
+    async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+        match common::cloud_of(state) {
+            Some(Cloud::Aws) if state.get("id").is_present() => aws_read(ctx, state, private, diags).await,
+            _ => ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
+        }
     }
 
-    async fn import(&self, _ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+        match common::cloud_of_id(id) {
+            Some(Cloud::Aws) => aws_import(ctx, id, diags).await,
+            Some(cloud) => {
+                diags.error(
+                    "Import not available yet",
+                    format!("Importing a fabric on {cloud} needs its API client, which is not part of this release."),
+                );
+                None
+            }
+            None => {
+                diags.error(
+                    "Invalid import id",
+                    format!("{id:?} is not a fabric id. Fabric ids are \"<cloud>/<region>/<name>\", e.g. \"aws/us-east-1/train\"."),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The existing network a fabric joins, from a state or configuration.
+fn given_network(v: &Value) -> Option<(String, String)> {
+    if v.get("cidr_block").is_present() {
+        return None;
+    }
+    Some((v.get("vpc_id").as_str()?.to_owned(), v.get("subnet_id").as_str()?.to_owned()))
+}
+
+fn all_tags(ctx: &Context, name: &str, own: &Value) -> BTreeMap<String, String> {
+    common::defaults(ctx).tags(&common::string_map(own), &[(aws::fabric::TAG, name)])
+}
+
+async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    if req.planned.is_null() {
+        let (region, name) = (req.prior.get("region").as_str().unwrap_or_default(), req.prior.get("name").as_str().unwrap_or_default());
+        let client = aws::api::connect(ctx, region).await;
+        let network = given_network(req.prior);
+        let timeout = std::time::Duration::from_secs(30 * 60);
+        return match aws::fabric::delete(ctx, &client, name, network.as_ref().map(|(v, s)| (v.as_str(), s.as_str())), timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the fabric failed",
+                    format!("Fabric {name} in {region}: {e}. What is left stays in state; run destroy again."),
+                );
+                req.prior.clone()
+            }
+        };
+    }
+    let Some(spec) = spec::parse_fabric(req.config, diags) else { return req.prior.clone() };
+    let client = aws::api::connect(ctx, &spec.region).await;
+    let tags = all_tags(ctx, &spec.name, req.config.get("tags"));
+    let stale =
+        if req.prior.is_present() { common::stale_tags(&all_tags(ctx, &spec.name, req.prior.get("tags")), &tags) } else { Vec::new() };
+    let result = aws::fabric::converge(ctx, &client, &spec, req.config.get("gpu").as_str(), &tags, &stale).await;
+    let (ids, error) = match result {
+        Ok(ids) => (ids, None),
+        Err((ids, e)) => (ids, Some(e)),
+    };
+    let mut learned = BTreeMap::new();
+    learned.insert("id".to_owned(), Value::from(aws::api::resource_id(&spec.region, &spec.name)));
+    if let Some(v) = ids.vpc_id {
+        learned.insert("vpc_id".to_owned(), Value::from(v));
+    }
+    if let Some(s) = ids.subnet_id {
+        learned.insert("subnet_id".to_owned(), Value::from(s));
+    }
+    if let Some(e) = error {
         diags.error(
-            "Import not available yet",
-            format!("Importing fabric {id:?} needs the cloud API clients, which are not part of this release."),
+            if req.prior.is_null() { "Creating the fabric failed" } else { "Updating the fabric failed" },
+            format!(
+                "Fabric {} in {}: {e}. The pieces created so far are kept in state; apply again to finish, or destroy.",
+                spec.name, spec.region
+            ),
         );
-        None
     }
+    common::fill(req.planned, &learned)
+}
+
+async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let (region, name) = (state.get("region").as_str().unwrap_or_default(), state.get("name").as_str().unwrap_or_default());
+    let client = aws::api::connect(ctx, region).await;
+    let network = given_network(state);
+    let live = match aws::fabric::observe(&client, name, network.as_ref().map(|(v, s)| (v.as_str(), s.as_str()))).await {
+        Ok(live) => live,
+        Err(e) => {
+            diags.error("Reading the fabric failed", format!("Fabric {name} in {region}: {e}."));
+            return ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+        }
+    };
+    if live.is_empty() {
+        return ReadOutcome::Gone;
+    }
+    let kinds = aws::fabric::present_kinds(&live);
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert("expansion".into(), common::mark_missing(state.get("expansion"), |k| kinds.contains(&k)));
+    ReadOutcome::Found { state: Value::Map(out), private: private.to_vec() }
+}
+
+async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((region, name)) = aws::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!("{id:?} is not an AWS fabric id: give \"aws/<region>/<fabric name>\", e.g. \"aws/us-east-1/train\"."),
+        );
+        return None;
+    };
+    let client = aws::api::connect(ctx, region).await;
+    let found = match aws::fabric::observe(&client, name, None).await {
+        Ok(live) => aws::fabric::imported_config(region, name, &live, &common::defaults(ctx).default_tags).map(|c| (c, live)),
+        Err(e) => Err(e),
+    };
+    let (config, live) = match found {
+        Ok(found) => found,
+        Err(e) => {
+            diags.error("Cannot import the fabric", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let mut assigned = BTreeMap::new();
+    assigned.insert("id".to_owned(), Value::from(id));
+    if let Some((vpc, _, _)) = &live.vpc {
+        assigned.insert("vpc_id".to_owned(), Value::from(vpc.as_str()));
+    }
+    if let Some((subnet, _)) = &live.subnet {
+        assigned.insert("subnet_id".to_owned(), Value::from(subnet.as_str()));
+    }
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

@@ -1,14 +1,16 @@
 //! `resource "hpc_parallel_filesystem"`: managed Lustre near the fabric, sized by the cloud's rules.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape, cluster_ref_type, fabric_ref_type};
 use crate::catalog::Cloud;
+use crate::clouds::aws;
 use crate::framework::{
-    ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource,
-    Schema, Type, Value,
+    ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
+    ReadOutcome, Resource, Schema, Type, Value,
 };
 use crate::planner::{self, expansion_type, expansion_value, spec};
 
@@ -18,6 +20,11 @@ const SHAPE: PlanShape =
     PlanShape { assigned: &["id", "mount_target", "mount_command"], replace: &["name", "fabric", "filesystem_name", "maintenance_window"] };
 
 pub fn schema() -> Schema {
+    let timeouts =
+        Block::new("How long create, update and delete may take (e.g. `90m`, `2h`); large Lustre filesystems take long to build.")
+            .attribute(Attribute::optional("create", Type::String, "Default 2h."))
+            .attribute(Attribute::optional("update", Type::String, "Default 2h."))
+            .attribute(Attribute::optional("delete", Type::String, "Default 1h."));
     Schema::new(
         0,
         Block::new(
@@ -42,7 +49,8 @@ pub fn schema() -> Schema {
         .attribute(Attribute::computed("throughput_mbps", Type::Number, "Aggregate throughput in MB/s: capacity (TiB) x tier."))
         .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this filesystem is made of, as planned."))
         .attribute(Attribute::computed("mount_target", Type::String, "Address clients mount, assigned when the filesystem is created."))
-        .attribute(Attribute::computed("mount_command", Type::String, "A ready `mount -t lustre` command for the nodes.")),
+        .attribute(Attribute::computed("mount_command", Type::String, "A ready `mount -t lustre` command for the nodes."))
+        .block(NestedBlock::single("timeouts", timeouts)),
     )
 }
 
@@ -88,6 +96,25 @@ impl Resource for ParallelFilesystem {
             if after.as_f64() < before.as_f64() || cloud == "azure" {
                 resp.requires_replace.push(AttributePath::attr("capacity_gib"));
             }
+            if after.as_f64() < before.as_f64() && cloud != "azure" {
+                diags.warning_at(
+                    AttributePath::attr("capacity_gib"),
+                    "Filesystem capacity cannot shrink",
+                    format!(
+                        "The filesystem has {before} GiB (grown outside this configuration, or capacity_gib was lowered) and Lustre capacity \
+                         only grows: reaching {after} GiB means replacing it, and its data is lost. To keep it, set capacity_gib = {before}."
+                    ),
+                );
+            }
+        }
+        // FSx for Lustre names the mount itself: known once it exists.
+        if req.config.get("fabric").get("cloud").as_str() == Some("aws")
+            && req.config.get("filesystem_name").is_null()
+            && let Value::Map(planned) = &mut resp.planned
+            && planned.contains_key("filesystem_name")
+        {
+            let prior = req.prior.get("filesystem_name");
+            planned.insert("filesystem_name".into(), if prior.is_present() { prior.clone() } else { Value::Unknown });
         }
         // The tier is an in-place update on FSx only.
         if req.prior.is_present()
@@ -99,19 +126,199 @@ impl Resource for ParallelFilesystem {
         resp
     }
 
-    async fn apply(&self, _ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        ApplyResponse { new_state: common::apply_not_available("this filesystem", &req, diags), private: Vec::new() }
+    async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
+        let target = if req.planned.is_null() { req.prior } else { req.planned };
+        let new_state = match common::cloud_of(target) {
+            Some(Cloud::Aws) => aws_apply(ctx, &req, diags).await,
+            _ => common::apply_not_available("this filesystem", &req, diags),
+        };
+        ApplyResponse { new_state, private: Vec::new() }
     }
 
-    async fn read(&self, _ctx: &Context, state: &Value, private: &[u8], _diags: &mut Diagnostics) -> ReadOutcome {
-        ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
+    async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+        match common::cloud_of(state) {
+            Some(Cloud::Aws) if state.get("id").is_present() => aws_read(ctx, state, private, diags).await,
+            _ => ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
+        }
     }
 
-    async fn import(&self, _ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        diags.error(
-            "Import not available yet",
-            format!("Importing filesystem {id:?} needs the cloud API clients, which are not part of this release."),
-        );
-        None
+    async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+        match common::cloud_of_id(id) {
+            Some(Cloud::Aws) => aws_import(ctx, id, diags).await,
+            Some(cloud) => {
+                diags.error(
+                    "Import not available yet",
+                    format!("Importing a filesystem on {cloud} needs its API client, which is not part of this release."),
+                );
+                None
+            }
+            None => {
+                diags.error(
+                    "Invalid import id",
+                    format!("{id:?} is not a filesystem id. On AWS give \"aws/<region>/<file system id>\", e.g. \"aws/us-east-1/fs-0123456789abcdef0\"."),
+                );
+                None
+            }
+        }
     }
+}
+
+fn all_tags(ctx: &Context, v: &Value) -> BTreeMap<String, String> {
+    let name = v.get("name").as_str().unwrap_or_default();
+    let fabric = v.get("fabric").get("name").as_str().unwrap_or_default();
+    let mut ours = vec![(aws::filesystem::TAG, name), (aws::fabric::TAG, fabric)];
+    if let Some(cluster) = v.get("cluster").get("name").as_str() {
+        ours.push((aws::cluster::TAG, cluster));
+    }
+    common::defaults(ctx).tags(&common::string_map(v.get("tags")), &ours)
+}
+
+/// A state brought to what exists: capacity, tier and mount point as found; a vanished association dropped.
+fn refreshed(state: &Value, live: &aws::filesystem::FsLive) -> Value {
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    let capacity = live.capacity();
+    let tier = live.throughput_per_tib().unwrap_or_default();
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("filesystem_name".into(), Value::from(live.mount_name()));
+    out.insert("mount_target".into(), Value::from(live.dns()));
+    out.insert("mount_command".into(), Value::from(live.mount_command()));
+    if state.get("metadata_iops").is_present() {
+        out.insert("metadata_iops".into(), Value::from(live.metadata_iops()));
+    }
+    let mut expansion = common::patch_piece(
+        state.get("expansion"),
+        "aws_fsx_lustre_file_system",
+        None,
+        &[("storage_capacity", capacity.to_string()), ("per_unit_storage_throughput", tier.to_string())],
+    );
+    if live.dra.is_none() {
+        expansion = common::mark_missing(&expansion, |k| k != "aws_fsx_data_repository_association");
+    } else if let Some(path) = live.dra.as_ref().and_then(|d| d.data_repository_path()) {
+        out.insert("data_repository".into(), Value::from(path));
+        expansion =
+            common::patch_piece(&expansion, "aws_fsx_data_repository_association", None, &[("data_repository_path", path.to_owned())]);
+    }
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+fn fs_id_of(state: &Value) -> Option<String> {
+    aws::api::parse_id(state.get("id").as_str()?).map(|(_, id)| id.to_owned())
+}
+
+async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let target = if req.planned.is_null() { req.prior } else { req.planned };
+    let region = target.get("fabric").get("region").as_str().unwrap_or_default().to_owned();
+    let client = aws::api::connect(ctx, &region).await;
+    let name = target.get("name").as_str().unwrap_or_default().to_owned();
+    if req.planned.is_null() {
+        let Some(fs_id) = fs_id_of(req.prior) else { return Value::Null };
+        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        return match aws::filesystem::delete(ctx, &client, &fs_id, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the filesystem failed",
+                    format!("Filesystem {name} ({fs_id}) in {region}: {e}. It stays in state; run destroy again."),
+                );
+                req.prior.clone()
+            }
+        };
+    }
+    let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
+    let creating = req.prior.is_null();
+    let tags = all_tags(ctx, req.config);
+    let stale = if creating { Vec::new() } else { common::stale_tags(&all_tags(ctx, req.prior), &tags) };
+    let options = aws::filesystem::Options {
+        tags: &tags,
+        stale_tags: &stale,
+        timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60)),
+    };
+    let known = fs_id_of(req.prior);
+    match aws::filesystem::converge(ctx, &client, &spec, known.as_deref(), &options).await {
+        Ok(live) => {
+            let learned = BTreeMap::from([
+                ("id".to_owned(), Value::from(aws::api::resource_id(&region, live.id()))),
+                ("filesystem_name".to_owned(), Value::from(live.mount_name())),
+                ("mount_target".to_owned(), Value::from(live.dns())),
+                ("mount_command".to_owned(), Value::from(live.mount_command())),
+            ]);
+            common::fill(req.planned, &learned)
+        }
+        Err((id, e)) => {
+            diags.error(
+                if creating { "Creating the filesystem failed" } else { "Updating the filesystem failed" },
+                format!("Filesystem {name} in {region}: {e}."),
+            );
+            match id {
+                // Keep track of what exists: a failed create is tainted and replaced by the next apply.
+                Some(fs_id) => {
+                    let learned = BTreeMap::from([("id".to_owned(), Value::from(aws::api::resource_id(&region, &fs_id)))]);
+                    let state = common::fill(req.planned, &learned);
+                    match aws::filesystem::observe(&client, &fs_id).await {
+                        Ok(Some(live)) => refreshed(&state, &live),
+                        _ => state,
+                    }
+                }
+                None if creating => Value::Null,
+                None => req.prior.clone(),
+            }
+        }
+    }
+}
+
+async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let region = state.get("fabric").get("region").as_str().unwrap_or_default();
+    let Some(fs_id) = fs_id_of(state) else { return ReadOutcome::Gone };
+    let client = aws::api::connect(ctx, region).await;
+    match aws::filesystem::observe(&client, &fs_id).await {
+        Ok(None) => ReadOutcome::Gone,
+        Ok(Some(live)) => ReadOutcome::Found { state: refreshed(state, &live), private: private.to_vec() },
+        Err(e) => {
+            diags.error("Reading the filesystem failed", format!("{fs_id} in {region}: {e}."));
+            ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
+        }
+    }
+}
+
+async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((region, key)) = aws::api::parse_id(id) else {
+        diags.error("Invalid import id", format!("{id:?} is not an AWS filesystem id: give \"aws/<region>/<file system id or name>\", e.g. \"aws/us-east-1/fs-0123456789abcdef0\"."));
+        return None;
+    };
+    let client = aws::api::connect(ctx, region).await;
+    let fs_id = if key.starts_with("fs-") { Ok(Some(key.to_owned())) } else { aws::filesystem::find_by_name(&client, key).await };
+    let live = match fs_id {
+        Ok(Some(fs_id)) => aws::filesystem::observe(&client, &fs_id).await,
+        Ok(None) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let live = match live {
+        Ok(Some(live)) => live,
+        Ok(None) => {
+            diags.error("Cannot import the filesystem", format!("{id}: no such FSx for Lustre file system in {region}."));
+            return None;
+        }
+        Err(e) => {
+            diags.error("Cannot import the filesystem", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let config = match aws::filesystem::imported_config(&client, &live, &common::defaults(ctx).default_tags).await {
+        Ok(c) => c,
+        Err(e) => {
+            diags.error("Cannot import the filesystem", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let assigned = BTreeMap::from([
+        ("id".to_owned(), Value::from(aws::api::resource_id(region, live.id()))),
+        ("filesystem_name".to_owned(), Value::from(live.mount_name())),
+        ("mount_target".to_owned(), Value::from(live.dns())),
+        ("mount_command".to_owned(), Value::from(live.mount_command())),
+    ]);
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

@@ -2,6 +2,11 @@
 //! self-referencing all-traffic rules; launch template with one EFA interface per network card; instances;
 //! FSx for Lustre PERSISTENT_2 with an optional S3 data repository association.
 
+pub mod api;
+pub mod cluster;
+pub mod fabric;
+pub mod filesystem;
+
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};

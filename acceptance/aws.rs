@@ -1,0 +1,215 @@
+//! AWS end to end on the emulator (moto + our extension), with the real CLIs: create, empty re-plan, the
+//! EFA layout and placement the nodes really got, scale in place, drift shown and repaired, imports that
+//! equal the created state, cloud failures as diagnostics, and a destroy that leaves nothing behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hpc_emulators::harness::{AwsEmulator, admin, start_aws};
+use serde_json::{Value, json};
+
+use crate::cli::{Cli, Run, Workdir};
+
+fn fold(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn workdir(cli: &Cli, emulator: &AwsEmulator) -> Workdir {
+    Workdir::new(cli, "aws_cluster").env("TF_VAR_endpoint", &emulator.endpoint)
+}
+
+fn apply(w: &Workdir) -> Run {
+    w.run(&["apply", "-no-color", "-input=false", "-auto-approve"])
+}
+
+fn plan(w: &Workdir, code: i32) -> Run {
+    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(code)
+}
+
+fn ec2(endpoint: &str) -> aws_sdk_ec2::Client {
+    let config = aws_sdk_ec2::Config::builder()
+        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+        .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+        .credentials_provider(aws_credential_types::Credentials::new("test", "test", None, None, "static"))
+        .endpoint_url(endpoint)
+        .build();
+    aws_sdk_ec2::Client::from_conf(config)
+}
+
+/// The cluster's live nodes as the emulator reports them: name -> (placement group, EFA cards).
+fn nodes(endpoint: &str) -> BTreeMap<String, (String, BTreeSet<i32>)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let out = ec2(endpoint)
+            .describe_instances()
+            .filters(aws_sdk_ec2::types::Filter::builder().name("tag:hpc:cluster").values("acc").build())
+            .filters(aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("running").build())
+            .send()
+            .await
+            .unwrap();
+        let mut found = BTreeMap::new();
+        for i in out.reservations().iter().flat_map(|r| r.instances()) {
+            let name = i.tags().iter().find(|t| t.key() == Some("hpc:node")).and_then(|t| t.value()).unwrap_or_default().to_owned();
+            let group = i.placement().and_then(|p| p.group_name()).unwrap_or_default().to_owned();
+            let cards: BTreeSet<i32> = i
+                .network_interfaces()
+                .iter()
+                .filter(|n| matches!(n.interface_type(), Some("efa" | "efa-only")))
+                .filter_map(|n| n.attachment().and_then(|a| a.network_card_index()))
+                .collect();
+            let efa = i.network_interfaces().iter().filter(|n| matches!(n.interface_type(), Some("efa" | "efa-only"))).count();
+            assert_eq!(efa, cards.len(), "{name}: one EFA interface per network card");
+            found.insert(name, (group, cards));
+        }
+        found
+    })
+}
+
+fn inventory(endpoint: &str) -> Value {
+    admin(endpoint, "GET", "inventory", None)
+}
+
+fn instance_id(endpoint: &str, node: &str) -> String {
+    let inv = inventory(endpoint);
+    inv["resources"]["ec2"]["instances"].as_array().unwrap().iter().find(|i| i["tags"]["hpc:node"] == node).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Requests the emulator served since the last reset, by operation.
+fn calls_during(endpoint: &str, f: impl FnOnce()) -> BTreeMap<String, u64> {
+    admin(endpoint, "DELETE", "counters", None);
+    f();
+    let counters = admin(endpoint, "GET", "counters", None);
+    serde_json::from_value(counters["counters"].clone()).unwrap()
+}
+
+/// The three resources' values as `show -json` has them.
+fn state_values(w: &Workdir) -> BTreeMap<String, Value> {
+    let out = w.run(&["show", "-json"]).expect_code(0);
+    let json: Value = serde_json::from_str(&out.stdout).unwrap();
+    json["values"]["root_module"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["address"].as_str().unwrap().to_owned(), r["values"].clone()))
+        .collect()
+}
+
+const ADDRESSES: [&str; 3] = ["hpc_gpu_fabric.f", "hpc_gpu_cluster.c", "hpc_parallel_filesystem.fs"];
+
+pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
+    let emulator = start_aws();
+    let ep = emulator.endpoint.as_str();
+    let w = workdir(cli, &emulator);
+
+    // Create, and the re-plan is empty.
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    let mount = out["mount_command"]["value"].as_str().unwrap();
+    assert!(mount.contains("mount -t lustre") && mount.contains(".fsx.us-east-1.amazonaws.com@tcp:/"), "{mount}");
+
+    // What the nodes really got: 32 EFA interfaces on cards 0-31, all in the fabric's placement group.
+    let found = nodes(ep);
+    assert_eq!(found.keys().cloned().collect::<Vec<_>>(), ["acc-0", "acc-1", "acc-2", "acc-3"]);
+    for (name, (group, cards)) in &found {
+        assert_eq!(group, "accfab-pg", "{name}");
+        assert_eq!(*cards, (0..32).collect::<BTreeSet<i32>>(), "{name}");
+    }
+
+    // A refresh costs the same calls at 4 nodes as at 6: one filtered list per kind.
+    let at_4 = calls_during(ep, || {
+        plan(&w, 0);
+    });
+    assert_eq!(at_4.get("ec2:DescribeInstances"), Some(&1), "{at_4:?}");
+
+    // Scale 4 -> 6 in place.
+    w.write("terraform.tfvars", "node_count = 6\n");
+    let scale = plan(&w, 2).stdout;
+    assert!(scale.contains("node_count       = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
+    apply(&w).expect_code(0);
+    assert_eq!(nodes(ep).len(), 6);
+    let at_6 = calls_during(ep, || {
+        plan(&w, 0);
+    });
+    assert_eq!(at_4, at_6, "refresh calls grew with the node count");
+
+    // Drift: a node terminated, the placement group deleted, the EFA rules revoked, all behind our back.
+    let sg = inventory(ep)["resources"]["ec2"]["security_groups"][0].as_str().unwrap().to_owned();
+    admin(ep, "POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": instance_id(ep, "acc-3")})));
+    admin(ep, "POST", "out-of-band", Some(json!({"action": "delete_placement_group", "id": "accfab-pg"})));
+    admin(ep, "POST", "out-of-band", Some(json!({"action": "revoke_security_group_rules", "id": sg})));
+    let drift = plan(&w, 2).stdout;
+    assert!(drift.contains("changed outside of"), "{drift}");
+    assert!(drift.contains("node_count       = 5 -> 6") && drift.contains("+ \"acc-3\""), "{drift}");
+    assert_eq!(drift.matches("deleted outside; the next apply recreates it").count(), 6, "pg + 2 rules, noted and repaired:\n{drift}");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    assert!(nodes(ep).contains_key("acc-3"));
+    assert_eq!(inventory(ep)["resources"]["ec2"]["placement_groups"], json!(["accfab-pg"]));
+
+    // Filesystem capacity grown outside: the plan says what it would cost, and adopting the size settles it.
+    let fs_id = state_values(&w)["hpc_parallel_filesystem.fs"]["id"].as_str().unwrap().rsplit('/').next().unwrap().to_owned();
+    admin(ep, "POST", "out-of-band", Some(json!({"action": "set_file_system_capacity", "id": fs_id, "value": 7200})));
+    let grown = fold(&plan(&w, 2).output());
+    assert!(grown.contains("capacity_gib = 7200 -> 4800 # forces replacement"), "{grown}");
+    assert!(grown.contains("Warning: Filesystem capacity cannot shrink") && grown.contains("set capacity_gib = 7200"), "{grown}");
+    w.write("terraform.tfvars", "node_count = 6\ncapacity_gib = 7200\n");
+    plan(&w, 0);
+    w.run(&["apply", "-refresh-only", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+
+    // Import: the imported state equals the created one.
+    let created = state_values(&w);
+    let ids: BTreeMap<&str, String> = ADDRESSES.iter().map(|a| (*a, created[*a]["id"].as_str().unwrap().to_owned())).collect();
+    assert_eq!(ids["hpc_gpu_fabric.f"], "aws/us-east-1/accfab");
+    w.run(&["state", "rm", ADDRESSES[0], ADDRESSES[1], ADDRESSES[2]]).expect_code(0);
+    for a in ADDRESSES {
+        w.run(&["import", "-no-color", "-input=false", a, &ids[a]]).expect_code(0);
+    }
+    assert_eq!(state_values(&w), created, "{} import", cli.name);
+    // No resource changes after the import (Terraform 1.0 still wants to write the outputs it dropped).
+    let after = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout;
+    assert!(!after.contains("# hpc_"), "{after}");
+    if cli.name == "tofu" {
+        // The same through import blocks.
+        w.run(&["state", "rm", ADDRESSES[0], ADDRESSES[1], ADDRESSES[2]]).expect_code(0);
+        let blocks: String = ADDRESSES.iter().map(|a| format!("import {{\n  to = {a}\n  id = \"{}\"\n}}\n", ids[a])).collect();
+        w.write("imports.tf", &blocks);
+        let planned = plan(&w, 2).stdout;
+        assert!(planned.contains("3 to import, 0 to add, 0 to change, 0 to destroy"), "{planned}");
+        apply(&w).expect_code(0);
+        assert_eq!(state_values(&w), created, "import blocks");
+    }
+
+    // Destroy leaves nothing behind.
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let inv = inventory(ep);
+    assert_eq!(inv["empty"], true, "{inv}");
+}
+
+pub fn cloud_failures_reach_the_user_and_nothing_is_lost(cli: &Cli) {
+    let emulator = start_aws();
+    let ep = emulator.endpoint.as_str();
+    let w = workdir(cli, &emulator);
+    // No p5 capacity in the zone: EC2 refuses every launch.
+    admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "capacity"})));
+    let failed = apply(&w).expect_code(1).output();
+    let flat = fold(&failed);
+    assert!(flat.contains("Error: Creating the cluster failed"), "{failed}");
+    assert!(flat.contains("InsufficientInstanceCapacity") && flat.contains("p5.48xlarge") && flat.contains("us-east-1a"), "{failed}");
+    assert!(!failed.contains("panic") && !failed.contains("rpc error"), "{failed}");
+    // What was made is in state: the fabric, and the cluster (tainted) with its launch template.
+    let listed = w.run(&["state", "list"]).expect_code(0).stdout;
+    assert!(listed.contains("hpc_gpu_fabric.f") && listed.contains("hpc_gpu_cluster.c"), "{listed}");
+    let replan = plan(&w, 2).stdout;
+    assert!(replan.contains("hpc_gpu_cluster.c is tainted, so"), "{replan}");
+
+    // Capacity arrives: the next apply finishes the job.
+    admin(ep, "DELETE", "faults", None);
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    assert_eq!(nodes(ep).len(), 4);
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    assert_eq!(inventory(ep)["empty"], true);
+}

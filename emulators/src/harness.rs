@@ -1,0 +1,69 @@
+//! For test binaries: start the AWS emulator (moto + our extension) as a child process on a free
+//! 127.0.0.1 port, and call any emulator's admin API. Used by the emulators' own tests and by the
+//! provider's acceptance tests.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+pub struct AwsEmulator {
+    pub endpoint: String,
+    child: Child,
+    /// Held open for the emulator's life: when the test process exits, the pipe closes and the emulator
+    /// (started with --exit-with-stdin) exits too, even from a static that is never dropped.
+    _stdin: ChildStdin,
+}
+
+impl Drop for AwsEmulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// Starts the AWS emulator with the moto virtualenv's python named by `HPC_MOTO_PYTHON` (which
+/// `./scripts/test.sh` sets after installing moto).
+pub fn start_aws() -> AwsEmulator {
+    let python = std::env::var("HPC_MOTO_PYTHON").unwrap_or_else(|_| {
+        panic!("HPC_MOTO_PYTHON is not set: run the tests through ./scripts/test.sh, which installs moto in a virtualenv")
+    });
+    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/server.py");
+    let mut child = Command::new(python)
+        .arg(server)
+        .args(["--port", "0", "--exit-with-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the AWS emulator");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line).expect("emulator output");
+    let endpoint = line.trim().strip_prefix("READY ").unwrap_or_else(|| panic!("emulator said {line:?}")).to_owned();
+    let stdin = child.stdin.take().expect("piped stdin");
+    AwsEmulator { endpoint, child, _stdin: stdin }
+}
+
+/// Calls an emulator's admin API: `admin(ep, "POST", "faults", Some(json))`; panics unless it answers 200.
+pub fn admin(endpoint: &str, method: &str, route: &str, body: Option<serde_json::Value>) -> serde_json::Value {
+    let (status, payload) = admin_raw(endpoint, method, route, body);
+    assert_eq!(status, 200, "{method} {route}: {status}\n{payload}");
+    serde_json::from_str(&payload).expect("admin API answers JSON")
+}
+
+/// Calls the admin API and returns the HTTP status and body, whatever they are.
+pub fn admin_raw(endpoint: &str, method: &str, route: &str, body: Option<serde_json::Value>) -> (u16, String) {
+    let addr = endpoint.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(addr).expect("connect to the emulator");
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        stream,
+        "{method} /_admin/{route} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write the request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read the answer");
+    let (head, payload) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, payload.to_owned())
+}

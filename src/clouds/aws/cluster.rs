@@ -1,0 +1,517 @@
+//! `hpc_gpu_cluster` on AWS: a launch template with one EFA interface per network card, and the nodes,
+//! launched in batches with MinCount = MaxCount into the fabric's placement group. Every node carries
+//! `hpc:cluster = <cluster>` and `hpc:node = <cluster>-<i>`, so a refresh is one filtered
+//! DescribeInstances (paginated) whatever the node count.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{
+    CapacityReservationTarget, Instance, InstanceStateName, LaunchTemplateCapacityReservationSpecificationRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest, LaunchTemplateSpecification,
+    LaunchTemplateVersion, MarketType, RequestLaunchTemplateData, ResourceType,
+};
+use base64::Engine;
+
+use super::api::{self, Aws, filter, tag_filter, tag_spec, why};
+use super::fabric;
+use crate::framework::{Context, Value};
+use crate::planner::{CapacityType, ClusterSpec, Placement};
+
+pub const TAG: &str = "hpc:cluster";
+pub const NODE_TAG: &str = "hpc:node";
+/// Nodes per RunInstances call: all-or-nothing within a batch, as a cluster placement group wants.
+pub const BATCH: usize = 100;
+/// States a node counts in; `shutting-down` and `terminated` nodes are gone.
+const ALIVE: [&str; 4] = ["pending", "running", "stopping", "stopped"];
+
+pub fn template_name(cluster: &str) -> String {
+    format!("{cluster}-lt")
+}
+
+pub fn key_name(cluster: &str) -> String {
+    format!("{cluster}-key")
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub id: String,
+    pub name: String,
+    pub index: Option<u32>,
+}
+
+/// What exists of a cluster.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterLive {
+    pub template: Option<LaunchTemplateVersion>,
+    pub nodes: Vec<Node>,
+}
+
+impl ClusterLive {
+    pub fn is_empty(&self) -> bool {
+        self.template.is_none() && self.nodes.is_empty()
+    }
+
+    /// Node names in index order (duplicates and strays after the numbered ones).
+    pub fn node_names(&self) -> Vec<String> {
+        let mut nodes: Vec<&Node> = self.nodes.iter().collect();
+        nodes.sort_by_key(|n| (n.index.unwrap_or(u32::MAX), n.name.clone()));
+        nodes.into_iter().map(|n| n.name.clone()).collect()
+    }
+}
+
+fn node_of(cluster: &str, i: &Instance) -> Node {
+    let tags = api::tag_map(i.tags());
+    let name = tags.get(NODE_TAG).cloned().unwrap_or_default();
+    let index = name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|n| n.parse().ok());
+    Node { id: i.instance_id().unwrap_or_default().to_owned(), name, index }
+}
+
+/// All live nodes of a cluster: one filtered DescribeInstances, paginated.
+pub async fn nodes(aws: &Aws, cluster: &str) -> Result<Vec<Node>, String> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = aws
+            .ec2
+            .describe_instances()
+            .filters(tag_filter(TAG, cluster))
+            .filters(filter("instance-state-name", &ALIVE))
+            .set_next_token(token.take())
+            .max_results(1000)
+            .send()
+            .await
+            .map_err(|e| format!("listing the cluster's nodes: {}", why(&e)))?;
+        for r in page.reservations() {
+            out.extend(r.instances().iter().map(|i| node_of(cluster, i)));
+        }
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// The cluster's launch template (latest version), if it exists.
+pub async fn template(aws: &Aws, cluster: &str) -> Result<Option<LaunchTemplateVersion>, String> {
+    match aws.ec2.describe_launch_template_versions().launch_template_name(template_name(cluster)).versions("$Latest").send().await {
+        Ok(out) => Ok(out.launch_template_versions().first().cloned()),
+        Err(e)
+            if api::code(&e).is_some_and(|c| {
+                c.starts_with("InvalidLaunchTemplateName.NotFound") || c.starts_with("InvalidLaunchTemplateId.NotFound")
+            }) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(format!("reading launch template {}: {}", template_name(cluster), why(&e))),
+    }
+}
+
+pub async fn observe(aws: &Aws, cluster: &str) -> Result<ClusterLive, String> {
+    Ok(ClusterLive { template: template(aws, cluster).await?, nodes: nodes(aws, cluster).await? })
+}
+
+/// The interfaces of the launch template: card 0 carries the primary interface (EFA, or ENA where card 0
+/// is ENA-only as on p6-b300); every further card one EFA-only interface at device index 1.
+fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> {
+    let card0_ena_only = spec.fabric.sku.name.starts_with("p6-b300");
+    let extra = if card0_ena_only { spec.rdma_interfaces } else { spec.rdma_interfaces.saturating_sub(1) };
+    let nic = |card: u32, device: u32, kind: &str| {
+        LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+            .network_card_index(card as i32)
+            .device_index(device as i32)
+            .interface_type(kind)
+            .subnet_id(subnet)
+            .groups(sg)
+            .delete_on_termination(true)
+    };
+    let mut out = vec![nic(0, 0, if card0_ena_only { "interface" } else { "efa" }).associate_public_ip_address(false).build()];
+    out.extend((1..=extra).map(|card| nic(card, 1, "efa-only").build()));
+    out
+}
+
+async fn default_image(aws: &Aws) -> Result<String, String> {
+    const NAME: &str = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*";
+    let out = aws
+        .ec2
+        .describe_images()
+        .owners("amazon")
+        .filters(filter("name", &[NAME]))
+        .filters(filter("state", &["available"]))
+        .send()
+        .await
+        .map_err(|e| format!("looking up the AWS Deep Learning Base GPU AMI: {}", why(&e)))?;
+    let mut images: Vec<_> = out.images().iter().filter_map(|i| Some((i.creation_date().unwrap_or_default(), i.image_id()?))).collect();
+    images.sort();
+    images.last().map(|(_, id)| (*id).to_owned()).ok_or_else(|| {
+        format!("no image is set and no AWS Deep Learning Base GPU AMI ({NAME}) is offered in {}: set image to an AMI id", aws.region)
+    })
+}
+
+/// What converge left behind, for the state: the nodes that exist.
+#[derive(Debug, Default)]
+pub struct Converged {
+    pub nodes: Vec<Node>,
+}
+
+pub struct Options<'a> {
+    pub tags: &'a BTreeMap<String, String>,
+    pub stale_tags: &'a [String],
+    pub retag: bool,
+    pub timeout: Duration,
+}
+
+/// Creates the launch template if missing, launches the nodes that are missing, terminates the ones
+/// beyond `node_count`, and waits for them. On error, whatever exists is reported with it.
+pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<'_>) -> Result<Converged, String> {
+    let name = &spec.name;
+    let f = fabric::observe(aws, &spec.fabric.name, None).await?;
+    let sg = f.sg_id().map(str::to_owned).ok_or_else(|| {
+        format!(
+            "fabric {} has no security group {} in {}: apply the fabric first",
+            spec.fabric.name,
+            fabric::security_group_name(&spec.fabric.name),
+            aws.region
+        )
+    })?;
+    let subnet =
+        f.sg_tags().get("hpc:subnet").cloned().ok_or_else(|| format!("security group {sg} does not record the fabric's subnet"))?;
+    let group = match spec.fabric.placement {
+        Placement::Cluster => Some(f.placement_group.clone().ok_or_else(|| {
+            format!(
+                "the fabric's cluster placement group {} is missing: apply again so the fabric recreates it",
+                fabric::placement_group_name(&spec.fabric.name)
+            )
+        })?),
+        _ => None,
+    };
+    let mut live = observe(aws, name).await?;
+    let mut lt_tags = o.tags.clone();
+    lt_tags.insert("hpc:workload".into(), spec.workload.as_str().into());
+    if spec.image.is_none() {
+        // An import must not pin the image the lookup chose: the configuration left it to the provider.
+        lt_tags.insert("hpc:default-image".into(), "true".into());
+    }
+    if let Some(key) = &spec.ssh_public_key {
+        ensure_key(aws, name, key, o.tags).await?;
+    }
+    if live.template.is_none() {
+        let image = match &spec.image {
+            Some(i) => i.clone(),
+            None => default_image(aws).await?,
+        };
+        let mut data = RequestLaunchTemplateData::builder()
+            .image_id(image)
+            .instance_type(spec.fabric.sku.name.into())
+            .set_network_interfaces(Some(interfaces(spec, &subnet, &sg)))
+            .placement(
+                LaunchTemplatePlacementRequest::builder()
+                    .availability_zone(spec.fabric.zone.clone().unwrap_or_default())
+                    .set_group_name(group.clone())
+                    .build(),
+            )
+            .metadata_options(
+                LaunchTemplateInstanceMetadataOptionsRequest::builder().http_tokens(LaunchTemplateHttpTokensState::Required).build(),
+            );
+        let market = match spec.capacity {
+            CapacityType::Spot => Some(MarketType::Spot),
+            CapacityType::CapacityBlock => Some(MarketType::CapacityBlock),
+            _ => None,
+        };
+        if let Some(m) = market {
+            data = data.instance_market_options(LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(m).build());
+        }
+        if let Some(r) = &spec.reservation_id {
+            data = data.capacity_reservation_specification(
+                LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(r).build())
+                    .build(),
+            );
+        }
+        if spec.ssh_public_key.is_some() {
+            data = data.key_name(key_name(name));
+        }
+        if let Some(u) = &spec.user_data {
+            data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u));
+        }
+        aws.ec2
+            .create_launch_template()
+            .launch_template_name(template_name(name))
+            .launch_template_data(data.build())
+            .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &fabric::named(&lt_tags, &template_name(name))))
+            .send()
+            .await
+            .map_err(|e| format!("creating launch template {}: {}", template_name(name), why(&e)))?;
+        live.template = template(aws, name).await?;
+    } else if o.retag {
+        let id = live.template.as_ref().and_then(|t| t.launch_template_id()).unwrap_or_default().to_owned();
+        fabric::retag(aws, &[id], &lt_tags, o.stale_tags).await?;
+    }
+
+    // Which nodes to keep, launch and terminate.
+    let wanted: Vec<String> = crate::planner::node_names(name, spec.node_count);
+    let mut keep: BTreeMap<String, Node> = BTreeMap::new();
+    let mut extra: Vec<String> = Vec::new();
+    for node in live.nodes {
+        if wanted.contains(&node.name) && !keep.contains_key(&node.name) {
+            keep.insert(node.name.clone(), node);
+        } else {
+            extra.push(node.id);
+        }
+    }
+    if o.retag && !keep.is_empty() {
+        let ids: Vec<String> = keep.values().map(|n| n.id.clone()).collect();
+        fabric::retag(aws, &ids, o.tags, o.stale_tags).await?;
+    }
+    let missing: Vec<String> = wanted.iter().filter(|n| !keep.contains_key(*n)).cloned().collect();
+    let mut launched = Vec::new();
+    let mut result: Result<(), String> = Ok(());
+    for batch in missing.chunks(BATCH) {
+        match launch(ctx, aws, spec, batch, o).await {
+            Ok(nodes) => launched.extend(nodes),
+            Err((nodes, e)) => {
+                launched.extend(nodes);
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if result.is_ok() && !extra.is_empty() {
+        result = terminate(ctx, aws, &extra, o.timeout).await;
+        if result.is_err() {
+            // The ones not yet gone are still nodes of the cluster.
+            launched.extend(nodes(aws, name).await.unwrap_or_default().into_iter().filter(|n| extra.contains(&n.id)));
+        }
+    }
+    let mut all: Vec<Node> = keep.into_values().collect();
+    all.extend(launched);
+    match result {
+        Ok(()) => Ok(Converged { nodes: all }),
+        Err(e) => Err(format!("{e} ({} of {} nodes exist)", all.len(), spec.node_count)),
+    }
+}
+
+async fn ensure_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), String> {
+    match aws.ec2.describe_key_pairs().key_names(key_name(cluster)).send().await {
+        Ok(_) => return Ok(()),
+        Err(e) if api::code(&e) == Some("InvalidKeyPair.NotFound") => {}
+        Err(e) => return Err(format!("reading key pair {}: {}", key_name(cluster), why(&e))),
+    }
+    aws.ec2
+        .import_key_pair()
+        .key_name(key_name(cluster))
+        .public_key_material(aws_sdk_ec2::primitives::Blob::new(public_key.trim().as_bytes()))
+        .tag_specifications(tag_spec(ResourceType::KeyPair, tags))
+        .send()
+        .await
+        .map_err(|e| format!("importing ssh_public_key as key pair {}: {}", key_name(cluster), why(&e)))?;
+    Ok(())
+}
+
+/// Launches one batch (all or nothing), names its nodes and waits until they run.
+async fn launch(ctx: &Context, aws: &Aws, spec: &ClusterSpec, names: &[String], o: &Options<'_>) -> Result<Vec<Node>, (Vec<Node>, String)> {
+    let n = names.len() as i32;
+    let mut tags = o.tags.clone();
+    tags.insert(TAG.into(), spec.name.clone());
+    let out = aws
+        .ec2
+        .run_instances()
+        .launch_template(LaunchTemplateSpecification::builder().launch_template_name(template_name(&spec.name)).version("$Latest").build())
+        .min_count(n)
+        .max_count(n)
+        .tag_specifications(tag_spec(ResourceType::Instance, &tags))
+        .tag_specifications(tag_spec(ResourceType::Volume, &tags))
+        .send()
+        .await
+        .map_err(|e| {
+            (
+                Vec::new(),
+                format!("launching {n} x {} in {}: {}", spec.fabric.sku.name, spec.fabric.zone.as_deref().unwrap_or(&aws.region), why(&e)),
+            )
+        })?;
+    let ids: Vec<String> = out.instances().iter().filter_map(|i| i.instance_id().map(str::to_owned)).collect();
+    let mut nodes = Vec::new();
+    for (id, node) in ids.iter().zip(names) {
+        let result = aws
+            .ec2
+            .create_tags()
+            .resources(id)
+            .tags(aws_sdk_ec2::types::Tag::builder().key(NODE_TAG).value(node).build())
+            .tags(aws_sdk_ec2::types::Tag::builder().key("Name").value(node).build())
+            .send()
+            .await;
+        nodes.push(Node { id: id.clone(), name: node.clone(), index: None });
+        if let Err(e) = result {
+            // Untagged nodes would be lost track of: terminate the rest of the batch rather than leak them.
+            let rest: Vec<String> = ids.iter().filter(|i| !nodes.iter().any(|n| &n.id == *i)).cloned().collect();
+            let _ = aws.ec2.terminate_instances().set_instance_ids(Some(rest)).send().await;
+            return Err((nodes, format!("naming node {node} ({id}): {}", why(&e))));
+        }
+    }
+    let what = format!("{n} node(s) of {} to run", spec.name);
+    let waited = api::wait_for(ctx, &what, o.timeout, || {
+        let ids = ids.clone();
+        async move {
+            let out = aws
+                .ec2
+                .describe_instances()
+                .set_instance_ids(Some(ids.clone()))
+                .send()
+                .await
+                .map_err(|e| format!("reading new nodes: {}", why(&e)))?;
+            let mut running = 0;
+            for i in out.reservations().iter().flat_map(|r| r.instances()) {
+                let state = i.state().and_then(|s| s.name()).cloned();
+                match state {
+                    Some(InstanceStateName::Running) => running += 1,
+                    Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => {
+                        let reason = i.state_reason().and_then(|r| r.message()).unwrap_or("no reason given");
+                        let node = api::tag_map(i.tags()).get(NODE_TAG).cloned().unwrap_or_default();
+                        return Err(format!(
+                            "node {node} ({}) went to {} instead of running: {reason}",
+                            i.instance_id().unwrap_or_default(),
+                            i.state().and_then(|s| s.name()).map(|s| s.as_str().to_owned()).unwrap_or_default()
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            Ok((running == ids.len()).then_some(()))
+        }
+    })
+    .await;
+    match waited {
+        Ok(()) => Ok(nodes),
+        Err(e) => Err((nodes, e)),
+    }
+}
+
+/// Terminates instances and waits until they are gone.
+pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Duration) -> Result<(), String> {
+    for chunk in ids.chunks(1000) {
+        aws.ec2
+            .terminate_instances()
+            .set_instance_ids(Some(chunk.to_vec()))
+            .send()
+            .await
+            .map_err(|e| format!("terminating {} node(s): {}", chunk.len(), why(&e)))?;
+    }
+    let ids = ids.to_vec();
+    api::wait_for(ctx, &format!("{} node(s) to terminate", ids.len()), timeout, || {
+        let ids = ids.clone();
+        async move {
+            let out = aws
+                .ec2
+                .describe_instances()
+                .filters(filter("instance-id", &ids.iter().map(String::as_str).collect::<Vec<_>>()))
+                .filters(filter("instance-state-name", &["pending", "running", "stopping", "stopped", "shutting-down"]))
+                .send()
+                .await
+                .map_err(|e| format!("reading terminating nodes: {}", why(&e)))?;
+            Ok(out.reservations().iter().all(|r| r.instances().is_empty()).then_some(()))
+        }
+    })
+    .await
+}
+
+/// Terminates every node, then deletes the launch template and key pair.
+pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration) -> Result<(), String> {
+    let ids: Vec<String> = nodes(aws, cluster).await?.into_iter().map(|n| n.id).collect();
+    if !ids.is_empty() {
+        terminate(ctx, aws, &ids, timeout).await?;
+    }
+    match aws.ec2.delete_launch_template().launch_template_name(template_name(cluster)).send().await {
+        Ok(_) => {}
+        Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => {}
+        Err(e) => return Err(format!("deleting launch template {}: {}", template_name(cluster), why(&e))),
+    }
+    match aws.ec2.delete_key_pair().key_name(key_name(cluster)).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => Ok(()),
+        Err(e) => Err(format!("deleting key pair {}: {}", key_name(cluster), why(&e))),
+    }
+}
+
+/// Node names written compactly when they run from 0 without gaps, else listed.
+pub fn names_setting(cluster: &str, names: &[String]) -> String {
+    if names.iter().enumerate().all(|(i, n)| *n == format!("{cluster}-{i}")) {
+        crate::clouds::name_range(cluster, names.len() as u32)
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The configuration an import reconstructs from the launch template, its tags and the nodes.
+pub async fn imported_config(
+    aws: &Aws,
+    cluster: &str,
+    live: &ClusterLive,
+    defaults: &BTreeMap<String, String>,
+) -> Result<(Value, BTreeMap<String, String>), String> {
+    let Some(version) = &live.template else {
+        return Err(format!("no cluster named {cluster:?} in {}: no launch template {}", aws.region, template_name(cluster)));
+    };
+    let lt = aws
+        .ec2
+        .describe_launch_templates()
+        .launch_template_names(template_name(cluster))
+        .send()
+        .await
+        .map_err(|e| format!("reading launch template tags: {}", why(&e)))?;
+    let tags = lt.launch_templates().first().map(|t| api::tag_map(t.tags())).unwrap_or_default();
+    let fabric_name =
+        tags.get(fabric::TAG).cloned().ok_or_else(|| format!("launch template {} has no {} tag", template_name(cluster), fabric::TAG))?;
+    let data = version.launch_template_data().ok_or_else(|| format!("launch template {} has no data", template_name(cluster)))?;
+    let instance_type = data.instance_type().map(|t| t.as_str().to_owned()).unwrap_or_default();
+    let zone = data.placement().and_then(|p| p.availability_zone()).unwrap_or_default();
+    let placement = if data.placement().and_then(|p| p.group_name()).is_some_and(|g| !g.is_empty()) { "cluster" } else { "none" };
+    let efa = data.network_interfaces().iter().filter(|n| matches!(n.interface_type(), Some("efa" | "efa-only"))).count();
+    let market = data.instance_market_options().and_then(|m| m.market_type()).map(|m| m.as_str().to_owned());
+    let reservation =
+        data.capacity_reservation_specification().and_then(|c| c.capacity_reservation_target()).and_then(|t| t.capacity_reservation_id());
+    let capacity = match (market.as_deref(), reservation) {
+        (Some("spot"), _) => "spot",
+        (Some("capacity-block"), _) => "capacity-block",
+        (_, Some(_)) => "reservation",
+        _ => "on-demand",
+    };
+    let user_data =
+        data.user_data().and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok()).and_then(|b| String::from_utf8(b).ok());
+    let ssh = match data.key_name() {
+        Some(k) => aws
+            .ec2
+            .describe_key_pairs()
+            .key_names(k)
+            .include_public_key(true)
+            .send()
+            .await
+            .ok()
+            .and_then(|o| o.key_pairs().first().and_then(|p| p.public_key()).map(|p| p.trim().to_owned())),
+        None => None,
+    };
+    let user = api::user_tags(&tags, defaults);
+    let fabric_ref = Value::object([
+        ("id", Value::from(api::resource_id(&aws.region, &fabric_name))),
+        ("cloud", Value::from("aws")),
+        ("region", Value::from(aws.region.as_str())),
+        ("zone", Value::from(zone)),
+        ("name", Value::from(fabric_name.as_str())),
+        ("instance_type", Value::from(instance_type.as_str())),
+        ("placement", Value::from(placement)),
+    ]);
+    let config = Value::object([
+        ("name", Value::from(cluster)),
+        ("fabric", fabric_ref),
+        ("node_count", Value::int(live.nodes.len() as i64)),
+        ("capacity_type", Value::from(capacity)),
+        ("reservation_id", Value::from(reservation.map(str::to_owned))),
+        ("image", if tags.contains_key("hpc:default-image") { Value::Null } else { Value::from(data.image_id().map(str::to_owned)) }),
+        ("user_data", Value::from(user_data)),
+        ("ssh_public_key", Value::from(ssh)),
+        ("workload", Value::from(tags.get("hpc:workload").cloned())),
+        ("rdma_interfaces", Value::int(efa as i64)),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]);
+    Ok((config, tags))
+}

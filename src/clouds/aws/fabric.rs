@@ -1,0 +1,426 @@
+//! `hpc_gpu_fabric` on AWS: VPC and subnet (unless given), cluster placement group, EFA security group
+//! with self-referencing all-traffic rules. Every piece carries `hpc:fabric = <name>`; the security group
+//! also records the subnet and node type, so clusters, filesystems and imports find everything again.
+//! Apply converges (creates what is missing), so a failed create resumes and drift is repaired.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_ec2::types::{AttributeBooleanValue, IpPermission, PlacementStrategy, ResourceType, SecurityGroup, UserIdGroupPair};
+
+use super::api::{self, Aws, ec2_tags, filter, tag_filter, tag_spec, why};
+use crate::framework::{Context, Value};
+use crate::planner::{FabricSpec, Network, Placement};
+
+pub const TAG: &str = "hpc:fabric";
+
+pub fn placement_group_name(fabric: &str) -> String {
+    format!("{fabric}-pg")
+}
+
+pub fn security_group_name(fabric: &str) -> String {
+    format!("{fabric}-efa")
+}
+
+/// What exists of a fabric.
+#[derive(Clone, Debug, Default)]
+pub struct FabricLive {
+    /// VPC id, CIDR, and whether this fabric created it.
+    pub vpc: Option<(String, String, bool)>,
+    /// Subnet id and availability zone.
+    pub subnet: Option<(String, String)>,
+    pub placement_group: Option<String>,
+    pub security_group: Option<SecurityGroup>,
+}
+
+impl FabricLive {
+    pub fn is_empty(&self) -> bool {
+        self.placement_group.is_none() && self.security_group.is_none() && !self.vpc.as_ref().is_some_and(|v| v.2)
+    }
+
+    pub fn sg_id(&self) -> Option<&str> {
+        self.security_group.as_ref().and_then(|g| g.group_id())
+    }
+
+    pub fn sg_tags(&self) -> BTreeMap<String, String> {
+        self.security_group.as_ref().map(|g| api::tag_map(g.tags())).unwrap_or_default()
+    }
+
+    /// Whether the security group lets its members reach each other with all traffic, inbound or outbound.
+    pub fn self_rule(&self, egress: bool) -> bool {
+        let Some(g) = &self.security_group else { return false };
+        let rules = if egress { g.ip_permissions_egress() } else { g.ip_permissions() };
+        rules.iter().any(|p| p.ip_protocol() == Some("-1") && p.user_id_group_pairs().iter().any(|pair| pair.group_id() == g.group_id()))
+    }
+}
+
+/// Finds a fabric's pieces: one filtered call per kind. `network` names the VPC and subnet when known.
+pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>) -> Result<FabricLive, String> {
+    let mut live = FabricLive::default();
+    let groups = aws
+        .ec2
+        .describe_security_groups()
+        .filters(tag_filter(TAG, name))
+        .filters(filter("group-name", &[&security_group_name(name)]))
+        .send()
+        .await
+        .map_err(|e| format!("listing the fabric's security groups: {}", why(&e)))?;
+    live.security_group = groups.security_groups().first().cloned();
+    let pgs = aws
+        .ec2
+        .describe_placement_groups()
+        .filters(tag_filter(TAG, name))
+        .send()
+        .await
+        .map_err(|e| format!("listing placement groups: {}", why(&e)))?;
+    live.placement_group = pgs
+        .placement_groups()
+        .iter()
+        .filter(|g| g.state().is_none_or(|s| s.as_str() != "deleted" && s.as_str() != "deleting"))
+        .find_map(|g| g.group_name().map(str::to_owned));
+
+    let sg_tags = live.sg_tags();
+    let (vpc_id, subnet_id) = match network {
+        Some((v, s)) => (Some(v.to_owned()), Some(s.to_owned())),
+        None => (live.security_group.as_ref().and_then(|g| g.vpc_id()).map(str::to_owned), sg_tags.get("hpc:subnet").cloned()),
+    };
+    // A VPC created by the fabric carries its tag; one given by the user does not.
+    let vpcs = match &vpc_id {
+        Some(id) => aws.ec2.describe_vpcs().filters(filter("vpc-id", &[id])).send().await,
+        None => aws.ec2.describe_vpcs().filters(tag_filter(TAG, name)).send().await,
+    }
+    .map_err(|e| format!("listing VPCs: {}", why(&e)))?;
+    live.vpc = vpcs.vpcs().first().map(|v| {
+        let ours = api::tag_map(v.tags()).get(TAG).map(String::as_str) == Some(name);
+        (v.vpc_id().unwrap_or_default().to_owned(), v.cidr_block().unwrap_or_default().to_owned(), ours)
+    });
+    let subnets = match &subnet_id {
+        Some(id) => aws.ec2.describe_subnets().filters(filter("subnet-id", &[id])).send().await,
+        None => aws.ec2.describe_subnets().filters(tag_filter(TAG, name)).send().await,
+    }
+    .map_err(|e| format!("listing subnets: {}", why(&e)))?;
+    live.subnet = subnets
+        .subnets()
+        .first()
+        .map(|s| (s.subnet_id().unwrap_or_default().to_owned(), s.availability_zone().unwrap_or_default().to_owned()));
+    Ok(live)
+}
+
+/// The ids a converge produced.
+#[derive(Clone, Debug, Default)]
+pub struct FabricIds {
+    pub vpc_id: Option<String>,
+    pub subnet_id: Option<String>,
+}
+
+/// Creates whatever of the fabric is missing and brings tags up to date. On error, the ids made so far
+/// come back with it so the state keeps track of them.
+pub async fn converge(
+    _ctx: &Context,
+    aws: &Aws,
+    spec: &FabricSpec,
+    gpu: Option<&str>,
+    tags: &BTreeMap<String, String>,
+    stale_tag_keys: &[String],
+) -> Result<FabricIds, (FabricIds, String)> {
+    let name = &spec.name;
+    let mut ids = FabricIds::default();
+    let known = match &spec.network {
+        Network::Existing { vpc_id, subnet_id } => Some((vpc_id.as_str(), subnet_id.as_str())),
+        Network::Create { .. } => None,
+    };
+    let live = observe(aws, name, known).await.map_err(|e| (ids.clone(), e))?;
+    let zone = spec.zone.clone().unwrap_or_default();
+    let mut owned: Vec<String> = Vec::new();
+
+    match &spec.network {
+        Network::Existing { vpc_id, subnet_id } => {
+            if live.vpc.is_none() {
+                return Err((ids, format!("VPC {vpc_id} (vpc_id) does not exist in {}", aws.region)));
+            }
+            match &live.subnet {
+                None => return Err((ids, format!("subnet {subnet_id} (subnet_id) does not exist in {}", aws.region))),
+                Some((_, az)) if *az != zone => {
+                    return Err((
+                        ids,
+                        format!(
+                            "subnet {subnet_id} is in {az}, not in the fabric's zone {zone}: give a subnet in {zone} or set zone = \"{az}\""
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+            ids.vpc_id = Some(vpc_id.clone());
+            ids.subnet_id = Some(subnet_id.clone());
+        }
+        Network::Create { cidr } => {
+            let vpc_id = match &live.vpc {
+                Some((id, _, _)) => id.clone(),
+                None => {
+                    let out = aws
+                        .ec2
+                        .create_vpc()
+                        .cidr_block(cidr)
+                        .tag_specifications(tag_spec(ResourceType::Vpc, &named(tags, &format!("{name}-vpc"))))
+                        .send()
+                        .await
+                        .map_err(|e| (ids.clone(), format!("creating VPC {name}-vpc: {}", why(&e))))?;
+                    let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_owned();
+                    ids.vpc_id = Some(id.clone());
+                    aws.ec2
+                        .modify_vpc_attribute()
+                        .vpc_id(&id)
+                        .enable_dns_hostnames(AttributeBooleanValue::builder().value(true).build())
+                        .send()
+                        .await
+                        .map_err(|e| (ids.clone(), format!("enabling DNS host names on {id}: {}", why(&e))))?;
+                    id
+                }
+            };
+            ids.vpc_id = Some(vpc_id.clone());
+            owned.push(vpc_id.clone());
+            let subnet_id = match &live.subnet {
+                Some((id, _)) => id.clone(),
+                None => aws
+                    .ec2
+                    .create_subnet()
+                    .vpc_id(&vpc_id)
+                    .cidr_block(crate::clouds::first_subnet(cidr))
+                    .availability_zone(&zone)
+                    .tag_specifications(tag_spec(ResourceType::Subnet, &named(tags, &format!("{name}-subnet"))))
+                    .send()
+                    .await
+                    .map_err(|e| (ids.clone(), format!("creating subnet {name}-subnet in {zone}: {}", why(&e))))?
+                    .subnet()
+                    .and_then(|s| s.subnet_id())
+                    .unwrap_or_default()
+                    .to_owned(),
+            };
+            ids.subnet_id = Some(subnet_id.clone());
+            owned.push(subnet_id);
+        }
+    }
+    let vpc_id = ids.vpc_id.clone().unwrap_or_default();
+    let subnet_id = ids.subnet_id.clone().unwrap_or_default();
+
+    if spec.placement == Placement::Cluster && live.placement_group.is_none() {
+        let pg = placement_group_name(name);
+        aws.ec2
+            .create_placement_group()
+            .group_name(&pg)
+            .strategy(PlacementStrategy::Cluster)
+            .tag_specifications(tag_spec(ResourceType::PlacementGroup, &named(tags, &pg)))
+            .send()
+            .await
+            .map_err(|e| (ids.clone(), format!("creating cluster placement group {pg}: {}", why(&e))))?;
+    }
+
+    // The security group records what a cluster or an import needs to find the rest.
+    let mut sg_tags = named(tags, &security_group_name(name));
+    sg_tags.insert("hpc:subnet".into(), subnet_id.clone());
+    sg_tags.insert("hpc:instance-type".into(), spec.sku.name.into());
+    if let Some(gpu) = gpu {
+        sg_tags.insert("hpc:gpu".into(), gpu.to_owned());
+    }
+    let sg_id = match live.sg_id() {
+        Some(id) => id.to_owned(),
+        None => aws
+            .ec2
+            .create_security_group()
+            .group_name(security_group_name(name))
+            .description("EFA: all traffic between members of this group")
+            .vpc_id(&vpc_id)
+            .tag_specifications(tag_spec(ResourceType::SecurityGroup, &sg_tags))
+            .send()
+            .await
+            .map_err(|e| (ids.clone(), format!("creating security group {}: {}", security_group_name(name), why(&e))))?
+            .group_id()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let self_rule =
+        IpPermission::builder().ip_protocol("-1").user_id_group_pairs(UserIdGroupPair::builder().group_id(&sg_id).build()).build();
+    if !live.self_rule(false) {
+        aws.ec2
+            .authorize_security_group_ingress()
+            .group_id(&sg_id)
+            .ip_permissions(self_rule.clone())
+            .send()
+            .await
+            .map_err(|e| (ids.clone(), format!("adding the EFA self-referencing inbound rule to {sg_id}: {}", why(&e))))?;
+    }
+    if !live.self_rule(true) {
+        aws.ec2
+            .authorize_security_group_egress()
+            .group_id(&sg_id)
+            .ip_permissions(self_rule)
+            .send()
+            .await
+            .map_err(|e| (ids.clone(), format!("adding the EFA self-referencing outbound rule to {sg_id}: {}", why(&e))))?;
+    }
+
+    // Tags of pieces that already existed: bring them to what the configuration says.
+    let mut resources = owned;
+    resources.push(sg_id.clone());
+    if let Some(pg) = &live.placement_group
+        && let Some(id) = pg_id(aws, pg).await
+    {
+        resources.push(id);
+    }
+    if live.security_group.is_some() || !stale_tag_keys.is_empty() {
+        retag(aws, &resources, tags, stale_tag_keys).await.map_err(|e| (ids.clone(), e))?;
+        aws.ec2
+            .create_tags()
+            .resources(&sg_id)
+            .set_tags(Some(ec2_tags(&sg_tags)))
+            .send()
+            .await
+            .map_err(|e| (ids.clone(), format!("tagging {sg_id}: {}", why(&e))))?;
+    }
+    Ok(ids)
+}
+
+async fn pg_id(aws: &Aws, name: &str) -> Option<String> {
+    let out = aws.ec2.describe_placement_groups().group_names(name).send().await.ok()?;
+    out.placement_groups().first().and_then(|g| g.group_id()).map(str::to_owned)
+}
+
+/// Sets `tags` on `resources` and removes `stale` keys (tags the configuration no longer has).
+pub async fn retag(aws: &Aws, resources: &[String], tags: &BTreeMap<String, String>, stale: &[String]) -> Result<(), String> {
+    for chunk in resources.chunks(500) {
+        if !stale.is_empty() {
+            aws.ec2
+                .delete_tags()
+                .set_resources(Some(chunk.to_vec()))
+                .set_tags(Some(stale.iter().map(|k| aws_sdk_ec2::types::Tag::builder().key(k).build()).collect()))
+                .send()
+                .await
+                .map_err(|e| format!("removing tags: {}", why(&e)))?;
+        }
+        aws.ec2
+            .create_tags()
+            .set_resources(Some(chunk.to_vec()))
+            .set_tags(Some(ec2_tags(tags)))
+            .send()
+            .await
+            .map_err(|e| format!("tagging: {}", why(&e)))?;
+    }
+    Ok(())
+}
+
+/// `tags` plus a `Name`, which the console shows.
+pub fn named(tags: &BTreeMap<String, String>, name: &str) -> BTreeMap<String, String> {
+    let mut t = tags.clone();
+    t.insert("Name".into(), name.to_owned());
+    t
+}
+
+/// Deletes every piece of the fabric that exists, leaving a user's own VPC and subnet alone.
+pub async fn delete(
+    ctx: &Context,
+    aws: &Aws,
+    name: &str,
+    network: Option<(&str, &str)>,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let live = observe(aws, name, network).await?;
+    if let Some(sg) = live.sg_id() {
+        // Interfaces of terminating instances hold the group for a while: retry DependencyViolation.
+        let sg = sg.to_owned();
+        api::wait_for(ctx, &format!("security group {sg} to be released"), timeout, || {
+            let sg = sg.clone();
+            async move {
+                match aws.ec2.delete_security_group().group_id(&sg).send().await {
+                    Ok(_) => Ok(Some(())),
+                    Err(e) if api::code(&e) == Some("DependencyViolation") => Ok(None),
+                    Err(e) if api::code(&e) == Some("InvalidGroup.NotFound") => Ok(Some(())),
+                    Err(e) => Err(format!("deleting security group {sg}: {}", why(&e))),
+                }
+            }
+        })
+        .await?;
+    }
+    if let Some(pg) = &live.placement_group {
+        match aws.ec2.delete_placement_group().group_name(pg).send().await {
+            Ok(_) => {}
+            Err(e) if api::code(&e) == Some("InvalidPlacementGroup.Unknown") => {}
+            Err(e) => return Err(format!("deleting placement group {pg}: {}", why(&e))),
+        }
+    }
+    if let Some((vpc, _, true)) = &live.vpc {
+        if let Some((subnet, _)) = &live.subnet {
+            match aws.ec2.delete_subnet().subnet_id(subnet).send().await {
+                Ok(_) => {}
+                Err(e) if api::code(&e) == Some("InvalidSubnetID.NotFound") => {}
+                Err(e) => return Err(format!("deleting subnet {subnet}: {}", why(&e))),
+            }
+        }
+        match aws.ec2.delete_vpc().vpc_id(vpc).send().await {
+            Ok(_) => {}
+            Err(e) if api::code(&e) == Some("InvalidVpcID.NotFound") => {}
+            Err(e) => return Err(format!("deleting VPC {vpc}: {}", why(&e))),
+        }
+    }
+    let _ = ctx;
+    Ok(())
+}
+
+/// Which planned pieces exist, by kind, for the refreshed expansion.
+pub fn present_kinds(live: &FabricLive) -> Vec<&'static str> {
+    let mut kinds = Vec::new();
+    if live.vpc.as_ref().is_some_and(|v| v.2) {
+        kinds.push("aws_vpc");
+        if live.subnet.is_some() {
+            kinds.push("aws_subnet");
+        }
+    }
+    if live.placement_group.is_some() {
+        kinds.push("aws_placement_group");
+    }
+    if live.security_group.is_some() {
+        kinds.push("aws_security_group");
+    }
+    if live.self_rule(false) {
+        kinds.push("aws_vpc_security_group_ingress_rule");
+    }
+    if live.self_rule(true) {
+        kinds.push("aws_vpc_security_group_egress_rule");
+    }
+    kinds
+}
+
+/// The configuration an import reconstructs from what exists (what `hpc_gpu_fabric` would have been
+/// given to build it), and the ids.
+pub fn imported_config(region: &str, name: &str, live: &FabricLive, defaults: &BTreeMap<String, String>) -> Result<Value, String> {
+    let Some(group) = &live.security_group else {
+        return Err(format!("no fabric named {name:?} in {region}: no security group {} tagged {TAG} = {name}", security_group_name(name)));
+    };
+    let tags = api::tag_map(group.tags());
+    let instance_type = tags.get("hpc:instance-type").cloned().ok_or_else(|| {
+        format!(
+            "security group {} has no hpc:instance-type tag, so the node type it serves is unknown",
+            group.group_id().unwrap_or_default()
+        )
+    })?;
+    let zone = live.subnet.as_ref().map(|s| s.1.clone()).ok_or_else(|| format!("the subnet of fabric {name} no longer exists"))?;
+    let (vpc, subnet, cidr) = match &live.vpc {
+        Some((_, cidr, true)) => (Value::Null, Value::Null, Value::from(cidr.as_str())),
+        Some((id, _, false)) => {
+            (Value::from(id.as_str()), Value::from(live.subnet.as_ref().map(|s| s.0.as_str()).unwrap_or_default()), Value::Null)
+        }
+        None => return Err(format!("the VPC of fabric {name} no longer exists")),
+    };
+    let user = api::user_tags(&tags, defaults);
+    Ok(Value::object([
+        ("name", Value::from(name)),
+        ("cloud", Value::from("aws")),
+        ("region", Value::from(region)),
+        ("zone", Value::from(zone)),
+        ("gpu", tags.get("hpc:gpu").map_or(Value::Null, |g| Value::from(g.as_str()))),
+        ("instance_type", Value::from(instance_type)),
+        ("vpc_id", vpc),
+        ("subnet_id", subnet),
+        ("cidr_block", cidr),
+        ("placement", Value::from(if live.placement_group.is_some() { "cluster" } else { "none" })),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]))
+}

@@ -1,0 +1,377 @@
+//! `hpc_parallel_filesystem` on AWS: FSx for Lustre PERSISTENT_2 in the fabric's subnet and security
+//! group, with throughput per TiB, metadata configuration and an optional S3 data repository association.
+//! Capacity grows in place; FSx assigns the mount name.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_fsx::types::{
+    AutoExportPolicy, AutoImportPolicy, CreateFileSystemLustreConfiguration, CreateFileSystemLustreMetadataConfiguration,
+    DataCompressionType, DataRepositoryAssociation, EventType, FileSystem, FileSystemLifecycle, FileSystemType, LustreDeploymentType,
+    MetadataConfigurationMode, S3DataRepositoryConfiguration, StorageType, Tag, UpdateFileSystemLustreConfiguration,
+    UpdateFileSystemLustreMetadataConfiguration,
+};
+
+use super::api::{self, Aws, why};
+use super::fabric;
+use crate::framework::{Context, Value};
+use crate::planner::FilesystemSpec;
+
+pub const TAG: &str = "hpc:filesystem";
+
+/// What exists of a filesystem.
+#[derive(Clone, Debug)]
+pub struct FsLive {
+    pub fs: FileSystem,
+    pub dra: Option<DataRepositoryAssociation>,
+}
+
+impl FsLive {
+    pub fn id(&self) -> &str {
+        self.fs.file_system_id().unwrap_or_default()
+    }
+
+    pub fn capacity(&self) -> i64 {
+        i64::from(self.fs.storage_capacity().unwrap_or_default())
+    }
+
+    pub fn throughput_per_tib(&self) -> Option<i64> {
+        self.fs.lustre_configuration().and_then(|l| l.per_unit_storage_throughput()).map(i64::from)
+    }
+
+    pub fn metadata_iops(&self) -> Option<i64> {
+        let m = self.fs.lustre_configuration()?.metadata_configuration()?;
+        (m.mode() == Some(&MetadataConfigurationMode::UserProvisioned)).then(|| m.iops().map(i64::from)).flatten()
+    }
+
+    pub fn mount_name(&self) -> &str {
+        self.fs.lustre_configuration().and_then(|l| l.mount_name()).unwrap_or_default()
+    }
+
+    pub fn dns(&self) -> &str {
+        self.fs.dns_name().unwrap_or_default()
+    }
+
+    /// A ready mount command (the FSx user guide's options).
+    pub fn mount_command(&self) -> String {
+        format!("sudo mkdir -p /fsx && sudo mount -t lustre -o relatime,flock {}@tcp:/{} /fsx", self.dns(), self.mount_name())
+    }
+
+    pub fn tags(&self) -> BTreeMap<String, String> {
+        self.fs.tags().iter().filter_map(|t| Some((t.key()?.to_owned(), t.value()?.to_owned()))).collect()
+    }
+}
+
+fn fsx_tags(tags: &BTreeMap<String, String>) -> Vec<Tag> {
+    tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
+}
+
+/// The filesystem with this id and its data repository association, or None when it is gone.
+pub async fn observe(aws: &Aws, fs_id: &str) -> Result<Option<FsLive>, String> {
+    let out = match aws.fsx.describe_file_systems().file_system_ids(fs_id).send().await {
+        Ok(out) => out,
+        Err(e) if api::code(&e) == Some("FileSystemNotFound") => return Ok(None),
+        Err(e) => return Err(format!("reading file system {fs_id}: {}", why(&e))),
+    };
+    let Some(fs) = out.file_systems().first().cloned() else { return Ok(None) };
+    if matches!(fs.lifecycle(), Some(FileSystemLifecycle::Deleting)) {
+        return Ok(None);
+    }
+    let dras = aws
+        .fsx
+        .describe_data_repository_associations()
+        .filters(aws_sdk_fsx::types::Filter::builder().name(aws_sdk_fsx::types::FilterName::FileSystemId).values(fs_id).build())
+        .send()
+        .await
+        .map_err(|e| format!("reading data repository associations of {fs_id}: {}", why(&e)))?;
+    Ok(Some(FsLive { fs, dra: dras.associations().first().cloned() }))
+}
+
+/// A file system tagged with this name (for a create whose id never reached the state, and for imports
+/// by name): pages through DescribeFileSystems, which has no tag filter.
+pub async fn find_by_name(aws: &Aws, name: &str) -> Result<Option<String>, String> {
+    let mut token = None;
+    loop {
+        let out = aws
+            .fsx
+            .describe_file_systems()
+            .set_next_token(token.take())
+            .send()
+            .await
+            .map_err(|e| format!("listing file systems: {}", why(&e)))?;
+        for fs in out.file_systems() {
+            let tagged = fs.tags().iter().any(|t| t.key() == Some(TAG) && t.value() == Some(name));
+            if tagged && !matches!(fs.lifecycle(), Some(FileSystemLifecycle::Deleting)) {
+                return Ok(fs.file_system_id().map(str::to_owned));
+            }
+        }
+        match out.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// Waits until the file system is AVAILABLE, reporting FSx's failure detail if it fails.
+async fn wait_available(ctx: &Context, aws: &Aws, fs_id: &str, timeout: Duration) -> Result<FsLive, String> {
+    api::wait_for(ctx, &format!("file system {fs_id} to become AVAILABLE"), timeout, || async move {
+        let Some(live) = observe(aws, fs_id).await? else {
+            return Err(format!("file system {fs_id} disappeared while being created or updated"));
+        };
+        match live.fs.lifecycle() {
+            Some(FileSystemLifecycle::Available)
+                if live.dra.as_ref().is_none_or(|d| d.lifecycle().is_none_or(|l| l.as_str() == "AVAILABLE")) =>
+            {
+                Ok(Some(live))
+            }
+            Some(FileSystemLifecycle::Failed | FileSystemLifecycle::Misconfigured) => Err(format!(
+                "file system {fs_id} is {}: {}",
+                live.fs.lifecycle().map(|l| l.as_str()).unwrap_or_default(),
+                live.fs.failure_details().and_then(|d| d.message()).unwrap_or("FSx gave no detail")
+            )),
+            _ => Ok(None),
+        }
+    })
+    .await
+}
+
+pub struct Options<'a> {
+    pub tags: &'a BTreeMap<String, String>,
+    pub stale_tags: &'a [String],
+    pub timeout: Duration,
+}
+
+/// Creates the file system (or adopts one tagged with its name), or brings an existing one to the spec:
+/// capacity up, throughput, metadata IOPS, data repository, tags. Errors carry the id when one exists.
+pub async fn converge(
+    ctx: &Context,
+    aws: &Aws,
+    spec: &FilesystemSpec,
+    known: Option<&str>,
+    o: &Options<'_>,
+) -> Result<FsLive, (Option<String>, String)> {
+    let mut id = match known {
+        Some(id) => Some(id.to_owned()),
+        None => find_by_name(aws, &spec.name).await.map_err(|e| (None, e))?,
+    };
+    let live = match &id {
+        Some(i) => observe(aws, i).await.map_err(|e| (id.clone(), e))?,
+        None => None,
+    };
+    let live = match live {
+        Some(l) => l,
+        None => {
+            let f = fabric::observe(aws, &spec.fabric.name, None).await.map_err(|e| (None, e))?;
+            let sg = f
+                .sg_id()
+                .map(str::to_owned)
+                .ok_or_else(|| (None, format!("fabric {} has no security group: apply the fabric first", spec.fabric.name)))?;
+            let subnet = f
+                .sg_tags()
+                .get("hpc:subnet")
+                .cloned()
+                .ok_or_else(|| (None, format!("security group {sg} does not record the fabric's subnet")))?;
+            let metadata = match spec.metadata_iops {
+                Some(iops) => CreateFileSystemLustreMetadataConfiguration::builder()
+                    .mode(MetadataConfigurationMode::UserProvisioned)
+                    .iops(iops as i32)
+                    .build(),
+                None => CreateFileSystemLustreMetadataConfiguration::builder().mode(MetadataConfigurationMode::Automatic).build(),
+            };
+            let created = aws
+                .fsx
+                .create_file_system()
+                .file_system_type(FileSystemType::Lustre)
+                .storage_type(StorageType::Ssd)
+                .storage_capacity(spec.capacity_gib as i32)
+                .subnet_ids(subnet)
+                .security_group_ids(sg)
+                .lustre_configuration(
+                    CreateFileSystemLustreConfiguration::builder()
+                        .deployment_type(LustreDeploymentType::Persistent2)
+                        .per_unit_storage_throughput(spec.throughput_per_tib as i32)
+                        .data_compression_type(DataCompressionType::Lz4)
+                        .metadata_configuration(metadata)
+                        .build(),
+                )
+                .set_tags(Some(fsx_tags(o.tags)))
+                .send()
+                .await
+                .map_err(|e| {
+                    (None, format!("creating FSx for Lustre file system {} ({} GiB): {}", spec.name, spec.capacity_gib, why(&e)))
+                })?;
+            id = created.file_system().and_then(|f| f.file_system_id()).map(str::to_owned);
+            let fs_id = id.clone().unwrap_or_default();
+            wait_available(ctx, aws, &fs_id, o.timeout).await.map_err(|e| (id.clone(), e))?
+        }
+    };
+    let fs_id = live.id().to_owned();
+    let err = |e: String| (Some(fs_id.clone()), e);
+
+    // Capacity (up only: the plan replaces on a decrease), throughput tier and metadata IOPS.
+    let mut update = aws.fsx.update_file_system().file_system_id(&fs_id);
+    let mut lustre = UpdateFileSystemLustreConfiguration::builder();
+    let mut changed = false;
+    if live.capacity() < spec.capacity_gib as i64 {
+        update = update.storage_capacity(spec.capacity_gib as i32);
+        changed = true;
+    }
+    if live.throughput_per_tib() != Some(i64::from(spec.throughput_per_tib)) {
+        lustre = lustre.per_unit_storage_throughput(spec.throughput_per_tib as i32);
+        changed = true;
+    }
+    if let Some(iops) = spec.metadata_iops
+        && live.metadata_iops() != Some(iops as i64)
+    {
+        let m = UpdateFileSystemLustreMetadataConfiguration::builder()
+            .mode(MetadataConfigurationMode::UserProvisioned)
+            .iops(iops as i32)
+            .build();
+        lustre = lustre.metadata_configuration(m);
+        changed = true;
+    }
+    let mut live = live;
+    if changed {
+        update.lustre_configuration(lustre.build()).send().await.map_err(|e| err(format!("updating file system {fs_id}: {}", why(&e))))?;
+        live = wait_available(ctx, aws, &fs_id, o.timeout).await.map_err(err)?;
+    }
+
+    // Tags.
+    let arn = live.fs.resource_arn().unwrap_or_default().to_owned();
+    if live.tags() != *o.tags {
+        if !o.stale_tags.is_empty() {
+            aws.fsx
+                .untag_resource()
+                .resource_arn(&arn)
+                .set_tag_keys(Some(o.stale_tags.to_vec()))
+                .send()
+                .await
+                .map_err(|e| err(format!("removing tags from {fs_id}: {}", why(&e))))?;
+        }
+        aws.fsx
+            .tag_resource()
+            .resource_arn(&arn)
+            .set_tags(Some(fsx_tags(o.tags)))
+            .send()
+            .await
+            .map_err(|e| err(format!("tagging {fs_id}: {}", why(&e))))?;
+    }
+
+    // The data repository association.
+    let current =
+        live.dra.as_ref().and_then(|d| Some((d.association_id()?.to_owned(), d.data_repository_path().unwrap_or_default().to_owned())));
+    let wanted = spec.data_repository.as_deref();
+    if let Some((aid, path)) = &current
+        && Some(path.as_str()) != wanted
+    {
+        aws.fsx
+            .delete_data_repository_association()
+            .association_id(aid)
+            .delete_data_in_file_system(false)
+            .send()
+            .await
+            .map_err(|e| err(format!("unlinking {path} from {fs_id}: {}", why(&e))))?;
+    }
+    if let Some(repo) = wanted
+        && current.as_ref().map(|c| c.1.as_str()) != Some(repo)
+    {
+        let events = [EventType::New, EventType::Changed, EventType::Deleted];
+        aws.fsx
+            .create_data_repository_association()
+            .file_system_id(&fs_id)
+            .file_system_path("/")
+            .data_repository_path(repo)
+            .s3(S3DataRepositoryConfiguration::builder()
+                .auto_import_policy(AutoImportPolicy::builder().set_events(Some(events.to_vec())).build())
+                .auto_export_policy(AutoExportPolicy::builder().set_events(Some(events.to_vec())).build())
+                .build())
+            .set_tags(Some(fsx_tags(o.tags)))
+            .send()
+            .await
+            .map_err(|e| err(format!("linking {repo} to {fs_id}: {}", why(&e))))?;
+        live = wait_available(ctx, aws, &fs_id, o.timeout).await.map_err(err)?;
+    }
+    Ok(live)
+}
+
+/// Deletes the file system (its associations go with it, data in S3 stays) and waits until it is gone.
+pub async fn delete(ctx: &Context, aws: &Aws, fs_id: &str, timeout: Duration) -> Result<(), String> {
+    match aws.fsx.delete_file_system().file_system_id(fs_id).send().await {
+        Ok(_) => {}
+        Err(e) if api::code(&e) == Some("FileSystemNotFound") => return Ok(()),
+        Err(e) => return Err(format!("deleting file system {fs_id}: {}", why(&e))),
+    }
+    api::wait_for(ctx, &format!("file system {fs_id} to be deleted"), timeout, || async move {
+        match aws.fsx.describe_file_systems().file_system_ids(fs_id).send().await {
+            Err(e) if api::code(&e) == Some("FileSystemNotFound") => Ok(Some(())),
+            Ok(out) if out.file_systems().is_empty() => Ok(Some(())),
+            Ok(_) => Ok(None),
+            Err(e) => Err(format!("reading file system {fs_id}: {}", why(&e))),
+        }
+    })
+    .await
+}
+
+/// The configuration an import reconstructs from the file system, its tags, and the fabric and cluster
+/// those tags name.
+pub async fn imported_config(aws: &Aws, live: &FsLive, defaults: &BTreeMap<String, String>) -> Result<Value, String> {
+    let tags = live.tags();
+    let fs_id = live.id();
+    let name =
+        tags.get(TAG).cloned().ok_or_else(|| format!("file system {fs_id} has no {TAG} tag naming it; tag it with the resource's name"))?;
+    let fabric_name = tags.get(fabric::TAG).cloned().ok_or_else(|| {
+        format!("file system {fs_id} has no {} tag; tag it with the name of the fabric whose network it is in", fabric::TAG)
+    })?;
+    let f = fabric::observe(aws, &fabric_name, None).await?;
+    let fabric_config = fabric::imported_config(&aws.region, &fabric_name, &f, defaults)?;
+    let fabric_ref = Value::object([
+        ("id", Value::from(api::resource_id(&aws.region, &fabric_name))),
+        ("cloud", Value::from("aws")),
+        ("region", Value::from(aws.region.as_str())),
+        ("zone", fabric_config.get("zone").clone()),
+        ("name", Value::from(fabric_name.as_str())),
+        ("instance_type", fabric_config.get("instance_type").clone()),
+        ("placement", fabric_config.get("placement").clone()),
+    ]);
+    let cluster_ref = match tags.get(super::cluster::TAG) {
+        Some(cluster) => {
+            let nodes = super::cluster::nodes(aws, cluster).await?;
+            let template = super::cluster::template(aws, cluster).await?;
+            let per_node = fabric_config
+                .get("instance_type")
+                .as_str()
+                .and_then(|t| crate::catalog::find_sku(crate::catalog::Cloud::Aws, t))
+                .map_or(0, |s| i64::from(s.gpu_count));
+            let lt_tags = match template {
+                Some(_) => aws
+                    .ec2
+                    .describe_launch_templates()
+                    .launch_template_names(super::cluster::template_name(cluster))
+                    .send()
+                    .await
+                    .ok()
+                    .and_then(|o| o.launch_templates().first().map(|t| api::tag_map(t.tags())))
+                    .unwrap_or_default(),
+                None => BTreeMap::new(),
+            };
+            Value::object([
+                ("id", Value::from(api::resource_id(&aws.region, cluster))),
+                ("name", Value::from(cluster.as_str())),
+                ("gpus_total", Value::int(nodes.len() as i64 * per_node)),
+                ("workload", Value::from(lt_tags.get("hpc:workload").cloned().unwrap_or_else(|| "pretraining".into()))),
+            ])
+        }
+        None => Value::Null,
+    };
+    let user = api::user_tags(&tags, defaults);
+    Ok(Value::object([
+        ("name", Value::from(name)),
+        ("fabric", fabric_ref),
+        ("cluster", cluster_ref),
+        ("capacity_gib", Value::int(live.capacity())),
+        ("throughput_per_tib", Value::from(live.throughput_per_tib())),
+        ("data_repository", Value::from(live.dra.as_ref().and_then(|d| d.data_repository_path()).map(str::to_owned))),
+        ("metadata_iops", Value::from(live.metadata_iops())),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]))
+}
