@@ -1,38 +1,72 @@
 #!/usr/bin/env bash
-# The main job: build the provider, then drive it with OpenTofu the way a user would: plan, apply, show
-# the outputs, re-plan (nothing to do), destroy. Installs OpenTofu on first use.
+# The main job: build the provider, start the cloud emulators on 127.0.0.1, and drive examples/aws (a 4-node
+# p5.48xlarge cluster with its fabric and FSx for Lustre) with OpenTofu the way a user would: plan, apply,
+# re-plan (nothing to do), a node terminated behind the tool's back (the plan shows it; apply restores it),
+# a mistake caught at plan time, destroy (the emulator's inventory is empty). Installs what it needs.
 #
-# Until the cloud clients and emulators land (issues #4-#8) a cluster can be planned but not applied: the demo
-# plans the 4-node AWS example (the full vendor expansion), then runs the catalog quickstart, which needs
-# no cloud, through plan, apply, re-plan and destroy. The emulator walkthrough (apply, out-of-band drift,
-# destroy) replaces it then.
+# The example has no endpoint in it: like any AWS tool, the provider follows AWS_ENDPOINT_URL and the
+# standard credential chain, so the same files run against real AWS when those are left out.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
 TOFU=$(ensure_tofu)
 PROVIDER_DIR=$(build_provider)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hpc-demo.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+ENDPOINTS="$WORK/endpoints.json"
+trap '"$ROOT/scripts/emulators.sh" stop >/dev/null 2>&1; rm -rf "$WORK"' EXIT
 cp -r examples modules "$WORK/"
 write_cli_config "$WORK/cli.tfrc" "$PROVIDER_DIR"
 export TF_CLI_CONFIG_FILE="$WORK/cli.tfrc"
 log "$("$TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}') with terraform-provider-hpc from $PROVIDER_DIR"
 
-log "tofu plan: a 4-node p5.48xlarge cluster with fabric and FSx for Lustre (examples/aws)"
-(cd "$WORK/examples/aws" && "$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p')
+log "starting the cloud emulators on 127.0.0.1"
+"$ROOT/scripts/emulators.sh" start "$ENDPOINTS" >/dev/null
+AWS_ENDPOINT_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aws"])' "$ENDPOINTS")
+export AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo
+log "AWS API (moto + our extension) at $AWS_ENDPOINT_URL"
+admin() { # <method> <route> [json]
+  python3 - "$AWS_ENDPOINT_URL" "$@" <<'PY'
+import json, sys, urllib.request
+url, method, route = sys.argv[1:4]
+body = sys.argv[4].encode() if len(sys.argv) > 4 else None
+req = urllib.request.Request(f"{url}/_admin/{route}", data=body, method=method, headers={"Content-Type": "application/json"})
+print(urllib.request.urlopen(req).read().decode())
+PY
+}
 
-cd "$WORK/examples/quickstart"
-
-log "tofu plan"
-"$TOFU" plan -input=false -var gpu=H100
+cd "$WORK/examples/aws"
+log "tofu plan: every vendor piece the cluster becomes"
+"$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p'
 log "tofu apply"
-"$TOFU" apply -input=false -auto-approve -var gpu=H100
-log "tofu output (JSON)"
-"$TOFU" output -json instance_types
+"$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Creat|Apply complete'
+"$TOFU" output mount_command
+log "what the emulator now holds"
+admin GET inventory | python3 -c '
+import json, sys
+inv = json.load(sys.stdin)["resources"]
+for i in inv["ec2"]["instances"]:
+    print("  %s: %s %s %s in placement group %s" % (i["tags"].get("hpc:node"), i["id"], i["type"], i["state"], i["placement_group"]))
+print("  file systems:", ", ".join(inv["fsx"]["file_systems"]), "| associations:", len(inv["fsx"]["data_repository_associations"]))'
 log "tofu plan -detailed-exitcode after apply (expect: no changes, exit 0)"
-"$TOFU" plan -input=false -detailed-exitcode -var gpu=H100
+"$TOFU" plan -input=false -detailed-exitcode -no-color | tail -3
+
+NODE=$(admin GET inventory | python3 -c 'import json,sys; print([i["id"] for i in json.load(sys.stdin)["resources"]["ec2"]["instances"] if i["tags"].get("hpc:node") == "train-2"][0])')
+log "drift: node train-2 ($NODE) is terminated outside the tool"
+admin POST out-of-band "{\"action\": \"terminate_instance\", \"id\": \"$NODE\"}" >/dev/null
+log "tofu plan shows it (exit 2) and plans the repair"
+set +e
+"$TOFU" plan -input=false -detailed-exitcode -no-color | sed -n '/will perform/,/^Plan:/p' | grep -E '^  # |node_count|"train-2"|^Plan:'
+echo "  exit code: ${PIPESTATUS[0]}"
+set -e
+log "tofu apply restores the node"
+"$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Modif|Apply complete'
+"$TOFU" plan -input=false -detailed-exitcode -no-color | tail -1
+
 log "a mistake caught at plan time: a GPU model that cloud does not offer"
-if "$TOFU" plan -input=false -var gpu=H900 2>&1 | sed -n '/Error:/,$p'; then :; fi
+(cd "$WORK/examples/quickstart" && "$TOFU" plan -input=false -no-color -var gpu=H900 2>&1 | sed -n '/Error:/,$p') || true
+
 log "tofu destroy"
-"$TOFU" destroy -input=false -auto-approve -var gpu=H100
+"$TOFU" destroy -input=false -auto-approve -no-color | grep -E 'Destr.*complete|Destroy complete'
+log "the emulator's inventory after destroy"
+admin GET inventory | python3 -c 'import json,sys; print("  empty:", json.load(sys.stdin)["empty"])'
 log "done"

@@ -544,8 +544,14 @@ fn cases() -> Vec<Case> {
         case(
             "invalid_filesystem_name",
             "filesystem",
-            fs(aws_p5(), json!({"filesystem_name": "scratch-01"})),
+            fs(gcp_mega(), json!({"capacity_gib": 36000, "filesystem_name": "scratch-01"})),
             &["error [filesystem_name] Invalid filesystem name"],
+        ),
+        case(
+            "invalid_filesystem_name_on_fsx",
+            "filesystem",
+            fs(aws_p5(), json!({"filesystem_name": "scratch"})),
+            &["error [filesystem_name] Filesystem name assigned by FSx"],
         ),
         case(
             "invalid_filesystem_maintenance_window",
@@ -670,7 +676,10 @@ fn check_validity(name: &str, schema: &Schema, config: &Value, planned: &Value, 
             assert!(p.is_null(), "{name}: non-computed {} planned without configuration", a.name);
         }
         if creating && a.computed && c.is_null() {
-            assert_eq!(p.is_wholly_known(), !assigned.contains(&a.name.as_str()), "{name}: knownness of {} at plan time", a.name);
+            // FSx for Lustre chooses the mount name itself.
+            let fsx_mount_name = a.name == "filesystem_name" && config.get("fabric").get("cloud").as_str() == Some("aws");
+            let cloud_assigned = assigned.contains(&a.name.as_str()) || fsx_mount_name;
+            assert_eq!(p.is_wholly_known(), !cloud_assigned, "{name}: knownness of {} at plan time", a.name);
         }
     }
 }

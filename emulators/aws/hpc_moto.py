@@ -502,7 +502,30 @@ def delete_file_system(self):
     return _orig_delete_fs(self)
 
 
+# The AWS Deep Learning Base GPU AMI, as the provider looks it up when a cluster sets no image.
+DLAMI = {
+    "ami_id": "ami-0d1b5a8c13042c939",
+    "name": "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20261120",
+    "description": "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) (emulated)",
+    "owner_id": "898082745236",
+    "public": True,
+    "virtualization_type": "hvm",
+    "architecture": "x86_64",
+    "state": "available",
+    "platform": None,
+    "image_type": "machine",
+    "hypervisor": "xen",
+    "root_device_name": "/dev/sda1",
+    "root_device_type": "ebs",
+    "sriov": "simple",
+    "creation_date": "2026-11-20T00:00:00.000Z",
+}
+
+
 def apply_patches():
+    from moto.ec2.models import amis as ami_models
+    if not any(a["ami_id"] == DLAMI["ami_id"] for a in ami_models.AMIS):
+        ami_models.AMIS.append(dict(DLAMI))
     EC2Response.create_placement_group = create_placement_group
     EC2Response.describe_placement_groups = describe_placement_groups
     EC2Response.delete_placement_group = delete_placement_group

@@ -375,3 +375,18 @@ async fn out_of_band_changes_show_up_in_the_api() {
     assert!(instances.iter().any(|i| i["id"] == run.instances()[1].instance_id().unwrap()));
     assert!(!instances.iter().any(|i| i["id"] == victim.as_str()));
 }
+
+#[tokio::test]
+async fn the_deep_learning_base_gpu_ami_is_offered_for_clusters_without_an_image() {
+    let client = ec2(aws(), "eu-west-1");
+    let out = client
+        .describe_images()
+        .owners("amazon")
+        .filters(Filter::builder().name("name").values("Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*").build())
+        .send()
+        .await
+        .unwrap();
+    let names: Vec<&str> = out.images().iter().filter_map(|i| i.name()).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with("Deep Learning Base OSS Nvidia Driver GPU AMI"));
+}

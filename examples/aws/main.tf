@@ -43,3 +43,11 @@ resource "hpc_parallel_filesystem" "scratch" {
 output "node_environment" {
   value = hpc_gpu_cluster.train.node_environment
 }
+
+output "mount_command" {
+  value = hpc_parallel_filesystem.scratch.mount_command
+}
+
+output "node_names" {
+  value = hpc_gpu_cluster.train.node_names
+}

@@ -201,3 +201,56 @@ pub fn patch_piece(expansion: &Value, kind: &str, count: Option<i64>, settings: 
         Value::Map(piece)
     }))
 }
+
+/// Apply through the cloud's API client, where this build has one; elsewhere the "not available" answer.
+pub async fn apply_with(
+    what: &str,
+    req: &crate::framework::ApplyRequest<'_>,
+    diags: &mut Diagnostics,
+    aws: impl AsyncFnOnce(&mut Diagnostics) -> Value,
+) -> crate::framework::ApplyResponse {
+    let target = if req.planned.is_null() { req.prior } else { req.planned };
+    let new_state = match cloud_of(target) {
+        Some(crate::catalog::Cloud::Aws) => aws(diags).await,
+        _ => apply_not_available(what, req, diags),
+    };
+    crate::framework::ApplyResponse { new_state, private: Vec::new() }
+}
+
+/// Refresh through the cloud's API client for objects it created; anything else reads as it is.
+pub async fn read_with(
+    state: &Value,
+    private: &[u8],
+    diags: &mut Diagnostics,
+    aws: impl AsyncFnOnce(&mut Diagnostics) -> crate::framework::ReadOutcome,
+) -> crate::framework::ReadOutcome {
+    match cloud_of(state) {
+        Some(crate::catalog::Cloud::Aws) if state.get("id").is_present() => aws(diags).await,
+        _ => crate::framework::ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
+    }
+}
+
+/// Import by `<cloud>/<region>/<name>` through the cloud's API client, with clear answers otherwise.
+pub async fn import_with(
+    what: &str,
+    example: &str,
+    id: &str,
+    diags: &mut Diagnostics,
+    aws: impl AsyncFnOnce(&mut Diagnostics) -> Option<Value>,
+) -> Option<Value> {
+    match cloud_of_id(id) {
+        Some(crate::catalog::Cloud::Aws) => aws(diags).await,
+        Some(cloud) => {
+            diags.error(
+                "Import not available yet",
+                format!("Importing a {what} on {cloud} needs its API client, which is not part of this release."),
+            );
+            None
+        }
+        None => {
+            diags
+                .error("Invalid import id", format!("{id:?} is not a {what} id. They read \"<cloud>/<region>/<name>\", e.g. {example:?}."));
+            None
+        }
+    }
+}

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape};
-use crate::catalog::Cloud;
 use crate::clouds::aws;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource, Schema, Type,
@@ -98,39 +97,15 @@ impl Resource for GpuFabric {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        let target = if req.planned.is_null() { req.prior } else { req.planned };
-        let new_state = match common::cloud_of(target) {
-            Some(Cloud::Aws) => aws_apply(ctx, &req, diags).await,
-            _ => common::apply_not_available("this fabric", &req, diags),
-        };
-        ApplyResponse { new_state, private: Vec::new() }
+        common::apply_with("this fabric", &req, diags, async |d| aws_apply(ctx, &req, d).await).await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        match common::cloud_of(state) {
-            Some(Cloud::Aws) if state.get("id").is_present() => aws_read(ctx, state, private, diags).await,
-            _ => ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
-        }
+        common::read_with(state, private, diags, async |d| aws_read(ctx, state, private, d).await).await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        match common::cloud_of_id(id) {
-            Some(Cloud::Aws) => aws_import(ctx, id, diags).await,
-            Some(cloud) => {
-                diags.error(
-                    "Import not available yet",
-                    format!("Importing a fabric on {cloud} needs its API client, which is not part of this release."),
-                );
-                None
-            }
-            None => {
-                diags.error(
-                    "Invalid import id",
-                    format!("{id:?} is not a fabric id. Fabric ids are \"<cloud>/<region>/<name>\", e.g. \"aws/us-east-1/train\"."),
-                );
-                None
-            }
-        }
+        common::import_with("fabric", "aws/us-east-1/train", id, diags, async |d| aws_import(ctx, id, d).await).await
     }
 }
 

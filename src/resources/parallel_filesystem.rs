@@ -115,6 +115,7 @@ impl Resource for ParallelFilesystem {
         {
             let prior = req.prior.get("filesystem_name");
             planned.insert("filesystem_name".into(), if prior.is_present() { prior.clone() } else { Value::Unknown });
+            resp.requires_replace.retain(|p| *p != AttributePath::attr("filesystem_name"));
         }
         // The tier is an in-place update on FSx only.
         if req.prior.is_present()
@@ -127,39 +128,15 @@ impl Resource for ParallelFilesystem {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        let target = if req.planned.is_null() { req.prior } else { req.planned };
-        let new_state = match common::cloud_of(target) {
-            Some(Cloud::Aws) => aws_apply(ctx, &req, diags).await,
-            _ => common::apply_not_available("this filesystem", &req, diags),
-        };
-        ApplyResponse { new_state, private: Vec::new() }
+        common::apply_with("this filesystem", &req, diags, async |d| aws_apply(ctx, &req, d).await).await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        match common::cloud_of(state) {
-            Some(Cloud::Aws) if state.get("id").is_present() => aws_read(ctx, state, private, diags).await,
-            _ => ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
-        }
+        common::read_with(state, private, diags, async |d| aws_read(ctx, state, private, d).await).await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        match common::cloud_of_id(id) {
-            Some(Cloud::Aws) => aws_import(ctx, id, diags).await,
-            Some(cloud) => {
-                diags.error(
-                    "Import not available yet",
-                    format!("Importing a filesystem on {cloud} needs its API client, which is not part of this release."),
-                );
-                None
-            }
-            None => {
-                diags.error(
-                    "Invalid import id",
-                    format!("{id:?} is not a filesystem id. On AWS give \"aws/<region>/<file system id>\", e.g. \"aws/us-east-1/fs-0123456789abcdef0\"."),
-                );
-                None
-            }
-        }
+        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", id, diags, async |d| aws_import(ctx, id, d).await).await
     }
 }
 

@@ -118,6 +118,9 @@ where
 }
 
 pub fn human(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
     match d.as_secs() {
         s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
         s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
@@ -177,6 +180,60 @@ pub fn user_tags(live: &BTreeMap<String, String>, defaults: &BTreeMap<String, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ctx() -> Context {
+        Context::new(tokio_util::sync::CancellationToken::new(), None)
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_when_stop_provider_cancels_it() {
+        let c = ctx();
+        let token = c.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            token.cancel();
+        });
+        let started = std::time::Instant::now();
+        let out: Result<(), String> = wait_for(&c, "nodes to run", Duration::from_secs(3600), || async { Ok(None) }).await;
+        let err = out.unwrap_err();
+        assert!(err.contains("interrupted while waiting for nodes to run"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2), "cancellation took {:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_wait_times_out_with_the_timeout_named() {
+        let out: Result<(), String> = wait_for(&ctx(), "fs-1 to become AVAILABLE", Duration::from_millis(500), || async { Ok(None) }).await;
+        let err = out.unwrap_err();
+        assert!(err.contains("timed out after 500ms waiting for fs-1 to become AVAILABLE") && err.contains("timeouts block"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_wait_returns_the_first_answer_and_stops_at_a_terminal_failure() {
+        let mut polls = 0;
+        let out = wait_for(&ctx(), "x", Duration::from_secs(10), || {
+            polls += 1;
+            let n = polls;
+            async move { Ok((n == 3).then_some(n)) }
+        })
+        .await;
+        assert_eq!(out, Ok(3));
+        let failed: Result<(), String> = wait_for(&ctx(), "x", Duration::from_secs(10), || async {
+            Err("node went to terminated: Server.InsufficientInstanceCapacity".to_owned())
+        })
+        .await;
+        assert_eq!(failed.unwrap_err(), "node went to terminated: Server.InsufficientInstanceCapacity");
+    }
+
+    #[test]
+    fn timeouts_come_from_the_timeouts_block() {
+        let state = crate::framework::Value::object([(
+            "timeouts",
+            crate::framework::Value::object([("create", crate::framework::Value::from("90m"))]),
+        )]);
+        assert_eq!(timeout(&state, "create", Duration::from_secs(60)), Duration::from_secs(5400));
+        assert_eq!(timeout(&state, "delete", Duration::from_secs(60)), Duration::from_secs(60));
+        assert_eq!(timeout(&crate::framework::Value::Null, "create", Duration::from_secs(7)), Duration::from_secs(7));
+    }
 
     #[test]
     fn ids_round_trip_and_reject_other_shapes() {
