@@ -169,3 +169,91 @@ async fn a_missing_fabric_and_bad_ids_are_diagnostics_not_failures() {
     assert!(text[0].contains("Invalid import id") && text[0].contains("aws/us-east-1/train-nodes"), "{text:?}");
     assert!(text[1].contains("Cannot import the fabric") && text[1].contains("no fabric named \"nope\""), "{text:?}");
 }
+
+#[tokio::test]
+async fn a_cluster_or_fabric_deleted_outside_reads_as_gone_so_the_plan_creates_it() {
+    let Env { emulator, ctx } = env();
+    let ep = emulator.endpoint.as_str();
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
+    );
+    let (fabric, _) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    let config = value(&GpuCluster, json!({"name": "gone", "fabric": FABRIC_REF(), "node_count": 2, "image": "ami-12c6146b"}));
+    let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config).await;
+    assert!(diags.iter().all(|d| d.starts_with("No proximity placement")), "{diags:?}");
+
+    // Someone deletes the whole cluster by hand: every node and the launch template.
+    for node in admin(ep, "GET", "inventory", None)["resources"]["ec2"]["instances"].as_array().unwrap() {
+        admin(ep, "POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": node["id"]})));
+    }
+    ec2(ep).delete_launch_template().launch_template_name("gone-lt").send().await.unwrap();
+    let mut diags = Diagnostics::new();
+    assert!(matches!(GpuCluster.read(&ctx, &cluster, &[], &mut diags).await, ReadOutcome::Gone));
+
+    // And the fabric: its security group, then its network.
+    let client = ec2(ep);
+    let groups = client
+        .describe_security_groups()
+        .filters(aws_sdk_ec2::types::Filter::builder().name("group-name").values("cb-efa").build())
+        .send()
+        .await
+        .unwrap();
+    let sg_id = groups.security_groups()[0].group_id().unwrap().to_owned();
+    client.delete_security_group().group_id(&sg_id).send().await.unwrap();
+    let subnet = fabric.get("subnet_id").as_str().unwrap();
+    client.delete_subnet().subnet_id(subnet).send().await.unwrap();
+    client.delete_vpc().vpc_id(fabric.get("vpc_id").as_str().unwrap()).send().await.unwrap();
+    assert!(matches!(GpuFabric.read(&ctx, &fabric, &[], &mut diags).await, ReadOutcome::Gone));
+    assert!(!diags.has_errors());
+    assert_eq!(admin(ep, "GET", "inventory", None)["empty"], true);
+}
+
+#[tokio::test]
+async fn nodes_that_die_at_launch_fail_the_apply_with_ec2s_reason_and_stay_tracked() {
+    let Env { emulator, ctx } = env();
+    let ep = emulator.endpoint.as_str();
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
+    );
+    apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "terminate_at_launch", "times": 1})));
+    let config = value(&GpuCluster, json!({"name": "dies", "fabric": FABRIC_REF(), "node_count": 1, "image": "ami-12c6146b"}));
+    let (state, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config).await;
+    let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
+    assert!(failure.contains("node dies-0") && failure.contains("went to terminated instead of running"), "{failure}");
+    assert!(failure.contains("Server.InsufficientInstanceCapacity: Insufficient capacity."), "{failure}");
+    // The state keeps the cluster (its launch template exists) with the nodes that really exist: none.
+    assert_eq!(state.get("id").as_str(), Some("aws/us-east-1/dies"));
+    assert_eq!(state.get("node_count"), &Value::int(0));
+    // Applying again (the CLI replaces the tainted cluster; converging in place works too) finishes the job.
+    let (state, diags) = apply(&ctx, &GpuCluster, &state, &config).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    assert_eq!(state.get("node_names"), &Value::list([Value::from("dies-0")]));
+}
+
+#[tokio::test]
+async fn throttling_is_retried_and_a_persistent_error_is_a_diagnostic() {
+    let Env { emulator, ctx } = env();
+    let ep = emulator.endpoint.as_str();
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
+    );
+    let (fabric, _) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    // EC2 throttles twice (RequestLimitExceeded, HTTP 503): the SDK's standard retries absorb it.
+    admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "DescribeSecurityGroups", "kind": "throttle", "times": 2})));
+    let mut diags = Diagnostics::new();
+    assert!(matches!(GpuFabric.read(&ctx, &fabric, &[], &mut diags).await, ReadOutcome::Found { .. }));
+    assert!(!diags.has_errors());
+    let fired = admin(ep, "GET", "faults", None);
+    assert_eq!(fired["faults"][0]["fired"], 2, "{fired}");
+    // An error that does not go away reaches the user in EC2's words, and the state is kept as it was.
+    admin(ep, "DELETE", "faults", None);
+    admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "DescribeSecurityGroups", "kind": "server_error"})));
+    let outcome = GpuFabric.read(&ctx, &fabric, &[], &mut diags).await;
+    assert!(matches!(outcome, ReadOutcome::Found { state, .. } if state == fabric));
+    let text: Vec<String> = diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect();
+    assert!(text.iter().any(|t| t.starts_with("Reading the fabric failed") && t.contains("InternalError")), "{text:?}");
+}

@@ -28,7 +28,7 @@ from moto.ec2 import utils as ec2_utils
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instance_types import INSTANCE_TYPES
-from moto.ec2.models.instances import Instance
+from moto.ec2.models.instances import Instance, StateReason
 from moto.ec2.models import elastic_network_interfaces as eni_models
 from moto.ec2.responses import EC2Response
 from moto.fsx import models as fsx_models
@@ -295,6 +295,10 @@ def run_instances(self):
         _tls.template_nics = None
     for instance in result.result.instances:
         instance.placement.group_name = group or ""
+    if getattr(_tls, "terminate_at_launch", False):
+        for instance in result.result.instances:
+            instance.terminate()
+            instance.state_reason = StateReason("Server.InsufficientInstanceCapacity: Insufficient capacity.", "Server.InsufficientInstanceCapacity")
     return result
 
 
@@ -608,7 +612,7 @@ class Faults:
 def fault_response(rule, service, operation, body):
     """The error the real service sends for this kind of fault."""
     kind = rule["kind"]
-    if kind == "latency":
+    if kind in ("latency", "terminate_at_launch"):
         return None
     request_id = str(uuid.uuid4())
     if service == "ec2":
@@ -721,13 +725,18 @@ class AdminMiddleware:
             if rule:
                 if rule.get("latency_ms"):
                     time.sleep(rule["latency_ms"] / 1000.0)
+                # The launch succeeds, then EC2 takes the instances back: they end `terminated` with a reason.
+                _tls.terminate_at_launch = rule["kind"] == "terminate_at_launch"
                 response = fault_response(rule, service, operation, body)
                 if response:
                     status, headers, payload = response
                     headers = headers + [("Content-Length", str(len(payload)))]
                     start_response(f"{status} {'Service Unavailable' if status == 503 else 'Error'}", headers)
                     return [payload]
-        return self.app(environ, start_response)
+        try:
+            return self.app(environ, start_response)
+        finally:
+            _tls.terminate_at_launch = False
 
     def admin(self, environ, start_response, route):
         method = environ.get("REQUEST_METHOD", "GET")
