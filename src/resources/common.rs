@@ -202,16 +202,21 @@ pub fn patch_piece(expansion: &Value, kind: &str, count: Option<i64>, settings: 
     }))
 }
 
-/// Apply through the cloud's API client, where this build has one; elsewhere the "not available" answer.
+/// The clouds whose API clients this build has, per resource kind.
+pub const LIVE: &[crate::catalog::Cloud] = &[crate::catalog::Cloud::Aws];
+
+/// Apply through the cloud's API client where this build has one (`live`); elsewhere the "not available"
+/// answer.
 pub async fn apply_with(
     what: &str,
+    live: &[crate::catalog::Cloud],
     req: &crate::framework::ApplyRequest<'_>,
     diags: &mut Diagnostics,
-    aws: impl AsyncFnOnce(&mut Diagnostics) -> Value,
+    client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> Value,
 ) -> crate::framework::ApplyResponse {
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let new_state = match cloud_of(target) {
-        Some(crate::catalog::Cloud::Aws) => aws(diags).await,
+        Some(cloud) if live.contains(&cloud) => client(cloud, diags).await,
         _ => apply_not_available(what, req, diags),
     };
     crate::framework::ApplyResponse { new_state, private: Vec::new() }
@@ -219,27 +224,29 @@ pub async fn apply_with(
 
 /// Refresh through the cloud's API client for objects it created; anything else reads as it is.
 pub async fn read_with(
+    live: &[crate::catalog::Cloud],
     state: &Value,
     private: &[u8],
     diags: &mut Diagnostics,
-    aws: impl AsyncFnOnce(&mut Diagnostics) -> crate::framework::ReadOutcome,
+    client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> crate::framework::ReadOutcome,
 ) -> crate::framework::ReadOutcome {
     match cloud_of(state) {
-        Some(crate::catalog::Cloud::Aws) if state.get("id").is_present() => aws(diags).await,
+        Some(cloud) if live.contains(&cloud) && state.get("id").is_present() => client(cloud, diags).await,
         _ => crate::framework::ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
     }
 }
 
-/// Import by `<cloud>/<region>/<name>` through the cloud's API client, with clear answers otherwise.
+/// Import by `<cloud>/<location>/<name>` through the cloud's API client, with clear answers otherwise.
 pub async fn import_with(
     what: &str,
     example: &str,
+    live: &[crate::catalog::Cloud],
     id: &str,
     diags: &mut Diagnostics,
-    aws: impl AsyncFnOnce(&mut Diagnostics) -> Option<Value>,
+    client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> Option<Value>,
 ) -> Option<Value> {
     match cloud_of_id(id) {
-        Some(crate::catalog::Cloud::Aws) => aws(diags).await,
+        Some(cloud) if live.contains(&cloud) => client(cloud, diags).await,
         Some(cloud) => {
             diags.error(
                 "Import not available yet",
@@ -248,8 +255,10 @@ pub async fn import_with(
             None
         }
         None => {
-            diags
-                .error("Invalid import id", format!("{id:?} is not a {what} id. They read \"<cloud>/<region>/<name>\", e.g. {example:?}."));
+            diags.error(
+                "Invalid import id",
+                format!("{id:?} is not a {what} id. They read \"<cloud>/<location>/<name>\", e.g. {example:?}."),
+            );
             None
         }
     }

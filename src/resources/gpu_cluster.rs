@@ -117,15 +117,16 @@ impl Resource for GpuCluster {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this cluster", &req, diags, async |d| aws_apply(ctx, &req, d).await).await
+        common::apply_with("this cluster", common::LIVE, &req, diags, async |_, d| aws_apply(ctx, &req, d).await).await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(state, private, diags, async |d| aws_read(ctx, state, private, d).await).await
+        common::read_with(common::LIVE, state, private, diags, async |_, d| aws_read(ctx, state, private, d).await).await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("cluster", "aws/us-east-1/train-nodes", id, diags, async |d| aws_import(ctx, id, d).await).await
+        common::import_with("cluster", "aws/us-east-1/train-nodes", common::LIVE, id, diags, async |_, d| aws_import(ctx, id, d).await)
+            .await
     }
 }
 

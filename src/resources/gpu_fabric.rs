@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape};
-use crate::clouds::aws;
+use crate::catalog::Cloud;
+use crate::clouds::{aws, gcp};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource, Schema, Type,
     Value,
@@ -13,6 +14,9 @@ use crate::framework::{
 use crate::planner::{self, Network, expansion_type, expansion_value, spec};
 
 pub struct GpuFabric;
+
+/// The clouds whose API clients build fabrics in this release.
+const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
 
 const SHAPE: PlanShape = PlanShape {
     assigned: &["id", "vpc_id", "subnet_id"],
@@ -97,15 +101,27 @@ impl Resource for GpuFabric {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this fabric", &req, diags, async |d| aws_apply(ctx, &req, d).await).await
+        common::apply_with("this fabric", LIVE, &req, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_apply(ctx, &req, d).await,
+            _ => aws_apply(ctx, &req, d).await,
+        })
+        .await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(state, private, diags, async |d| aws_read(ctx, state, private, d).await).await
+        common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_read(ctx, state, private, d).await,
+            _ => aws_read(ctx, state, private, d).await,
+        })
+        .await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("fabric", "aws/us-east-1/train", id, diags, async |d| aws_import(ctx, id, d).await).await
+        common::import_with("fabric", "aws/us-east-1/train", LIVE, id, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_import(ctx, id, d).await,
+            _ => aws_import(ctx, id, d).await,
+        })
+        .await
     }
 }
 
@@ -216,6 +232,134 @@ async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     }
     if let Some((subnet, _)) = &live.subnet {
         assigned.insert("subnet_id".to_owned(), Value::from(subnet.as_str()));
+    }
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+/// The configuration a state was made from, for parsing: a created network's ids are outputs, not inputs.
+fn config_of_state(state: &Value) -> Value {
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    if state.get("cidr_block").is_present() {
+        out.insert("vpc_id".into(), Value::Null);
+        out.insert("subnet_id".into(), Value::Null);
+    }
+    Value::Map(out)
+}
+
+/// `us-central1-a` -> `us-central1`.
+fn gcp_region_of(zone: &str) -> &str {
+    zone.rsplit_once('-').map_or(zone, |(region, _)| region)
+}
+
+async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let timeout = std::time::Duration::from_secs(30 * 60);
+    let client = match gcp::api::connect(ctx).await {
+        Ok(c) => c,
+        Err(e) => {
+            diags.error("Google Cloud is not configured", e);
+            return req.prior.clone();
+        }
+    };
+    if req.planned.is_null() {
+        let Some(spec) = spec::parse_fabric(&config_of_state(req.prior), diags) else { return req.prior.clone() };
+        return match gcp::fabric::delete(ctx, &client, &spec, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the fabric failed",
+                    format!("Fabric {} in {}: {e}. What is left stays in state; run destroy again.", spec.name, spec.region),
+                );
+                req.prior.clone()
+            }
+        };
+    }
+    let Some(spec) = spec::parse_fabric(req.config, diags) else { return req.prior.clone() };
+    let zone = spec.zone.clone().unwrap_or_default();
+    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &spec.name)))]);
+    let result = gcp::fabric::converge(ctx, &client, &spec, req.config.get("gpu").as_str(), timeout).await;
+    let live = match &result {
+        Ok(live) => Some(live.clone()),
+        Err(_) => gcp::fabric::observe(ctx, &client, &spec.name, &spec.region).await.ok(),
+    };
+    if let (Network::Create { .. }, Some(live)) = (&spec.network, &live) {
+        use gcp::fabric::Kind;
+        for (attr, kind, name) in
+            [("vpc_id", Kind::Network, format!("{}-vpc", spec.name)), ("subnet_id", Kind::Subnetwork, format!("{}-subnet", spec.name))]
+        {
+            if let Some(link) = live.self_links.get(&(kind, name)) {
+                learned.insert(attr.to_owned(), Value::from(link.as_str()));
+            }
+        }
+    }
+    if let Err(e) = result {
+        diags.error(
+            if req.prior.is_null() { "Creating the fabric failed" } else { "Updating the fabric failed" },
+            format!("Fabric {} in {zone}: {e}. The pieces created so far are kept in state; apply again to finish, or destroy.", spec.name),
+        );
+    }
+    common::fill(req.planned, &learned)
+}
+
+async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    let mut quiet = Diagnostics::new();
+    let Some(spec) = spec::parse_fabric(&config_of_state(state), &mut quiet) else { return unchanged() };
+    let client = match gcp::api::connect(ctx).await {
+        Ok(c) => c,
+        Err(e) => {
+            diags.error("Google Cloud is not configured", e);
+            return unchanged();
+        }
+    };
+    match gcp::fabric::observe(ctx, &client, &spec.name, &spec.region).await {
+        Ok(live) if live.found.is_empty() => ReadOutcome::Gone,
+        Ok(live) => {
+            let mut out = state.as_map().cloned().unwrap_or_default();
+            out.insert("expansion".into(), gcp::fabric::refreshed_expansion(state.get("expansion"), &spec, &client.project, &live));
+            ReadOutcome::Found { state: Value::Map(out), private: private.to_vec() }
+        }
+        Err(e) => {
+            diags.error("Reading the fabric failed", format!("Fabric {} in {}: {e}.", spec.name, spec.region));
+            unchanged()
+        }
+    }
+}
+
+async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((zone, name)) = gcp::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!("{id:?} is not a Google Cloud fabric id: give \"gcp/<zone>/<fabric name>\", e.g. \"gcp/us-central1-a/train\"."),
+        );
+        return None;
+    };
+    let region = gcp_region_of(zone);
+    let client = match gcp::api::connect(ctx).await {
+        Ok(c) => c,
+        Err(e) => {
+            diags.error("Google Cloud is not configured", e);
+            return None;
+        }
+    };
+    let found = match gcp::fabric::observe(ctx, &client, name, region).await {
+        Ok(live) => gcp::fabric::imported_config(zone, name, region, &live).map(|c| (c, live)),
+        Err(e) => Err(e),
+    };
+    let (config, live) = match found {
+        Ok(f) => f,
+        Err(e) => {
+            diags.error("Cannot import the fabric", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    use gcp::fabric::Kind;
+    for (attr, kind, piece) in [("vpc_id", Kind::Network, format!("{name}-vpc")), ("subnet_id", Kind::Subnetwork, format!("{name}-subnet"))]
+    {
+        if let Some(link) = live.self_links.get(&(kind, piece)) {
+            assigned.insert(attr.to_owned(), Value::from(link.as_str()));
+        }
     }
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

@@ -128,15 +128,18 @@ impl Resource for ParallelFilesystem {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this filesystem", &req, diags, async |d| aws_apply(ctx, &req, d).await).await
+        common::apply_with("this filesystem", common::LIVE, &req, diags, async |_, d| aws_apply(ctx, &req, d).await).await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(state, private, diags, async |d| aws_read(ctx, state, private, d).await).await
+        common::read_with(common::LIVE, state, private, diags, async |_, d| aws_read(ctx, state, private, d).await).await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", id, diags, async |d| aws_import(ctx, id, d).await).await
+        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", common::LIVE, id, diags, async |_, d| {
+            aws_import(ctx, id, d).await
+        })
+        .await
     }
 }
 

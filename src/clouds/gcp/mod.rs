@@ -3,6 +3,9 @@
 //! profile and 8 subnets), firewall rules, the compact placement policy; instances created by bulkInsert
 //! with one NIC per GPU VPC; Google Cloud Managed Lustre with private service access.
 
+pub mod api;
+pub mod fabric;
+
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, name_range};

@@ -1,0 +1,251 @@
+//! The Google Cloud API clients (google-cloud-compute-v1) as the resources use them: one set per process
+//! and configuration; Application Default Credentials or a service-account key for real use, anonymous
+//! credentials with the endpoint override for emulators; our own retry (rate limits, quota, 5xx) and
+//! operation polling, both with backoff and both cancelled by StopProvider.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use google_cloud_compute_v1::client::{
+    Firewalls, GlobalOperations, Instances, Networks, RegionOperations, ResourcePolicies, Subnetworks, ZoneOperations,
+};
+use google_cloud_compute_v1::model::Operation;
+
+use crate::catalog::Cloud;
+use crate::config::{CloudSettings, ProviderConfig};
+use crate::framework::Context;
+
+#[derive(Clone)]
+pub struct Gcp {
+    pub project: String,
+    pub networks: Networks,
+    pub subnetworks: Subnetworks,
+    pub firewalls: Firewalls,
+    pub policies: ResourcePolicies,
+    pub instances: Instances,
+    zone_ops: ZoneOperations,
+    region_ops: RegionOperations,
+    global_ops: GlobalOperations,
+}
+
+pub type GaxError = google_cloud_gax::error::Error;
+
+/// Clients for the configured project, built once per process and configuration.
+pub async fn connect(ctx: &Context) -> Result<Gcp, String> {
+    static CLIENTS: Mutex<BTreeMap<String, Gcp>> = Mutex::new(BTreeMap::new());
+    let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Gcp)).cloned().unwrap_or_default();
+    let key = format!("{:?}|{:?}", settings.endpoint, settings.settings);
+    if let Some(found) = CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(found.clone());
+    }
+    let gcp = build(&settings).await?;
+    CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, gcp.clone());
+    Ok(gcp)
+}
+
+fn credentials(settings: &CloudSettings) -> Result<google_cloud_auth::credentials::Credentials, String> {
+    if let Some(key) = settings.settings.get("credentials") {
+        let json: serde_json::Value =
+            serde_json::from_str(key).map_err(|e| format!("the gcp block's credentials are not a service-account key (JSON): {e}"))?;
+        return google_cloud_auth::credentials::service_account::Builder::new(json)
+            .build()
+            .map_err(|e| format!("the gcp block's service-account key cannot be used: {e}"));
+    }
+    if settings.endpoint.is_some() {
+        // An emulator: no Google identity to present.
+        return Ok(google_cloud_auth::credentials::anonymous::Builder::new().build());
+    }
+    google_cloud_auth::credentials::Builder::default().build().map_err(|e| {
+        format!("no Google Cloud credentials: set credentials in the gcp block or configure Application Default Credentials ({e})")
+    })
+}
+
+macro_rules! client {
+    ($ty:ty, $settings:expr, $creds:expr) => {{
+        let mut b = <$ty>::builder().with_credentials($creds.clone()).with_retry_policy(google_cloud_gax::retry_policy::NeverRetry);
+        if let Some(ep) = &$settings.endpoint {
+            b = b.with_endpoint(ep.trim_end_matches('/'));
+        }
+        b.build().await.map_err(|e| format!("building the Google Cloud client: {e}"))?
+    }};
+}
+
+async fn build(settings: &CloudSettings) -> Result<Gcp, String> {
+    let project = settings.settings.get("project").cloned().ok_or("set project in the provider's gcp block")?;
+    let creds = credentials(settings)?;
+    Ok(Gcp {
+        project,
+        networks: client!(Networks, settings, creds),
+        subnetworks: client!(Subnetworks, settings, creds),
+        firewalls: client!(Firewalls, settings, creds),
+        policies: client!(ResourcePolicies, settings, creds),
+        instances: client!(Instances, settings, creds),
+        zone_ops: client!(ZoneOperations, settings, creds),
+        region_ops: client!(RegionOperations, settings, creds),
+        global_ops: client!(GlobalOperations, settings, creds),
+    })
+}
+
+/// An error in the API's words.
+pub fn why(e: &GaxError) -> String {
+    match e.status() {
+        Some(s) if !s.message.is_empty() => format!("{} (HTTP {})", s.message, e.http_status_code().unwrap_or_default()),
+        _ => e.to_string(),
+    }
+}
+
+pub fn is_not_found(e: &GaxError) -> bool {
+    e.http_status_code() == Some(404)
+}
+
+/// Rate limits (403 rateLimitExceeded, 429) and server trouble (500, 502, 503, 504) are worth retrying.
+fn retryable(e: &GaxError) -> bool {
+    match e.http_status_code() {
+        Some(429 | 500 | 502 | 503 | 504) => true,
+        Some(403) => format!("{e:?}").contains("rateLimitExceeded") || format!("{e:?}").contains("RATE_LIMIT"),
+        _ => e.is_transport() || e.is_io() || e.is_connect(),
+    }
+}
+
+const ATTEMPTS: u32 = 6;
+
+/// Calls `f`, retrying rate limits and transient errors with backoff (250 ms doubling to 8 s), cancelled by
+/// StopProvider. `what` names the call in errors.
+pub async fn call<T, F, Fut>(ctx: &Context, what: &str, mut f: F) -> Result<T, GaxErrorIn>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, GaxError>>,
+{
+    let mut delay = Duration::from_millis(250);
+    let mut attempt = 1;
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if retryable(&e) && attempt < ATTEMPTS => {
+                attempt += 1;
+                tokio::select! {
+                    _ = ctx.cancelled() => return Err(GaxErrorIn::Stopped(what.to_owned())),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(Duration::from_secs(8));
+            }
+            Err(e) => return Err(GaxErrorIn::Api(what.to_owned(), e)),
+        }
+    }
+}
+
+/// A failed call: the API's error with what was being done, or a stop.
+#[derive(Debug)]
+pub enum GaxErrorIn {
+    Api(String, GaxError),
+    Stopped(String),
+}
+
+impl GaxErrorIn {
+    pub fn not_found(&self) -> bool {
+        matches!(self, GaxErrorIn::Api(_, e) if is_not_found(e))
+    }
+}
+
+impl std::fmt::Display for GaxErrorIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GaxErrorIn::Api(what, e) => write!(f, "{what}: {}", why(e)),
+            GaxErrorIn::Stopped(what) => write!(f, "{what}: interrupted (the CLI asked the provider to stop)"),
+        }
+    }
+}
+
+impl From<GaxErrorIn> for String {
+    fn from(e: GaxErrorIn) -> String {
+        e.to_string()
+    }
+}
+
+fn last(url: &str) -> &str {
+    url.rsplit('/').next().unwrap_or(url)
+}
+
+/// Waits for an operation to finish (polling its zone, region or global collection with backoff), and
+/// returns Compute Engine's error if it failed: a DONE operation can carry one.
+pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<(), String> {
+    let name = op.name.clone().unwrap_or_default();
+    let mut current = op;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = Duration::from_millis(100);
+    loop {
+        if current.status == Some(google_cloud_compute_v1::model::operation::Status::Done) {
+            if let Some(err) = current.error.as_ref().filter(|e| !e.errors.is_empty()) {
+                let detail: Vec<String> = err
+                    .errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.code.as_deref().unwrap_or("ERROR"), e.message.as_deref().unwrap_or_default()))
+                    .collect();
+                return Err(format!("{what} failed: {}", detail.join("; ")));
+            }
+            return Ok(());
+        }
+        if tokio::time::Instant::now() + delay > deadline {
+            return Err(format!("timed out after {} waiting for {what}", super::super::aws::api::human(timeout)));
+        }
+        tokio::select! {
+            _ = ctx.cancelled() => return Err(format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+        let project = gcp.project.clone();
+        current = if let Some(zone) = current.zone.clone() {
+            call(ctx, "reading an operation", || gcp.zone_ops.get().set_project(&project).set_zone(last(&zone)).set_operation(&name).send())
+                .await?
+        } else if let Some(region) = current.region.clone() {
+            call(ctx, "reading an operation", || {
+                gcp.region_ops.get().set_project(&project).set_region(last(&region)).set_operation(&name).send()
+            })
+            .await?
+        } else {
+            call(ctx, "reading an operation", || gcp.global_ops.get().set_project(&project).set_operation(&name).send()).await?
+        };
+    }
+}
+
+/// Ids the resources use on Google Cloud: `gcp/<zone or region>/<name>`.
+pub fn resource_id(location: &str, name: &str) -> String {
+    format!("gcp/{location}/{name}")
+}
+
+/// Splits `gcp/<location>/<name>`.
+pub fn parse_id(id: &str) -> Option<(&str, &str)> {
+    let rest = id.strip_prefix("gcp/")?;
+    let (location, name) = rest.split_once('/')?;
+    (!location.is_empty() && !name.is_empty() && !name.contains('/')).then_some((location, name))
+}
+
+/// The short name of a network or subnetwork given by name, partial URL or full self link.
+pub fn short_name(reference: &str) -> &str {
+    last(reference.trim_end_matches('/'))
+}
+
+/// Labels: GCP keys cannot hold `:`, so `hpc:cluster` is `hpc_cluster`.
+pub fn labels(tags: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    tags.iter().map(|(k, v)| (k.replace(':', "_"), v.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_normalise_to_the_same_name() {
+        for r in [
+            "host-vpc",
+            "projects/p/global/networks/host-vpc",
+            "https://www.googleapis.com/compute/v1/projects/p/global/networks/host-vpc",
+            "https://www.googleapis.com/compute/v1/projects/p/global/networks/host-vpc/",
+        ] {
+            assert_eq!(short_name(r), "host-vpc", "{r}");
+        }
+        assert_eq!(parse_id(&resource_id("us-central1-a", "train")), Some(("us-central1-a", "train")));
+        assert_eq!(parse_id("aws/us-east-1/x"), None);
+    }
+}
