@@ -4,6 +4,7 @@
 
 mod aws;
 mod cli;
+mod gcp;
 
 use cli::{Cli, Workdir, example_dirs};
 
@@ -30,7 +31,17 @@ for_both_clis!(
     checklist_warnings_reach_the_user,
     aws_cluster_lifecycle_on_the_emulator,
     aws_cloud_failures_reach_the_user_and_nothing_is_lost,
+    gcp_a3_mega_cluster_lifecycle,
+    gcp_a3_ultra_roce_layout,
 );
+
+fn gcp_a3_mega_cluster_lifecycle(cli: &Cli) {
+    gcp::a3_mega_cluster_lifecycle(cli);
+}
+
+fn gcp_a3_ultra_roce_layout(cli: &Cli) {
+    gcp::a3_ultra_roce_layout(cli);
+}
 
 fn aws_cluster_lifecycle_on_the_emulator(cli: &Cli) {
     aws::cluster_lifecycle_on_the_emulator(cli);

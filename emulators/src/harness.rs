@@ -67,3 +67,18 @@ pub fn admin_raw(endpoint: &str, method: &str, route: &str, body: Option<serde_j
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, payload.to_owned())
 }
+
+/// Starts the Google Cloud emulator (Compute and Managed Lustre) in this process, on its own runtime
+/// thread, and returns its endpoint. It lives as long as the process.
+pub fn start_gcp() -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+        rt.block_on(async move {
+            let running = crate::gcp::serve("127.0.0.1:0").await.expect("serve the GCP emulator");
+            tx.send(running.endpoint.clone()).expect("report the endpoint");
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().expect("the GCP emulator started")
+}

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
 use crate::catalog::Cloud;
-use crate::clouds::aws;
+use crate::clouds::{aws, gcp};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, ReadOutcome, Resource,
     Schema, Type, Value,
@@ -15,6 +15,9 @@ use crate::framework::{
 use crate::planner::{self, expansion_type, expansion_value, spec};
 
 pub struct GpuCluster;
+
+/// The clouds whose API clients build clusters in this release.
+const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
 
 const SHAPE: PlanShape = PlanShape {
     assigned: &["id"],
@@ -117,16 +120,27 @@ impl Resource for GpuCluster {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this cluster", common::LIVE, &req, diags, async |_, d| aws_apply(ctx, &req, d).await).await
+        common::apply_with("this cluster", LIVE, &req, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_apply(ctx, &req, d).await,
+            _ => aws_apply(ctx, &req, d).await,
+        })
+        .await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(common::LIVE, state, private, diags, async |_, d| aws_read(ctx, state, private, d).await).await
+        common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_read(ctx, state, private, d).await,
+            _ => aws_read(ctx, state, private, d).await,
+        })
+        .await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("cluster", "aws/us-east-1/train-nodes", common::LIVE, id, diags, async |_, d| aws_import(ctx, id, d).await)
-            .await
+        common::import_with("cluster", "aws/us-east-1/train-nodes", LIVE, id, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_import(ctx, id, d).await,
+            _ => aws_import(ctx, id, d).await,
+        })
+        .await
     }
 }
 
@@ -136,23 +150,30 @@ fn all_tags(ctx: &Context, name: &str, fabric: &str, own: &Value) -> BTreeMap<St
 
 /// A state brought to what exists: node count, names and GPUs as found; pieces that are gone dropped.
 fn refreshed(state: &Value, live: &aws::cluster::ClusterLive) -> Value {
+    let out = with_nodes(state, Cloud::Aws, "aws_instance", &live.node_names());
+    if live.template.is_some() {
+        return out;
+    }
+    let mut map = out.as_map().cloned().unwrap_or_default();
+    map.insert("expansion".into(), common::mark_missing(out.get("expansion"), |k| !k.starts_with("aws_launch_template")));
+    Value::Map(map)
+}
+
+/// A state brought to the nodes that exist: count, names and GPUs as found, in the expansion too.
+fn with_nodes(state: &Value, cloud: Cloud, instance_piece: &str, names: &[String]) -> Value {
     let name = state.get("name").as_str().unwrap_or_default();
-    let names = live.node_names();
     let per_node =
-        state.get("instance_type").as_str().and_then(|t| crate::catalog::find_sku(Cloud::Aws, t)).map_or(0, |s| i64::from(s.gpu_count));
+        state.get("instance_type").as_str().and_then(|t| crate::catalog::find_sku(cloud, t)).map_or(0, |s| i64::from(s.gpu_count));
     let mut out = state.as_map().cloned().unwrap_or_default();
     out.insert("node_count".into(), Value::int(names.len() as i64));
     out.insert("gpus_total".into(), Value::int(names.len() as i64 * per_node));
     out.insert("node_names".into(), Value::list(names.iter().map(|n| Value::from(n.as_str()))));
-    let mut expansion = common::patch_piece(
+    let expansion = common::patch_piece(
         state.get("expansion"),
-        "aws_instance",
+        instance_piece,
         Some(names.len() as i64),
-        &[("names", aws::cluster::names_setting(name, &names))],
+        &[("names", aws::cluster::names_setting(name, names))],
     );
-    if live.template.is_none() {
-        expansion = common::mark_missing(&expansion, |k| !k.starts_with("aws_launch_template"));
-    }
     out.insert("expansion".into(), expansion);
     Value::Map(out)
 }
@@ -240,6 +261,109 @@ async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     };
     let config = match found {
         Ok((config, _)) => config,
+        Err(e) => {
+            diags.error("Cannot import the cluster", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+fn gcp_labels(ctx: &Context, name: &str, fabric: &str, own: &Value) -> BTreeMap<String, String> {
+    gcp::api::labels(&common::defaults(ctx).tags(&common::string_map(own), &[("hpc:cluster", name), ("hpc:fabric", fabric)]))
+}
+
+async fn gcp_client(ctx: &Context, diags: &mut Diagnostics) -> Option<gcp::api::Gcp> {
+    match gcp::api::connect(ctx).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            diags.error("Google Cloud is not configured", e);
+            None
+        }
+    }
+}
+
+async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let Some(client) = gcp_client(ctx, diags).await else { return req.prior.clone() };
+    if req.planned.is_null() {
+        let name = req.prior.get("name").as_str().unwrap_or_default();
+        let zone = req.prior.get("fabric").get("zone").as_str().unwrap_or_default();
+        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
+        return match gcp::cluster::delete(ctx, &client, zone, name, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the cluster failed",
+                    format!("Cluster {name} in {zone}: {e}. What is left stays in state; run destroy again."),
+                );
+                match gcp::cluster::nodes(ctx, &client, zone, name).await {
+                    Ok(live) if live.is_empty() => Value::Null,
+                    Ok(live) => with_nodes(req.prior, Cloud::Gcp, "google_compute_instance", &gcp::cluster::node_names(name, &live)),
+                    Err(_) => req.prior.clone(),
+                }
+            }
+        };
+    }
+    let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
+    let creating = req.prior.is_null();
+    let zone = spec.fabric.zone.clone().unwrap_or_default();
+    let labels = gcp_labels(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"));
+    let options = gcp::cluster::Options {
+        labels: &labels,
+        timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
+    };
+    let learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &spec.name)))]);
+    let state = common::fill(req.planned, &learned);
+    match gcp::cluster::converge(ctx, &client, &spec, &options).await {
+        Ok(()) => state,
+        Err(e) => {
+            diags.error(
+                if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
+                format!("Cluster {} in {zone}: {e}. The nodes that exist are kept in state; apply again to finish, or destroy.", spec.name),
+            );
+            match gcp::cluster::nodes(ctx, &client, &zone, &spec.name).await {
+                Ok(live) => with_nodes(&state, Cloud::Gcp, "google_compute_instance", &gcp::cluster::node_names(&spec.name, &live)),
+                Err(_) => state,
+            }
+        }
+    }
+}
+
+async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let zone = state.get("fabric").get("zone").as_str().unwrap_or_default();
+    let name = state.get("name").as_str().unwrap_or_default();
+    let Some(client) = gcp_client(ctx, diags).await else { return ReadOutcome::Found { state: state.clone(), private: private.to_vec() } };
+    match gcp::cluster::nodes(ctx, &client, zone, name).await {
+        Ok(live) if live.is_empty() => ReadOutcome::Gone,
+        Ok(live) => ReadOutcome::Found {
+            state: with_nodes(state, Cloud::Gcp, "google_compute_instance", &gcp::cluster::node_names(name, &live)),
+            private: private.to_vec(),
+        },
+        Err(e) => {
+            diags.error("Reading the cluster failed", format!("Cluster {name} in {zone}: {e}."));
+            ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
+        }
+    }
+}
+
+async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((zone, name)) = gcp::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!("{id:?} is not a Google Cloud cluster id: give \"gcp/<zone>/<cluster name>\", e.g. \"gcp/us-central1-a/train\"."),
+        );
+        return None;
+    };
+    let client = gcp_client(ctx, diags).await?;
+    let defaults = gcp::api::labels(&common::defaults(ctx).default_tags);
+    let found = match gcp::cluster::nodes(ctx, &client, zone, name).await {
+        Ok(live) => gcp::cluster::imported_config(ctx, &client, zone, name, &live, &defaults).await,
+        Err(e) => Err(e),
+    };
+    let config = match found {
+        Ok(c) => c,
         Err(e) => {
             diags.error("Cannot import the cluster", format!("{id}: {e}."));
             return None;

@@ -6,6 +6,10 @@ terraform {
 }
 
 variable "endpoint" { type = string }
+variable "node_count" {
+  type    = number
+  default = 4
+}
 variable "instance_type" {
   type    = string
   default = "a3-megagpu-8g"
@@ -27,9 +31,18 @@ resource "hpc_gpu_fabric" "f" {
   instance_type = var.instance_type
 }
 
+resource "hpc_gpu_cluster" "c" {
+  name       = "acc"
+  fabric     = hpc_gpu_fabric.f
+  node_count = var.node_count
+  tags       = { team = "ml" }
+}
+
+output "node_names" { value = hpc_gpu_cluster.c.node_names }
 output "ids" {
   value = {
-    fabric = hpc_gpu_fabric.f.id
-    vpc    = hpc_gpu_fabric.f.vpc_id
+    fabric  = hpc_gpu_fabric.f.id
+    cluster = hpc_gpu_cluster.c.id
+    vpc     = hpc_gpu_fabric.f.vpc_id
   }
 }

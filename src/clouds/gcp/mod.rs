@@ -4,6 +4,7 @@
 //! with one NIC per GPU VPC; Google Cloud Managed Lustre with private service access.
 
 pub mod api;
+pub mod cluster;
 pub mod fabric;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,128 @@
+//! Google Cloud end to end on the project's emulator with the real CLIs: an A3 Mega cluster with its 8 GPU
+//! VPCs and compact placement, empty re-plan, scale in place, a node deleted outside and restored,
+//! import, refresh cost, destroy to an empty inventory; and the A3 Ultra RoCE layout.
+
+use hpc_emulators::harness::{admin, start_gcp};
+use serde_json::{Value, json};
+
+use crate::cli::{Cli, Run, Workdir};
+
+const BASE: &str = "https://www.googleapis.com/compute/v1/projects/ml-prod";
+
+fn apply(w: &Workdir) -> Run {
+    w.run(&["apply", "-no-color", "-input=false", "-auto-approve"])
+}
+
+fn plan(w: &Workdir, code: i32) -> Run {
+    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(code)
+}
+
+/// The cluster's instances as the Compute API lists them.
+fn instances(endpoint: &str) -> Vec<Value> {
+    let url = format!("{endpoint}/compute/v1/projects/ml-prod/zones/us-central1-a/instances");
+    let (host, path) = url.trim_start_matches("http://").split_once('/').unwrap();
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET /{path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer test\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let body: Value = serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let mut items = body["items"].as_array().cloned().unwrap_or_default();
+    items.sort_by_key(|i| i["name"].as_str().unwrap_or_default().to_owned());
+    items
+}
+
+fn state_values(w: &Workdir) -> serde_json::Map<String, Value> {
+    let out: Value = serde_json::from_str(&w.run(&["show", "-json"]).expect_code(0).stdout).unwrap();
+    out["values"]["root_module"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["address"].as_str().unwrap().to_owned(), r["values"].clone()))
+        .collect()
+}
+
+pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
+    let ep = start_gcp();
+    let w = Workdir::new(cli, "gcp_cluster").env("TF_VAR_endpoint", &ep);
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+
+    // Each node: the host NIC plus one gVNIC in each of the 8 GPU VPCs, the compact placement policy.
+    let nodes = instances(&ep);
+    assert_eq!(nodes.iter().map(|n| n["name"].as_str().unwrap()).collect::<Vec<_>>(), ["acc-0", "acc-1", "acc-2", "acc-3"]);
+    for n in &nodes {
+        let nics = n["networkInterfaces"].as_array().unwrap();
+        assert_eq!(nics.len(), 9, "{n}");
+        assert!(nics[0]["network"].as_str().unwrap().ends_with("/global/networks/accfab-vpc"), "{n}");
+        for (i, nic) in nics[1..].iter().enumerate() {
+            assert!(nic["network"].as_str().unwrap().ends_with(&format!("/global/networks/accfab-gpu-{i}")), "{nic}");
+            assert_eq!(nic["nicType"], "GVNIC");
+        }
+        assert_eq!(n["resourcePolicies"][0].as_str().unwrap().rsplit('/').next(), Some("accfab-placement"));
+        assert_eq!(n["scheduling"]["onHostMaintenance"], "TERMINATE");
+        assert_eq!(n["labels"]["team"], "ml");
+    }
+    let networks = admin(&ep, "GET", "inventory", None)["resources"]["compute"]["networks"].clone();
+    assert_eq!(networks.as_array().unwrap().len(), 9, "host VPC + 8 GPU VPCs: {networks}");
+
+    // Refresh: one list per kind, the same at 4 nodes as at 6.
+    admin(&ep, "DELETE", "counters", None);
+    plan(&w, 0);
+    let at_4 = admin(&ep, "GET", "counters", None);
+    assert_eq!(at_4["counters"]["compute:instances.list"], 1, "{at_4}");
+
+    w.write("terraform.tfvars", "node_count = 6\n");
+    let scale = plan(&w, 2).stdout;
+    assert!(scale.contains("node_count       = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
+    apply(&w).expect_code(0);
+    assert_eq!(instances(&ep).len(), 6);
+    admin(&ep, "DELETE", "counters", None);
+    plan(&w, 0);
+    assert_eq!(admin(&ep, "GET", "counters", None), at_4, "refresh calls grew with the node count");
+
+    // A node and a GPU VPC's firewall rule deleted outside: shown, then restored.
+    admin(&ep, "POST", "out-of-band", Some(json!({"action": "delete", "id": "projects/ml-prod/zones/us-central1-a/instances/acc-3"})));
+    admin(&ep, "POST", "out-of-band", Some(json!({"action": "delete", "id": format!("{BASE}/global/firewalls/accfab-gpu-5-internal")})));
+    let drift = plan(&w, 2).stdout;
+    assert!(drift.contains("node_count       = 5 -> 6") && drift.contains("+ \"acc-3\""), "{drift}");
+    assert!(drift.contains("count    = 7 -> 8"), "{drift}");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    assert_eq!(instances(&ep).len(), 6);
+
+    // Import gives back the created state.
+    let created = state_values(&w);
+    w.run(&["state", "rm", "hpc_gpu_fabric.f", "hpc_gpu_cluster.c"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "hpc_gpu_fabric.f", "gcp/us-central1-a/accfab"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "hpc_gpu_cluster.c", "gcp/us-central1-a/acc"]).expect_code(0);
+    assert_eq!(state_values(&w), created);
+
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let inv = admin(&ep, "GET", "inventory", None);
+    assert_eq!(inv["empty"], true, "{inv}");
+}
+
+pub fn a3_ultra_roce_layout(cli: &Cli) {
+    let ep = start_gcp();
+    let w = Workdir::new(cli, "gcp_cluster").env("TF_VAR_endpoint", &ep);
+    w.write("terraform.tfvars", "instance_type = \"a3-ultragpu-8g\"\nnode_count = 2\n");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    let inv = admin(&ep, "GET", "inventory", None);
+    let subnets: Vec<String> = serde_json::from_value(inv["resources"]["compute"]["subnetworks"].clone()).unwrap();
+    let rdma: Vec<&String> = subnets.iter().filter(|s| s.contains("/subnetworks/accfab-rdma-")).collect();
+    assert_eq!(rdma.len(), 8, "{subnets:?}");
+    for n in instances(&ep) {
+        let nics = n["networkInterfaces"].as_array().unwrap();
+        let types: Vec<&str> = nics.iter().map(|n| n["nicType"].as_str().unwrap()).collect();
+        assert_eq!(types, ["GVNIC", "GVNIC", "MRDMA", "MRDMA", "MRDMA", "MRDMA", "MRDMA", "MRDMA", "MRDMA", "MRDMA"], "{n}");
+        assert!(nics[1]["network"].as_str().unwrap().ends_with("/accfab-gvnic-1"));
+        for (i, nic) in nics[2..].iter().enumerate() {
+            assert!(nic["network"].as_str().unwrap().ends_with("/global/networks/accfab-rdma"), "{nic}");
+            assert!(nic["subnetwork"].as_str().unwrap().ends_with(&format!("/subnetworks/accfab-rdma-{i}")), "{nic}");
+        }
+    }
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    assert_eq!(admin(&ep, "GET", "inventory", None)["empty"], true);
+}

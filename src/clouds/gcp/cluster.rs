@@ -1,0 +1,270 @@
+//! `hpc_gpu_cluster` on Google Cloud: the nodes, created with one `instances.bulkInsert` per batch (exact
+//! names through perInstanceProperties, the compact placement policy, one NIC per GPU VPC with the right
+//! nic type, TERMINATE on host maintenance, reservation affinity / spot / DWS flex start), labelled
+//! `hpc_cluster` and `hpc_fabric` so a refresh is one filtered `instances.list` per zone.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use google_cloud_compute_v1::model;
+use serde_json::json;
+
+use super::api::{self, Gcp, call};
+use super::fabric;
+use crate::catalog::Fabric;
+use crate::framework::{Context, Value};
+use crate::planner::{CapacityType, ClusterSpec, Placement};
+
+/// Nodes per bulkInsert: all-or-nothing within a batch.
+pub const BATCH: usize = 100;
+/// The Deep Learning VM image family used when a cluster sets no image.
+pub const DEFAULT_IMAGE: &str = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570";
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    pub status: String,
+    pub instance: model::Instance,
+}
+
+/// The cluster's nodes: one filtered list (paginated) in the zone.
+pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str) -> Result<Vec<Node>, String> {
+    let filter = format!("labels.hpc_cluster = \"{cluster}\"");
+    let mut out = Vec::new();
+    let mut token = String::new();
+    loop {
+        let t = token.clone();
+        let page = call(ctx, "listing the cluster's nodes", || {
+            gcp.instances.list().set_project(&gcp.project).set_zone(zone).set_filter(&filter).set_page_token(&t).send()
+        })
+        .await?;
+        for i in page.items {
+            let status = i.status.as_ref().map(|s| s.name().unwrap_or_default().to_owned()).unwrap_or_default();
+            out.push(Node { name: i.name.clone().unwrap_or_default(), status, instance: i });
+        }
+        match page.next_page_token {
+            Some(next) if !next.is_empty() => token = next,
+            _ => break,
+        }
+    }
+    // Nodes on their way out are gone already.
+    out.retain(|n| !matches!(n.status.as_str(), "STOPPING" | "TERMINATED" | "SUSPENDING"));
+    Ok(out)
+}
+
+/// Node names in index order.
+pub fn node_names(cluster: &str, nodes: &[Node]) -> Vec<String> {
+    let mut names: Vec<(u32, String)> = nodes
+        .iter()
+        .map(|n| {
+            (
+                n.name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|i| i.parse().ok()).unwrap_or(u32::MAX),
+                n.name.clone(),
+            )
+        })
+        .collect();
+    names.sort();
+    names.into_iter().map(|(_, n)| n).collect()
+}
+
+/// The host network and subnetwork the fabric's nodes join (created by the fabric, or given to it).
+async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(String, String), String> {
+    let f = &spec.fabric;
+    let live = fabric::observe(ctx, gcp, &f.name, &f.region).await?;
+    let d = live.description().ok_or_else(|| format!("fabric {} has no pieces in {}: apply the fabric first", f.name, gcp.project))?;
+    let p = &gcp.project;
+    Ok(match (d.get("vpc"), d.get("subnet")) {
+        (Some(v), Some(s)) => (
+            format!("projects/{p}/global/networks/{}", api::short_name(v)),
+            format!("projects/{p}/regions/{}/subnetworks/{}", f.region, api::short_name(s)),
+        ),
+        _ => (
+            format!("projects/{p}/global/networks/{}-vpc", f.name),
+            format!("projects/{p}/regions/{}/subnetworks/{}-subnet", f.region, f.name),
+        ),
+    })
+}
+
+/// The instance properties every node shares.
+fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &BTreeMap<String, String>) -> serde_json::Value {
+    let f = &spec.fabric;
+    let p = &gcp.project;
+    let r = &f.region;
+    let net = |n: &str| format!("projects/{p}/global/networks/{n}");
+    let sub = |n: &str| format!("projects/{p}/regions/{r}/subnetworks/{n}");
+    let mut nics = vec![json!({"network": host.0, "subnetwork": host.1, "nicType": "GVNIC"})];
+    match f.sku.fabric {
+        Fabric::GpuDirectTcpx | Fabric::GpuDirectTcpxo => {
+            for i in 0..f.sku.rdma_interfaces.unwrap_or(0) {
+                let name = format!("{}-gpu-{i}", f.name);
+                nics.push(json!({"network": net(&name), "subnetwork": sub(&name), "nicType": "GVNIC"}));
+            }
+        }
+        Fabric::Roce => {
+            let gvnic = format!("{}-gvnic-1", f.name);
+            nics.push(json!({"network": net(&gvnic), "subnetwork": sub(&gvnic), "nicType": "GVNIC"}));
+            for i in 0..8 {
+                nics.push(json!({"network": net(&format!("{}-rdma", f.name)), "subnetwork": sub(&format!("{}-rdma-{i}", f.name)), "nicType": "MRDMA"}));
+            }
+        }
+        _ => {}
+    }
+    let mut scheduling = json!({"onHostMaintenance": "TERMINATE", "automaticRestart": false, "provisioningModel": "STANDARD"});
+    let mut affinity = json!({"consumeReservationType": "ANY_RESERVATION"});
+    match spec.capacity {
+        CapacityType::Spot => {
+            scheduling["provisioningModel"] = json!("SPOT");
+            scheduling["instanceTerminationAction"] = json!("DELETE");
+            affinity = json!({"consumeReservationType": "NO_RESERVATION"});
+        }
+        CapacityType::FlexStart => {
+            // DWS flex start: capacity for at most 7 days, then the VMs are deleted.
+            scheduling["provisioningModel"] = json!("FLEX_START");
+            scheduling["instanceTerminationAction"] = json!("DELETE");
+            scheduling["maxRunDuration"] = json!({"seconds": "604800"});
+            affinity = json!({"consumeReservationType": "NO_RESERVATION"});
+        }
+        CapacityType::Reservation => {
+            affinity = json!({"consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+                              "values": [spec.reservation_id.clone().unwrap_or_default()]});
+        }
+        _ => {}
+    }
+    let mut metadata = vec![
+        json!({"key": "hpc-workload", "value": spec.workload.as_str()}),
+        json!({"key": "hpc-image", "value": spec.image.clone().unwrap_or_else(|| "default".into())}),
+    ];
+    if let Some(u) = &spec.user_data {
+        metadata.push(json!({"key": "startup-script", "value": u}));
+    }
+    if let Some(k) = &spec.ssh_public_key {
+        metadata.push(json!({"key": "ssh-keys", "value": format!("hpc:{}", k.trim())}));
+    }
+    let mut props = json!({
+        "machineType": f.sku.name,
+        "labels": labels,
+        "scheduling": scheduling,
+        "reservationAffinity": affinity,
+        "networkInterfaces": nics,
+        "disks": [{"boot": true, "autoDelete": true, "initializeParams": {"sourceImage": spec.image.as_deref().unwrap_or(DEFAULT_IMAGE), "diskSizeGb": "500"}}],
+        "metadata": {"items": metadata},
+    });
+    if f.placement == Placement::Cluster {
+        props["resourcePolicies"] = json!([format!("projects/{p}/regions/{r}/resourcePolicies/{}-placement", f.name)]);
+    }
+    props
+}
+
+pub struct Options<'a> {
+    pub labels: &'a BTreeMap<String, String>,
+    pub timeout: Duration,
+}
+
+/// Creates the missing nodes (bulkInsert per batch with their exact names) and deletes those beyond
+/// `node_count`, waiting for both.
+pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<'_>) -> Result<(), String> {
+    let zone = spec.fabric.zone.clone().unwrap_or_default();
+    let live = nodes(ctx, gcp, &zone, &spec.name).await?;
+    let wanted = crate::planner::node_names(&spec.name, spec.node_count);
+    let missing: Vec<&String> = wanted.iter().filter(|w| !live.iter().any(|n| &n.name == *w)).collect();
+    if !missing.is_empty() {
+        let host = host_network(ctx, gcp, spec).await?;
+        let props: model::InstanceProperties =
+            serde_json::from_value(properties(gcp, spec, &host, o.labels)).map_err(|e| format!("building the instance properties: {e}"))?;
+        for batch in missing.chunks(BATCH) {
+            let per_instance: serde_json::Map<String, serde_json::Value> = batch.iter().map(|n| ((*n).clone(), json!({}))).collect();
+            let body: model::BulkInsertInstanceResource = serde_json::from_value(json!({
+                "count": batch.len().to_string(), "minCount": batch.len().to_string(), "perInstanceProperties": per_instance,
+            }))
+            .map_err(|e| format!("building the bulkInsert request: {e}"))?;
+            let body = body.set_instance_properties(props.clone());
+            let what = format!("creating {} x {} in {zone}", batch.len(), spec.fabric.sku.name);
+            let op =
+                call(ctx, &what, || gcp.instances.bulk_insert().set_project(&gcp.project).set_zone(&zone).set_body(body.clone()).send())
+                    .await?;
+            api::wait(ctx, gcp, op, &what, o.timeout).await?;
+        }
+    }
+    let extra: Vec<&Node> = live.iter().filter(|n| !wanted.contains(&n.name)).collect();
+    let deletes = extra.iter().map(|n| delete_node(ctx, gcp, &zone, &n.name, o.timeout));
+    futures::future::try_join_all(deletes).await?;
+    Ok(())
+}
+
+async fn delete_node(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
+    let what = format!("deleting node {name}");
+    match call(ctx, &what, || gcp.instances.delete().set_project(&gcp.project).set_zone(zone).set_instance(name).send()).await {
+        Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
+        Err(e) if e.not_found() => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Deletes every node of the cluster.
+pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, timeout: Duration) -> Result<(), String> {
+    let live = nodes(ctx, gcp, zone, cluster).await?;
+    futures::future::try_join_all(live.iter().map(|n| delete_node(ctx, gcp, zone, &n.name, timeout))).await?;
+    Ok(())
+}
+
+fn metadata(i: &model::Instance, key: &str) -> Option<String> {
+    i.metadata.as_ref()?.items.iter().find(|m| m.key.as_deref() == Some(key)).and_then(|m| m.value.clone())
+}
+
+/// The configuration an import rebuilds from the nodes (their labels, scheduling and metadata) and the
+/// fabric's description.
+pub async fn imported_config(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    cluster: &str,
+    live: &[Node],
+    defaults: &BTreeMap<String, String>,
+) -> Result<Value, String> {
+    let first =
+        live.first().ok_or_else(|| format!("no cluster named {cluster:?} in {zone}: no instances labelled hpc_cluster = {cluster}"))?;
+    let i = &first.instance;
+    let labels = i.labels.clone().into_iter().collect::<BTreeMap<String, String>>();
+    let fabric_name = labels.get("hpc_fabric").cloned().ok_or_else(|| format!("node {} has no hpc_fabric label", first.name))?;
+    let region = zone.rsplit_once('-').map_or(zone, |(r, _)| r);
+    let f = fabric::observe(ctx, gcp, &fabric_name, region).await?;
+    let d = f.description().ok_or_else(|| format!("the fabric {fabric_name} of cluster {cluster} no longer exists"))?;
+    let scheduling = i.scheduling.clone().unwrap_or_default();
+    let model_name = scheduling.provisioning_model.as_ref().and_then(|m| m.name().map(str::to_owned)).unwrap_or_default();
+    let affinity = i.reservation_affinity.clone().unwrap_or_default();
+    let affinity_type = affinity.consume_reservation_type.as_ref().and_then(|t| t.name().map(str::to_owned)).unwrap_or_default();
+    let (capacity, reservation) = match (model_name.as_str(), affinity_type.as_str()) {
+        ("SPOT", _) => ("spot", None),
+        ("FLEX_START", _) => ("flex-start", None),
+        (_, "SPECIFIC_RESERVATION") => ("reservation", affinity.values.first().cloned()),
+        _ => ("on-demand", None),
+    };
+    let image = metadata(i, "hpc-image").filter(|v| v != "default");
+    let ssh = metadata(i, "ssh-keys").map(|k| k.strip_prefix("hpc:").unwrap_or(&k).to_owned());
+    let user: BTreeMap<String, String> = labels
+        .iter()
+        .filter(|(k, v)| !k.starts_with("hpc_") && defaults.get(*k).map(|d| d.to_lowercase()) != Some((*v).clone()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let fabric_ref = Value::object([
+        ("id", Value::from(api::resource_id(zone, &fabric_name))),
+        ("cloud", Value::from("gcp")),
+        ("region", Value::from(region)),
+        ("zone", Value::from(zone)),
+        ("name", Value::from(fabric_name.as_str())),
+        ("instance_type", Value::from(d.get("instance_type").cloned())),
+        ("placement", Value::from(d.get("placement").cloned())),
+    ]);
+    Ok(Value::object([
+        ("name", Value::from(cluster)),
+        ("fabric", fabric_ref),
+        ("node_count", Value::int(live.len() as i64)),
+        ("capacity_type", Value::from(capacity)),
+        ("reservation_id", Value::from(reservation)),
+        ("image", Value::from(image)),
+        ("user_data", Value::from(metadata(i, "startup-script"))),
+        ("ssh_public_key", Value::from(ssh)),
+        ("workload", Value::from(metadata(i, "hpc-workload"))),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]))
+}
