@@ -1,6 +1,7 @@
 //! Google Cloud end to end on the project's emulator with the real CLIs: an A3 Mega cluster with its 8 GPU
 //! VPCs and compact placement, empty re-plan, scale in place, a node deleted outside and restored,
-//! import, refresh cost, destroy to an empty inventory; and the A3 Ultra RoCE layout.
+//! Managed Lustre behind private service access (grown in place), import, refresh cost, destroy to an
+//! empty inventory; and the A3 Ultra RoCE layout.
 
 use hpc_emulators::harness::{admin, start_gcp};
 use serde_json::{Value, json};
@@ -47,6 +48,13 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     let w = Workdir::new(cli, "gcp_cluster").env("TF_VAR_endpoint", &ep);
     apply(&w).expect_code(0);
     plan(&w, 0);
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    let mount = out["mount_command"]["value"].as_str().unwrap();
+    assert!(mount.contains("mount -t lustre 172.16.0.") && mount.ends_with("@tcp:/accfs /lustre"), "{mount}");
+    // Managed Lustre is reached through private service access on the host network.
+    let inv = admin(&ep, "GET", "inventory", None);
+    assert_eq!(inv["resources"]["compute"]["addresses"], json!(["projects/ml-prod/global/addresses/accfs-psa"]), "{inv}");
+    assert_eq!(inv["resources"]["servicenetworking"]["connections"], json!(["projects/ml-prod/global/networks/accfab-vpc"]), "{inv}");
 
     // Each node: the host NIC plus one gVNIC in each of the 8 GPU VPCs, the compact placement policy.
     let nodes = instances(&ep);
@@ -72,9 +80,10 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     let at_4 = admin(&ep, "GET", "counters", None);
     assert_eq!(at_4["counters"]["compute:instances.list"], 1, "{at_4}");
 
-    w.write("terraform.tfvars", "node_count = 6\n");
+    w.write("terraform.tfvars", "node_count = 6\ncapacity_gib = 54000\n");
     let scale = plan(&w, 2).stdout;
     assert!(scale.contains("node_count       = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
+    assert!(scale.contains("capacity_gib       = 36000 -> 54000"), "Lustre grows in place:\n{scale}");
     apply(&w).expect_code(0);
     assert_eq!(instances(&ep).len(), 6);
     admin(&ep, "DELETE", "counters", None);
@@ -84,7 +93,9 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     // A node and a GPU VPC's firewall rule deleted outside: shown, then restored.
     admin(&ep, "POST", "out-of-band", Some(json!({"action": "delete", "id": "projects/ml-prod/zones/us-central1-a/instances/acc-3"})));
     admin(&ep, "POST", "out-of-band", Some(json!({"action": "delete", "id": format!("{BASE}/global/firewalls/accfab-gpu-5-internal")})));
+    admin(&ep, "POST", "out-of-band", Some(json!({"action": "delete", "id": "projects/ml-prod/global/addresses/accfs-psa"})));
     let drift = plan(&w, 2).stdout;
+    assert!(drift.contains("deleted outside; the next apply recreates it"), "the reserved range: {drift}");
     assert!(drift.contains("node_count       = 5 -> 6") && drift.contains("+ \"acc-3\""), "{drift}");
     assert!(drift.contains("count    = 7 -> 8"), "{drift}");
     apply(&w).expect_code(0);
@@ -93,9 +104,10 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
 
     // Import gives back the created state.
     let created = state_values(&w);
-    w.run(&["state", "rm", "hpc_gpu_fabric.f", "hpc_gpu_cluster.c"]).expect_code(0);
+    w.run(&["state", "rm", "hpc_gpu_fabric.f", "hpc_gpu_cluster.c", "hpc_parallel_filesystem.fs"]).expect_code(0);
     w.run(&["import", "-no-color", "-input=false", "hpc_gpu_fabric.f", "gcp/us-central1-a/accfab"]).expect_code(0);
     w.run(&["import", "-no-color", "-input=false", "hpc_gpu_cluster.c", "gcp/us-central1-a/acc"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "hpc_parallel_filesystem.fs", "gcp/us-central1-a/accfs"]).expect_code(0);
     assert_eq!(state_values(&w), created);
 
     w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);

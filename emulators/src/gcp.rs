@@ -34,6 +34,8 @@ struct Stored {
 #[derive(Default)]
 struct Store {
     lustre: crate::gcp_lustre::Lustre,
+    /// Service networking (private service access) connections, by consumer network path.
+    connections: BTreeMap<String, Value>,
     /// Keyed by relative path, e.g. `projects/p/zones/z/instances/n`.
     resources: BTreeMap<String, Stored>,
     operations: BTreeMap<String, (Value, Instant)>,
@@ -102,6 +104,7 @@ fn kind_of(collection: &str) -> Option<&'static str> {
         "subnetworks" => "subnetworks",
         "firewalls" => "firewalls",
         "resourcePolicies" => "resourcePolicies",
+        "addresses" => "addresses",
         _ => return None,
     })
 }
@@ -215,6 +218,9 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
     if let Some(route) = path.strip_prefix("_admin/") {
         let (status, value) = gcp.admin.handle(method.as_str(), route, &body, gcp.as_ref());
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
+    }
+    if let Some(rest) = path.strip_prefix("v1/services/servicenetworking.googleapis.com/connections") {
+        return service_networking(&gcp, method.as_str(), rest, &uri, &body);
     }
     if path.starts_with("v1/") {
         let operation = match (method.as_str(), path.contains("/operations/"), path.matches('/').count()) {
@@ -386,6 +392,63 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
     }
 }
 
+/// Service Networking's connections (private service access for Managed Lustre): create, list by
+/// network, patch the reserved ranges, delete. Operations complete at once.
+fn service_networking(gcp: &Gcp, method: &str, rest: &str, uri: &Uri, body: &[u8]) -> Response {
+    let op = if method == "GET" { "connections.list" } else { "connections.write" };
+    if let Some(fault) = gcp.admin.on_request("servicenetworking", op) {
+        match fault.kind {
+            FaultKind::Latency => {}
+            FaultKind::Throttle => return error(429, "rateLimitExceeded", "Quota exceeded"),
+            _ => return error(503, "backendError", "Backend Error"),
+        }
+    }
+    let body: Value = serde_json::from_slice(body).unwrap_or(json!({}));
+    let query: BTreeMap<String, String> = uri.query().map(parse_query).unwrap_or_default();
+    let mut store = gcp.store.lock().unwrap();
+    let done =
+        |response: Value| ok(json!({"name": format!("operations/pssn.{}", store_len(&response)), "done": true, "response": response}));
+    match (method, rest) {
+        ("POST", "") => {
+            let Some(network) = body["network"].as_str().map(str::to_owned) else { return error(400, "invalid", "network is required") };
+            if store.connections.contains_key(&network) {
+                return error(409, "alreadyExists", &format!("a connection for {network} exists; patch its reserved ranges"));
+            }
+            let connection = json!({"network": network, "reservedPeeringRanges": body["reservedPeeringRanges"], "service": "services/servicenetworking.googleapis.com", "peering": "servicenetworking-googleapis-com"});
+            store.connections.insert(network, connection.clone());
+            done(connection)
+        }
+        ("GET", "") => {
+            let network = query.get("network").cloned().unwrap_or_default();
+            let found: Vec<Value> = store.connections.get(&network).cloned().into_iter().collect();
+            ok(json!({"connections": found}))
+        }
+        ("PATCH", "/-") => {
+            let Some(network) = body["network"].as_str().map(str::to_owned) else { return error(400, "invalid", "network is required") };
+            match store.connections.get_mut(&network) {
+                Some(c) => {
+                    c["reservedPeeringRanges"] = body["reservedPeeringRanges"].clone();
+                    let c = c.clone();
+                    done(c)
+                }
+                None => error(404, "notFound", &format!("no connection for {network}")),
+            }
+        }
+        ("POST", "/servicenetworking-googleapis-com:deleteConnection") => {
+            let network = body["consumerNetwork"].as_str().unwrap_or_default().to_owned();
+            match store.connections.remove(&network) {
+                Some(_) => done(json!({})),
+                None => error(404, "notFound", &format!("no connection for {network}")),
+            }
+        }
+        _ => error(404, "notFound", &format!("no route {method} connections{rest}")),
+    }
+}
+
+fn store_len(v: &Value) -> usize {
+    v.to_string().len()
+}
+
 fn parse_query(q: &str) -> BTreeMap<String, String> {
     q.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_owned(), v.replace("%2C", ",").replace("%2F", "/"))).collect()
 }
@@ -398,13 +461,18 @@ impl Emulated for Gcp {
     fn inventory(&self) -> Value {
         let store = self.store.lock().unwrap();
         let mut compute: BTreeMap<&str, Vec<String>> =
-            ["instances", "networks", "subnetworks", "firewalls", "resourcePolicies"].into_iter().map(|k| (k, Vec::new())).collect();
+            ["instances", "networks", "subnetworks", "firewalls", "resourcePolicies", "addresses"]
+                .into_iter()
+                .map(|k| (k, Vec::new()))
+                .collect();
         for (path, stored) in &store.resources {
             compute.entry(stored.kind).or_default().push(path.clone());
         }
         let lustre: Vec<&String> = store.lustre.instances.keys().collect();
-        let empty = store.resources.is_empty() && lustre.is_empty();
-        json!({"cloud": "gcp", "empty": empty, "resources": {"compute": compute, "lustre": {"instances": lustre}}})
+        let connections: Vec<&String> = store.connections.keys().collect();
+        let empty = store.resources.is_empty() && lustre.is_empty() && connections.is_empty();
+        json!({"cloud": "gcp", "empty": empty, "resources": {"compute": compute, "lustre": {"instances": lustre},
+               "servicenetworking": {"connections": connections}}})
     }
 
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {

@@ -102,6 +102,7 @@ impl Lustre {
                     if done && let Some(target) = op["metadata"]["target"].as_str().map(str::to_owned) {
                         // The response is the instance as it is once the operation is done.
                         if op["_response"].is_object()
+                            && op["_response"].get("@type").is_none()
                             && let Some(now) = self.view(&target)
                         {
                             let mut r = now;
@@ -176,9 +177,29 @@ impl Lustre {
                     }
                     value["capacityGib"] = json!(update.capacity_gib.to_string());
                 }
+                if mask.split(',').any(|f| f == "labels") {
+                    value["labels"] = json!(update.labels);
+                }
                 value["state"] = json!("UPDATING");
                 self.instances.insert(rest.to_owned(), Stored { value, changed: Instant::now() });
                 self.operation(&parent, rest, "update", Some(json!({}))).pipe_ok()
+            }
+            ("POST", "instances", Some(verb)) if verb.ends_with(":importData") => {
+                // Importing from Cloud Storage: accepted for a gs:// source on an existing instance.
+                let target = rest.trim_end_matches(":importData").to_owned();
+                if self.view(&target).is_none() {
+                    return Some(error(404, "NOT_FOUND", &format!("Resource '{target}' was not found")));
+                }
+                let request: Value = serde_json::from_slice(body).unwrap_or(json!({}));
+                let uri = request["gcsPath"]["uri"].as_str().unwrap_or_default();
+                if !uri.starts_with("gs://") {
+                    return Some(error(400, "INVALID_ARGUMENT", "gcs_path.uri must be a gs:// URI"));
+                }
+                if let Some(stored) = self.instances.get_mut(&target) {
+                    stored.value["_imported_from"] = json!(uri);
+                }
+                let response = json!({"@type": "type.googleapis.com/google.cloud.lustre.v1.ImportDataResponse"});
+                self.operation(&parent, &target, "importData", Some(response)).pipe_ok()
             }
             ("DELETE", "instances", Some(_)) => {
                 if self.instances.remove(rest).is_none() {

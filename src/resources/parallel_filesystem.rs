@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, cluster_ref_type, fabric_ref_type};
 use crate::catalog::Cloud;
-use crate::clouds::aws;
+use crate::clouds::{aws, gcp};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
     ReadOutcome, Resource, Schema, Type, Value,
@@ -15,6 +15,9 @@ use crate::framework::{
 use crate::planner::{self, expansion_type, expansion_value, spec};
 
 pub struct ParallelFilesystem;
+
+/// The clouds whose API clients build filesystems in this release.
+const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
 
 const SHAPE: PlanShape =
     PlanShape { assigned: &["id", "mount_target", "mount_command"], replace: &["name", "fabric", "filesystem_name", "maintenance_window"] };
@@ -128,16 +131,25 @@ impl Resource for ParallelFilesystem {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this filesystem", common::LIVE, &req, diags, async |_, d| aws_apply(ctx, &req, d).await).await
+        common::apply_with("this filesystem", LIVE, &req, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_apply(ctx, &req, d).await,
+            _ => aws_apply(ctx, &req, d).await,
+        })
+        .await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(common::LIVE, state, private, diags, async |_, d| aws_read(ctx, state, private, d).await).await
+        common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_read(ctx, state, private, d).await,
+            _ => aws_read(ctx, state, private, d).await,
+        })
+        .await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", common::LIVE, id, diags, async |_, d| {
-            aws_import(ctx, id, d).await
+        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", LIVE, id, diags, async |cloud, d| match cloud {
+            Cloud::Gcp => gcp_import(ctx, id, d).await,
+            _ => aws_import(ctx, id, d).await,
         })
         .await
     }
@@ -298,6 +310,180 @@ async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         ("id".to_owned(), Value::from(aws::api::resource_id(region, live.id()))),
         ("filesystem_name".to_owned(), Value::from(live.mount_name())),
         ("mount_target".to_owned(), Value::from(live.dns())),
+        ("mount_command".to_owned(), Value::from(live.mount_command())),
+    ]);
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+fn gcp_labels(ctx: &Context, v: &Value) -> BTreeMap<String, String> {
+    gcp::api::labels(&all_tags(ctx, v))
+}
+
+/// A GCP state brought to what exists.
+fn gcp_refreshed(state: &Value, live: &gcp::filesystem::FsLive) -> Value {
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    let (capacity, tier) = (live.instance.capacity_gib, live.instance.per_unit_storage_throughput);
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("mount_target".into(), Value::from(live.mount_point()));
+    out.insert("mount_command".into(), Value::from(live.mount_command()));
+    let mut expansion = common::patch_piece(
+        state.get("expansion"),
+        "google_lustre_instance",
+        None,
+        &[("capacity_gib", capacity.to_string()), ("per_unit_storage_throughput", tier.to_string())],
+    );
+    expansion = common::mark_missing(&expansion, |k| match k {
+        "google_compute_global_address" => live.address,
+        "google_service_networking_connection" => live.peered,
+        _ => true,
+    });
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+async fn gcp_client(ctx: &Context, diags: &mut Diagnostics) -> Option<gcp::api::Gcp> {
+    match gcp::api::connect(ctx).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            diags.error("Google Cloud is not configured", e);
+            None
+        }
+    }
+}
+
+async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let target = if req.planned.is_null() { req.prior } else { req.planned };
+    let zone = target.get("fabric").get("zone").as_str().unwrap_or_default().to_owned();
+    let name = target.get("name").as_str().unwrap_or_default().to_owned();
+    let Some(client) = gcp_client(ctx, diags).await else { return req.prior.clone() };
+    if req.planned.is_null() {
+        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        return match gcp::filesystem::delete(ctx, &client, &zone, &name, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the filesystem failed",
+                    format!("Filesystem {name} in {zone}: {e}. It stays in state; run destroy again."),
+                );
+                req.prior.clone()
+            }
+        };
+    }
+    let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
+    let creating = req.prior.is_null();
+    let labels = gcp_labels(ctx, req.config);
+    let options = gcp::filesystem::Options {
+        labels: &labels,
+        timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60)),
+    };
+    let learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &name)))]);
+    let state = common::fill(req.planned, &learned);
+    match gcp::filesystem::converge(ctx, &client, &spec, &options).await {
+        Ok(live) => {
+            let learned = BTreeMap::from([
+                ("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &name))),
+                ("mount_target".to_owned(), Value::from(live.mount_point())),
+                ("mount_command".to_owned(), Value::from(live.mount_command())),
+            ]);
+            common::fill(req.planned, &learned)
+        }
+        Err(e) => {
+            diags.error(
+                if creating { "Creating the filesystem failed" } else { "Updating the filesystem failed" },
+                format!("Filesystem {name} in {zone}: {e}."),
+            );
+            match gcp::filesystem::observe(ctx, &client, &zone, &name, None).await {
+                Ok(Some(live)) => gcp_refreshed(&state, &live),
+                // Nothing was created: a failed create leaves no state; a failed update keeps the old one.
+                _ if creating => Value::Null,
+                _ => req.prior.clone(),
+            }
+        }
+    }
+}
+
+async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let zone = state.get("fabric").get("zone").as_str().unwrap_or_default();
+    let name = state.get("name").as_str().unwrap_or_default();
+    let Some(client) = gcp_client(ctx, diags).await else { return ReadOutcome::Found { state: state.clone(), private: private.to_vec() } };
+    match gcp::filesystem::observe(ctx, &client, zone, name, None).await {
+        Ok(None) => ReadOutcome::Gone,
+        Ok(Some(live)) => ReadOutcome::Found { state: gcp_refreshed(state, &live), private: private.to_vec() },
+        Err(e) => {
+            diags.error("Reading the filesystem failed", format!("Filesystem {name} in {zone}: {e}."));
+            ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
+        }
+    }
+}
+
+async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((zone, name)) = gcp::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!("{id:?} is not a Google Cloud filesystem id: give \"gcp/<zone>/<name>\", e.g. \"gcp/us-central1-a/scratch\"."),
+        );
+        return None;
+    };
+    let client = gcp_client(ctx, diags).await?;
+    let fail = |diags: &mut Diagnostics, e: String| {
+        diags.error("Cannot import the filesystem", format!("{id}: {e}."));
+        None
+    };
+    let live = match gcp::filesystem::observe(ctx, &client, zone, name, None).await {
+        Ok(Some(live)) => live,
+        Ok(None) => return fail(diags, format!("no Managed Lustre instance {name} in {zone}")),
+        Err(e) => return fail(diags, e),
+    };
+    let region = zone.rsplit_once('-').map_or(zone, |(r, _)| r);
+    let described = gcp::fabric::parse_description(&live.instance.description).unwrap_or_default();
+    let Some(fabric_name) = described.get("fabric").cloned() else {
+        return fail(diags, "the instance's description does not name its fabric (it was not made by this provider)".into());
+    };
+    let fabric = match gcp::fabric::observe(ctx, &client, &fabric_name, region).await {
+        Ok(f) => f,
+        Err(e) => return fail(diags, e),
+    };
+    let d = fabric.description().unwrap_or_default();
+    let fabric_ref = Value::object([
+        ("id", Value::from(gcp::api::resource_id(zone, &fabric_name))),
+        ("cloud", Value::from("gcp")),
+        ("region", Value::from(region)),
+        ("zone", Value::from(zone)),
+        ("name", Value::from(fabric_name.as_str())),
+        ("instance_type", Value::from(d.get("instance_type").cloned())),
+        ("placement", Value::from(d.get("placement").cloned())),
+    ]);
+    let defaults = gcp::api::labels(&common::defaults(ctx).default_tags);
+    let mut config = gcp::filesystem::imported_config(zone, &live, fabric_ref, &defaults);
+    if let Some(cluster) = live.instance.labels.get("hpc_cluster") {
+        let nodes = match gcp::cluster::nodes(ctx, &client, zone, cluster).await {
+            Ok(n) => n,
+            Err(e) => return fail(diags, e),
+        };
+        let per_node = d.get("instance_type").and_then(|t| crate::catalog::find_sku(Cloud::Gcp, t)).map_or(0, |s| i64::from(s.gpu_count));
+        let workload = nodes
+            .first()
+            .and_then(|n| n.instance.metadata.as_ref())
+            .and_then(|m| m.items.iter().find(|i| i.key.as_deref() == Some("hpc-workload")).and_then(|i| i.value.clone()))
+            .unwrap_or_else(|| "pretraining".into());
+        if let Value::Map(m) = &mut config {
+            m.insert(
+                "cluster".into(),
+                Value::object([
+                    ("id", Value::from(gcp::api::resource_id(zone, cluster))),
+                    ("name", Value::from(cluster.as_str())),
+                    ("gpus_total", Value::int(nodes.len() as i64 * per_node)),
+                    ("workload", Value::from(workload)),
+                ]),
+            );
+        }
+    }
+    let derived = derive(ctx, &config, diags)?;
+    let assigned = BTreeMap::from([
+        ("id".to_owned(), Value::from(id)),
+        ("mount_target".to_owned(), Value::from(live.mount_point())),
         ("mount_command".to_owned(), Value::from(live.mount_command())),
     ]);
     Some(common::imported_state(&schema(), &config, &derived, &assigned))

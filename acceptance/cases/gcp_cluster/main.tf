@@ -10,6 +10,10 @@ variable "node_count" {
   type    = number
   default = 4
 }
+variable "capacity_gib" {
+  type    = number
+  default = 36000
+}
 variable "instance_type" {
   type    = string
   default = "a3-megagpu-8g"
@@ -38,11 +42,22 @@ resource "hpc_gpu_cluster" "c" {
   tags       = { team = "ml" }
 }
 
+resource "hpc_parallel_filesystem" "fs" {
+  name               = "accfs"
+  fabric             = hpc_gpu_fabric.f
+  cluster            = hpc_gpu_cluster.c
+  capacity_gib       = var.capacity_gib
+  throughput_per_tib = 500
+  data_repository    = "gs://acc-training-data/tokenized"
+}
+
 output "node_names" { value = hpc_gpu_cluster.c.node_names }
+output "mount_command" { value = hpc_parallel_filesystem.fs.mount_command }
 output "ids" {
   value = {
-    fabric  = hpc_gpu_fabric.f.id
-    cluster = hpc_gpu_cluster.c.id
-    vpc     = hpc_gpu_fabric.f.vpc_id
+    fabric     = hpc_gpu_fabric.f.id
+    cluster    = hpc_gpu_cluster.c.id
+    filesystem = hpc_parallel_filesystem.fs.id
+    vpc        = hpc_gpu_fabric.f.vpc_id
   }
 }

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use google_cloud_compute_v1::client::{
-    Firewalls, GlobalOperations, Instances, Networks, RegionOperations, ResourcePolicies, Subnetworks, ZoneOperations,
+    Firewalls, GlobalAddresses, GlobalOperations, Instances, Networks, RegionOperations, ResourcePolicies, Subnetworks, ZoneOperations,
 };
 use google_cloud_compute_v1::model::Operation;
 
@@ -24,6 +24,12 @@ pub struct Gcp {
     pub firewalls: Firewalls,
     pub policies: ResourcePolicies,
     pub instances: Instances,
+    pub addresses: GlobalAddresses,
+    pub lustre: google_cloud_lustre_v1::client::Lustre,
+    /// For the one API without a client crate (Service Networking).
+    pub http: reqwest::Client,
+    pub credentials: google_cloud_auth::credentials::Credentials,
+    pub endpoint: Option<String>,
     zone_ops: ZoneOperations,
     region_ops: RegionOperations,
     global_ops: GlobalOperations,
@@ -81,6 +87,11 @@ async fn build(settings: &CloudSettings) -> Result<Gcp, String> {
         firewalls: client!(Firewalls, settings, creds),
         policies: client!(ResourcePolicies, settings, creds),
         instances: client!(Instances, settings, creds),
+        addresses: client!(GlobalAddresses, settings, creds),
+        lustre: client!(google_cloud_lustre_v1::client::Lustre, settings, creds),
+        http: reqwest::Client::new(),
+        credentials: creds.clone(),
+        endpoint: settings.endpoint.clone(),
         zone_ops: client!(ZoneOperations, settings, creds),
         region_ops: client!(RegionOperations, settings, creds),
         global_ops: client!(GlobalOperations, settings, creds),

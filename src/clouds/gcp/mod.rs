@@ -6,6 +6,7 @@
 pub mod api;
 pub mod cluster;
 pub mod fabric;
+pub mod filesystem;
 
 use std::collections::BTreeMap;
 

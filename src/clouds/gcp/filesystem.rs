@@ -1,0 +1,308 @@
+//! `hpc_parallel_filesystem` on Google Cloud: Managed Lustre (google-cloud-lustre-v1) on the fabric's host
+//! network, reached through private service access: a reserved global address range (`<name>-psa`) and
+//! the network's Service Networking connection, which gets the range added (and removed on delete).
+//! Capacity grows in place; an optional Cloud Storage import runs once after creation.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use google_cloud_lustre_v1::model::{Instance, instance::State};
+use serde_json::{Value as Json, json};
+
+use super::api::{self, Gcp, call};
+use crate::framework::{Context, Value};
+use crate::planner::FilesystemSpec;
+
+/// What exists of a filesystem: the Lustre instance and its private-service-access pieces.
+#[derive(Clone, Debug)]
+pub struct FsLive {
+    pub instance: Instance,
+    pub address: bool,
+    pub peered: bool,
+}
+
+impl FsLive {
+    pub fn mount_point(&self) -> &str {
+        &self.instance.mount_point
+    }
+
+    /// A ready mount command (the Managed Lustre guide's form).
+    pub fn mount_command(&self) -> String {
+        format!("sudo mkdir -p /lustre && sudo mount -t lustre {} /lustre", self.mount_point())
+    }
+}
+
+pub fn instance_path(project: &str, zone: &str, name: &str) -> String {
+    format!("projects/{project}/locations/{zone}/instances/{name}")
+}
+
+fn psa_name(fs: &str) -> String {
+    format!("{fs}-psa")
+}
+
+/// The host network of the fabric, as `projects/<p>/global/networks/<name>`.
+pub async fn host_network(ctx: &Context, gcp: &Gcp, fabric: &str, region: &str) -> Result<String, String> {
+    let live = super::fabric::observe(ctx, gcp, fabric, region).await?;
+    let d = live.description().ok_or_else(|| format!("fabric {fabric} has no pieces in {}: apply the fabric first", gcp.project))?;
+    let name = match d.get("vpc") {
+        Some(v) => api::short_name(v).to_owned(),
+        None => format!("{fabric}-vpc"),
+    };
+    Ok(format!("projects/{}/global/networks/{name}", gcp.project))
+}
+
+// ------------------------------------------------------------------------------------ Service Networking
+
+const SERVICE_NETWORKING: &str = "https://servicenetworking.googleapis.com";
+
+async fn psa_request(gcp: &Gcp, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json, String> {
+    let base = gcp.endpoint.clone().unwrap_or_else(|| SERVICE_NETWORKING.to_owned());
+    let url = format!("{}/v1/{path}", base.trim_end_matches('/'));
+    let headers = match gcp.credentials.headers(http::Extensions::new()).await {
+        Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => data,
+        Ok(_) => http::HeaderMap::new(),
+        Err(e) => return Err(format!("getting Google credentials for Service Networking: {e}")),
+    };
+    let mut request = gcp.http.request(method, &url).headers(headers);
+    if let Some(b) = body {
+        request = request.header("content-type", "application/json").body(b.to_string());
+    }
+    let response = request.send().await.map_err(|e| format!("calling Service Networking: {e}"))?;
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    if !status.is_success() {
+        let message =
+            serde_json::from_str::<Json>(&text).ok().and_then(|j| j["error"]["message"].as_str().map(str::to_owned)).unwrap_or(text);
+        return Err(format!("Service Networking answered HTTP {}: {message}", status.as_u16()));
+    }
+    serde_json::from_str(&text).map_err(|e| format!("Service Networking's answer: {e}"))
+}
+
+/// The reserved ranges of the network's private-service-access connection, if it has one.
+async fn psa_ranges(gcp: &Gcp, network: &str) -> Result<Option<Vec<String>>, String> {
+    let out =
+        psa_request(gcp, reqwest::Method::GET, &format!("services/servicenetworking.googleapis.com/connections?network={network}"), None)
+            .await?;
+    Ok(out["connections"].as_array().and_then(|c| c.first()).map(|c| {
+        c["reservedPeeringRanges"].as_array().map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+    }))
+}
+
+/// Adds `range` to the network's connection (creating it if there is none).
+async fn psa_connect(gcp: &Gcp, network: &str, range: &str) -> Result<(), String> {
+    let path = "services/servicenetworking.googleapis.com/connections";
+    match psa_ranges(gcp, network).await? {
+        Some(ranges) if ranges.iter().any(|r| r == range) => Ok(()),
+        Some(mut ranges) => {
+            ranges.push(range.to_owned());
+            let body = json!({"network": network, "reservedPeeringRanges": ranges});
+            psa_request(gcp, reqwest::Method::PATCH, &format!("{path}/-?updateMask=reservedPeeringRanges&force=false"), Some(body))
+                .await
+                .map(|_| ())
+        }
+        None => psa_request(gcp, reqwest::Method::POST, path, Some(json!({"network": network, "reservedPeeringRanges": [range]})))
+            .await
+            .map(|_| ()),
+    }
+}
+
+/// Removes `range` from the network's connection, deleting the connection when it was the last one.
+async fn psa_disconnect(gcp: &Gcp, network: &str, range: &str) -> Result<(), String> {
+    let path = "services/servicenetworking.googleapis.com/connections";
+    let Some(ranges) = psa_ranges(gcp, network).await? else { return Ok(()) };
+    let rest: Vec<String> = ranges.into_iter().filter(|r| r != range).collect();
+    if rest.is_empty() {
+        let body = json!({"consumerNetwork": network});
+        psa_request(gcp, reqwest::Method::POST, &format!("{path}/servicenetworking-googleapis-com:deleteConnection"), Some(body))
+            .await
+            .map(|_| ())
+    } else {
+        let body = json!({"network": network, "reservedPeeringRanges": rest});
+        psa_request(gcp, reqwest::Method::PATCH, &format!("{path}/-?updateMask=reservedPeeringRanges&force=true"), Some(body))
+            .await
+            .map(|_| ())
+    }
+}
+
+// ----------------------------------------------------------------------------------------------- Lustre
+
+/// The filesystem's instance and PSA pieces, or None when the instance is gone.
+pub async fn observe(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, network: Option<&str>) -> Result<Option<FsLive>, String> {
+    let path = instance_path(&gcp.project, zone, name);
+    let instance =
+        match call(ctx, &format!("reading Managed Lustre instance {name}"), || gcp.lustre.get_instance().set_name(&path).send()).await {
+            Ok(i) => i,
+            Err(e) if e.not_found() => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+    if instance.state == State::Deleting {
+        return Ok(None);
+    }
+    let network = network.map(str::to_owned).unwrap_or_else(|| instance.network.clone());
+    let p = &gcp.project;
+    let psa = psa_name(name);
+    let address = match call(ctx, "reading the reserved range", || gcp.addresses.get().set_project(p).set_address(&psa).send()).await {
+        Ok(_) => true,
+        Err(e) if e.not_found() => false,
+        Err(e) => return Err(e.to_string()),
+    };
+    let peered = psa_ranges(gcp, &network).await?.is_some_and(|r| r.contains(&psa));
+    Ok(Some(FsLive { instance, address, peered }))
+}
+
+async fn wait_lro<T>(
+    ctx: &Context,
+    what: &str,
+    timeout: Duration,
+    poll: impl std::future::Future<Output = Result<T, api::GaxError>>,
+) -> Result<T, String> {
+    tokio::select! {
+        _ = ctx.cancelled() => Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
+        _ = tokio::time::sleep(timeout) => Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout))),
+        out = poll => out.map_err(|e| format!("{what}: {}", api::why(&e))),
+    }
+}
+
+pub struct Options<'a> {
+    pub labels: &'a BTreeMap<String, String>,
+    pub timeout: Duration,
+}
+
+/// Creates what is missing (range, connection, instance, then the Cloud Storage import), grows capacity
+/// and updates labels.
+pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Options<'_>) -> Result<FsLive, String> {
+    let f = &spec.fabric;
+    let zone = f.zone.clone().unwrap_or_default();
+    let network = host_network(ctx, gcp, &f.name, &f.region).await?;
+    let p = &gcp.project;
+    let psa = psa_name(&spec.name);
+    let live = observe(ctx, gcp, &zone, &spec.name, Some(&network)).await?;
+    let has_address = match &live {
+        Some(l) => l.address,
+        None => call(ctx, "reading the reserved range", || gcp.addresses.get().set_project(p).set_address(&psa).send()).await.is_ok(),
+    };
+    if !has_address {
+        let body: google_cloud_compute_v1::model::Address = serde_json::from_value(json!({
+            "name": psa, "purpose": "VPC_PEERING", "addressType": "INTERNAL", "prefixLength": 20, "network": network,
+            "description": format!("hpc-provider filesystem={} private service access for Managed Lustre", spec.name),
+        }))
+        .map_err(|e| e.to_string())?;
+        let what = format!("reserving range {psa}");
+        let op = call(ctx, &what, || gcp.addresses.insert().set_project(p).set_body(body.clone()).send()).await?;
+        api::wait(ctx, gcp, op, &what, o.timeout).await?;
+    }
+    if !live.as_ref().is_some_and(|l| l.peered) {
+        psa_connect(gcp, &network, &psa).await?;
+    }
+    let path = instance_path(p, &zone, &spec.name);
+    match &live {
+        None => {
+            let instance = Instance::new()
+                .set_filesystem(&spec.filesystem_name)
+                .set_capacity_gib(spec.capacity_gib as i64)
+                .set_per_unit_storage_throughput(i64::from(spec.throughput_per_tib))
+                .set_network(&network)
+                .set_labels(o.labels.clone())
+                .set_description(match &spec.data_repository {
+                    Some(uri) => format!("hpc-provider fabric={} import={uri}", f.name),
+                    None => format!("hpc-provider fabric={}", f.name),
+                });
+            let what = format!("creating Managed Lustre instance {} ({} GiB) in {zone}", spec.name, spec.capacity_gib);
+            let create = gcp
+                .lustre
+                .create_instance()
+                .set_parent(format!("projects/{p}/locations/{zone}"))
+                .set_instance_id(&spec.name)
+                .set_instance(instance)
+                .poller();
+            use google_cloud_lro::Poller;
+            wait_lro(ctx, &what, o.timeout, create.until_done()).await?;
+            if let Some(uri) = &spec.data_repository {
+                let what = format!("importing {uri} into {}", spec.name);
+                let request = gcp
+                    .lustre
+                    .import_data()
+                    .set_name(&path)
+                    .set_gcs_path(google_cloud_lustre_v1::model::GcsPath::new().set_uri(uri))
+                    .set_lustre_path(google_cloud_lustre_v1::model::LustrePath::new().set_path("/"))
+                    .poller();
+                wait_lro(ctx, &what, o.timeout, request.until_done()).await?;
+            }
+        }
+        Some(l) => {
+            let mut mask = Vec::new();
+            let mut update = l.instance.clone();
+            if l.instance.capacity_gib < spec.capacity_gib as i64 {
+                update = update.set_capacity_gib(spec.capacity_gib as i64);
+                mask.push("capacity_gib");
+            }
+            let have: BTreeMap<String, String> = l.instance.labels.clone().into_iter().collect();
+            if have != *o.labels {
+                update = update.set_labels(o.labels.clone());
+                mask.push("labels");
+            }
+            if !mask.is_empty() {
+                let what = format!("updating Managed Lustre instance {}", spec.name);
+                let request = gcp
+                    .lustre
+                    .update_instance()
+                    .set_instance(update)
+                    .set_update_mask(google_cloud_wkt::FieldMask::default().set_paths(mask))
+                    .poller();
+                use google_cloud_lro::Poller;
+                wait_lro(ctx, &what, o.timeout, request.until_done()).await?;
+            }
+        }
+    }
+    observe(ctx, gcp, &zone, &spec.name, Some(&network))
+        .await?
+        .ok_or_else(|| format!("Managed Lustre instance {path} vanished after it was created"))
+}
+
+/// Deletes the instance, then its range from the connection and the reserved range.
+pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
+    let p = &gcp.project;
+    let path = instance_path(p, zone, name);
+    let live = observe(ctx, gcp, zone, name, None).await?;
+    if let Some(l) = &live {
+        let what = format!("deleting Managed Lustre instance {name}");
+        let request = gcp.lustre.delete_instance().set_name(&path).poller();
+        use google_cloud_lro::Poller;
+        match wait_lro(ctx, &what, timeout, request.until_done()).await {
+            Ok(()) => {}
+            Err(e) if e.contains("HTTP 404") || e.contains("not found") => {}
+            Err(e) => return Err(e),
+        }
+        psa_disconnect(gcp, &l.instance.network, &psa_name(name)).await?;
+    }
+    let psa = psa_name(name);
+    let what = format!("releasing range {psa}");
+    match call(ctx, &what, || gcp.addresses.delete().set_project(p).set_address(&psa).send()).await {
+        Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
+        Err(e) if e.not_found() => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The configuration an import rebuilds from the instance.
+pub fn imported_config(zone: &str, live: &FsLive, fabric_ref: Value, defaults: &BTreeMap<String, String>) -> Value {
+    let i = &live.instance;
+    let name = i.name.rsplit('/').next().unwrap_or_default().to_owned();
+    let user: BTreeMap<String, String> = i
+        .labels
+        .iter()
+        .filter(|(k, v)| !k.starts_with("hpc_") && defaults.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let _ = zone;
+    let described = super::fabric::parse_description(&i.description).unwrap_or_default();
+    Value::object([
+        ("name", Value::from(name)),
+        ("fabric", fabric_ref),
+        ("data_repository", Value::from(described.get("import").cloned())),
+        ("capacity_gib", Value::int(i.capacity_gib)),
+        ("throughput_per_tib", Value::int(i.per_unit_storage_throughput)),
+        ("filesystem_name", Value::from(i.filesystem.as_str())),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ])
+}
