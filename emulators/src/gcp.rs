@@ -267,6 +267,7 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
     let operation = match (method.as_str(), tail.len(), tail.get(1).copied()) {
         (_, _, _) if collection == "operations" => "operations.get".to_string(),
         ("POST", 2, Some("bulkInsert")) => "instances.bulkInsert".to_string(),
+        ("POST", 3, _) if collection == "instances" && tail[2] == "setLabels" => "instances.setLabels".to_string(),
         ("POST", 1, _) => format!("{collection}.insert"),
         ("GET", 1, _) if segs[2] == "aggregated" => format!("{collection}.aggregatedList"),
         ("GET", 1, _) => format!("{collection}.list"),
@@ -348,6 +349,21 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
             }
             let target = format!("{scope}/instances");
             ok(Gcp::operation(&mut store, &scope, "bulkInsert", &target, None))
+        }
+        "setLabels" => {
+            let key = format!("{scope}/instances/{}", tail[1]);
+            let request: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+            let Some(stored) = store.resources.get_mut(&key) else {
+                return error(404, "notFound", &format!("The resource '{key}' was not found"));
+            };
+            let current = stored.value.get("labelFingerprint").cloned().unwrap_or(json!("42WmSpB8rSM="));
+            if request.get("labelFingerprint").is_some_and(|f| *f != current) {
+                return error(412, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed");
+            }
+            stored.value["labels"] = request.get("labels").cloned().unwrap_or(json!({}));
+            let n = stored.value.to_string().len();
+            stored.value["labelFingerprint"] = json!(format!("{:012x}", n));
+            ok(Gcp::operation(&mut store, &scope, "setLabels", &key, None))
         }
         "get" => {
             let key = format!("{scope}/{collection}/{}", tail[1]);

@@ -310,8 +310,10 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let creating = req.prior.is_null();
     let zone = spec.fabric.zone.clone().unwrap_or_default();
     let labels = gcp_labels(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"));
+    let relabel = !creating && gcp_labels(ctx, &spec.name, &spec.fabric.name, req.prior.get("tags")) != labels;
     let options = gcp::cluster::Options {
         labels: &labels,
+        relabel,
         timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
     };
     let learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &spec.name)))]);

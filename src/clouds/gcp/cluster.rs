@@ -157,6 +157,8 @@ fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &B
 
 pub struct Options<'a> {
     pub labels: &'a BTreeMap<String, String>,
+    /// Labels changed in the configuration: set them on the nodes that stay (one call per node).
+    pub relabel: bool,
     pub timeout: Duration,
 }
 
@@ -185,10 +187,27 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
             api::wait(ctx, gcp, op, &what, o.timeout).await?;
         }
     }
+    if o.relabel {
+        let relabels = live.iter().filter(|n| wanted.contains(&n.name)).map(|n| set_labels(ctx, gcp, &zone, n, o));
+        futures::future::try_join_all(relabels).await?;
+    }
     let extra: Vec<&Node> = live.iter().filter(|n| !wanted.contains(&n.name)).collect();
     let deletes = extra.iter().map(|n| delete_node(ctx, gcp, &zone, &n.name, o.timeout));
     futures::future::try_join_all(deletes).await?;
     Ok(())
+}
+
+async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Options<'_>) -> Result<(), String> {
+    let what = format!("labelling node {}", node.name);
+    let mut request = model::InstancesSetLabelsRequest::new().set_labels(o.labels.clone());
+    if let Some(f) = node.instance.label_fingerprint.clone() {
+        request = request.set_label_fingerprint(f);
+    }
+    let op = call(ctx, &what, || {
+        gcp.instances.set_labels().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).set_body(request.clone()).send()
+    })
+    .await?;
+    api::wait(ctx, gcp, op, &what, o.timeout).await
 }
 
 async fn delete_node(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {

@@ -1,0 +1,139 @@
+//! What a refresh of a cluster costs as it grows, on AWS (moto + our extension) and Google Cloud (our
+//! emulator): the provider's own ReadResource for the fabric, the cluster and the filesystem, counting the
+//! API requests the emulator served (its admin counters) and timing them. The bar: the same number of
+//! calls at 8 nodes as at 64. Needs the moto virtualenv (`HPC_MOTO_PYTHON`, which `./scripts/bench.sh`
+//! sets). Prints figures.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hpc_emulators::harness::{admin, start_aws, start_gcp};
+use hpc_provider::config::ProviderConfig;
+use hpc_provider::framework::codec::decode_json;
+use hpc_provider::framework::{ApplyRequest, Context, Diagnostics, PlanRequest, ReadOutcome, Resource, Value};
+use hpc_provider::resources::gpu_cluster::GpuCluster;
+use hpc_provider::resources::gpu_fabric::GpuFabric;
+use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+use tokio_util::sync::CancellationToken;
+
+fn value(resource: &dyn Resource, json: serde_json::Value) -> Value {
+    decode_json(json.to_string().as_bytes(), &resource.schema().value_type()).expect("valid configuration")
+}
+
+/// Plans and applies `config` over `prior`, as the CLI would; returns the new state.
+async fn apply(ctx: &Context, resource: &dyn Resource, prior: &Value, config: &Value) -> Value {
+    let mut diags = Diagnostics::new();
+    let planned = resource.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut diags).planned;
+    let out = resource.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut diags).await;
+    assert!(!diags.has_errors(), "{:?}", diags.iter().collect::<Vec<_>>());
+    out.new_state
+}
+
+async fn read(ctx: &Context, resource: &dyn Resource, state: &Value) {
+    let mut diags = Diagnostics::new();
+    match resource.read(ctx, state, &[], &mut diags).await {
+        ReadOutcome::Found { .. } => {}
+        ReadOutcome::Gone => panic!("{} vanished", resource.type_name()),
+    }
+    assert!(!diags.has_errors());
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    aws().await;
+    gcp().await;
+}
+
+/// Refreshes fabric, cluster and filesystem at 8 and at 64 nodes; prints the calls and time of each.
+async fn measure(ctx: &Context, ep: &str, fabric: &Value, filesystem: &Value, cluster_config: impl Fn(u32) -> Value) -> Value {
+    println!("{:>6} {:>7} {:>10}  calls by operation", "nodes", "calls", "time");
+    let mut cluster = Value::Null;
+    let mut totals = Vec::new();
+    for nodes in [8u32, 64] {
+        cluster = apply(ctx, &GpuCluster, &cluster, &cluster_config(nodes)).await;
+        admin(ep, "DELETE", "counters", None);
+        let started = Instant::now();
+        read(ctx, &GpuFabric, fabric).await;
+        read(ctx, &GpuCluster, &cluster).await;
+        read(ctx, &ParallelFilesystem, filesystem).await;
+        let took = started.elapsed();
+        let counters: BTreeMap<String, u64> = serde_json::from_value(admin(ep, "GET", "counters", None)["counters"].clone()).unwrap();
+        let total: u64 = counters.values().sum();
+        totals.push(total);
+        let detail: Vec<String> = counters.iter().map(|(op, n)| format!("{op}={n}")).collect();
+        println!("{nodes:>6} {total:>7} {:>8.1}ms  {}", took.as_secs_f64() * 1000.0, detail.join(" "));
+    }
+    println!("calls at 64 nodes / calls at 8 nodes: {:.2} (1.00 means O(1) in the node count)", totals[1] as f64 / totals[0] as f64);
+    cluster
+}
+
+async fn destroy(ctx: &Context, states: [(&dyn Resource, &Value); 3]) {
+    let mut diags = Diagnostics::new();
+    for (resource, state) in states {
+        resource.apply(ctx, ApplyRequest { prior: state, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut diags).await;
+    }
+    assert!(!diags.has_errors(), "{:?}", diags.iter().collect::<Vec<_>>());
+}
+
+async fn gcp() {
+    let ep = start_gcp();
+    let provider = serde_json::json!({"gcp": {"project": "bench", "endpoint": ep}});
+    let provider_value =
+        decode_json(provider.to_string().as_bytes(), &hpc_provider::config::schema().value_type()).expect("provider configuration");
+    let ctx = Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&provider_value, "bench"))));
+    let fabric_ref = serde_json::json!({"id": "gcp/us-central1-a/bench", "name": "bench", "cloud": "gcp", "region": "us-central1",
+        "zone": "us-central1-a", "instance_type": "a3-megagpu-8g", "placement": "cluster"});
+    let fabric = apply(
+        &ctx,
+        &GpuFabric,
+        &Value::Null,
+        &value(&GpuFabric, serde_json::json!({"name": "bench", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-megagpu-8g"})),
+    )
+    .await;
+    let fs_config = value(
+        &ParallelFilesystem,
+        serde_json::json!({"name": "benchfs", "fabric": fabric_ref, "capacity_gib": 36000, "throughput_per_tib": 500}),
+    );
+    let filesystem = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config).await;
+    println!();
+    println!("refresh of fabric + cluster + filesystem on the Google Cloud emulator (a3-megagpu-8g, 9 NICs per node, Managed Lustre)");
+    let cluster = measure(&ctx, &ep, &fabric, &filesystem, |n| {
+        value(&GpuCluster, serde_json::json!({"name": "bench", "fabric": fabric_ref, "node_count": n}))
+    })
+    .await;
+    destroy(&ctx, [(&ParallelFilesystem, &filesystem), (&GpuCluster, &cluster), (&GpuFabric, &fabric)]).await;
+    println!("destroyed; emulator inventory empty: {}", admin(&ep, "GET", "inventory", None)["empty"]);
+}
+
+async fn aws() {
+    let emulator = start_aws();
+    let ep = emulator.endpoint.clone();
+    let provider = serde_json::json!({"aws": {"region": "us-east-1", "endpoint": ep, "access_key": "bench", "secret_key": "bench"}});
+    let provider_value =
+        decode_json(provider.to_string().as_bytes(), &hpc_provider::config::schema().value_type()).expect("provider configuration");
+    let ctx = Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&provider_value, "bench"))));
+
+    let fabric_ref = serde_json::json!({"id": "aws/us-east-1/bench", "name": "bench", "cloud": "aws", "region": "us-east-1",
+        "zone": "us-east-1a", "instance_type": "p5.48xlarge", "placement": "cluster"});
+    let fabric = apply(
+        &ctx,
+        &GpuFabric,
+        &Value::Null,
+        &value(&GpuFabric, serde_json::json!({"name": "bench", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5.48xlarge"})),
+    )
+    .await;
+    let fs_config = value(
+        &ParallelFilesystem,
+        serde_json::json!({"name": "benchfs", "fabric": fabric_ref, "capacity_gib": 4800, "throughput_per_tib": 1000}),
+    );
+    let filesystem = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config).await;
+
+    println!("refresh of fabric + cluster + filesystem on the AWS emulator (p5.48xlarge, 32 EFA interfaces per node)");
+    let cluster = measure(&ctx, &ep, &fabric, &filesystem, |n| {
+        value(&GpuCluster, serde_json::json!({"name": "bench", "fabric": fabric_ref, "node_count": n, "image": "ami-12c6146b"}))
+    })
+    .await;
+    destroy(&ctx, [(&ParallelFilesystem, &filesystem), (&GpuCluster, &cluster), (&GpuFabric, &fabric)]).await;
+    println!("destroyed; emulator inventory empty: {}", admin(&ep, "GET", "inventory", None)["empty"]);
+}

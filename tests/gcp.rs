@@ -1,0 +1,159 @@
+//! The Google Cloud resources through the provider's own Resource implementations against the project's
+//! GCP emulator: an existing host network joined by self link and partial path (no false drift), capacity
+//! options on the nodes, capacity and rate-limit errors, import ids.
+
+use std::sync::Arc;
+
+use hpc_emulators::harness::{admin, start_gcp};
+use hpc_provider::config::ProviderConfig;
+use hpc_provider::framework::codec::decode_json;
+use hpc_provider::framework::{ApplyRequest, Context, Diagnostics, PlanRequest, Resource, Value};
+use hpc_provider::resources::gpu_cluster::GpuCluster;
+use hpc_provider::resources::gpu_fabric::GpuFabric;
+use serde_json::{Value as Json, json};
+use tokio_util::sync::CancellationToken;
+
+fn context(endpoint: &str) -> Context {
+    let provider = json!({"gcp": {"project": "ml-prod", "endpoint": endpoint}});
+    let config = decode_json(provider.to_string().as_bytes(), &hpc_provider::config::schema().value_type()).unwrap();
+    Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&config, "test"))))
+}
+
+fn value(resource: &dyn Resource, json: Json) -> Value {
+    decode_json(json.to_string().as_bytes(), &resource.schema().value_type()).unwrap()
+}
+
+/// Plans and applies as the CLI would: the planned value, the new state and the diagnostics.
+async fn apply(ctx: &Context, resource: &dyn Resource, prior: &Value, config: &Value) -> (Value, Value, Vec<String>) {
+    let mut diags = Diagnostics::new();
+    let planned = resource.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut diags).planned;
+    let out = resource.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut diags).await;
+    (planned, out.new_state, diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect())
+}
+
+/// A GET on the emulator's Compute API.
+fn get(endpoint: &str, path: &str) -> Json {
+    use std::io::{Read, Write};
+    let host = endpoint.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET /compute/v1/projects/ml-prod/{path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer t\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap()
+}
+
+fn post(endpoint: &str, path: &str, body: Json) {
+    use std::io::{Read, Write};
+    let host = endpoint.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    let body = body.to_string();
+    write!(
+        s,
+        "POST /compute/v1/projects/ml-prod/{path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.0 200"), "{out}");
+}
+
+const FABRIC_REF: fn() -> Json = || {
+    json!({"id": "gcp/us-central1-a/est", "name": "est", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+           "instance_type": "a3-highgpu-8g", "placement": "cluster"})
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_host_network_by_self_link_spot_nodes_and_a_capacity_error() {
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    // The estate's own network, made outside this provider.
+    post(&ep, "global/networks", json!({"name": "corp-vpc", "autoCreateSubnetworks": false, "mtu": 8896}));
+    post(
+        &ep,
+        "regions/us-central1/subnetworks",
+        json!({"name": "corp-gpu", "network": "projects/ml-prod/global/networks/corp-vpc", "ipCidrRange": "10.8.0.0/20", "region": "us-central1"}),
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    let self_link = "https://www.googleapis.com/compute/v1/projects/ml-prod/global/networks/corp-vpc";
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "est", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g",
+               "vpc_id": self_link, "subnet_id": "projects/ml-prod/regions/us-central1/subnetworks/corp-gpu", "max_distance": 2}),
+    );
+    let (_, fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    // The references stay exactly as written: the re-plan sees no change.
+    assert_eq!(fabric.get("vpc_id").as_str(), Some(self_link));
+    let mut d = Diagnostics::new();
+    let replan =
+        GpuFabric.plan(&ctx, PlanRequest { prior: &fabric, proposed: &fabric_config, config: &fabric_config, prior_private: &[] }, &mut d);
+    assert_eq!(replan.planned, fabric, "no false drift");
+    assert!(replan.requires_replace.is_empty());
+    // A3 High: 4 GPU VPCs; no host VPC of ours; the policy with its max distance.
+    let networks = get(&ep, "global/networks");
+    let names: Vec<&str> = networks["items"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["corp-vpc", "est-gpu-0", "est-gpu-1", "est-gpu-2", "est-gpu-3"]);
+    let policy = get(&ep, "regions/us-central1/resourcePolicies/est-placement");
+    assert_eq!(policy["groupPlacementPolicy"]["maxDistance"], 2);
+
+    // Spot nodes join the estate's network on nic0.
+    let config = value(
+        &GpuCluster,
+        json!({"name": "spot", "fabric": FABRIC_REF(), "node_count": 2, "capacity_type": "spot", "ssh_public_key": "ssh-ed25519 AAAA ml@x",
+               "user_data": "#!/bin/sh\necho hi\n", "tags": {"team": "ml"}}),
+    );
+    let (_, cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    let node = get(&ep, "zones/us-central1-a/instances/spot-0");
+    assert!(node["networkInterfaces"][0]["network"].as_str().unwrap().ends_with("/global/networks/corp-vpc"), "{node}");
+    assert_eq!(node["networkInterfaces"].as_array().unwrap().len(), 5);
+    assert_eq!(node["scheduling"]["provisioningModel"], "SPOT");
+    assert_eq!(node["scheduling"]["instanceTerminationAction"], "DELETE");
+    assert_eq!(node["reservationAffinity"]["consumeReservationType"], "NO_RESERVATION");
+    assert_eq!(node["labels"]["team"], "ml");
+    // Import gives back exactly the created state.
+    let mut d = Diagnostics::new();
+    let imported = GpuCluster.import(&ctx, "gcp/us-central1-a/spot", &mut d).await.unwrap();
+    let imported = match GpuCluster.read(&ctx, &imported, &[], &mut d).await {
+        hpc_provider::framework::ReadOutcome::Found { state, .. } => state,
+        _ => panic!("gone"),
+    };
+    assert_eq!(imported, cluster);
+    let imported_fabric = GpuFabric.import(&ctx, "gcp/us-central1-a/est", &mut d).await.unwrap();
+    assert_eq!(imported_fabric.get("vpc_id"), fabric.get("vpc_id"));
+
+    // No capacity in the zone: the diagnostic names the zone and the machine type, and nothing is lost.
+    admin(&ep, "POST", "faults", Some(json!({"service": "compute", "operation": "instances.bulkInsert", "kind": "capacity", "times": 1})));
+    let more = value(&GpuCluster, json!({"name": "more", "fabric": FABRIC_REF(), "node_count": 3}));
+    let (_, state, diags) = apply(&ctx, &GpuCluster, &Value::Null, &more).await;
+    let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
+    assert!(failure.contains("3 x a3-highgpu-8g in us-central1-a") && failure.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{failure}");
+    assert_eq!(state.get("node_count"), &Value::int(0));
+
+    // Rate limits are retried (403 rateLimitExceeded twice), then the list succeeds.
+    admin(&ep, "POST", "faults", Some(json!({"service": "compute", "operation": "instances.list", "kind": "throttle", "times": 2})));
+    let mut d = Diagnostics::new();
+    assert!(matches!(GpuCluster.read(&ctx, &cluster, &[], &mut d).await, hpc_provider::framework::ReadOutcome::Found { .. }));
+    assert!(!d.has_errors(), "{:?}", d.iter().collect::<Vec<_>>());
+
+    // A tag change reaches the nodes that exist (setLabels with their fingerprints).
+    let mut relabelled = config.as_map().unwrap().clone();
+    relabelled.insert("tags".into(), Value::Map([("team".to_owned(), Value::from("research"))].into()));
+    let (_, cluster, diags) = apply(&ctx, &GpuCluster, &cluster, &Value::Map(relabelled)).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    for n in ["spot-0", "spot-1"] {
+        assert_eq!(get(&ep, &format!("zones/us-central1-a/instances/{n}"))["labels"]["team"], "research");
+    }
+
+    // Teardown leaves the estate's network and nothing of ours.
+    let mut d = Diagnostics::new();
+    for (r, s) in [(&GpuCluster as &dyn Resource, &cluster), (&GpuFabric, &fabric)] {
+        let out = r.apply(&ctx, ApplyRequest { prior: s, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut d).await;
+        assert!(out.new_state.is_null(), "{:?}", d.iter().collect::<Vec<_>>());
+    }
+    let inv = admin(&ep, "GET", "inventory", None);
+    assert_eq!(inv["resources"]["compute"]["networks"], json!(["projects/ml-prod/global/networks/corp-vpc"]), "{inv}");
+    assert_eq!(inv["resources"]["compute"]["instances"], json!([]), "{inv}");
+}
