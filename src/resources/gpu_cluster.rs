@@ -275,18 +275,8 @@ fn gcp_labels(ctx: &Context, name: &str, fabric: &str, own: &Value) -> BTreeMap<
     gcp::api::labels(&common::defaults(ctx).tags(&common::string_map(own), &[("hpc:cluster", name), ("hpc:fabric", fabric)]))
 }
 
-async fn gcp_client(ctx: &Context, diags: &mut Diagnostics) -> Option<gcp::api::Gcp> {
-    match gcp::api::connect(ctx).await {
-        Ok(c) => Some(c),
-        Err(e) => {
-            diags.error("Google Cloud is not configured", e);
-            None
-        }
-    }
-}
-
 async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
-    let Some(client) = gcp_client(ctx, diags).await else { return req.prior.clone() };
+    let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     if req.planned.is_null() {
         let name = req.prior.get("name").as_str().unwrap_or_default();
         let zone = req.prior.get("fabric").get("zone").as_str().unwrap_or_default();
@@ -336,7 +326,9 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
 async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
     let zone = state.get("fabric").get("zone").as_str().unwrap_or_default();
     let name = state.get("name").as_str().unwrap_or_default();
-    let Some(client) = gcp_client(ctx, diags).await else { return ReadOutcome::Found { state: state.clone(), private: private.to_vec() } };
+    let Some(client) = gcp::api::connect_or_report(ctx, diags).await else {
+        return ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    };
     match gcp::cluster::nodes(ctx, &client, zone, name).await {
         Ok(live) if live.is_empty() => ReadOutcome::Gone,
         Ok(live) => ReadOutcome::Found {
@@ -358,7 +350,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         );
         return None;
     };
-    let client = gcp_client(ctx, diags).await?;
+    let client = gcp::api::connect_or_report(ctx, diags).await?;
     let defaults = gcp::api::labels(&common::defaults(ctx).default_tags);
     let found = match gcp::cluster::nodes(ctx, &client, zone, name).await {
         Ok(live) => gcp::cluster::imported_config(ctx, &client, zone, name, &live, &defaults).await,

@@ -253,13 +253,7 @@ fn gcp_region_of(zone: &str) -> &str {
 
 async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
     let timeout = std::time::Duration::from_secs(30 * 60);
-    let client = match gcp::api::connect(ctx).await {
-        Ok(c) => c,
-        Err(e) => {
-            diags.error("Google Cloud is not configured", e);
-            return req.prior.clone();
-        }
-    };
+    let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     if req.planned.is_null() {
         let Some(spec) = spec::parse_fabric(&config_of_state(req.prior), diags) else { return req.prior.clone() };
         return match gcp::fabric::delete(ctx, &client, &spec, timeout).await {
@@ -304,13 +298,7 @@ async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     let mut quiet = Diagnostics::new();
     let Some(spec) = spec::parse_fabric(&config_of_state(state), &mut quiet) else { return unchanged() };
-    let client = match gcp::api::connect(ctx).await {
-        Ok(c) => c,
-        Err(e) => {
-            diags.error("Google Cloud is not configured", e);
-            return unchanged();
-        }
-    };
+    let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return unchanged() };
     match gcp::fabric::observe(ctx, &client, &spec.name, &spec.region).await {
         Ok(live) if live.found.is_empty() => ReadOutcome::Gone,
         Ok(live) => {
@@ -334,13 +322,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         return None;
     };
     let region = gcp_region_of(zone);
-    let client = match gcp::api::connect(ctx).await {
-        Ok(c) => c,
-        Err(e) => {
-            diags.error("Google Cloud is not configured", e);
-            return None;
-        }
-    };
+    let client = gcp::api::connect_or_report(ctx, diags).await?;
     let found = match gcp::fabric::observe(ctx, &client, name, region).await {
         Ok(live) => gcp::fabric::imported_config(zone, name, region, &live).map(|c| (c, live)),
         Err(e) => Err(e),

@@ -343,21 +343,11 @@ fn gcp_refreshed(state: &Value, live: &gcp::filesystem::FsLive) -> Value {
     Value::Map(out)
 }
 
-async fn gcp_client(ctx: &Context, diags: &mut Diagnostics) -> Option<gcp::api::Gcp> {
-    match gcp::api::connect(ctx).await {
-        Ok(c) => Some(c),
-        Err(e) => {
-            diags.error("Google Cloud is not configured", e);
-            None
-        }
-    }
-}
-
 async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let zone = target.get("fabric").get("zone").as_str().unwrap_or_default().to_owned();
     let name = target.get("name").as_str().unwrap_or_default().to_owned();
-    let Some(client) = gcp_client(ctx, diags).await else { return req.prior.clone() };
+    let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     if req.planned.is_null() {
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
         return match gcp::filesystem::delete(ctx, &client, &zone, &name, timeout).await {
@@ -407,7 +397,9 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
 async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
     let zone = state.get("fabric").get("zone").as_str().unwrap_or_default();
     let name = state.get("name").as_str().unwrap_or_default();
-    let Some(client) = gcp_client(ctx, diags).await else { return ReadOutcome::Found { state: state.clone(), private: private.to_vec() } };
+    let Some(client) = gcp::api::connect_or_report(ctx, diags).await else {
+        return ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    };
     match gcp::filesystem::observe(ctx, &client, zone, name, None).await {
         Ok(None) => ReadOutcome::Gone,
         Ok(Some(live)) => ReadOutcome::Found { state: gcp_refreshed(state, &live), private: private.to_vec() },
@@ -426,7 +418,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         );
         return None;
     };
-    let client = gcp_client(ctx, diags).await?;
+    let client = gcp::api::connect_or_report(ctx, diags).await?;
     let fail = |diags: &mut Diagnostics, e: String| {
         diags.error("Cannot import the filesystem", format!("{id}: {e}."));
         None
@@ -446,15 +438,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         Err(e) => return fail(diags, e),
     };
     let d = fabric.description().unwrap_or_default();
-    let fabric_ref = Value::object([
-        ("id", Value::from(gcp::api::resource_id(zone, &fabric_name))),
-        ("cloud", Value::from("gcp")),
-        ("region", Value::from(region)),
-        ("zone", Value::from(zone)),
-        ("name", Value::from(fabric_name.as_str())),
-        ("instance_type", Value::from(d.get("instance_type").cloned())),
-        ("placement", Value::from(d.get("placement").cloned())),
-    ]);
+    let fabric_ref = gcp::fabric::fabric_ref(zone, region, &fabric_name, &d);
     let defaults = gcp::api::labels(&common::defaults(ctx).default_tags);
     let mut config = gcp::filesystem::imported_config(zone, &live, fabric_ref, &defaults);
     if let Some(cluster) = live.instance.labels.get("hpc_cluster") {
@@ -463,11 +447,8 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
             Err(e) => return fail(diags, e),
         };
         let per_node = d.get("instance_type").and_then(|t| crate::catalog::find_sku(Cloud::Gcp, t)).map_or(0, |s| i64::from(s.gpu_count));
-        let workload = nodes
-            .first()
-            .and_then(|n| n.instance.metadata.as_ref())
-            .and_then(|m| m.items.iter().find(|i| i.key.as_deref() == Some("hpc-workload")).and_then(|i| i.value.clone()))
-            .unwrap_or_else(|| "pretraining".into());
+        let workload =
+            nodes.first().and_then(|n| gcp::cluster::metadata(&n.instance, "hpc-workload")).unwrap_or_else(|| "pretraining".into());
         if let Value::Map(m) = &mut config {
             m.insert(
                 "cluster".into(),

@@ -50,6 +50,17 @@ pub async fn connect(ctx: &Context) -> Result<Gcp, String> {
     Ok(gcp)
 }
 
+/// [`connect`], with a failure reported as a diagnostic.
+pub async fn connect_or_report(ctx: &Context, diags: &mut crate::framework::Diagnostics) -> Option<Gcp> {
+    match connect(ctx).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            diags.error("Google Cloud is not configured", e);
+            None
+        }
+    }
+}
+
 fn credentials(settings: &CloudSettings) -> Result<google_cloud_auth::credentials::Credentials, String> {
     if let Some(key) = settings.settings.get("credentials") {
         let json: serde_json::Value =

@@ -226,7 +226,8 @@ pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, timeout
     Ok(())
 }
 
-fn metadata(i: &model::Instance, key: &str) -> Option<String> {
+/// A metadata value of a node.
+pub fn metadata(i: &model::Instance, key: &str) -> Option<String> {
     i.metadata.as_ref()?.items.iter().find(|m| m.key.as_deref() == Some(key)).and_then(|m| m.value.clone())
 }
 
@@ -265,15 +266,7 @@ pub async fn imported_config(
         .filter(|(k, v)| !k.starts_with("hpc_") && defaults.get(*k).map(|d| d.to_lowercase()) != Some((*v).clone()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let fabric_ref = Value::object([
-        ("id", Value::from(api::resource_id(zone, &fabric_name))),
-        ("cloud", Value::from("gcp")),
-        ("region", Value::from(region)),
-        ("zone", Value::from(zone)),
-        ("name", Value::from(fabric_name.as_str())),
-        ("instance_type", Value::from(d.get("instance_type").cloned())),
-        ("placement", Value::from(d.get("placement").cloned())),
-    ]);
+    let fabric_ref = fabric::fabric_ref(zone, region, &fabric_name, &d);
     Ok(Value::object([
         ("name", Value::from(cluster)),
         ("fabric", fabric_ref),

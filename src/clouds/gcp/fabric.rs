@@ -372,3 +372,16 @@ pub fn imported_config(zone: &str, name: &str, region: &str, live: &FabricLive) 
         ("max_distance", d.get("max_distance").and_then(|m| m.parse::<i64>().ok()).map_or(Value::Null, Value::int)),
     ]))
 }
+
+/// The `fabric = hpc_gpu_fabric.x` object of a cluster or filesystem, rebuilt from a fabric's description.
+pub fn fabric_ref(zone: &str, region: &str, name: &str, description: &BTreeMap<String, String>) -> Value {
+    Value::object([
+        ("id", Value::from(api::resource_id(zone, name))),
+        ("cloud", Value::from("gcp")),
+        ("region", Value::from(region)),
+        ("zone", Value::from(zone)),
+        ("name", Value::from(name)),
+        ("instance_type", Value::from(description.get("instance_type").cloned())),
+        ("placement", Value::from(description.get("placement").cloned())),
+    ])
+}
