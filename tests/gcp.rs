@@ -147,6 +147,24 @@ async fn an_existing_host_network_by_self_link_spot_nodes_and_a_capacity_error()
         assert_eq!(get(&ep, &format!("zones/us-central1-a/instances/{n}"))["labels"]["team"], "research");
     }
 
+    // A node stopped outside counts as missing; the repair starts it again under its own name.
+    let stopped = json!({"action": "stop_instance", "id": "projects/ml-prod/zones/us-central1-a/instances/spot-1"});
+    admin(&ep, "POST", "out-of-band", Some(stopped));
+    let mut d = Diagnostics::new();
+    let refreshed = match GpuCluster.read(&ctx, &cluster, &[], &mut d).await {
+        hpc_provider::framework::ReadOutcome::Found { state, .. } => state,
+        _ => panic!("gone"),
+    };
+    assert_eq!(refreshed.get("node_names"), &Value::list([Value::from("spot-0")]));
+    let current = value(
+        &GpuCluster,
+        json!({"name": "spot", "fabric": FABRIC_REF(), "node_count": 2, "capacity_type": "spot", "ssh_public_key": "ssh-ed25519 AAAA ml@x",
+               "user_data": "#!/bin/sh\necho hi\n", "tags": {"team": "research"}}),
+    );
+    let (_, cluster, diags) = apply(&ctx, &GpuCluster, &refreshed, &current).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    assert_eq!(get(&ep, "zones/us-central1-a/instances/spot-1")["status"], "RUNNING");
+
     // Teardown leaves the estate's network and nothing of ours.
     let mut d = Diagnostics::new();
     for (r, s) in [(&GpuCluster as &dyn Resource, &cluster), (&GpuFabric, &fabric)] {

@@ -268,6 +268,7 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
         (_, _, _) if collection == "operations" => "operations.get".to_string(),
         ("POST", 2, Some("bulkInsert")) => "instances.bulkInsert".to_string(),
         ("POST", 3, _) if collection == "instances" && tail[2] == "setLabels" => "instances.setLabels".to_string(),
+        ("POST", 3, _) if collection == "instances" && tail[2] == "start" => "instances.start".to_string(),
         ("POST", 1, _) => format!("{collection}.insert"),
         ("GET", 1, _) if segs[2] == "aggregated" => format!("{collection}.aggregatedList"),
         ("GET", 1, _) => format!("{collection}.list"),
@@ -349,6 +350,14 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
             }
             let target = format!("{scope}/instances");
             ok(Gcp::operation(&mut store, &scope, "bulkInsert", &target, None))
+        }
+        "start" => {
+            let key = format!("{scope}/instances/{}", tail[1]);
+            let Some(stored) = store.resources.get_mut(&key) else {
+                return error(404, "notFound", &format!("The resource '{key}' was not found"));
+            };
+            stored.value["status"] = json!("RUNNING");
+            ok(Gcp::operation(&mut store, &scope, "start", &key, None))
         }
         "setLabels" => {
             let key = format!("{scope}/instances/{}", tail[1]);

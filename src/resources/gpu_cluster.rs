@@ -316,7 +316,12 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
                 format!("Cluster {} in {zone}: {e}. The nodes that exist are kept in state; apply again to finish, or destroy.", spec.name),
             );
             match gcp::cluster::nodes(ctx, &client, &zone, &spec.name).await {
-                Ok(live) => with_nodes(&state, Cloud::Gcp, "google_compute_instance", &gcp::cluster::node_names(&spec.name, &live)),
+                Ok(live) => with_nodes(
+                    &state,
+                    Cloud::Gcp,
+                    "google_compute_instance",
+                    &gcp::cluster::node_names(&spec.name, &gcp::cluster::up(live)),
+                ),
                 Err(_) => state,
             }
         }
@@ -332,7 +337,8 @@ async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     match gcp::cluster::nodes(ctx, &client, zone, name).await {
         Ok(live) if live.is_empty() => ReadOutcome::Gone,
         Ok(live) => ReadOutcome::Found {
-            state: with_nodes(state, Cloud::Gcp, "google_compute_instance", &gcp::cluster::node_names(name, &live)),
+            // A stopped node is shown as missing; the repair starts it.
+            state: with_nodes(state, Cloud::Gcp, "google_compute_instance", &gcp::cluster::node_names(name, &gcp::cluster::up(live))),
             private: private.to_vec(),
         },
         Err(e) => {

@@ -47,9 +47,17 @@ pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str) -> Resul
             _ => break,
         }
     }
-    // Nodes on their way out are gone already.
-    out.retain(|n| !matches!(n.status.as_str(), "STOPPING" | "TERMINATED" | "SUSPENDING"));
     Ok(out)
+}
+
+/// Whether a node is up (or coming up): a stopped (TERMINATED), stopping or suspended VM trains nothing.
+pub fn is_up(node: &Node) -> bool {
+    !matches!(node.status.as_str(), "STOPPING" | "TERMINATED" | "SUSPENDING" | "SUSPENDED")
+}
+
+/// The nodes that are up, for a refresh: a stopped node counts as missing, and the next apply starts it.
+pub fn up(nodes: Vec<Node>) -> Vec<Node> {
+    nodes.into_iter().filter(is_up).collect()
 }
 
 /// Node names in index order.
@@ -169,6 +177,9 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
     let live = nodes(ctx, gcp, &zone, &spec.name).await?;
     let wanted = crate::planner::node_names(&spec.name, spec.node_count);
     let missing: Vec<&String> = wanted.iter().filter(|w| !live.iter().any(|n| &n.name == *w)).collect();
+    // Wanted nodes that exist but are stopped are started again, under their own names.
+    let stopped = live.iter().filter(|n| wanted.contains(&n.name) && !is_up(n)).map(|n| start_node(ctx, gcp, &zone, &n.name, o.timeout));
+    futures::future::try_join_all(stopped).await?;
     if !missing.is_empty() {
         let host = host_network(ctx, gcp, spec).await?;
         let props: model::InstanceProperties =
@@ -195,6 +206,12 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
     let deletes = extra.iter().map(|n| delete_node(ctx, gcp, &zone, &n.name, o.timeout));
     futures::future::try_join_all(deletes).await?;
     Ok(())
+}
+
+async fn start_node(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
+    let what = format!("starting node {name}");
+    let op = call(ctx, &what, || gcp.instances.start().set_project(&gcp.project).set_zone(zone).set_instance(name).send()).await?;
+    api::wait(ctx, gcp, op, &what, timeout).await
 }
 
 async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Options<'_>) -> Result<(), String> {
