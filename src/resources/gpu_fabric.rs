@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape};
 use crate::catalog::Cloud;
-use crate::clouds::{aws, gcp};
+use crate::clouds::{aws, azure, gcp};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource, Schema, Type,
     Value,
@@ -16,7 +16,7 @@ use crate::planner::{self, Network, expansion_type, expansion_value, spec};
 pub struct GpuFabric;
 
 /// The clouds whose API clients build fabrics in this release.
-const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
+const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp, Cloud::Azure];
 
 const SHAPE: PlanShape = PlanShape {
     assigned: &["id", "vpc_id", "subnet_id"],
@@ -103,6 +103,7 @@ impl Resource for GpuFabric {
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
         common::apply_with("this fabric", LIVE, &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
+            Cloud::Azure => azure_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
         })
         .await
@@ -111,6 +112,7 @@ impl Resource for GpuFabric {
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
         common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
+            Cloud::Azure => azure_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
         })
         .await
@@ -119,6 +121,7 @@ impl Resource for GpuFabric {
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
         common::import_with("fabric", "aws/us-east-1/train", LIVE, id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
+            Cloud::Azure => azure_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
         .await
@@ -342,6 +345,100 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         if let Some(link) = live.self_links.get(&(kind, piece)) {
             assigned.insert(attr.to_owned(), Value::from(link.as_str()));
         }
+    }
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let timeout = std::time::Duration::from_secs(30 * 60);
+    let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
+    if req.planned.is_null() {
+        let Some(spec) = spec::parse_fabric(&config_of_state(req.prior), diags) else { return req.prior.clone() };
+        return match azure::fabric::delete(ctx, &arm, &spec, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the fabric failed",
+                    format!("Fabric {} in {}: {e}. What is left stays in state; run destroy again.", spec.name, spec.region),
+                );
+                req.prior.clone()
+            }
+        };
+    }
+    let Some(spec) = spec::parse_fabric(req.config, diags) else { return req.prior.clone() };
+    let tags = common::defaults(ctx).tags(&common::string_map(req.config.get("tags")), &[("hpc:fabric", &spec.name)]);
+    let retag = req.prior.is_present() && req.prior.get("tags") != req.config.get("tags");
+    let group = azure::fabric::group_name(&spec.name, spec.resource_group.as_deref());
+    let ids = azure::fabric::ids(&arm, &spec);
+    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(azure::api::resource_id(&group, &spec.name)))]);
+    if let Network::Create { .. } = &spec.network {
+        learned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
+        learned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));
+    }
+    if let Err(e) = azure::fabric::converge(ctx, &arm, &spec, req.config.get("gpu").as_str(), &tags, retag, timeout).await {
+        diags.error(
+            if req.prior.is_null() { "Creating the fabric failed" } else { "Updating the fabric failed" },
+            format!(
+                "Fabric {} in {}: {e}. The pieces created so far are kept in state; apply again to finish, or destroy.",
+                spec.name, spec.region
+            ),
+        );
+    }
+    common::fill(req.planned, &learned)
+}
+
+async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    let mut quiet = Diagnostics::new();
+    let Some(spec) = spec::parse_fabric(&config_of_state(state), &mut quiet) else { return unchanged() };
+    let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return unchanged() };
+    let ids = azure::fabric::ids(&arm, &spec);
+    match azure::fabric::observe(ctx, &arm, &ids).await {
+        Ok(live) if live.is_empty() => ReadOutcome::Gone,
+        Ok(live) => {
+            let mut out = state.as_map().cloned().unwrap_or_default();
+            out.insert("expansion".into(), common::mark_missing(state.get("expansion"), azure::fabric::present(&live, &ids)));
+            ReadOutcome::Found { state: Value::Map(out), private: private.to_vec() }
+        }
+        Err(e) => {
+            diags.error("Reading the fabric failed", format!("Fabric {} in {}: {e}.", spec.name, spec.region));
+            unchanged()
+        }
+    }
+}
+
+async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((group, name)) = azure::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!("{id:?} is not an Azure fabric id: give \"azure/<resource group>/<fabric name>\", e.g. \"azure/train-rg/train\"."),
+        );
+        return None;
+    };
+    let arm = azure::api::connect_or_report(ctx, diags).await?;
+    let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{name}-nsg", arm.group_id(group));
+    let found = match arm.get(ctx, &nsg_id, azure::fabric::NETWORK_API).await {
+        Ok(Some(nsg)) => {
+            let ours = group == format!("{name}-rg");
+            azure::fabric::imported_config(group, name, &nsg, !ours, &common::defaults(ctx).default_tags)
+        }
+        Ok(None) => Err(format!("no fabric named {name:?} in resource group {group}: no security group {name}-nsg")),
+        Err(e) => Err(e),
+    };
+    let config = match found {
+        Ok(c) => c,
+        Err(e) => {
+            diags.error("Cannot import the fabric", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let spec = spec::parse_fabric(&config, diags)?;
+    let ids = azure::fabric::ids(&arm, &spec);
+    let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    if let Network::Create { .. } = &spec.network {
+        assigned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
+        assigned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));
     }
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

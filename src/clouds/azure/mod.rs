@@ -2,6 +2,9 @@
 //! placement group; InfiniBand VM scale sets of at most 100 VMs each (Uniform, single placement group,
 //! one fault domain, no overprovisioning); Azure Managed Lustre.
 
+pub mod api;
+pub mod fabric;
+
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, network_refs};

@@ -1,0 +1,295 @@
+//! Azure Resource Manager as the resources use it: azure_identity for credentials (service principal with
+//! a client secret, Azure CLI, managed identity), and a small ARM client of our own on reqwest with typed
+//! JSON for the few resource types (the official Rust crates have no resource-manager clients). It honours
+//! 429 Retry-After, retries 5xx, polls Azure-AsyncOperation / Location, and is cancelled by StopProvider.
+//! An emulator or private endpoint with its own CA is trusted through `HPC_AZURE_CA_FILE` (a PEM file).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use azure_core::credentials::TokenCredential;
+use serde_json::Value as Json;
+
+use crate::catalog::Cloud;
+use crate::config::{CloudSettings, ProviderConfig};
+use crate::framework::Context;
+
+const ARM: &str = "https://management.azure.com";
+const SCOPE: &str = "https://management.azure.com/.default";
+
+#[derive(Clone)]
+pub struct Arm {
+    pub subscription: String,
+    base: String,
+    http: reqwest::Client,
+    credential: Option<Arc<dyn TokenCredential>>,
+}
+
+impl std::fmt::Debug for Arm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Arm({})", self.base)
+    }
+}
+
+/// The ARM client for the provider's `azure` block, built once per process and configuration.
+pub async fn connect(ctx: &Context) -> Result<Arm, String> {
+    static CLIENTS: Mutex<BTreeMap<String, Arm>> = Mutex::new(BTreeMap::new());
+    let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Azure)).cloned().unwrap_or_default();
+    let key = format!("{:?}|{:?}", settings.endpoint, settings.settings);
+    if let Some(found) = CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(found.clone());
+    }
+    let arm = build(&settings)?;
+    CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, arm.clone());
+    Ok(arm)
+}
+
+/// [`connect`], with a failure reported as a diagnostic.
+pub async fn connect_or_report(ctx: &Context, diags: &mut crate::framework::Diagnostics) -> Option<Arm> {
+    match connect(ctx).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            diags.error("Azure is not configured", e);
+            None
+        }
+    }
+}
+
+fn build(settings: &CloudSettings) -> Result<Arm, String> {
+    let s = |k: &str| settings.settings.get(k).cloned();
+    let subscription = s("subscription_id").ok_or("set subscription_id in the provider's azure block")?;
+    let mut http = reqwest::Client::builder().timeout(Duration::from_secs(120));
+    if let Ok(path) = std::env::var("HPC_AZURE_CA_FILE") {
+        let pem = std::fs::read(&path).map_err(|e| format!("HPC_AZURE_CA_FILE={path}: {e}"))?;
+        let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| format!("HPC_AZURE_CA_FILE={path} is not a PEM certificate: {e}"))?;
+        http = http.add_root_certificate(cert);
+    }
+    let http = http.build().map_err(|e| format!("building the HTTPS client: {e}"))?;
+    let credential: Option<Arc<dyn TokenCredential>> =
+        if let (Some(tenant), Some(client), Some(secret)) = (s("tenant_id"), s("client_id"), s("client_secret")) {
+            Some(
+                azure_identity::ClientSecretCredential::new(&tenant, client, secret.into(), None)
+                    .map_err(|e| format!("the azure block's service principal cannot be used: {e}"))?,
+            )
+        } else if s("use_msi").as_deref() == Some("true") {
+            Some(azure_identity::ManagedIdentityCredential::new(None).map_err(|e| format!("managed identity: {e}"))?)
+        } else if s("use_cli").as_deref() == Some("true") || settings.endpoint.is_none() {
+            Some(azure_identity::AzureCliCredential::new(None).map_err(|e| format!("Azure CLI credential: {e}"))?)
+        } else {
+            // An emulator: it wants a bearer token of any kind.
+            None
+        };
+    Ok(Arm {
+        subscription,
+        base: settings.endpoint.clone().unwrap_or_else(|| ARM.to_owned()).trim_end_matches('/').to_owned(),
+        http,
+        credential,
+    })
+}
+
+/// An ARM answer: status, the async-operation URL if any, and the JSON body.
+pub struct Reply {
+    pub status: u16,
+    pub async_url: Option<String>,
+    pub retry_after: Option<Duration>,
+    pub body: Json,
+}
+
+impl Reply {
+    /// ARM's `{"error": {"code", "message"}}` as `Code: message`.
+    pub fn error(&self) -> String {
+        let e = &self.body["error"];
+        match (e["code"].as_str(), e["message"].as_str()) {
+            (Some(c), Some(m)) => format!("{c}: {m}"),
+            _ => format!("HTTP {}: {}", self.status, self.body),
+        }
+    }
+}
+
+const ATTEMPTS: u32 = 6;
+
+impl Arm {
+    /// `/subscriptions/<sub>/resourceGroups/<rg>`.
+    pub fn group_id(&self, rg: &str) -> String {
+        format!("/subscriptions/{}/resourceGroups/{rg}", self.subscription)
+    }
+
+    async fn token(&self) -> Result<Option<String>, String> {
+        match &self.credential {
+            Some(c) => c
+                .get_token(&[SCOPE], None)
+                .await
+                .map(|t| Some(t.token.secret().to_owned()))
+                .map_err(|e| format!("getting an Azure token: {e}")),
+            None => Ok(Some("emulator".into())),
+        }
+    }
+
+    /// One request with retries: 429 after its Retry-After, 5xx with backoff; cancelled by StopProvider.
+    pub async fn send(&self, ctx: &Context, method: reqwest::Method, url: &str, body: Option<&Json>) -> Result<Reply, String> {
+        let url = if url.starts_with("http") { url.to_owned() } else { format!("{}{url}", self.base) };
+        let mut delay = Duration::from_millis(500);
+        for attempt in 1..=ATTEMPTS {
+            let mut request = self.http.request(method.clone(), &url);
+            if let Some(token) = self.token().await? {
+                request = request.bearer_auth(token);
+            }
+            if let Some(b) = body {
+                request = request.header("content-type", "application/json").body(b.to_string());
+            }
+            let response = tokio::select! {
+                _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
+                r = request.send() => r,
+            };
+            let reply = match response {
+                Ok(r) => {
+                    let status = r.status().as_u16();
+                    let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                    let async_url = header("azure-asyncoperation").or_else(|| header("location"));
+                    let retry_after = header("retry-after").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs);
+                    let text = r.text().await.unwrap_or_default();
+                    Reply { status, async_url, retry_after, body: serde_json::from_str(&text).unwrap_or(Json::Null) }
+                }
+                Err(e) if attempt < ATTEMPTS && (e.is_connect() || e.is_timeout()) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    continue;
+                }
+                Err(e) => return Err(format!("calling Azure Resource Manager: {e}")),
+            };
+            let again = reply.status == 429 || reply.status >= 500;
+            if !again || attempt == ATTEMPTS {
+                return Ok(reply);
+            }
+            let wait = reply.retry_after.unwrap_or(delay).min(Duration::from_secs(60));
+            tokio::select! {
+                _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(16));
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+
+    /// GET a resource: None when it does not exist.
+    pub async fn get(&self, ctx: &Context, id: &str, api: &str) -> Result<Option<Json>, String> {
+        let reply = self.send(ctx, reqwest::Method::GET, &format!("{id}?api-version={api}"), None).await?;
+        match reply.status {
+            200 => Ok(Some(reply.body)),
+            404 => Ok(None),
+            _ => Err(format!("reading {id}: {}", reply.error())),
+        }
+    }
+
+    /// All items of a list, following nextLink.
+    pub async fn list(&self, ctx: &Context, url: &str, api: &str) -> Result<Vec<Json>, String> {
+        let mut next = Some(format!("{url}?api-version={api}"));
+        let mut out = Vec::new();
+        while let Some(u) = next.take() {
+            let reply = self.send(ctx, reqwest::Method::GET, &u, None).await?;
+            if reply.status == 404 {
+                return Ok(out);
+            }
+            if reply.status != 200 {
+                return Err(format!("listing {url}: {}", reply.error()));
+            }
+            out.extend(reply.body["value"].as_array().cloned().unwrap_or_default());
+            next = reply.body["nextLink"].as_str().map(str::to_owned);
+        }
+        Ok(out)
+    }
+
+    /// PUT a resource and wait until its provisioning finishes (Azure-AsyncOperation or the resource's
+    /// provisioningState). Errors carry ARM's code and message.
+    pub async fn put(&self, ctx: &Context, id: &str, api: &str, body: &Json, timeout: Duration) -> Result<Json, String> {
+        let reply = self.send(ctx, reqwest::Method::PUT, &format!("{id}?api-version={api}"), Some(body)).await?;
+        if !(200..=202).contains(&reply.status) {
+            return Err(format!("creating {}: {}", short(id), reply.error()));
+        }
+        if let Some(url) = &reply.async_url {
+            self.wait(ctx, url, &format!("creating {}", short(id)), timeout).await?;
+        }
+        self.get(ctx, id, api).await?.ok_or_else(|| format!("{} vanished after it was created", short(id)))
+    }
+
+    /// DELETE a resource and wait until it is gone; a missing resource is fine.
+    pub async fn delete(&self, ctx: &Context, id: &str, api: &str, timeout: Duration) -> Result<(), String> {
+        let reply = self.send(ctx, reqwest::Method::DELETE, &format!("{id}?api-version={api}"), None).await?;
+        match reply.status {
+            200 | 204 | 404 => Ok(()),
+            202 | 201 => match &reply.async_url {
+                Some(url) => self.wait(ctx, url, &format!("deleting {}", short(id)), timeout).await,
+                None => Ok(()),
+            },
+            _ => Err(format!("deleting {}: {}", short(id), reply.error())),
+        }
+    }
+
+    /// Polls an async operation until Succeeded; Failed or Canceled report ARM's error.
+    async fn wait(&self, ctx: &Context, url: &str, what: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut delay = Duration::from_millis(200);
+        loop {
+            let reply = self.send(ctx, reqwest::Method::GET, url, None).await?;
+            match reply.body["status"].as_str().unwrap_or("InProgress") {
+                "Succeeded" => return Ok(()),
+                "Failed" | "Canceled" => {
+                    let e = &reply.body["error"];
+                    return Err(format!(
+                        "{what} failed: {}: {}",
+                        e["code"].as_str().unwrap_or("Failed"),
+                        e["message"].as_str().unwrap_or("ARM gave no detail")
+                    ));
+                }
+                _ => {}
+            }
+            if tokio::time::Instant::now() + delay > deadline {
+                return Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout)));
+            }
+            let wait = reply.retry_after.unwrap_or(delay).min(Duration::from_secs(10));
+            tokio::select! {
+                _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
+                _ = tokio::time::sleep(wait) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+/// The last two segments of an id, `virtualNetworks/train-vnet`, for messages.
+pub fn short(id: &str) -> String {
+    let segs: Vec<&str> = id.trim_end_matches('/').rsplit('/').take(2).collect();
+    segs.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
+/// ARM ids compare case-insensitively.
+pub fn same_id(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/').eq_ignore_ascii_case(b.trim_end_matches('/'))
+}
+
+/// Ids the resources use on Azure: `azure/<resource group>/<name>`.
+pub fn resource_id(group: &str, name: &str) -> String {
+    format!("azure/{group}/{name}")
+}
+
+pub fn parse_id(id: &str) -> Option<(&str, &str)> {
+    let rest = id.strip_prefix("azure/")?;
+    let (group, name) = rest.split_once('/')?;
+    (!group.is_empty() && !name.is_empty() && !name.contains('/')).then_some((group, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_compare_without_case_and_read_short() {
+        assert!(same_id(
+            "/subscriptions/S/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/v",
+            "/subscriptions/s/resourcegroups/rg/providers/microsoft.network/virtualnetworks/v/"
+        ));
+        assert_eq!(short("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v"), "virtualNetworks/v");
+        assert_eq!(parse_id(&resource_id("ml-rg", "train")), Some(("ml-rg", "train")));
+    }
+}
