@@ -3,6 +3,7 @@
 //! and sets HPC_TOFU / HPC_TERRAFORM).
 
 mod aws;
+mod azure;
 mod cli;
 mod gcp;
 
@@ -33,7 +34,12 @@ for_both_clis!(
     aws_cloud_failures_reach_the_user_and_nothing_is_lost,
     gcp_a3_mega_cluster_lifecycle,
     gcp_a3_ultra_roce_layout,
+    azure_nd_h100_cluster_lifecycle,
 );
+
+fn azure_nd_h100_cluster_lifecycle(cli: &Cli) {
+    azure::nd_h100_cluster_lifecycle(cli);
+}
 
 fn gcp_a3_mega_cluster_lifecycle(cli: &Cli) {
     gcp::a3_mega_cluster_lifecycle(cli);

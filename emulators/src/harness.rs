@@ -82,3 +82,52 @@ pub fn start_gcp() -> String {
     });
     rx.recv().expect("the GCP emulator started")
 }
+
+/// Starts the Azure Resource Manager emulator (HTTPS, self-signed) in this process and returns its
+/// endpoint and the path of a PEM file holding its certificate (for `HPC_AZURE_CA_FILE`).
+pub fn start_azure() -> (String, std::path::PathBuf) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+        rt.block_on(async move {
+            let running = crate::azure::serve("127.0.0.1:0").await.expect("serve the Azure emulator");
+            let pem = std::env::temp_dir().join(format!("hpc-azure-ca-{}.pem", running.addr.port()));
+            std::fs::write(&pem, &running.certificate_pem).expect("write the certificate");
+            tx.send((running.endpoint.clone(), pem)).expect("report the endpoint");
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().expect("the Azure emulator started")
+}
+
+/// Calls the Azure emulator's admin API over HTTPS, trusting its certificate.
+pub fn azure_admin(endpoint: &str, pem: &std::path::Path, method: &str, route: &str, body: Option<serde_json::Value>) -> serde_json::Value {
+    use std::sync::Arc;
+    let pem = std::fs::read(pem).expect("the certificate");
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject;
+    roots.add(rustls::pki_types::CertificateDer::from_pem_slice(&pem).expect("a certificate")).expect("a usable certificate");
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let addr = endpoint.trim_start_matches("https://");
+    let server = rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+    let conn = rustls::ClientConnection::new(Arc::new(config), server).expect("a TLS client");
+    let tcp = TcpStream::connect(addr).expect("connect to the emulator");
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        tls,
+        "{method} /_admin/{route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write the request");
+    let mut response = Vec::new();
+    let _ = tls.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "{method} {route}: {head}\n{payload}");
+    serde_json::from_str(payload.trim()).unwrap_or_else(|e| panic!("{route}: {e}: {payload}"))
+}

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
 use crate::catalog::Cloud;
-use crate::clouds::{aws, gcp};
+use crate::clouds::{aws, azure, gcp};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, ReadOutcome, Resource,
     Schema, Type, Value,
@@ -17,7 +17,9 @@ use crate::planner::{self, expansion_type, expansion_value, spec};
 pub struct GpuCluster;
 
 /// The clouds whose API clients build clusters in this release.
-const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
+const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp, Cloud::Azure];
+/// The clouds whose clusters can be imported in this release.
+const IMPORTABLE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
 
 const SHAPE: PlanShape = PlanShape {
     assigned: &["id"],
@@ -122,6 +124,7 @@ impl Resource for GpuCluster {
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
         common::apply_with("this cluster", LIVE, &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
+            Cloud::Azure => azure_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
         })
         .await
@@ -130,13 +133,14 @@ impl Resource for GpuCluster {
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
         common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
+            Cloud::Azure => azure_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
         })
         .await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("cluster", "aws/us-east-1/train-nodes", LIVE, id, diags, async |cloud, d| match cloud {
+        common::import_with("cluster", "aws/us-east-1/train-nodes", IMPORTABLE, id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
@@ -372,4 +376,102 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     let derived = derive(ctx, &config, diags)?;
     let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+const SCALE_SET: &str = "azurerm_linux_virtual_machine_scale_set";
+
+/// The scale-set sizes a state was planned with (from its expansion).
+fn azure_sizes(state: &Value) -> Vec<u32> {
+    state
+        .get("expansion")
+        .as_list()
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p.get("kind").as_str() == Some(SCALE_SET))
+        .filter_map(|p| p.get("settings").get("instances").as_str().and_then(|n| n.parse().ok()))
+        .collect()
+}
+
+async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
+    let target = if req.planned.is_null() { req.prior } else { req.planned };
+    let Some(group) = target.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else {
+        diags.error("Unknown fabric", "The cluster's fabric has no Azure id (azure/<resource group>/<name>): apply the fabric first.");
+        return req.prior.clone();
+    };
+    let previous_sets = azure_sizes(req.prior).len();
+    if req.planned.is_null() {
+        let name = req.prior.get("name").as_str().unwrap_or_default();
+        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
+        return match azure::cluster::delete(ctx, &arm, &group, name, previous_sets, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the cluster failed",
+                    format!("Cluster {name} in {group}: {e}. What is left stays in state; run destroy again."),
+                );
+                req.prior.clone()
+            }
+        };
+    }
+    let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
+    let creating = req.prior.is_null();
+    let tags = common::defaults(ctx)
+        .tags(&common::string_map(req.config.get("tags")), &[("hpc:cluster", &spec.name), ("hpc:fabric", &spec.fabric.name)]);
+    let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
+    let learned = BTreeMap::from([("id".to_owned(), Value::from(azure::api::resource_id(&group, &spec.name)))]);
+    let state = common::fill(req.planned, &learned);
+    match azure::cluster::converge(ctx, &arm, &spec, &group, &tags, previous_sets, timeout).await {
+        Ok(()) => state,
+        Err(e) => {
+            diags.error(
+                if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
+                format!(
+                    "Cluster {} in {group}: {e}. The nodes that exist are kept in state; apply again to finish, or destroy.",
+                    spec.name
+                ),
+            );
+            let sizes = azure::scale_set_sizes(spec.node_count);
+            match azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len()).await {
+                Ok(live) => with_nodes(&state, Cloud::Azure, SCALE_SET, &azure::cluster::node_names(&spec.name, &sizes, &live)),
+                Err(_) => state,
+            }
+        }
+    }
+}
+
+async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    let name = state.get("name").as_str().unwrap_or_default();
+    let Some(group) = state.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else { return unchanged() };
+    let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return unchanged() };
+    let sizes = azure_sizes(state);
+    match azure::cluster::observe(ctx, &arm, &group, name, sizes.len()).await {
+        Ok(live) if live.iter().all(Option::is_none) => ReadOutcome::Gone,
+        Ok(live) => {
+            let names = azure::cluster::node_names(name, &sizes, &live);
+            let mut out = with_nodes(state, Cloud::Azure, "(scale sets keep their planned sizes)", &names);
+            // A scale set deleted outside is marked; the next apply recreates it.
+            let gone: Vec<String> = live.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(i, _)| format!("{name}-{i}")).collect();
+            if !gone.is_empty()
+                && let Value::Map(m) = &mut out
+            {
+                let expansion = m.get("expansion").cloned().unwrap_or(Value::Null);
+                let marked = Value::list(expansion.as_list().unwrap_or_default().iter().map(|p| {
+                    let missing = p.get("name").as_str().is_some_and(|n| gone.iter().any(|g| g == n));
+                    if missing {
+                        common::mark_missing(&Value::list([p.clone()]), |_| false).as_list().unwrap()[0].clone()
+                    } else {
+                        p.clone()
+                    }
+                }));
+                m.insert("expansion".into(), marked);
+            }
+            ReadOutcome::Found { state: out, private: private.to_vec() }
+        }
+        Err(e) => {
+            diags.error("Reading the cluster failed", format!("Cluster {name} in {group}: {e}."));
+            unchanged()
+        }
+    }
 }

@@ -1,4 +1,4 @@
-# A 4-node Standard_ND96isr_H100_v5 cluster's fabric on the Azure emulator.
+# A 4-node Standard_ND96isr_H100_v5 cluster and its fabric on the Azure emulator.
 terraform {
   required_providers {
     hpc = { source = "hpc-platform/hpc" }
@@ -6,6 +6,10 @@ terraform {
 }
 
 variable "endpoint" { type = string }
+variable "node_count" {
+  type    = number
+  default = 4
+}
 
 provider "hpc" {
   default_tags = { project = "acceptance" }
@@ -22,6 +26,14 @@ resource "hpc_gpu_fabric" "f" {
   instance_type = "Standard_ND96isr_H100_v5"
   tags          = { team = "ml" }
 }
+
+resource "hpc_gpu_cluster" "c" {
+  name       = "acc"
+  fabric     = hpc_gpu_fabric.f
+  node_count = var.node_count
+}
+
+output "node_names" { value = hpc_gpu_cluster.c.node_names }
 
 output "ids" {
   value = {

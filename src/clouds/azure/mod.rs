@@ -3,6 +3,7 @@
 //! one fault domain, no overprovisioning); Azure Managed Lustre.
 
 pub mod api;
+pub mod cluster;
 pub mod fabric;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,89 @@
+//! Azure on the project's ARM emulator (HTTPS, its certificate trusted through HPC_AZURE_CA_FILE) with the
+//! real CLIs: fabric and an ND H100 v5 cluster created, an empty re-plan, scale 4 -> 6 in place, a VM
+//! deleted outside shown and repaired, one VM list per scale set on refresh, a 150-node plan with two
+//! scale sets, fabric import, destroy to an empty inventory.
+
+use hpc_emulators::harness::{azure_admin, start_azure};
+use serde_json::{Value, json};
+
+use crate::cli::{Cli, Run, Workdir};
+
+const GROUP: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/accfab-rg";
+
+fn apply(w: &Workdir) -> Run {
+    w.run(&["apply", "-no-color", "-input=false", "-auto-approve"])
+}
+
+fn plan(w: &Workdir, code: i32) -> Run {
+    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(code)
+}
+
+pub fn nd_h100_cluster_lifecycle(cli: &Cli) {
+    let (ep, pem) = start_azure();
+    let admin = |method: &str, route: &str, body: Option<Value>| azure_admin(&ep, &pem, method, route, body);
+    let w = Workdir::new(cli, "azure_cluster").env("TF_VAR_endpoint", &ep).env("HPC_AZURE_CA_FILE", &pem.display().to_string());
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    let inv = admin("GET", "inventory", None);
+    let arm = &inv["resources"]["arm"];
+    assert_eq!(
+        arm["proximityPlacementGroups"],
+        json!([format!("{GROUP}/providers/Microsoft.Compute/proximityPlacementGroups/accfab-ppg")]),
+        "{inv}"
+    );
+    assert_eq!(
+        arm["virtualMachineScaleSets"],
+        json!([format!("{GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/acc-0")]),
+        "{inv}"
+    );
+    assert_eq!(arm["virtualMachines"].as_array().map(Vec::len), Some(4), "{inv}");
+
+    // Refresh: one VM list per scale set, the same at 4 and 6 nodes.
+    admin("DELETE", "counters", None);
+    plan(&w, 0);
+    let at_4 = admin("GET", "counters", None);
+    assert_eq!(at_4["counters"]["arm:virtualMachines.list"], 1, "{at_4}");
+
+    w.write("terraform.tfvars", "node_count = 6\n");
+    let scale = plan(&w, 2).stdout;
+    assert!(scale.contains("node_count            = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
+    apply(&w).expect_code(0);
+    admin("DELETE", "counters", None);
+    plan(&w, 0);
+    assert_eq!(admin("GET", "counters", None), at_4, "refresh calls grew with the node count");
+
+    // A VM deleted outside: the plan shows a node missing, the apply scales the set back out.
+    admin(
+        "POST",
+        "out-of-band",
+        Some(
+            json!({"action": "delete", "id": format!("{GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/acc-0/virtualMachines/3")}),
+        ),
+    );
+    let drift = plan(&w, 2).stdout;
+    assert!(drift.contains("node_count            = 5 -> 6") && drift.contains("+ \"acc-5\""), "{drift}");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    assert_eq!(admin("GET", "inventory", None)["resources"]["arm"]["virtualMachines"].as_array().map(Vec::len), Some(6));
+
+    // 150 nodes do not fit one InfiniBand scale set: the plan shows a second one.
+    w.write("terraform.tfvars", "node_count = 150\n");
+    let big = plan(&w, 2).stdout;
+    assert!(big.contains(r#"name     = "acc-1""#) && big.contains(r#""instances"                    = "75""#), "{big}");
+    w.write("terraform.tfvars", "node_count = 6\n");
+
+    // Fabric import equals the created state.
+    let show = |w: &Workdir| -> Value {
+        let out: Value = serde_json::from_str(&w.run(&["show", "-json"]).expect_code(0).stdout).unwrap();
+        out["values"]["root_module"]["resources"].as_array().unwrap().iter().find(|r| r["address"] == "hpc_gpu_fabric.f").unwrap()["values"]
+            .clone()
+    };
+    let created = show(&w);
+    w.run(&["state", "rm", "hpc_gpu_fabric.f"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "hpc_gpu_fabric.f", "azure/accfab-rg/accfab"]).expect_code(0);
+    assert_eq!(show(&w), created);
+
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let inv = admin("GET", "inventory", None);
+    assert_eq!(inv["empty"], true, "{inv}");
+}

@@ -1,0 +1,161 @@
+//! `hpc_gpu_cluster` on Azure: Uniform VM scale sets of ND-series VMs with InfiniBand (single placement
+//! group, one fault domain, no overprovisioning, manual upgrades) in the fabric's proximity placement
+//! group, at most 100 VMs each (`<cluster>-0`, `<cluster>-1`, ... as the plan showed). A refresh lists
+//! each scale set's VMs with one call per scale set.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{Value as Json, json};
+
+use super::api::Arm;
+use super::fabric::{COMPUTE_API, NETWORK_API};
+use crate::framework::Context;
+use crate::planner::{CapacityType, ClusterSpec, Placement};
+
+/// The Azure HPC image (Ubuntu 22.04 with the InfiniBand and GPU drivers) used when a cluster sets none.
+pub const DEFAULT_IMAGE: &str = "microsoft-dsvm:ubuntu-hpc:2204:latest";
+
+pub fn scale_set_id(arm: &Arm, group: &str, cluster: &str, index: usize) -> String {
+    format!("{}/providers/Microsoft.Compute/virtualMachineScaleSets/{cluster}-{index}", arm.group_id(group))
+}
+
+/// The resource group a fabric lives in, from its id (`azure/<group>/<name>`).
+pub fn group_of_fabric(fabric_id: &str) -> Option<String> {
+    super::api::parse_id(fabric_id).map(|(g, _)| g.to_owned())
+}
+
+/// Each scale set's live VM count, in scale-set order; `None` for a scale set that does not exist.
+pub async fn observe(ctx: &Context, arm: &Arm, group: &str, cluster: &str, sets: usize) -> Result<Vec<Option<usize>>, String> {
+    let mut out = Vec::new();
+    for i in 0..sets {
+        let id = scale_set_id(arm, group, cluster, i);
+        if arm.get(ctx, &id, COMPUTE_API).await?.is_none() {
+            out.push(None);
+            continue;
+        }
+        let vms = arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?;
+        out.push(Some(vms.len()));
+    }
+    Ok(out)
+}
+
+/// Node names for what exists: scale set `j` holds nodes `offset(j) ..`, so a VM missing from a set shows
+/// as that set's last node missing.
+pub fn node_names(cluster: &str, sizes: &[u32], live: &[Option<usize>]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut offset = 0usize;
+    for (j, size) in sizes.iter().enumerate() {
+        let have = live.get(j).copied().flatten().unwrap_or(0).min(*size as usize);
+        out.extend((0..have).map(|k| format!("{cluster}-{}", offset + k)));
+        offset += *size as usize;
+    }
+    out
+}
+
+fn image_reference(image: Option<&str>) -> Json {
+    let image = image.unwrap_or(DEFAULT_IMAGE);
+    if image.starts_with("/subscriptions/") {
+        return json!({"id": image});
+    }
+    let parts: Vec<&str> = image.split(':').collect();
+    match parts.as_slice() {
+        [publisher, offer, sku, version] => json!({"publisher": publisher, "offer": offer, "sku": sku, "version": version}),
+        _ => json!({"id": image}),
+    }
+}
+
+/// The fabric's subnet: created by the fabric (deterministic) or given to it (its security group's tags).
+async fn subnet_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, String> {
+    let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg", arm.group_id(group));
+    let nsg = arm
+        .get(ctx, &nsg_id, NETWORK_API)
+        .await?
+        .ok_or_else(|| format!("fabric {fabric} has no security group in {group}: apply the fabric first"))?;
+    Ok(match nsg["tags"]["hpc:subnet"].as_str() {
+        Some(s) => s.to_owned(),
+        None => format!("{}/providers/Microsoft.Network/virtualNetworks/{fabric}-vpc/subnets/{fabric}-subnet", arm.group_id(group)),
+    })
+}
+
+fn body(arm: &Arm, spec: &ClusterSpec, group: &str, subnet: &str, size: u32, tags: &BTreeMap<String, String>) -> Json {
+    let f = &spec.fabric;
+    let mut os = json!({"computerNamePrefix": spec.name, "adminUsername": "azureuser"});
+    match &spec.ssh_public_key {
+        Some(key) => {
+            os["linuxConfiguration"] = json!({"disablePasswordAuthentication": true,
+                "ssh": {"publicKeys": [{"path": "/home/azureuser/.ssh/authorized_keys", "keyData": key.trim()}]}});
+        }
+        None => os["linuxConfiguration"] = json!({"disablePasswordAuthentication": true}),
+    }
+    if let Some(u) = &spec.user_data {
+        os["customData"] = json!(base64::engine::general_purpose::STANDARD.encode(u));
+    }
+    let mut profile = json!({
+        "osProfile": os,
+        "storageProfile": {"imageReference": image_reference(spec.image.as_deref()), "osDisk": {"createOption": "FromImage", "caching": "ReadWrite"}},
+        "networkProfile": {"networkInterfaceConfigurations": [{"name": "nic0", "properties": {"primary": true, "enableAcceleratedNetworking": true,
+            "ipConfigurations": [{"name": "ip0", "properties": {"subnet": {"id": subnet}}}]}}]},
+        "priority": if spec.capacity == CapacityType::Spot { "Spot" } else { "Regular" },
+    });
+    if spec.capacity == CapacityType::Spot {
+        profile["evictionPolicy"] = json!("Delete");
+    }
+    if let Some(r) = &spec.reservation_id {
+        profile["capacityReservation"] = json!({"capacityReservationGroup": {"id": r}});
+    }
+    let mut props = json!({
+        "orchestrationMode": "Uniform",
+        "singlePlacementGroup": true,
+        "platformFaultDomainCount": 1,
+        "overprovision": false,
+        "upgradePolicy": {"mode": "Manual"},
+        "virtualMachineProfile": profile,
+    });
+    if f.placement == Placement::Cluster {
+        props["proximityPlacementGroup"] =
+            json!({"id": format!("{}/providers/Microsoft.Compute/proximityPlacementGroups/{}-ppg", arm.group_id(group), f.name)});
+    }
+    let mut b =
+        json!({"location": f.region, "tags": tags, "sku": {"name": f.sku.name, "tier": "Standard", "capacity": size}, "properties": props});
+    if let Some(z) = &f.zone {
+        b["zones"] = json!([z]);
+    }
+    b
+}
+
+/// PUTs every scale set at its planned size (ARM scales out to replace missing VMs) and deletes scale sets
+/// the cluster no longer needs.
+pub async fn converge(
+    ctx: &Context,
+    arm: &Arm,
+    spec: &ClusterSpec,
+    group: &str,
+    tags: &BTreeMap<String, String>,
+    previous_sets: usize,
+    timeout: Duration,
+) -> Result<(), String> {
+    let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
+    let sizes = super::scale_set_sizes(spec.node_count);
+    let puts = sizes.iter().enumerate().map(|(i, size)| {
+        let id = scale_set_id(arm, group, &spec.name, i);
+        let b = body(arm, spec, group, &subnet, *size, tags);
+        async move { arm.put(ctx, &id, COMPUTE_API, &b, timeout).await.map(|_| ()) }
+    });
+    futures::future::try_join_all(puts).await?;
+    let extra = (sizes.len()..previous_sets.max(sizes.len())).map(|i| {
+        let id = scale_set_id(arm, group, &spec.name, i);
+        async move { arm.delete(ctx, &id, COMPUTE_API, timeout).await }
+    });
+    futures::future::try_join_all(extra).await?;
+    Ok(())
+}
+
+pub async fn delete(ctx: &Context, arm: &Arm, group: &str, cluster: &str, sets: usize, timeout: Duration) -> Result<(), String> {
+    let deletes = (0..sets).map(|i| {
+        let id = scale_set_id(arm, group, cluster, i);
+        async move { arm.delete(ctx, &id, COMPUTE_API, timeout).await }
+    });
+    futures::future::try_join_all(deletes).await.map(|_| ())
+}
