@@ -1,5 +1,5 @@
 //! Azure on the project's ARM emulator (HTTPS, its certificate trusted through HPC_AZURE_CA_FILE) with the
-//! real CLIs: fabric and an ND H100 v5 cluster created, an empty re-plan, scale 4 -> 6 in place, a VM
+//! real CLIs: fabric, an ND H100 v5 cluster and Azure Managed Lustre created, an empty re-plan, scale 4 -> 6 in place, a VM
 //! deleted outside shown and repaired, one VM list per scale set on refresh, a 150-node plan with two
 //! scale sets, fabric import, destroy to an empty inventory.
 
@@ -24,7 +24,12 @@ pub fn nd_h100_cluster_lifecycle(cli: &Cli) {
     let w = Workdir::new(cli, "azure_cluster").env("TF_VAR_endpoint", &ep).env("HPC_AZURE_CA_FILE", &pem.display().to_string());
     apply(&w).expect_code(0);
     plan(&w, 0);
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    let mount = out["mount_command"]["value"].as_str().unwrap();
+    assert!(mount.contains("mount -t lustre") && mount.contains("@tcp:/lustrefs"), "{mount}");
     let inv = admin("GET", "inventory", None);
+    let fs = format!("{GROUP}/providers/Microsoft.StorageCache/amlFilesystems/accfs");
+    assert_eq!(inv["resources"]["arm"]["amlFilesystems"], json!([fs]), "{inv}");
     let arm = &inv["resources"]["arm"];
     assert_eq!(
         arm["proximityPlacementGroups"],

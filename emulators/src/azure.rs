@@ -228,6 +228,19 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
             let name = segs.last().copied().unwrap_or_default().to_owned();
             value["id"] = json!(path);
             value["name"] = json!(name);
+            if kind == "amlFilesystems" {
+                // What AMLFS reports once built: where clients mount it (the filesystem is always lustrefs).
+                // An update keeps the address the filesystem was built with.
+                let kept = store.resources.get(&key).map(|s| s.value["properties"]["clientInfo"].clone());
+                let n = store.resources.len() % 250 + 4;
+                let mgs = format!("10.0.0.{n}");
+                let info = kept.filter(|k| k.is_object()).unwrap_or_else(|| {
+                    json!({"mgsAddress": mgs, "mountCommand": format!("sudo mount -t lustre -o noatime,flock {mgs}@tcp:/lustrefs /lustre")})
+                });
+                if let Some(p) = value.get_mut("properties").and_then(Value::as_object_mut) {
+                    p.insert("clientInfo".into(), info);
+                }
+            }
             if value.get("properties").is_none() {
                 value["properties"] = json!({});
             }

@@ -483,6 +483,14 @@ fn fabric(c: &Value, diags: &mut Diagnostics) -> Result<FabricSpec, ()> {
         _ => {}
     }
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
+    if cloud == Cloud::Azure && c.get("filesystem_name").as_str().is_some_and(|n| n != "lustrefs") {
+        diags.error_at(
+            AttributePath::attr("filesystem_name"),
+            "Filesystem name fixed by Azure Managed Lustre",
+            "Azure Managed Lustre filesystems are always mounted as \"lustrefs\"; remove filesystem_name.",
+        );
+        ok = false;
+    }
     if cloud == Cloud::Gcp {
         ok &= check_gcp_labels(&tags, diags);
     }

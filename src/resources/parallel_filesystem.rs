@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, cluster_ref_type, fabric_ref_type};
 use crate::catalog::Cloud;
-use crate::clouds::{aws, gcp};
+use crate::clouds::{aws, azure, gcp};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
     ReadOutcome, Resource, Schema, Type, Value,
@@ -17,7 +17,9 @@ use crate::planner::{self, expansion_type, expansion_value, spec};
 pub struct ParallelFilesystem;
 
 /// The clouds whose API clients build filesystems in this release.
-const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
+const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp, Cloud::Azure];
+/// The clouds whose filesystems can be imported in this release.
+const IMPORTABLE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
 
 const SHAPE: PlanShape =
     PlanShape { assigned: &["id", "mount_target", "mount_command"], replace: &["name", "fabric", "filesystem_name", "maintenance_window"] };
@@ -62,7 +64,9 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     let plan = planner::plan_filesystem(spec, &common::defaults(ctx), diags);
     let s = &plan.spec;
     let mut out = BTreeMap::new();
-    out.insert("filesystem_name".into(), Value::from(s.filesystem_name.as_str()));
+    // Azure Managed Lustre always serves the filesystem as "lustrefs".
+    let fs_name = if s.fabric.cloud == Cloud::Azure { "lustrefs" } else { s.filesystem_name.as_str() };
+    out.insert("filesystem_name".into(), Value::from(fs_name));
     out.insert(
         "maintenance_window".into(),
         match (&s.maintenance_window, s.fabric.cloud) {
@@ -133,6 +137,7 @@ impl Resource for ParallelFilesystem {
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
         common::apply_with("this filesystem", LIVE, &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
+            Cloud::Azure => azure_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
         })
         .await
@@ -141,13 +146,14 @@ impl Resource for ParallelFilesystem {
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
         common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
+            Cloud::Azure => azure_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
         })
         .await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", LIVE, id, diags, async |cloud, d| match cloud {
+        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", IMPORTABLE, id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
@@ -468,4 +474,81 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         ("mount_command".to_owned(), Value::from(live.mount_command())),
     ]);
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+/// An Azure state brought to what exists.
+fn azure_refreshed(state: &Value, fs: &serde_json::Value) -> Value {
+    let (capacity, tier) = azure::filesystem::size_of(fs);
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("mount_target".into(), Value::from(azure::filesystem::mount_target(fs)));
+    out.insert("mount_command".into(), Value::from(azure::filesystem::mount_command(fs)));
+    Value::Map(out)
+}
+
+async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let target = if req.planned.is_null() { req.prior } else { req.planned };
+    let name = target.get("name").as_str().unwrap_or_default().to_owned();
+    let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
+    let Some(group) = target.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else {
+        diags.error("Unknown fabric", "The filesystem's fabric has no Azure id (azure/<resource group>/<name>): apply the fabric first.");
+        return req.prior.clone();
+    };
+    if req.planned.is_null() {
+        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        return match azure::filesystem::delete(ctx, &arm, &group, &name, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                diags.error(
+                    "Deleting the filesystem failed",
+                    format!("Filesystem {name} in {group}: {e}. It stays in state; run destroy again."),
+                );
+                req.prior.clone()
+            }
+        };
+    }
+    let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
+    let creating = req.prior.is_null();
+    let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60));
+    match azure::filesystem::converge(ctx, &arm, &spec, &group, &all_tags(ctx, req.config), timeout).await {
+        Ok(fs) => {
+            let learned = BTreeMap::from([
+                ("id".to_owned(), Value::from(azure::api::resource_id(&group, &name))),
+                ("mount_target".to_owned(), Value::from(azure::filesystem::mount_target(&fs))),
+                ("mount_command".to_owned(), Value::from(azure::filesystem::mount_command(&fs))),
+            ]);
+            common::fill(req.planned, &learned)
+        }
+        Err(e) => {
+            diags.error(
+                if creating { "Creating the filesystem failed" } else { "Updating the filesystem failed" },
+                format!("Filesystem {name} in {group}: {e}."),
+            );
+            match azure::filesystem::observe(ctx, &arm, &group, &name).await {
+                Ok(Some(fs)) => {
+                    let learned = BTreeMap::from([("id".to_owned(), Value::from(azure::api::resource_id(&group, &name)))]);
+                    azure_refreshed(&common::fill(req.planned, &learned), &fs)
+                }
+                _ if creating => Value::Null,
+                _ => req.prior.clone(),
+            }
+        }
+    }
+}
+
+async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    let name = state.get("name").as_str().unwrap_or_default();
+    let Some(group) = state.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else { return unchanged() };
+    let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return unchanged() };
+    match azure::filesystem::observe(ctx, &arm, &group, name).await {
+        Ok(None) => ReadOutcome::Gone,
+        Ok(Some(fs)) => ReadOutcome::Found { state: azure_refreshed(state, &fs), private: private.to_vec() },
+        Err(e) => {
+            diags.error("Reading the filesystem failed", format!("Filesystem {name} in {group}: {e}."));
+            unchanged()
+        }
+    }
 }

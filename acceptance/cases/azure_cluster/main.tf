@@ -33,7 +33,17 @@ resource "hpc_gpu_cluster" "c" {
   node_count = var.node_count
 }
 
+resource "hpc_parallel_filesystem" "fs" {
+  name               = "accfs"
+  fabric             = hpc_gpu_fabric.f
+  cluster            = hpc_gpu_cluster.c
+  capacity_gib       = 8192
+  throughput_per_tib = 500
+  maintenance_window = "Saturday 23:00"
+}
+
 output "node_names" { value = hpc_gpu_cluster.c.node_names }
+output "mount_command" { value = hpc_parallel_filesystem.fs.mount_command }
 
 output "ids" {
   value = {

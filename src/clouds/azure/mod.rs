@@ -5,6 +5,7 @@
 pub mod api;
 pub mod cluster;
 pub mod fabric;
+pub mod filesystem;
 
 use std::collections::BTreeMap;
 
