@@ -1,7 +1,7 @@
 //! Azure on the project's ARM emulator (HTTPS, its certificate trusted through HPC_AZURE_CA_FILE) with the
 //! real CLIs: fabric, an ND H100 v5 cluster and Azure Managed Lustre created, an empty re-plan, scale 4 -> 6 in place, a VM
 //! deleted outside shown and repaired, one VM list per scale set on refresh, a 150-node plan with two
-//! scale sets, fabric import, destroy to an empty inventory.
+//! scale sets, import of all three, destroy to an empty inventory.
 
 use hpc_emulators::harness::{azure_admin, start_azure};
 use serde_json::{Value, json};
@@ -77,15 +77,21 @@ pub fn nd_h100_cluster_lifecycle(cli: &Cli) {
     assert!(big.contains(r#"name     = "acc-1""#) && big.contains(r#""instances"                    = "75""#), "{big}");
     w.write("terraform.tfvars", "node_count = 6\n");
 
-    // Fabric import equals the created state.
+    // Import equals the created state, for all three.
     let show = |w: &Workdir| -> Value {
         let out: Value = serde_json::from_str(&w.run(&["show", "-json"]).expect_code(0).stdout).unwrap();
-        out["values"]["root_module"]["resources"].as_array().unwrap().iter().find(|r| r["address"] == "hpc_gpu_fabric.f").unwrap()["values"]
-            .clone()
+        let all = out["values"]["root_module"]["resources"].as_array().cloned().unwrap_or_default();
+        all.iter().map(|r| (r["address"].as_str().unwrap_or_default().to_owned(), r["values"].clone())).collect()
     };
     let created = show(&w);
-    w.run(&["state", "rm", "hpc_gpu_fabric.f"]).expect_code(0);
-    w.run(&["import", "-no-color", "-input=false", "hpc_gpu_fabric.f", "azure/accfab-rg/accfab"]).expect_code(0);
+    w.run(&["state", "rm", "hpc_gpu_fabric.f", "hpc_gpu_cluster.c", "hpc_parallel_filesystem.fs"]).expect_code(0);
+    for (address, id) in [
+        ("hpc_gpu_fabric.f", "azure/accfab-rg/accfab"),
+        ("hpc_gpu_cluster.c", "azure/accfab-rg/acc"),
+        ("hpc_parallel_filesystem.fs", "azure/accfab-rg/accfs"),
+    ] {
+        w.run(&["import", "-no-color", "-input=false", address, id]).expect_code(0);
+    }
     assert_eq!(show(&w), created);
 
     w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);

@@ -19,7 +19,7 @@ pub struct GpuCluster;
 /// The clouds whose API clients build clusters in this release.
 const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp, Cloud::Azure];
 /// The clouds whose clusters can be imported in this release.
-const IMPORTABLE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
+const IMPORTABLE: &[Cloud] = LIVE;
 
 const SHAPE: PlanShape = PlanShape {
     assigned: &["id"],
@@ -142,6 +142,7 @@ impl Resource for GpuCluster {
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
         common::import_with("cluster", "aws/us-east-1/train-nodes", IMPORTABLE, id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
+            Cloud::Azure => azure_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
         .await
@@ -474,4 +475,25 @@ async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Di
             unchanged()
         }
     }
+}
+
+async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((group, name)) = azure::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!("{id:?} is not an Azure cluster id: give \"azure/<resource group>/<cluster name>\", e.g. \"azure/train-rg/train\"."),
+        );
+        return None;
+    };
+    let arm = azure::api::connect_or_report(ctx, diags).await?;
+    let config = match azure::cluster::imported_config(ctx, &arm, group, name, &common::defaults(ctx).default_tags).await {
+        Ok(c) => c,
+        Err(e) => {
+            diags.error("Cannot import the cluster", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

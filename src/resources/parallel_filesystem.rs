@@ -19,7 +19,7 @@ pub struct ParallelFilesystem;
 /// The clouds whose API clients build filesystems in this release.
 const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp, Cloud::Azure];
 /// The clouds whose filesystems can be imported in this release.
-const IMPORTABLE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp];
+const IMPORTABLE: &[Cloud] = LIVE;
 
 const SHAPE: PlanShape =
     PlanShape { assigned: &["id", "mount_target", "mount_command"], replace: &["name", "fabric", "filesystem_name", "maintenance_window"] };
@@ -155,6 +155,7 @@ impl Resource for ParallelFilesystem {
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
         common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", IMPORTABLE, id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
+            Cloud::Azure => azure_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
         .await
@@ -551,4 +552,36 @@ async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Di
             unchanged()
         }
     }
+}
+
+async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((group, name)) = azure::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!("{id:?} is not an Azure filesystem id: give \"azure/<resource group>/<name>\", e.g. \"azure/train-rg/scratch\"."),
+        );
+        return None;
+    };
+    let arm = azure::api::connect_or_report(ctx, diags).await?;
+    let found = match azure::filesystem::observe(ctx, &arm, group, name).await {
+        Ok(Some(fs)) => {
+            azure::filesystem::imported_config(ctx, &arm, group, &fs, &common::defaults(ctx).default_tags).await.map(|c| (c, fs))
+        }
+        Ok(None) => Err(format!("no Azure Managed Lustre filesystem {name} in {group}")),
+        Err(e) => Err(e),
+    };
+    let (config, fs) = match found {
+        Ok(f) => f,
+        Err(e) => {
+            diags.error("Cannot import the filesystem", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let assigned = BTreeMap::from([
+        ("id".to_owned(), Value::from(id)),
+        ("mount_target".to_owned(), Value::from(azure::filesystem::mount_target(&fs))),
+        ("mount_command".to_owned(), Value::from(azure::filesystem::mount_command(&fs))),
+    ]);
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

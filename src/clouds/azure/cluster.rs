@@ -138,6 +138,12 @@ pub async fn converge(
 ) -> Result<(), String> {
     let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
     let sizes = super::scale_set_sizes(spec.node_count);
+    let mut tags = tags.clone();
+    tags.insert("hpc:workload".into(), spec.workload.as_str().into());
+    if spec.image.is_none() {
+        tags.insert("hpc:default-image".into(), "true".into());
+    }
+    let tags = &tags;
     let puts = sizes.iter().enumerate().map(|(i, size)| {
         let id = scale_set_id(arm, group, &spec.name, i);
         let b = body(arm, spec, group, &subnet, *size, tags);
@@ -158,4 +164,94 @@ pub async fn delete(ctx: &Context, arm: &Arm, group: &str, cluster: &str, sets: 
         async move { arm.delete(ctx, &id, COMPUTE_API, timeout).await }
     });
     futures::future::try_join_all(deletes).await.map(|_| ())
+}
+
+/// The scale sets of a cluster that exist, in order, with their VM counts (one GET and one list each).
+pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str) -> Result<Vec<(Json, usize)>, String> {
+    let mut out = Vec::new();
+    loop {
+        let id = scale_set_id(arm, group, cluster, out.len());
+        let Some(set) = arm.get(ctx, &id, COMPUTE_API).await? else { return Ok(out) };
+        let vms = arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?;
+        out.push((set, vms.len()));
+    }
+}
+
+/// The fabric a scale set belongs to, as the `fabric = hpc_gpu_fabric.x` object, from its security group.
+pub async fn fabric_ref(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<crate::framework::Value, String> {
+    use crate::framework::Value;
+    let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg", arm.group_id(group));
+    let nsg = arm.get(ctx, &nsg_id, NETWORK_API).await?.ok_or_else(|| format!("the fabric {fabric} no longer exists in {group}"))?;
+    let tag = |k: &str| nsg["tags"][k].as_str().map_or(Value::Null, Value::from);
+    Ok(Value::object([
+        ("id", Value::from(super::api::resource_id(group, fabric))),
+        ("cloud", Value::from("azure")),
+        ("region", Value::from(nsg["location"].as_str().unwrap_or_default())),
+        ("zone", tag("hpc:zone")),
+        ("name", Value::from(fabric)),
+        ("instance_type", tag("hpc:instance-type")),
+        ("placement", tag("hpc:placement")),
+    ]))
+}
+
+/// The configuration an import rebuilds from the scale sets.
+pub async fn imported_config(
+    ctx: &Context,
+    arm: &Arm,
+    group: &str,
+    cluster: &str,
+    defaults: &BTreeMap<String, String>,
+) -> Result<crate::framework::Value, String> {
+    use crate::framework::Value;
+    let sets = scale_sets(ctx, arm, group, cluster).await?;
+    let Some((first, _)) = sets.first() else {
+        return Err(format!("no cluster named {cluster:?} in {group}: no scale set {cluster}-0"));
+    };
+    let tags: BTreeMap<String, String> = first["tags"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .unwrap_or_default();
+    let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("scale set {cluster}-0 has no hpc:fabric tag"))?;
+    let profile = &first["properties"]["virtualMachineProfile"];
+    let reservation = profile["capacityReservation"]["capacityReservationGroup"]["id"].as_str().map(str::to_owned);
+    let capacity = match (profile["priority"].as_str(), &reservation) {
+        (Some("Spot"), _) => "spot",
+        (_, Some(_)) => "reservation",
+        _ => "on-demand",
+    };
+    let image = if tags.contains_key("hpc:default-image") {
+        None
+    } else {
+        let r = &profile["storageProfile"]["imageReference"];
+        match r["id"].as_str() {
+            Some(id) => Some(id.to_owned()),
+            None => Some(format!(
+                "{}:{}:{}:{}",
+                r["publisher"].as_str().unwrap_or_default(),
+                r["offer"].as_str().unwrap_or_default(),
+                r["sku"].as_str().unwrap_or_default(),
+                r["version"].as_str().unwrap_or_default()
+            )),
+        }
+    };
+    let os = &profile["osProfile"];
+    // ARM does not return customData on real Azure; what the emulator or ARM gives back is used.
+    let user_data = os["customData"]
+        .as_str()
+        .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+        .and_then(|b| String::from_utf8(b).ok());
+    let ssh = os["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().map(str::to_owned);
+    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    Ok(Value::object([
+        ("name", Value::from(cluster)),
+        ("fabric", fabric_ref(ctx, arm, group, fabric).await?),
+        ("node_count", Value::int(sets.iter().map(|(_, n)| *n as i64).sum())),
+        ("capacity_type", Value::from(capacity)),
+        ("reservation_id", Value::from(reservation)),
+        ("image", Value::from(image)),
+        ("user_data", Value::from(user_data)),
+        ("ssh_public_key", Value::from(ssh)),
+        ("workload", Value::from(tags.get("hpc:workload").cloned())),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]))
 }

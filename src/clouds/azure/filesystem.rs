@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value as Json, json};
 
 use super::api::Arm;
-use crate::framework::Context;
+use crate::framework::{Context, Value};
 use crate::planner::FilesystemSpec;
 
 pub const API: &str = "2024-07-01";
@@ -83,4 +83,57 @@ pub async fn observe(ctx: &Context, arm: &Arm, group: &str, name: &str) -> Resul
 
 pub async fn delete(ctx: &Context, arm: &Arm, group: &str, name: &str, timeout: Duration) -> Result<(), String> {
     arm.delete(ctx, &filesystem_id(arm, group, name), API, timeout).await
+}
+
+/// The configuration an import rebuilds from the filesystem, its tags, and the fabric and cluster they name.
+pub async fn imported_config(
+    ctx: &Context,
+    arm: &Arm,
+    group: &str,
+    fs: &Json,
+    defaults: &BTreeMap<String, String>,
+) -> Result<Value, String> {
+    let (capacity, tier) = size_of(fs);
+    let tags: BTreeMap<String, String> = fs["tags"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .unwrap_or_default();
+    let fabric = tags.get("hpc:fabric").ok_or_else(|| "the filesystem has no hpc:fabric tag naming its fabric".to_owned())?;
+    let fabric_ref = super::cluster::fabric_ref(ctx, arm, group, fabric).await?;
+    let cluster_ref = match tags.get("hpc:cluster") {
+        Some(cluster) => {
+            let sets = super::cluster::scale_sets(ctx, arm, group, cluster).await?;
+            let per_node = fabric_ref
+                .get("instance_type")
+                .as_str()
+                .and_then(|t| crate::catalog::find_sku(crate::catalog::Cloud::Azure, t))
+                .map_or(0, |s| i64::from(s.gpu_count));
+            let workload = sets
+                .first()
+                .and_then(|(s, _)| s["tags"]["hpc:workload"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "pretraining".into());
+            Value::object([
+                ("id", Value::from(super::api::resource_id(group, cluster))),
+                ("name", Value::from(cluster.as_str())),
+                ("gpus_total", Value::int(sets.iter().map(|(_, n)| *n as i64).sum::<i64>() * per_node)),
+                ("workload", Value::from(workload)),
+            ])
+        }
+        None => Value::Null,
+    };
+    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    let w = &fs["properties"]["maintenanceWindow"];
+    Ok(Value::object([
+        ("name", Value::from(fs["name"].as_str().unwrap_or_default())),
+        ("fabric", fabric_ref),
+        ("cluster", cluster_ref),
+        ("capacity_gib", Value::int(capacity)),
+        ("throughput_per_tib", Value::int(tier)),
+        ("data_repository", Value::from(fs["properties"]["hsm"]["settings"]["container"].as_str().map(str::to_owned))),
+        (
+            "maintenance_window",
+            Value::from(format!("{} {}", w["dayOfWeek"].as_str().unwrap_or("Sunday"), w["timeOfDayUTC"].as_str().unwrap_or("02:00"))),
+        ),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]))
 }
