@@ -175,57 +175,39 @@ pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str) -> Resu
     let prefix = format!("{name}-");
     let p = &gcp.project;
     let mut live = FabricLive::default();
-    let mut token = String::new();
-    loop {
-        let t = token.clone();
-        let page = call(ctx, "listing networks", || gcp.networks.list().set_project(p).set_page_token(&t).send()).await?;
-        for i in page.items {
-            keep(&mut live, Kind::Network, &prefix, i.name, i.description, i.self_link);
-        }
-        match page.next_page_token {
-            Some(next) if !next.is_empty() => token = next,
-            _ => break,
-        }
+    // Pages through one list call, keeping the items named `<fabric>-...`.
+    macro_rules! list_all {
+        ($kind:expr, $what:expr, |$t:ident| $request:expr) => {{
+            let mut token = String::new();
+            loop {
+                let $t = token.clone();
+                let page = call(ctx, $what, || $request).await?;
+                for i in page.items {
+                    keep(&mut live, $kind, &prefix, i.name, i.description, i.self_link);
+                }
+                match page.next_page_token {
+                    Some(next) if !next.is_empty() => token = next,
+                    _ => break,
+                }
+            }
+        }};
     }
-    let mut token = String::new();
-    loop {
-        let t = token.clone();
-        let page =
-            call(ctx, "listing subnetworks", || gcp.subnetworks.list().set_project(p).set_region(region).set_page_token(&t).send()).await?;
-        for i in page.items {
-            keep(&mut live, Kind::Subnetwork, &prefix, i.name, i.description, i.self_link);
-        }
-        match page.next_page_token {
-            Some(next) if !next.is_empty() => token = next,
-            _ => break,
-        }
-    }
-    let mut token = String::new();
-    loop {
-        let t = token.clone();
-        let page = call(ctx, "listing firewall rules", || gcp.firewalls.list().set_project(p).set_page_token(&t).send()).await?;
-        for i in page.items {
-            keep(&mut live, Kind::Firewall, &prefix, i.name, i.description, i.self_link);
-        }
-        match page.next_page_token {
-            Some(next) if !next.is_empty() => token = next,
-            _ => break,
-        }
-    }
-    let mut token = String::new();
-    loop {
-        let t = token.clone();
-        let page =
-            call(ctx, "listing resource policies", || gcp.policies.list().set_project(p).set_region(region).set_page_token(&t).send())
-                .await?;
-        for i in page.items {
-            keep(&mut live, Kind::Policy, &prefix, i.name, i.description, i.self_link);
-        }
-        match page.next_page_token {
-            Some(next) if !next.is_empty() => token = next,
-            _ => break,
-        }
-    }
+    list_all!(Kind::Network, "listing networks", |t| gcp.networks.list().set_project(p).set_page_token(&t).send());
+    list_all!(Kind::Subnetwork, "listing subnetworks", |t| gcp
+        .subnetworks
+        .list()
+        .set_project(p)
+        .set_region(region)
+        .set_page_token(&t)
+        .send());
+    list_all!(Kind::Firewall, "listing firewall rules", |t| gcp.firewalls.list().set_project(p).set_page_token(&t).send());
+    list_all!(Kind::Policy, "listing resource policies", |t| gcp
+        .policies
+        .list()
+        .set_project(p)
+        .set_region(region)
+        .set_page_token(&t)
+        .send());
     Ok(live)
 }
 
