@@ -202,21 +202,20 @@ pub fn patch_piece(expansion: &Value, kind: &str, count: Option<i64>, settings: 
     }))
 }
 
-/// The clouds whose API clients this build has, per resource kind.
-pub const LIVE: &[crate::catalog::Cloud] = &[crate::catalog::Cloud::Aws];
+/// The clouds whose API clients this build has (every resource supports the same ones).
+pub const LIVE: &[crate::catalog::Cloud] = &[crate::catalog::Cloud::Aws, crate::catalog::Cloud::Gcp, crate::catalog::Cloud::Azure];
 
-/// Apply through the cloud's API client where this build has one (`live`); elsewhere the "not available"
+/// Apply through the cloud's API client where this build has one ([`LIVE`]); elsewhere the "not available"
 /// answer.
 pub async fn apply_with(
     what: &str,
-    live: &[crate::catalog::Cloud],
     req: &crate::framework::ApplyRequest<'_>,
     diags: &mut Diagnostics,
     client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> Value,
 ) -> crate::framework::ApplyResponse {
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let new_state = match cloud_of(target) {
-        Some(cloud) if live.contains(&cloud) => client(cloud, diags).await,
+        Some(cloud) if LIVE.contains(&cloud) => client(cloud, diags).await,
         _ => apply_not_available(what, req, diags),
     };
     crate::framework::ApplyResponse { new_state, private: Vec::new() }
@@ -224,14 +223,13 @@ pub async fn apply_with(
 
 /// Refresh through the cloud's API client for objects it created; anything else reads as it is.
 pub async fn read_with(
-    live: &[crate::catalog::Cloud],
     state: &Value,
     private: &[u8],
     diags: &mut Diagnostics,
     client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> crate::framework::ReadOutcome,
 ) -> crate::framework::ReadOutcome {
     match cloud_of(state) {
-        Some(cloud) if live.contains(&cloud) && state.get("id").is_present() => client(cloud, diags).await,
+        Some(cloud) if LIVE.contains(&cloud) && state.get("id").is_present() => client(cloud, diags).await,
         _ => crate::framework::ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
     }
 }
@@ -240,13 +238,12 @@ pub async fn read_with(
 pub async fn import_with(
     what: &str,
     example: &str,
-    live: &[crate::catalog::Cloud],
     id: &str,
     diags: &mut Diagnostics,
     client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> Option<Value>,
 ) -> Option<Value> {
     match cloud_of_id(id) {
-        Some(cloud) if live.contains(&cloud) => client(cloud, diags).await,
+        Some(cloud) if LIVE.contains(&cloud) => client(cloud, diags).await,
         Some(cloud) => {
             diags.error(
                 "Import not available yet",

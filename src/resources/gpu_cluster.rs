@@ -16,11 +16,6 @@ use crate::planner::{self, expansion_type, expansion_value, spec};
 
 pub struct GpuCluster;
 
-/// The clouds whose API clients build clusters in this release.
-const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp, Cloud::Azure];
-/// The clouds whose clusters can be imported in this release.
-const IMPORTABLE: &[Cloud] = LIVE;
-
 const SHAPE: PlanShape = PlanShape {
     assigned: &["id"],
     replace: &["name", "fabric", "capacity_type", "reservation_id", "image", "user_data", "ssh_public_key", "rdma_interfaces"],
@@ -122,7 +117,7 @@ impl Resource for GpuCluster {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this cluster", LIVE, &req, diags, async |cloud, d| match cloud {
+        common::apply_with("this cluster", &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
             Cloud::Azure => azure_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
@@ -131,7 +126,7 @@ impl Resource for GpuCluster {
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
+        common::read_with(state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
             Cloud::Azure => azure_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
@@ -140,7 +135,7 @@ impl Resource for GpuCluster {
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("cluster", "aws/us-east-1/train-nodes", IMPORTABLE, id, diags, async |cloud, d| match cloud {
+        common::import_with("cluster", "aws/us-east-1/train-nodes", id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             Cloud::Azure => azure_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,

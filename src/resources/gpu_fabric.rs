@@ -15,9 +15,6 @@ use crate::planner::{self, Network, expansion_type, expansion_value, spec};
 
 pub struct GpuFabric;
 
-/// The clouds whose API clients build fabrics in this release.
-const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp, Cloud::Azure];
-
 const SHAPE: PlanShape = PlanShape {
     assigned: &["id", "vpc_id", "subnet_id"],
     replace: &[
@@ -101,7 +98,7 @@ impl Resource for GpuFabric {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this fabric", LIVE, &req, diags, async |cloud, d| match cloud {
+        common::apply_with("this fabric", &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
             Cloud::Azure => azure_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
@@ -110,7 +107,7 @@ impl Resource for GpuFabric {
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
+        common::read_with(state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
             Cloud::Azure => azure_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
@@ -119,7 +116,7 @@ impl Resource for GpuFabric {
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("fabric", "aws/us-east-1/train", LIVE, id, diags, async |cloud, d| match cloud {
+        common::import_with("fabric", "aws/us-east-1/train", id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             Cloud::Azure => azure_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,

@@ -16,11 +16,6 @@ use crate::planner::{self, expansion_type, expansion_value, spec};
 
 pub struct ParallelFilesystem;
 
-/// The clouds whose API clients build filesystems in this release.
-const LIVE: &[Cloud] = &[Cloud::Aws, Cloud::Gcp, Cloud::Azure];
-/// The clouds whose filesystems can be imported in this release.
-const IMPORTABLE: &[Cloud] = LIVE;
-
 const SHAPE: PlanShape =
     PlanShape { assigned: &["id", "mount_target", "mount_command"], replace: &["name", "fabric", "filesystem_name", "maintenance_window"] };
 
@@ -135,7 +130,7 @@ impl Resource for ParallelFilesystem {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this filesystem", LIVE, &req, diags, async |cloud, d| match cloud {
+        common::apply_with("this filesystem", &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
             Cloud::Azure => azure_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
@@ -144,7 +139,7 @@ impl Resource for ParallelFilesystem {
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(LIVE, state, private, diags, async |cloud, d| match cloud {
+        common::read_with(state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
             Cloud::Azure => azure_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
@@ -153,7 +148,7 @@ impl Resource for ParallelFilesystem {
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", IMPORTABLE, id, diags, async |cloud, d| match cloud {
+        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             Cloud::Azure => azure_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
