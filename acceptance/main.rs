@@ -6,6 +6,7 @@ mod aws;
 mod azure;
 mod cli;
 mod gcp;
+mod oci;
 
 use cli::{Cli, Workdir, example_dirs};
 
@@ -35,7 +36,12 @@ for_both_clis!(
     gcp_a3_mega_cluster_lifecycle,
     gcp_a3_ultra_roce_layout,
     azure_nd_h100_cluster_lifecycle,
+    oci_h100_cluster_lifecycle,
 );
+
+fn oci_h100_cluster_lifecycle(cli: &Cli) {
+    oci::h100_cluster_lifecycle(cli);
+}
 
 fn azure_nd_h100_cluster_lifecycle(cli: &Cli) {
     azure::nd_h100_cluster_lifecycle(cli);

@@ -1,5 +1,5 @@
-//! What a refresh of a cluster costs as it grows, on AWS (moto + our extension), Google Cloud and Azure (our
-//! emulators): the provider's own ReadResource for the fabric, the cluster and the filesystem, counting the
+//! What a refresh of a cluster costs as it grows, on AWS (moto + our extension), Google Cloud, Azure and OCI
+//! (our emulators): the provider's own ReadResource for the fabric, the cluster and the filesystem, counting the
 //! API requests the emulator served (its admin counters) and timing them. The bar: the same number of
 //! calls at 8 nodes as at 64. Needs the moto virtualenv (`HPC_MOTO_PYTHON`, which `./scripts/bench.sh`
 //! sets). Prints figures.
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use hpc_emulators::harness::{admin, azure_admin, start_aws, start_azure, start_gcp};
+use hpc_emulators::harness::{admin, azure_admin, start_aws, start_azure, start_gcp, start_oci};
 use hpc_provider::config::ProviderConfig;
 use hpc_provider::framework::codec::decode_json;
 use hpc_provider::framework::{ApplyRequest, Context, Diagnostics, PlanRequest, ReadOutcome, Resource, Value};
@@ -44,6 +44,7 @@ async fn main() {
     aws().await;
     gcp().await;
     azure().await;
+    oci().await;
 }
 
 /// Refreshes fabric, cluster and filesystem at 8 and at 64 nodes; prints the calls and time of each.
@@ -184,4 +185,33 @@ async fn azure() {
     .await;
     destroy(&ctx, [(&ParallelFilesystem, &filesystem), (&GpuCluster, &cluster), (&GpuFabric, &fabric)]).await;
     println!("destroyed; emulator inventory empty: {}", admin("GET", "inventory")["empty"]);
+}
+
+async fn oci() {
+    let (ep, key) = start_oci();
+    let compartment = "ocid1.compartment.oc1..bench";
+    let provider = serde_json::json!({"oci": {"tenancy_ocid": key.tenancy, "user_ocid": key.user, "fingerprint": key.fingerprint,
+        "private_key": key.private_key_pem, "region": "us-ashburn-1", "endpoint": ep}});
+    let provider_value =
+        decode_json(provider.to_string().as_bytes(), &hpc_provider::config::schema().value_type()).expect("provider configuration");
+    let ctx = Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&provider_value, "bench"))));
+    let zone = "Uocm:US-ASHBURN-AD-1";
+    let fabric_ref = serde_json::json!({"id": format!("oci/us-ashburn-1/{compartment}/bench"), "name": "bench", "cloud": "oci",
+        "region": "us-ashburn-1", "zone": zone, "instance_type": "BM.GPU.H100.8", "placement": "cluster"});
+    let fabric_config = serde_json::json!({"name": "bench", "cloud": "oci", "region": "us-ashburn-1", "zone": zone,
+        "compartment_id": compartment, "instance_type": "BM.GPU.H100.8"});
+    let fabric = apply(&ctx, &GpuFabric, &Value::Null, &value(&GpuFabric, fabric_config)).await;
+    let fs_config = value(
+        &ParallelFilesystem,
+        serde_json::json!({"name": "benchfs", "fabric": fabric_ref, "capacity_gib": 31200, "throughput_per_tib": 500}),
+    );
+    let filesystem = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config).await;
+    println!();
+    println!("refresh of fabric + cluster + filesystem on the OCI emulator (BM.GPU.H100.8 in a compute cluster, File Storage with Lustre)");
+    let cluster = measure(&ctx, &ep, &fabric, &filesystem, |n| {
+        value(&GpuCluster, serde_json::json!({"name": "bench", "fabric": fabric_ref, "node_count": n}))
+    })
+    .await;
+    destroy(&ctx, [(&ParallelFilesystem, &filesystem), (&GpuCluster, &cluster), (&GpuFabric, &fabric)]).await;
+    println!("destroyed; emulator inventory empty: {}", admin(&ep, "GET", "inventory", None)["empty"]);
 }

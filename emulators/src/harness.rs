@@ -131,3 +131,63 @@ pub fn azure_admin(endpoint: &str, pem: &std::path::Path, method: &str, route: &
     assert!(head.starts_with("HTTP/1.1 200"), "{method} {route}: {head}\n{payload}");
     serde_json::from_str(payload.trim()).unwrap_or_else(|e| panic!("{route}: {e}: {payload}"))
 }
+
+/// The API signing key `start_oci` registers: OCI's key id is `<tenancy>/<user>/<fingerprint>`.
+pub struct OciKey {
+    pub tenancy: String,
+    pub user: String,
+    pub fingerprint: String,
+    /// PKCS#8 (`-----BEGIN PRIVATE KEY-----`) PEM.
+    pub private_key_pem: String,
+    /// The same PEM in a temporary file (mode 0600), for `key_file` style configuration.
+    pub private_key_path: PathBuf,
+}
+
+/// Starts the OCI emulator (Core and File Storage with Lustre) in this process, on its own runtime thread,
+/// with a fresh RSA 2048 API key registered through its admin API; returns its endpoint and the key. It
+/// lives as long as the process.
+pub fn start_oci() -> (String, OciKey) {
+    use aws_lc_rs::encoding::{AsDer, Pkcs8V1Der};
+    use aws_lc_rs::rsa::KeySize;
+    use aws_lc_rs::signature::{KeyPair, RsaKeyPair};
+    use base64::Engine;
+
+    fn pem(label: &str, der: &[u8]) -> String {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
+        format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
+    }
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+        rt.block_on(async move {
+            let running = crate::oci::serve("127.0.0.1:0").await.expect("serve the OCI emulator");
+            tx.send(running.endpoint.clone()).expect("report the endpoint");
+            std::future::pending::<()>().await;
+        });
+    });
+    let endpoint = rx.recv().expect("the OCI emulator started");
+
+    let key = RsaKeyPair::generate(KeySize::Rsa2048).expect("an RSA 2048 key");
+    let private_key_pem = pem("PRIVATE KEY", AsDer::<Pkcs8V1Der>::as_der(&key).expect("PKCS#8 DER").as_ref());
+    let public_key_pem = pem("PUBLIC KEY", key.public_key().as_der().expect("public key DER").as_ref());
+    let (tenancy, user) = ("ocid1.tenancy.oc1..emulator".to_owned(), "ocid1.user.oc1..emulator".to_owned());
+    let fingerprint = "12:34:56:78:9a:bc:de:f0:12:34:56:78:9a:bc:de:f0".to_owned();
+    admin(
+        &endpoint,
+        "POST",
+        "keys",
+        Some(serde_json::json!({"key_id": format!("{tenancy}/{user}/{fingerprint}"), "public_key_pem": public_key_pem})),
+    );
+
+    let port = endpoint.rsplit(':').next().unwrap_or_default();
+    let private_key_path = std::env::temp_dir().join(format!("hpc-oci-key-{}-{port}.pem", std::process::id()));
+    std::fs::write(&private_key_path, &private_key_pem).expect("write the API key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&private_key_path, std::fs::Permissions::from_mode(0o600)).expect("restrict the API key file");
+    }
+    (endpoint, OciKey { tenancy, user, fingerprint, private_key_pem, private_key_path })
+}

@@ -1,40 +1,189 @@
-//! OCI emulator: the Core API subset the provider uses (VCNs, subnets, compute clusters, instances,
-//! instance configurations, cluster networks with their instance pool, work requests) and File Storage with
-//! Lustre (`/20250228/lustreFileSystems`, with its work requests) in memory on 127.0.0.1, with every request's HTTP signature verified against the API public keys registered
-//! through `POST /_admin/keys` (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem": ...}`). A
-//! missing or bad signature gets OCI's real 401 `NotAuthenticated` answer. Lifecycle states are simulated
-//! (PROVISIONING -> AVAILABLE; instances PROVISIONING -> STARTING -> RUNNING, TERMINATING -> TERMINATED).
+//! OCI emulator: the Core API subset the provider uses (`/20160918`: VCNs, subnets, network security groups
+//! and their rules, compute clusters, instances, instance configurations, cluster networks with their instance
+//! pools, work requests) and File Storage with Lustre (`/20250228`: Lustre file systems, Object Storage links,
+//! work requests) in memory on 127.0.0.1. Every request's HTTP signature is verified against the API public
+//! keys registered through `POST /_admin/keys` (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem":
+//! ...}`); a missing or bad signature gets OCI's real 401 `NotAuthenticated` answer.
+//!
+//! It answers as OCI does where the provider's client can tell: camelCase JSON, `{"code", "message"}` errors
+//! with OCI's status codes (400 `MissingParameter`/`InvalidParameter`, 404 `NotAuthorizedOrNotFound`, 409
+//! `Conflict` for a delete with dependants and `IncorrectState`, 412 `NoEtagMatch`), lifecycle states that
+//! advance with age (`SETTLE` seconds per step), Core lists as bare arrays and Lustre lists as `{"items"}`,
+//! paging with `limit`/`page` and `opc-next-page`, `PUT` updates, `opc-retry-token` replays, work requests with
+//! their errors. Faults come from the shared admin API with service `core` (`/20160918`) or `lustre`
+//! (`/20250228`) and OCI's operation names; a `capacity` fault on `CreateClusterNetwork` makes the cluster
+//! network's work request fail ("Out of host capacity.") instead of the call.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::signature::{RSA_PKCS1_2048_8192_SHA256, UnparsedPublicKey};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
 use crate::admin::{Admin, Emulated, FaultKind};
 
+/// Seconds a lifecycle step (and a work request) takes.
 const SETTLE: f64 = 0.3;
+const CORE: &str = "20160918";
+const LUSTRE: &str = "20250228";
+const MAX_PAGE: usize = 1000;
 
+/// A collection served under an API version.
+struct Collection {
+    path: &'static str,
+    kind: &'static str,
+    version: &'static str,
+    /// The singular in operation names (`CreateVcn`) and messages.
+    name: &'static str,
+    plural: &'static str,
+    /// Whether its list operation requires `compartmentId`.
+    compartment_required: bool,
+}
+
+const COLLECTIONS: [Collection; 9] = [
+    Collection { path: "vcns", kind: "vcn", version: CORE, name: "Vcn", plural: "Vcns", compartment_required: true },
+    Collection { path: "subnets", kind: "subnet", version: CORE, name: "Subnet", plural: "Subnets", compartment_required: true },
+    Collection {
+        path: "networkSecurityGroups",
+        kind: "networksecuritygroup",
+        version: CORE,
+        name: "NetworkSecurityGroup",
+        plural: "NetworkSecurityGroups",
+        compartment_required: false,
+    },
+    Collection {
+        path: "computeClusters",
+        kind: "computecluster",
+        version: CORE,
+        name: "ComputeCluster",
+        plural: "ComputeClusters",
+        compartment_required: true,
+    },
+    Collection { path: "instances", kind: "instance", version: CORE, name: "Instance", plural: "Instances", compartment_required: true },
+    Collection {
+        path: "instanceConfigurations",
+        kind: "instanceconfiguration",
+        version: CORE,
+        name: "InstanceConfiguration",
+        plural: "InstanceConfigurations",
+        compartment_required: true,
+    },
+    Collection {
+        path: "clusterNetworks",
+        kind: "clusternetwork",
+        version: CORE,
+        name: "ClusterNetwork",
+        plural: "ClusterNetworks",
+        compartment_required: true,
+    },
+    Collection {
+        path: "lustreFileSystems",
+        kind: "lustrefilesystem",
+        version: LUSTRE,
+        name: "LustreFileSystem",
+        plural: "LustreFileSystems",
+        compartment_required: false,
+    },
+    Collection {
+        path: "objectStorageLinks",
+        kind: "objectstoragelink",
+        version: LUSTRE,
+        name: "ObjectStorageLink",
+        plural: "ObjectStorageLinks",
+        compartment_required: false,
+    },
+];
+
+fn collection_of(kind: &str) -> Option<&'static Collection> {
+    COLLECTIONS.iter().find(|c| c.kind == kind)
+}
+
+/// A resource. Fields whose names start with `_` are the emulator's own bookkeeping and never shown.
 struct Stored {
     kind: &'static str,
     value: Value,
+    /// When the stored lifecycle state was entered; the viewed state advances from it.
     changed: Instant,
+    /// Bumped on every change; part of the etag.
+    version: u64,
+}
+
+struct WorkRequest {
+    version: &'static str,
+    operation: String,
+    compartment: String,
+    /// (entity type, identifier, action type once it succeeds).
+    resources: Vec<(&'static str, String, &'static str)>,
+    started: Instant,
+    accepted: String,
+    /// (code, message) it fails with.
+    failure: Option<(String, String)>,
+}
+
+/// An answer, kept whole so that an `opc-retry-token` replay gets exactly the same one.
+#[derive(Clone)]
+struct Reply {
+    status: u16,
+    body: Option<Value>,
+    headers: Vec<(&'static str, String)>,
+}
+
+impl Reply {
+    fn json(status: u16, body: Value) -> Reply {
+        Reply { status, body: Some(body), headers: Vec::new() }
+    }
+
+    fn empty(status: u16) -> Reply {
+        Reply { status, body: None, headers: Vec::new() }
+    }
+
+    fn error(status: u16, code: &str, message: impl Into<String>) -> Reply {
+        Reply::json(status, json!({"code": code, "message": message.into()}))
+    }
+
+    fn not_found() -> Reply {
+        Reply::error(404, "NotAuthorizedOrNotFound", "Authorization failed or requested resource not found.")
+    }
+
+    fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = match self.body {
+            Some(body) => (status, axum::Json(body)).into_response(),
+            None => status.into_response(),
+        };
+        let headers = resp.headers_mut();
+        headers.insert("opc-request-id", HeaderValue::from_static("emulator"));
+        for (name, value) in self.headers {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(name, value);
+            }
+        }
+        resp
+    }
 }
 
 #[derive(Default)]
 struct Store {
     resources: BTreeMap<String, Stored>,
+    /// Security rules per network security group.
+    rules: BTreeMap<String, Vec<Value>>,
     keys: BTreeMap<String, Vec<u8>>,
-    /// Work requests: (operation type, resource id, started, failure message).
-    work_requests: BTreeMap<String, (String, String, Instant, Option<String>)>,
+    work_requests: BTreeMap<String, WorkRequest>,
+    /// `opc-retry-token` (with the path it was sent to) -> the answer given.
+    retries: BTreeMap<String, Reply>,
     next: u64,
 }
 
@@ -55,20 +204,8 @@ pub async fn serve(bind: &str) -> std::io::Result<Running> {
     Ok(Running { endpoint: format!("http://{addr}"), addr, emulator })
 }
 
-fn error(status: u16, code: &str, message: &str) -> Response {
-    let mut resp =
-        (StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), axum::Json(json!({"code": code, "message": message})))
-            .into_response();
-    resp.headers_mut().insert("opc-request-id", "emulator".parse().unwrap());
-    resp
-}
-
-fn not_found() -> Response {
-    error(404, "NotAuthorizedOrNotFound", "Authorization failed or requested resource not found.")
-}
-
-fn unauthenticated() -> Response {
-    error(401, "NotAuthenticated", "The required information to complete authentication was not provided or was incorrect.")
+fn unauthenticated() -> Reply {
+    Reply::error(401, "NotAuthenticated", "The required information to complete authentication was not provided or was incorrect.")
 }
 
 /// Checks the request's HTTP signature; the reason on failure goes to the emulator's log only, as OCI
@@ -114,27 +251,125 @@ fn verify(keys: &BTreeMap<String, Vec<u8>>, method: &Method, uri: &Uri, headers:
         .map_err(|_| "signature does not verify".into())
 }
 
-fn ocid(store: &mut Store, kind: &str) -> String {
-    store.next += 1;
-    format!("ocid1.{kind}.oc1.emulator.{:020}", store.next)
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Action {
+    Create,
+    List,
+    Get,
+    Update,
+    Delete,
+    AddSecurityRules,
+    ListSecurityRules,
+    ListNetworkInstances,
+    GetWorkRequest,
+    ListWorkRequestErrors,
+    ListImages,
 }
 
-impl Oci {
-    fn view(stored: &Stored) -> Value {
-        let mut v = stored.value.clone();
-        let age = stored.changed.elapsed().as_secs_f64();
-        let state = v["lifecycleState"].as_str().unwrap_or_default().to_owned();
-        let next = match (stored.kind, state.as_str()) {
-            ("instance", "PROVISIONING") if age >= SETTLE * 2.0 => Some("RUNNING"),
-            ("instance", "PROVISIONING") if age >= SETTLE => Some("STARTING"),
-            ("instance", "TERMINATING") if age >= SETTLE => Some("TERMINATED"),
-            (_, "PROVISIONING") if age >= SETTLE => Some("AVAILABLE"),
+struct Route {
+    action: Action,
+    version: &'static str,
+    /// None for work requests.
+    collection: Option<&'static Collection>,
+    /// The resource id; empty for collection-level calls.
+    id: String,
+    /// OCI's operation name, for counters and faults.
+    operation: String,
+}
+
+/// Maps a request to its operation; None for what OCI does not serve (a 404).
+fn route(method: &Method, path: &str) -> Option<Route> {
+    let (version, rest) = path.split_once('/')?;
+    let version = [CORE, LUSTRE].into_iter().find(|v| *v == version)?;
+    let segs: Vec<&str> = rest.split('/').collect();
+    let method = method.as_str();
+    if segs[0] == "workRequests" {
+        let (action, operation) = match (method, &segs[1..]) {
+            ("GET", [_]) => (Action::GetWorkRequest, "GetWorkRequest"),
+            ("GET", [_, "errors"]) => (Action::ListWorkRequestErrors, "ListWorkRequestErrors"),
+            _ => return None,
+        };
+        return Some(Route { action, version, collection: None, id: segs[1].to_owned(), operation: operation.to_owned() });
+    }
+    if (method, version, &segs[..]) == ("GET", CORE, &["images"][..]) {
+        return Some(Route { action: Action::ListImages, version, collection: None, id: String::new(), operation: "ListImages".into() });
+    }
+    let c = COLLECTIONS.iter().find(|c| c.path == segs[0] && c.version == version)?;
+    let (action, operation) = match (method, &segs[1..]) {
+        ("POST", []) if c.kind == "instance" => (Action::Create, "LaunchInstance".to_owned()),
+        ("POST", []) => (Action::Create, format!("Create{}", c.name)),
+        ("GET", []) => (Action::List, format!("List{}", c.plural)),
+        ("GET", [_]) => (Action::Get, format!("Get{}", c.name)),
+        ("PUT", [_]) => (Action::Update, format!("Update{}", c.name)),
+        ("DELETE", [_]) if c.kind == "instance" => (Action::Delete, "TerminateInstance".to_owned()),
+        ("DELETE", [_]) if c.kind == "clusternetwork" => (Action::Delete, "TerminateClusterNetwork".to_owned()),
+        ("DELETE", [_]) => (Action::Delete, format!("Delete{}", c.name)),
+        ("POST", [_, "actions", "addSecurityRules"]) if c.kind == "networksecuritygroup" => {
+            (Action::AddSecurityRules, "AddNetworkSecurityGroupSecurityRules".to_owned())
+        }
+        ("GET", [_, "securityRules"]) if c.kind == "networksecuritygroup" => {
+            (Action::ListSecurityRules, "ListNetworkSecurityGroupSecurityRules".to_owned())
+        }
+        ("GET", [_, "instances"]) if c.kind == "clusternetwork" => (Action::ListNetworkInstances, "ListClusterNetworkInstances".to_owned()),
+        _ => return None,
+    };
+    Some(Route { action, version, collection: Some(c), id: segs.get(1).copied().unwrap_or_default().to_owned(), operation })
+}
+
+/// Decodes a query component: `%XX` escapes and `+` for a space.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = match bytes[i] {
+            b'%' => bytes
+                .get(i + 1..i + 3)
+                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()),
             _ => None,
         };
-        if let Some(n) = next {
-            v["lifecycleState"] = json!(n);
+        match (escaped, bytes[i]) {
+            (Some(b), _) => {
+                out.push(b);
+                i += 3;
+            }
+            (None, b'+') => {
+                out.push(b' ');
+                i += 1;
+            }
+            (None, b) => {
+                out.push(b);
+                i += 1;
+            }
         }
-        v
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn parse_query(query: Option<&str>) -> BTreeMap<String, String> {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
+        .map(|(k, v)| (percent_decode(k), percent_decode(v)))
+        .collect()
+}
+
+/// What a handler gets.
+struct Req<'a> {
+    route: &'a Route,
+    query: &'a BTreeMap<String, String>,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+    /// A `capacity` fault fired on an asynchronous create: its work request is to fail.
+    capacity_failure: bool,
+}
+
+impl Req<'_> {
+    fn collection(&self) -> &'static Collection {
+        self.route.collection.expect("a collection route")
     }
 }
 
@@ -144,189 +379,944 @@ async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: 
         let (status, value) = oci.admin.handle(method.as_str(), route, &body, oci.as_ref());
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
     }
-    let Some(rest) = path.strip_prefix("20160918/").or_else(|| path.strip_prefix("20250228/")) else { return not_found() };
-    let segs: Vec<&str> = rest.split('/').collect();
-    let (collection, id) = (segs[0], segs.get(1).copied());
-    let kind = match collection {
-        "vcns" => "vcn",
-        "subnets" => "subnet",
-        "computeClusters" => "computecluster",
-        "instances" => "instance",
-        "instanceConfigurations" => "instanceconfiguration",
-        "clusterNetworks" => "clusternetwork",
-        "lustreFileSystems" => "lustrefilesystem",
-        "workRequests" => "workrequest",
-        _ => return not_found(),
-    };
-    let operation = match (method.as_str(), id) {
-        ("GET", Some(_)) if segs.get(2) == Some(&"instances") => "ListClusterNetworkInstances".to_string(),
-        ("POST", None) if kind == "instance" => "LaunchInstance".to_string(),
-        ("POST", None) => format!("Create{}", collection_name(collection)),
-        ("GET", None) => format!("List{}", plural(collection)),
-        ("GET", Some(_)) => format!("Get{}", collection_name(collection)),
-        ("DELETE", Some(_)) if kind == "instance" => "TerminateInstance".to_string(),
-        ("DELETE", Some(_)) => format!("Delete{}", collection_name(collection)),
-        _ => return not_found(),
-    };
     {
         let store = oci.store.lock().unwrap();
         if let Err(why) = verify(&store.keys, &method, &uri, &headers, &body) {
             eprintln!("oci emulator: 401 for {method} {uri}: {why}");
-            return unauthenticated();
+            return unauthenticated().into_response();
         }
     }
-    if let Some(fault) = oci.admin.on_request("core", &operation) {
+    let Some(route) = route(&method, &path) else { return Reply::not_found().into_response() };
+    let service = if route.version == CORE { "core" } else { "lustre" };
+    let mut capacity_failure = false;
+    if let Some(fault) = oci.admin.on_request(service, &route.operation) {
         match fault.kind {
             FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
             // OCI sends no Retry-After with its 429.
-            FaultKind::Throttle => return error(429, "TooManyRequests", "Too many requests for the tenancy"),
-            FaultKind::Capacity => return error(500, "InternalError", "Out of host capacity."),
-            FaultKind::ServerError => return error(500, "InternalError", "Internal error occurred"),
+            FaultKind::Throttle => return Reply::error(429, "TooManyRequests", "Too many requests for the tenancy").into_response(),
+            // A cluster network is accepted, and its work request fails later, as OCI's does.
+            FaultKind::Capacity if route.operation == "CreateClusterNetwork" => capacity_failure = true,
+            FaultKind::Capacity => return Reply::error(500, "InternalError", "Out of host capacity.").into_response(),
+            FaultKind::ServerError => return Reply::error(500, "InternalError", "Internal error occurred").into_response(),
         }
     }
+    let query = parse_query(uri.query());
     let mut store = oci.store.lock().unwrap();
-    match (method.as_str(), id) {
-        ("POST", None) => {
-            let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
-                return error(400, "InvalidParameter", "The body is not JSON.");
-            };
-            let Some(compartment) = value.get("compartmentId").and_then(Value::as_str).map(str::to_owned) else {
-                return error(400, "MissingParameter", "compartmentId is required.");
-            };
-            if kind == "instance" && value.get("shape").and_then(Value::as_str).is_none() {
-                return error(400, "MissingParameter", "shape is required.");
-            }
-            if kind == "lustrefilesystem"
-                && let Err(e) = check_lustre(&value)
-            {
-                return error(400, "InvalidParameter", &e);
-            }
-            let new_id = ocid(&mut store, kind);
-            if kind == "clusternetwork"
-                && let Err(message) = launch_pools(&mut store, &new_id, &mut value)
-            {
-                return error(404, "NotAuthorizedOrNotFound", &message);
-            }
-            value["id"] = json!(new_id);
-            value["compartmentId"] = json!(compartment);
-            value["lifecycleState"] = json!("PROVISIONING");
-            value["timeCreated"] = json!("2026-01-01T00:00:00.000Z");
-            store.resources.insert(new_id.clone(), Stored { kind, value: value.clone(), changed: Instant::now() });
-            let asynchronous = matches!(kind, "clusternetwork" | "lustrefilesystem");
-            let mut resp =
-                (if kind == "lustrefilesystem" { StatusCode::ACCEPTED } else { StatusCode::OK }, axum::Json(value)).into_response();
-            resp.headers_mut().insert("etag", format!("\"{new_id}\"").parse().unwrap());
-            if asynchronous {
-                let wr = ocid(&mut store, "workrequest");
-                store.work_requests.insert(wr.clone(), (operation.clone(), new_id.clone(), Instant::now(), None));
-                resp.headers_mut().insert("opc-work-request-id", wr.parse().unwrap());
-            }
-            resp
+    purge(&mut store);
+    let retry = match (&method, headers.get("opc-retry-token").and_then(|v| v.to_str().ok())) {
+        (&Method::POST, Some(token)) => Some(format!("{} {token}", uri.path())),
+        _ => None,
+    };
+    if let Some(previous) = retry.as_ref().and_then(|key| store.retries.get(key)) {
+        return previous.clone().into_response();
+    }
+    let req = Req { route: &route, query: &query, headers: &headers, body: &body, capacity_failure };
+    let result = match route.action {
+        Action::Create => create(&mut store, &req),
+        Action::List => list(&store, &req),
+        Action::Get => get(&store, &req),
+        Action::Update => update(&mut store, &req),
+        Action::Delete => delete(&mut store, &req),
+        Action::AddSecurityRules => add_security_rules(&mut store, &req),
+        Action::ListSecurityRules => list_security_rules(&store, &req),
+        Action::ListNetworkInstances => list_network_instances(&store, &req),
+        Action::GetWorkRequest => get_work_request(&store, &req),
+        Action::ListWorkRequestErrors => list_work_request_errors(&store, &req),
+        Action::ListImages => list_images(&req),
+    };
+    let reply = result.unwrap_or_else(|e| e);
+    if let Some(key) = retry
+        && reply.status < 300
+    {
+        store.retries.insert(key, reply.clone());
+    }
+    reply.into_response()
+}
+
+fn ocid(store: &mut Store, kind: &str) -> String {
+    store.next += 1;
+    format!("ocid1.{kind}.oc1.emulator.{:020}", store.next)
+}
+
+/// The time as OCI writes it, e.g. `2026-01-01T12:00:00.000Z`.
+fn now_rfc3339() -> String {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (secs, millis) = (since.as_secs() as i64, since.subsec_millis());
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3_600, rem % 3_600 / 60, rem % 60)
+}
+
+/// The lifecycle state a resource shows now: its stored state advanced by its age.
+fn state_of(s: &Stored) -> String {
+    let stored = s.value["lifecycleState"].as_str().unwrap_or_default();
+    let age = s.changed.elapsed().as_secs_f64();
+    let settled = age >= SETTLE;
+    let now = match (s.kind, stored) {
+        ("instance", "PROVISIONING" | "STARTING") if age >= 2.0 * SETTLE => "RUNNING",
+        ("instance", "PROVISIONING") if settled => "STARTING",
+        ("instance", "TERMINATING") if settled => "TERMINATED",
+        ("vcn" | "subnet" | "networksecuritygroup", "PROVISIONING") if settled => "AVAILABLE",
+        ("clusternetwork", "PROVISIONING") if settled && s.value["_failed"] == true => "TERMINATED",
+        ("clusternetwork", "PROVISIONING" | "SCALING") if settled => "RUNNING",
+        ("clusternetwork", "TERMINATING") if settled => "TERMINATED",
+        ("lustrefilesystem" | "objectstoragelink", "CREATING" | "UPDATING") if settled => "ACTIVE",
+        ("lustrefilesystem", "DELETING") if settled => "DELETED",
+        _ => stored,
+    };
+    now.to_owned()
+}
+
+fn set_state(s: &mut Stored, state: &str) {
+    s.value["lifecycleState"] = json!(state);
+    s.changed = Instant::now();
+    s.version += 1;
+}
+
+/// Gone for good (but possibly still listed, as OCI lists terminated instances).
+fn finished(s: &Stored) -> bool {
+    matches!(state_of(s).as_str(), "TERMINATED" | "DELETED")
+}
+
+/// Forgets Lustre file systems whose deletion has finished.
+fn purge(store: &mut Store) {
+    store.resources.retain(|_, s| state_of(s) != "DELETED");
+}
+
+fn view(s: &Stored) -> Value {
+    let mut v = s.value.clone();
+    let state = state_of(s);
+    if !state.is_empty() {
+        v["lifecycleState"] = json!(state);
+    }
+    if s.kind == "clusternetwork"
+        && let Some(pools) = v["instancePools"].as_array_mut()
+    {
+        for pool in pools {
+            pool["lifecycleState"] = json!(state);
         }
-        ("GET", Some(id)) if kind == "workrequest" => match store.work_requests.get(id) {
-            Some((op, target, started, failure)) => {
-                let age = started.elapsed().as_secs_f64();
-                let status = match (failure, age >= SETTLE, age >= SETTLE / 2.0) {
-                    (Some(_), true, _) => "FAILED",
-                    (None, true, _) => "SUCCEEDED",
-                    (_, false, true) => "IN_PROGRESS",
-                    _ => "ACCEPTED",
-                };
-                let percent = if age >= SETTLE { 100.0 } else { (age / SETTLE * 100.0).floor() };
-                axum::Json(json!({"id": id, "operationType": op, "status": status, "percentComplete": percent,
-                                  "resources": [{"identifier": target, "actionType": if status == "SUCCEEDED" { "CREATED" } else { "IN_PROGRESS" }}]}))
-                .into_response()
-            }
-            None => not_found(),
-        },
-        ("GET", Some(id)) if segs.get(2) == Some(&"instances") => {
-            // ListClusterNetworkInstances: every node of a cluster network in one call.
-            if store.resources.get(id).is_none_or(|s| s.kind != "clusternetwork") {
-                return not_found();
-            }
-            let items: Vec<Value> =
-                store.resources.values().filter(|s| s.kind == "instance" && s.value["clusterNetworkId"] == id).map(Oci::view).collect();
-            axum::Json(Value::Array(items)).into_response()
+    }
+    if let Some(fields) = v.as_object_mut() {
+        fields.retain(|k, _| !k.starts_with('_'));
+    }
+    v
+}
+
+fn etag(s: &Stored) -> String {
+    format!("\"{}-{}\"", s.value["id"].as_str().unwrap_or_default(), s.version)
+}
+
+fn resource_reply(status: u16, s: &Stored) -> Reply {
+    Reply::json(status, view(s)).header("etag", etag(s))
+}
+
+fn check_if_match(headers: &HeaderMap, s: &Stored) -> Result<(), Reply> {
+    match headers.get("if-match").and_then(|v| v.to_str().ok()) {
+        Some(want) if want != "*" && want.trim_matches('"') != etag(s).trim_matches('"') => {
+            Err(Reply::error(412, "NoEtagMatch", "The resource's etag does not match the if-match header."))
         }
-        ("GET", Some(id)) => match store.resources.get(id).filter(|s| s.kind == kind) {
-            Some(s) => (StatusCode::OK, axum::Json(Oci::view(s))).into_response(),
-            None => not_found(),
-        },
-        ("GET", None) => {
-            let query: BTreeMap<String, String> = uri
-                .query()
-                .unwrap_or_default()
-                .split('&')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect();
-            let Some(compartment) = query.get("compartmentId") else { return error(400, "MissingParameter", "compartmentId is required.") };
-            let items: Vec<Value> = store
-                .resources
-                .values()
-                .filter(|s| s.kind == kind && s.value["compartmentId"].as_str() == Some(compartment))
-                .map(Oci::view)
-                .filter(|v| {
-                    query.iter().all(|(k, want)| {
-                        k == "compartmentId" || k == "limit" || k == "page" || v.get(k).and_then(Value::as_str) == Some(want)
-                    })
-                })
-                .collect();
-            (StatusCode::OK, axum::Json(Value::Array(items))).into_response()
+        _ => Ok(()),
+    }
+}
+
+fn json_body(body: &[u8]) -> Result<Value, Reply> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) if v.is_object() => Ok(v),
+        _ => Err(Reply::error(400, "CannotParseRequest", "The request body is not a JSON object.")),
+    }
+}
+
+/// A non-empty string at a JSON pointer.
+fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+fn missing(name: &str) -> Reply {
+    Reply::error(400, "MissingParameter", format!("{name} is required."))
+}
+
+fn invalid(message: impl Into<String>) -> Reply {
+    Reply::error(400, "InvalidParameter", message)
+}
+
+/// The string at `pointer`, or OCI's 400 `MissingParameter` naming it.
+fn require(v: &Value, pointer: &str) -> Result<String, Reply> {
+    text(v, pointer).map(str::to_owned).ok_or_else(|| missing(&pointer.trim_start_matches('/').replace('/', ".")))
+}
+
+/// The existing resource an OCID refers to, or OCI's 404.
+fn existing<'a>(store: &'a Store, id: &str, kind: &str) -> Result<&'a Stored, Reply> {
+    store.resources.get(id).filter(|s| s.kind == kind && !finished(s)).ok_or_else(|| {
+        let name = collection_of(kind).map_or(kind, |c| c.name);
+        Reply::error(404, "NotAuthorizedOrNotFound", format!("{name} {id} not found or not authorized."))
+    })
+}
+
+/// An IPv4 CIDR block as (address, prefix length).
+fn parse_cidr(s: &str) -> Option<(u32, u32)> {
+    let (ip, len) = s.split_once('/')?;
+    let ip: Ipv4Addr = ip.parse().ok()?;
+    let len: u32 = len.parse().ok().filter(|l| *l <= 32)?;
+    Some((u32::from(ip), len))
+}
+
+fn within(inner: (u32, u32), outer: (u32, u32)) -> bool {
+    let mask = if outer.1 == 0 { 0 } else { u32::MAX << (32 - outer.1) };
+    inner.1 >= outer.1 && inner.0 & mask == outer.0 & mask
+}
+
+fn new_work_request(
+    store: &mut Store,
+    version: &'static str,
+    operation: &str,
+    compartment: &str,
+    resources: Vec<(&'static str, String, &'static str)>,
+    failure: Option<(String, String)>,
+) -> String {
+    let id = ocid(store, "workrequest");
+    let wr = WorkRequest {
+        version,
+        operation: operation.to_owned(),
+        compartment: compartment.to_owned(),
+        resources,
+        started: Instant::now(),
+        accepted: now_rfc3339(),
+        failure,
+    };
+    store.work_requests.insert(id.clone(), wr);
+    id
+}
+
+fn initial_state(kind: &str) -> Option<&'static str> {
+    match kind {
+        "vcn" | "subnet" | "networksecuritygroup" | "instance" | "clusternetwork" => Some("PROVISIONING"),
+        "computecluster" => Some("ACTIVE"),
+        "lustrefilesystem" | "objectstoragelink" => Some("CREATING"),
+        _ => None,
+    }
+}
+
+fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
+    let kind = req.collection().kind;
+    let mut value = json_body(req.body)?;
+    let compartment = require(&value, "/compartmentId")?;
+    // What each kind needs beyond the common fields, checked before anything is created.
+    let mut network_placement = None;
+    let mut lustre_subnet_cidr = None;
+    match kind {
+        "vcn" => check_vcn(&mut value)?,
+        "subnet" => check_subnet(store, &value)?,
+        "networksecuritygroup" => {
+            let vcn = require(&value, "/vcnId")?;
+            existing(store, &vcn, "vcn")?;
         }
-        ("DELETE", Some(id)) => {
-            let Some(stored) = store.resources.get_mut(id).filter(|s| s.kind == kind) else { return not_found() };
-            if kind == "instance" {
-                // Terminated instances stay listed as TERMINATED for a while, as in OCI.
-                stored.value["lifecycleState"] = json!("TERMINATING");
-                stored.changed = Instant::now();
-            } else {
-                store.resources.remove(id);
+        "computecluster" => {
+            require(&value, "/availabilityDomain")?;
+        }
+        "instance" => check_launch(store, &value)?,
+        "instanceconfiguration" => {
+            require(&value, "/instanceDetails/launchDetails/shape")?;
+        }
+        "clusternetwork" => network_placement = Some(check_cluster_network(store, &value)?),
+        "lustrefilesystem" => {
+            require(&value, "/availabilityDomain")?;
+            check_lustre(&value).map_err(invalid)?;
+            let subnet = require(&value, "/subnetId")?;
+            lustre_subnet_cidr = Some(existing(store, &subnet, "subnet")?.value["cidrBlock"].as_str().unwrap_or_default().to_owned());
+        }
+        "objectstoragelink" => check_link(store, &value)?,
+        _ => {}
+    }
+    let id = ocid(store, kind);
+    let n = store.next;
+    value["id"] = json!(id);
+    value["compartmentId"] = json!(compartment);
+    if let Some(state) = initial_state(kind) {
+        value["lifecycleState"] = json!(state);
+    }
+    let now = now_rfc3339();
+    value["timeCreated"] = json!(now);
+    for tags in ["freeformTags", "definedTags"] {
+        if !value[tags].is_object() {
+            value[tags] = json!({});
+        }
+    }
+    if text(&value, "/displayName").is_none() {
+        value["displayName"] = json!(format!("{kind}{n:06}"));
+    }
+    let mut work_request = None;
+    let mut status = 200;
+    match kind {
+        "instance" => {
+            value["imageId"] = value["sourceDetails"]["imageId"].clone();
+            value["_subnetId"] = value["createVnicDetails"]["subnetId"].clone();
+            value["_nsgIds"] = value["createVnicDetails"]["nsgIds"].as_array().cloned().map_or(json!([]), Value::Array);
+            value["region"] = json!("emulator");
+            if text(&value, "/faultDomain").is_none() {
+                value["faultDomain"] = json!("FAULT-DOMAIN-1");
             }
-            if kind == "clusternetwork" {
-                // Terminating a cluster network terminates its instance pool's instances.
+        }
+        "clusternetwork" => {
+            let placement = network_placement.take().expect("checked above");
+            let placement = PoolPlacement { network: id.clone(), compartment: compartment.clone(), ..placement };
+            let mut pools = Vec::new();
+            for requested in value["instancePools"].as_array().cloned().unwrap_or_default() {
+                let pool_id = ocid(store, "instancepool");
+                let size = requested["size"].as_u64().unwrap_or_default();
+                let mut pool = json!({
+                    "id": pool_id, "compartmentId": compartment, "instanceConfigurationId": requested["instanceConfigurationId"],
+                    "size": size, "timeCreated": now,
+                    "placementConfigurations": [{"availabilityDomain": placement.ad, "primaryVnicSubnets": {"subnetId": placement.subnet}}],
+                });
+                if let Some(name) = text(&requested, "/displayName") {
+                    pool["displayName"] = json!(name);
+                }
+                if !req.capacity_failure {
+                    launch_pool_instances(store, &placement, &pool, size);
+                }
+                pools.push(pool);
+            }
+            value["instancePools"] = Value::Array(pools);
+            let failure = req.capacity_failure.then(|| ("InternalError".to_owned(), "Out of host capacity.".to_owned()));
+            if failure.is_some() {
+                value["_failed"] = json!(true);
+            }
+            let resources = vec![("clusternetwork", id.clone(), "CREATED")];
+            work_request = Some(new_work_request(store, CORE, "CreateClusterNetwork", &compartment, resources, failure));
+        }
+        "lustrefilesystem" => {
+            let cidr = lustre_subnet_cidr.take().unwrap_or_default();
+            let (base, len) = parse_cidr(&cidr).unwrap_or((u32::from(Ipv4Addr::new(10, 0, 0, 0)), 24));
+            let span = (1u64 << (32 - len)).saturating_sub(4).max(1);
+            let host = u64::from(base) + 2 + n % span;
+            value["managementServiceAddress"] = json!(Ipv4Addr::from(host as u32).to_string());
+            value["lnet"] = json!("tcp");
+            value["majorVersion"] = json!("2.15");
+            value["timeUpdated"] = json!(now);
+            let resources = vec![("lustrefilesystem", id.clone(), "CREATED")];
+            work_request = Some(new_work_request(store, LUSTRE, "CREATE_LUSTRE_FILE_SYSTEM", &compartment, resources, None));
+            status = 202;
+        }
+        "objectstoragelink" => value["timeUpdated"] = json!(now),
+        _ => {}
+    }
+    let stored = Stored { kind, value, changed: Instant::now(), version: 1 };
+    let mut reply = resource_reply(status, &stored);
+    store.resources.insert(id, stored);
+    if let Some(wr) = work_request {
+        reply = reply.header("opc-work-request-id", wr);
+    }
+    Ok(reply)
+}
+
+/// OCI keeps `cidrBlock` (the first block) and `cidrBlocks` in step; blocks are /16 to /30.
+fn check_vcn(value: &mut Value) -> Result<(), Reply> {
+    let blocks: Vec<String> = match (value["cidrBlocks"].as_array(), text(value, "/cidrBlock")) {
+        (Some(blocks), _) if !blocks.is_empty() => blocks.iter().map(|b| b.as_str().unwrap_or_default().to_owned()).collect(),
+        (_, Some(one)) => vec![one.to_owned()],
+        _ => return Err(missing("cidrBlocks")),
+    };
+    for block in &blocks {
+        if !parse_cidr(block).is_some_and(|(_, len)| (16..=30).contains(&len)) {
+            return Err(invalid(format!("cidrBlock {block:?} is not an IPv4 CIDR block from /16 to /30.")));
+        }
+    }
+    value["cidrBlock"] = json!(blocks[0]);
+    value["cidrBlocks"] = json!(blocks);
+    Ok(())
+}
+
+/// A subnet needs an existing VCN and a CIDR block inside it that overlaps none of its other subnets.
+fn check_subnet(store: &Store, value: &Value) -> Result<(), Reply> {
+    let vcn_id = require(value, "/vcnId")?;
+    let vcn = existing(store, &vcn_id, "vcn")?;
+    let cidr = require(value, "/cidrBlock")?;
+    let block =
+        parse_cidr(&cidr).filter(|(_, len)| *len <= 30).ok_or_else(|| invalid(format!("cidrBlock {cidr:?} is not a valid CIDR block.")))?;
+    let vcn_blocks = vcn.value["cidrBlocks"].as_array().cloned().unwrap_or_default();
+    if !vcn_blocks.iter().filter_map(|b| b.as_str().and_then(parse_cidr)).any(|outer| within(block, outer)) {
+        return Err(invalid(format!("cidrBlock {cidr} is not within the CIDR blocks of VCN {vcn_id}.")));
+    }
+    let clash = store
+        .resources
+        .values()
+        .filter(|s| s.kind == "subnet" && s.value["vcnId"] == vcn_id.as_str())
+        .find(|s| s.value["cidrBlock"].as_str().and_then(parse_cidr).is_some_and(|other| within(block, other) || within(other, block)));
+    if let Some(other) = clash {
+        return Err(invalid(format!("cidrBlock {cidr} overlaps subnet {} ({}).", other.value["id"], other.value["cidrBlock"])));
+    }
+    Ok(())
+}
+
+/// LaunchInstance's required details, and the compute cluster, if any, in the same availability domain.
+fn check_launch(store: &Store, value: &Value) -> Result<(), Reply> {
+    let ad = require(value, "/availabilityDomain")?;
+    require(value, "/shape")?;
+    if let Some(source) = text(value, "/sourceDetails/sourceType")
+        && source != "image"
+    {
+        return Err(invalid(format!("sourceDetails.sourceType {source:?} is not supported here; use \"image\".")));
+    }
+    require(value, "/sourceDetails/imageId")?;
+    let subnet = require(value, "/createVnicDetails/subnetId")?;
+    existing(store, &subnet, "subnet")?;
+    if let Some(cluster_id) = text(value, "/computeClusterId") {
+        let cluster = existing(store, cluster_id, "computecluster")?;
+        let cluster_ad = cluster.value["availabilityDomain"].as_str().unwrap_or_default();
+        if cluster_ad != ad {
+            return Err(invalid(format!(
+                "Compute cluster {cluster_id} is in availability domain {cluster_ad}; the instance cannot be launched in {ad}."
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where a cluster network's pools launch their instances.
+struct PoolPlacement {
+    network: String,
+    compartment: String,
+    ad: String,
+    subnet: String,
+}
+
+fn check_cluster_network(store: &Store, value: &Value) -> Result<PoolPlacement, Reply> {
+    let ad = require(value, "/placementConfiguration/availabilityDomain")?;
+    // primarySubnetId is the older spelling OCI still accepts.
+    let subnet = text(value, "/placementConfiguration/primaryVnicSubnets/subnetId")
+        .or_else(|| text(value, "/placementConfiguration/primarySubnetId"))
+        .ok_or_else(|| missing("placementConfiguration.primaryVnicSubnets.subnetId"))?
+        .to_owned();
+    existing(store, &subnet, "subnet")?;
+    let pools = value["instancePools"].as_array().filter(|p| !p.is_empty()).ok_or_else(|| missing("instancePools"))?;
+    for pool in pools {
+        let config = text(pool, "/instanceConfigurationId").ok_or_else(|| missing("instancePools[].instanceConfigurationId"))?;
+        existing(store, config, "instanceconfiguration")?;
+        if pool["size"].as_u64().is_none() {
+            return Err(missing("instancePools[].size (a non-negative integer)"));
+        }
+    }
+    Ok(PoolPlacement { network: String::new(), compartment: String::new(), ad, subnet })
+}
+
+/// A pool instance's generated name: `inst-<5 letters or digits>-<pool name>`, unique per counter value.
+fn pool_instance_name(n: u64, pool: &Value) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    // Multiplying by a number prime to 36 permutes 0..36^5, so the suffixes differ.
+    let mut x = (n.wrapping_mul(1_000_003).wrapping_add(12_345)) % 60_466_176;
+    let mut suffix = [0u8; 5];
+    for c in suffix.iter_mut().rev() {
+        *c = DIGITS[(x % 36) as usize];
+        x /= 36;
+    }
+    format!("inst-{}-{}", String::from_utf8_lossy(&suffix), text(pool, "/displayName").unwrap_or("pool"))
+}
+
+/// Launches `count` instances into a cluster network's pool, from the pool's instance configuration.
+fn launch_pool_instances(store: &mut Store, at: &PoolPlacement, pool: &Value, count: u64) {
+    let config_id = pool["instanceConfigurationId"].as_str().unwrap_or_default().to_owned();
+    let launch = store.resources.get(&config_id).map(|c| c.value["instanceDetails"]["launchDetails"].clone()).unwrap_or(Value::Null);
+    let object_or_empty = |v: &Value| if v.is_object() { v.clone() } else { json!({}) };
+    for _ in 0..count {
+        let id = ocid(store, "instance");
+        let name = pool_instance_name(store.next, pool);
+        let mut instance = json!({
+            "id": id, "compartmentId": at.compartment, "availabilityDomain": at.ad, "faultDomain": "FAULT-DOMAIN-1",
+            "region": "emulator", "shape": launch["shape"], "displayName": name, "lifecycleState": "PROVISIONING",
+            "instancePoolId": pool["id"], "clusterNetworkId": at.network, "instanceConfigurationId": config_id,
+            "timeCreated": now_rfc3339(), "freeformTags": object_or_empty(&launch["freeformTags"]),
+            "definedTags": object_or_empty(&launch["definedTags"]), "_subnetId": at.subnet,
+            "_nsgIds": launch["createVnicDetails"]["nsgIds"].as_array().cloned().map_or(json!([]), Value::Array),
+        });
+        for field in ["sourceDetails", "shapeConfig", "metadata", "agentConfig", "preemptibleInstanceConfig"] {
+            if !launch[field].is_null() {
+                instance[field] = launch[field].clone();
+            }
+        }
+        instance["imageId"] = launch["sourceDetails"]["imageId"].clone();
+        store.resources.insert(id, Stored { kind: "instance", value: instance, changed: Instant::now(), version: 1 });
+    }
+}
+
+/// An Object Storage link needs an existing file system in its availability domain, a path and a prefix.
+fn check_link(store: &Store, value: &Value) -> Result<(), Reply> {
+    let ad = require(value, "/availabilityDomain")?;
+    let fs_id = require(value, "/lustreFileSystemId")?;
+    let fs = existing(store, &fs_id, "lustrefilesystem")?;
+    let path = require(value, "/fileSystemPath")?;
+    require(value, "/objectStoragePrefix")?;
+    if !value["isOverwrite"].is_boolean() {
+        return Err(missing("isOverwrite"));
+    }
+    if !path.starts_with('/') {
+        return Err(invalid(format!("fileSystemPath {path:?} must be an absolute path.")));
+    }
+    if fs.value["availabilityDomain"].as_str() != Some(ad.as_str()) {
+        return Err(invalid(format!("Lustre file system {fs_id} is not in availability domain {ad}.")));
+    }
+    Ok(())
+}
+
+/// Query parameters that are not filters.
+const NOT_FILTERS: [&str; 4] = ["limit", "page", "sortBy", "sortOrder"];
+
+/// Filters (every other parameter must equal a top-level string field), one page, and the answer in the
+/// collection's form: a bare array for Core, `{"items"}` for Lustre.
+fn listing(items: Vec<(String, Value)>, query: &BTreeMap<String, String>, wrapped: bool) -> Result<Reply, Reply> {
+    let limit = match query.get("limit") {
+        None => MAX_PAGE,
+        Some(l) => l.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| invalid(format!("limit {l:?} is not a positive integer.")))?,
+    }
+    .min(MAX_PAGE);
+    let after = match query.get("page") {
+        None => None,
+        Some(token) => Some(
+            URL_SAFE_NO_PAD
+                .decode(token)
+                .ok()
+                .and_then(|raw| String::from_utf8(raw).ok())
+                .and_then(|s| s.strip_prefix("after:").map(str::to_owned))
+                .ok_or_else(|| invalid(format!("page {token:?} is not a page token this service issued.")))?,
+        ),
+    };
+    let rest: Vec<(String, Value)> = items
+        .into_iter()
+        .filter(|(key, _)| after.as_ref().is_none_or(|a| key > a))
+        .filter(|(_, v)| {
+            query.iter().all(|(k, want)| NOT_FILTERS.contains(&k.as_str()) || v.get(k).and_then(Value::as_str) == Some(want.as_str()))
+        })
+        .collect();
+    let next = (rest.len() > limit).then(|| URL_SAFE_NO_PAD.encode(format!("after:{}", rest[limit - 1].0)));
+    let page: Vec<Value> = rest.into_iter().take(limit).map(|(_, v)| v).collect();
+    let body = if wrapped { json!({"items": page}) } else { Value::Array(page) };
+    let reply = Reply::json(200, body);
+    Ok(match next {
+        Some(token) => reply.header("opc-next-page", token),
+        None => reply,
+    })
+}
+
+/// Platform images: (OCID, display name, operating system, shapes it runs on; empty = non-GPU shapes only).
+const IMAGES: [(&str, &str, &str, &[&str]); 3] = [
+    (
+        "ocid1.image.oc1.iad.emulator-ol8-gpu",
+        "Oracle-Linux-8.10-Gen2-GPU-2026.10.30-0",
+        "Oracle Linux",
+        &["BM.GPU.H100.8", "BM.GPU.H200.8", "BM.GPU.B200.8", "BM.GPU.MI300X.8", "BM.GPU.B300.8", "BM.GPU.L40S.4", "BM.GPU.A100-v2.8"],
+    ),
+    (
+        "ocid1.image.oc1.iad.emulator-ubuntu-gpu",
+        "Canonical-Ubuntu-22.04-Gen2-GPU-2026.10.30-0",
+        "Canonical Ubuntu",
+        &["BM.GPU.H100.8", "BM.GPU.H200.8", "BM.GPU.B200.8", "BM.GPU.B300.8"],
+    ),
+    ("ocid1.image.oc1.iad.emulator-ol8", "Oracle-Linux-8.10-2026.10.30-0", "Oracle Linux", &[]),
+];
+
+/// ListImages: the platform images, newest first, filtered by `shape` and `operatingSystem`.
+fn list_images(req: &Req) -> Result<Reply, Reply> {
+    if !req.query.contains_key("compartmentId") {
+        return Err(missing("compartmentId"));
+    }
+    let items = IMAGES
+        .iter()
+        .filter(|(_, _, _, shapes)| {
+            req.query
+                .get("shape")
+                .is_none_or(|want| if want.starts_with("BM.GPU") { shapes.contains(&want.as_str()) } else { shapes.is_empty() })
+        })
+        .filter(|(_, _, os, _)| req.query.get("operatingSystem").is_none_or(|want| want == os))
+        .enumerate()
+        .map(|(i, (id, name, os, _))| {
+            (
+                format!("{i:04}"),
+                json!({"id": id, "displayName": name, "operatingSystem": os, "lifecycleState": "AVAILABLE",
+                                       "timeCreated": "2026-10-30T00:00:00.000Z"}),
+            )
+        })
+        .collect();
+    let mut query = req.query.clone();
+    query.retain(|k, _| !matches!(k.as_str(), "shape" | "operatingSystem" | "compartmentId"));
+    listing(items, &query, false)
+}
+
+fn list(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let c = req.collection();
+    if c.compartment_required && !req.query.contains_key("compartmentId") {
+        return Err(missing("compartmentId"));
+    }
+    // Ids carry a zero-padded counter, so id order within a kind is creation order.
+    let items = store.resources.iter().filter(|(_, s)| s.kind == c.kind).map(|(id, s)| (id.clone(), view(s))).collect();
+    listing(items, req.query, c.version == LUSTRE)
+}
+
+fn get(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let s = store.resources.get(&req.route.id).filter(|s| s.kind == req.collection().kind).ok_or_else(Reply::not_found)?;
+    Ok(resource_reply(200, s))
+}
+
+/// Fields an update never changes.
+const IMMUTABLE: [&str; 7] = ["id", "compartmentId", "lifecycleState", "timeCreated", "availabilityDomain", "vcnId", "lustreFileSystemId"];
+
+/// Merges the body's top-level fields into the resource (so `freeformTags` is replaced whole).
+fn merge(target: &mut Value, body: &Value, skip: &[&str]) {
+    if let (Some(target), Some(body)) = (target.as_object_mut(), body.as_object()) {
+        for (k, v) in body {
+            if !k.starts_with('_') && !IMMUTABLE.contains(&k.as_str()) && !skip.contains(&k.as_str()) {
+                target.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+fn update(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
+    let c = req.collection();
+    let id = req.route.id.as_str();
+    let body = json_body(req.body)?;
+    let s = store.resources.get(id).filter(|s| s.kind == c.kind).ok_or_else(Reply::not_found)?;
+    check_if_match(req.headers, s)?;
+    let state = state_of(s);
+    if matches!(state.as_str(), "TERMINATING" | "TERMINATED" | "DELETING" | "DELETED") {
+        return Err(Reply::error(409, "IncorrectState", format!("{} {id} is {state} and can no longer be updated.", c.name)));
+    }
+    match c.kind {
+        "clusternetwork" => update_cluster_network(store, id, &body, &state),
+        "lustrefilesystem" => update_lustre(store, id, &body, &state),
+        _ => {
+            let s = store.resources.get_mut(id).expect("found above");
+            merge(&mut s.value, &body, &[]);
+            s.version += 1;
+            Ok(resource_reply(200, s))
+        }
+    }
+}
+
+/// Resizes pools (launching from the pool's instance configuration, or terminating the newest instances)
+/// and renames or retags the cluster network.
+fn update_cluster_network(store: &mut Store, id: &str, body: &Value, state: &str) -> Result<Reply, Reply> {
+    let network = &store.resources[id].value;
+    let mut pools = network["instancePools"].as_array().cloned().unwrap_or_default();
+    let placement = PoolPlacement {
+        network: id.to_owned(),
+        compartment: network["compartmentId"].as_str().unwrap_or_default().to_owned(),
+        ad: network["placementConfiguration"]["availabilityDomain"].as_str().unwrap_or_default().to_owned(),
+        subnet: text(network, "/placementConfiguration/primaryVnicSubnets/subnetId")
+            .or_else(|| text(network, "/placementConfiguration/primarySubnetId"))
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let mut resizes = Vec::new();
+    if let Some(requested) = body.get("instancePools") {
+        let requested = requested.as_array().ok_or_else(|| invalid("instancePools must be a list."))?;
+        for r in requested {
+            let pool_id = text(r, "/id").ok_or_else(|| missing("instancePools[].id"))?;
+            let size = r["size"].as_u64().ok_or_else(|| invalid("instancePools[].size must be a non-negative integer."))?;
+            let index = pools
+                .iter()
+                .position(|p| p["id"] == pool_id)
+                .ok_or_else(|| invalid(format!("Instance pool {pool_id} is not part of cluster network {id}.")))?;
+            if pools[index]["size"].as_u64() != Some(size) {
+                resizes.push((index, size));
+            }
+        }
+    }
+    if !resizes.is_empty() && state != "RUNNING" {
+        return Err(Reply::error(409, "IncorrectState", format!("Cluster network {id} is {state}; it can be resized only when RUNNING.")));
+    }
+    for &(index, size) in &resizes {
+        let pool_id = pools[index]["id"].as_str().unwrap_or_default().to_owned();
+        let live: Vec<String> = store
+            .resources
+            .iter()
+            .filter(|(_, s)| s.kind == "instance" && s.value["instancePoolId"] == pool_id.as_str())
+            .filter(|(_, s)| !matches!(state_of(s).as_str(), "TERMINATING" | "TERMINATED"))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let have = live.len() as u64;
+        if size > have {
+            launch_pool_instances(store, &placement, &pools[index], size - have);
+        }
+        // The newest go first.
+        for victim in live.iter().rev().take(have.saturating_sub(size) as usize) {
+            if let Some(s) = store.resources.get_mut(victim) {
+                set_state(s, "TERMINATING");
+            }
+        }
+        pools[index]["size"] = json!(size);
+    }
+    let s = store.resources.get_mut(id).expect("found above");
+    merge(&mut s.value, body, &["instancePools", "placementConfiguration"]);
+    s.value["instancePools"] = Value::Array(pools);
+    if resizes.is_empty() {
+        s.version += 1;
+    } else {
+        set_state(s, "SCALING");
+    }
+    let compartment = placement.compartment.clone();
+    let mut reply = resource_reply(200, &store.resources[id]);
+    let wr = new_work_request(store, CORE, "UpdateClusterNetwork", &compartment, vec![("clusternetwork", id.to_owned(), "UPDATED")], None);
+    reply = reply.header("opc-work-request-id", wr);
+    Ok(reply)
+}
+
+/// Capacity only grows, by File Storage with Lustre's rules; the file system is UPDATING meanwhile.
+fn update_lustre(store: &mut Store, id: &str, body: &Value, state: &str) -> Result<Reply, Reply> {
+    if state != "ACTIVE" {
+        return Err(Reply::error(
+            409,
+            "IncorrectState",
+            format!("Lustre file system {id} is {state}; it can be updated only when ACTIVE."),
+        ));
+    }
+    let s = &store.resources[id];
+    let mut merged = s.value.clone();
+    merge(&mut merged, body, &["fileSystemName", "subnetId", "managementServiceAddress", "lnet", "majorVersion"]);
+    if let Some(requested) = body.get("capacityInGBs") {
+        let old = s.value["capacityInGBs"].as_i64().unwrap_or_default();
+        let new = requested.as_i64().ok_or_else(|| invalid("capacityInGBs must be an integer."))?;
+        if new < old {
+            return Err(invalid(format!("capacityInGBs can only grow: the file system has {old} GB, {new} GB was requested.")));
+        }
+    }
+    check_lustre(&merged).map_err(invalid)?;
+    let compartment = merged["compartmentId"].as_str().unwrap_or_default().to_owned();
+    merged["timeUpdated"] = json!(now_rfc3339());
+    let s = store.resources.get_mut(id).expect("found above");
+    s.value = merged;
+    set_state(s, "UPDATING");
+    let reply = resource_reply(202, s);
+    let resources = vec![("lustrefilesystem", id.to_owned(), "UPDATED")];
+    let wr = new_work_request(store, LUSTRE, "UPDATE_LUSTRE_FILE_SYSTEM", &compartment, resources, None);
+    Ok(reply.header("opc-work-request-id", wr))
+}
+
+/// What still depends on a resource (kind and id of each), which stops its deletion.
+fn dependants(store: &Store, kind: &str, id: &str) -> Vec<String> {
+    let uses = |list: &Value| list.as_array().is_some_and(|a| a.iter().any(|x| x == id));
+    store
+        .resources
+        .iter()
+        .filter(|(_, s)| !finished(s))
+        .filter(|(_, s)| match (kind, s.kind) {
+            ("vcn", "subnet" | "networksecuritygroup") => s.value["vcnId"] == id,
+            ("subnet", "instance") => s.value["_subnetId"] == id,
+            ("subnet", "lustrefilesystem") => s.value["subnetId"] == id,
+            ("subnet", "clusternetwork") => {
+                s.value["placementConfiguration"]["primaryVnicSubnets"]["subnetId"] == id
+                    || s.value["placementConfiguration"]["primarySubnetId"] == id
+            }
+            ("networksecuritygroup", "instance") => uses(&s.value["_nsgIds"]),
+            ("networksecuritygroup", "lustrefilesystem") => uses(&s.value["nsgIds"]),
+            ("computecluster", "instance") => s.value["computeClusterId"] == id,
+            ("instanceconfiguration", "clusternetwork") => {
+                s.value["instancePools"].as_array().is_some_and(|pools| pools.iter().any(|p| p["instanceConfigurationId"] == id))
+            }
+            ("lustrefilesystem", "objectstoragelink") => s.value["lustreFileSystemId"] == id,
+            _ => false,
+        })
+        .map(|(other, s)| format!("{} {other}", collection_of(s.kind).map_or(s.kind, |c| c.name)))
+        .collect()
+}
+
+fn delete(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
+    let c = req.collection();
+    let id = req.route.id.as_str();
+    let s = store.resources.get(id).filter(|s| s.kind == c.kind).ok_or_else(Reply::not_found)?;
+    check_if_match(req.headers, s)?;
+    if let Some(preserve) = req.query.get("preserveBootVolume")
+        && !matches!(preserve.as_str(), "true" | "false")
+    {
+        return Err(invalid(format!("preserveBootVolume {preserve:?} must be true or false.")));
+    }
+    let compartment = s.value["compartmentId"].as_str().unwrap_or_default().to_owned();
+    let state = state_of(s);
+    let blocking = dependants(store, c.kind, id);
+    if !blocking.is_empty() {
+        return Err(Reply::error(
+            409,
+            "Conflict",
+            format!("{} {id} cannot be deleted while other resources depend on it: {}.", c.name, blocking.join(", ")),
+        ));
+    }
+    let ending = matches!(state.as_str(), "TERMINATING" | "TERMINATED" | "DELETING");
+    match c.kind {
+        // Terminated instances and cluster networks stay listed as TERMINATED, as in OCI.
+        "instance" => {
+            if !ending {
+                set_state(store.resources.get_mut(id).expect("found above"), "TERMINATING");
+            }
+            Ok(Reply::empty(204))
+        }
+        "clusternetwork" => {
+            if !ending {
+                set_state(store.resources.get_mut(id).expect("found above"), "TERMINATING");
+                // Terminating a cluster network terminates its instance pools' instances.
                 for s in store.resources.values_mut().filter(|s| s.kind == "instance" && s.value["clusterNetworkId"] == id) {
-                    s.value["lifecycleState"] = json!("TERMINATING");
-                    s.changed = Instant::now();
+                    if !matches!(state_of(s).as_str(), "TERMINATING" | "TERMINATED") {
+                        set_state(s, "TERMINATING");
+                    }
                 }
             }
-            if kind == "lustrefilesystem" {
-                let wr = ocid(&mut store, "workrequest");
-                store.work_requests.insert(wr.clone(), ("DELETE_LUSTRE_FILE_SYSTEM".into(), id.to_owned(), Instant::now(), None));
-                let mut resp = StatusCode::ACCEPTED.into_response();
-                resp.headers_mut().insert("opc-work-request-id", wr.parse().unwrap());
-                return resp;
-            }
-            StatusCode::NO_CONTENT.into_response()
+            let resources = vec![("clusternetwork", id.to_owned(), "DELETED")];
+            let wr = new_work_request(store, CORE, "TerminateClusterNetwork", &compartment, resources, None);
+            Ok(Reply::empty(204).header("opc-work-request-id", wr))
         }
-        _ => not_found(),
+        "lustrefilesystem" => {
+            if !ending {
+                set_state(store.resources.get_mut(id).expect("found above"), "DELETING");
+            }
+            let resources = vec![("lustrefilesystem", id.to_owned(), "DELETED")];
+            let wr = new_work_request(store, LUSTRE, "DELETE_LUSTRE_FILE_SYSTEM", &compartment, resources, None);
+            Ok(Reply::empty(202).header("opc-work-request-id", wr))
+        }
+        _ => {
+            store.resources.remove(id);
+            store.rules.remove(id);
+            Ok(Reply::empty(204))
+        }
     }
 }
 
-fn collection_name(collection: &str) -> &'static str {
-    match collection {
-        "vcns" => "Vcn",
-        "subnets" => "Subnet",
-        "computeClusters" => "ComputeCluster",
-        "instanceConfigurations" => "InstanceConfiguration",
-        "clusterNetworks" => "ClusterNetwork",
-        "lustreFileSystems" => "LustreFileSystem",
-        "workRequests" => "WorkRequest",
-        _ => "Instance",
+/// An NSG rule's source or destination and its type (CIDR_BLOCK unless given).
+fn check_rule_end(store: &Store, rule: &Value, end: &str, kind_field: &str) -> Result<(), Reply> {
+    let target = text(rule, &format!("/{end}")).ok_or_else(|| missing(&format!("securityRules[].{end}")))?;
+    match text(rule, &format!("/{kind_field}")).unwrap_or("CIDR_BLOCK") {
+        "CIDR_BLOCK" if parse_cidr(target).is_some() => Ok(()),
+        "CIDR_BLOCK" => Err(invalid(format!("{end} {target:?} is not a CIDR block."))),
+        "SERVICE_CIDR_BLOCK" => Ok(()),
+        "NETWORK_SECURITY_GROUP" => match store.resources.get(target).filter(|s| s.kind == "networksecuritygroup") {
+            Some(_) => Ok(()),
+            None => Err(invalid(format!("{end} {target} is not an existing network security group."))),
+        },
+        other => Err(invalid(format!("{kind_field} {other:?} must be CIDR_BLOCK, SERVICE_CIDR_BLOCK or NETWORK_SECURITY_GROUP."))),
     }
 }
 
-fn plural(collection: &str) -> &'static str {
-    match collection {
-        "vcns" => "Vcns",
-        "subnets" => "Subnets",
-        "computeClusters" => "ComputeClusters",
-        "instanceConfigurations" => "InstanceConfigurations",
-        "clusterNetworks" => "ClusterNetworks",
-        "lustreFileSystems" => "LustreFileSystems",
-        "workRequests" => "WorkRequests",
-        _ => "Instances",
+fn add_security_rules(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
+    let id = req.route.id.as_str();
+    existing(store, id, "networksecuritygroup")?;
+    let body = json_body(req.body)?;
+    let rules = body["securityRules"].as_array().filter(|r| !r.is_empty()).ok_or_else(|| missing("securityRules"))?;
+    for rule in rules {
+        match text(rule, "/direction") {
+            Some("INGRESS") => check_rule_end(store, rule, "source", "sourceType")?,
+            Some("EGRESS") => check_rule_end(store, rule, "destination", "destinationType")?,
+            other => return Err(invalid(format!("direction {other:?} must be INGRESS or EGRESS."))),
+        }
+        let protocol = text(rule, "/protocol").ok_or_else(|| missing("securityRules[].protocol"))?;
+        if protocol != "all" && !protocol.parse::<u8>().is_ok_and(|p| p > 0) {
+            return Err(invalid(format!("protocol {protocol:?} must be \"all\" or an IANA protocol number.")));
+        }
     }
+    let mut added = Vec::new();
+    for rule in rules {
+        store.next += 1;
+        let mut rule = rule.clone();
+        rule["id"] = json!(format!("{:06X}", store.next));
+        let kind_field = if rule["direction"] == "INGRESS" { "sourceType" } else { "destinationType" };
+        if text(&rule, &format!("/{kind_field}")).is_none() {
+            rule[kind_field] = json!("CIDR_BLOCK");
+        }
+        if !rule["isStateless"].is_boolean() {
+            rule["isStateless"] = json!(false);
+        }
+        rule["isValid"] = json!(true);
+        rule["timeCreated"] = json!(now_rfc3339());
+        added.push(rule);
+    }
+    store.rules.entry(id.to_owned()).or_default().extend(added.iter().cloned());
+    Ok(Reply::json(200, json!({"securityRules": added})))
+}
+
+fn list_security_rules(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let id = req.route.id.as_str();
+    existing(store, id, "networksecuritygroup")?;
+    let items = store.rules.get(id).into_iter().flatten().map(|r| (r["id"].as_str().unwrap_or_default().to_owned(), r.clone())).collect();
+    listing(items, req.query, false)
+}
+
+fn list_network_instances(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let id = req.route.id.as_str();
+    store.resources.get(id).filter(|s| s.kind == "clusternetwork").ok_or_else(Reply::not_found)?;
+    if !req.query.contains_key("compartmentId") {
+        return Err(missing("compartmentId"));
+    }
+    let items = store
+        .resources
+        .iter()
+        .filter(|(_, s)| s.kind == "instance" && s.value["clusterNetworkId"] == id)
+        .map(|(instance, s)| {
+            // OCI's InstanceSummary calls the state `state`.
+            let mut v = view(s);
+            v["state"] = v["lifecycleState"].clone();
+            (instance.clone(), v)
+        })
+        .collect();
+    listing(items, req.query, false)
+}
+
+fn work_request_of<'a>(store: &'a Store, req: &Req) -> Result<&'a WorkRequest, Reply> {
+    store.work_requests.get(&req.route.id).filter(|w| w.version == req.route.version).ok_or_else(Reply::not_found)
+}
+
+fn work_request_status(wr: &WorkRequest) -> &'static str {
+    let age = wr.started.elapsed().as_secs_f64();
+    match (&wr.failure, age >= SETTLE, age >= SETTLE / 2.0) {
+        (Some(_), true, _) => "FAILED",
+        (None, true, _) => "SUCCEEDED",
+        (_, false, true) => "IN_PROGRESS",
+        _ => "ACCEPTED",
+    }
+}
+
+fn get_work_request(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let wr = work_request_of(store, req)?;
+    let age = wr.started.elapsed().as_secs_f64();
+    let status = work_request_status(wr);
+    let percent = if age >= SETTLE { 100.0 } else { (age / SETTLE * 100.0).floor() };
+    let resources: Vec<Value> = wr
+        .resources
+        .iter()
+        .map(|(entity, identifier, action)| {
+            let action = match status {
+                "SUCCEEDED" => *action,
+                "FAILED" if wr.version == LUSTRE => "FAILED",
+                _ => "IN_PROGRESS",
+            };
+            let path = collection_of(entity).map_or("", |c| c.path);
+            json!({"entityType": entity, "identifier": identifier, "actionType": action,
+                   "entityUri": format!("/{}/{path}/{identifier}", wr.version)})
+        })
+        .collect();
+    let mut v = json!({
+        "id": req.route.id, "operationType": wr.operation, "status": status, "compartmentId": wr.compartment,
+        "percentComplete": percent, "timeAccepted": wr.accepted, "resources": resources,
+    });
+    if status != "ACCEPTED" {
+        v["timeStarted"] = json!(wr.accepted);
+    }
+    if matches!(status, "SUCCEEDED" | "FAILED") {
+        v["timeFinished"] = json!(wr.accepted);
+    }
+    Ok(Reply::json(200, v))
+}
+
+fn list_work_request_errors(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let wr = work_request_of(store, req)?;
+    let errors: Vec<Value> = match (&wr.failure, work_request_status(wr)) {
+        (Some((code, message)), "FAILED") => vec![json!({"code": code, "message": message, "timestamp": wr.accepted})],
+        _ => Vec::new(),
+    };
+    Ok(Reply::json(200, if wr.version == LUSTRE { json!({"items": errors}) } else { Value::Array(errors) }))
 }
 
 /// File Storage with Lustre's rules: 31,200 GB minimum, 10,400 GB steps up to 124,800, then 41,600; the
@@ -348,32 +1338,6 @@ fn check_lustre(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// A cluster network's instance pools, launched from their instance configurations.
-fn launch_pools(store: &mut Store, network_id: &str, value: &mut Value) -> Result<(), String> {
-    let ad = value["placementConfiguration"]["availabilityDomain"].as_str().unwrap_or_default().to_owned();
-    let compartment = value["compartmentId"].as_str().unwrap_or_default().to_owned();
-    let mut pools = Vec::new();
-    for pool in value["instancePools"].as_array().cloned().unwrap_or_default() {
-        let config_id = pool["instanceConfigurationId"].as_str().unwrap_or_default().to_owned();
-        let Some(config) = store.resources.get(&config_id).filter(|s| s.kind == "instanceconfiguration") else {
-            return Err(format!("Instance configuration {config_id} not found."));
-        };
-        let shape = config.value["instanceDetails"]["launchDetails"]["shape"].as_str().unwrap_or_default().to_owned();
-        let size = pool["size"].as_u64().unwrap_or(0);
-        let pool_id = ocid(store, "instancepool");
-        for i in 0..size {
-            let id = ocid(store, "instance");
-            let instance = json!({"id": id, "compartmentId": compartment, "availabilityDomain": ad, "shape": shape, "lifecycleState": "PROVISIONING",
-                                  "displayName": format!("inst-{i}"), "instancePoolId": pool_id, "clusterNetworkId": network_id,
-                                  "instanceConfigurationId": config_id, "timeCreated": "2026-01-01T00:00:00.000Z"});
-            store.resources.insert(id, Stored { kind: "instance", value: instance, changed: Instant::now() });
-        }
-        pools.push(json!({"id": pool_id, "instanceConfigurationId": config_id, "size": size, "lifecycleState": "PROVISIONING"}));
-    }
-    value["instancePools"] = Value::Array(pools);
-    Ok(())
-}
-
 impl Emulated for Oci {
     fn reset(&self) {
         let mut store = self.store.lock().unwrap();
@@ -381,34 +1345,44 @@ impl Emulated for Oci {
         *store = Store { keys, ..Store::default() };
     }
 
+    /// Every resource not terminated or deleted, by service and kind.
     fn inventory(&self) -> Value {
-        let store = self.store.lock().unwrap();
-        let mut core: BTreeMap<&str, Vec<String>> =
-            ["vcn", "subnet", "computecluster", "instance"].into_iter().map(|k| (k, Vec::new())).collect();
-        for (id, s) in &store.resources {
-            let state = Oci::view(s)["lifecycleState"].as_str().unwrap_or_default().to_owned();
-            if state != "TERMINATED" {
-                core.entry(s.kind).or_default().push(id.clone());
-            }
+        let mut store = self.store.lock().unwrap();
+        purge(&mut store);
+        let mut services: BTreeMap<&str, BTreeMap<&str, Vec<String>>> = BTreeMap::new();
+        for c in &COLLECTIONS {
+            services.entry(if c.version == CORE { "core" } else { "lustre" }).or_default().insert(c.kind, Vec::new());
         }
-        let empty = core.values().all(Vec::is_empty);
-        json!({"cloud": "oci", "empty": empty, "resources": {"core": core}})
+        for (id, s) in store.resources.iter().filter(|(_, s)| !finished(s)) {
+            let service = if collection_of(s.kind).is_some_and(|c| c.version == LUSTRE) { "lustre" } else { "core" };
+            services.entry(service).or_default().entry(s.kind).or_default().push(id.clone());
+        }
+        let empty = services.values().flat_map(|kinds| kinds.values()).all(Vec::is_empty);
+        json!({"cloud": "oci", "empty": empty, "resources": services})
     }
 
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {
         let mut store = self.store.lock().unwrap();
         let id = change.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
         let action = change.get("action").and_then(Value::as_str).unwrap_or_default();
+        let tags = change.get("freeform_tags").or_else(|| change.get("freeformTags")).filter(|t| t.is_object()).cloned();
         match (action, store.resources.get_mut(&id)) {
             ("terminate_instance", Some(s)) if s.kind == "instance" => {
-                s.value["lifecycleState"] = json!("TERMINATED");
+                set_state(s, "TERMINATED");
+                Ok(json!({"done": action, "id": id}))
+            }
+            ("set_tags", Some(s)) => {
+                let tags = tags.ok_or("set_tags needs freeform_tags, a JSON object")?;
+                s.value["freeformTags"] = tags;
+                s.version += 1;
                 Ok(json!({"done": action, "id": id}))
             }
             ("delete", Some(_)) => {
                 store.resources.remove(&id);
+                store.rules.remove(&id);
                 Ok(json!({"done": action, "id": id}))
             }
-            _ => Err(format!("cannot {action} {id}; valid actions: terminate_instance, delete")),
+            _ => Err(format!("cannot {action} {id}; valid actions: terminate_instance, set_tags, delete")),
         }
     }
 
@@ -422,5 +1396,45 @@ impl Emulated for Oci {
         let Ok(der) = STANDARD.decode(b64.trim()) else { return Some((400, json!({"error": "public_key_pem is not PEM"}))) };
         self.store.lock().unwrap().keys.insert(key_id.to_owned(), der);
         Some((200, json!({"registered": key_id})))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_percent_decoded() {
+        let q = parse_query(Some("availabilityDomain=Uocm%3AUS-ASHBURN-AD-1&displayName=a+b%2Bc&limit=2&flag"));
+        assert_eq!(q["availabilityDomain"], "Uocm:US-ASHBURN-AD-1");
+        assert_eq!(q["displayName"], "a b+c");
+        assert_eq!(q["flag"], "");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+
+    #[test]
+    fn dates_are_rfc3339() {
+        let now = now_rfc3339();
+        assert_eq!(now.len(), 24, "{now}");
+        assert!(now.starts_with("20") && now.ends_with('Z') && &now[10..11] == "T", "{now}");
+    }
+
+    #[test]
+    fn cidr_containment() {
+        let vcn = parse_cidr("10.0.0.0/16").unwrap();
+        assert!(within(parse_cidr("10.0.4.0/24").unwrap(), vcn));
+        assert!(!within(parse_cidr("10.1.0.0/24").unwrap(), vcn));
+        assert!(!within(vcn, parse_cidr("10.0.4.0/24").unwrap()));
+        assert!(parse_cidr("10.0.0.0/33").is_none());
+    }
+
+    #[test]
+    fn pool_instance_names_are_distinct() {
+        let pool = json!({"displayName": "train"});
+        let names: std::collections::BTreeSet<String> = (0..5000).map(|n| pool_instance_name(n, &pool)).collect();
+        assert_eq!(names.len(), 5000);
+        let name = pool_instance_name(7, &json!({}));
+        assert!(name.starts_with("inst-") && name.ends_with("-pool") && name.len() == "inst-abcde-pool".len(), "{name}");
     }
 }

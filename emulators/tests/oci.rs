@@ -1,15 +1,19 @@
 //! The OCI emulator with the provider's own request signer: signed requests are served, a wrong key or a
-//! tampered body gets OCI's 401, and VCNs, compute clusters and instances go through their lifecycles;
-//! faults (429 without Retry-After, "Out of host capacity") and out-of-band terminations show up.
+//! tampered body gets OCI's 401, and resources go through OCI's lifecycles and answers: VCNs, subnets and
+//! network security groups with their rules, compute clusters and instances, cluster networks resized
+//! through PUT, Lustre file systems that only grow and their Object Storage links, paging with
+//! `opc-next-page`, 409 `Conflict` for deletes with dependants, `opc-retry-token` replays, work requests
+//! and their errors; faults (429 without Retry-After, "Out of host capacity") and out-of-band changes.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 use aws_lc_rs::encoding::{AsDer, Pkcs8V1Der};
 use aws_lc_rs::rsa::KeySize;
 use aws_lc_rs::signature::{KeyPair, RsaKeyPair};
 use base64::Engine;
-use hpc_emulators::oci;
+use hpc_emulators::{harness, oci};
 use hpc_provider::clouds::oci::signing::{Request, Signer};
 use serde_json::{Value, json};
 
@@ -17,6 +21,10 @@ const TENANCY: &str = "ocid1.tenancy.oc1..emulator";
 const USER: &str = "ocid1.user.oc1..emulator";
 const FINGERPRINT: &str = "12:34:56:78:9a:bc:de:f0:12:34:56:78:9a:bc:de:f0";
 const COMPARTMENT: &str = "ocid1.compartment.oc1..ml";
+const AD: &str = "Uocm:US-ASHBURN-AD-1";
+const AD2: &str = "Uocm:US-ASHBURN-AD-2";
+const SHAPE: &str = "BM.GPU.H100.8";
+const IMAGE: &str = "ocid1.image.oc1..gpu";
 
 fn pem(label: &str, der: &[u8]) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
@@ -33,19 +41,25 @@ fn api_key() -> (Signer, String) {
 }
 
 /// A signed request over plain HTTP; returns (status, JSON body).
-fn call(addr: std::net::SocketAddr, signer: &Signer, method: &str, path: &str, body: Option<Value>, tamper: bool) -> (u16, Value) {
+fn call(addr: SocketAddr, signer: &Signer, method: &str, path: &str, body: Option<Value>, tamper: bool) -> (u16, Value) {
     let (status, body, _) = call_with_head(addr, signer, method, path, body, tamper);
     (status, body)
 }
 
 /// Like `call`, also returning the response head (status line and headers).
-fn call_with_head(
-    addr: std::net::SocketAddr,
+fn call_with_head(addr: SocketAddr, signer: &Signer, method: &str, path: &str, body: Option<Value>, tamper: bool) -> (u16, Value, String) {
+    call_with_headers(addr, signer, method, path, body, tamper, &[])
+}
+
+/// Like `call_with_head`, sending extra (unsigned) headers such as `opc-retry-token`.
+fn call_with_headers(
+    addr: SocketAddr,
     signer: &Signer,
     method: &str,
     path: &str,
     body: Option<Value>,
     tamper: bool,
+    extra: &[(&str, &str)],
 ) -> (u16, Value, String) {
     let body = body.map(|b| b.to_string().into_bytes());
     let host = addr.to_string();
@@ -65,7 +79,7 @@ fn call_with_head(
     }
     let mut stream = TcpStream::connect(addr).unwrap();
     let mut head = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\n");
-    for (k, v) in &headers {
+    for (k, v) in headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(extra.iter().copied()) {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     if method == "DELETE" || method == "GET" {
@@ -82,22 +96,153 @@ fn call_with_head(
     (status, serde_json::from_str(body).unwrap_or(Value::Null), head.to_owned())
 }
 
+/// A response header's value.
+fn header(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_owned()))
+}
+
 fn admin(emu: &oci::Oci, method: &str, route: &str, body: Value) -> Value {
     let (status, out) = emu.admin.handle(method, route, body.to_string().as_bytes(), emu);
     assert_eq!(status, 200, "{out}");
     out
 }
 
-async fn started() -> (oci::Running, Signer) {
+/// Lets lifecycle states and work requests move on by `steps` steps of 0.3 s.
+fn settle(steps: u64) {
+    std::thread::sleep(Duration::from_millis(350 * steps));
+}
+
+/// A signed client of one emulator.
+struct Api {
+    addr: SocketAddr,
+    endpoint: String,
+    signer: Signer,
+}
+
+impl Api {
+    /// An emulator of its own, started by the harness with the key it registers.
+    fn start() -> Api {
+        let (endpoint, key) = harness::start_oci();
+        let pem = std::fs::read_to_string(&key.private_key_path).unwrap();
+        assert_eq!(pem, key.private_key_pem);
+        let signer = Signer::from_pem(&pem, &key.tenancy, &key.user, &key.fingerprint).unwrap();
+        Api { addr: endpoint.trim_start_matches("http://").parse().unwrap(), endpoint, signer }
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        call(self.addr, &self.signer, "GET", path, None, false)
+    }
+
+    fn get_head(&self, path: &str) -> (u16, Value, String) {
+        call_with_head(self.addr, &self.signer, "GET", path, None, false)
+    }
+
+    fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        call(self.addr, &self.signer, "POST", path, Some(body), false)
+    }
+
+    fn post_head(&self, path: &str, body: Value) -> (u16, Value, String) {
+        call_with_head(self.addr, &self.signer, "POST", path, Some(body), false)
+    }
+
+    fn put(&self, path: &str, body: Value) -> (u16, Value, String) {
+        call_with_head(self.addr, &self.signer, "PUT", path, Some(body), false)
+    }
+
+    fn delete(&self, path: &str) -> (u16, Value, String) {
+        call_with_head(self.addr, &self.signer, "DELETE", path, None, false)
+    }
+
+    /// The admin API over HTTP, as the acceptance tests call it.
+    fn admin(&self, method: &str, route: &str, body: Option<Value>) -> Value {
+        harness::admin(&self.endpoint, method, route, body)
+    }
+
+    fn created(&self, path: &str, body: Value) -> Value {
+        let (status, out) = self.post(path, body);
+        assert!(status == 200 || status == 202, "POST {path}: {status} {out}");
+        out
+    }
+
+    fn vcn(&self, cidr: &str) -> String {
+        let vcn = self.created("/20160918/vcns", json!({"compartmentId": COMPARTMENT, "cidrBlocks": [cidr], "displayName": "vcn"}));
+        vcn["id"].as_str().unwrap().to_owned()
+    }
+
+    fn subnet(&self, vcn: &str, cidr: &str) -> String {
+        let subnet =
+            self.created("/20160918/subnets", json!({"compartmentId": COMPARTMENT, "vcnId": vcn, "cidrBlock": cidr, "displayName": "sub"}));
+        subnet["id"].as_str().unwrap().to_owned()
+    }
+
+    /// A VCN with one subnet: (vcn, subnet).
+    fn network(&self) -> (String, String) {
+        let vcn = self.vcn("10.0.0.0/16");
+        let subnet = self.subnet(&vcn, "10.0.1.0/24");
+        (vcn, subnet)
+    }
+
+    fn launch_body(subnet: &str, name: &str) -> Value {
+        json!({
+            "compartmentId": COMPARTMENT, "availabilityDomain": AD, "shape": SHAPE, "displayName": name,
+            "sourceDetails": {"sourceType": "image", "imageId": IMAGE}, "createVnicDetails": {"subnetId": subnet},
+            "freeformTags": {"hpc:cluster": "train"},
+        })
+    }
+
+    fn instance_configuration(&self) -> String {
+        let config = self.created(
+            "/20160918/instanceConfigurations",
+            json!({
+                "compartmentId": COMPARTMENT, "displayName": "train-ic",
+                "instanceDetails": {"instanceType": "compute", "launchDetails": {
+                    "compartmentId": COMPARTMENT, "shape": SHAPE, "freeformTags": {"hpc:cluster": "train"},
+                    "sourceDetails": {"sourceType": "image", "imageId": IMAGE}}},
+            }),
+        );
+        config["id"].as_str().unwrap().to_owned()
+    }
+
+    fn cluster_network(&self, config: &str, subnet: &str, size: u64) -> Value {
+        self.created(
+            "/20160918/clusterNetworks",
+            json!({
+                "compartmentId": COMPARTMENT, "displayName": "train-cn",
+                "instancePools": [{"instanceConfigurationId": config, "size": size, "displayName": "train"}],
+                "placementConfiguration": {"availabilityDomain": AD, "primaryVnicSubnets": {"subnetId": subnet}},
+            }),
+        )
+    }
+
+    fn lustre(&self, subnet: &str, capacity: u64) -> (u16, Value, String) {
+        self.post_head(
+            "/20250228/lustreFileSystems",
+            json!({
+                "compartmentId": COMPARTMENT, "availabilityDomain": AD, "capacityInGBs": capacity, "fileSystemName": "scratch",
+                "performanceTier": "MBPS_PER_TB_250", "subnetId": subnet, "rootSquashConfiguration": {"identitySquash": "NONE"},
+                "displayName": "scratch",
+            }),
+        )
+    }
+
+    fn network_instances(&self, network: &str) -> Vec<Value> {
+        let (status, nodes) = self.get(&format!("/20160918/clusterNetworks/{network}/instances?compartmentId={COMPARTMENT}"));
+        assert_eq!(status, 200, "{nodes}");
+        nodes.as_array().unwrap().clone()
+    }
+}
+
+async fn started() -> (oci::Running, Api) {
     let emu = oci::serve("127.0.0.1:0").await.unwrap();
     let (signer, public) = api_key();
     admin(&emu.emulator, "POST", "keys", json!({"key_id": signer.key_id(), "public_key_pem": public}));
-    (emu, signer)
+    let api = Api { addr: emu.addr, endpoint: emu.endpoint.clone(), signer };
+    (emu, api)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signed_requests_are_served_and_bad_signatures_get_401() {
-    let (emu, signer) = started().await;
+    let (emu, Api { signer, .. }) = started().await;
     let addr = emu.addr;
     let vcn = tokio::task::spawn_blocking(move || {
         let (status, vcn) = call(
@@ -138,60 +283,65 @@ async fn signed_requests_are_served_and_bad_signatures_get_401() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_in_a_compute_cluster_with_capacity_throttling_and_out_of_band_faults() {
-    let (emu, signer) = started().await;
-    let addr = emu.addr;
+    let (emu, api) = started().await;
     admin(&emu.emulator, "POST", "faults", json!({"service": "core", "operation": "LaunchInstance", "kind": "capacity", "nth": 3}));
     admin(&emu.emulator, "POST", "faults", json!({"service": "core", "operation": "ListInstances", "kind": "throttle", "times": 1}));
     let emulator = emu.emulator.clone();
     tokio::task::spawn_blocking(move || {
-        let (_, cc) = call(
-            addr,
-            &signer,
-            "POST",
+        let (_, subnet) = api.network();
+        let cc = api.created(
             "/20160918/computeClusters",
-            Some(json!({"compartmentId": COMPARTMENT, "availabilityDomain": "AD-1", "displayName": "train-cc"})),
-            false,
+            json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD, "displayName": "train-cc"}),
         );
+        assert_eq!(cc["lifecycleState"], "ACTIVE");
         let cc_id = cc["id"].as_str().unwrap().to_owned();
         let launch = |n: u32| {
-            call(
-                addr,
-                &signer,
-                "POST",
-                "/20160918/instances",
-                Some(json!({
-                    "compartmentId": COMPARTMENT, "availabilityDomain": "AD-1", "shape": "BM.GPU.H100.8", "computeClusterId": cc_id,
-                    "displayName": format!("train-{n}"), "freeformTags": {"hpc:cluster": "train"},
-                })),
-                false,
-            )
+            let mut body = Api::launch_body(&subnet, &format!("train-{n}"));
+            body["computeClusterId"] = json!(cc_id);
+            api.post("/20160918/instances", body)
         };
         let (a, first) = launch(0);
         let (b, _) = launch(1);
         assert_eq!((a, b), (200, 200));
+        assert_eq!((first["lifecycleState"].as_str(), first["imageId"].as_str()), (Some("PROVISIONING"), Some(IMAGE)));
         let (status, err) = launch(2);
         assert_eq!((status, err["message"].as_str()), (500, Some("Out of host capacity.")));
 
-        let (status, err) = call(addr, &signer, "GET", &format!("/20160918/instances?compartmentId={COMPARTMENT}"), None, false);
+        // PROVISIONING -> STARTING -> RUNNING, watched every 50 ms.
+        let first_id = first["id"].as_str().unwrap().to_owned();
+        let mut states: Vec<String> = Vec::new();
+        for _ in 0..40 {
+            let (_, now) = api.get(&format!("/20160918/instances/{first_id}"));
+            let state = now["lifecycleState"].as_str().unwrap().to_owned();
+            if states.last() != Some(&state) {
+                states.push(state.clone());
+            }
+            if state == "RUNNING" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(states, ["PROVISIONING", "STARTING", "RUNNING"]);
+
+        let (status, err) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}"));
         assert_eq!((status, err["code"].as_str()), (429, Some("TooManyRequests")));
-        std::thread::sleep(std::time::Duration::from_millis(650));
-        let (_, listed) =
-            call(addr, &signer, "GET", &format!("/20160918/instances?compartmentId={COMPARTMENT}&computeClusterId={cc_id}"), None, false);
+        settle(1);
+        let (_, listed) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}&computeClusterId={cc_id}"));
         let states: Vec<&str> = listed.as_array().unwrap().iter().map(|i| i["lifecycleState"].as_str().unwrap()).collect();
         assert_eq!(states, ["RUNNING", "RUNNING"]);
 
-        let victim = first["id"].as_str().unwrap().to_owned();
         let (status, out) = emulator.admin.handle(
             "POST",
             "out-of-band",
-            json!({"action": "terminate_instance", "id": victim}).to_string().as_bytes(),
+            json!({"action": "terminate_instance", "id": first_id}).to_string().as_bytes(),
             emulator.as_ref(),
         );
         assert_eq!(status, 200, "{out}");
-        let (_, gone) = call(addr, &signer, "GET", &format!("/20160918/instances/{victim}"), None, false);
+        let (_, gone) = api.get(&format!("/20160918/instances/{first_id}"));
         assert_eq!(gone["lifecycleState"], "TERMINATED");
         let counters = emulator.admin.handle("GET", "counters", b"", emulator.as_ref()).1;
         assert_eq!(counters["counters"]["core:LaunchInstance"], 3);
+        assert_eq!(counters["counters"]["core:CreateComputeCluster"], 1);
     })
     .await
     .unwrap();
@@ -199,63 +349,653 @@ async fn instances_in_a_compute_cluster_with_capacity_throttling_and_out_of_band
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_networks_launch_their_pool_and_lustre_goes_through_work_requests() {
-    let (emu, signer) = started().await;
-    let addr = emu.addr;
+    let (emu, api) = started().await;
     let emulator = emu.emulator.clone();
     tokio::task::spawn_blocking(move || {
-        let (_, config) = call(addr, &signer, "POST", "/20160918/instanceConfigurations", Some(json!({
-            "compartmentId": COMPARTMENT,
-            "instanceDetails": {"instanceType": "compute", "launchDetails": {"shape": "BM.GPU.H100.8", "agentConfig": {"pluginsConfig": [
-                {"name": "Compute HPC RDMA Authentication", "desiredState": "ENABLED"}]}}},
-        })), false);
-        let config_id = config["id"].as_str().unwrap().to_owned();
-        let (status, network) = call(addr, &signer, "POST", "/20160918/clusterNetworks", Some(json!({
-            "compartmentId": COMPARTMENT,
-            "instancePools": [{"instanceConfigurationId": config_id, "size": 4}],
-            "placementConfiguration": {"availabilityDomain": "AD-1", "primarySubnetId": "ocid1.subnet.oc1..x"},
-        })), false);
+        let (vcn, subnet) = api.network();
+        let config_id = api.instance_configuration();
+        // primarySubnetId: the older spelling of the placement subnet, which OCI still accepts.
+        let (status, network, head) = api.post_head(
+            "/20160918/clusterNetworks",
+            json!({
+                "compartmentId": COMPARTMENT,
+                "instancePools": [{"instanceConfigurationId": config_id, "size": 4}],
+                "placementConfiguration": {"availabilityDomain": AD, "primarySubnetId": subnet},
+            }),
+        );
         assert_eq!(status, 200, "{network}");
+        let network_wr = header(&head, "opc-work-request-id").expect("a work request id");
         let network_id = network["id"].as_str().unwrap().to_owned();
-        assert_eq!(network["instancePools"][0]["size"], 4);
-        // All nodes of the cluster network in one call.
-        let (_, nodes) = call(addr, &signer, "GET", &format!("/20160918/clusterNetworks/{network_id}/instances"), None, false);
-        let nodes = nodes.as_array().unwrap();
+        assert_eq!((network["lifecycleState"].as_str(), network["instancePools"][0]["size"].as_u64()), (Some("PROVISIONING"), Some(4)));
+        let pool_id = network["instancePools"][0]["id"].as_str().unwrap().to_owned();
+        // All nodes of the cluster network in one call, named and tagged as OCI's pool instances are.
+        let nodes = api.network_instances(&network_id);
         assert_eq!(nodes.len(), 4);
-        assert!(nodes.iter().all(|n| n["shape"] == "BM.GPU.H100.8"));
-        let (_, missing) = call(addr, &signer, "POST", "/20160918/clusterNetworks", Some(json!({
-            "compartmentId": COMPARTMENT, "instancePools": [{"instanceConfigurationId": "ocid1.instanceconfiguration.oc1..nope", "size": 1}],
-            "placementConfiguration": {"availabilityDomain": "AD-1"},
-        })), false);
-        assert_eq!(missing["code"], "NotAuthorizedOrNotFound");
+        let mut names = std::collections::BTreeSet::new();
+        for node in &nodes {
+            assert_eq!(node["shape"], SHAPE);
+            assert_eq!((node["instancePoolId"].as_str(), node["clusterNetworkId"].as_str()), (Some(pool_id.as_str()), Some(network_id.as_str())));
+            assert_eq!(node["freeformTags"], json!({"hpc:cluster": "train"}));
+            assert_eq!(node["state"], node["lifecycleState"]);
+            let name = node["displayName"].as_str().unwrap();
+            let suffix = name.strip_prefix("inst-").and_then(|n| n.strip_suffix("-pool")).unwrap_or_else(|| panic!("{name}"));
+            assert!(suffix.len() == 5 && suffix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()), "{name}");
+            names.insert(name.to_owned());
+        }
+        assert_eq!(names.len(), 4);
+        // ListClusterNetworkInstances requires compartmentId, as in OCI.
+        let (status, err) = api.get(&format!("/20160918/clusterNetworks/{network_id}/instances"));
+        assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")));
+        let (status, missing) = api.post(
+            "/20160918/clusterNetworks",
+            json!({
+                "compartmentId": COMPARTMENT, "instancePools": [{"instanceConfigurationId": "ocid1.instanceconfiguration.oc1..nope", "size": 1}],
+                "placementConfiguration": {"availabilityDomain": AD, "primaryVnicSubnets": {"subnetId": subnet}},
+            }),
+        );
+        assert_eq!((status, missing["code"].as_str()), (404, Some("NotAuthorizedOrNotFound")));
+        let (status, missing) = api.post(
+            "/20160918/clusterNetworks",
+            json!({
+                "compartmentId": COMPARTMENT, "instancePools": [{"instanceConfigurationId": config_id, "size": 1}],
+                "placementConfiguration": {"availabilityDomain": AD},
+            }),
+        );
+        assert_eq!((status, missing["code"].as_str()), (400, Some("MissingParameter")));
 
-        let lustre = |capacity: u64| {
-            call_with_head(addr, &signer, "POST", "/20250228/lustreFileSystems", Some(json!({
-                "compartmentId": COMPARTMENT, "availabilityDomain": "AD-1", "capacityInGBs": capacity, "fileSystemName": "scratch",
-                "performanceTier": "MBPS_PER_TB_250", "subnetId": "ocid1.subnet.oc1..x", "rootSquashConfiguration": {"identitySquash": "NONE"},
-            })), false)
-        };
-        let (status, err, _) = lustre(20_800);
+        let (status, err, _) = api.lustre(&subnet, 20_800);
         assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
-        let (status, fs, head) = lustre(31_200);
+        let (status, fs, head) = api.lustre(&subnet, 31_200);
         assert_eq!(status, 202, "{fs}");
-        let work_request = head.lines().find_map(|l| l.strip_prefix("opc-work-request-id: ")).expect("a work request id").to_owned();
-        let (_, early) = call(addr, &signer, "GET", &format!("/20250228/workRequests/{work_request}"), None, false);
-        assert!(["ACCEPTED", "IN_PROGRESS", "SUCCEEDED"].contains(&early["status"].as_str().unwrap()), "{early}");
-        std::thread::sleep(std::time::Duration::from_millis(350));
-        let (_, done) = call(addr, &signer, "GET", &format!("/20250228/workRequests/{work_request}"), None, false);
+        assert_eq!((fs["lifecycleState"].as_str(), fs["lnet"].as_str(), fs["majorVersion"].as_str()), (Some("CREATING"), Some("tcp"), Some("2.15")));
+        assert!(fs["managementServiceAddress"].as_str().unwrap().starts_with("10.0.1."), "{fs}");
+        let fs_id = fs["id"].as_str().unwrap().to_owned();
+        let work_request = header(&head, "opc-work-request-id").expect("a work request id");
+        let (_, early) = api.get(&format!("/20250228/workRequests/{work_request}"));
+        assert!(["ACCEPTED", "IN_PROGRESS"].contains(&early["status"].as_str().unwrap()), "{early}");
+        assert_eq!(early["resources"][0]["actionType"], "IN_PROGRESS");
+        // Lustre's work requests are not Core's.
+        let (status, _) = api.get(&format!("/20160918/workRequests/{work_request}"));
+        assert_eq!(status, 404);
+        settle(1);
+        let (_, done) = api.get(&format!("/20250228/workRequests/{work_request}"));
         assert_eq!((done["status"].as_str(), done["percentComplete"].as_f64()), (Some("SUCCEEDED"), Some(100.0)));
-        let (_, fs_now) = call(addr, &signer, "GET", &format!("/20250228/lustreFileSystems/{}", fs["id"].as_str().unwrap()), None, false);
-        assert_eq!(fs_now["capacityInGBs"], 31_200);
+        assert_eq!(done["resources"][0], json!({"entityType": "lustrefilesystem", "identifier": fs_id, "actionType": "CREATED",
+                                              "entityUri": format!("/20250228/lustreFileSystems/{fs_id}")}));
+        let (_, errors) = api.get(&format!("/20250228/workRequests/{work_request}/errors"));
+        assert_eq!(errors, json!({"items": []}));
+        let (_, fs_now) = api.get(&format!("/20250228/lustreFileSystems/{fs_id}"));
+        assert_eq!((fs_now["capacityInGBs"].as_u64(), fs_now["lifecycleState"].as_str()), (Some(31_200), Some("ACTIVE")));
+        let (_, network_done) = api.get(&format!("/20160918/workRequests/{network_wr}"));
+        assert_eq!(network_done["status"], "SUCCEEDED");
+        let (_, errors) = api.get(&format!("/20160918/workRequests/{network_wr}/errors"));
+        assert_eq!(errors, json!([]));
+        let (_, running) = api.get(&format!("/20160918/clusterNetworks/{network_id}"));
+        assert_eq!((running["lifecycleState"].as_str(), running["instancePools"][0]["lifecycleState"].as_str()), (Some("RUNNING"), Some("RUNNING")));
 
-        let (status, _) = call(addr, &signer, "DELETE", &format!("/20160918/clusterNetworks/{network_id}"), None, false);
+        let (status, _, head) = api.delete(&format!("/20160918/clusterNetworks/{network_id}"));
         assert_eq!(status, 204);
-        std::thread::sleep(std::time::Duration::from_millis(350));
-        let (status, _) = call(addr, &signer, "DELETE", &format!("/20250228/lustreFileSystems/{}", fs["id"].as_str().unwrap()), None, false);
+        assert!(header(&head, "opc-work-request-id").is_some(), "{head}");
+        assert!(api.network_instances(&network_id).iter().all(|n| n["state"] == "TERMINATING"));
+        // The instance configuration is in use until the cluster network is TERMINATED.
+        let (status, err, _) = api.delete(&format!("/20160918/instanceConfigurations/{config_id}"));
+        assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")));
+        settle(1);
+        let (_, terminated) = api.get(&format!("/20160918/clusterNetworks/{network_id}"));
+        assert_eq!(terminated["lifecycleState"], "TERMINATED");
+        let (status, _, _) = api.delete(&format!("/20160918/instanceConfigurations/{config_id}"));
+        assert_eq!(status, 204);
+        let (status, _, _) = api.delete(&format!("/20250228/lustreFileSystems/{fs_id}"));
         assert_eq!(status, 202);
-        call(addr, &signer, "DELETE", &format!("/20160918/instanceConfigurations/{config_id}"), None, false);
+        let (_, deleting) = api.get(&format!("/20250228/lustreFileSystems/{fs_id}"));
+        assert_eq!(deleting["lifecycleState"], "DELETING");
+        settle(1);
+        let (status, _) = api.get(&format!("/20250228/lustreFileSystems/{fs_id}"));
+        assert_eq!(status, 404);
+        assert_eq!(api.delete(&format!("/20160918/subnets/{subnet}")).0, 204);
+        assert_eq!(api.delete(&format!("/20160918/vcns/{vcn}")).0, 204);
         let inventory = emulator.admin.handle("GET", "inventory", b"", emulator.as_ref()).1;
         assert_eq!(inventory["empty"], true, "{inventory}");
     })
     .await
     .unwrap();
+}
+
+#[test]
+fn network_security_groups_take_rules_and_lists_filter() {
+    let api = Api::start();
+    let vcn = api.vcn("10.0.0.0/16");
+    let other_vcn = api.vcn("10.1.0.0/16");
+    let nsgs = "/20160918/networkSecurityGroups";
+    let (status, err) = api.post(nsgs, json!({"compartmentId": COMPARTMENT, "displayName": "x"}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")));
+    let (status, err) = api.post(nsgs, json!({"compartmentId": COMPARTMENT, "vcnId": "ocid1.vcn.oc1..nope"}));
+    assert_eq!((status, err["code"].as_str()), (404, Some("NotAuthorizedOrNotFound")));
+    let nsg = api.created(
+        nsgs,
+        json!({"compartmentId": COMPARTMENT, "vcnId": vcn, "displayName": "train-nsg", "freeformTags": {"hpc:fabric": "train"}}),
+    );
+    assert_eq!((nsg["lifecycleState"].as_str(), nsg["vcnId"].as_str()), (Some("PROVISIONING"), Some(vcn.as_str())));
+    assert_eq!(nsg["freeformTags"], json!({"hpc:fabric": "train"}));
+    let nsg_id = nsg["id"].as_str().unwrap().to_owned();
+    api.created(nsgs, json!({"compartmentId": COMPARTMENT, "vcnId": other_vcn, "displayName": "other"}));
+
+    let (_, by_vcn) = api.get(&format!("{nsgs}?compartmentId={COMPARTMENT}&vcnId={vcn}"));
+    let ids: Vec<&str> = by_vcn.as_array().unwrap().iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [nsg_id.as_str()]);
+    let (_, by_name) = api.get(&format!("{nsgs}?compartmentId={COMPARTMENT}&displayName=other"));
+    assert_eq!(by_name.as_array().unwrap().len(), 1);
+    assert_eq!(by_name[0]["vcnId"], other_vcn.as_str());
+    let (_, none) = api.get(&format!("{nsgs}?compartmentId={COMPARTMENT}&displayName=nope"));
+    assert_eq!(none, json!([]));
+    settle(1);
+    let (_, available) = api.get(&format!("{nsgs}?compartmentId={COMPARTMENT}&lifecycleState=AVAILABLE"));
+    assert_eq!(available.as_array().unwrap().len(), 2);
+
+    let add = format!("{nsgs}/{nsg_id}/actions/addSecurityRules");
+    let (status, added) = api.post(
+        &add,
+        json!({"securityRules": [
+            {"direction": "INGRESS", "protocol": "all", "source": nsg_id, "sourceType": "NETWORK_SECURITY_GROUP", "description": "within"},
+            {"direction": "EGRESS", "protocol": "all", "destination": nsg_id, "destinationType": "NETWORK_SECURITY_GROUP", "description": "within"},
+        ]}),
+    );
+    assert_eq!(status, 200, "{added}");
+    let added = added["securityRules"].as_array().unwrap().clone();
+    assert_eq!(added.len(), 2);
+    let added_ids: Vec<&str> = added.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert!(added_ids.iter().all(|id| !id.is_empty()) && added_ids[0] != added_ids[1], "{added_ids:?}");
+    assert_eq!((added[0]["direction"].as_str(), added[1]["destination"].as_str()), (Some("INGRESS"), Some(nsg_id.as_str())));
+
+    let rules_path = format!("{nsgs}/{nsg_id}/securityRules");
+    let (status, rules) = api.get(&rules_path);
+    assert_eq!(status, 200);
+    let listed_ids: Vec<&str> = rules.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(listed_ids, added_ids);
+    assert_eq!(rules[0]["description"], "within");
+    let (_, egress) = api.get(&format!("{rules_path}?direction=EGRESS"));
+    assert_eq!(egress.as_array().unwrap().len(), 1);
+    assert_eq!(egress[0]["id"], added_ids[1]);
+
+    let (status, err) = api.post(&add, json!({"securityRules": [{"direction": "SIDEWAYS", "protocol": "all", "source": "10.0.0.0/16"}]}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
+    let (status, err) = api.post(
+        &add,
+        json!({"securityRules": [{"direction": "INGRESS", "protocol": "all", "source": "ocid1.networksecuritygroup.oc1..nope",
+                                  "sourceType": "NETWORK_SECURITY_GROUP"}]}),
+    );
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
+    assert_eq!(api.get(&rules_path).1.as_array().unwrap().len(), 2, "refused rules are not stored");
+    let (status, _) = api.get(&format!("{nsgs}/ocid1.networksecuritygroup.oc1..nope/securityRules"));
+    assert_eq!(status, 404);
+    let counters = api.admin("GET", "counters", None);
+    assert_eq!(counters["counters"]["core:AddNetworkSecurityGroupSecurityRules"], 3);
+    assert_eq!(counters["counters"]["core:ListNetworkSecurityGroupSecurityRules"], 4);
+
+    let (status, err, _) = api.delete(&format!("/20160918/vcns/{vcn}"));
+    assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")));
+    assert!(err["message"].as_str().unwrap().contains(&nsg_id), "{err}");
+    assert_eq!(api.delete(&format!("{nsgs}/{nsg_id}")).0, 204);
+    assert_eq!(api.delete(&format!("/20160918/vcns/{vcn}")).0, 204);
+}
+
+#[test]
+fn lists_page_with_limit_and_opc_next_page() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let ids: Vec<String> = (0..5)
+        .map(|n| api.created("/20160918/instances", Api::launch_body(&subnet, &format!("node-{n}")))["id"].as_str().unwrap().to_owned())
+        .collect();
+    let list = format!("/20160918/instances?compartmentId={COMPARTMENT}");
+    let (mut seen, mut sizes) = (Vec::new(), Vec::new());
+    let mut path = format!("{list}&limit=2");
+    loop {
+        let (status, page, head) = api.get_head(&path);
+        assert_eq!(status, 200, "{page}");
+        let page = page.as_array().unwrap();
+        sizes.push(page.len());
+        seen.extend(page.iter().map(|i| i["id"].as_str().unwrap().to_owned()));
+        match header(&head, "opc-next-page") {
+            Some(token) => path = format!("{list}&limit=2&page={token}"),
+            None => break,
+        }
+        assert!(sizes.len() < 10, "paging does not end");
+    }
+    assert_eq!(sizes, [2, 2, 1]);
+    assert_eq!(seen, ids, "every instance once, in creation order");
+    for everything in [list.clone(), format!("{list}&limit=5")] {
+        let (_, all, head) = api.get_head(&everything);
+        assert_eq!(all.as_array().unwrap().len(), 5);
+        assert_eq!(header(&head, "opc-next-page"), None, "{head}");
+    }
+
+    // Filters: percent-encoded values, and lifecycleState on the state as it is now.
+    let count = |query: &str| api.get(&format!("{list}&{query}")).1.as_array().map(Vec::len);
+    assert_eq!(count(&format!("availabilityDomain={}", AD.replace(':', "%3A"))), Some(5));
+    assert_eq!(count(&format!("availabilityDomain={}", AD2.replace(':', "%3A"))), Some(0));
+    assert_eq!(count("displayName=node-3"), Some(1));
+    settle(2);
+    assert_eq!(count("lifecycleState=RUNNING&limit=3"), Some(3));
+    assert_eq!(count("lifecycleState=RUNNING"), Some(5));
+    for victim in &ids[..2] {
+        assert_eq!(api.delete(&format!("/20160918/instances/{victim}")).0, 204);
+    }
+    assert_eq!(count("lifecycleState=TERMINATING"), Some(2));
+    assert_eq!(count("lifecycleState=RUNNING"), Some(3));
+    settle(1);
+    assert_eq!(count("lifecycleState=TERMINATED"), Some(2));
+    assert_eq!(count("lifecycleState=TERMINATING"), Some(0));
+
+    for bad in ["limit=0", "limit=two", "page=not-a-token"] {
+        let (status, err) = api.get(&format!("{list}&{bad}"));
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{bad}");
+    }
+    let (status, err) = api.get("/20160918/instances");
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")));
+}
+
+#[test]
+fn cluster_networks_resize_through_put() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let config = api.instance_configuration();
+    let network = api.cluster_network(&config, &subnet, 2);
+    let id = network["id"].as_str().unwrap().to_owned();
+    let pool_id = network["instancePools"][0]["id"].as_str().unwrap().to_owned();
+    let path = format!("/20160918/clusterNetworks/{id}");
+    assert!(api.network_instances(&id).iter().all(|n| n["displayName"].as_str().unwrap().ends_with("-train")));
+
+    let (status, err, _) = api.put(&path, json!({"instancePools": [{"id": pool_id, "size": 4}]}));
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "no resize while PROVISIONING");
+    settle(1);
+    assert_eq!(api.get(&path).1["lifecycleState"], "RUNNING");
+    let (status, err, _) = api.put(&path, json!({"instancePools": [{"id": "ocid1.instancepool.oc1..nope", "size": 4}]}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
+
+    let (status, grown, head) =
+        api.put(&path, json!({"instancePools": [{"id": pool_id, "size": 4}], "freeformTags": {"hpc:cluster": "train", "size": "4"}}));
+    assert_eq!(status, 200, "{grown}");
+    assert_eq!(grown["instancePools"][0]["size"], 4);
+    assert_eq!(
+        (grown["lifecycleState"].as_str(), grown["instancePools"][0]["lifecycleState"].as_str()),
+        (Some("SCALING"), Some("SCALING"))
+    );
+    assert_eq!(grown["freeformTags"], json!({"hpc:cluster": "train", "size": "4"}));
+    let work_request = header(&head, "opc-work-request-id").expect("a work request id");
+    let nodes = api.network_instances(&id);
+    assert_eq!(nodes.len(), 4);
+    assert_eq!(nodes.iter().filter(|n| n["state"] == "PROVISIONING").count(), 2, "two new nodes");
+    assert!(nodes.iter().all(|n| n["instancePoolId"] == pool_id.as_str() && n["freeformTags"] == json!({"hpc:cluster": "train"})));
+    let before: Vec<String> = nodes.iter().map(|n| n["id"].as_str().unwrap().to_owned()).collect();
+    let (status, err, _) = api.put(&path, json!({"instancePools": [{"id": pool_id, "size": 1}]}));
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "no resize while SCALING");
+    settle(1);
+    assert_eq!(api.get(&path).1["lifecycleState"], "RUNNING");
+    assert_eq!(api.get(&format!("/20160918/workRequests/{work_request}")).1["status"], "SUCCEEDED");
+
+    let (status, shrunk, _) = api.put(&path, json!({"instancePools": [{"id": pool_id, "size": 1}]}));
+    assert_eq!(status, 200, "{shrunk}");
+    assert_eq!((shrunk["instancePools"][0]["size"].as_u64(), shrunk["lifecycleState"].as_str()), (Some(1), Some("SCALING")));
+    assert_eq!(shrunk["freeformTags"], json!({"hpc:cluster": "train", "size": "4"}), "tags not given are kept");
+    let nodes = api.network_instances(&id);
+    let terminating: Vec<&str> = nodes.iter().filter(|n| n["state"] == "TERMINATING").map(|n| n["id"].as_str().unwrap()).collect();
+    assert_eq!(terminating, before[1..], "the newest three go");
+    settle(1);
+    let (_, after) = api.get(&path);
+    assert_eq!((after["lifecycleState"].as_str(), after["instancePools"][0]["size"].as_u64()), (Some("RUNNING"), Some(1)));
+    let states: Vec<(String, String)> = api
+        .network_instances(&id)
+        .iter()
+        .map(|n| (n["id"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(states[0], (before[0].clone(), "RUNNING".to_owned()));
+    assert!(states[1..].iter().all(|(_, s)| s == "TERMINATED"), "{states:?}");
+
+    // Renaming alone rescales nothing.
+    let (status, renamed, _) = api.put(&path, json!({"displayName": "train-cn-2"}));
+    assert_eq!(status, 200);
+    assert_eq!((renamed["displayName"].as_str(), renamed["lifecycleState"].as_str()), (Some("train-cn-2"), Some("RUNNING")));
+    let (_, instances) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}&lifecycleState=RUNNING"));
+    assert_eq!(instances.as_array().unwrap().len(), 1);
+    let counters = api.admin("GET", "counters", None);
+    assert_eq!(counters["counters"]["core:UpdateClusterNetwork"], 6);
+}
+
+#[test]
+fn lustre_grows_but_never_shrinks_and_links_hold_it() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let (status, err, _) = api.lustre("ocid1.subnet.oc1..nope", 31_200);
+    assert_eq!((status, err["code"].as_str()), (404, Some("NotAuthorizedOrNotFound")));
+    let (status, fs, _) = api.lustre(&subnet, 31_200);
+    assert_eq!(status, 202, "{fs}");
+    let fs_id = fs["id"].as_str().unwrap().to_owned();
+    let path = format!("/20250228/lustreFileSystems/{fs_id}");
+    let (status, err, _) = api.put(&path, json!({"capacityInGBs": 41_600}));
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "not while CREATING");
+    settle(1);
+    assert_eq!(api.get(&path).1["lifecycleState"], "ACTIVE");
+
+    let (status, err, _) = api.put(&path, json!({"capacityInGBs": 45_000}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
+    assert!(err["message"].as_str().unwrap().contains("steps of 10400"), "{err}");
+    let (status, grown, head) = api.put(&path, json!({"capacityInGBs": 41_600}));
+    assert_eq!(status, 202, "{grown}");
+    assert_eq!((grown["capacityInGBs"].as_u64(), grown["lifecycleState"].as_str()), (Some(41_600), Some("UPDATING")));
+    let work_request = header(&head, "opc-work-request-id").expect("a work request id");
+    assert_eq!(api.get(&path).1["lifecycleState"], "UPDATING");
+    settle(1);
+    let (_, now) = api.get(&path);
+    assert_eq!((now["capacityInGBs"].as_u64(), now["lifecycleState"].as_str()), (Some(41_600), Some("ACTIVE")));
+    let (_, wr) = api.get(&format!("/20250228/workRequests/{work_request}"));
+    assert_eq!((wr["status"].as_str(), wr["resources"][0]["actionType"].as_str()), (Some("SUCCEEDED"), Some("UPDATED")));
+    let (status, err, _) = api.put(&path, json!({"capacityInGBs": 31_200}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
+    assert!(err["message"].as_str().unwrap().contains("only grow"), "{err}");
+    assert_eq!(api.get(&path).1["capacityInGBs"], 41_600);
+
+    let lustre_list = format!("/20250228/lustreFileSystems?compartmentId={COMPARTMENT}");
+    let (_, listed) = api.get(&format!("{lustre_list}&lifecycleState=ACTIVE&availabilityDomain={}", AD.replace(':', "%3A")));
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(listed["items"][0]["id"], fs_id.as_str());
+
+    let link_body = |fs: &str| {
+        json!({
+            "availabilityDomain": AD, "compartmentId": COMPARTMENT, "displayName": "scratch-link", "lustreFileSystemId": fs,
+            "fileSystemPath": "/", "objectStoragePrefix": "ns:/bucket/data", "isOverwrite": false, "freeformTags": {"hpc:filesystem": "scratch"},
+        })
+    };
+    let (status, err) = api.post("/20250228/objectStorageLinks", link_body("ocid1.lustrefilesystem.oc1..nope"));
+    assert_eq!((status, err["code"].as_str()), (404, Some("NotAuthorizedOrNotFound")));
+    let mut no_overwrite = link_body(&fs_id);
+    no_overwrite.as_object_mut().unwrap().remove("isOverwrite");
+    let (status, err) = api.post("/20250228/objectStorageLinks", no_overwrite);
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")));
+    let (status, link) = api.post("/20250228/objectStorageLinks", link_body(&fs_id));
+    assert_eq!((status, link["lifecycleState"].as_str()), (200, Some("CREATING")), "{link}");
+    let link_id = link["id"].as_str().unwrap().to_owned();
+    let (_, links) = api.get(&format!("/20250228/objectStorageLinks?compartmentId={COMPARTMENT}&lustreFileSystemId={fs_id}"));
+    assert_eq!(links["items"].as_array().map(Vec::len), Some(1), "{links}");
+    let (_, none) = api.get(&format!("/20250228/objectStorageLinks?compartmentId={COMPARTMENT}&lustreFileSystemId=ocid1.x"));
+    assert_eq!(none, json!({"items": []}));
+    settle(1);
+    assert_eq!(api.get(&format!("/20250228/objectStorageLinks/{link_id}")).1["lifecycleState"], "ACTIVE");
+
+    let (status, err, _) = api.delete(&path);
+    assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")));
+    assert!(err["message"].as_str().unwrap().contains(&link_id), "{err}");
+    assert_eq!(api.delete(&format!("/20250228/objectStorageLinks/{link_id}")).0, 204);
+    let (status, _, head) = api.delete(&path);
+    assert_eq!(status, 202);
+    let work_request = header(&head, "opc-work-request-id").expect("a work request id");
+    assert_eq!(api.get(&lustre_list).1["items"][0]["lifecycleState"], "DELETING");
+    settle(1);
+    assert_eq!(api.get(&path).0, 404);
+    assert_eq!(api.get(&lustre_list).1, json!({"items": []}));
+    let (_, wr) = api.get(&format!("/20250228/workRequests/{work_request}"));
+    assert_eq!((wr["status"].as_str(), wr["operationType"].as_str()), (Some("SUCCEEDED"), Some("DELETE_LUSTRE_FILE_SYSTEM")));
+}
+
+#[test]
+fn deletes_with_dependants_conflict_and_a_full_teardown_leaves_nothing() {
+    let api = Api::start();
+    let (vcn, subnet) = api.network();
+    for cidr in ["10.0.1.128/25", "10.9.0.0/24"] {
+        let (status, err) = api.post("/20160918/subnets", json!({"compartmentId": COMPARTMENT, "vcnId": vcn, "cidrBlock": cidr}));
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{cidr}: overlapping or outside the VCN");
+    }
+    let nsg = api.created("/20160918/networkSecurityGroups", json!({"compartmentId": COMPARTMENT, "vcnId": vcn}));
+    let nsg = nsg["id"].as_str().unwrap().to_owned();
+    let cc = api.created("/20160918/computeClusters", json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD}));
+    let cc = cc["id"].as_str().unwrap().to_owned();
+    let mut body = Api::launch_body(&subnet, "solo");
+    body["computeClusterId"] = json!(cc);
+    body["createVnicDetails"]["nsgIds"] = json!([nsg]);
+    let instance = api.created("/20160918/instances", body)["id"].as_str().unwrap().to_owned();
+    let config = api.instance_configuration();
+    let network = api.cluster_network(&config, &subnet, 2)["id"].as_str().unwrap().to_owned();
+    let fs = api.lustre(&subnet, 31_200).1["id"].as_str().unwrap().to_owned();
+    let link = api.created(
+        "/20250228/objectStorageLinks",
+        json!({"availabilityDomain": AD, "compartmentId": COMPARTMENT, "lustreFileSystemId": fs, "fileSystemPath": "/",
+               "objectStoragePrefix": "ns:/bucket", "isOverwrite": true}),
+    );
+    let link = link["id"].as_str().unwrap().to_owned();
+
+    let inventory = api.admin("GET", "inventory", None);
+    assert_eq!(inventory["empty"], false);
+    let count = |service: &str, kind: &str| inventory["resources"][service][kind].as_array().map(Vec::len);
+    for (service, kind, n) in [
+        ("core", "vcn", 1),
+        ("core", "subnet", 1),
+        ("core", "networksecuritygroup", 1),
+        ("core", "computecluster", 1),
+        ("core", "instance", 3),
+        ("core", "instanceconfiguration", 1),
+        ("core", "clusternetwork", 1),
+        ("lustre", "lustrefilesystem", 1),
+        ("lustre", "objectstoragelink", 1),
+    ] {
+        assert_eq!(count(service, kind), Some(n), "{kind}: {inventory}");
+    }
+
+    let conflict = |path: String, dependant: &str| {
+        let (status, err, _) = api.delete(&path);
+        assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")), "{path}: {err}");
+        assert!(err["message"].as_str().unwrap().contains(dependant), "{path}: {err}");
+    };
+    conflict(format!("/20160918/vcns/{vcn}"), &subnet);
+    conflict(format!("/20160918/vcns/{vcn}"), &nsg);
+    conflict(format!("/20160918/subnets/{subnet}"), &instance);
+    conflict(format!("/20160918/subnets/{subnet}"), &fs);
+    conflict(format!("/20160918/subnets/{subnet}"), &network);
+    conflict(format!("/20160918/networkSecurityGroups/{nsg}"), &instance);
+    conflict(format!("/20160918/computeClusters/{cc}"), &instance);
+    conflict(format!("/20160918/instanceConfigurations/{config}"), &network);
+    conflict(format!("/20250228/lustreFileSystems/{fs}"), &link);
+
+    assert_eq!(api.delete(&format!("/20250228/objectStorageLinks/{link}")).0, 204);
+    assert_eq!(api.delete(&format!("/20250228/lustreFileSystems/{fs}")).0, 202);
+    assert_eq!(api.delete(&format!("/20160918/clusterNetworks/{network}")).0, 204);
+    assert_eq!(api.delete(&format!("/20160918/instances/{instance}?preserveBootVolume=false")).0, 204);
+    // Until the instance is TERMINATED it still holds its compute cluster.
+    conflict(format!("/20160918/computeClusters/{cc}"), &instance);
+    assert_eq!(api.admin("GET", "inventory", None)["empty"], false);
+    settle(1);
+    for path in [
+        format!("/20160918/computeClusters/{cc}"),
+        format!("/20160918/instanceConfigurations/{config}"),
+        format!("/20160918/networkSecurityGroups/{nsg}"),
+        format!("/20160918/subnets/{subnet}"),
+        format!("/20160918/vcns/{vcn}"),
+    ] {
+        let (status, err, _) = api.delete(&path);
+        assert_eq!(status, 204, "{path}: {err}");
+    }
+    let inventory = api.admin("GET", "inventory", None);
+    assert_eq!(inventory["empty"], true, "{inventory}");
+    // Terminated instances stay listed, as in OCI.
+    let (_, instances) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}"));
+    let instances = instances.as_array().unwrap();
+    assert_eq!(instances.len(), 3);
+    assert!(instances.iter().all(|i| i["lifecycleState"] == "TERMINATED"));
+}
+
+#[test]
+fn retry_tokens_replay_the_first_answer() {
+    let api = Api::start();
+    api.admin("POST", "faults", Some(json!({"service": "core", "operation": "CreateVcn", "kind": "throttle", "times": 1})));
+    let post = |path: &str, token: &str, body: Value| {
+        call_with_headers(api.addr, &api.signer, "POST", path, Some(body), false, &[("opc-retry-token", token)])
+    };
+    let vcn = |cidr: &str| json!({"compartmentId": COMPARTMENT, "cidrBlocks": [cidr], "displayName": "retried"});
+    let (status, _, _) = post("/20160918/vcns", "token-a", vcn("10.0.0.0/16"));
+    assert_eq!(status, 429, "a refused attempt is not remembered");
+    let (status, first, first_head) = post("/20160918/vcns", "token-a", vcn("10.0.0.0/16"));
+    assert_eq!(status, 200, "{first}");
+    let (status, again, again_head) = post("/20160918/vcns", "token-a", vcn("10.0.0.0/16"));
+    assert_eq!(status, 200);
+    assert_eq!(again, first);
+    assert_eq!(header(&again_head, "etag"), header(&first_head, "etag"));
+    let (_, other, _) = post("/20160918/vcns", "token-b", vcn("10.1.0.0/16"));
+    assert_ne!(other["id"], first["id"]);
+    let (_, vcns) = api.get(&format!("/20160918/vcns?compartmentId={COMPARTMENT}"));
+    assert_eq!(vcns.as_array().unwrap().len(), 2);
+    assert_eq!(api.admin("GET", "counters", None)["counters"]["core:CreateVcn"], 4);
+
+    // A retried cluster network launches its pool once and answers with the same work request.
+    let subnet = api.subnet(first["id"].as_str().unwrap(), "10.0.1.0/24");
+    let config = api.instance_configuration();
+    let network = json!({
+        "compartmentId": COMPARTMENT, "instancePools": [{"instanceConfigurationId": config, "size": 3}],
+        "placementConfiguration": {"availabilityDomain": AD, "primaryVnicSubnets": {"subnetId": subnet}},
+    });
+    let (_, a, head_a) = post("/20160918/clusterNetworks", "token-cn", network.clone());
+    let (_, b, head_b) = post("/20160918/clusterNetworks", "token-cn", network);
+    assert_eq!(a["id"], b["id"]);
+    assert!(header(&head_a, "opc-work-request-id").is_some());
+    assert_eq!(header(&head_a, "opc-work-request-id"), header(&head_b, "opc-work-request-id"));
+    let (_, networks) = api.get(&format!("/20160918/clusterNetworks?compartmentId={COMPARTMENT}"));
+    assert_eq!(networks.as_array().unwrap().len(), 1);
+    let (_, instances) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}"));
+    assert_eq!(instances.as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn launches_check_their_references() {
+    let api = Api::start();
+    let (vcn, subnet) = api.network();
+    let cc = api.created("/20160918/computeClusters", json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD2}));
+    let cc = cc["id"].as_str().unwrap().to_owned();
+    let refused = |body: Value, status: u16, code: &str| {
+        let (got, err) = api.post("/20160918/instances", body.clone());
+        assert_eq!((got, err["code"].as_str()), (status, Some(code)), "{body}: {err}");
+        err["message"].as_str().unwrap().to_owned()
+    };
+    let with = |pointer: &str, value: Value| {
+        let mut body = Api::launch_body(&subnet, "node");
+        *body.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer}")) = value;
+        body
+    };
+    let mut in_cluster = Api::launch_body(&subnet, "node");
+    in_cluster["computeClusterId"] = json!(cc);
+    let message = refused(in_cluster.clone(), 400, "InvalidParameter");
+    assert!(message.contains(AD2) && message.contains(AD), "{message}");
+    in_cluster["computeClusterId"] = json!("ocid1.computecluster.oc1..nope");
+    refused(in_cluster, 404, "NotAuthorizedOrNotFound");
+    refused(with("/sourceDetails", json!({"sourceType": "image"})), 400, "MissingParameter");
+    refused(
+        with("/sourceDetails", json!({"sourceType": "bootVolume", "bootVolumeId": "ocid1.bootvolume.oc1..x"})),
+        400,
+        "InvalidParameter",
+    );
+    refused(with("/createVnicDetails", json!({})), 400, "MissingParameter");
+    refused(with("/createVnicDetails", json!({"subnetId": "ocid1.subnet.oc1..nope"})), 404, "NotAuthorizedOrNotFound");
+    refused(with("/availabilityDomain", Value::Null), 400, "MissingParameter");
+    refused(with("/shape", json!("")), 400, "MissingParameter");
+    let (_, instances) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}"));
+    assert_eq!(instances, json!([]), "nothing launched");
+
+    let mut same_ad = with("/availabilityDomain", json!(AD2));
+    same_ad["computeClusterId"] = json!(cc);
+    let (status, launched) = api.post("/20160918/instances", same_ad);
+    assert_eq!((status, launched["computeClusterId"].as_str()), (200, Some(cc.as_str())), "{launched}");
+
+    let (status, err) = api.post("/20160918/instanceConfigurations", json!({"compartmentId": COMPARTMENT, "instanceDetails": {}}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")));
+    for (body, code) in [
+        (json!({"compartmentId": COMPARTMENT, "cidrBlock": "10.0.2.0/24"}), (400, "MissingParameter")),
+        (json!({"compartmentId": COMPARTMENT, "vcnId": vcn}), (400, "MissingParameter")),
+        (
+            json!({"compartmentId": COMPARTMENT, "vcnId": "ocid1.vcn.oc1..nope", "cidrBlock": "10.0.2.0/24"}),
+            (404, "NotAuthorizedOrNotFound"),
+        ),
+    ] {
+        let (status, err) = api.post("/20160918/subnets", body.clone());
+        assert_eq!((status, err["code"].as_str().unwrap()), code, "{body}");
+    }
+}
+
+#[test]
+fn capacity_on_a_cluster_network_fails_its_work_request() {
+    let api = Api::start();
+    api.admin("POST", "faults", Some(json!({"service": "core", "operation": "CreateClusterNetwork", "kind": "capacity", "times": 1})));
+    let (_, subnet) = api.network();
+    let config = api.instance_configuration();
+    let (status, network, head) = api.post_head(
+        "/20160918/clusterNetworks",
+        json!({"compartmentId": COMPARTMENT, "instancePools": [{"instanceConfigurationId": config, "size": 2}],
+               "placementConfiguration": {"availabilityDomain": AD, "primaryVnicSubnets": {"subnetId": subnet}}}),
+    );
+    assert_eq!(status, 200, "the call itself is accepted: {network}");
+    let id = network["id"].as_str().unwrap().to_owned();
+    let work_request = header(&head, "opc-work-request-id").expect("a work request id");
+    assert_eq!(api.get(&format!("/20160918/workRequests/{work_request}/errors")).1, json!([]));
+    settle(1);
+    let (_, wr) = api.get(&format!("/20160918/workRequests/{work_request}"));
+    assert_eq!(wr["status"], "FAILED", "{wr}");
+    let (status, errors) = api.get(&format!("/20160918/workRequests/{work_request}/errors"));
+    assert_eq!(status, 200);
+    assert_eq!((errors[0]["code"].as_str(), errors[0]["message"].as_str()), (Some("InternalError"), Some("Out of host capacity.")));
+    assert!(errors[0]["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{errors}");
+    assert_eq!(api.get(&format!("/20160918/clusterNetworks/{id}")).1["lifecycleState"], "TERMINATED");
+    assert!(api.network_instances(&id).is_empty());
+    assert_eq!(api.admin("GET", "counters", None)["counters"]["core:ListWorkRequestErrors"], 2);
+
+    // The next one gets its hosts.
+    let retry = api.cluster_network(&config, &subnet, 2);
+    assert_eq!(api.network_instances(retry["id"].as_str().unwrap()).len(), 2);
+    settle(1);
+    assert_eq!(api.get(&format!("/20160918/clusterNetworks/{}", retry["id"].as_str().unwrap())).1["lifecycleState"], "RUNNING");
+}
+
+#[test]
+fn updates_rename_and_retag_and_out_of_band_changes_show() {
+    let api = Api::start();
+    let (vcn, subnet) = api.network();
+    let (status, created, created_head) = api.post_head("/20160918/instances", Api::launch_body(&subnet, "train-0"));
+    assert_eq!(status, 200);
+    let id = created["id"].as_str().unwrap().to_owned();
+    let path = format!("/20160918/instances/{id}");
+    let tags = json!({"hpc:cluster": "train", "hpc:node": "7"});
+    let (status, renamed, head) = api.put(&path, json!({"displayName": "train-7", "freeformTags": tags, "availabilityDomain": AD2}));
+    assert_eq!(status, 200, "{renamed}");
+    assert_eq!((renamed["displayName"].as_str(), &renamed["freeformTags"]), (Some("train-7"), &tags));
+    assert_eq!(renamed["availabilityDomain"], AD, "not changed by an update");
+    assert_ne!(header(&head, "etag"), header(&created_head, "etag"));
+    assert_eq!(api.get(&path).1["displayName"], "train-7");
+    // A stale etag in if-match is refused.
+    let stale = header(&created_head, "etag").unwrap();
+    let (status, err, _) =
+        call_with_headers(api.addr, &api.signer, "PUT", &path, Some(json!({"displayName": "x"})), false, &[("if-match", &stale)]);
+    assert_eq!((status, err["code"].as_str()), (412, Some("NoEtagMatch")));
+
+    let nsg = api.created("/20160918/networkSecurityGroups", json!({"compartmentId": COMPARTMENT, "vcnId": vcn}));
+    let cc = api.created("/20160918/computeClusters", json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD}));
+    let config = api.instance_configuration();
+    for path in [
+        format!("/20160918/vcns/{vcn}"),
+        format!("/20160918/subnets/{subnet}"),
+        format!("/20160918/networkSecurityGroups/{}", nsg["id"].as_str().unwrap()),
+        format!("/20160918/computeClusters/{}", cc["id"].as_str().unwrap()),
+        format!("/20160918/instanceConfigurations/{config}"),
+    ] {
+        let (status, out, _) = api.put(&path, json!({"displayName": "renamed", "freeformTags": {"k": "v"}}));
+        assert_eq!(status, 200, "{path}: {out}");
+        let (_, now) = api.get(&path);
+        assert_eq!((now["displayName"].as_str(), &now["freeformTags"]), (Some("renamed"), &json!({"k": "v"})), "{path}");
+    }
+    let (status, _, _) = api.put("/20160918/vcns/ocid1.vcn.oc1..nope", json!({"displayName": "x"}));
+    assert_eq!(status, 404);
+
+    api.admin("POST", "out-of-band", Some(json!({"action": "set_tags", "id": id, "freeform_tags": {"drift": "yes"}})));
+    assert_eq!(api.get(&path).1["freeformTags"], json!({"drift": "yes"}));
+    let (status, _) = harness::admin_raw(&api.endpoint, "POST", "out-of-band", Some(json!({"action": "explode", "id": id})));
+    assert_eq!(status, 404);
+    api.admin("POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": id})));
+    let (status, err, _) = api.put(&path, json!({"displayName": "late"}));
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")));
+    let counters = api.admin("GET", "counters", None);
+    assert_eq!(counters["counters"]["core:UpdateInstance"], 3);
+    assert_eq!(counters["counters"]["core:UpdateVcn"], 2);
 }

@@ -234,7 +234,9 @@ pub fn min_throughput_per_gpu(workload: Workload) -> u64 {
 }
 
 pub fn plan_filesystem(spec: FilesystemSpec, defaults: &Defaults, diags: &mut Diagnostics) -> FilesystemPlan {
-    let throughput_mbps = spec.capacity_gib * u64::from(spec.throughput_per_tib) / 1024;
+    // OCI counts capacity in GB and its tiers per TB (10^12 bytes); the others in GiB and per TiB.
+    let unit = if spec.fabric.cloud == Cloud::Oci { 1000 } else { 1024 };
+    let throughput_mbps = spec.capacity_gib * u64::from(spec.throughput_per_tib) / unit;
     if let Some(cluster) = &spec.cluster {
         let needed = min_throughput_per_gpu(cluster.workload) * u64::from(cluster.gpus_total);
         if throughput_mbps < needed {

@@ -203,7 +203,8 @@ pub fn patch_piece(expansion: &Value, kind: &str, count: Option<i64>, settings: 
 }
 
 /// The clouds whose API clients this build has (every resource supports the same ones).
-pub const LIVE: &[crate::catalog::Cloud] = &[crate::catalog::Cloud::Aws, crate::catalog::Cloud::Gcp, crate::catalog::Cloud::Azure];
+pub const LIVE: &[crate::catalog::Cloud] =
+    &[crate::catalog::Cloud::Aws, crate::catalog::Cloud::Gcp, crate::catalog::Cloud::Azure, crate::catalog::Cloud::Oci];
 
 /// Apply through the cloud's API client where this build has one ([`LIVE`]); elsewhere the "not available"
 /// answer.

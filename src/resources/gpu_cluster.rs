@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
 use crate::catalog::Cloud;
-use crate::clouds::{aws, azure, gcp};
+use crate::clouds::{aws, azure, gcp, oci};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, ReadOutcome, Resource,
     Schema, Type, Value,
@@ -120,6 +120,7 @@ impl Resource for GpuCluster {
         common::apply_with("this cluster", &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
             Cloud::Azure => azure_apply(ctx, &req, d).await,
+            Cloud::Oci => oci_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
         })
         .await
@@ -129,6 +130,7 @@ impl Resource for GpuCluster {
         common::read_with(state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
             Cloud::Azure => azure_read(ctx, state, private, d).await,
+            Cloud::Oci => oci_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
         })
         .await
@@ -138,6 +140,7 @@ impl Resource for GpuCluster {
         common::import_with("cluster", "aws/us-east-1/train-nodes", id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             Cloud::Azure => azure_import(ctx, id, d).await,
+            Cloud::Oci => oci_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
         .await
@@ -485,6 +488,115 @@ async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Optio
         Ok(c) => c,
         Err(e) => {
             diags.error("Cannot import the cluster", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+/// Where an OCI cluster lives, from its fabric reference: region, compartment, availability domain, placement.
+fn oci_location(state: &Value) -> Option<(String, String, String, planner::Placement)> {
+    let fabric = state.get("fabric");
+    let (region, compartment, _) = oci::api::parse_id(fabric.get("id").as_str()?)?;
+    let placement = match fabric.get("placement").as_str() {
+        Some("cluster-network") => planner::Placement::ClusterNetwork,
+        Some("none") => planner::Placement::None,
+        _ => planner::Placement::Cluster,
+    };
+    Some((region.to_owned(), compartment.to_owned(), fabric.get("zone").as_str().unwrap_or_default().to_owned(), placement))
+}
+
+const OCI_NODES: &str = "oci_core_instance";
+
+async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let target = if req.planned.is_null() { req.prior } else { req.planned };
+    let Some((region, compartment, zone, placement)) = oci_location(target) else {
+        diags.error("Unknown fabric", "The cluster's fabric has no OCI id (oci/<region>/<compartment>/<name>): apply the fabric first.");
+        return req.prior.clone();
+    };
+    let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return req.prior.clone() };
+    let name = target.get("name").as_str().unwrap_or_default().to_owned();
+    let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name: &name, placement };
+    let with_live = async |state: &Value| match oci::cluster::observe(ctx, &client, &at).await {
+        Ok(nodes) => with_nodes(state, Cloud::Oci, OCI_NODES, &oci::cluster::node_names(&nodes)),
+        Err(_) => state.clone(),
+    };
+    if req.planned.is_null() {
+        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
+        return match oci::cluster::delete(ctx, &client, &at, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                let detail = format!("Cluster {name} in {region}: {e}. What is left stays in state; run destroy again.");
+                oci::api::report(diags, "Deleting the cluster failed", detail);
+                with_live(req.prior).await
+            }
+        };
+    }
+    let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
+    let creating = req.prior.is_null();
+    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"));
+    let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
+    let learned = BTreeMap::from([("id".to_owned(), Value::from(oci::api::resource_id(&region, &compartment, &spec.name)))]);
+    let state = common::fill(req.planned, &learned);
+    match oci::cluster::converge(ctx, &client, &spec, &compartment, &tags, timeout).await {
+        Ok(()) => state,
+        Err(e) => {
+            let detail = format!(
+                "Cluster {} in {region} ({zone}): {e}. The nodes that exist are kept in state; apply again to finish, or destroy.",
+                spec.name
+            );
+            oci::api::report(diags, if creating { "Creating the cluster failed" } else { "Updating the cluster failed" }, detail);
+            with_live(&state).await
+        }
+    }
+}
+
+async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    let Some((region, compartment, zone, placement)) = oci_location(state) else { return unchanged() };
+    let name = state.get("name").as_str().unwrap_or_default();
+    let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return unchanged() };
+    let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name, placement };
+    let nodes = oci::cluster::observe(ctx, &client, &at).await;
+    let config = oci::cluster::find_configuration(ctx, &client, &compartment, name).await;
+    match (nodes, config) {
+        (Ok(nodes), Ok(None)) if nodes.is_empty() => ReadOutcome::Gone,
+        (Ok(nodes), Ok(config)) => {
+            let out = with_nodes(state, Cloud::Oci, OCI_NODES, &oci::cluster::node_names(&nodes));
+            let out = if config.is_none() {
+                let mut map = out.as_map().cloned().unwrap_or_default();
+                map.insert("expansion".into(), common::mark_missing(out.get("expansion"), |k| k != "oci_core_instance_configuration"));
+                Value::Map(map)
+            } else {
+                out
+            };
+            ReadOutcome::Found { state: out, private: private.to_vec() }
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            oci::api::report(diags, "Reading the cluster failed", format!("Cluster {name} in {region}: {e}."));
+            unchanged()
+        }
+    }
+}
+
+async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((region, compartment, name)) = oci::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!(
+                "{id:?} is not an OCI cluster id: give \"oci/<region>/<compartment OCID>/<cluster name>\", e.g. \
+                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/train\"."
+            ),
+        );
+        return None;
+    };
+    let client = oci::api::connect_or_report(ctx, region, diags)?;
+    let config = match oci::cluster::imported_config(ctx, &client, compartment, name, &common::defaults(ctx).default_tags).await {
+        Ok((c, _)) => c,
+        Err(e) => {
+            oci::api::report(diags, "Cannot import the cluster", format!("{id}: {e}."));
             return None;
         }
     };

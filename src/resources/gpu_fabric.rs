@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape};
 use crate::catalog::Cloud;
-use crate::clouds::{aws, azure, gcp};
+use crate::clouds::{aws, azure, gcp, oci};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource, Schema, Type,
     Value,
@@ -101,6 +101,7 @@ impl Resource for GpuFabric {
         common::apply_with("this fabric", &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
             Cloud::Azure => azure_apply(ctx, &req, d).await,
+            Cloud::Oci => oci_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
         })
         .await
@@ -110,6 +111,7 @@ impl Resource for GpuFabric {
         common::read_with(state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
             Cloud::Azure => azure_read(ctx, state, private, d).await,
+            Cloud::Oci => oci_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
         })
         .await
@@ -119,6 +121,7 @@ impl Resource for GpuFabric {
         common::import_with("fabric", "aws/us-east-1/train", id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             Cloud::Azure => azure_import(ctx, id, d).await,
+            Cloud::Oci => oci_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
         .await
@@ -436,6 +439,109 @@ async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Optio
     if let Network::Create { .. } = &spec.network {
         assigned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
         assigned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));
+    }
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let timeout = std::time::Duration::from_secs(30 * 60);
+    let source = if req.planned.is_null() { config_of_state(req.prior) } else { req.config.clone() };
+    let Some(spec) = spec::parse_fabric(&source, diags) else { return req.prior.clone() };
+    let compartment = spec.compartment_id.clone().unwrap_or_default();
+    let Some(client) = oci::api::connect_or_report(ctx, &spec.region, diags) else { return req.prior.clone() };
+    if req.planned.is_null() {
+        return match oci::fabric::delete(ctx, &client, &spec, &compartment, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                let detail = format!("Fabric {} in {}: {e}. What is left stays in state; run destroy again.", spec.name, spec.region);
+                oci::api::report(diags, "Deleting the fabric failed", detail);
+                req.prior.clone()
+            }
+        };
+    }
+    let tags = common::defaults(ctx).tags(&common::string_map(req.config.get("tags")), &[("hpc:fabric", &spec.name)]);
+    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(oci::api::resource_id(&spec.region, &compartment, &spec.name)))]);
+    match oci::fabric::converge(ctx, &client, &spec, &compartment, req.config.get("gpu").as_str(), &tags, timeout).await {
+        Ok(done) => {
+            learned.insert("vpc_id".into(), Value::from(done.vcn));
+            learned.insert("subnet_id".into(), Value::from(done.subnet));
+            common::fill(req.planned, &learned)
+        }
+        Err(e) => {
+            let detail = format!(
+                "Fabric {} in {}: {e}. The pieces created so far are kept in state; apply again to finish, or destroy.",
+                spec.name, spec.region
+            );
+            oci::api::report(diags, if req.prior.is_null() { "Creating the fabric failed" } else { "Updating the fabric failed" }, detail);
+            if req.prior.is_null() && oci::fabric::observe(ctx, &client, &spec, &compartment).await.is_ok_and(|l| l.is_empty()) {
+                return Value::Null;
+            }
+            common::fill(req.planned, &learned)
+        }
+    }
+}
+
+async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    let mut quiet = Diagnostics::new();
+    let Some(spec) = spec::parse_fabric(&config_of_state(state), &mut quiet) else { return unchanged() };
+    let compartment = spec.compartment_id.clone().unwrap_or_default();
+    let Some(client) = oci::api::connect_or_report(ctx, &spec.region, diags) else { return unchanged() };
+    match oci::fabric::observe(ctx, &client, &spec, &compartment).await {
+        Ok(live) if live.is_empty() => ReadOutcome::Gone,
+        Ok(live) => {
+            let mut out = state.as_map().cloned().unwrap_or_default();
+            out.insert("expansion".into(), common::mark_missing(state.get("expansion"), oci::fabric::present(&live)));
+            ReadOutcome::Found { state: Value::Map(out), private: private.to_vec() }
+        }
+        Err(e) => {
+            oci::api::report(diags, "Reading the fabric failed", format!("Fabric {} in {}: {e}.", spec.name, spec.region));
+            unchanged()
+        }
+    }
+}
+
+async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((region, compartment, name)) = oci::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!(
+                "{id:?} is not an OCI fabric id: give \"oci/<region>/<compartment OCID>/<fabric name>\", e.g. \
+                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/train\"."
+            ),
+        );
+        return None;
+    };
+    let client = oci::api::connect_or_report(ctx, region, diags)?;
+    let found = match oci::fabric::find_nsg(ctx, &client, compartment, name).await {
+        Ok(Some(nsg)) => oci::fabric::imported_config(region, compartment, name, &nsg, &common::defaults(ctx).default_tags),
+        Ok(None) => Err(format!("no fabric named {name:?} in the compartment: no network security group {name}-nsg")),
+        Err(e) => Err(e),
+    };
+    let config = match found {
+        Ok(c) => c,
+        Err(e) => {
+            oci::api::report(diags, "Cannot import the fabric", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let spec = spec::parse_fabric(&config, diags)?;
+    let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    if let Network::Create { .. } = &spec.network {
+        match oci::fabric::observe(ctx, &client, &spec, compartment).await {
+            Ok(live) => {
+                for (attr, piece) in [("vpc_id", &live.vcn), ("subnet_id", &live.subnet)] {
+                    if let Some(ocid) = piece.as_ref().and_then(|p| p["id"].as_str()) {
+                        assigned.insert(attr.to_owned(), Value::from(ocid));
+                    }
+                }
+            }
+            Err(e) => {
+                oci::api::report(diags, "Cannot import the fabric", format!("{id}: {e}."));
+                return None;
+            }
+        }
     }
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, cluster_ref_type, fabric_ref_type};
 use crate::catalog::Cloud;
-use crate::clouds::{aws, azure, gcp};
+use crate::clouds::{aws, azure, gcp, oci};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
     ReadOutcome, Resource, Schema, Type, Value,
@@ -133,6 +133,7 @@ impl Resource for ParallelFilesystem {
         common::apply_with("this filesystem", &req, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_apply(ctx, &req, d).await,
             Cloud::Azure => azure_apply(ctx, &req, d).await,
+            Cloud::Oci => oci_apply(ctx, &req, d).await,
             _ => aws_apply(ctx, &req, d).await,
         })
         .await
@@ -142,6 +143,7 @@ impl Resource for ParallelFilesystem {
         common::read_with(state, private, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_read(ctx, state, private, d).await,
             Cloud::Azure => azure_read(ctx, state, private, d).await,
+            Cloud::Oci => oci_read(ctx, state, private, d).await,
             _ => aws_read(ctx, state, private, d).await,
         })
         .await
@@ -151,6 +153,7 @@ impl Resource for ParallelFilesystem {
         common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             Cloud::Azure => azure_import(ctx, id, d).await,
+            Cloud::Oci => oci_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
         .await
@@ -577,6 +580,128 @@ async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Optio
         ("id".to_owned(), Value::from(id)),
         ("mount_target".to_owned(), Value::from(azure::filesystem::mount_target(&fs))),
         ("mount_command".to_owned(), Value::from(azure::filesystem::mount_command(&fs))),
+    ]);
+    Some(common::imported_state(&schema(), &config, &derived, &assigned))
+}
+
+const OCI_LUSTRE: &str = "oci_lustre_file_storage_lustre_file_system";
+
+fn oci_refreshed(state: &Value, fs: &serde_json::Value) -> Value {
+    let (capacity, tier) = oci::filesystem::size_of(fs);
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1000));
+    out.insert("mount_target".into(), Value::from(oci::filesystem::mount_target(fs)));
+    out.insert("mount_command".into(), Value::from(oci::filesystem::mount_command(fs)));
+    let expansion = common::patch_piece(
+        state.get("expansion"),
+        OCI_LUSTRE,
+        None,
+        &[("capacity_in_gbs", capacity.to_string()), ("performance_tier", format!("MBPS_PER_TB_{tier}"))],
+    );
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+/// Region and compartment of the fabric a filesystem is on (`oci/<region>/<compartment>/<name>`).
+fn oci_place(state: &Value) -> Option<(String, String)> {
+    oci::api::parse_id(state.get("fabric").get("id").as_str()?).map(|(r, c, _)| (r.to_owned(), c.to_owned()))
+}
+
+async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+    let target = if req.planned.is_null() { req.prior } else { req.planned };
+    let name = target.get("name").as_str().unwrap_or_default().to_owned();
+    let Some((region, compartment)) = oci_place(target) else {
+        diags.error("Unknown fabric", "The filesystem's fabric has no OCI id (oci/<region>/<compartment>/<name>): apply the fabric first.");
+        return req.prior.clone();
+    };
+    let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return req.prior.clone() };
+    if req.planned.is_null() {
+        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        return match oci::filesystem::delete(ctx, &client, &compartment, &name, timeout).await {
+            Ok(()) => Value::Null,
+            Err(e) => {
+                oci::api::report(
+                    diags,
+                    "Deleting the filesystem failed",
+                    format!("Filesystem {name} in {region}: {e}. It stays in state; run destroy again."),
+                );
+                req.prior.clone()
+            }
+        };
+    }
+    let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
+    let creating = req.prior.is_null();
+    let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60));
+    let id = Value::from(oci::api::resource_id(&region, &compartment, &name));
+    match oci::filesystem::converge(ctx, &client, &spec, &compartment, &all_tags(ctx, req.config), timeout).await {
+        Ok(fs) => {
+            let learned = BTreeMap::from([
+                ("id".to_owned(), id),
+                ("mount_target".to_owned(), Value::from(oci::filesystem::mount_target(&fs))),
+                ("mount_command".to_owned(), Value::from(oci::filesystem::mount_command(&fs))),
+            ]);
+            common::fill(req.planned, &learned)
+        }
+        Err(e) => {
+            let summary = if creating { "Creating the filesystem failed" } else { "Updating the filesystem failed" };
+            oci::api::report(diags, summary, format!("Filesystem {name} in {region}: {e}."));
+            match oci::filesystem::observe(ctx, &client, &compartment, &name).await {
+                Ok(Some(fs)) => oci_refreshed(&common::fill(req.planned, &BTreeMap::from([("id".to_owned(), id)])), &fs),
+                _ if creating => Value::Null,
+                _ => req.prior.clone(),
+            }
+        }
+    }
+}
+
+async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
+    let name = state.get("name").as_str().unwrap_or_default();
+    let Some((region, compartment)) = oci_place(state) else { return unchanged() };
+    let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return unchanged() };
+    match oci::filesystem::observe(ctx, &client, &compartment, name).await {
+        Ok(None) => ReadOutcome::Gone,
+        Ok(Some(fs)) => ReadOutcome::Found { state: oci_refreshed(state, &fs), private: private.to_vec() },
+        Err(e) => {
+            oci::api::report(diags, "Reading the filesystem failed", format!("Filesystem {name} in {region}: {e}."));
+            unchanged()
+        }
+    }
+}
+
+async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+    let Some((region, compartment, name)) = oci::api::parse_id(id) else {
+        diags.error(
+            "Invalid import id",
+            format!(
+                "{id:?} is not an OCI filesystem id: give \"oci/<region>/<compartment OCID>/<name>\", e.g. \
+                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/scratch\"."
+            ),
+        );
+        return None;
+    };
+    let client = oci::api::connect_or_report(ctx, region, diags)?;
+    let found = match oci::filesystem::observe(ctx, &client, compartment, name).await {
+        Ok(Some(fs)) => {
+            oci::filesystem::imported_config(ctx, &client, compartment, &fs, &common::defaults(ctx).default_tags).await.map(|c| (c, fs))
+        }
+        Ok(None) => Err(format!("no Lustre file system named {name} in the compartment")),
+        Err(e) => Err(e),
+    };
+    let (config, fs) = match found {
+        Ok(f) => f,
+        Err(e) => {
+            oci::api::report(diags, "Cannot import the filesystem", format!("{id}: {e}."));
+            return None;
+        }
+    };
+    let derived = derive(ctx, &config, diags)?;
+    let assigned = BTreeMap::from([
+        ("id".to_owned(), Value::from(id)),
+        ("mount_target".to_owned(), Value::from(oci::filesystem::mount_target(&fs))),
+        ("mount_command".to_owned(), Value::from(oci::filesystem::mount_command(&fs))),
     ]);
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }

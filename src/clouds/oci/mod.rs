@@ -2,6 +2,10 @@
 //! placement (a compute cluster, or a cluster network built by the cluster); an instance configuration with
 //! the RDMA agent plugins enabled and the instances; File Storage with Lustre.
 
+pub mod api;
+pub mod cluster;
+pub mod fabric;
+pub mod filesystem;
 pub mod signing;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,581 @@
+//! OCI's REST APIs as the resources use them: Core (`/20160918`, `iaas.<region>.oraclecloud.com`) and File
+//! Storage with Lustre (`/20250228`, `lustre-file-storage.<region>.oci.oraclecloud.com`), on reqwest with
+//! our own request signer (the only Rust OCI SDK is AGPL). Credentials come from the provider's `oci` block
+//! or a profile of the OCI config file (`~/.oci/config`, or the file `OCI_CONFIG_FILE` names), the block
+//! winning attribute by attribute. 429 (OCI sends no Retry-After) and 5xx are retried with capped
+//! exponential backoff and jitter; creates carry an `opc-retry-token`, so a retried create never makes a
+//! second resource. "Out of host capacity" is not retried: it is reported at once and the apply can be
+//! run again. Lists follow `opc-next-page`; work requests and lifecycle states are polled with backoff,
+//! and every wait ends on the resource's timeout or on StopProvider.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value as Json;
+
+use super::signing::{Request, Signer};
+use crate::catalog::Cloud;
+use crate::config::{CloudSettings, ProviderConfig};
+use crate::framework::{Context, Diagnostics};
+
+/// The two OCI services the resources call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    Core,
+    Lustre,
+}
+
+impl Service {
+    fn version(self) -> &'static str {
+        match self {
+            Service::Core => "20160918",
+            Service::Lustre => "20250228",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Oci {
+    pub region: String,
+    core: String,
+    lustre: String,
+    http: reqwest::Client,
+    signer: Arc<Signer>,
+}
+
+impl std::fmt::Debug for Oci {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Oci({}, {})", self.region, self.core)
+    }
+}
+
+/// The client for a region, built once per process, configuration and region.
+pub fn connect(ctx: &Context, region: &str) -> Result<Oci, String> {
+    static CLIENTS: Mutex<BTreeMap<String, Oci>> = Mutex::new(BTreeMap::new());
+    let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Oci)).cloned().unwrap_or_default();
+    let key = format!("{region}|{:?}|{:?}", settings.endpoint, settings.settings);
+    if let Some(found) = CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(found.clone());
+    }
+    let client = build(&settings, region)?;
+    CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, client.clone());
+    Ok(client)
+}
+
+/// [`connect`], with a failure reported as a diagnostic.
+pub fn connect_or_report(ctx: &Context, region: &str, diags: &mut Diagnostics) -> Option<Oci> {
+    match connect(ctx, region) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            diags.error("OCI is not configured", e);
+            None
+        }
+    }
+}
+
+/// A profile of an OCI config file (INI: `[PROFILE]` then `key=value` lines).
+pub fn config_profile(text: &str, profile: &str) -> Option<BTreeMap<String, String>> {
+    let mut current = None::<String>;
+    let mut out = BTreeMap::new();
+    let mut found = false;
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = Some(name.trim().to_owned());
+            found |= name.trim() == profile;
+            continue;
+        }
+        if current.as_deref() == Some(profile)
+            && let Some((k, v)) = line.split_once('=')
+        {
+            out.insert(k.trim().to_owned(), v.trim().to_owned());
+        }
+    }
+    found.then_some(out)
+}
+
+fn home_path(path: &str) -> String {
+    match (path.strip_prefix("~/"), std::env::var("HOME")) {
+        (Some(rest), Ok(home)) => format!("{home}/{rest}"),
+        _ => path.to_owned(),
+    }
+}
+
+fn build(settings: &CloudSettings, region: &str) -> Result<Oci, String> {
+    let attr = |k: &str| settings.settings.get(k).cloned();
+    let file_path = std::env::var("OCI_CONFIG_FILE").unwrap_or_else(|_| home_path("~/.oci/config"));
+    let profile_name = attr("config_file_profile").unwrap_or_else(|| "DEFAULT".into());
+    let profile = match std::fs::read_to_string(&file_path) {
+        Ok(text) => match config_profile(&text, &profile_name) {
+            Some(p) => p,
+            None if attr("config_file_profile").is_some() => {
+                return Err(format!("config_file_profile = {profile_name:?}: the OCI config file {file_path} has no such profile"));
+            }
+            None => BTreeMap::new(),
+        },
+        Err(_) if attr("config_file_profile").is_some() => {
+            return Err(format!("config_file_profile = {profile_name:?} is set but the OCI config file {file_path} cannot be read"));
+        }
+        Err(_) => BTreeMap::new(),
+    };
+    let pick = |attr_name: &str, file_key: &str| attr(attr_name).or_else(|| profile.get(file_key).cloned());
+    let (tenancy, user, fingerprint) = (pick("tenancy_ocid", "tenancy"), pick("user_ocid", "user"), pick("fingerprint", "fingerprint"));
+    let missing: Vec<&str> = [("tenancy_ocid", &tenancy), ("user_ocid", &user), ("fingerprint", &fingerprint)]
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    let pem = match (attr("private_key"), pick("private_key_path", "key_file")) {
+        (Some(pem), _) => Some(pem),
+        (None, Some(path)) => Some(std::fs::read_to_string(home_path(&path)).map_err(|e| format!("reading the OCI API key {path}: {e}"))?),
+        (None, None) => None,
+    };
+    if !missing.is_empty() || pem.is_none() {
+        let mut all = missing.clone();
+        if pem.is_none() {
+            all.push("private_key or private_key_path");
+        }
+        return Err(format!(
+            "the OCI API key is incomplete: set {} in the provider's oci block, or in profile [{profile_name}] of {file_path} \
+             (tenancy, user, fingerprint, key_file)",
+            all.join(", ")
+        ));
+    }
+    let pem = pem.unwrap_or_default();
+    if pem.contains("ENCRYPTED") || profile.contains_key("pass_phrase") {
+        return Err(
+            "the OCI API key is encrypted with a pass phrase; give an unencrypted key (openssl rsa -in key.pem -out plain.pem)".into()
+        );
+    }
+    let signer = Signer::from_pem(&pem, &tenancy.unwrap_or_default(), &user.unwrap_or_default(), &fingerprint.unwrap_or_default())
+        .map_err(|e| e.to_string())?;
+    let region = if region.is_empty() { pick("region", "region").unwrap_or_default() } else { region.to_owned() };
+    let (core, lustre) = match &settings.endpoint {
+        Some(e) => (e.trim_end_matches('/').to_owned(), e.trim_end_matches('/').to_owned()),
+        None => (format!("https://iaas.{region}.oraclecloud.com"), format!("https://lustre-file-storage.{region}.oci.oraclecloud.com")),
+    };
+    let http =
+        reqwest::Client::builder().timeout(Duration::from_secs(120)).build().map_err(|e| format!("building the HTTPS client: {e}"))?;
+    Ok(Oci { region, core, lustre, http, signer: Arc::new(signer) })
+}
+
+/// An OCI answer: status, the JSON body, and the headers the resources use.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Json,
+    pub next_page: Option<String>,
+    pub work_request: Option<String>,
+}
+
+impl Reply {
+    /// OCI's `{"code", "message"}` as `Code: message`.
+    pub fn error(&self) -> String {
+        match (self.body["code"].as_str(), self.body["message"].as_str()) {
+            (Some(c), Some(m)) => format!("{c}: {m}"),
+            _ => format!("HTTP {}: {}", self.status, self.body),
+        }
+    }
+
+    fn out_of_capacity(&self) -> bool {
+        self.body["message"].as_str().is_some_and(|m| m.to_ascii_lowercase().contains("out of host capacity"))
+    }
+}
+
+/// The sentence every authentication failure carries; resources turn it into its own diagnostic.
+pub const AUTH_FAILED: &str = "OCI refused the request's signature (401 NotAuthenticated)";
+
+/// Reports an OCI error: authentication failures under their own summary, the rest under `summary`.
+pub fn report(diags: &mut Diagnostics, summary: &str, detail: String) {
+    if detail.contains(AUTH_FAILED) {
+        diags.error("OCI authentication failed", detail);
+    } else {
+        diags.error(summary, detail);
+    }
+}
+
+const ATTEMPTS: u32 = 8;
+
+/// RFC 7231 date (`Sun, 29 Nov 2026 20:00:00 GMT`), the form the `date` header and signature use.
+pub fn http_date(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let name = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][(month - 1) as usize];
+    format!("{weekday}, {day:02} {name} {year} {:02}:{:02}:{:02} GMT", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// A random token (hex), for `opc-retry-token` and jitter.
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    let _ = aws_lc_rs::rand::fill(&mut b);
+    u64::from_le_bytes(b)
+}
+
+/// `delay` scaled by a random factor in [0.5, 1.0): spreads the retries of parallel calls.
+fn jitter(delay: Duration) -> Duration {
+    delay.mul_f64(0.5 + (random_u64() % 1000) as f64 / 2000.0)
+}
+
+/// Percent-encodes a query value (OCIDs are safe; availability domains carry a colon).
+pub fn encode(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+const INTERRUPTED: &str = "interrupted (the CLI asked the provider to stop)";
+
+impl Oci {
+    fn base(&self, service: Service) -> &str {
+        match service {
+            Service::Core => &self.core,
+            Service::Lustre => &self.lustre,
+        }
+    }
+
+    /// One request with retries: 429 and 5xx with capped exponential backoff and jitter (not "Out of host
+    /// capacity"), connection failures likewise; cancelled by StopProvider. `path` follows the version,
+    /// e.g. `/vcns?compartmentId=...`.
+    pub async fn send(
+        &self,
+        ctx: &Context,
+        method: reqwest::Method,
+        service: Service,
+        path: &str,
+        body: Option<&Json>,
+    ) -> Result<Reply, String> {
+        let base = self.base(service);
+        let url = format!("{base}/{}{path}", service.version());
+        let parsed = reqwest::Url::parse(&url).map_err(|e| format!("{url} is not a URL: {e}"))?;
+        let host = match (parsed.host_str(), parsed.port()) {
+            (Some(h), Some(p)) => format!("{h}:{p}"),
+            (Some(h), None) => h.to_owned(),
+            _ => return Err(format!("{url} has no host")),
+        };
+        let path_and_query = match parsed.query() {
+            Some(q) => format!("{}?{q}", parsed.path()),
+            None => parsed.path().to_owned(),
+        };
+        let payload = body.map(|b| b.to_string().into_bytes());
+        let retry_token = (method == reqwest::Method::POST).then(|| format!("hpc-{:016x}{:016x}", random_u64(), random_u64()));
+        let mut delay = Duration::from_millis(250);
+        for attempt in 1..=ATTEMPTS {
+            let date = http_date(SystemTime::now());
+            let headers = self
+                .signer
+                .sign(&Request {
+                    method: method.as_str(),
+                    host: &host,
+                    path_and_query: &path_and_query,
+                    date: &date,
+                    body: payload.as_deref(),
+                    content_type: "application/json",
+                })
+                .map_err(|e| e.to_string())?;
+            let mut request = self.http.request(method.clone(), parsed.clone());
+            for (k, v) in &headers {
+                // reqwest sets host and content-length itself, to the same values.
+                if k != "host" && k != "content-length" {
+                    request = request.header(k.as_str(), v.as_str());
+                }
+            }
+            if let Some(token) = &retry_token {
+                request = request.header("opc-retry-token", token.as_str());
+            }
+            request = request.header("accept", "application/json");
+            if let Some(p) = &payload {
+                request = request.body(p.clone());
+            } else if matches!(method, reqwest::Method::POST | reqwest::Method::PUT) {
+                request = request.body(Vec::<u8>::new());
+            }
+            let response = tokio::select! {
+                _ = ctx.cancelled() => return Err(INTERRUPTED.into()),
+                r = request.send() => r,
+            };
+            let reply = match response {
+                Ok(r) => {
+                    let status = r.status().as_u16();
+                    let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                    let (next_page, work_request) = (header("opc-next-page"), header("opc-work-request-id"));
+                    let text = r.text().await.unwrap_or_default();
+                    Reply { status, body: serde_json::from_str(&text).unwrap_or(Json::Null), next_page, work_request }
+                }
+                Err(e) if attempt < ATTEMPTS && (e.is_connect() || e.is_timeout()) => {
+                    tokio::time::sleep(jitter(delay)).await;
+                    delay = (delay * 2).min(Duration::from_secs(20));
+                    continue;
+                }
+                Err(e) => return Err(format!("calling OCI at {base}: {e}")),
+            };
+            if reply.status == 401 {
+                return Err(format!(
+                    "{AUTH_FAILED}: {}. The API key (tenancy_ocid, user_ocid, fingerprint and the private key) is not one OCI knows: check \
+                     that the fingerprint is the one shown for this user's API key and that the private key is its pair",
+                    reply.error().trim_end_matches('.')
+                ));
+            }
+            let again = reply.status == 429 || (reply.status >= 500 && !reply.out_of_capacity());
+            if !again || attempt == ATTEMPTS {
+                return Ok(reply);
+            }
+            tokio::select! {
+                _ = ctx.cancelled() => return Err(INTERRUPTED.into()),
+                _ = tokio::time::sleep(jitter(delay)) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(20));
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+
+    /// GET a resource: None when it does not exist.
+    pub async fn get(&self, ctx: &Context, service: Service, path: &str) -> Result<Option<Json>, String> {
+        let reply = self.send(ctx, reqwest::Method::GET, service, path, None).await?;
+        match reply.status {
+            200 => Ok(Some(reply.body)),
+            404 => Ok(None),
+            _ => Err(format!("reading {path}: {}", reply.error())),
+        }
+    }
+
+    /// Every item of a list (Core's bare arrays and the newer `{"items": [...]}`), following
+    /// `opc-next-page`. `query` is `compartmentId=...&...`, already encoded.
+    pub async fn list(&self, ctx: &Context, service: Service, collection: &str, query: &str) -> Result<Vec<Json>, String> {
+        let mut out = Vec::new();
+        let mut page: Option<String> = None;
+        loop {
+            let mut path = format!("/{collection}?{query}&limit=1000");
+            if let Some(p) = &page {
+                path.push_str(&format!("&page={}", encode(p)));
+            }
+            let reply = self.send(ctx, reqwest::Method::GET, service, &path, None).await?;
+            if reply.status != 200 {
+                return Err(format!("listing {collection}: {}", reply.error()));
+            }
+            match reply.body {
+                Json::Array(items) => out.extend(items),
+                mut other => out.extend(other["items"].as_array_mut().map(std::mem::take).unwrap_or_default()),
+            }
+            match reply.next_page {
+                Some(p) if !p.is_empty() => page = Some(p),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// POST a create; the body and the work request id OCI gave, if any.
+    pub async fn create(
+        &self,
+        ctx: &Context,
+        service: Service,
+        collection: &str,
+        body: &Json,
+        what: &str,
+    ) -> Result<(Json, Option<String>), String> {
+        let reply = self.send(ctx, reqwest::Method::POST, service, &format!("/{collection}"), Some(body)).await?;
+        if !(200..=202).contains(&reply.status) {
+            return Err(format!("creating {what}: {}", reply.error()));
+        }
+        Ok((reply.body, reply.work_request))
+    }
+
+    /// POST an action (`/networkSecurityGroups/<id>/actions/addSecurityRules`).
+    pub async fn action(&self, ctx: &Context, service: Service, path: &str, body: &Json, what: &str) -> Result<Json, String> {
+        let reply = self.send(ctx, reqwest::Method::POST, service, path, Some(body)).await?;
+        if !(200..=202).contains(&reply.status) {
+            return Err(format!("{what}: {}", reply.error()));
+        }
+        Ok(reply.body)
+    }
+
+    /// PUT an update; the body and the work request id, if any.
+    pub async fn update(
+        &self,
+        ctx: &Context,
+        service: Service,
+        path: &str,
+        body: &Json,
+        what: &str,
+    ) -> Result<(Json, Option<String>), String> {
+        let reply = self.send(ctx, reqwest::Method::PUT, service, path, Some(body)).await?;
+        if !(200..=202).contains(&reply.status) {
+            return Err(format!("updating {what}: {}", reply.error()));
+        }
+        Ok((reply.body, reply.work_request))
+    }
+
+    /// DELETE; a resource already gone is fine. A 409 (something it depends on is still terminating) is
+    /// retried until `timeout`. Returns the work request id, if any.
+    pub async fn delete(
+        &self,
+        ctx: &Context,
+        service: Service,
+        path: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<Option<String>, String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut delay = Duration::from_millis(200);
+        loop {
+            let reply = self.send(ctx, reqwest::Method::DELETE, service, path, None).await?;
+            match reply.status {
+                200 | 202 | 204 | 404 => return Ok(reply.work_request),
+                409 if tokio::time::Instant::now() + delay < deadline => {}
+                _ => return Err(format!("deleting {what}: {}", reply.error())),
+            }
+            tokio::select! {
+                _ = ctx.cancelled() => return Err(format!("interrupted while deleting {what} (the CLI asked the provider to stop)")),
+                _ = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(Duration::from_secs(10));
+        }
+    }
+
+    /// Polls a work request until it succeeds; a failure reports OCI's errors for it.
+    pub async fn wait_work_request(&self, ctx: &Context, service: Service, id: &str, what: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let reply = self.send(ctx, reqwest::Method::GET, service, &format!("/workRequests/{id}"), None).await?;
+            if reply.status != 200 {
+                return Err(format!("{what}: reading work request {id}: {}", reply.error()));
+            }
+            match reply.body["status"].as_str().unwrap_or("IN_PROGRESS") {
+                "SUCCEEDED" => return Ok(()),
+                "FAILED" | "CANCELED" => {
+                    let errors = self.send(ctx, reqwest::Method::GET, service, &format!("/workRequests/{id}/errors"), None).await?;
+                    let items = match &errors.body {
+                        Json::Array(a) => a.clone(),
+                        other => other["items"].as_array().cloned().unwrap_or_default(),
+                    };
+                    let detail: Vec<String> = items
+                        .iter()
+                        .map(|e| format!("{}: {}", e["code"].as_str().unwrap_or("Error"), e["message"].as_str().unwrap_or_default()))
+                        .collect();
+                    let detail = if detail.is_empty() { "OCI gave no detail".to_owned() } else { detail.join("; ") };
+                    return Err(format!("{what} failed (work request {id}): {detail}"));
+                }
+                _ => {}
+            }
+            self.pause(ctx, &mut delay, deadline, what, timeout).await?;
+        }
+    }
+
+    /// Polls a resource until its `lifecycleState` is one of `targets`; a state in `failed`, or the
+    /// resource vanishing, ends the wait with an error.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn wait_state(
+        &self,
+        ctx: &Context,
+        service: Service,
+        path: &str,
+        targets: &[&str],
+        failed: &[&str],
+        what: &str,
+        timeout: Duration,
+    ) -> Result<Json, String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let Some(found) = self.get(ctx, service, path).await? else { return Err(format!("{what}: it vanished while being built")) };
+            let state = found["lifecycleState"].as_str().unwrap_or_default().to_owned();
+            if targets.contains(&state.as_str()) {
+                return Ok(found);
+            }
+            if failed.contains(&state.as_str()) {
+                return Err(format!("{what}: it went to {state}"));
+            }
+            self.pause(ctx, &mut delay, deadline, what, timeout).await?;
+        }
+    }
+
+    async fn pause(
+        &self,
+        ctx: &Context,
+        delay: &mut Duration,
+        deadline: tokio::time::Instant,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        if tokio::time::Instant::now() + *delay > deadline {
+            return Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout)));
+        }
+        tokio::select! {
+            _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
+            _ = tokio::time::sleep(*delay) => {}
+        }
+        *delay = (*delay * 2).min(Duration::from_secs(10));
+        Ok(())
+    }
+}
+
+/// Lifecycle states after which a resource no longer counts as existing.
+pub fn is_gone(item: &Json) -> bool {
+    matches!(item["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED" | "DELETING" | "DELETED"))
+}
+
+/// The freeform tags of an OCI resource.
+pub fn tags_of(item: &Json) -> BTreeMap<String, String> {
+    item["freeformTags"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .unwrap_or_default()
+}
+
+/// Ids the resources use on OCI: `oci/<region>/<compartment OCID>/<name>`.
+pub fn resource_id(region: &str, compartment: &str, name: &str) -> String {
+    format!("oci/{region}/{compartment}/{name}")
+}
+
+/// `(region, compartment, name)` of an id.
+pub fn parse_id(id: &str) -> Option<(&str, &str, &str)> {
+    let mut parts = id.strip_prefix("oci/")?.split('/');
+    let (region, compartment, name) = (parts.next()?, parts.next()?, parts.next()?);
+    (parts.next().is_none() && !region.is_empty() && compartment.starts_with("ocid1.") && !name.is_empty()).then_some((
+        region,
+        compartment,
+        name,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_rfc_7231() {
+        assert_eq!(http_date(UNIX_EPOCH), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(UNIX_EPOCH + Duration::from_secs(1_795_982_400)), "Sun, 29 Nov 2026 20:00:00 GMT");
+        assert_eq!(http_date(UNIX_EPOCH + Duration::from_secs(951_782_400)), "Tue, 29 Feb 2000 00:00:00 GMT");
+    }
+
+    #[test]
+    fn config_file_profiles_and_ids() {
+        let text =
+            "[DEFAULT]\nuser=ocid1.user.oc1..a\nregion = us-ashburn-1\n\n[ML]\n# comment\ntenancy=ocid1.tenancy.oc1..t\nkey_file=~/k.pem\n";
+        assert_eq!(config_profile(text, "DEFAULT").unwrap()["region"], "us-ashburn-1");
+        let ml = config_profile(text, "ML").unwrap();
+        assert_eq!((ml.get("tenancy").map(String::as_str), ml.contains_key("user")), (Some("ocid1.tenancy.oc1..t"), false));
+        assert!(config_profile(text, "OTHER").is_none());
+        let id = resource_id("us-ashburn-1", "ocid1.compartment.oc1..x", "train");
+        assert_eq!(parse_id(&id), Some(("us-ashburn-1", "ocid1.compartment.oc1..x", "train")));
+        assert_eq!(parse_id("oci/us-ashburn-1/train"), None);
+        assert_eq!(encode("Uocm:US-ASHBURN-AD-1"), "Uocm%3AUS-ASHBURN-AD-1");
+    }
+}

@@ -1,0 +1,463 @@
+//! `hpc_gpu_cluster` on OCI: an instance configuration for the bare-metal GPU shape with the Oracle Cloud
+//! Agent's RDMA plugins enabled, and the nodes: launched one per node into the fabric's compute cluster
+//! (placement `cluster`; OCI has no batch launch outside instance pools), or as the single instance pool of
+//! a cluster network (placement `cluster-network`), resized in place. Nodes carry the display name
+//! `<cluster>-<i>` and the freeform tag `hpc:cluster`; a refresh is one instance list per cluster (two for
+//! a cluster network), whatever the node count.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use base64::Engine;
+use futures::{StreamExt, TryStreamExt};
+use serde_json::{Value as Json, json};
+
+use super::api::{Oci, Service, encode, is_gone, tags_of};
+use super::fabric::{Joined, join, retag};
+use crate::framework::{Context, Value};
+use crate::planner::{CapacityType, ClusterSpec, Placement};
+
+/// Launch calls in flight at once (OCI publishes no rate; 429s are retried with backoff).
+const PARALLEL: usize = 8;
+
+/// Where a cluster's nodes live, for lookups.
+pub struct Location<'a> {
+    pub compartment: &'a str,
+    pub zone: &'a str,
+    pub name: &'a str,
+    pub placement: Placement,
+}
+
+/// The index of a node named `<cluster>-<i>`.
+pub fn index_of(cluster: &str, name: &str) -> Option<u32> {
+    name.strip_prefix(cluster)?.strip_prefix('-')?.parse().ok()
+}
+
+/// The cluster network named `<cluster>-cn`, if it exists.
+pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &str) -> Result<Option<Json>, String> {
+    let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{name}-cn")));
+    Ok(oci.list(ctx, Service::Core, "clusterNetworks", &q).await?.into_iter().find(|n| !is_gone(n)))
+}
+
+/// The cluster's live nodes (not terminating), in name order: one list call for independently placed
+/// nodes; for a cluster network, its lookup and one list of its instances.
+pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>) -> Result<Vec<Json>, String> {
+    let mut nodes = match at.placement {
+        Placement::ClusterNetwork => match find_network(ctx, oci, at.compartment, at.name).await? {
+            Some(cn) => {
+                let id = cn["id"].as_str().unwrap_or_default();
+                oci.list(
+                    ctx,
+                    Service::Core,
+                    &format!("clusterNetworks/{id}/instances"),
+                    &format!("compartmentId={}", encode(at.compartment)),
+                )
+                .await?
+            }
+            None => Vec::new(),
+        },
+        _ => {
+            let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
+            let all = oci.list(ctx, Service::Core, "instances", &q).await?;
+            all.into_iter().filter(|i| tags_of(i).get("hpc:cluster").map(String::as_str) == Some(at.name)).collect()
+        }
+    };
+    nodes.retain(|n| !is_gone(n) && !matches!(n["state"].as_str(), Some("TERMINATING" | "TERMINATED")));
+    nodes.sort_by_key(|n| {
+        (index_of(at.name, n["displayName"].as_str().unwrap_or_default()).unwrap_or(u32::MAX), n["displayName"].to_string())
+    });
+    Ok(nodes)
+}
+
+/// Node names, in order, of what `observe` found.
+pub fn node_names(nodes: &[Json]) -> Vec<String> {
+    nodes.iter().filter_map(|n| n["displayName"].as_str().map(str::to_owned)).collect()
+}
+
+/// The default image for a GPU shape: the newest platform image OCI offers for it whose name says GPU.
+async fn default_image(ctx: &Context, oci: &Oci, compartment: &str, shape: &str) -> Result<String, String> {
+    let q = format!("compartmentId={}&shape={}&sortBy=TIMECREATED&sortOrder=DESC", encode(compartment), encode(shape));
+    let images = oci.list(ctx, Service::Core, "images", &q).await?;
+    images
+        .iter()
+        .find(|i| i["displayName"].as_str().is_some_and(|n| n.contains("GPU")))
+        .or(images.first())
+        .and_then(|i| i["id"].as_str().map(str::to_owned))
+        .ok_or_else(|| format!("OCI offers no image for shape {shape} in this region: set image to an image OCID"))
+}
+
+/// The launch details every node gets (the instance configuration's, and each launched instance's).
+fn launch_details(spec: &ClusterSpec, compartment: &str, image: &str, joined: &Joined, tags: &BTreeMap<String, String>) -> Json {
+    let f = &spec.fabric;
+    let mut metadata = serde_json::Map::new();
+    if let Some(key) = &spec.ssh_public_key {
+        metadata.insert("ssh_authorized_keys".into(), json!(key.trim()));
+    }
+    if let Some(u) = &spec.user_data {
+        metadata.insert("user_data".into(), json!(base64::engine::general_purpose::STANDARD.encode(u)));
+    }
+    let plugins: Vec<Json> = super::RDMA_PLUGINS.iter().map(|p| json!({"name": p, "desiredState": "ENABLED"})).collect();
+    let mut d = json!({
+        "compartmentId": compartment,
+        "availabilityDomain": f.zone,
+        "shape": f.sku.name,
+        "sourceDetails": {"sourceType": "image", "imageId": image},
+        "createVnicDetails": {"subnetId": joined.subnet, "nsgIds": [joined.nsg], "assignPublicIp": false},
+        "agentConfig": {"isMonitoringDisabled": false, "isManagementDisabled": false, "pluginsConfig": plugins},
+        "metadata": metadata,
+        "freeformTags": tags,
+    });
+    if spec.capacity == CapacityType::Spot {
+        d["preemptibleInstanceConfig"] = json!({"preemptionAction": {"type": "TERMINATE", "preserveBootVolume": false}});
+    }
+    if let Some(r) = &spec.reservation_id {
+        d["capacityReservationId"] = json!(r);
+    }
+    d
+}
+
+/// The cluster's instance configuration `<cluster>-ic`, if it exists (OCI cannot filter this list by name).
+pub async fn find_configuration(ctx: &Context, oci: &Oci, compartment: &str, name: &str) -> Result<Option<Json>, String> {
+    let all = oci.list(ctx, Service::Core, "instanceConfigurations", &format!("compartmentId={}", encode(compartment))).await?;
+    let Some(summary) = all.into_iter().find(|c| c["displayName"].as_str() == Some(&format!("{name}-ic"))) else { return Ok(None) };
+    let id = summary["id"].as_str().unwrap_or_default();
+    oci.get(ctx, Service::Core, &format!("/instanceConfigurations/{id}")).await
+}
+
+/// A capacity failure as users need it: what, where, and that the apply can simply be run again.
+fn capacity_message(spec: &ClusterSpec, err: &str, have: usize) -> String {
+    if err.to_ascii_lowercase().contains("out of host capacity") {
+        format!(
+            "Out of host capacity: OCI has no free {} hosts in {} right now ({err}). {have} of {} nodes exist and are kept; apply again \
+             later to launch the rest, or launch into a capacity reservation (capacity_type = \"reservation\", reservation_id)",
+            spec.fabric.sku.name,
+            spec.fabric.zone.as_deref().unwrap_or("the availability domain"),
+            spec.node_count
+        )
+    } else {
+        err.to_owned()
+    }
+}
+
+/// Creates or updates the cluster until it has exactly `node_count` running nodes named `<cluster>-0..`.
+pub async fn converge(
+    ctx: &Context,
+    oci: &Oci,
+    spec: &ClusterSpec,
+    compartment: &str,
+    tags: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<(), String> {
+    let f = &spec.fabric;
+    let zone = f.zone.clone().unwrap_or_default();
+    let joined = join(ctx, oci, compartment, &f.name, &zone, f.placement == Placement::Cluster).await?;
+    let mut config_tags = tags.clone();
+    config_tags.insert("hpc:workload".into(), spec.workload.as_str().into());
+    if spec.image.is_none() {
+        config_tags.insert("hpc:default-image".into(), "true".into());
+    }
+    let config = match find_configuration(ctx, oci, compartment, &spec.name).await? {
+        Some(c) => {
+            retag(ctx, oci, "instanceConfigurations", &c, &config_tags).await?;
+            c
+        }
+        None => {
+            let image = match &spec.image {
+                Some(i) => i.clone(),
+                None => default_image(ctx, oci, compartment, f.sku.name).await?,
+            };
+            let body = json!({
+                "compartmentId": compartment,
+                "displayName": format!("{}-ic", spec.name),
+                "freeformTags": config_tags,
+                "instanceDetails": {"instanceType": "compute", "launchDetails": launch_details(spec, compartment, &image, &joined, tags)},
+            });
+            oci.create(ctx, Service::Core, "instanceConfigurations", &body, &format!("instance configuration {}-ic", spec.name)).await?.0
+        }
+    };
+    let config_id = config["id"].as_str().unwrap_or_default().to_owned();
+    let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement };
+    match f.placement {
+        Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout).await,
+        _ => {
+            converge_nodes(
+                ctx,
+                oci,
+                spec,
+                &at,
+                &config["instanceDetails"]["launchDetails"],
+                joined.compute_cluster.as_deref(),
+                tags,
+                timeout,
+            )
+            .await
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn converge_nodes(
+    ctx: &Context,
+    oci: &Oci,
+    spec: &ClusterSpec,
+    at: &Location<'_>,
+    details: &Json,
+    compute_cluster: Option<&str>,
+    tags: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<(), String> {
+    let nodes = observe(ctx, oci, at).await?;
+    let have: BTreeSet<u32> = nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).collect();
+    // Scale down: the highest indexes go first.
+    let extra: Vec<(String, String)> = nodes
+        .iter()
+        .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
+        .map(|n| (n["id"].as_str().unwrap_or_default().to_owned(), format!("node {}", n["displayName"].as_str().unwrap_or_default())))
+        .collect();
+    terminate(ctx, oci, extra, timeout).await?;
+    // Tags changed: every remaining node gets them.
+    let kept: Vec<Json> = nodes
+        .iter()
+        .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_some_and(|i| i < spec.node_count))
+        .cloned()
+        .collect();
+    futures::stream::iter(kept.into_iter().map(|n| async move { retag(ctx, oci, "instances", &n, tags).await }))
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let missing: Vec<u32> = (0..spec.node_count).filter(|i| !have.contains(i)).collect();
+    let launched = futures::stream::iter(missing.into_iter().map(|i| {
+        let mut body = details.clone();
+        body["displayName"] = json!(format!("{}-{i}", at.name));
+        body["freeformTags"] = json!(tags);
+        if let Some(cc) = compute_cluster {
+            body["computeClusterId"] = json!(cc);
+        }
+        let what = format!("node {}-{i}", at.name);
+        async move { oci.create(ctx, Service::Core, "instances", &body, &what).await.map(|_| ()) }
+    }))
+    .buffer_unordered(PARALLEL)
+    .collect::<Vec<Result<(), String>>>()
+    .await;
+    if let Some(Err(e)) = launched.iter().find(|r| r.is_err()) {
+        let now = observe(ctx, oci, at).await.map(|n| n.len()).unwrap_or(0);
+        return Err(capacity_message(spec, e, now));
+    }
+    wait_running(ctx, oci, spec, at, timeout).await
+}
+
+/// Waits until every node is RUNNING, with one list call per round; a node that dies on the way is named.
+async fn wait_running(ctx: &Context, oci: &Oci, spec: &ClusterSpec, at: &Location<'_>, timeout: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let nodes = observe(ctx, oci, at).await?;
+        let state = |n: &Json| n["lifecycleState"].as_str().or(n["state"].as_str()).unwrap_or_default().to_owned();
+        let running = nodes.iter().filter(|n| state(n) == "RUNNING").count();
+        if nodes.len() < spec.node_count as usize {
+            return Err(capacity_message(
+                spec,
+                &format!("only {} of {} nodes came up (OCI terminated the others while launching them)", nodes.len(), spec.node_count),
+                nodes.len(),
+            ));
+        }
+        if running >= spec.node_count as usize {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() + delay > deadline {
+            return Err(format!(
+                "timed out after {} waiting for the nodes to run ({running} of {} running)",
+                crate::clouds::aws::api::human(timeout),
+                spec.node_count
+            ));
+        }
+        tokio::select! {
+            _ = ctx.cancelled() => return Err("interrupted while waiting for the nodes (the CLI asked the provider to stop)".into()),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(15));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn converge_network(
+    ctx: &Context,
+    oci: &Oci,
+    spec: &ClusterSpec,
+    at: &Location<'_>,
+    config_id: &str,
+    joined: &Joined,
+    tags: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<(), String> {
+    let what = format!("cluster network {}-cn", spec.name);
+    let work = match find_network(ctx, oci, at.compartment, at.name).await? {
+        None => {
+            let body = json!({
+                "compartmentId": at.compartment,
+                "displayName": format!("{}-cn", spec.name),
+                "freeformTags": tags,
+                "instancePools": [{"instanceConfigurationId": config_id, "size": spec.node_count, "displayName": format!("{}-pool", spec.name)}],
+                "placementConfiguration": {"availabilityDomain": at.zone, "primaryVnicSubnets": {"subnetId": joined.subnet}},
+            });
+            oci.create(ctx, Service::Core, "clusterNetworks", &body, &what).await.map_err(|e| capacity_message(spec, &e, 0))?.1
+        }
+        Some(cn) => {
+            let pool = &cn["instancePools"][0];
+            let size = pool["size"].as_u64().unwrap_or(0);
+            if size != u64::from(spec.node_count) || tags_of(&cn) != *tags {
+                let body = json!({"instancePools": [{"id": pool["id"], "size": spec.node_count}], "freeformTags": tags});
+                let id = cn["id"].as_str().unwrap_or_default();
+                oci.update(ctx, Service::Core, &format!("/clusterNetworks/{id}"), &body, &what).await?.1
+            } else {
+                None
+            }
+        }
+    };
+    if let Some(wr) = work {
+        oci.wait_work_request(ctx, Service::Core, &wr, &format!("building {what}"), timeout)
+            .await
+            .map_err(|e| capacity_message(spec, &e, 0))?;
+    }
+    // OCI names pool instances itself; give them the cluster's names, filling gaps from the lowest index.
+    let nodes = observe(ctx, oci, at).await?;
+    let taken: BTreeSet<u32> =
+        nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
+    let mut free = (0..spec.node_count).filter(|i| !taken.contains(i));
+    let renames: Vec<(String, String)> = nodes
+        .iter()
+        .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
+        .filter_map(|n| Some((n["id"].as_str()?.to_owned(), format!("{}-{}", at.name, free.next()?))))
+        .collect();
+    futures::stream::iter(renames.into_iter().map(|(id, name)| {
+        let body = json!({"displayName": name, "freeformTags": tags});
+        async move { oci.update(ctx, Service::Core, &format!("/instances/{id}"), &body, &format!("node {name}")).await.map(|_| ()) }
+    }))
+    .buffer_unordered(PARALLEL)
+    .try_collect::<Vec<()>>()
+    .await?;
+    wait_running(ctx, oci, spec, at, timeout).await
+}
+
+/// Terminates every node (or the cluster network) and waits for it, then deletes the configuration.
+pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration) -> Result<(), String> {
+    if at.placement == Placement::ClusterNetwork {
+        if let Some(cn) = find_network(ctx, oci, at.compartment, at.name).await? {
+            let id = cn["id"].as_str().unwrap_or_default();
+            let what = format!("cluster network {}-cn", at.name);
+            if let Some(wr) = oci.delete(ctx, Service::Core, &format!("/clusterNetworks/{id}"), &what, timeout).await? {
+                oci.wait_work_request(ctx, Service::Core, &wr, &format!("terminating {what}"), timeout).await?;
+            }
+        }
+    } else {
+        let nodes = observe(ctx, oci, at).await?;
+        let all = nodes
+            .iter()
+            .map(|n| (n["id"].as_str().unwrap_or_default().to_owned(), format!("node {}", n["displayName"].as_str().unwrap_or_default())))
+            .collect();
+        terminate(ctx, oci, all, timeout).await?;
+    }
+    wait_terminated(ctx, oci, at, timeout).await?;
+    if let Some(c) = find_configuration(ctx, oci, at.compartment, at.name).await? {
+        let id = c["id"].as_str().unwrap_or_default();
+        oci.delete(
+            ctx,
+            Service::Core,
+            &format!("/instanceConfigurations/{id}"),
+            &format!("instance configuration {}-ic", at.name),
+            timeout,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Terminates instances `(id, what)`, a few at a time.
+async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeout: Duration) -> Result<(), String> {
+    futures::stream::iter(nodes.into_iter().map(|(id, what)| async move {
+        oci.delete(ctx, Service::Core, &format!("/instances/{id}?preserveBootVolume=false"), &what, timeout).await.map(|_| ())
+    }))
+    .buffer_unordered(PARALLEL)
+    .try_collect::<Vec<()>>()
+    .await
+    .map(|_| ())
+}
+
+/// Waits until no node of the cluster is left but terminated ones (one list per round).
+async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
+        let all = oci.list(ctx, Service::Core, "instances", &q).await?;
+        let left = all
+            .iter()
+            .filter(|i| {
+                tags_of(i).get("hpc:cluster").map(String::as_str) == Some(at.name)
+                    || index_of(at.name, i["displayName"].as_str().unwrap_or_default()).is_some()
+            })
+            .filter(|i| i["lifecycleState"].as_str() != Some("TERMINATED"))
+            .count();
+        if left == 0 {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() + delay > deadline {
+            return Err(format!("timed out after {} waiting for {left} nodes to terminate", crate::clouds::aws::api::human(timeout)));
+        }
+        tokio::select! {
+            _ = ctx.cancelled() => return Err("interrupted while terminating the nodes (the CLI asked the provider to stop)".into()),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// The configuration an import rebuilds from the instance configuration and the nodes.
+pub async fn imported_config(
+    ctx: &Context,
+    oci: &Oci,
+    compartment: &str,
+    name: &str,
+    defaults: &BTreeMap<String, String>,
+) -> Result<(Value, Placement), String> {
+    let config = find_configuration(ctx, oci, compartment, name)
+        .await?
+        .ok_or_else(|| format!("no cluster named {name:?} in the compartment: no instance configuration {name}-ic"))?;
+    let tags = tags_of(&config);
+    let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("instance configuration {name}-ic has no hpc:fabric tag"))?;
+    let (fabric_ref, _) = super::fabric::fabric_ref(ctx, oci, compartment, fabric).await?;
+    let placement = match fabric_ref.get("placement").as_str() {
+        Some("cluster-network") => Placement::ClusterNetwork,
+        Some("none") => Placement::None,
+        _ => Placement::Cluster,
+    };
+    let zone = fabric_ref.get("zone").as_str().unwrap_or_default().to_owned();
+    let nodes = observe(ctx, oci, &Location { compartment, zone: &zone, name, placement }).await?;
+    let d = &config["instanceDetails"]["launchDetails"];
+    let reservation = d["capacityReservationId"].as_str().map(str::to_owned);
+    let capacity = match (d["preemptibleInstanceConfig"].is_object(), &reservation) {
+        (true, _) => "spot",
+        (_, Some(_)) => "reservation",
+        _ => "on-demand",
+    };
+    let image = (!tags.contains_key("hpc:default-image")).then(|| d["sourceDetails"]["imageId"].as_str().unwrap_or_default().to_owned());
+    let user_data = d["metadata"]["user_data"]
+        .as_str()
+        .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+        .and_then(|b| String::from_utf8(b).ok());
+    let ssh = d["metadata"]["ssh_authorized_keys"].as_str().map(str::to_owned);
+    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    let config = Value::object([
+        ("name", Value::from(name)),
+        ("fabric", fabric_ref),
+        ("node_count", Value::int(nodes.len() as i64)),
+        ("capacity_type", Value::from(capacity)),
+        ("reservation_id", Value::from(reservation)),
+        ("image", Value::from(image)),
+        ("user_data", Value::from(user_data)),
+        ("ssh_public_key", Value::from(ssh)),
+        ("workload", Value::from(tags.get("hpc:workload").cloned())),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]);
+    Ok((config, placement))
+}

@@ -1,0 +1,376 @@
+//! `hpc_gpu_fabric` on OCI: VCN and subnet (unless given), a network security group whose rules let its
+//! members talk to each other (RDMA and NCCL bootstrap), and the compute cluster that places bare-metal GPU
+//! nodes on one RDMA network block (placement `cluster`). With placement `cluster-network` the cluster
+//! builds its own cluster network, whose placement configuration names this fabric's availability domain
+//! and subnet. Pieces are found by display name in the compartment; the security group's freeform tags
+//! record the fabric's configuration for imports. A refresh is one list call per kind.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value as Json, json};
+
+use super::api::{Oci, Service, encode, is_gone, tags_of};
+use crate::framework::{Context, Value};
+use crate::planner::{FabricSpec, Network, Placement};
+
+/// What exists of a fabric, by piece.
+#[derive(Debug, Default)]
+pub struct FabricLive {
+    pub vcn: Option<Json>,
+    pub subnet: Option<Json>,
+    pub nsg: Option<Json>,
+    /// Directions (INGRESS, EGRESS) of the security group's rules.
+    pub rules: Vec<String>,
+    pub compute_cluster: Option<Json>,
+}
+
+impl FabricLive {
+    pub fn is_empty(&self) -> bool {
+        self.vcn.is_none() && self.nsg.is_none() && self.compute_cluster.is_none()
+    }
+}
+
+fn id(v: &Option<Json>) -> Option<String> {
+    v.as_ref().and_then(|j| j["id"].as_str()).map(str::to_owned)
+}
+
+/// The first live item of a list filtered by display name.
+async fn find(oci: &Oci, ctx: &Context, collection: &str, query: String) -> Result<Option<Json>, String> {
+    Ok(oci.list(ctx, Service::Core, collection, &query).await?.into_iter().find(|i| !is_gone(i)))
+}
+
+/// The fabric's security group, found by name in the compartment.
+pub async fn find_nsg(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<Option<Json>, String> {
+    find(
+        oci,
+        ctx,
+        "networkSecurityGroups",
+        format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{fabric}-nsg"))),
+    )
+    .await
+}
+
+pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str) -> Result<FabricLive, String> {
+    let n = &spec.name;
+    let c = encode(compartment);
+    let mut live = FabricLive::default();
+    match &spec.network {
+        Network::Create { .. } => {
+            live.vcn = find(oci, ctx, "vcns", format!("compartmentId={c}&displayName={}", encode(&format!("{n}-vpc")))).await?;
+            if let Some(vcn) = id(&live.vcn) {
+                let q = format!("compartmentId={c}&vcnId={}&displayName={}", encode(&vcn), encode(&format!("{n}-subnet")));
+                live.subnet = find(oci, ctx, "subnets", q).await?;
+            }
+        }
+        Network::Existing { .. } => {}
+    }
+    live.nsg = find_nsg(ctx, oci, compartment, n).await?;
+    if let Some(nsg) = id(&live.nsg) {
+        let rules = oci.get(ctx, Service::Core, &format!("/networkSecurityGroups/{nsg}/securityRules")).await?;
+        live.rules = rules
+            .and_then(|r| r.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|r| r["direction"].as_str().map(str::to_owned))
+            .collect();
+    }
+    if spec.placement == Placement::Cluster {
+        let ad = encode(spec.zone.as_deref().unwrap_or_default());
+        let q = format!("compartmentId={c}&availabilityDomain={ad}&displayName={}", encode(&format!("{n}-cc")));
+        live.compute_cluster = find(oci, ctx, "computeClusters", q).await?;
+    }
+    Ok(live)
+}
+
+/// The security group's tags: the user's, ours, and what an import needs.
+pub fn nsg_tags(spec: &FabricSpec, gpu: Option<&str>, tags: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut t = tags.clone();
+    t.insert("hpc:instance-type".into(), spec.sku.name.into());
+    t.insert("hpc:placement".into(), spec.placement.as_str().into());
+    if let Some(g) = gpu {
+        t.insert("hpc:gpu".into(), g.into());
+    }
+    if let Some(z) = &spec.zone {
+        t.insert("hpc:zone".into(), z.clone());
+    }
+    match &spec.network {
+        Network::Create { cidr } => {
+            t.insert("hpc:cidr".into(), cidr.clone());
+        }
+        Network::Existing { vpc_id, subnet_id } => {
+            t.insert("hpc:vcn".into(), vpc_id.clone());
+            t.insert("hpc:subnet".into(), subnet_id.clone());
+        }
+    }
+    t
+}
+
+/// The VCN and subnet a fabric ends up with.
+pub struct Converged {
+    pub vcn: String,
+    pub subnet: String,
+}
+
+/// Creates what is missing and brings tags up to date. Each piece is looked up first, so a failed apply
+/// resumes where it stopped and nothing is created twice.
+pub async fn converge(
+    ctx: &Context,
+    oci: &Oci,
+    spec: &FabricSpec,
+    compartment: &str,
+    gpu: Option<&str>,
+    tags: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<Converged, String> {
+    let n = &spec.name;
+    let live = observe(ctx, oci, spec, compartment).await?;
+    let (vcn, subnet) = match &spec.network {
+        Network::Existing { vpc_id, subnet_id } => {
+            let found = oci.get(ctx, Service::Core, &format!("/subnets/{subnet_id}")).await?;
+            match found {
+                Some(s) if s["vcnId"].as_str() == Some(vpc_id.as_str()) => {}
+                Some(s) => {
+                    return Err(format!(
+                        "subnet {subnet_id} (subnet_id) belongs to VCN {}, not to {vpc_id} (vpc_id)",
+                        s["vcnId"].as_str().unwrap_or("?")
+                    ));
+                }
+                None => return Err(format!("subnet {subnet_id} (subnet_id) does not exist or is not visible to this user")),
+            }
+            (vpc_id.clone(), subnet_id.clone())
+        }
+        Network::Create { cidr } => {
+            let vcn = match &live.vcn {
+                Some(v) => {
+                    retag(ctx, oci, "vcns", v, tags).await?;
+                    v["id"].as_str().unwrap_or_default().to_owned()
+                }
+                None => {
+                    let body = json!({"compartmentId": compartment, "displayName": format!("{n}-vpc"), "cidrBlocks": [cidr],
+                                      "dnsLabel": dns_label(n), "freeformTags": tags});
+                    let (v, _) = oci.create(ctx, Service::Core, "vcns", &body, &format!("VCN {n}-vpc")).await?;
+                    let id = v["id"].as_str().unwrap_or_default().to_owned();
+                    oci.wait_state(
+                        ctx,
+                        Service::Core,
+                        &format!("/vcns/{id}"),
+                        &["AVAILABLE"],
+                        &["TERMINATED"],
+                        &format!("creating VCN {n}-vpc"),
+                        timeout,
+                    )
+                    .await?;
+                    id
+                }
+            };
+            let subnet = match &live.subnet {
+                Some(s) => {
+                    retag(ctx, oci, "subnets", s, tags).await?;
+                    s["id"].as_str().unwrap_or_default().to_owned()
+                }
+                None => {
+                    let body = json!({"compartmentId": compartment, "vcnId": vcn, "displayName": format!("{n}-subnet"),
+                                      "cidrBlock": crate::clouds::first_subnet(cidr), "prohibitPublicIpOnVnic": true, "freeformTags": tags});
+                    let (s, _) = oci.create(ctx, Service::Core, "subnets", &body, &format!("subnet {n}-subnet")).await?;
+                    let id = s["id"].as_str().unwrap_or_default().to_owned();
+                    oci.wait_state(
+                        ctx,
+                        Service::Core,
+                        &format!("/subnets/{id}"),
+                        &["AVAILABLE"],
+                        &["TERMINATED"],
+                        &format!("creating subnet {n}-subnet"),
+                        timeout,
+                    )
+                    .await?;
+                    id
+                }
+            };
+            (vcn, subnet)
+        }
+    };
+    let nsg_tags = nsg_tags(spec, gpu, tags);
+    let nsg = match &live.nsg {
+        Some(g) => {
+            retag(ctx, oci, "networkSecurityGroups", g, &nsg_tags).await?;
+            g["id"].as_str().unwrap_or_default().to_owned()
+        }
+        None => {
+            let body = json!({"compartmentId": compartment, "vcnId": vcn, "displayName": format!("{n}-nsg"), "freeformTags": nsg_tags});
+            let (g, _) = oci.create(ctx, Service::Core, "networkSecurityGroups", &body, &format!("network security group {n}-nsg")).await?;
+            g["id"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    let purpose = format!("{n}: nodes of the fabric reach each other (RDMA, NCCL bootstrap)");
+    let mut rules = Vec::new();
+    if !live.rules.iter().any(|d| d == "INGRESS") {
+        rules.push(json!({"direction": "INGRESS", "protocol": "all", "source": nsg, "sourceType": "NETWORK_SECURITY_GROUP", "description": purpose}));
+    }
+    if !live.rules.iter().any(|d| d == "EGRESS") {
+        rules.push(json!({"direction": "EGRESS", "protocol": "all", "destination": nsg, "destinationType": "NETWORK_SECURITY_GROUP",
+                          "description": purpose}));
+    }
+    if !rules.is_empty() {
+        let path = format!("/networkSecurityGroups/{nsg}/actions/addSecurityRules");
+        oci.action(ctx, Service::Core, &path, &json!({"securityRules": rules}), "adding the security rules").await?;
+    }
+    if spec.placement == Placement::Cluster {
+        match &live.compute_cluster {
+            Some(cc) => retag(ctx, oci, "computeClusters", cc, tags).await?,
+            None => {
+                let body = json!({"compartmentId": compartment, "availabilityDomain": spec.zone, "displayName": format!("{n}-cc"),
+                                  "freeformTags": tags});
+                oci.create(ctx, Service::Core, "computeClusters", &body, &format!("compute cluster {n}-cc")).await?;
+            }
+        }
+    }
+    Ok(Converged { vcn, subnet })
+}
+
+/// A VCN DNS label: letters and digits, starting with a letter, at most 15.
+fn dns_label(name: &str) -> String {
+    let mut s: String = name.chars().filter(char::is_ascii_alphanumeric).take(15).collect();
+    if !s.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        s = format!("f{}", &s[..s.len().min(14)]);
+    }
+    s
+}
+
+/// Brings a piece's freeform tags to `tags` when they differ (one PUT; nothing when equal).
+pub async fn retag(ctx: &Context, oci: &Oci, collection: &str, item: &Json, tags: &BTreeMap<String, String>) -> Result<(), String> {
+    if &tags_of(item) == tags {
+        return Ok(());
+    }
+    let id = item["id"].as_str().unwrap_or_default();
+    let what = format!("{} {}", collection.trim_end_matches('s'), item["displayName"].as_str().unwrap_or(id));
+    oci.update(ctx, Service::Core, &format!("/{collection}/{id}"), &json!({"freeformTags": tags}), &what).await.map(|_| ())
+}
+
+/// Deletes the fabric's pieces, dependants first; a given VCN and subnet are left as found.
+pub async fn delete(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str, timeout: Duration) -> Result<(), String> {
+    let live = observe(ctx, oci, spec, compartment).await?;
+    let n = &spec.name;
+    if let Some(cc) = id(&live.compute_cluster) {
+        oci.delete(ctx, Service::Core, &format!("/computeClusters/{cc}"), &format!("compute cluster {n}-cc"), timeout).await?;
+    }
+    if let Some(nsg) = id(&live.nsg) {
+        oci.delete(ctx, Service::Core, &format!("/networkSecurityGroups/{nsg}"), &format!("network security group {n}-nsg"), timeout)
+            .await?;
+    }
+    if let Some(subnet) = id(&live.subnet) {
+        oci.delete(ctx, Service::Core, &format!("/subnets/{subnet}"), &format!("subnet {n}-subnet"), timeout).await?;
+    }
+    if let Some(vcn) = id(&live.vcn) {
+        oci.delete(ctx, Service::Core, &format!("/vcns/{vcn}"), &format!("VCN {n}-vpc"), timeout).await?;
+    }
+    Ok(())
+}
+
+/// Which planned pieces exist, by kind, for the refreshed expansion.
+pub fn present(live: &FabricLive) -> impl Fn(&str) -> bool {
+    let (vcn, subnet, nsg, rules, cc) =
+        (live.vcn.is_some(), live.subnet.is_some(), live.nsg.is_some(), live.rules.len() >= 2, live.compute_cluster.is_some());
+    move |kind: &str| match kind {
+        "oci_core_vcn" => vcn,
+        "oci_core_subnet" => subnet,
+        "oci_core_network_security_group" => nsg,
+        "oci_core_network_security_group_security_rule" => rules,
+        "oci_core_compute_cluster" => cc,
+        _ => true,
+    }
+}
+
+/// The configuration an import rebuilds from the security group's tags.
+pub fn imported_config(
+    region: &str,
+    compartment: &str,
+    name: &str,
+    nsg: &Json,
+    defaults: &BTreeMap<String, String>,
+) -> Result<Value, String> {
+    let tags = tags_of(nsg);
+    let get = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
+    let instance_type = tags.get("hpc:instance-type").ok_or_else(|| format!("security group {name}-nsg has no hpc:instance-type tag"))?;
+    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    Ok(Value::object([
+        ("name", Value::from(name)),
+        ("cloud", Value::from("oci")),
+        ("region", Value::from(region)),
+        ("zone", get("hpc:zone")),
+        ("gpu", get("hpc:gpu")),
+        ("instance_type", Value::from(instance_type.as_str())),
+        ("vpc_id", get("hpc:vcn")),
+        ("subnet_id", get("hpc:subnet")),
+        ("cidr_block", get("hpc:cidr")),
+        ("placement", get("hpc:placement")),
+        ("compartment_id", Value::from(compartment)),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]))
+}
+
+/// The fabric as the `fabric = hpc_gpu_fabric.x` object, from its security group.
+pub async fn fabric_ref(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<(Value, Json), String> {
+    let nsg =
+        find_nsg(ctx, oci, compartment, fabric).await?.ok_or_else(|| format!("the fabric {fabric} no longer exists in the compartment"))?;
+    let tags = tags_of(&nsg);
+    let tag = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
+    let reference = Value::object([
+        ("id", Value::from(super::api::resource_id(&oci.region, compartment, fabric))),
+        ("cloud", Value::from("oci")),
+        ("region", Value::from(oci.region.as_str())),
+        ("zone", tag("hpc:zone")),
+        ("name", Value::from(fabric)),
+        ("instance_type", tag("hpc:instance-type")),
+        ("placement", tag("hpc:placement")),
+    ]);
+    Ok((reference, nsg))
+}
+
+/// The fabric's subnet and security group, as its cluster and filesystem join them.
+pub struct Joined {
+    pub subnet: String,
+    pub nsg: String,
+    pub compute_cluster: Option<String>,
+}
+
+pub async fn join(
+    ctx: &Context,
+    oci: &Oci,
+    compartment: &str,
+    fabric: &str,
+    zone: &str,
+    cluster_placement: bool,
+) -> Result<Joined, String> {
+    let nsg = find_nsg(ctx, oci, compartment, fabric)
+        .await?
+        .ok_or_else(|| format!("fabric {fabric} has no security group {fabric}-nsg: apply the fabric first"))?;
+    let tags = tags_of(&nsg);
+    let subnet = match tags.get("hpc:subnet") {
+        Some(s) => s.clone(),
+        None => {
+            let vcn = nsg["vcnId"].as_str().unwrap_or_default();
+            let q =
+                format!("compartmentId={}&vcnId={}&displayName={}", encode(compartment), encode(vcn), encode(&format!("{fabric}-subnet")));
+            let found = find(oci, ctx, "subnets", q)
+                .await?
+                .ok_or_else(|| format!("fabric {fabric} has no subnet {fabric}-subnet: apply the fabric again"))?;
+            found["id"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    let compute_cluster = if cluster_placement {
+        let q = format!(
+            "compartmentId={}&availabilityDomain={}&displayName={}",
+            encode(compartment),
+            encode(zone),
+            encode(&format!("{fabric}-cc"))
+        );
+        let cc = find(oci, ctx, "computeClusters", q)
+            .await?
+            .ok_or_else(|| format!("fabric {fabric} has no compute cluster {fabric}-cc: apply the fabric again"))?;
+        Some(cc["id"].as_str().unwrap_or_default().to_owned())
+    } else {
+        None
+    };
+    Ok(Joined { subnet, nsg: nsg["id"].as_str().unwrap_or_default().to_owned(), compute_cluster })
+}

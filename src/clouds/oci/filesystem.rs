@@ -1,0 +1,189 @@
+//! `hpc_parallel_filesystem` on OCI: File Storage with Lustre in the fabric's availability domain and
+//! subnet, behind the fabric's security group, with its performance tier (MB/s per TB) and capacity in GB
+//! (at least 31,200 GB, in steps of 10,400 GB up to 124,800 GB and of 41,600 GB above: OCI "Managing Lustre
+//! file systems" and "Increasing File System Capacity", checked at plan time), grown in place, and an
+//! optional Object Storage link. Create, update and delete are work requests, polled to the end.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value as Json, json};
+
+use super::api::{Oci, Service, encode, is_gone, tags_of};
+use crate::framework::{Context, Value};
+use crate::planner::FilesystemSpec;
+
+/// The filesystem named `name` in the compartment, if it exists.
+pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str) -> Result<Option<Json>, String> {
+    let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(name));
+    let found = oci.list(ctx, Service::Lustre, "lustreFileSystems", &q).await?.into_iter().find(|f| !is_gone(f));
+    match found {
+        // The list holds summaries; the full resource has the mount address.
+        Some(s) => oci.get(ctx, Service::Lustre, &format!("/lustreFileSystems/{}", s["id"].as_str().unwrap_or_default())).await,
+        None => Ok(None),
+    }
+}
+
+/// Capacity (GB) and tier (MB/s per TB) of a live filesystem.
+pub fn size_of(fs: &Json) -> (i64, i64) {
+    let tier = fs["performanceTier"].as_str().and_then(|t| t.strip_prefix("MBPS_PER_TB_")).and_then(|t| t.parse().ok()).unwrap_or(0);
+    (fs["capacityInGBs"].as_i64().unwrap_or(0), tier)
+}
+
+pub fn mount_target(fs: &Json) -> String {
+    match (fs["managementServiceAddress"].as_str(), fs["lnet"].as_str(), fs["fileSystemName"].as_str()) {
+        (Some(addr), lnet, Some(name)) => format!("{addr}@{}:/{name}", lnet.unwrap_or("tcp")),
+        _ => String::new(),
+    }
+}
+
+pub fn mount_command(fs: &Json) -> String {
+    format!("sudo mkdir -p /mnt/lustre && sudo mount -t lustre {} /mnt/lustre", mount_target(fs))
+}
+
+async fn links(ctx: &Context, oci: &Oci, compartment: &str, fs_id: &str) -> Result<Vec<Json>, String> {
+    let q = format!("compartmentId={}&lustreFileSystemId={}", encode(compartment), encode(fs_id));
+    Ok(oci.list(ctx, Service::Lustre, "objectStorageLinks", &q).await?.into_iter().filter(|l| !is_gone(l)).collect())
+}
+
+/// Creates the filesystem, or grows it and brings its tags up to date; then the Object Storage link.
+pub async fn converge(
+    ctx: &Context,
+    oci: &Oci,
+    spec: &FilesystemSpec,
+    compartment: &str,
+    tags: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<Json, String> {
+    let f = &spec.fabric;
+    let zone = f.zone.clone().unwrap_or_default();
+    let what = format!("Lustre file system {}", spec.name);
+    let fs = match observe(ctx, oci, compartment, &spec.name).await? {
+        None => {
+            let joined = super::fabric::join(ctx, oci, compartment, &f.name, &zone, false).await?;
+            let body = json!({
+                "compartmentId": compartment,
+                "availabilityDomain": zone,
+                "displayName": spec.name,
+                "fileSystemName": spec.filesystem_name,
+                "capacityInGBs": spec.capacity_gib,
+                "performanceTier": format!("MBPS_PER_TB_{}", spec.throughput_per_tib),
+                "subnetId": joined.subnet,
+                "nsgIds": [joined.nsg],
+                "rootSquashConfiguration": {"identitySquash": "NONE"},
+                "freeformTags": tags,
+            });
+            let (created, work) = oci.create(ctx, Service::Lustre, "lustreFileSystems", &body, &what).await?;
+            if let Some(wr) = work {
+                oci.wait_work_request(ctx, Service::Lustre, &wr, &format!("creating {what}"), timeout).await?;
+            }
+            created
+        }
+        Some(fs) => {
+            let (capacity, _) = size_of(&fs);
+            let mut body = serde_json::Map::new();
+            if capacity < spec.capacity_gib as i64 {
+                body.insert("capacityInGBs".into(), json!(spec.capacity_gib));
+            }
+            if tags_of(&fs) != *tags {
+                body.insert("freeformTags".into(), json!(tags));
+            }
+            if !body.is_empty() {
+                let id = fs["id"].as_str().unwrap_or_default();
+                let (_, work) = oci.update(ctx, Service::Lustre, &format!("/lustreFileSystems/{id}"), &Json::Object(body), &what).await?;
+                if let Some(wr) = work {
+                    oci.wait_work_request(ctx, Service::Lustre, &wr, &format!("updating {what}"), timeout).await?;
+                }
+            }
+            fs
+        }
+    };
+    let id = fs["id"].as_str().unwrap_or_default().to_owned();
+    let fs = oci
+        .wait_state(
+            ctx,
+            Service::Lustre,
+            &format!("/lustreFileSystems/{id}"),
+            &["ACTIVE"],
+            &["FAILED", "DELETED"],
+            &format!("building {what}"),
+            timeout,
+        )
+        .await?;
+    if let Some(repo) = &spec.data_repository
+        && links(ctx, oci, compartment, &id).await?.is_empty()
+    {
+        let body = json!({
+            "compartmentId": compartment,
+            "availabilityDomain": zone,
+            "displayName": format!("{}-link", spec.name),
+            "lustreFileSystemId": id,
+            "fileSystemPath": "/",
+            "objectStoragePrefix": repo,
+            "isOverwrite": false,
+            "freeformTags": tags,
+        });
+        oci.create(ctx, Service::Lustre, "objectStorageLinks", &body, &format!("the Object Storage link of {what}")).await?;
+    }
+    Ok(fs)
+}
+
+/// Deletes the link, then the filesystem, and waits for the work request.
+pub async fn delete(ctx: &Context, oci: &Oci, compartment: &str, name: &str, timeout: Duration) -> Result<(), String> {
+    let Some(fs) = observe(ctx, oci, compartment, name).await? else { return Ok(()) };
+    let id = fs["id"].as_str().unwrap_or_default();
+    for link in links(ctx, oci, compartment, id).await? {
+        let link_id = link["id"].as_str().unwrap_or_default();
+        oci.delete(ctx, Service::Lustre, &format!("/objectStorageLinks/{link_id}"), "the Object Storage link", timeout).await?;
+    }
+    let what = format!("Lustre file system {name}");
+    if let Some(wr) = oci.delete(ctx, Service::Lustre, &format!("/lustreFileSystems/{id}"), &what, timeout).await? {
+        oci.wait_work_request(ctx, Service::Lustre, &wr, &format!("deleting {what}"), timeout).await?;
+    }
+    Ok(())
+}
+
+/// The configuration an import rebuilds from the filesystem, its tags, and the fabric and cluster they name.
+pub async fn imported_config(
+    ctx: &Context,
+    oci: &Oci,
+    compartment: &str,
+    fs: &Json,
+    defaults: &BTreeMap<String, String>,
+) -> Result<Value, String> {
+    let (capacity, tier) = size_of(fs);
+    let tags = tags_of(fs);
+    let fabric = tags.get("hpc:fabric").ok_or_else(|| "the filesystem has no hpc:fabric tag naming its fabric".to_owned())?;
+    let (fabric_ref, _) = super::fabric::fabric_ref(ctx, oci, compartment, fabric).await?;
+    let cluster_ref = match tags.get("hpc:cluster") {
+        Some(cluster) => {
+            let (config, _) = super::cluster::imported_config(ctx, oci, compartment, cluster, defaults).await?;
+            let per_node = fabric_ref
+                .get("instance_type")
+                .as_str()
+                .and_then(|t| crate::catalog::find_sku(crate::catalog::Cloud::Oci, t))
+                .map_or(0, |s| i64::from(s.gpu_count));
+            let nodes = config.get("node_count").as_number().and_then(|n| n.as_i64()).unwrap_or(0);
+            Value::object([
+                ("id", Value::from(super::api::resource_id(&oci.region, compartment, cluster))),
+                ("name", Value::from(cluster.as_str())),
+                ("gpus_total", Value::int(nodes * per_node)),
+                ("workload", Value::from(config.get("workload").as_str().unwrap_or("pretraining"))),
+            ])
+        }
+        None => Value::Null,
+    };
+    let id = fs["id"].as_str().unwrap_or_default();
+    let repo = links(ctx, oci, compartment, id).await?.first().and_then(|l| l["objectStoragePrefix"].as_str().map(str::to_owned));
+    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    Ok(Value::object([
+        ("name", Value::from(fs["displayName"].as_str().unwrap_or_default())),
+        ("fabric", fabric_ref),
+        ("cluster", cluster_ref),
+        ("capacity_gib", Value::int(capacity)),
+        ("throughput_per_tib", Value::int(tier)),
+        ("filesystem_name", Value::from(fs["fileSystemName"].as_str().map(str::to_owned))),
+        ("data_repository", Value::from(repo)),
+        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+    ]))
+}

@@ -1,0 +1,154 @@
+//! The OCI resources through the provider's own Resource implementations against the OCI emulator (every
+//! request signed with the test API key): 429 without Retry-After retried with backoff, "Out of host
+//! capacity" reported with the shape and availability domain while the nodes launched are kept and the
+//! next apply finishes, a cluster network built, renamed, resized and destroyed, credentials from an OCI
+//! config file profile, and a wrong key reported as an authentication failure.
+
+use std::sync::Arc;
+
+use hpc_emulators::harness::{OciKey, admin, start_oci};
+use hpc_provider::config::ProviderConfig;
+use hpc_provider::framework::codec::decode_json;
+use hpc_provider::framework::{ApplyRequest, Context, Diagnostics, PlanRequest, ReadOutcome, Resource, Value};
+use hpc_provider::resources::gpu_cluster::GpuCluster;
+use hpc_provider::resources::gpu_fabric::GpuFabric;
+use serde_json::{Value as Json, json};
+use tokio_util::sync::CancellationToken;
+
+const COMPARTMENT: &str = "ocid1.compartment.oc1..lib";
+const AD: &str = "Uocm:US-ASHBURN-AD-2";
+
+fn value(resource: &dyn Resource, json: Json) -> Value {
+    decode_json(json.to_string().as_bytes(), &resource.schema().value_type()).unwrap()
+}
+
+fn context(oci_block: Json) -> Context {
+    let config = decode_json(json!({"oci": oci_block}).to_string().as_bytes(), &hpc_provider::config::schema().value_type()).unwrap();
+    Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&config, "test"))))
+}
+
+fn key_block(ep: &str, key: &OciKey) -> Json {
+    json!({"tenancy_ocid": key.tenancy, "user_ocid": key.user, "fingerprint": key.fingerprint, "private_key": key.private_key_pem,
+           "region": "us-ashburn-1", "endpoint": ep})
+}
+
+async fn apply(ctx: &Context, resource: &dyn Resource, prior: &Value, config: &Value) -> (Value, Vec<String>) {
+    let mut diags = Diagnostics::new();
+    let planned = resource.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut diags).planned;
+    let out = resource.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut diags).await;
+    (out.new_state, diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect())
+}
+
+async fn destroy(ctx: &Context, resource: &dyn Resource, state: &Value) {
+    let mut d = Diagnostics::new();
+    let out = resource.apply(ctx, ApplyRequest { prior: state, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut d).await;
+    assert!(out.new_state.is_null(), "{:?}", d.iter().map(|d| d.detail.clone()).collect::<Vec<_>>());
+}
+
+fn fabric_config(name: &str, placement: &str) -> Value {
+    value(
+        &GpuFabric,
+        json!({"name": name, "cloud": "oci", "region": "us-ashburn-1", "zone": AD, "compartment_id": COMPARTMENT,
+               "instance_type": "BM.GPU.H100.8", "placement": placement}),
+    )
+}
+
+fn fabric_ref(name: &str, placement: &str) -> Json {
+    json!({"id": format!("oci/us-ashburn-1/{COMPARTMENT}/{name}"), "name": name, "cloud": "oci", "region": "us-ashburn-1", "zone": AD,
+           "instance_type": "BM.GPU.H100.8", "placement": placement})
+}
+
+fn node_names(state: &Value) -> Vec<String> {
+    state.get("node_names").as_list().unwrap_or_default().iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_capacity_cluster_networks_and_credentials() {
+    let (ep, key) = start_oci();
+    let admin = |method: &str, route: &str, body: Option<Json>| admin(&ep, method, route, body);
+    let ctx = context(key_block(&ep, &key));
+
+    // Two 429s (no Retry-After, as OCI sends none) on the VCN create: retried with backoff, created once.
+    admin("POST", "faults", Some(json!({"service": "core", "operation": "CreateVcn", "kind": "throttle", "times": 2})));
+    let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config("lib", "cluster")).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(admin("GET", "faults", None)["faults"][0]["fired"], 2);
+    assert_eq!(admin("GET", "inventory", None)["resources"]["core"]["vcn"].as_array().map(Vec::len), Some(1));
+
+    // Out of host capacity on the second launch: reported with shape and AD; the other nodes are kept.
+    admin("POST", "faults", Some(json!({"service": "core", "operation": "LaunchInstance", "kind": "capacity", "nth": 2, "times": 1})));
+    let cluster_config = value(&GpuCluster, json!({"name": "lib", "fabric": fabric_ref("lib", "cluster"), "node_count": 3}));
+    let (partial, diags) = apply(&ctx, &GpuCluster, &Value::Null, &cluster_config).await;
+    let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
+    assert!(failure.contains("Out of host capacity") && failure.contains("BM.GPU.H100.8") && failure.contains(AD), "{failure}");
+    assert!(failure.contains("2 of 3 nodes exist"), "{failure}");
+    assert_eq!(node_names(&partial).len(), 2, "the state keeps the nodes that were launched");
+    // The next apply launches only the missing node.
+    let (cluster, diags) = apply(&ctx, &GpuCluster, &partial, &cluster_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(node_names(&cluster), ["lib-0", "lib-1", "lib-2"]);
+    assert_eq!(admin("GET", "inventory", None)["resources"]["core"]["instance"].as_array().map(Vec::len), Some(3));
+
+    // A cluster network: OCI names the pool's instances; the provider renames them, then resizes in place.
+    let (cn_fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config("cn", "cluster-network")).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let cn_config = |n: u32| value(&GpuCluster, json!({"name": "pool", "fabric": fabric_ref("cn", "cluster-network"), "node_count": n}));
+    let (pool, diags) = apply(&ctx, &GpuCluster, &Value::Null, &cn_config(2)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let mut d = Diagnostics::new();
+    let ReadOutcome::Found { state: read, .. } = GpuCluster.read(&ctx, &pool, &[], &mut d).await else { panic!("cluster network gone") };
+    assert_eq!(node_names(&read), ["pool-0", "pool-1"]);
+    let (pool, diags) = apply(&ctx, &GpuCluster, &read, &cn_config(4)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let ReadOutcome::Found { state: read, .. } = GpuCluster.read(&ctx, &pool, &[], &mut d).await else { panic!("cluster network gone") };
+    assert_eq!(node_names(&read), ["pool-0", "pool-1", "pool-2", "pool-3"]);
+    let (pool, diags) = apply(&ctx, &GpuCluster, &read, &cn_config(3)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let ReadOutcome::Found { state: read, .. } = GpuCluster.read(&ctx, &pool, &[], &mut d).await else { panic!("cluster network gone") };
+    assert_eq!(node_names(&read).len(), 3);
+    assert_eq!(read.get("node_count"), &Value::int(3));
+
+    // Credentials from a config file profile work the same; a wrong key is an authentication failure.
+    let dir = std::env::temp_dir().join(format!("hpc-oci-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("config");
+    std::fs::write(
+        &file,
+        format!(
+            "[DEFAULT]\nuser=ocid1.user.oc1..nobody\n\n[ML]\ntenancy={}\nuser={}\nfingerprint={}\nkey_file={}\nregion=us-ashburn-1\n",
+            key.tenancy,
+            key.user,
+            key.fingerprint,
+            key.private_key_path.display()
+        ),
+    )
+    .unwrap();
+    // SAFETY: set before the profile-based client is built, read only by this test's clients.
+    unsafe { std::env::set_var("OCI_CONFIG_FILE", &file) };
+    let from_file = context(json!({"config_file_profile": "ML", "endpoint": ep}));
+    let mut d = Diagnostics::new();
+    assert!(matches!(GpuFabric.read(&from_file, &fabric, &[], &mut d).await, ReadOutcome::Found { .. }));
+    assert!(d.is_empty(), "{:?}", d.iter().map(|d| d.detail.clone()).collect::<Vec<_>>());
+    let missing = context(json!({"config_file_profile": "NOPE", "endpoint": ep}));
+    let mut d = Diagnostics::new();
+    GpuFabric.read(&missing, &fabric, &[], &mut d).await;
+    assert!(
+        d.iter().any(|d| d.summary == "OCI is not configured" && d.detail.contains("NOPE")),
+        "{:?}",
+        d.iter().map(|d| d.detail.clone()).collect::<Vec<_>>()
+    );
+    let (_, stranger) = start_oci();
+    let wrong = context(json!({"tenancy_ocid": key.tenancy, "user_ocid": key.user, "fingerprint": key.fingerprint,
+                               "private_key": stranger.private_key_pem, "endpoint": ep}));
+    let mut d = Diagnostics::new();
+    GpuFabric.read(&wrong, &fabric, &[], &mut d).await;
+    let auth = d.iter().find(|d| d.summary == "OCI authentication failed").unwrap_or_else(|| panic!("no auth diagnostic"));
+    assert!(auth.detail.contains("401 NotAuthenticated") && auth.detail.contains("fingerprint"), "{}", auth.detail);
+
+    // Teardown leaves nothing behind.
+    for (r, s) in [(&GpuCluster as &dyn Resource, &pool), (&GpuCluster, &cluster), (&GpuFabric, &cn_fabric), (&GpuFabric, &fabric)] {
+        destroy(&ctx, r, s).await;
+    }
+    let inv = admin("GET", "inventory", None);
+    assert_eq!(inv["empty"], true, "{inv}");
+}
