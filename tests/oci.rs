@@ -2,7 +2,8 @@
 //! request signed with the test API key): 429 without Retry-After retried with backoff, "Out of host
 //! capacity" reported with the shape and availability domain while the nodes launched are kept and the
 //! next apply finishes, a cluster network built, renamed, resized and destroyed, credentials from an OCI
-//! config file profile, and a wrong key reported as an authentication failure.
+//! config file profile, a wrong key reported as an authentication failure, a cluster network's failed work
+//! request reported as missing capacity, and Lustre grown in place.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use hpc_provider::framework::codec::decode_json;
 use hpc_provider::framework::{ApplyRequest, Context, Diagnostics, PlanRequest, ReadOutcome, Resource, Value};
 use hpc_provider::resources::gpu_cluster::GpuCluster;
 use hpc_provider::resources::gpu_fabric::GpuFabric;
+use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
 use serde_json::{Value as Json, json};
 use tokio_util::sync::CancellationToken;
 
@@ -145,8 +147,45 @@ async fn throttling_capacity_cluster_networks_and_credentials() {
     let auth = d.iter().find(|d| d.summary == "OCI authentication failed").unwrap_or_else(|| panic!("no auth diagnostic"));
     assert!(auth.detail.contains("401 NotAuthenticated") && auth.detail.contains("fingerprint"), "{}", auth.detail);
 
+    // A cluster network OCI cannot place: its work request fails; the diagnostic names shape and AD, nothing
+    // is left running, and the next apply builds it.
+    admin("POST", "faults", Some(json!({"service": "core", "operation": "CreateClusterNetwork", "kind": "capacity", "times": 1})));
+    let short = value(&GpuCluster, json!({"name": "short", "fabric": fabric_ref("cn", "cluster-network"), "node_count": 2}));
+    let (failed, diags) = apply(&ctx, &GpuCluster, &Value::Null, &short).await;
+    let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
+    assert!(failure.contains("Out of host capacity") && failure.contains("BM.GPU.H100.8") && failure.contains(AD), "{failure}");
+    assert_eq!(failed.get("node_count"), &Value::int(0), "no node of the failed cluster network is claimed");
+    let (short_cluster, diags) = apply(&ctx, &GpuCluster, &failed, &short).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(node_names(&short_cluster), ["short-0", "short-1"]);
+
+    // Lustre grows in place (31,200 -> 41,600 GB, the next step) and a refresh reads the new size.
+    let fs_config = |gb: u64| {
+        value(
+            &ParallelFilesystem,
+            json!({"name": "scratch", "fabric": fabric_ref("lib", "cluster"), "capacity_gib": gb, "throughput_per_tib": 500}),
+        )
+    };
+    let (fs, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config(31_200)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert!(fs.get("mount_command").as_str().is_some_and(|m| m.contains("@tcp:/")), "{:?}", fs.get("mount_command"));
+    let (fs, diags) = apply(&ctx, &ParallelFilesystem, &fs, &fs_config(41_600)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let ReadOutcome::Found { state: fs_read, .. } = ParallelFilesystem.read(&ctx, &fs, &[], &mut d).await else {
+        panic!("filesystem gone")
+    };
+    assert_eq!((fs_read.get("capacity_gib"), fs_read.get("throughput_mbps")), (&Value::int(41_600), &Value::int(20_800)));
+    assert_eq!(admin("GET", "inventory", None)["resources"]["lustre"]["lustrefilesystem"].as_array().map(Vec::len), Some(1));
+
     // Teardown leaves nothing behind.
-    for (r, s) in [(&GpuCluster as &dyn Resource, &pool), (&GpuCluster, &cluster), (&GpuFabric, &cn_fabric), (&GpuFabric, &fabric)] {
+    destroy(&ctx, &ParallelFilesystem, &fs).await;
+    for (r, s) in [
+        (&GpuCluster as &dyn Resource, &pool),
+        (&GpuCluster, &short_cluster),
+        (&GpuCluster, &cluster),
+        (&GpuFabric, &cn_fabric),
+        (&GpuFabric, &fabric),
+    ] {
         destroy(&ctx, r, s).await;
     }
     let inv = admin("GET", "inventory", None);
