@@ -5,6 +5,7 @@
 mod aws;
 mod azure;
 mod cli;
+mod faults;
 mod gcp;
 mod oci;
 
@@ -38,6 +39,13 @@ for_both_clis!(
     azure_nd_h100_cluster_lifecycle,
     oci_h100_cluster_lifecycle,
 );
+
+/// The fault suite runs with OpenTofu only (the provider's behaviour under faults does not depend on the CLI;
+/// `./scripts/test.sh` runs it on its own and prints its table).
+#[test]
+fn fault_suite() {
+    faults::suite(&Cli::tofu());
+}
 
 fn oci_h100_cluster_lifecycle(cli: &Cli) {
     oci::h100_cluster_lifecycle(cli);

@@ -25,4 +25,12 @@ log "licences of everything linked (cargo deny)"
 
 log "tests: unit, protocol, planner goldens, docs, emulators (aws-sdk-ec2/fsx on moto; google-cloud-compute/lustre, ARM over HTTPS, signed OCI on ours), acceptance (tofu + terraform)"
 # Benches are left out on purpose: they print figures (./scripts/bench.sh) and never gate a build.
-cargo test --workspace --lib --bins --tests
+cargo test --workspace --lib --bins --tests -- --skip fault_suite
+
+log "fault suite (tofu; every cloud): throttling, no capacity, 5xx bursts, slow APIs, provider killed, Ctrl-C"
+faults_log=$(mktemp)
+if ! cargo test --quiet --test acceptance fault_suite -- --nocapture >"$faults_log" 2>&1; then
+  cat "$faults_log"
+  exit 1
+fi
+grep -E '^(fault suite|cloud|aws|gcp|azure|oci) ' "$faults_log"

@@ -355,7 +355,10 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     if req.planned.is_null() {
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
-        return match gcp::filesystem::delete(ctx, &client, &zone, &name, timeout).await {
+        let fabric = req.prior.get("fabric").get("name").as_str().unwrap_or_default();
+        let region = zone.rsplit_once('-').map_or(zone.as_str(), |(r, _)| r);
+        let network = gcp::filesystem::host_network(ctx, &client, fabric, region).await.ok();
+        return match gcp::filesystem::delete(ctx, &client, &zone, &name, network.as_deref(), timeout).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
@@ -391,7 +394,9 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
             );
             match gcp::filesystem::observe(ctx, &client, &zone, &name, None).await {
                 Ok(Some(live)) => gcp_refreshed(&state, &live),
-                // Nothing was created: a failed create leaves no state; a failed update keeps the old one.
+                // The instance does not exist, but its reserved range may: keep the state (the CLI taints it)
+                // so that the next apply or a destroy finds and removes what was made.
+                _ if creating && gcp::filesystem::range_exists(ctx, &client, &name).await != Some(false) => state,
                 _ if creating => Value::Null,
                 _ => req.prior.clone(),
             }
@@ -406,6 +411,12 @@ async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
         return ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     };
     match gcp::filesystem::observe(ctx, &client, zone, name, None).await {
+        // Only the reserved range is left (a create that failed part-way): still ours to remove.
+        Ok(None) if gcp::filesystem::range_exists(ctx, &client, name).await == Some(true) => {
+            let mut out = state.as_map().cloned().unwrap_or_default();
+            out.insert("expansion".into(), common::mark_missing(state.get("expansion"), |k| k != "google_lustre_instance"));
+            ReadOutcome::Found { state: Value::Map(out), private: private.to_vec() }
+        }
         Ok(None) => ReadOutcome::Gone,
         Ok(Some(live)) => ReadOutcome::Found { state: gcp_refreshed(state, &live), private: private.to_vec() },
         Err(e) => {

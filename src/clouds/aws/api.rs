@@ -99,8 +99,14 @@ where
 {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut delay = Duration::from_millis(200);
+    let interrupted = || format!("interrupted while waiting for {what} (the CLI asked the provider to stop)");
     loop {
-        if let Some(done) = check().await? {
+        // The check's own API call is abandoned too when the CLI asks the provider to stop.
+        let checked = tokio::select! {
+            _ = ctx.cancelled() => return Err(interrupted()),
+            c = check() => c,
+        };
+        if let Some(done) = checked? {
             return Ok(done);
         }
         if tokio::time::Instant::now() + delay > deadline {
@@ -110,7 +116,7 @@ where
             ));
         }
         tokio::select! {
-            _ = ctx.cancelled() => return Err(format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")),
+            _ = ctx.cancelled() => return Err(interrupted()),
             _ = tokio::time::sleep(delay) => {}
         }
         delay = (delay * 2).min(Duration::from_secs(5));

@@ -142,7 +142,12 @@ where
     let mut delay = Duration::from_millis(250);
     let mut attempt = 1;
     loop {
-        match f().await {
+        // An in-flight call is abandoned when the CLI asks the provider to stop.
+        let result = tokio::select! {
+            _ = ctx.cancelled() => return Err(GaxErrorIn::Stopped(what.to_owned())),
+            r = f() => r,
+        };
+        match result {
             Ok(v) => return Ok(v),
             Err(e) if retryable(&e) && attempt < ATTEMPTS => {
                 attempt += 1;

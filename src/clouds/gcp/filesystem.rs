@@ -40,6 +40,16 @@ fn psa_name(fs: &str) -> String {
     format!("{fs}-psa")
 }
 
+/// Whether the filesystem's reserved range exists: `None` when that cannot be told.
+pub async fn range_exists(ctx: &Context, gcp: &Gcp, fs: &str) -> Option<bool> {
+    let psa = psa_name(fs);
+    match call(ctx, "reading the reserved range", || gcp.addresses.get().set_project(&gcp.project).set_address(&psa).send()).await {
+        Ok(_) => Some(true),
+        Err(e) if e.not_found() => Some(false),
+        Err(_) => None,
+    }
+}
+
 /// The host network of the fabric, as `projects/<p>/global/networks/<name>`.
 pub async fn host_network(ctx: &Context, gcp: &Gcp, fabric: &str, region: &str) -> Result<String, String> {
     let live = super::fabric::observe(ctx, gcp, fabric, region).await?;
@@ -63,13 +73,27 @@ async fn psa_request(gcp: &Gcp, method: reqwest::Method, path: &str, body: Optio
         Ok(_) => http::HeaderMap::new(),
         Err(e) => return Err(format!("getting Google credentials for Service Networking: {e}")),
     };
-    let mut request = gcp.http.request(method, &url).headers(headers);
-    if let Some(b) = body {
-        request = request.header("content-type", "application/json").body(b.to_string());
-    }
-    let response = request.send().await.map_err(|e| format!("calling Service Networking: {e}"))?;
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
+    // 429 and 5xx are retried with capped backoff, as the client libraries do for the other APIs.
+    let mut delay = std::time::Duration::from_millis(250);
+    let mut attempt = 1;
+    let (status, text) = loop {
+        let mut request = gcp.http.request(method.clone(), &url).headers(headers.clone());
+        if let Some(b) = &body {
+            request = request.header("content-type", "application/json").body(b.to_string());
+        }
+        let (status, text) = match request.send().await {
+            Ok(response) => (response.status(), response.text().await.unwrap_or_default()),
+            Err(e) if attempt < 6 && (e.is_connect() || e.is_timeout()) => (reqwest::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            Err(e) => return Err(format!("calling Service Networking: {e}")),
+        };
+        let again = status.as_u16() == 429 || status.is_server_error();
+        if !again || attempt == 6 {
+            break (status, text);
+        }
+        attempt += 1;
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(std::time::Duration::from_secs(8));
+    };
     if !status.is_success() {
         let message =
             serde_json::from_str::<Json>(&text).ok().and_then(|j| j["error"]["message"].as_str().map(str::to_owned)).unwrap_or(text);
@@ -110,6 +134,9 @@ async fn psa_connect(gcp: &Gcp, network: &str, range: &str) -> Result<(), String
 async fn psa_disconnect(gcp: &Gcp, network: &str, range: &str) -> Result<(), String> {
     let path = "services/servicenetworking.googleapis.com/connections";
     let Some(ranges) = psa_ranges(gcp, network).await? else { return Ok(()) };
+    if !ranges.iter().any(|r| r == range) {
+        return Ok(());
+    }
     let rest: Vec<String> = ranges.into_iter().filter(|r| r != range).collect();
     if rest.is_empty() {
         let body = json!({"consumerNetwork": network});
@@ -260,7 +287,9 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
 }
 
 /// Deletes the instance, then its range from the connection and the reserved range.
-pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
+/// Deletes the instance, its range's place in the network's connection, and the reserved range. `network`
+/// (the fabric's host network) lets a create that failed before the instance existed be cleaned up too.
+pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, network: Option<&str>, timeout: Duration) -> Result<(), String> {
     let p = &gcp.project;
     let path = instance_path(p, zone, name);
     let live = observe(ctx, gcp, zone, name, None).await?;
@@ -274,6 +303,8 @@ pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: D
             Err(e) => return Err(e),
         }
         psa_disconnect(gcp, &l.instance.network, &psa_name(name)).await?;
+    } else if let Some(network) = network {
+        psa_disconnect(gcp, network, &psa_name(name)).await?;
     }
     let psa = psa_name(name);
     let what = format!("releasing range {psa}");
