@@ -13,12 +13,15 @@ use serde_json::{Value, json};
 
 use crate::cli::{Cli, Run, Workdir};
 
+/// An emulator's admin API: method, route, body -> answer.
+type AdminFn = Box<dyn Fn(&str, &str, Option<Value>) -> Value>;
+
 /// One cloud's emulator and how to reach it.
 struct Target {
     cloud: &'static str,
     case: &'static str,
     env: Vec<(String, String)>,
-    admin: Box<dyn Fn(&str, &str, Option<Value>) -> Value>,
+    admin: AdminFn,
     /// The fault rule that takes node capacity away.
     no_capacity: Value,
     /// The node type and location the capacity diagnostic must name.
