@@ -43,7 +43,11 @@ fn cluster_like_value() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    // HPC_FUZZ_CASES raises the count (the documented long run: 100000, see RELIABILITY.md).
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("HPC_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn decoders_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {

@@ -7,6 +7,7 @@ pub mod aws;
 pub mod azure;
 pub mod gcp;
 pub mod oci;
+pub mod throttle;
 
 use crate::planner::Network;
 

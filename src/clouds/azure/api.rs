@@ -130,7 +130,13 @@ impl Arm {
     pub async fn send(&self, ctx: &Context, method: reqwest::Method, url: &str, body: Option<&Json>) -> Result<Reply, String> {
         let url = if url.starts_with("http") { url.to_owned() } else { format!("{}{url}", self.base) };
         let mut delay = Duration::from_millis(500);
+        let bucket = match method {
+            reqwest::Method::GET => &crate::clouds::throttle::AZURE_READS,
+            reqwest::Method::DELETE => &crate::clouds::throttle::AZURE_DELETES,
+            _ => &crate::clouds::throttle::AZURE_WRITES,
+        };
         for attempt in 1..=ATTEMPTS {
+            bucket.take(ctx.cancelled()).await;
             let mut request = self.http.request(method.clone(), &url);
             if let Some(token) = self.token().await? {
                 request = request.bearer_auth(token);

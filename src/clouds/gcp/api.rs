@@ -143,6 +143,7 @@ where
     let mut attempt = 1;
     loop {
         // An in-flight call is abandoned when the CLI asks the provider to stop.
+        crate::clouds::throttle::GCP.take(ctx.cancelled()).await;
         let result = tokio::select! {
             _ = ctx.cancelled() => return Err(GaxErrorIn::Stopped(what.to_owned())),
             r = f() => r,

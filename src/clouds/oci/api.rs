@@ -277,6 +277,7 @@ impl Oci {
         let retry_token = (method == reqwest::Method::POST).then(|| format!("hpc-{:016x}{:016x}", random_u64(), random_u64()));
         let mut delay = Duration::from_millis(250);
         for attempt in 1..=ATTEMPTS {
+            crate::clouds::throttle::OCI.take(ctx.cancelled()).await;
             let date = http_date(SystemTime::now());
             let headers = self
                 .signer

@@ -1,0 +1,274 @@
+//! Hostile input at every RPC: random bytes, truncated encodings, values of the wrong type, and well-typed
+//! values with arbitrary content (unknowns where none are allowed, empty and huge strings, odd numbers) sent
+//! to the provider's gRPC service for every resource and data source. The answer is always a response with
+//! diagnostics, never a gRPC error and never a panic (a caught panic shows as a "Provider bug" diagnostic,
+//! which fails the test). Apply, read and import get only undecodable input here, so no case reaches a
+//! cloud. Cases: `HPC_FUZZ_CASES` (default 1000 per property; the documented long run is 100000).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hpc_provider::framework::codec::encode_msgpack;
+use hpc_provider::framework::{ProviderDefinition, Type, Value};
+use hpc_provider::protocol::server::ProviderService;
+use hpc_provider::protocol::tfplugin6 as pb;
+use hpc_provider::protocol::tfplugin6::provider_server::Provider;
+use hpc_provider::provider::HpcProvider;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+fn cases() -> u32 {
+    std::env::var("HPC_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+}
+
+fn leaf(ty: &Type) -> BoxedStrategy<Value> {
+    let absent = prop_oneof![Just(Value::Null), Just(Value::Unknown)];
+    match ty {
+        Type::Bool => prop_oneof![absent, any::<bool>().prop_map(Value::Bool)].boxed(),
+        Type::Number => prop_oneof![
+            absent,
+            any::<i64>().prop_map(Value::int),
+            prop_oneof![Just(0.5f64), Just(-1e300), Just(1e300), Just(f64::MIN_POSITIVE), -1e6f64..1e6].prop_map(Value::float),
+        ]
+        .boxed(),
+        _ => prop_oneof![
+            absent,
+            "\\PC{0,24}".prop_map(Value::from),
+            prop_oneof![
+                Just("aws"),
+                Just("oci"),
+                Just("gcp"),
+                Just("azure"),
+                Just("us-east-1a"),
+                Just("p5.48xlarge"),
+                Just("BM.GPU.H100.8"),
+                Just("H100"),
+                Just("cluster-network"),
+                Just("10.0.0.0/16"),
+                Just("ocid1.compartment.oc1..x"),
+            ]
+            .prop_map(Value::from),
+            Just(Value::from("x".repeat(70_000))),
+        ]
+        .boxed(),
+    }
+}
+
+/// Values shaped like `ty`, with arbitrary content.
+fn shaped(ty: &Type, depth: usize) -> BoxedStrategy<Value> {
+    let nested = |elem: &Type| if depth > 4 { Just(Value::Null).boxed() } else { shaped(elem, depth + 1) };
+    match ty {
+        Type::List(elem) | Type::Set(elem) => {
+            let e = nested(elem);
+            prop_oneof![Just(Value::Null), Just(Value::Unknown), proptest::collection::vec(e, 0..6).prop_map(Value::list)].boxed()
+        }
+        Type::Map(elem) => {
+            let e = nested(elem);
+            prop_oneof![Just(Value::Unknown), proptest::collection::btree_map("\\PC{0,8}", e, 0..4).prop_map(Value::Map)].boxed()
+        }
+        Type::Object(attrs) => {
+            let fields: Vec<BoxedStrategy<(String, Value)>> =
+                attrs.iter().map(|(name, t)| (Just(name.clone()), nested(t)).boxed()).collect();
+            prop_oneof![1 => Just(Value::Null), 1 => Just(Value::Unknown), 8 => fields.prop_map(|f| Value::Map(f.into_iter().collect()))]
+                .boxed()
+        }
+        Type::Tuple(items) => {
+            let items: Vec<BoxedStrategy<Value>> = items.iter().map(nested).collect();
+            items.prop_map(Value::list).boxed()
+        }
+        other => leaf(other),
+    }
+}
+
+fn dynamic(bytes: Vec<u8>) -> Option<pb::DynamicValue> {
+    Some(pb::DynamicValue { msgpack: bytes, json: Vec::new() })
+}
+
+/// An input for one RPC field: random bytes, a truncated encoding, or a whole encoding (of this type or of
+/// a value shaped for a different type).
+fn wire(ty: &Type) -> BoxedStrategy<Vec<u8>> {
+    let ty2 = ty.clone();
+    let encoded = shaped(ty, 0).prop_filter_map("encodable", move |v| encode_msgpack(&v, &ty2).ok());
+    prop_oneof![
+        2 => proptest::collection::vec(any::<u8>(), 0..256),
+        3 => (encoded.clone(), any::<prop::sample::Index>()).prop_map(|(b, cut)| b[..cut.index(b.len() + 1)].to_vec()),
+        5 => encoded,
+        1 => shaped(&Type::object([("name", Type::Number), ("tags", Type::list(Type::Bool))]), 0)
+            .prop_filter_map("encodable", |v| encode_msgpack(&v, &Type::object([("name", Type::Number), ("tags", Type::list(Type::Bool))])).ok()),
+    ]
+    .boxed()
+}
+
+fn no_bug(what: &str, diags: &[pb::Diagnostic]) -> Result<(), TestCaseError> {
+    match diags.iter().find(|d| d.summary.starts_with("Provider bug")) {
+        Some(d) => Err(TestCaseError::fail(format!("{what}: {}: {}", d.summary, d.detail))),
+        None => Ok(()),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn validate_and_plan_answer_any_input_with_diagnostics() {
+    let service = ProviderService::new(Arc::new(HpcProvider));
+    let rt = runtime();
+    for resource in HpcProvider.resources() {
+        let name = resource.type_name().to_owned();
+        let ty = resource.schema().value_type();
+        let mut runner = TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
+        let strategy = (wire(&ty), wire(&ty), wire(&ty));
+        let planned = std::cell::Cell::new(0u32);
+        runner
+            .run(&strategy, |(prior, proposed, config)| {
+                rt.block_on(async {
+                    let r = service
+                        .validate_resource_config(tonic::Request::new(pb::validate_resource_config::Request {
+                            type_name: name.clone(),
+                            config: dynamic(config.clone()),
+                            ..Default::default()
+                        }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("ValidateResourceConfig {name}: gRPC error {s}")))?;
+                    no_bug("ValidateResourceConfig", &r.get_ref().diagnostics)?;
+                    let r = service
+                        .plan_resource_change(tonic::Request::new(pb::plan_resource_change::Request {
+                            type_name: name.clone(),
+                            prior_state: dynamic(prior),
+                            proposed_new_state: dynamic(proposed),
+                            config: dynamic(config),
+                            ..Default::default()
+                        }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("PlanResourceChange {name}: gRPC error {s}")))?;
+                    if r.get_ref().planned_state.is_some() {
+                        planned.set(planned.get() + 1);
+                    }
+                    no_bug("PlanResourceChange", &r.get_ref().diagnostics)
+                })
+            })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // The inputs reach the planner, not only the decoder.
+        assert!(planned.get() > cases() / 20, "{name}: only {} of {} plans decoded their input", planned.get(), cases());
+    }
+}
+
+#[test]
+fn apply_read_import_and_upgrade_refuse_undecodable_input_with_diagnostics() {
+    let service = ProviderService::new(Arc::new(HpcProvider));
+    let rt = runtime();
+    for resource in HpcProvider.resources() {
+        let name = resource.type_name().to_owned();
+        let mut runner = TestRunner::new(Config { cases: cases() / 4, failure_persistence: None, ..Config::default() });
+        // Bytes that cannot decode as an object: random bytes starting with a non-map marker, or cut maps.
+        let junk = proptest::collection::vec(any::<u8>(), 1..128).prop_map(|mut b| {
+            if matches!(b[0], 0x80..=0x8f | 0xde | 0xdf | 0xc0) {
+                b[0] = 0xc1;
+            }
+            b
+        });
+        runner
+            .run(&(junk.clone(), junk, "\\PC{0,64}"), |(a, b, id)| {
+                rt.block_on(async {
+                    let r = service
+                        .apply_resource_change(tonic::Request::new(pb::apply_resource_change::Request {
+                            type_name: name.clone(),
+                            prior_state: dynamic(a.clone()),
+                            planned_state: dynamic(b.clone()),
+                            config: dynamic(b.clone()),
+                            ..Default::default()
+                        }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("ApplyResourceChange: gRPC error {s}")))?;
+                    prop_assert!(!r.get_ref().diagnostics.is_empty(), "undecodable apply input passed silently");
+                    no_bug("ApplyResourceChange", &r.get_ref().diagnostics)?;
+                    let r = service
+                        .read_resource(tonic::Request::new(pb::read_resource::Request {
+                            type_name: name.clone(),
+                            current_state: dynamic(a),
+                            ..Default::default()
+                        }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("ReadResource: gRPC error {s}")))?;
+                    no_bug("ReadResource", &r.get_ref().diagnostics)?;
+                    let r = service
+                        .upgrade_resource_state(tonic::Request::new(pb::upgrade_resource_state::Request {
+                            type_name: name.clone(),
+                            version: 0,
+                            raw_state: Some(pb::RawState { json: b, flatmap: Default::default() }),
+                        }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("UpgradeResourceState: gRPC error {s}")))?;
+                    no_bug("UpgradeResourceState", &r.get_ref().diagnostics)?;
+                    // An id that is not ours is refused before any cloud is called.
+                    let id = format!("nope/{id}");
+                    let r = service
+                        .import_resource_state(tonic::Request::new(pb::import_resource_state::Request {
+                            type_name: name.clone(),
+                            id,
+                            ..Default::default()
+                        }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("ImportResourceState: gRPC error {s}")))?;
+                    prop_assert!(!r.get_ref().diagnostics.is_empty());
+                    no_bug("ImportResourceState", &r.get_ref().diagnostics)
+                })
+            })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+#[test]
+fn provider_config_and_data_sources_answer_any_input_with_diagnostics() {
+    let service = ProviderService::new(Arc::new(HpcProvider));
+    let rt = runtime();
+    let provider_ty = HpcProvider.schema().value_type();
+    let data_sources = HpcProvider.data_sources();
+    let catalog = data_sources.first().expect("the catalog data source");
+    let catalog_ty = catalog.schema().value_type();
+    let mut runner = TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
+    runner
+        .run(&(wire(&provider_ty), wire(&catalog_ty)), |(config, query)| {
+            rt.block_on(async {
+                let r = service
+                    .validate_provider_config(tonic::Request::new(pb::validate_provider_config::Request { config: dynamic(config) }))
+                    .await
+                    .map_err(|s| TestCaseError::fail(format!("ValidateProviderConfig: gRPC error {s}")))?;
+                no_bug("ValidateProviderConfig", &r.get_ref().diagnostics)?;
+                let r = service
+                    .read_data_source(tonic::Request::new(pb::read_data_source::Request {
+                        type_name: catalog.type_name().into(),
+                        config: dynamic(query),
+                        ..Default::default()
+                    }))
+                    .await
+                    .map_err(|s| TestCaseError::fail(format!("ReadDataSource: gRPC error {s}")))?;
+                no_bug("ReadDataSource", &r.get_ref().diagnostics)
+            })
+        })
+        .unwrap();
+}
+
+/// A msgpack array claiming four billion elements, and nesting ten thousand deep: refused at once, with
+/// a diagnostic, without allocating for what the header claims.
+#[test]
+fn huge_and_deep_encodings_are_refused_without_allocating() {
+    let service = ProviderService::new(Arc::new(HpcProvider));
+    let rt = runtime();
+    let huge = vec![0x81, 0xa4, b'n', b'a', b'm', b'e', 0xdd, 0xff, 0xff, 0xff, 0xff, 0x01];
+    let deep = std::iter::repeat_n(0x91u8, 10_000).chain([0xc0]).collect::<Vec<u8>>();
+    for bytes in [huge, deep] {
+        let started = Instant::now();
+        let r = rt
+            .block_on(service.plan_resource_change(tonic::Request::new(pb::plan_resource_change::Request {
+                type_name: "hpc_gpu_cluster".into(),
+                config: dynamic(bytes.clone()),
+                proposed_new_state: dynamic(bytes),
+                ..Default::default()
+            })))
+            .unwrap();
+        assert!(r.get_ref().diagnostics.iter().any(|d| d.summary == "Invalid value from the CLI"), "{:?}", r.get_ref().diagnostics);
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+}
