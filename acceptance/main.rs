@@ -8,6 +8,7 @@ mod cli;
 mod faults;
 mod gcp;
 mod oci;
+mod security;
 
 use cli::{Cli, Workdir, example_dirs};
 
@@ -38,6 +39,7 @@ for_both_clis!(
     gcp_a3_ultra_roce_layout,
     azure_nd_h100_cluster_lifecycle,
     oci_h100_cluster_lifecycle,
+    secrets_stay_out_of_logs_and_state,
 );
 
 /// The fault suite runs with OpenTofu only (the provider's behaviour under faults does not depend on the CLI;
@@ -45,6 +47,10 @@ for_both_clis!(
 #[test]
 fn fault_suite() {
     faults::suite(&Cli::tofu());
+}
+
+fn secrets_stay_out_of_logs_and_state(cli: &Cli) {
+    security::secrets_stay_out_of_logs_and_state(cli);
 }
 
 fn oci_h100_cluster_lifecycle(cli: &Cli) {

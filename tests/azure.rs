@@ -36,13 +36,16 @@ async fn throttling_allocation_failures_and_the_scale_set_split() {
 
     // ARM throttles the first security-group write (429, Retry-After: 1): honoured, then created.
     admin("POST", "faults", Some(json!({"service": "arm", "operation": "networkSecurityGroups.put", "kind": "throttle", "times": 1})));
+    // Right after the write, ARM reads the security group as not found twice: waited out, not "vanished".
+    admin("POST", "faults", Some(json!({"service": "arm", "operation": "networkSecurityGroups.get", "kind": "not_found", "times": 2})));
     let fabric_config =
         value(&GpuFabric, json!({"name": "az", "cloud": "azure", "region": "eastus", "instance_type": "Standard_ND96isr_H100_v5"}));
     let started = std::time::Instant::now();
     let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
     assert!(diags.is_empty(), "{diags:?}");
     assert!(started.elapsed() >= std::time::Duration::from_secs(1), "Retry-After was not waited for");
-    assert_eq!(admin("GET", "faults", None)["faults"][0]["fired"], 1);
+    let faults = admin("GET", "faults", None);
+    assert_eq!((&faults["faults"][0]["fired"], &faults["faults"][1]["fired"]), (&json!(1), &json!(2)), "{faults}");
 
     // 150 nodes: two scale sets of 75, as planned.
     let fabric_ref = json!({"id": "azure/az-rg/az", "name": "az", "cloud": "azure", "region": "eastus", "zone": null,

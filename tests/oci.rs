@@ -72,9 +72,12 @@ async fn throttling_capacity_cluster_networks_and_credentials() {
 
     // Two 429s (no Retry-After, as OCI sends none) on the VCN create: retried with backoff, created once.
     admin("POST", "faults", Some(json!({"service": "core", "operation": "CreateVcn", "kind": "throttle", "times": 2})));
+    // And the new VCN reads as not found twice (eventual consistency right after a create): waited out.
+    admin("POST", "faults", Some(json!({"service": "core", "operation": "GetVcn", "kind": "not_found", "times": 2})));
     let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config("lib", "cluster")).await;
     assert!(diags.is_empty(), "{diags:?}");
-    assert_eq!(admin("GET", "faults", None)["faults"][0]["fired"], 2);
+    let faults = admin("GET", "faults", None);
+    assert_eq!((&faults["faults"][0]["fired"], &faults["faults"][1]["fired"]), (&json!(2), &json!(2)), "{faults}");
     assert_eq!(admin("GET", "inventory", None)["resources"]["core"]["vcn"].as_array().map(Vec::len), Some(1));
 
     // Out of host capacity on the second launch: reported with shape and AD; the other nodes are kept.

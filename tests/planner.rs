@@ -482,6 +482,18 @@ fn cases() -> Vec<Case> {
             &["error [user_data] User data too large"],
         ),
         case(
+            "invalid_cluster_user_data_size_oci",
+            "cluster",
+            cl(oci_h100(), json!({"user_data": "x".repeat(24_000)})),
+            &["error [user_data] User data too large", "32,000 bytes", "this is 24000 bytes"],
+        ),
+        case(
+            "invalid_cluster_too_many_tags",
+            "cluster",
+            cl(azure_h100(), json!({"tags": (0..45).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()})),
+            &["error [tags] Too many tags", "allows 50 tags", "at most 41 together"],
+        ),
+        case(
             "invalid_cluster_workload",
             "cluster",
             cl(aws_p5(), json!({"workload": "training"})),

@@ -14,6 +14,8 @@ pub enum FaultKind {
     Capacity,
     ServerError,
     Latency,
+    /// Eventual consistency: the resource is reported missing although it exists (as right after a create).
+    NotFound,
 }
 
 /// A fault rule, as posted to `/_admin/faults`.

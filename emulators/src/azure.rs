@@ -187,6 +187,9 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
                 resp.headers_mut().insert("retry-after", "1".parse().unwrap());
                 return resp;
             }
+            FaultKind::NotFound => {
+                return arm_error(404, "ResourceNotFound", "The Resource was not found (it was created moments ago; ARM reads lag).");
+            }
             FaultKind::ServerError => return arm_error(500, "InternalServerError", "Encountered internal server error. Diagnostic information: emulator."),
             FaultKind::Capacity => {
                 capacity_error = Some((

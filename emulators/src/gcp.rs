@@ -242,6 +242,7 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
                     return crate::gcp_lustre::error(429, "RESOURCE_EXHAUSTED", "Insufficient Managed Lustre capacity in this zone");
                 }
                 FaultKind::ServerError => return crate::gcp_lustre::error(503, "UNAVAILABLE", "The service is currently unavailable."),
+                FaultKind::NotFound => return crate::gcp_lustre::error(404, "NOT_FOUND", "Resource not found."),
             }
         }
         let query: BTreeMap<String, String> = uri.query().map(parse_query).unwrap_or_default();
@@ -281,6 +282,7 @@ async fn handle(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(que
             FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
             FaultKind::Throttle => return error(403, "rateLimitExceeded", "Rate Limit Exceeded"),
             FaultKind::ServerError => return error(503, "backendError", "Backend Error"),
+            FaultKind::NotFound => return error(404, "notFound", "The resource was not found"),
             FaultKind::Capacity if operation.starts_with("instances.") && operation.contains("nsert") => {
                 let mut store = gcp.store.lock().unwrap();
                 let zone = scope.clone();

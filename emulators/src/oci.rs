@@ -398,6 +398,7 @@ async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: 
             FaultKind::Capacity if route.operation == "CreateClusterNetwork" => capacity_failure = true,
             FaultKind::Capacity => return Reply::error(500, "InternalError", "Out of host capacity.").into_response(),
             FaultKind::ServerError => return Reply::error(500, "InternalError", "Internal error occurred").into_response(),
+            FaultKind::NotFound => return Reply::not_found().into_response(),
         }
     }
     let query = parse_query(uri.query());

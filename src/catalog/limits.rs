@@ -107,6 +107,38 @@ pub const GCP_COMPACT_PLACEMENT_MAX_VMS: u32 = 1500;
 /// AWS user data: 16 KB before base64 encoding.
 pub const AWS_USER_DATA_MAX_BYTES: usize = 16 * 1024;
 
+/// The most user data each cloud takes, in bytes of the text as written, and the rule in words.
+/// AWS: 16 KB before base64 (EC2 User Guide, "Run commands when you launch an EC2 instance"). Google Cloud:
+/// a metadata value holds at most 256 KB ("About VM metadata", limits). Azure: `customData` at most 65,535
+/// characters once base64-encoded (Compute REST API, OSProfile). OCI: all instance metadata together at most
+/// 32,000 bytes, the user data base64-encoded within it (Core API, LaunchInstanceDetails.metadata).
+pub fn user_data_limit(cloud: Cloud) -> (usize, &'static str) {
+    match cloud {
+        Cloud::Aws => (AWS_USER_DATA_MAX_BYTES, "EC2 accepts at most 16 KB of user data"),
+        Cloud::Gcp => (256 * 1024, "a Google Cloud metadata value holds at most 256 KB"),
+        // 65,535 base64 characters decode to 49,149 bytes.
+        Cloud::Azure => (49_149, "Azure takes at most 65,535 characters of base64 custom data (49,149 bytes of text)"),
+        // Leave room in the 32,000 bytes for the SSH key: 31,000 base64 characters are 23,250 bytes of text.
+        Cloud::Oci => {
+            (23_250, "OCI takes at most 32,000 bytes of instance metadata, user data base64-encoded (about 23,000 bytes of text)")
+        }
+    }
+}
+
+/// The most tags (labels) one resource may carry: AWS 50 ("Tag your Amazon EC2 resources"), Azure 50
+/// ("Use tags to organize your Azure resources"), Google Cloud 64 labels ("Labels overview", requirements),
+/// OCI 64 per resource (Tagging "Limits": free-form and defined tags together).
+pub fn tag_limit(cloud: Cloud) -> usize {
+    match cloud {
+        Cloud::Aws | Cloud::Azure => 50,
+        Cloud::Gcp | Cloud::Oci => 64,
+    }
+}
+
+/// The most tags of its own the provider adds to one piece (`hpc:fabric`, `hpc:cluster`, `hpc:node`, and on
+/// the pieces that record a configuration for import up to six more).
+pub const OWN_TAGS_MAX: usize = 9;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,6 +95,7 @@ pub struct FabricPlan {
 }
 
 pub fn plan_fabric(spec: FabricSpec, defaults: &Defaults, diags: &mut Diagnostics) -> Option<FabricPlan> {
+    check_tag_count(spec.cloud, &spec.tags, defaults, diags);
     if spec.cloud == Cloud::Gcp && defaults.gcp_project.is_none() && !matches!(spec.sku.fabric, Fabric::None) {
         diags.error_at(
             AttributePath::attr("cloud"),
@@ -126,7 +127,28 @@ pub fn node_names(cluster: &str, count: u32) -> Vec<String> {
     (0..count).map(|i| format!("{cluster}-{i}")).collect()
 }
 
+/// Tags on every piece: the provider's defaults, the resource's own, and ours must fit the cloud's limit.
+fn check_tag_count(cloud: Cloud, own: &BTreeMap<String, String>, defaults: &Defaults, diags: &mut Diagnostics) {
+    let mut all = defaults.default_tags.clone();
+    all.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let limit = catalog::limits::tag_limit(cloud);
+    if all.len() + catalog::limits::OWN_TAGS_MAX > limit {
+        diags.error_at(
+            AttributePath::attr("tags"),
+            "Too many tags",
+            format!(
+                "{cloud} allows {limit} tags on a resource. This resource would carry {} (default_tags and tags together) plus up to {} \
+                 the provider writes to find what it created: keep default_tags and tags to at most {} together.",
+                all.len(),
+                catalog::limits::OWN_TAGS_MAX,
+                limit - catalog::limits::OWN_TAGS_MAX
+            ),
+        );
+    }
+}
+
 pub fn plan_cluster(spec: ClusterSpec, defaults: &Defaults, diags: &mut Diagnostics) -> ClusterPlan {
+    check_tag_count(spec.fabric.cloud, &spec.tags, defaults, diags);
     cluster_checklist(&spec, diags);
     let (pieces, node_environment) = match spec.fabric.cloud {
         Cloud::Aws => (clouds::aws::cluster(&spec, defaults), clouds::aws::node_environment(&spec)),
@@ -234,6 +256,7 @@ pub fn min_throughput_per_gpu(workload: Workload) -> u64 {
 }
 
 pub fn plan_filesystem(spec: FilesystemSpec, defaults: &Defaults, diags: &mut Diagnostics) -> FilesystemPlan {
+    check_tag_count(spec.fabric.cloud, &spec.tags, defaults, diags);
     // OCI counts capacity in GB and its tiers per TB (10^12 bytes); the others in GiB and per TiB.
     let unit = if spec.fabric.cloud == Cloud::Oci { 1000 } else { 1024 };
     let throughput_mbps = spec.capacity_gib * u64::from(spec.throughput_per_tib) / unit;

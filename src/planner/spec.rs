@@ -652,14 +652,18 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
             max_rdma
         }
     };
-    if cloud == Cloud::Aws
-        && let Some(ud) = &user_data
-        && ud.len() > limits::AWS_USER_DATA_MAX_BYTES
+    if let Some(ud) = &user_data
+        && ud.len() > limits::user_data_limit(cloud).0
     {
+        let (max, rule) = limits::user_data_limit(cloud);
         diags.error_at(
             AttributePath::attr("user_data"),
             "User data too large",
-            format!("EC2 accepts at most 16 KB of user data; this is {} bytes. Keep a small bootstrap that fetches the rest.", ud.len()),
+            format!(
+                "{rule}; this is {} bytes (the limit here is {max}). Keep a small bootstrap that fetches the rest (from object storage \
+                 or a configuration service).",
+                ud.len()
+            ),
         );
         ok = false;
     }

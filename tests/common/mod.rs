@@ -72,6 +72,7 @@ pub fn spawn_provider(client_pem: &str) -> ProviderProcess {
     assert_eq!(&parts[..3], ["1", "6", "tcp"], "{line}");
     assert_eq!(parts[4], "grpc");
     let addr: SocketAddr = parts[3].parse().unwrap();
+    assert!(addr.ip().is_loopback(), "the provider must listen on 127.0.0.1 only, not {addr}");
     let server_cert_der = base64::engine::general_purpose::STANDARD_NO_PAD.decode(parts[5]).expect("cert is unpadded standard base64");
     ProviderProcess { child, addr, server_cert_der, handshake_line: line, handshake_time }
 }

@@ -216,7 +216,19 @@ impl Arm {
         if let Some(url) = &reply.async_url {
             self.wait(ctx, url, &format!("creating {}", short(id)), timeout).await?;
         }
-        self.get(ctx, id, api).await?.ok_or_else(|| format!("{} vanished after it was created", short(id)))
+        // ARM reads may lag a write for a moment: NotFound right after it is retried a few times.
+        let mut delay = Duration::from_millis(200);
+        for _ in 0..5 {
+            if let Some(found) = self.get(ctx, id, api).await? {
+                return Ok(found);
+            }
+            tokio::select! {
+                _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
+                _ = tokio::time::sleep(delay) => {}
+            }
+            delay *= 2;
+        }
+        Err(format!("{} vanished after it was created", short(id)))
     }
 
     /// DELETE a resource and wait until it is gone; a missing resource is fine.

@@ -493,8 +493,18 @@ impl Oci {
     ) -> Result<Json, String> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut delay = Duration::from_millis(100);
+        // Reads may lag a create: a few NotFound answers in a row are waited out before "vanished".
+        let mut misses = 0;
         loop {
-            let Some(found) = self.get(ctx, service, path).await? else { return Err(format!("{what}: it vanished while being built")) };
+            let Some(found) = self.get(ctx, service, path).await? else {
+                misses += 1;
+                if misses >= 6 {
+                    return Err(format!("{what}: it vanished while being built"));
+                }
+                self.pause(ctx, &mut delay, deadline, what, timeout).await?;
+                continue;
+            };
+            misses = 0;
             let state = found["lifecycleState"].as_str().unwrap_or_default().to_owned();
             if targets.contains(&state.as_str()) {
                 return Ok(found);
