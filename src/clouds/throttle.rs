@@ -46,6 +46,13 @@ impl TokenBucket {
     }
 }
 
+/// `delay` scaled by a random factor in [0.5, 1.0): spreads the retries of calls that failed together.
+pub fn jitter(delay: Duration) -> Duration {
+    let mut b = [0u8; 2];
+    let _ = aws_lc_rs::rand::fill(&mut b);
+    delay.mul_f64(0.5 + f64::from(u16::from_le_bytes(b) % 1000) / 2000.0)
+}
+
 pub static AZURE_READS: TokenBucket = TokenBucket::new(250, 25);
 pub static AZURE_WRITES: TokenBucket = TokenBucket::new(200, 10);
 pub static AZURE_DELETES: TokenBucket = TokenBucket::new(200, 10);

@@ -168,7 +168,8 @@ impl Arm {
             if !again || attempt == ATTEMPTS {
                 return Ok(reply);
             }
-            let wait = reply.retry_after.unwrap_or(delay).min(Duration::from_secs(60));
+            // Retry-After as given; our own backoff with jitter when there is none.
+            let wait = reply.retry_after.unwrap_or_else(|| crate::clouds::throttle::jitter(delay)).min(Duration::from_secs(60));
             tokio::select! {
                 _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
                 _ = tokio::time::sleep(wait) => {}

@@ -154,7 +154,7 @@ where
                 attempt += 1;
                 tokio::select! {
                     _ = ctx.cancelled() => return Err(GaxErrorIn::Stopped(what.to_owned())),
-                    _ = tokio::time::sleep(delay) => {}
+                    _ = tokio::time::sleep(crate::clouds::throttle::jitter(delay)) => {}
                 }
                 delay = (delay * 2).min(Duration::from_secs(8));
             }

@@ -91,7 +91,7 @@ async fn psa_request(gcp: &Gcp, method: reqwest::Method, path: &str, body: Optio
             break (status, text);
         }
         attempt += 1;
-        tokio::time::sleep(delay).await;
+        tokio::time::sleep(crate::clouds::throttle::jitter(delay)).await;
         delay = (delay * 2).min(std::time::Duration::from_secs(8));
     };
     if !status.is_success() {

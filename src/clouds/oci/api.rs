@@ -16,6 +16,7 @@ use serde_json::Value as Json;
 
 use super::signing::{Request, Signer};
 use crate::catalog::Cloud;
+use crate::clouds::throttle::jitter;
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::{Context, Diagnostics};
 
@@ -223,11 +224,6 @@ fn random_u64() -> u64 {
     let mut b = [0u8; 8];
     let _ = aws_lc_rs::rand::fill(&mut b);
     u64::from_le_bytes(b)
-}
-
-/// `delay` scaled by a random factor in [0.5, 1.0): spreads the retries of parallel calls.
-fn jitter(delay: Duration) -> Duration {
-    delay.mul_f64(0.5 + (random_u64() % 1000) as f64 / 2000.0)
 }
 
 /// Percent-encodes a query value (OCIDs are safe; availability domains carry a colon).
