@@ -17,6 +17,13 @@ pub fn secrets_stay_out_of_logs_and_state(cli: &Cli) {
         .env("TF_VAR_fingerprint", &key.fingerprint)
         .env("TF_VAR_user_data", &format!("#!/bin/sh\nexport HF_TOKEN={TOKEN}\n"))
         .env("TF_VAR_node_count", "1");
+    // The case plus user data from a sensitive variable.
+    let case = std::fs::read_to_string(w.path().join("main.tf")).unwrap();
+    let with_user_data = case
+        .replace("  ssh_public_key = \"ssh-ed25519", "  user_data      = var.user_data\n  ssh_public_key = \"ssh-ed25519")
+        + "\nvariable \"user_data\" {\n  type      = string\n  sensitive = true\n}\n";
+    assert_ne!(case, with_user_data);
+    w.write("main.tf", &with_user_data);
     let mut cmd = w.command(&["apply", "-no-color", "-input=false", "-auto-approve"]);
     cmd.env("TF_LOG_PROVIDER", "trace").env("TF_LOG_PATH", log.path());
     let out = cmd.output().unwrap();

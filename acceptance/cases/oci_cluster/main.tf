@@ -13,11 +13,6 @@ variable "compartment" {
   type    = string
   default = "ocid1.compartment.oc1..acceptance"
 }
-variable "user_data" {
-  type      = string
-  default   = null
-  sensitive = true
-}
 variable "node_count" {
   type    = number
   default = 4
@@ -50,7 +45,6 @@ resource "hpc_gpu_cluster" "c" {
   fabric         = hpc_gpu_fabric.f
   node_count     = var.node_count
   ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc acceptance"
-  user_data      = var.user_data
 }
 
 resource "hpc_parallel_filesystem" "fs" {
