@@ -6,3 +6,5 @@ cd "$ROOT"
 cargo bench --quiet --bench provider
 cargo bench --quiet --bench planner
 HPC_MOTO_PYTHON=$(ensure_moto) cargo bench --quiet --bench refresh
+cargo bench --quiet --bench throttled
+HPC_TOFU=$(ensure_tofu) cargo bench --quiet --bench cli

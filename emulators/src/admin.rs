@@ -33,6 +33,9 @@ pub struct FaultRule {
     #[serde(default)]
     pub latency_ms: u64,
     pub seed: Option<u64>,
+    /// A cloud's request bucket: the rule fires (throttles) only when `burst` calls have been made faster
+    /// than `per_second` refills, as the clouds' own token buckets do.
+    pub bucket: Option<Bucket>,
     #[serde(skip)]
     seen: u64,
     #[serde(skip)]
@@ -41,6 +44,27 @@ pub struct FaultRule {
 
 fn any() -> String {
     "*".into()
+}
+
+/// A token bucket: `burst` calls at once, refilled at `per_second`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Bucket {
+    pub burst: f64,
+    pub per_second: f64,
+    #[serde(skip)]
+    state: Option<(f64, std::time::Instant)>,
+}
+
+impl Bucket {
+    /// Takes a token if there is one; false when the call must be throttled.
+    fn take(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let (tokens, last) = self.state.unwrap_or((self.burst, now));
+        let tokens = (tokens + now.duration_since(last).as_secs_f64() * self.per_second).min(self.burst);
+        let ok = tokens >= 1.0;
+        self.state = Some((if ok { tokens - 1.0 } else { tokens }, now));
+        ok
+    }
 }
 
 /// A small deterministic generator (xorshift64*), so a seeded 30% throttle repeats exactly.
@@ -77,6 +101,13 @@ impl Admin {
             rule.seen += 1;
             if rule.times.is_some_and(|t| rule.fired >= t) {
                 continue;
+            }
+            if let Some(bucket) = &mut rule.bucket {
+                if bucket.take() {
+                    continue;
+                }
+                rule.fired += 1;
+                return Some(rule.clone());
             }
             let fire = match (rule.nth, rule.every, rule.probability) {
                 (Some(n), _, _) => rule.seen == n,
@@ -196,5 +227,13 @@ mod tests {
         let fired = (0..1000).filter(|_| admin.on_request("compute", "instances.list").is_some()).count();
         assert!((250..350).contains(&fired), "{fired}");
         assert_eq!(admin.handle("GET", "counters", b"", &Nothing).1["counters"]["compute:instances.list"], 1000);
+        // A bucket of 5 refilled at 1000 per second: a burst of 5 passes, the 6th at once is throttled,
+        // and after a few milliseconds there are tokens again.
+        admin.reset();
+        admin.handle("POST", "faults", br#"{"kind":"throttle","bucket":{"burst":5,"per_second":1000}}"#, &Nothing);
+        let throttled: Vec<bool> = (0..6).map(|_| admin.on_request("core", "LaunchInstance").is_some()).collect();
+        assert_eq!(throttled, [false, false, false, false, false, true]);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(admin.on_request("core", "LaunchInstance").is_none());
     }
 }

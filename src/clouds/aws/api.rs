@@ -41,7 +41,7 @@ async fn build(settings: &CloudSettings, region: &str) -> Aws {
     let s = |k: &str| settings.settings.get(k).cloned();
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_owned()))
-        .retry_config(aws_config::retry::RetryConfig::adaptive().with_max_attempts(MAX_ATTEMPTS));
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS));
     if let Some(profile) = s("profile") {
         loader = loader.profile_name(profile);
     }
