@@ -203,9 +203,7 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
         futures::future::try_join_all(relabels).await?;
     }
     let extra: Vec<&Node> = live.iter().filter(|n| !wanted.contains(&n.name)).collect();
-    let deletes = extra.iter().map(|n| delete_node(ctx, gcp, &zone, &n.name, o.timeout));
-    futures::future::try_join_all(deletes).await?;
-    Ok(())
+    delete_nodes(ctx, gcp, &zone, &spec.name, extra.iter().map(|n| n.name.clone()).collect(), o.timeout).await
 }
 
 async fn start_node(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
@@ -227,20 +225,36 @@ async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Optio
     api::wait(ctx, gcp, op, &what, o.timeout).await
 }
 
-async fn delete_node(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
-    let what = format!("deleting node {name}");
-    match call(ctx, &what, || gcp.instances.delete().set_project(&gcp.project).set_zone(zone).set_instance(name).send()).await {
-        Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
-        Err(e) if e.not_found() => Ok(()),
-        Err(e) => Err(e.to_string()),
+/// Deletes nodes by name: one delete call each (Compute has no batch delete), a few in flight at once, then
+/// one list per round until they are gone, rather than polling each node's operation.
+async fn delete_nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, names: Vec<String>, timeout: Duration) -> Result<(), String> {
+    use futures::{StreamExt, TryStreamExt};
+    if names.is_empty() {
+        return Ok(());
     }
+    futures::stream::iter(names.iter().cloned().map(|name| async move {
+        let what = format!("deleting node {name}");
+        match call(ctx, &what, || gcp.instances.delete().set_project(&gcp.project).set_zone(zone).set_instance(&name).send()).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.not_found() => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }))
+    .buffer_unordered(16)
+    .try_collect::<Vec<()>>()
+    .await?;
+    let what = format!("{} node(s) of {cluster} to be deleted", names.len());
+    crate::clouds::aws::api::wait_for(ctx, &what, timeout, || async {
+        let left = nodes(ctx, gcp, zone, cluster).await?.into_iter().filter(|n| names.contains(&n.name)).count();
+        Ok((left == 0).then_some(()))
+    })
+    .await
 }
 
 /// Deletes every node of the cluster.
 pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, timeout: Duration) -> Result<(), String> {
     let live = nodes(ctx, gcp, zone, cluster).await?;
-    futures::future::try_join_all(live.iter().map(|n| delete_node(ctx, gcp, zone, &n.name, timeout))).await?;
-    Ok(())
+    delete_nodes(ctx, gcp, zone, cluster, live.into_iter().map(|n| n.name).collect(), timeout).await
 }
 
 /// A metadata value of a node.
