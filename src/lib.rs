@@ -2,6 +2,7 @@
 //! for AWS, Azure, Google Cloud or OCI. See ARCHITECTURE.md for the map of this crate.
 
 pub mod catalog;
+pub mod clock;
 pub mod clouds;
 pub mod config;
 pub mod framework;

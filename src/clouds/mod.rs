@@ -19,6 +19,36 @@ pub fn first_subnet(cidr: &str) -> String {
     format!("{addr}/{}", (prefix + 4).min(24).max(prefix))
 }
 
+/// The tags of the piece that records a fabric's configuration for imports (Azure and OCI: its security
+/// group): the given tags plus node type, placement, GPU, zone, and the created CIDR or the joined network
+/// under `network_keys` (the VNet/VCN key, the subnet key).
+pub fn recorded_config(
+    spec: &crate::planner::FabricSpec,
+    gpu: Option<&str>,
+    tags: &std::collections::BTreeMap<String, String>,
+    network_keys: (&str, &str),
+) -> std::collections::BTreeMap<String, String> {
+    let mut t = tags.clone();
+    t.insert("hpc:instance-type".into(), spec.sku.name.into());
+    t.insert("hpc:placement".into(), spec.placement.as_str().into());
+    if let Some(g) = gpu {
+        t.insert("hpc:gpu".into(), g.into());
+    }
+    if let Some(z) = &spec.zone {
+        t.insert("hpc:zone".into(), z.clone());
+    }
+    match &spec.network {
+        Network::Create { cidr } => {
+            t.insert("hpc:cidr".into(), cidr.clone());
+        }
+        Network::Existing { vpc_id, subnet_id } => {
+            t.insert(network_keys.0.into(), vpc_id.clone());
+            t.insert(network_keys.1.into(), subnet_id.clone());
+        }
+    }
+    t
+}
+
 /// The reference for the fabric's network as a downstream piece sees it.
 pub fn network_refs(network: &Network, vpc_kind: &str, subnet_kind: &str, fabric: &str) -> (String, String) {
     match network {

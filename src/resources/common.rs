@@ -261,3 +261,18 @@ pub async fn import_with(
         }
     }
 }
+
+/// The `(region, compartment, name)` of an OCI import id, or a diagnostic showing the form.
+pub fn oci_import_id<'a>(id: &'a str, what: &str, example: &str, diags: &mut Diagnostics) -> Option<(&'a str, &'a str, &'a str)> {
+    let parsed = crate::clouds::oci::api::parse_id(id);
+    if parsed.is_none() {
+        diags.error(
+            "Invalid import id",
+            format!(
+                "{id:?} is not an OCI {what} id: give \"oci/<region>/<compartment OCID>/<{what} name>\", e.g. \
+                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/{example}\"."
+            ),
+        );
+    }
+    parsed
+}

@@ -582,16 +582,7 @@ async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
 }
 
 async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-    let Some((region, compartment, name)) = oci::api::parse_id(id) else {
-        diags.error(
-            "Invalid import id",
-            format!(
-                "{id:?} is not an OCI cluster id: give \"oci/<region>/<compartment OCID>/<cluster name>\", e.g. \
-                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/train\"."
-            ),
-        );
-        return None;
-    };
+    let (region, compartment, name) = common::oci_import_id(id, "cluster", "train", diags)?;
     let client = oci::api::connect_or_report(ctx, region, diags)?;
     let config = match oci::cluster::imported_config(ctx, &client, compartment, name, &common::defaults(ctx).default_tags).await {
         Ok((c, _)) => c,

@@ -502,16 +502,7 @@ async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
 }
 
 async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-    let Some((region, compartment, name)) = oci::api::parse_id(id) else {
-        diags.error(
-            "Invalid import id",
-            format!(
-                "{id:?} is not an OCI fabric id: give \"oci/<region>/<compartment OCID>/<fabric name>\", e.g. \
-                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/train\"."
-            ),
-        );
-        return None;
-    };
+    let (region, compartment, name) = common::oci_import_id(id, "fabric", "train", diags)?;
     let client = oci::api::connect_or_report(ctx, region, diags)?;
     let found = match oci::fabric::find_nsg(ctx, &client, compartment, name).await {
         Ok(Some(nsg)) => oci::fabric::imported_config(region, compartment, name, &nsg, &common::defaults(ctx).default_tags),

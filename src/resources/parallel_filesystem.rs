@@ -683,16 +683,7 @@ async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
 }
 
 async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-    let Some((region, compartment, name)) = oci::api::parse_id(id) else {
-        diags.error(
-            "Invalid import id",
-            format!(
-                "{id:?} is not an OCI filesystem id: give \"oci/<region>/<compartment OCID>/<name>\", e.g. \
-                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/scratch\"."
-            ),
-        );
-        return None;
-    };
+    let (region, compartment, name) = common::oci_import_id(id, "filesystem", "scratch", diags)?;
     let client = oci::api::connect_or_report(ctx, region, diags)?;
     let found = match oci::filesystem::observe(ctx, &client, compartment, name).await {
         Ok(Some(fs)) => {

@@ -93,25 +93,7 @@ pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids) -> Result<FabricLive, 
 
 /// The tags of the security group: the user's, ours, and what an import needs.
 pub fn nsg_tags(spec: &FabricSpec, gpu: Option<&str>, tags: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut t = tags.clone();
-    t.insert("hpc:instance-type".into(), spec.sku.name.into());
-    t.insert("hpc:placement".into(), spec.placement.as_str().into());
-    if let Some(g) = gpu {
-        t.insert("hpc:gpu".into(), g.into());
-    }
-    if let Some(z) = &spec.zone {
-        t.insert("hpc:zone".into(), z.clone());
-    }
-    match &spec.network {
-        Network::Create { cidr } => {
-            t.insert("hpc:cidr".into(), cidr.clone());
-        }
-        Network::Existing { vpc_id, subnet_id } => {
-            t.insert("hpc:vnet".into(), vpc_id.clone());
-            t.insert("hpc:subnet".into(), subnet_id.clone());
-        }
-    }
-    t
+    crate::clouds::recorded_config(spec, gpu, tags, ("hpc:vnet", "hpc:subnet"))
 }
 
 /// Creates what is missing; on an update, brings tags up to date (PUT is idempotent in ARM).

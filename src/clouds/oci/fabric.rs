@@ -85,25 +85,7 @@ pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &
 
 /// The security group's tags: the user's, ours, and what an import needs.
 pub fn nsg_tags(spec: &FabricSpec, gpu: Option<&str>, tags: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut t = tags.clone();
-    t.insert("hpc:instance-type".into(), spec.sku.name.into());
-    t.insert("hpc:placement".into(), spec.placement.as_str().into());
-    if let Some(g) = gpu {
-        t.insert("hpc:gpu".into(), g.into());
-    }
-    if let Some(z) = &spec.zone {
-        t.insert("hpc:zone".into(), z.clone());
-    }
-    match &spec.network {
-        Network::Create { cidr } => {
-            t.insert("hpc:cidr".into(), cidr.clone());
-        }
-        Network::Existing { vpc_id, subnet_id } => {
-            t.insert("hpc:vcn".into(), vpc_id.clone());
-            t.insert("hpc:subnet".into(), subnet_id.clone());
-        }
-    }
-    t
+    crate::clouds::recorded_config(spec, gpu, tags, ("hpc:vcn", "hpc:subnet"))
 }
 
 /// The VCN and subnet a fabric ends up with.
