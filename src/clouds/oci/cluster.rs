@@ -248,35 +248,17 @@ async fn converge_nodes(
 
 /// Waits until every node is RUNNING, with one list call per round; a node that dies on the way is named.
 async fn wait_running(ctx: &Context, oci: &Oci, spec: &ClusterSpec, at: &Location<'_>, timeout: Duration) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut delay = Duration::from_millis(200);
-    loop {
+    let want = spec.node_count as usize;
+    crate::clouds::aws::api::wait_for(ctx, &format!("{want} node(s) to run"), timeout, || async {
         let nodes = observe(ctx, oci, at).await?;
-        let state = |n: &Json| n["lifecycleState"].as_str().or(n["state"].as_str()).unwrap_or_default().to_owned();
-        let running = nodes.iter().filter(|n| state(n) == "RUNNING").count();
-        if nodes.len() < spec.node_count as usize {
-            return Err(capacity_message(
-                spec,
-                &format!("only {} of {} nodes came up (OCI terminated the others while launching them)", nodes.len(), spec.node_count),
-                nodes.len(),
-            ));
+        if nodes.len() < want {
+            let why = format!("only {} of {want} nodes came up (OCI terminated the others while launching them)", nodes.len());
+            return Err(capacity_message(spec, &why, nodes.len()));
         }
-        if running >= spec.node_count as usize {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!(
-                "timed out after {} waiting for the nodes to run ({running} of {} running)",
-                crate::clouds::aws::api::human(timeout),
-                spec.node_count
-            ));
-        }
-        tokio::select! {
-            _ = ctx.cancelled() => return Err("interrupted while waiting for the nodes (the CLI asked the provider to stop)".into()),
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(15));
-    }
+        let running = nodes.iter().filter(|n| n["lifecycleState"].as_str().or(n["state"].as_str()) == Some("RUNNING")).count();
+        Ok((running >= want).then_some(()))
+    })
+    .await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -385,31 +367,17 @@ async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeo
 
 /// Waits until no node of the cluster is left but terminated ones (one list per round).
 async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut delay = Duration::from_millis(200);
-    loop {
-        let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
+    let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
+    crate::clouds::aws::api::wait_for(ctx, &format!("the nodes of {} to terminate", at.name), timeout, || async {
         let all = oci.list(ctx, Service::Core, "instances", &q).await?;
-        let left = all
-            .iter()
-            .filter(|i| {
-                tags_of(i).get("hpc:cluster").map(String::as_str) == Some(at.name)
-                    || index_of(at.name, i["displayName"].as_str().unwrap_or_default()).is_some()
-            })
-            .filter(|i| i["lifecycleState"].as_str() != Some("TERMINATED"))
-            .count();
-        if left == 0 {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {left} nodes to terminate", crate::clouds::aws::api::human(timeout)));
-        }
-        tokio::select! {
-            _ = ctx.cancelled() => return Err("interrupted while terminating the nodes (the CLI asked the provider to stop)".into()),
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(10));
-    }
+        let left = all.iter().any(|i| {
+            let ours = tags_of(i).get("hpc:cluster").map(String::as_str) == Some(at.name)
+                || index_of(at.name, i["displayName"].as_str().unwrap_or_default()).is_some();
+            ours && i["lifecycleState"].as_str() != Some("TERMINATED")
+        });
+        Ok((!left).then_some(()))
+    })
+    .await
 }
 
 /// The configuration an import rebuilds from the instance configuration and the nodes.
