@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hpc_emulators::harness::{AwsEmulator, admin, start_aws};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Run, Workdir};
+use crate::cli::{Cli, Run, Workdir, assert_nodes};
 
 fn fold(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -109,6 +109,10 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
     let mount = out["mount_command"]["value"].as_str().unwrap();
     assert!(mount.contains("mount -t lustre") && mount.contains(".fsx.us-east-1.amazonaws.com@tcp:/"), "{mount}");
+    // Each node with its EC2 instance id and private address.
+    for (name, id, _) in assert_nodes(&out, &["acc-0", "acc-1", "acc-2", "acc-3"]) {
+        assert_eq!(id, instance_id(ep, &name));
+    }
 
     // What the nodes really got: 32 EFA interfaces on cards 0-31, all in the fabric's placement group.
     let found = nodes(ep);
@@ -147,6 +151,10 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     apply(&w).expect_code(0);
     plan(&w, 0);
     assert!(nodes(ep).contains_key("acc-3"));
+    // The replacement node's new instance id and address are in `nodes`.
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    let repaired = assert_nodes(&out, &["acc-0", "acc-1", "acc-2", "acc-3", "acc-4", "acc-5"]);
+    assert_eq!(repaired[3].1, instance_id(ep, "acc-3"));
     assert_eq!(inventory(ep)["resources"]["ec2"]["placement_groups"], json!(["accfab-pg"]));
 
     // Filesystem capacity grown outside: the plan says what it would cost, and adopting the size settles it.

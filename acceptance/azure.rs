@@ -6,7 +6,7 @@
 use hpc_emulators::harness::{azure_admin, start_azure};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Run, Workdir};
+use crate::cli::{Cli, Run, Workdir, assert_nodes};
 
 const GROUP: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/accfab-rg";
 
@@ -27,6 +27,10 @@ pub fn nd_h100_cluster_lifecycle(cli: &Cli) {
     let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
     let mount = out["mount_command"]["value"].as_str().unwrap();
     assert!(mount.contains("mount -t lustre") && mount.contains("@tcp:/lustrefs"), "{mount}");
+    let vmss = format!("{GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/acc-0");
+    for (i, (_, id, _)) in assert_nodes(&out, &["acc-0", "acc-1", "acc-2", "acc-3"]).into_iter().enumerate() {
+        assert_eq!(id, format!("{vmss}/virtualMachines/{i}"));
+    }
     let inv = admin("GET", "inventory", None);
     let fs = format!("{GROUP}/providers/Microsoft.StorageCache/amlFilesystems/accfs");
     assert_eq!(inv["resources"]["arm"]["amlFilesystems"], json!([fs]), "{inv}");
@@ -70,6 +74,8 @@ pub fn nd_h100_cluster_lifecycle(cli: &Cli) {
     apply(&w).expect_code(0);
     plan(&w, 0);
     assert_eq!(admin("GET", "inventory", None)["resources"]["arm"]["virtualMachines"].as_array().map(Vec::len), Some(6));
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    assert_nodes(&out, &["acc-0", "acc-1", "acc-2", "acc-3", "acc-4", "acc-5"]);
 
     // 150 nodes do not fit one InfiniBand scale set: the plan shows a second one.
     w.write("terraform.tfvars", "node_count = 150\n");

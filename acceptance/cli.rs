@@ -179,3 +179,25 @@ impl Run {
         format!("{}\n{}", self.stdout, self.stderr)
     }
 }
+
+/// Checks the `nodes` output of `terraform output -json`: the named nodes in index order, each with its
+/// own cloud id and its own private IPv4 address. Returns (name, id, address) per node.
+pub fn assert_nodes(outputs: &serde_json::Value, names: &[&str]) -> Vec<(String, String, String)> {
+    let nodes = outputs["nodes"]["value"].as_array().unwrap_or_else(|| panic!("no nodes output: {outputs}"));
+    let found: Vec<(String, String, String)> = nodes
+        .iter()
+        .map(|n| {
+            let field = |k: &str| n[k].as_str().unwrap_or_else(|| panic!("node without {k}: {n}")).to_owned();
+            (field("name"), field("id"), field("private_ip"))
+        })
+        .collect();
+    assert_eq!(found.iter().map(|n| n.0.as_str()).collect::<Vec<_>>(), names, "{outputs}");
+    for (name, id, ip) in &found {
+        assert!(!id.is_empty(), "{name} has no id");
+        assert!(ip.parse::<std::net::Ipv4Addr>().is_ok_and(|a| a.is_private()), "{name}: {ip:?} is not a private IPv4 address");
+    }
+    let distinct = |f: fn(&(String, String, String)) -> &String| found.iter().map(f).collect::<std::collections::BTreeSet<_>>().len();
+    assert_eq!(distinct(|n| &n.1), found.len(), "node ids repeat: {found:?}");
+    assert_eq!(distinct(|n| &n.2), found.len(), "node addresses repeat: {found:?}");
+    found
+}

@@ -6,7 +6,7 @@
 use hpc_emulators::harness::{admin, start_gcp};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Run, Workdir};
+use crate::cli::{Cli, Run, Workdir, assert_nodes};
 
 const BASE: &str = "https://www.googleapis.com/compute/v1/projects/ml-prod";
 
@@ -51,6 +51,10 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
     let mount = out["mount_command"]["value"].as_str().unwrap();
     assert!(mount.contains("mount -t lustre 172.16.0.") && mount.ends_with("@tcp:/accfs /lustre"), "{mount}");
+    // Each node with the id the google provider uses and its host NIC's address.
+    for (name, id, _) in assert_nodes(&out, &["acc-0", "acc-1", "acc-2", "acc-3"]) {
+        assert_eq!(id, format!("projects/ml-prod/zones/us-central1-a/instances/{name}"));
+    }
     // Managed Lustre is reached through private service access on the host network.
     let inv = admin(&ep, "GET", "inventory", None);
     assert_eq!(inv["resources"]["compute"]["addresses"], json!(["projects/ml-prod/global/addresses/accfs-psa"]), "{inv}");
@@ -101,6 +105,13 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     apply(&w).expect_code(0);
     plan(&w, 0);
     assert_eq!(instances(&ep).len(), 6);
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    let addresses = assert_nodes(&out, &["acc-0", "acc-1", "acc-2", "acc-3", "acc-4", "acc-5"]);
+    let live = instances(&ep);
+    for (name, _, ip) in addresses {
+        let nic0 = live.iter().find(|n| n["name"] == name.as_str()).map(|n| n["networkInterfaces"][0]["networkIP"].clone());
+        assert_eq!(nic0, Some(json!(ip)), "{name}");
+    }
 
     // Import gives back the created state.
     let created = state_values(&w);

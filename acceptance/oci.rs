@@ -7,7 +7,7 @@
 use hpc_emulators::harness::{admin, start_oci};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Run, Workdir};
+use crate::cli::{Cli, Run, Workdir, assert_nodes};
 
 const COMPARTMENT: &str = "ocid1.compartment.oc1..acceptance";
 
@@ -42,6 +42,9 @@ pub fn h100_cluster_lifecycle(cli: &Cli) {
     plan(&w, 0);
     let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
     assert_eq!(out["node_names"]["value"], json!(["acc-0", "acc-1", "acc-2", "acc-3"]), "{out}");
+    for (name, id, _) in assert_nodes(&out, &["acc-0", "acc-1", "acc-2", "acc-3"]) {
+        assert!(id.starts_with("ocid1.instance."), "{name}: {id}");
+    }
     let mount = out["mount_command"]["value"].as_str().unwrap();
     assert!(mount.contains("mount -t lustre") && mount.contains("@tcp:/train"), "{mount}");
     let inv = admin("GET", "inventory", None);
@@ -74,7 +77,11 @@ pub fn h100_cluster_lifecycle(cli: &Cli) {
     assert!(drift.contains("node_count            = 5 -> 6") && drift.contains("+ \"acc-"), "{drift}");
     apply(&w).expect_code(0);
     plan(&w, 0);
-    assert_eq!(admin("GET", "inventory", None)["resources"]["core"]["instance"].as_array().map(Vec::len), Some(6));
+    let live = admin("GET", "inventory", None)["resources"]["core"]["instance"].clone();
+    assert_eq!(live.as_array().map(Vec::len), Some(6));
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    let repaired = assert_nodes(&out, &["acc-0", "acc-1", "acc-2", "acc-3", "acc-4", "acc-5"]);
+    assert!(repaired.iter().all(|(_, id, _)| live.as_array().unwrap().contains(&json!(id))) && !repaired.iter().any(|n| n.1 == victim));
 
     // A key OCI does not know: the emulator refuses the signature and the user is told so.
     let stranger = stranger_key(w.path());

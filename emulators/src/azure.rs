@@ -36,6 +36,9 @@ struct Store {
     resources: BTreeMap<String, Stored>,
     operations: BTreeMap<String, AsyncOp>,
     next: u64,
+    /// Private IP of each scale-set VM's primary NIC, by lowercased VM id.
+    ips: BTreeMap<String, String>,
+    next_ip: u64,
 }
 
 pub struct Azure {
@@ -109,6 +112,14 @@ fn type_of(id: &str) -> String {
     }
 }
 
+/// The `n`th address of `cidr` after the `reserved` first ones.
+fn host_address(cidr: &str, reserved: u32, n: u64) -> String {
+    let parsed = cidr.split_once('/').and_then(|(ip, len)| Some((ip.parse::<std::net::Ipv4Addr>().ok()?, len.parse::<u32>().ok()?)));
+    let (base, len) = parsed.unwrap_or((std::net::Ipv4Addr::new(10, 0, 0, 0), 24));
+    let hosts = (1u64 << (32 - len.min(29))).saturating_sub(u64::from(reserved) + 1).max(1);
+    std::net::Ipv4Addr::from(u32::from(base) + reserved + ((n - 1) % hosts) as u32).to_string()
+}
+
 fn is_long_running(kind: &str) -> bool {
     matches!(kind, "virtualMachineScaleSets" | "amlFilesystems")
 }
@@ -123,17 +134,40 @@ impl Azure {
         v
     }
 
+    /// The address prefix of the subnet a scale set's NICs join.
+    fn scale_set_prefix(store: &Store, vmss_id: &str) -> String {
+        const SUBNET: &str = "/properties/virtualMachineProfile/networkProfile/networkInterfaceConfigurations/0/properties/ipConfigurations/0/properties/subnet/id";
+        let subnet = store.resources.get(&vmss_id.to_lowercase()).and_then(|s| s.value.pointer(SUBNET)).and_then(Value::as_str);
+        subnet
+            .and_then(|id| store.resources.get(&id.to_lowercase()))
+            .and_then(|s| s.value["properties"]["addressPrefix"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "10.0.0.0/24".into())
+    }
+
     fn scale_set_vms(store: &mut Store, vmss_id: &str, capacity: u64) {
         let prefix = format!("{}/virtualmachines/", vmss_id.to_lowercase());
         let existing: Vec<String> = store.resources.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
         let name = vmss_id.rsplit('/').next().unwrap_or_default().to_owned();
+        let range = Self::scale_set_prefix(store, vmss_id);
         for i in 0..capacity {
             let id = format!("{vmss_id}/virtualMachines/{i}");
-            store.resources.entry(id.to_lowercase()).or_insert_with(|| Stored {
-                value: json!({"id": id, "instanceId": i.to_string(), "name": format!("{name}_{i}"), "type": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
-                              "properties": {"provisioningState": "Creating", "latestModelApplied": true}}),
-                changed: Instant::now(),
-            });
+            if store.resources.contains_key(&id.to_lowercase()) {
+                continue;
+            }
+            let nic = format!("{id}/networkInterfaces/{name}-nic");
+            store.resources.insert(
+                id.to_lowercase(),
+                Stored {
+                    value: json!({"id": id, "instanceId": i.to_string(), "name": format!("{name}_{i}"), "type": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
+                                  "properties": {"provisioningState": "Creating", "latestModelApplied": true,
+                                                 "networkProfile": {"networkInterfaces": [{"id": nic}]}}}),
+                    changed: Instant::now(),
+                },
+            );
+            // Azure reserves the first four addresses of a subnet.
+            store.next_ip += 1;
+            let ip = host_address(&range, 4, store.next_ip);
+            store.ips.insert(id.to_lowercase(), ip);
         }
         for key in existing {
             let index: u64 = key.rsplit('/').next().and_then(|i| i.parse().ok()).unwrap_or(0);
@@ -175,8 +209,16 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
         };
     }
     let listing_vms = path.to_lowercase().ends_with("/virtualmachines");
-    let kind = if listing_vms { "virtualMachines".to_owned() } else { type_of(&path) };
-    let verb = if listing_vms { "list".to_owned() } else { method.as_str().to_lowercase() };
+    // Network Interfaces - List Virtual Machine Scale Set Network Interfaces.
+    let listing_nics = path.to_lowercase().contains("/virtualmachinescalesets/") && path.to_lowercase().ends_with("/networkinterfaces");
+    let kind = if listing_vms {
+        "virtualMachines".to_owned()
+    } else if listing_nics {
+        "networkInterfaces".to_owned()
+    } else {
+        type_of(&path)
+    };
+    let verb = if listing_vms || listing_nics { "list".to_owned() } else { method.as_str().to_lowercase() };
     let operation = format!("{kind}.{verb}");
     let mut capacity_error = None;
     if let Some(fault) = az.admin.on_request("arm", &operation) {
@@ -204,6 +246,24 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let rg_id = if segs.len() >= 4 { format!("/{}", segs[..4].join("/")) } else { String::new() };
     match method.as_str() {
+        "GET" if listing_nics => {
+            let vmss = key.trim_end_matches("/networkinterfaces");
+            let prefix = format!("{vmss}/virtualmachines/");
+            let nics: Vec<Value> = store
+                .resources
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
+                .map(|(k, s)| {
+                    let vm = s.value["id"].as_str().unwrap_or_default();
+                    let nic = s.value["properties"]["networkProfile"]["networkInterfaces"][0]["id"].clone();
+                    let ip = store.ips.get(k).cloned().unwrap_or_default();
+                    json!({"id": nic, "name": nic.as_str().and_then(|n| n.rsplit('/').next()), "properties": {
+                        "provisioningState": "Succeeded", "primary": true, "virtualMachine": {"id": vm},
+                        "ipConfigurations": [{"name": "ipconfig", "properties": {"primary": true, "privateIPAddress": ip, "privateIPAllocationMethod": "Dynamic"}}]}})
+                })
+                .collect();
+            axum::Json(json!({"value": nics})).into_response()
+        }
         "GET" if listing_vms => {
             let prefix = format!("{key}/");
             let vms: Vec<Value> = store.resources.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, s)| Azure::view(s)).collect();

@@ -121,7 +121,23 @@ fn matches_filter(value: &Value, filter: &str) -> bool {
     })
 }
 
+/// The `n`th address handed out in `cidr` (skipping the network and gateway addresses, as Google does).
+fn host_address(cidr: &str, n: u64) -> String {
+    let (base, len) = cidr
+        .split_once('/')
+        .and_then(|(ip, len)| Some((ip.parse::<std::net::Ipv4Addr>().ok()?, len.parse::<u32>().ok()?)))
+        .unwrap_or((std::net::Ipv4Addr::new(10, 128, 0, 0), 20));
+    let hosts = (1u64 << (32 - len.min(30))).saturating_sub(4).max(1);
+    std::net::Ipv4Addr::from(u32::from(base) + 2 + (n % hosts) as u32).to_string()
+}
+
 impl Gcp {
+    /// The primary range of a stored subnetwork, by its URL or relative path.
+    fn subnet_range(store: &Store, subnetwork: &str) -> Option<String> {
+        let path = subnetwork.split("/compute/v1/").last().unwrap_or(subnetwork).trim_start_matches('/');
+        store.resources.get(path).and_then(|s| s.value["ipCidrRange"].as_str().map(str::to_owned))
+    }
+
     fn id(store: &mut Store) -> String {
         store.next_id += 1;
         format!("{}", 4_000_000_000_000_000_000u64 + store.next_id)
@@ -198,6 +214,13 @@ impl Gcp {
         }
         if kind == "instances" {
             body["status"] = json!("PROVISIONING");
+            let n = store.next_id;
+            if let Some(nics) = body.get_mut("networkInterfaces").and_then(Value::as_array_mut) {
+                for nic in nics.iter_mut().filter(|nic| nic.get("networkIP").is_none()) {
+                    let range = nic["subnetwork"].as_str().and_then(|s| Self::subnet_range(store, s));
+                    nic["networkIP"] = json!(host_address(range.as_deref().unwrap_or("10.128.0.0/20"), n));
+                }
+            }
         }
         let value = typed_out(kind, body).map_err(|e| ApiError(400, "invalid", e))?;
         store.resources.insert(path.clone(), Stored { kind, value, created: Instant::now() });

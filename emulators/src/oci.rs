@@ -264,6 +264,8 @@ enum Action {
     GetWorkRequest,
     ListWorkRequestErrors,
     ListImages,
+    ListVnicAttachments,
+    ListPrivateIps,
 }
 
 struct Route {
@@ -293,6 +295,15 @@ fn route(method: &Method, path: &str) -> Option<Route> {
     }
     if (method, version, &segs[..]) == ("GET", CORE, &["images"][..]) {
         return Some(Route { action: Action::ListImages, version, collection: None, id: String::new(), operation: "ListImages".into() });
+    }
+    // Every instance has one primary VNIC in its subnet, with one private IP: listed, not stored.
+    if (method, version, &segs[..]) == ("GET", CORE, &["vnicAttachments"][..]) {
+        let operation = "ListVnicAttachments".into();
+        return Some(Route { action: Action::ListVnicAttachments, version, collection: None, id: String::new(), operation });
+    }
+    if (method, version, &segs[..]) == ("GET", CORE, &["privateIps"][..]) {
+        let operation = "ListPrivateIps".into();
+        return Some(Route { action: Action::ListPrivateIps, version, collection: None, id: String::new(), operation });
     }
     let c = COLLECTIONS.iter().find(|c| c.path == segs[0] && c.version == version)?;
     let (action, operation) = match (method, &segs[1..]) {
@@ -424,6 +435,8 @@ async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: 
         Action::GetWorkRequest => get_work_request(&store, &req),
         Action::ListWorkRequestErrors => list_work_request_errors(&store, &req),
         Action::ListImages => list_images(&req),
+        Action::ListVnicAttachments => list_vnic_attachments(&store, &req),
+        Action::ListPrivateIps => list_private_ips(&store, &req),
     };
     let reply = result.unwrap_or_else(|e| e);
     if let Some(key) = retry
@@ -661,6 +674,7 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
             value["imageId"] = value["sourceDetails"]["imageId"].clone();
             value["_subnetId"] = value["createVnicDetails"]["subnetId"].clone();
             value["_nsgIds"] = value["createVnicDetails"]["nsgIds"].as_array().cloned().map_or(json!([]), Value::Array);
+            value["_privateIp"] = json!(private_ip(store, value["_subnetId"].as_str().unwrap_or_default(), n));
             value["region"] = json!("emulator");
             if text(&value, "/faultDomain").is_none() {
                 value["faultDomain"] = json!("FAULT-DOMAIN-1");
@@ -844,6 +858,7 @@ fn launch_pool_instances(store: &mut Store, at: &PoolPlacement, pool: &Value, co
             }
         }
         instance["imageId"] = launch["sourceDetails"]["imageId"].clone();
+        instance["_privateIp"] = json!(private_ip(store, &at.subnet, store.next));
         store.resources.insert(id, Stored { kind: "instance", value: instance, changed: Instant::now(), version: 1 });
     }
 }
@@ -948,6 +963,73 @@ fn list_images(req: &Req) -> Result<Reply, Reply> {
     let mut query = req.query.clone();
     query.retain(|k, _| !matches!(k.as_str(), "shape" | "operatingSystem" | "compartmentId"));
     listing(items, &query, false)
+}
+
+/// The address the `n`th resource gets in its subnet: the subnet's base plus an offset that skips the
+/// addresses OCI reserves (the first two and the last).
+fn private_ip(store: &Store, subnet: &str, n: u64) -> String {
+    let cidr = store.resources.get(subnet).and_then(|s| s.value["cidrBlock"].as_str().map(str::to_owned)).unwrap_or_default();
+    let (base, len) = parse_cidr(&cidr).unwrap_or((u32::from(Ipv4Addr::new(10, 0, 0, 0)), 16));
+    let hosts = (1u64 << (32 - len)).saturating_sub(3).max(1);
+    Ipv4Addr::from(base + 2 + (n % hosts) as u32).to_string()
+}
+
+/// The primary VNIC of a live instance: (attachment, VNIC id, subnet, private IP).
+fn primary_vnic(instance: &Stored) -> Option<(String, String, String, String)> {
+    let v = &instance.value;
+    if instance.kind != "instance" || matches!(state_of(instance).as_str(), "TERMINATING" | "TERMINATED") {
+        return None;
+    }
+    let id = v["id"].as_str()?;
+    let suffix = id.strip_prefix("ocid1.instance.")?;
+    Some((
+        format!("ocid1.vnicattachment.{suffix}"),
+        format!("ocid1.vnic.{suffix}"),
+        v["_subnetId"].as_str().unwrap_or_default().to_owned(),
+        v["_privateIp"].as_str().unwrap_or_default().to_owned(),
+    ))
+}
+
+/// ListVnicAttachments: filtered by compartment (required), availability domain and instance.
+fn list_vnic_attachments(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    if !req.query.contains_key("compartmentId") {
+        return Err(missing("compartmentId"));
+    }
+    let items = store
+        .resources
+        .values()
+        .filter_map(|s| {
+            let (attachment, vnic, subnet, _) = primary_vnic(s)?;
+            let v = &s.value;
+            Some((
+                attachment.clone(),
+                json!({"id": attachment, "instanceId": v["id"], "vnicId": vnic, "subnetId": subnet, "compartmentId": v["compartmentId"],
+                       "availabilityDomain": v["availabilityDomain"], "lifecycleState": "ATTACHED", "nicIndex": 0, "timeCreated": v["timeCreated"]}),
+            ))
+        })
+        .collect();
+    listing(items, req.query, false)
+}
+
+/// ListPrivateIps: by subnet (or VNIC); one of them is required.
+fn list_private_ips(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    if !req.query.contains_key("subnetId") && !req.query.contains_key("vnicId") {
+        return Err(invalid("One of subnetId, vnicId or vlanId is required."));
+    }
+    let items = store
+        .resources
+        .values()
+        .filter_map(|s| {
+            let (_, vnic, subnet, ip) = primary_vnic(s)?;
+            let id = vnic.replacen("ocid1.vnic.", "ocid1.privateip.", 1);
+            Some((
+                id.clone(),
+                json!({"id": id, "vnicId": vnic, "subnetId": subnet, "ipAddress": ip, "isPrimary": true,
+                                     "compartmentId": s.value["compartmentId"], "availabilityDomain": s.value["availabilityDomain"]}),
+            ))
+        })
+        .collect();
+    listing(items, req.query, false)
 }
 
 fn list(store: &Store, req: &Req) -> Result<Reply, Reply> {

@@ -11,6 +11,15 @@ pub mod throttle;
 
 use crate::planner::Network;
 
+/// A live node as the cluster's `nodes` attribute shows it: its name, the cloud's id for it, and the
+/// private address of its primary interface (what hostfiles and job launchers use).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeAddress {
+    pub name: String,
+    pub id: String,
+    pub private_ip: Option<String>,
+}
+
 /// Splits a network's CIDR into the subnet the fabric creates: the first block four bits longer
 /// (at most /24), e.g. 10.0.0.0/16 -> 10.0.0.0/20.
 pub fn first_subnet(cidr: &str) -> String {

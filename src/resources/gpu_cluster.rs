@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
 use crate::catalog::Cloud;
-use crate::clouds::{aws, azure, gcp, oci};
+use crate::clouds::{NodeAddress, aws, azure, gcp, oci};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, ReadOutcome, Resource,
     Schema, Type, Value,
@@ -17,7 +17,7 @@ use crate::planner::{self, expansion_type, expansion_value, spec};
 pub struct GpuCluster;
 
 const SHAPE: PlanShape = PlanShape {
-    assigned: &["id"],
+    assigned: &["id", "nodes"],
     replace: &["name", "fabric", "capacity_type", "reservation_id", "image", "user_data", "ssh_public_key", "rdma_interfaces"],
 };
 
@@ -57,6 +57,11 @@ pub fn schema() -> Schema {
             .attribute(Attribute::computed("gpu_model", Type::String, "GPU model of the nodes."))
             .attribute(Attribute::computed("gpus_total", Type::Number, "GPUs in the cluster."))
             .attribute(Attribute::computed("node_names", Type::list(Type::String), "Names of the nodes."))
+            .attribute(Attribute::computed(
+                "nodes",
+                nodes_type(),
+                "The live nodes in index order: `name`, the cloud's `id` for it (instance id, instance path, VM id, instance OCID) and the `private_ip` of its primary interface, for hostfiles and job launchers. Known after apply.",
+            ))
             .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this cluster is made of, as planned."))
             .attribute(Attribute::computed(
                 "node_environment",
@@ -71,6 +76,49 @@ pub fn schema() -> Schema {
             .attribute(Attribute::computed("expected_busbw_source", Type::String, "Source and scope of `expected_busbw_gbs`."))
             .block(NestedBlock::single("timeouts", timeouts)),
     )
+}
+
+fn nodes_type() -> Type {
+    Type::list(Type::object([("name", Type::String), ("id", Type::String), ("private_ip", Type::String)]))
+}
+
+fn nodes_value(nodes: &[NodeAddress]) -> Value {
+    Value::list(nodes.iter().map(|n| {
+        Value::object([
+            ("name", Value::from(n.name.as_str())),
+            ("id", Value::from(n.id.as_str())),
+            ("private_ip", n.private_ip.as_deref().map_or(Value::Null, Value::from)),
+        ])
+    }))
+}
+
+/// `nodes` is kept from the prior state while the node list stays the same; when nodes come or go (a
+/// scale, a repair of drift) or the prior state never had it, it is known only after apply.
+fn plan_nodes(prior: &Value, planned: &mut Value) {
+    let Value::Map(map) = planned else { return };
+    if prior.is_null() {
+        return;
+    }
+    let same_nodes = map.get("node_names").is_some_and(|n| n.is_wholly_known() && n == prior.get("node_names"));
+    if !same_nodes || prior.get("nodes").is_null() {
+        map.insert("nodes".into(), Value::Unknown);
+    }
+}
+
+/// The state after a successful apply: where the plan left `nodes` unknown, the nodes as they now are.
+async fn with_addresses<F>(state: Value, planned: &Value, found: F) -> Value
+where
+    F: std::future::Future<Output = Result<Vec<NodeAddress>, String>>,
+{
+    if !planned.get("nodes").is_unknown() {
+        return state;
+    }
+    let Value::Map(mut map) = state else { return state };
+    // A failed lookup leaves it null: the next refresh fills it in.
+    if let Ok(nodes) = found.await {
+        map.insert("nodes".into(), nodes_value(&nodes));
+    }
+    Value::Map(map)
 }
 
 fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
@@ -113,7 +161,10 @@ impl Resource for GpuCluster {
     }
 
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
-        common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags))
+        let prior = req.prior;
+        let mut resp = common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags));
+        plan_nodes(prior, &mut resp.planned);
+        resp
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
@@ -153,7 +204,7 @@ fn all_tags(ctx: &Context, name: &str, fabric: &str, own: &Value) -> BTreeMap<St
 
 /// A state brought to what exists: node count, names and GPUs as found; pieces that are gone dropped.
 fn refreshed(state: &Value, live: &aws::cluster::ClusterLive) -> Value {
-    let out = with_nodes(state, Cloud::Aws, "aws_instance", &live.node_names());
+    let out = with_nodes(state, Cloud::Aws, "aws_instance", &live.addresses());
     if live.template.is_some() {
         return out;
     }
@@ -162,8 +213,9 @@ fn refreshed(state: &Value, live: &aws::cluster::ClusterLive) -> Value {
     Value::Map(map)
 }
 
-/// A state brought to the nodes that exist: count, names and GPUs as found, in the expansion too.
-fn with_nodes(state: &Value, cloud: Cloud, instance_piece: &str, names: &[String]) -> Value {
+/// A state brought to the nodes that exist: count, names, addresses and GPUs as found, in the expansion too.
+fn with_nodes(state: &Value, cloud: Cloud, instance_piece: &str, nodes: &[NodeAddress]) -> Value {
+    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
     let name = state.get("name").as_str().unwrap_or_default();
     let per_node =
         state.get("instance_type").as_str().and_then(|t| crate::catalog::find_sku(cloud, t)).map_or(0, |s| i64::from(s.gpu_count));
@@ -171,11 +223,12 @@ fn with_nodes(state: &Value, cloud: Cloud, instance_piece: &str, names: &[String
     out.insert("node_count".into(), Value::int(names.len() as i64));
     out.insert("gpus_total".into(), Value::int(names.len() as i64 * per_node));
     out.insert("node_names".into(), Value::list(names.iter().map(|n| Value::from(n.as_str()))));
+    out.insert("nodes".into(), nodes_value(nodes));
     let expansion = common::patch_piece(
         state.get("expansion"),
         instance_piece,
         Some(names.len() as i64),
-        &[("names", aws::cluster::names_setting(name, names))],
+        &[("names", aws::cluster::names_setting(name, &names))],
     );
     out.insert("expansion".into(), expansion);
     Value::Map(out)
@@ -218,7 +271,10 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     learned.insert("id".to_owned(), Value::from(aws::api::resource_id(&region, &spec.name)));
     let state = common::fill(req.planned, &learned);
     match aws::cluster::converge(ctx, &client, &spec, &options).await {
-        Ok(_) => state,
+        Ok(converged) => {
+            let live = aws::cluster::ClusterLive { template: None, nodes: converged.nodes };
+            with_addresses(state, req.planned, async { Ok(live.addresses()) }).await
+        }
         Err(e) => {
             diags.error(
                 if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
@@ -293,7 +349,12 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
                 );
                 match gcp::cluster::nodes(ctx, &client, zone, name).await {
                     Ok(live) if live.is_empty() => Value::Null,
-                    Ok(live) => with_nodes(req.prior, Cloud::Gcp, "google_compute_instance", &gcp::cluster::node_names(name, &live)),
+                    Ok(live) => with_nodes(
+                        req.prior,
+                        Cloud::Gcp,
+                        "google_compute_instance",
+                        &gcp::cluster::addresses(&client.project, zone, name, &live),
+                    ),
                     Err(_) => req.prior.clone(),
                 }
             }
@@ -312,7 +373,13 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &spec.name)))]);
     let state = common::fill(req.planned, &learned);
     match gcp::cluster::converge(ctx, &client, &spec, &options).await {
-        Ok(()) => state,
+        Ok(()) => {
+            let found = async {
+                let live = gcp::cluster::up(gcp::cluster::nodes(ctx, &client, &zone, &spec.name).await?);
+                Ok(gcp::cluster::addresses(&client.project, &zone, &spec.name, &live))
+            };
+            with_addresses(state, req.planned, found).await
+        }
         Err(e) => {
             diags.error(
                 if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
@@ -323,7 +390,7 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
                     &state,
                     Cloud::Gcp,
                     "google_compute_instance",
-                    &gcp::cluster::node_names(&spec.name, &gcp::cluster::up(live)),
+                    &gcp::cluster::addresses(&client.project, &zone, &spec.name, &gcp::cluster::up(live)),
                 ),
                 Err(_) => state,
             }
@@ -341,7 +408,12 @@ async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
         Ok(live) if live.is_empty() => ReadOutcome::Gone,
         Ok(live) => ReadOutcome::Found {
             // A stopped node is shown as missing; the repair starts it.
-            state: with_nodes(state, Cloud::Gcp, "google_compute_instance", &gcp::cluster::node_names(name, &gcp::cluster::up(live))),
+            state: with_nodes(
+                state,
+                Cloud::Gcp,
+                "google_compute_instance",
+                &gcp::cluster::addresses(&client.project, zone, name, &gcp::cluster::up(live)),
+            ),
             private: private.to_vec(),
         },
         Err(e) => {
@@ -420,8 +492,15 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
     let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
     let learned = BTreeMap::from([("id".to_owned(), Value::from(azure::api::resource_id(&group, &spec.name)))]);
     let state = common::fill(req.planned, &learned);
+    let sizes = azure::scale_set_sizes(spec.node_count);
     match azure::cluster::converge(ctx, &arm, &spec, &group, &tags, previous_sets, timeout).await {
-        Ok(()) => state,
+        Ok(()) => {
+            let found = async {
+                let live = azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len()).await?;
+                Ok(azure::cluster::nodes(&spec.name, &sizes, &live))
+            };
+            with_addresses(state, req.planned, found).await
+        }
         Err(e) => {
             diags.error(
                 if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
@@ -430,9 +509,8 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
                     spec.name
                 ),
             );
-            let sizes = azure::scale_set_sizes(spec.node_count);
             match azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len()).await {
-                Ok(live) => with_nodes(&state, Cloud::Azure, SCALE_SET, &azure::cluster::node_names(&spec.name, &sizes, &live)),
+                Ok(live) => with_nodes(&state, Cloud::Azure, SCALE_SET, &azure::cluster::nodes(&spec.name, &sizes, &live)),
                 Err(_) => state,
             }
         }
@@ -448,8 +526,8 @@ async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Di
     match azure::cluster::observe(ctx, &arm, &group, name, sizes.len()).await {
         Ok(live) if live.iter().all(Option::is_none) => ReadOutcome::Gone,
         Ok(live) => {
-            let names = azure::cluster::node_names(name, &sizes, &live);
-            let mut out = with_nodes(state, Cloud::Azure, "(scale sets keep their planned sizes)", &names);
+            let nodes = azure::cluster::nodes(name, &sizes, &live);
+            let mut out = with_nodes(state, Cloud::Azure, "(scale sets keep their planned sizes)", &nodes);
             // A scale set deleted outside is marked; the next apply recreates it.
             let gone: Vec<String> = live.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(i, _)| format!("{name}-{i}")).collect();
             if !gone.is_empty()
@@ -519,8 +597,12 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return req.prior.clone() };
     let name = target.get("name").as_str().unwrap_or_default().to_owned();
     let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name: &name, placement };
-    let with_live = async |state: &Value| match oci::cluster::observe(ctx, &client, &at).await {
-        Ok(nodes) => with_nodes(state, Cloud::Oci, OCI_NODES, &oci::cluster::node_names(&nodes)),
+    let live_nodes = async || {
+        let nodes = oci::cluster::observe(ctx, &client, &at).await?;
+        oci::cluster::addresses(ctx, &client, &at, &nodes).await
+    };
+    let with_live = async |state: &Value| match live_nodes().await {
+        Ok(nodes) => with_nodes(state, Cloud::Oci, OCI_NODES, &nodes),
         Err(_) => state.clone(),
     };
     if req.planned.is_null() {
@@ -541,7 +623,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let learned = BTreeMap::from([("id".to_owned(), Value::from(oci::api::resource_id(&region, &compartment, &spec.name)))]);
     let state = common::fill(req.planned, &learned);
     match oci::cluster::converge(ctx, &client, &spec, &compartment, &tags, timeout).await {
-        Ok(()) => state,
+        Ok(()) => with_addresses(state, req.planned, live_nodes()).await,
         Err(e) => {
             let detail = format!(
                 "Cluster {} in {region} ({zone}): {e}. The nodes that exist are kept in state; apply again to finish, or destroy.",
@@ -564,7 +646,14 @@ async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     match (nodes, config) {
         (Ok(nodes), Ok(None)) if nodes.is_empty() => ReadOutcome::Gone,
         (Ok(nodes), Ok(config)) => {
-            let out = with_nodes(state, Cloud::Oci, OCI_NODES, &oci::cluster::node_names(&nodes));
+            let nodes = match oci::cluster::addresses(ctx, &client, &at, &nodes).await {
+                Ok(n) => n,
+                Err(e) => {
+                    oci::api::report(diags, "Reading the cluster failed", format!("Cluster {name} in {region}: {e}."));
+                    return unchanged();
+                }
+            };
+            let out = with_nodes(state, Cloud::Oci, OCI_NODES, &nodes);
             let out = if config.is_none() {
                 let mut map = out.as_map().cloned().unwrap_or_default();
                 map.insert("expansion".into(), common::mark_missing(out.get("expansion"), |k| k != "oci_core_instance_configuration"));

@@ -52,6 +52,7 @@ resource "hpc_parallel_filesystem" "fs" {
 }
 
 output "node_names" { value = hpc_gpu_cluster.c.node_names }
+output "nodes" { value = hpc_gpu_cluster.c.nodes }
 output "mount_command" { value = hpc_parallel_filesystem.fs.mount_command }
 output "ids" {
   value = {

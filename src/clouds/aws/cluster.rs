@@ -39,6 +39,7 @@ pub struct Node {
     pub id: String,
     pub name: String,
     pub index: Option<u32>,
+    pub private_ip: Option<String>,
 }
 
 /// What exists of a cluster.
@@ -53,11 +54,15 @@ impl ClusterLive {
         self.template.is_none() && self.nodes.is_empty()
     }
 
-    /// Node names in index order (duplicates and strays after the numbered ones).
-    pub fn node_names(&self) -> Vec<String> {
+    /// The nodes in index order (duplicates and strays after the numbered ones), with their instance ids
+    /// and private addresses.
+    pub fn addresses(&self) -> Vec<crate::clouds::NodeAddress> {
         let mut nodes: Vec<&Node> = self.nodes.iter().collect();
-        nodes.sort_by_key(|n| (n.index.unwrap_or(u32::MAX), n.name.clone()));
-        nodes.into_iter().map(|n| n.name.clone()).collect()
+        nodes.sort_by_key(|n| (n.index.unwrap_or(u32::MAX), n.name.clone(), n.id.clone()));
+        nodes
+            .into_iter()
+            .map(|n| crate::clouds::NodeAddress { name: n.name.clone(), id: n.id.clone(), private_ip: n.private_ip.clone() })
+            .collect()
     }
 }
 
@@ -65,7 +70,7 @@ fn node_of(cluster: &str, i: &Instance) -> Node {
     let tags = api::tag_map(i.tags());
     let name = tags.get(NODE_TAG).cloned().unwrap_or_default();
     let index = name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|n| n.parse().ok());
-    Node { id: i.instance_id().unwrap_or_default().to_owned(), name, index }
+    Node { id: i.instance_id().unwrap_or_default().to_owned(), name, index, private_ip: i.private_ip_address().map(str::to_owned) }
 }
 
 /// All live nodes of a cluster: one filtered DescribeInstances, paginated.
@@ -330,9 +335,11 @@ async fn launch(ctx: &Context, aws: &Aws, spec: &ClusterSpec, names: &[String], 
                 format!("launching {n} x {} in {}: {}", spec.fabric.sku.name, spec.fabric.zone.as_deref().unwrap_or(&aws.region), why(&e)),
             )
         })?;
-    let ids: Vec<String> = out.instances().iter().filter_map(|i| i.instance_id().map(str::to_owned)).collect();
+    let launched: Vec<(String, Option<String>)> =
+        out.instances().iter().filter_map(|i| Some((i.instance_id()?.to_owned(), i.private_ip_address().map(str::to_owned)))).collect();
+    let ids: Vec<String> = launched.iter().map(|(id, _)| id.clone()).collect();
     let mut nodes = Vec::new();
-    for (id, node) in ids.iter().zip(names) {
+    for ((id, private_ip), node) in launched.iter().zip(names) {
         let result = aws
             .ec2
             .create_tags()
@@ -341,7 +348,8 @@ async fn launch(ctx: &Context, aws: &Aws, spec: &ClusterSpec, names: &[String], 
             .tags(aws_sdk_ec2::types::Tag::builder().key("Name").value(node).build())
             .send()
             .await;
-        nodes.push(Node { id: id.clone(), name: node.clone(), index: None });
+        let index = node.rsplit('-').next().and_then(|i| i.parse().ok());
+        nodes.push(Node { id: id.clone(), name: node.clone(), index, private_ip: private_ip.clone() });
         if let Err(e) = result {
             // Untagged nodes would be lost track of: terminate the rest of the batch rather than leak them.
             let rest: Vec<String> = ids.iter().filter(|i| !nodes.iter().any(|n| &n.id == *i)).cloned().collect();

@@ -1,7 +1,7 @@
 //! `hpc_gpu_cluster` on Azure: Uniform VM scale sets of ND-series VMs with InfiniBand (single placement
 //! group, one fault domain, no overprovisioning, manual upgrades) in the fabric's proximity placement
 //! group, at most 100 VMs each (`<cluster>-0`, `<cluster>-1`, ... as the plan showed). A refresh lists
-//! each scale set's VMs with one call per scale set.
+//! each scale set's VMs and their network interfaces with one call each per scale set.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use serde_json::{Value as Json, json};
 
 use super::api::Arm;
 use super::fabric::{COMPUTE_API, NETWORK_API};
+use crate::clouds::NodeAddress;
 use crate::framework::Context;
 use crate::planner::{CapacityType, ClusterSpec, Placement};
 
@@ -26,8 +27,20 @@ pub fn group_of_fabric(fabric_id: &str) -> Option<String> {
     super::api::parse_id(fabric_id).map(|(g, _)| g.to_owned())
 }
 
-/// Each scale set's live VM count, in scale-set order; `None` for a scale set that does not exist.
-pub async fn observe(ctx: &Context, arm: &Arm, group: &str, cluster: &str, sets: usize) -> Result<Vec<Option<usize>>, String> {
+/// The API version of the scale-set network interface operations (Microsoft.Network serves them at
+/// 2018-10-01, under the scale set's Microsoft.Compute path).
+pub const VMSS_NIC_API: &str = "2018-10-01";
+
+/// A live VM of a scale set: its resource id and its primary NIC's private address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vm {
+    pub id: String,
+    pub private_ip: Option<String>,
+}
+
+/// Each scale set's live VMs (in instance-id order), in scale-set order; `None` for a scale set that does
+/// not exist. Per scale set: one read, one VM list, one NIC list.
+pub async fn observe(ctx: &Context, arm: &Arm, group: &str, cluster: &str, sets: usize) -> Result<Vec<Option<Vec<Vm>>>, String> {
     let mut out = Vec::new();
     for i in 0..sets {
         let id = scale_set_id(arm, group, cluster, i);
@@ -35,20 +48,35 @@ pub async fn observe(ctx: &Context, arm: &Arm, group: &str, cluster: &str, sets:
             out.push(None);
             continue;
         }
-        let vms = arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?;
-        out.push(Some(vms.len()));
+        let mut vms = arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?;
+        vms.sort_by_key(|vm| vm["instanceId"].as_str().and_then(|i| i.parse::<u64>().ok()).unwrap_or(u64::MAX));
+        let nics = arm.list(ctx, &format!("{id}/networkInterfaces"), VMSS_NIC_API).await?;
+        let address_of = |vm_id: &str| {
+            nics.iter()
+                .filter(|n| n["properties"]["virtualMachine"]["id"].as_str().is_some_and(|v| v.eq_ignore_ascii_case(vm_id)))
+                .flat_map(|n| n["properties"]["ipConfigurations"].as_array().cloned().unwrap_or_default())
+                .find(|c| c["properties"]["primary"].as_bool() != Some(false))
+                .and_then(|c| c["properties"]["privateIPAddress"].as_str().map(str::to_owned))
+        };
+        out.push(Some(
+            vms.iter().filter_map(|vm| vm["id"].as_str()).map(|vm| Vm { id: vm.to_owned(), private_ip: address_of(vm) }).collect(),
+        ));
     }
     Ok(out)
 }
 
-/// Node names for what exists: scale set `j` holds nodes `offset(j) ..`, so a VM missing from a set shows
-/// as that set's last node missing.
-pub fn node_names(cluster: &str, sizes: &[u32], live: &[Option<usize>]) -> Vec<String> {
+/// The nodes for what exists: scale set `j` holds nodes `offset(j) ..` in instance-id order, so a VM
+/// missing from a set shows as that set's last node missing.
+pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<Vec<Vm>>]) -> Vec<NodeAddress> {
     let mut out = Vec::new();
     let mut offset = 0usize;
     for (j, size) in sizes.iter().enumerate() {
-        let have = live.get(j).copied().flatten().unwrap_or(0).min(*size as usize);
-        out.extend((0..have).map(|k| format!("{cluster}-{}", offset + k)));
+        let vms = live.get(j).and_then(Option::as_ref).map(Vec::as_slice).unwrap_or_default();
+        out.extend(vms.iter().take(*size as usize).enumerate().map(|(k, vm)| NodeAddress {
+            name: format!("{cluster}-{}", offset + k),
+            id: vm.id.clone(),
+            private_ip: vm.private_ip.clone(),
+        }));
         offset += *size as usize;
     }
     out

@@ -60,6 +60,19 @@ pub fn up(nodes: Vec<Node>) -> Vec<Node> {
     nodes.into_iter().filter(is_up).collect()
 }
 
+/// The nodes in index order, with the id the google provider gives an instance and nic0's address.
+pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Vec<crate::clouds::NodeAddress> {
+    let order = node_names(cluster, nodes);
+    order
+        .into_iter()
+        .filter_map(|name| {
+            let node = nodes.iter().find(|n| n.name == name)?;
+            let private_ip = node.instance.network_interfaces.first().and_then(|nic| nic.network_ip.clone());
+            Some(crate::clouds::NodeAddress { id: format!("projects/{project}/zones/{zone}/instances/{name}"), name, private_ip })
+        })
+        .collect()
+}
+
 /// Node names in index order.
 pub fn node_names(cluster: &str, nodes: &[Node]) -> Vec<String> {
     let mut names: Vec<(u32, String)> = nodes

@@ -69,9 +69,46 @@ pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>) -> Result<Vec<
     Ok(nodes)
 }
 
-/// Node names, in order, of what `observe` found.
-pub fn node_names(nodes: &[Json]) -> Vec<String> {
-    nodes.iter().filter_map(|n| n["displayName"].as_str().map(str::to_owned)).collect()
+/// The nodes `observe` found, with their instance OCIDs and their primary VNIC's private address: one list
+/// of VNIC attachments in the availability domain and one list of private IPs per subnet the nodes are
+/// in (one, for a fabric), whatever the node count.
+pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Json]) -> Result<Vec<crate::clouds::NodeAddress>, String> {
+    let mut vnic_of: BTreeMap<String, String> = BTreeMap::new();
+    let mut subnets: BTreeSet<String> = BTreeSet::new();
+    if !nodes.is_empty() {
+        let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
+        for a in oci.list(ctx, Service::Core, "vnicAttachments", &q).await? {
+            let (Some(instance), Some(vnic)) = (a["instanceId"].as_str(), a["vnicId"].as_str()) else { continue };
+            if a["lifecycleState"].as_str() != Some("ATTACHED") || !nodes.iter().any(|n| n["id"].as_str() == Some(instance)) {
+                continue;
+            }
+            // The primary VNIC is the one at NIC index 0 (or the first listed).
+            if a["nicIndex"].as_u64().unwrap_or(0) == 0 || !vnic_of.contains_key(instance) {
+                vnic_of.insert(instance.to_owned(), vnic.to_owned());
+            }
+            if let Some(subnet) = a["subnetId"].as_str() {
+                subnets.insert(subnet.to_owned());
+            }
+        }
+    }
+    let mut ip_of: BTreeMap<String, String> = BTreeMap::new();
+    for subnet in subnets {
+        for ip in oci.list(ctx, Service::Core, "privateIps", &format!("subnetId={}", encode(&subnet))).await? {
+            if let (Some(vnic), Some(addr)) = (ip["vnicId"].as_str(), ip["ipAddress"].as_str())
+                && ip["isPrimary"].as_bool() != Some(false)
+            {
+                ip_of.insert(vnic.to_owned(), addr.to_owned());
+            }
+        }
+    }
+    Ok(nodes
+        .iter()
+        .map(|n| {
+            let id = n["id"].as_str().unwrap_or_default().to_owned();
+            let private_ip = vnic_of.get(&id).and_then(|v| ip_of.get(v)).cloned();
+            crate::clouds::NodeAddress { name: n["displayName"].as_str().unwrap_or_default().to_owned(), id, private_ip }
+        })
+        .collect())
 }
 
 /// The default image for a GPU shape: the newest platform image OCI offers for it whose name says GPU.
