@@ -25,7 +25,7 @@ fn plan(w: &Workdir, code: i32) -> Run {
     w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(code)
 }
 
-fn ec2(endpoint: &str) -> aws_sdk_ec2::Client {
+pub fn ec2(endpoint: &str) -> aws_sdk_ec2::Client {
     let config = aws_sdk_ec2::Config::builder()
         .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
         .region(aws_sdk_ec2::config::Region::new("us-east-1"))

@@ -70,6 +70,14 @@ impl Workdir {
         w
     }
 
+    /// A copy of `examples/` and `modules/`, working in `path` (relative to the repository root), e.g.
+    /// `modules/training-cluster/example`.
+    pub fn for_path(cli: &Cli, path: &str) -> Workdir {
+        let mut w = Workdir::for_example(cli, ".");
+        w.cwd = w.dir.path().join(path);
+        w
+    }
+
     /// An environment variable for every command run here (e.g. `TF_VAR_endpoint`).
     pub fn env(mut self, key: &str, value: &str) -> Workdir {
         self.env.push((key.to_owned(), value.to_owned()));

@@ -5,6 +5,7 @@
 mod aws;
 mod azure;
 mod cli;
+mod examples;
 mod faults;
 mod gcp;
 mod oci;
@@ -40,7 +41,99 @@ for_both_clis!(
     azure_nd_h100_cluster_lifecycle,
     oci_h100_cluster_lifecycle,
     secrets_stay_out_of_logs_and_state,
+    every_example_applies_replans_empty_and_destroys,
+    every_module_example_applies_replans_empty_and_destroys,
 );
+
+/// The composition and import examples use what OpenTofu has and Terraform 1.0 lacks (terraform_data,
+/// moved and import blocks), so they run with OpenTofu.
+#[test]
+fn composition_example_with_an_existing_estate() {
+    examples::composition_with_an_existing_estate(&Cli::tofu());
+}
+
+#[test]
+fn import_example_adopts_an_existing_cluster() {
+    examples::import_blocks_adopt_an_existing_cluster(&Cli::tofu());
+}
+
+/// The README's first command, as a fresh machine runs it (with the provider this test run built).
+#[test]
+fn main_job_runs_and_narrates() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // One stream, as a terminal shows it: the narration goes to stderr, the CLI's output to stdout.
+    let out = std::process::Command::new("bash")
+        .args(["-c", "bash \"$0\" 2>&1"])
+        .arg(root.join("scripts/demo.sh"))
+        .env("HPC_PROVIDER_DIR", cli::provider_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    let steps = [
+        "==> tofu plan: the module's fabric, cluster and filesystem",
+        "kind     = \"aws_placement_group\"",
+        "Apply complete! Resources: 3 added, 0 changed, 0 destroyed.",
+        " slots=8",
+        "mount -t lustre",
+        "\"FI_PROVIDER\" = \"efa\"",
+        "train-1: i-",
+        "found no differences, so no changes are needed.",
+        "~ node_count       = 1 -> 2",
+        "  exit code: 2",
+        "Apply complete! Resources: 0 added, 1 changed, 0 destroyed.",
+        "Error: Unsupported GPU model",
+        "Destroy complete! Resources: 3 destroyed.",
+        "  empty: True",
+        "==> done",
+    ];
+    let mut rest = text.as_str();
+    for step in steps {
+        let at = rest.find(step).unwrap_or_else(|| panic!("{step:?} missing (or out of order) in the main job's output:\n{text}"));
+        rest = &rest[at + step.len()..];
+    }
+    // The hostfile is printed after the apply and after the repair: train-0 kept its address, train-1 is a
+    // new instance with a new one.
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("  ") && l.ends_with(" slots=8")).collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[0], lines[2], "{text}");
+    assert_ne!(lines[1], lines[3], "{text}");
+}
+
+fn every_example_applies_replans_empty_and_destroys(cli: &Cli) {
+    let examples = examples::runnable_examples();
+    for must in ["examples/quickstart", "examples/aws", "examples/gcp", "examples/azure", "examples/oci"] {
+        assert!(examples.iter().any(|e| e == must), "{must} not found among {examples:?}");
+    }
+    for path in examples {
+        let (out, created) = examples::lifecycle(cli, &path);
+        let builds = !path.ends_with("gpu-catalog") && !path.ends_with("node-type-module");
+        assert_eq!(created, builds, "{path}: created something = {created}");
+        if builds {
+            assert!(out["node_private_ips"]["value"].as_array().is_some_and(|ips| !ips.is_empty()), "{path}: {out}");
+        }
+    }
+}
+
+fn every_module_example_applies_replans_empty_and_destroys(cli: &Cli) {
+    let examples = examples::module_examples();
+    for m in ["training-cluster", "aws-training-cluster", "gcp-training-cluster", "azure-training-cluster", "oci-training-cluster"] {
+        assert!(examples.contains(&format!("modules/{m}/example")), "modules/{m}/example missing: {examples:?}");
+    }
+    for path in examples {
+        let (out, created) = examples::lifecycle(cli, &path);
+        assert!(created, "{path} built nothing");
+        // The hostfile has one `<address> slots=<GPUs>` line per node, in node order.
+        let ips = out["node_private_ips"]["value"].as_array().cloned().unwrap_or_default();
+        let hostfile = out["hostfile"]["value"].as_str().unwrap_or_else(|| panic!("{path}: no hostfile output: {out}"));
+        let lines: Vec<&str> = hostfile.lines().collect();
+        assert_eq!(lines.len(), ips.len(), "{path}: {hostfile}");
+        for (line, ip) in lines.iter().zip(&ips) {
+            assert!(line.starts_with(&format!("{} slots=", ip.as_str().unwrap())), "{path}: {line}");
+        }
+        assert!(out["nccl_environment"]["value"].as_object().is_some_and(|e| !e.is_empty()), "{path}: {out}");
+    }
+}
 
 /// The fault suite runs with OpenTofu only (the provider's behaviour under faults does not depend on the CLI;
 /// `./scripts/test.sh` runs it on its own and prints its table).
@@ -154,7 +247,8 @@ fn handshake_and_mutual_tls_with_the_real_cli(cli: &Cli) {
 fn every_example_validates_and_plans(cli: &Cli) {
     let examples = example_dirs();
     assert!(examples.len() >= 4, "examples found: {examples:?}");
-    for example in examples {
+    // The composition and import examples need an estate (and OpenTofu); their own tests run them whole.
+    for example in examples.into_iter().filter(|e| !examples::needs_an_estate(e)) {
         let w = Workdir::for_example(cli, &example);
         // Documentation snippets (examples/data-sources/...) leave out the terraform block, as registry
         // examples do; give them the one every configuration of this provider needs.
@@ -249,7 +343,8 @@ fn cloud_examples_show_their_vendor_expansion(cli: &Cli) {
             // FSx for Lustre names the mount itself.
             let fsx_mount_name = cloud == "aws" && attr == "filesystem_name";
             assert!(
-                fsx_mount_name || ["id", "vpc_id", "subnet_id", "mount_target", "mount_command"].contains(&attr),
+                fsx_mount_name
+                    || ["id", "vpc_id", "subnet_id", "mount_target", "mount_command", "nodes", "node_private_ips"].contains(&attr),
                 "{cloud}: {attr} is unknown at plan time: {l}"
             );
         }

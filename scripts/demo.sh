@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The main job: build the provider, start the cloud emulators on 127.0.0.1, and drive examples/aws (a 4-node
-# p5.48xlarge cluster with its fabric and FSx for Lustre) with OpenTofu the way a user would: plan, apply,
-# re-plan (nothing to do), a node terminated behind the tool's back (the plan shows it; apply restores it),
-# a mistake caught at plan time, destroy (the emulator's inventory is empty). Installs what it needs.
+# The main job: build the provider, start the cloud emulators on 127.0.0.1, and drive examples/quickstart (a
+# 2-node p5.48xlarge cluster with its fabric and FSx for Lustre, through modules/training-cluster) with
+# OpenTofu the way a user would: plan, apply, the outputs a job needs (nodes, hostfile, mount command, NCCL
+# environment), re-plan (nothing to do), a node terminated behind the tool's back (the plan shows it; apply
+# restores it), a mistake caught at plan time, destroy (the emulator's inventory is empty). Installs what it
+# needs. HPC_PROVIDER_DIR=<dir> uses a provider binary already built there instead of a release build.
 #
 # The example has no endpoint in it: like any AWS tool, the provider follows AWS_ENDPOINT_URL and the
 # standard credential chain, so the same files run against real AWS when those are left out.
@@ -10,7 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
 TOFU=$(ensure_tofu)
-PROVIDER_DIR=$(build_provider)
+PROVIDER_DIR=${HPC_PROVIDER_DIR:-$(build_provider)}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hpc-demo.XXXXXX")
 ENDPOINTS="$WORK/endpoints.json"
 trap '"$ROOT/scripts/emulators.sh" stop >/dev/null 2>&1; rm -rf "$WORK"' EXIT
@@ -34,39 +36,49 @@ print(urllib.request.urlopen(req).read().decode())
 PY
 }
 
-cd "$WORK/examples/aws"
-log "tofu plan: every vendor piece the cluster becomes"
-"$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p'
+cd "$WORK/examples/quickstart"
+"$TOFU" get -no-color >/dev/null
+log "tofu plan: the module's fabric, cluster and filesystem, and every vendor piece they become"
+"$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p' | grep -E "^  # |kind *=|^Plan:"
 log "tofu apply"
-"$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Creat|Apply complete'
-"$TOFU" output mount_command
+"$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Creation complete|Apply complete'
+log "what a training job needs, from the outputs"
+"$TOFU" output -no-color node_private_ips
+echo "hostfile:"
+"$TOFU" output -raw hostfile | sed 's/^/  /'
+echo
+"$TOFU" output -raw mount_command | sed 's/^/mount: /'
+echo
+"$TOFU" output -no-color nccl_environment
 log "what the emulator now holds"
 admin GET inventory | python3 -c '
 import json, sys
 inv = json.load(sys.stdin)["resources"]
 for i in inv["ec2"]["instances"]:
     print("  %s: %s %s %s in placement group %s" % (i["tags"].get("hpc:node"), i["id"], i["type"], i["state"], i["placement_group"]))
-print("  file systems:", ", ".join(inv["fsx"]["file_systems"]), "| associations:", len(inv["fsx"]["data_repository_associations"]))'
+print("  file systems:", ", ".join(inv["fsx"]["file_systems"]))'
 log "tofu plan -detailed-exitcode after apply (expect: no changes, exit 0)"
 "$TOFU" plan -input=false -detailed-exitcode -no-color | tail -3
 
-NODE=$(admin GET inventory | python3 -c 'import json,sys; print([i["id"] for i in json.load(sys.stdin)["resources"]["ec2"]["instances"] if i["tags"].get("hpc:node") == "train-2"][0])')
-log "drift: node train-2 ($NODE) is terminated outside the tool"
+NODE=$(admin GET inventory | python3 -c 'import json,sys; print([i["id"] for i in json.load(sys.stdin)["resources"]["ec2"]["instances"] if i["tags"].get("hpc:node") == "train-1"][0])')
+log "drift: node train-1 ($NODE) is terminated outside the tool"
 admin POST out-of-band "{\"action\": \"terminate_instance\", \"id\": \"$NODE\"}" >/dev/null
 log "tofu plan shows it (exit 2) and plans the repair"
 set +e
-"$TOFU" plan -input=false -detailed-exitcode -no-color | sed -n '/will perform/,/^Plan:/p' | grep -E '^  # |node_count|"train-2"|^Plan:'
+"$TOFU" plan -input=false -detailed-exitcode -no-color | sed -n '/will perform/,/^Plan:/p' | grep -E '^  # |node_count|"train-1"|^Plan:'
 echo "  exit code: ${PIPESTATUS[0]}"
 set -e
-log "tofu apply restores the node"
-"$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Modif|Apply complete'
+log "tofu apply restores the node (a new instance, so a new address in the hostfile)"
+"$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Modifications complete|Apply complete'
+"$TOFU" output -raw hostfile | sed 's/^/  /'
+echo
 "$TOFU" plan -input=false -detailed-exitcode -no-color | tail -1
 
 log "a mistake caught at plan time: a GPU model that cloud does not offer"
-(cd "$WORK/examples/quickstart" && "$TOFU" plan -input=false -no-color -var gpu=H900 2>&1 | sed -n '/Error:/,$p') || true
+"$TOFU" plan -input=false -no-color -var gpu=H900 2>&1 | sed -n '/Error:/,$p' || true
 
 log "tofu destroy"
-"$TOFU" destroy -input=false -auto-approve -no-color | grep -E 'Destr.*complete|Destroy complete'
+"$TOFU" destroy -input=false -auto-approve -no-color | grep -E 'Destroy complete'
 log "the emulator's inventory after destroy"
 admin GET inventory | python3 -c 'import json,sys; print("  empty:", json.load(sys.stdin)["empty"])'
 log "done"

@@ -72,14 +72,57 @@ build_provider() {
   echo "$CARGO_TARGET_DIR/release"
 }
 
-# A CLI configuration that makes both CLIs use the local build for the provider's source address.
-write_cli_config() { # <file> <provider dir>
+# hashicorp/local 1.4.0 (examples/composition writes files with it), built with this machine's Go from the
+# Go module proxy (see acceptance/tools/local-provider/) into a filesystem mirror both CLIs install from;
+# prints the mirror directory.
+ensure_local_provider() {
+  local mirror="$HPC_CACHE/tools/mirror" version=1.4.0
+  local bin="$mirror/registry.opentofu.org/hashicorp/local/$version/linux_amd64/terraform-provider-local_v$version"
+  local tf_bin="$mirror/registry.terraform.io/hashicorp/local/$version/linux_amd64/terraform-provider-local_v$version"
+  if [ ! -x "$bin" ]; then
+    log "building hashicorp/local $version from the Go module proxy (first run only, about 30 s)"
+    mkdir -p "$(dirname "$bin")"
+    (cd "$ROOT/acceptance/tools/local-provider" &&
+      go build -o "$bin.tmp" github.com/terraform-providers/terraform-provider-local)
+    mv "$bin.tmp" "$bin"
+  fi
+  if [ ! -x "$tf_bin" ]; then
+    mkdir -p "$(dirname "$tf_bin")"
+    ln -f "$bin" "$tf_bin" 2>/dev/null || cp "$bin" "$tf_bin"
+  fi
+  echo "$mirror"
+}
+
+# A CLI configuration that makes both CLIs use the local build for the provider's source address. Given
+# a mirror (from ensure_local_provider), `init` works too: hashicorp/local installs from the mirror, and so
+# does hpc-platform/hpc, since `init` looks up dev-overridden providers as well (both CLIs; the override
+# still decides which binary runs). The build is linked into the mirror for that.
+write_cli_config() { # <file> <provider dir> [mirror dir]
+  local mirror=${3:-} direct='direct {}'
+  if [ -n "$mirror" ]; then
+    local version host dir providers=""
+    version=$(awk -F'"' '$1 ~ /^version *= */ {print $2; exit}' "$ROOT/Cargo.toml")
+    for host in registry.opentofu.org registry.terraform.io; do
+      dir="$mirror/$host/hpc-platform/hpc/$version/linux_amd64"
+      mkdir -p "$dir"
+      ln -f "$2/terraform-provider-hpc" "$dir/terraform-provider-hpc_v$version" 2>/dev/null ||
+        cp "$2/terraform-provider-hpc" "$dir/terraform-provider-hpc_v$version"
+      providers="$providers${providers:+, }\"$host/hashicorp/local\", \"$host/hpc-platform/hpc\""
+    done
+    direct="filesystem_mirror {
+    path    = \"$mirror\"
+    include = [$providers]
+  }
+  direct {
+    exclude = [$providers]
+  }"
+  fi
   cat >"$1" <<HCL
 provider_installation {
   dev_overrides {
     "hpc-platform/hpc" = "$2"
   }
-  direct {}
+  $direct
 }
 HCL
 }

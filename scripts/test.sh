@@ -8,7 +8,8 @@ cd "$ROOT"
 HPC_TOFU=$(ensure_tofu)
 HPC_TERRAFORM=$(ensure_terraform)
 HPC_MOTO_PYTHON=$(ensure_moto)
-export HPC_TOFU HPC_TERRAFORM HPC_MOTO_PYTHON
+HPC_LOCAL_MIRROR=$(ensure_local_provider)
+export HPC_TOFU HPC_TERRAFORM HPC_MOTO_PYTHON HPC_LOCAL_MIRROR
 log "CLIs under test"
 "$HPC_TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}'
 "$HPC_TERRAFORM" version | sed -n 1p

@@ -51,3 +51,7 @@ output "mount_command" {
 output "node_names" {
   value = hpc_gpu_cluster.train.node_names
 }
+
+output "node_private_ips" {
+  value = hpc_gpu_cluster.train.nodes[*].private_ip
+}

@@ -9,9 +9,16 @@ terraform {
   }
 }
 
+variable "azure_endpoint" {
+  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
+  type        = string
+  default     = null
+}
+
 provider "hpc" {
   azure {
     subscription_id = "00000000-0000-0000-0000-000000000000"
+    endpoint        = var.azure_endpoint
   }
 }
 
@@ -34,4 +41,12 @@ resource "hpc_parallel_filesystem" "scratch" {
   cluster            = hpc_gpu_cluster.train
   capacity_gib       = 16384 # 16 TiB: AMLFS-Durable-Premium-125 grows in 16 TiB steps
   throughput_per_tib = 125
+}
+
+output "node_names" {
+  value = hpc_gpu_cluster.train.node_names
+}
+
+output "node_private_ips" {
+  value = hpc_gpu_cluster.train.nodes[*].private_ip
 }

@@ -9,11 +9,18 @@ terraform {
   }
 }
 
+variable "gcp_endpoint" {
+  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
+  type        = string
+  default     = null
+}
+
 provider "hpc" {
   gcp {
-    project = "ml-platform-prod"
-    region  = "us-central1"
-    zone    = "us-central1-a"
+    project  = "ml-platform-prod"
+    region   = "us-central1"
+    zone     = "us-central1-a"
+    endpoint = var.gcp_endpoint
   }
 }
 
@@ -47,4 +54,12 @@ resource "hpc_gpu_fabric" "ultra" {
   zone          = "us-central1-b"
   instance_type = "a3-ultragpu-8g"
   max_distance  = 2
+}
+
+output "node_names" {
+  value = hpc_gpu_cluster.train.node_names
+}
+
+output "node_private_ips" {
+  value = hpc_gpu_cluster.train.nodes[*].private_ip
 }

@@ -1,5 +1,5 @@
-# Quickstart: what each cloud offers for one GPU model, straight from the provider's catalog.
-# `./scripts/demo.sh` runs this with OpenTofu against the locally built provider.
+# What each cloud offers for one GPU model, straight from the provider's catalog: no credentials and no
+# cloud calls, so `tofu plan` works anywhere (try `-var gpu=H200`).
 
 terraform {
   required_providers {

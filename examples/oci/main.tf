@@ -8,9 +8,17 @@ terraform {
   }
 }
 
+variable "oci_endpoint" {
+  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
+  type        = string
+  default     = null
+}
+
+# Credentials come from ~/.oci/config (or the file OCI_CONFIG_FILE names).
 provider "hpc" {
   oci {
-    region = "us-ashburn-1"
+    region   = "us-ashburn-1"
+    endpoint = var.oci_endpoint
   }
 }
 
@@ -35,4 +43,12 @@ resource "hpc_parallel_filesystem" "scratch" {
   cluster            = hpc_gpu_cluster.train
   capacity_gib       = 31200
   throughput_per_tib = 250
+}
+
+output "node_names" {
+  value = hpc_gpu_cluster.train.node_names
+}
+
+output "node_private_ips" {
+  value = hpc_gpu_cluster.train.nodes[*].private_ip
 }

@@ -1,0 +1,52 @@
+# Four Standard_ND96isr_H100_v5 VMs with Azure Managed Lustre serviced on Saturday nights, in a resource
+# group the fabric creates (train-rg).
+
+terraform {
+  required_providers {
+    hpc = {
+      source = "hpc-platform/hpc"
+    }
+  }
+}
+
+variable "azure_endpoint" {
+  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
+  type        = string
+  default     = null
+}
+
+provider "hpc" {
+  azure {
+    subscription_id = "00000000-0000-0000-0000-000000000000"
+    endpoint        = var.azure_endpoint
+  }
+}
+
+module "cluster" {
+  source = "../"
+
+  name       = "train"
+  location   = "eastus"
+  node_count = 4
+  # resource_group = "ml-training" # to build in an existing resource group instead
+
+  storage_capacity_gib       = 16384 # AMLFS-Durable-Premium-125 grows in 16 TiB steps
+  storage_throughput_per_tib = 125
+  maintenance_window         = "Saturday 23:00"
+}
+
+output "node_private_ips" {
+  value = module.cluster.node_private_ips
+}
+
+output "hostfile" {
+  value = module.cluster.hostfile
+}
+
+output "nccl_environment" {
+  value = module.cluster.nccl_environment
+}
+
+output "mount_command" {
+  value = module.cluster.mount_command
+}
