@@ -584,6 +584,16 @@ fn cases() -> Vec<Case> {
             cl(fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p5.48xlarge", "none"), json!({})),
             &["warning [fabric] No proximity placement"],
         ),
+        // Reserved capacity on AWS is co-located and must not go into a placement group: no warning for "none".
+        case(
+            "no_placement_warning_for_a_capacity_block",
+            "cluster",
+            cl(
+                fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p5.48xlarge", "none"),
+                json!({"capacity_type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}),
+            ),
+            &[],
+        ),
         case(
             "warn_training_without_rdma",
             "cluster",
@@ -679,7 +689,7 @@ fn to_json(v: &Value) -> J {
 /// non-null config value comes back exactly; a null one may only be set if the attribute is computed;
 /// on create only cloud-assigned attributes may be unknown.
 fn check_validity(name: &str, schema: &Schema, config: &Value, planned: &Value, creating: bool) {
-    let assigned = ["id", "vpc_id", "subnet_id", "mount_target", "mount_command"];
+    let assigned = ["id", "vpc_id", "subnet_id", "mount_target", "mount_command", "nodes"];
     for a in &schema.block.attributes {
         let (c, p) = (config.get(&a.name), planned.get(&a.name));
         if !c.is_null() {

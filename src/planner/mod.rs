@@ -173,7 +173,10 @@ const TRAINING_GPUS: [&str; 6] = ["H100", "H200", "B200", "B300", "GB200", "MI30
 fn cluster_checklist(spec: &ClusterSpec, diags: &mut Diagnostics) {
     let sku = spec.fabric.sku;
     let training = spec.workload != Workload::Inference;
-    if training && spec.node_count > 1 && spec.fabric.placement == Placement::None {
+    // AWS reserved capacity (an ODCR or a capacity block) is co-located already, and launching it into a
+    // placement group it was not made for fails: "none" is the advice there, not a mistake.
+    let aws_reserved = spec.fabric.cloud == Cloud::Aws && matches!(spec.capacity, CapacityType::Reservation | CapacityType::CapacityBlock);
+    if training && spec.node_count > 1 && spec.fabric.placement == Placement::None && !aws_reserved {
         diags.warning_at(
             AttributePath::attr("fabric"),
             "No proximity placement",
