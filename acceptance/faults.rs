@@ -322,8 +322,13 @@ fn is_node(cloud: &str, id: &str) -> bool {
 
 pub fn suite(cli: &Cli) {
     let mut rows = Vec::new();
+    // HPC_FAULT_CLOUDS=gcp,oci runs those clouds only (for development; the test run sets nothing).
+    let only = std::env::var("HPC_FAULT_CLOUDS").ok();
     for make in [aws as fn() -> Target, gcp, azure, oci] {
         let t = make();
+        if only.as_ref().is_some_and(|o| !o.split(',').any(|c| c == t.cloud)) {
+            continue;
+        }
         let throttle = json!({"service": "*", "operation": "*", "kind": "throttle", "probability": 0.3, "seed": 11});
         let bursts = json!({"service": "*", "operation": "*", "kind": "server_error", "every": 4, "times": 10});
         let slow = json!({"service": "*", "operation": "*", "kind": "latency", "latency_ms": 200, "probability": 0.5, "seed": 5});

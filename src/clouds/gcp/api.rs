@@ -78,9 +78,29 @@ fn credentials(settings: &CloudSettings) -> Result<google_cloud_auth::credential
     })
 }
 
+/// Polling a long-running operation carries on through the errors `call` retries (rate limits, 5xx,
+/// transport), so an operation that started is never started again because one poll was throttled.
+#[derive(Debug)]
+struct PollThroughTransient;
+
+impl google_cloud_gax::polling_error_policy::PollingErrorPolicy for PollThroughTransient {
+    fn on_error(
+        &self,
+        _state: &google_cloud_gax::polling_state::PollingState,
+        error: GaxError,
+    ) -> google_cloud_gax::retry_result::RetryResult {
+        use google_cloud_gax::retry_result::RetryResult;
+        if retryable(&error) { RetryResult::Continue(error) } else { RetryResult::Permanent(error) }
+    }
+}
+
 macro_rules! client {
     ($ty:ty, $settings:expr, $creds:expr) => {{
-        let mut b = <$ty>::builder().with_credentials($creds.clone()).with_retry_policy(google_cloud_gax::retry_policy::NeverRetry);
+        use google_cloud_gax::polling_error_policy::PollingErrorPolicyExt;
+        let mut b = <$ty>::builder()
+            .with_credentials($creds.clone())
+            .with_retry_policy(google_cloud_gax::retry_policy::NeverRetry)
+            .with_polling_error_policy(PollThroughTransient.with_attempt_limit(50));
         if let Some(ep) = &$settings.endpoint {
             b = b.with_endpoint(ep.trim_end_matches('/'));
         }

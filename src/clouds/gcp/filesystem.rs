@@ -190,6 +190,19 @@ async fn wait_lro<T>(
     }
 }
 
+/// A long-running operation, started again when its start is refused with a rate limit or a transient error,
+/// as every other Google call is, within `timeout` (polls of a started operation ride out those errors).
+async fn retried_lro<T, F, Fut>(ctx: &Context, what: &str, timeout: Duration, f: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, api::GaxError>>,
+{
+    match tokio::time::timeout(timeout, call(ctx, what, f)).await {
+        Err(_) => Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout))),
+        Ok(result) => result.map_err(String::from),
+    }
+}
+
 pub struct Options<'a> {
     pub labels: &'a BTreeMap<String, String>,
     pub timeout: Duration,
@@ -235,25 +248,31 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
                     None => format!("hpc-provider fabric={}", f.name),
                 });
             let what = format!("creating Managed Lustre instance {} ({} GiB) in {zone}", spec.name, spec.capacity_gib);
-            let create = gcp
-                .lustre
-                .create_instance()
-                .set_parent(format!("projects/{p}/locations/{zone}"))
-                .set_instance_id(&spec.name)
-                .set_instance(instance)
-                .poller();
+            // A refused start is retried; once started, polls ride out throttling (see api::client!), so the
+            // instance is never asked for twice.
             use google_cloud_lro::Poller;
-            wait_lro(ctx, &what, o.timeout, create.until_done()).await?;
+            retried_lro(ctx, &what, o.timeout, || {
+                gcp.lustre
+                    .create_instance()
+                    .set_parent(format!("projects/{p}/locations/{zone}"))
+                    .set_instance_id(&spec.name)
+                    .set_instance(instance.clone())
+                    .poller()
+                    .until_done()
+            })
+            .await?;
             if let Some(uri) = &spec.data_repository {
                 let what = format!("importing {uri} into {}", spec.name);
-                let request = gcp
-                    .lustre
-                    .import_data()
-                    .set_name(&path)
-                    .set_gcs_path(google_cloud_lustre_v1::model::GcsPath::new().set_uri(uri))
-                    .set_lustre_path(google_cloud_lustre_v1::model::LustrePath::new().set_path("/"))
-                    .poller();
-                wait_lro(ctx, &what, o.timeout, request.until_done()).await?;
+                retried_lro(ctx, &what, o.timeout, || {
+                    gcp.lustre
+                        .import_data()
+                        .set_name(&path)
+                        .set_gcs_path(google_cloud_lustre_v1::model::GcsPath::new().set_uri(uri))
+                        .set_lustre_path(google_cloud_lustre_v1::model::LustrePath::new().set_path("/"))
+                        .poller()
+                        .until_done()
+                })
+                .await?;
             }
         }
         Some(l) => {
@@ -270,14 +289,16 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
             }
             if !mask.is_empty() {
                 let what = format!("updating Managed Lustre instance {}", spec.name);
-                let request = gcp
-                    .lustre
-                    .update_instance()
-                    .set_instance(update)
-                    .set_update_mask(google_cloud_wkt::FieldMask::default().set_paths(mask))
-                    .poller();
                 use google_cloud_lro::Poller;
-                wait_lro(ctx, &what, o.timeout, request.until_done()).await?;
+                retried_lro(ctx, &what, o.timeout, || {
+                    gcp.lustre
+                        .update_instance()
+                        .set_instance(update.clone())
+                        .set_update_mask(google_cloud_wkt::FieldMask::default().set_paths(mask.clone()))
+                        .poller()
+                        .until_done()
+                })
+                .await?;
             }
         }
     }
