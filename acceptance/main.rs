@@ -43,7 +43,28 @@ for_both_clis!(
     secrets_stay_out_of_logs_and_state,
     every_example_applies_replans_empty_and_destroys,
     every_module_example_applies_replans_empty_and_destroys,
+    the_plan_shows_the_estimated_hourly_cost,
 );
+
+fn the_plan_shows_the_estimated_hourly_cost(cli: &Cli) {
+    let w = Workdir::new(cli, "cost");
+    let listed = fold(&w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout);
+    assert!(listed.contains("+ estimated_hourly_cost_usd = 880.64"), "16 x $55.04:\n{listed}");
+    assert!(listed.contains("16 x p5.48xlarge at $55.04/h on-demand list price (AWS EC2 On-Demand"), "{listed}");
+    assert!(listed.contains("+ estimated_hourly_cost_usd = 1.43"), "7200 GiB x $0.145 / 730:\n{listed}");
+    // Negotiated rates in the provider block replace the list prices.
+    let own = w.run(&["plan", "-no-color", "-input=false", r#"-var=prices={"p5.48xlarge"=40,"aws-lustre-125"=0.1}"#]).expect_code(0);
+    let own = fold(&own.stdout);
+    assert!(own.contains("+ estimated_hourly_cost_usd = 640") && own.contains("from the provider's prices"), "{own}");
+    assert!(own.contains("+ estimated_hourly_cost_usd = 0.99"), "7200 x 0.1 / 730:\n{own}");
+    // Spot is not guessed at.
+    let spot = fold(&w.run(&["plan", "-no-color", "-input=false", "-var=capacity_type=spot"]).expect_code(0).stdout);
+    assert!(!spot.contains("estimated_hourly_cost_usd = 880.64"), "{spot}");
+    assert!(spot.contains("Not estimated for spot capacity"), "{spot}");
+    // A negative price is refused at the provider block.
+    let bad = w.run(&["plan", "-no-color", "-input=false", r#"-var=prices={"p5.48xlarge"=-1}"#]).expect_code(1).output();
+    assert!(bad.contains("Error: Invalid price") && bad.contains("in provider \"hpc\""), "{bad}");
+}
 
 /// The composition and import examples use what OpenTofu has and Terraform 1.0 lacks (terraform_data,
 /// moved and import blocks), so they run with OpenTofu.
@@ -72,6 +93,7 @@ fn main_job_runs_and_narrates() {
     assert!(out.status.success(), "{text}");
     let steps = [
         "==> tofu plan: the module's fabric, cluster and filesystem",
+        "+ estimated_hourly_cost_usd = 110.08",
         "kind     = \"aws_placement_group\"",
         "Apply complete! Resources: 3 added, 0 changed, 0 destroyed.",
         " slots=8",
@@ -87,9 +109,11 @@ fn main_job_runs_and_narrates() {
         "  empty: True",
         "==> done",
     ];
-    let mut rest = text.as_str();
-    for step in steps {
-        let at = rest.find(step).unwrap_or_else(|| panic!("{step:?} missing (or out of order) in the main job's output:\n{text}"));
+    // White space folded: the CLI aligns attribute names to the longest in the block.
+    let folded = fold(&text);
+    let mut rest = folded.as_str();
+    for step in steps.map(fold) {
+        let at = rest.find(&step).unwrap_or_else(|| panic!("{step:?} missing (or out of order) in the main job's output:\n{text}"));
         rest = &rest[at + step.len()..];
     }
     // The hostfile is printed after the apply and after the repair: train-0 kept its address, train-1 is a

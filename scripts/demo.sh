@@ -39,7 +39,7 @@ PY
 cd "$WORK/examples/quickstart"
 "$TOFU" get -no-color >/dev/null
 log "tofu plan: the module's fabric, cluster and filesystem, and every vendor piece they become"
-"$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p' | grep -E "^  # |kind *=|^Plan:"
+"$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p' | grep -E "^  # |kind *=|estimated_hourly_cost_usd|^Plan:"
 log "tofu apply"
 "$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Creation complete|Apply complete'
 log "what a training job needs, from the outputs"

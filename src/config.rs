@@ -67,6 +67,11 @@ pub fn schema() -> Schema {
                 Type::map(Type::String),
                 "Tags (labels on Google Cloud, freeform tags on OCI) added to everything this provider creates.",
             ))
+            .attribute(Attribute::optional(
+                "prices",
+                Type::map(Type::Number),
+                "Your prices for the cost estimates, over the catalog's list prices: USD per node-hour by instance type (`\"p5.48xlarge\" = 41.5`), USD per GB-month by Lustre tier (`\"aws-lustre-500\" = 0.30`, keys `<cloud>-lustre-<MB/s per TiB>`).",
+            ))
             .block(NestedBlock::single("aws", aws))
             .block(NestedBlock::single("azure", azure))
             .block(NestedBlock::single("gcp", gcp))
@@ -87,6 +92,8 @@ pub struct CloudSettings {
 pub struct ProviderConfig {
     pub terraform_version: String,
     pub default_tags: BTreeMap<String, String>,
+    /// `prices`: USD per node-hour by instance type, USD per GB-month by `<cloud>-lustre-<tier>`.
+    pub prices: BTreeMap<String, f64>,
     pub clouds: BTreeMap<Cloud, CloudSettings>,
 }
 
@@ -96,6 +103,11 @@ impl ProviderConfig {
             .get("default_tags")
             .as_map()
             .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+            .unwrap_or_default();
+        let prices = config
+            .get("prices")
+            .as_map()
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_number()?.as_f64()))).collect())
             .unwrap_or_default();
         let mut clouds = BTreeMap::new();
         for cloud in Cloud::ALL {
@@ -114,12 +126,26 @@ impl ProviderConfig {
             let endpoint = settings.remove("endpoint");
             clouds.insert(cloud, CloudSettings { endpoint, settings });
         }
-        Self { terraform_version: terraform_version.to_owned(), default_tags, clouds }
+        Self { terraform_version: terraform_version.to_owned(), default_tags, prices, clouds }
     }
 }
 
 pub fn validate(config: &Value, diags: &mut Diagnostics) {
     validate_tags(config.get("default_tags"), AttributePath::attr("default_tags"), diags);
+    if let Some(prices) = config.get("prices").as_map() {
+        for (key, value) in prices {
+            let Some(n) = value.as_number().map(|n| n.as_f64()) else { continue };
+            if !n.is_finite() || n < 0.0 {
+                diags.error_at(
+                    AttributePath::attr("prices").and_key(key),
+                    "Invalid price",
+                    format!(
+                        "The price for {key:?} is {n}: give USD per node-hour (instance types) or per GB-month (Lustre tiers), 0 or more."
+                    ),
+                );
+            }
+        }
+    }
     for cloud in Cloud::ALL {
         let block = config.get(cloud.as_str());
         if !block.is_present() {

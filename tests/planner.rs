@@ -28,8 +28,12 @@ fn context(gcp_project: bool) -> Context {
     if gcp_project {
         clouds.insert(Cloud::Gcp, CloudSettings { endpoint: None, settings: [("project".to_string(), "ml-prod".to_string())].into() });
     }
-    let config =
-        ProviderConfig { terraform_version: "1.12.6".into(), default_tags: [("team".to_string(), "ml".to_string())].into(), clouds };
+    let config = ProviderConfig {
+        terraform_version: "1.12.6".into(),
+        default_tags: [("team".to_string(), "ml".to_string())].into(),
+        prices: Default::default(),
+        clouds,
+    };
     Context::new(CancellationToken::new(), Some(Arc::new(config)))
 }
 

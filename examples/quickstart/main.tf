@@ -62,3 +62,12 @@ output "mount_command" {
 output "nccl_environment" {
   value = module.cluster.nccl_environment
 }
+
+output "estimated_hourly_cost_usd" {
+  description = "Nodes plus Lustre per hour at list prices (an estimate; see cost_basis)."
+  value       = module.cluster.estimated_hourly_cost_usd
+}
+
+output "cost_basis" {
+  value = module.cluster.cost_basis
+}

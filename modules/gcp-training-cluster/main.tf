@@ -215,6 +215,16 @@ output "nccl_environment" {
   value       = module.cluster.nccl_environment
 }
 
+output "estimated_hourly_cost_usd" {
+  description = "Estimated USD per hour of the cluster plus the filesystem (list or provider prices); null when either is not estimated (see cost_basis)."
+  value       = module.cluster.estimated_hourly_cost_usd
+}
+
+output "cost_basis" {
+  description = "How the cluster's and the filesystem's estimates were made, or why not."
+  value       = module.cluster.cost_basis
+}
+
 output "expected_busbw_gbs" {
   description = "Published all-reduce bus bandwidth (GB/s) to expect from nccl-tests on this node type, where one exists."
   value       = module.cluster.expected_busbw_gbs

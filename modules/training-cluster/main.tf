@@ -304,6 +304,21 @@ output "nccl_environment" {
   value       = hpc_gpu_cluster.this.node_environment
 }
 
+output "estimated_hourly_cost_usd" {
+  description = "Estimated USD per hour of the cluster plus the filesystem (list or provider prices); null when either is not estimated (see cost_basis)."
+  value = (
+    hpc_gpu_cluster.this.estimated_hourly_cost_usd == null ? null :
+    length(hpc_parallel_filesystem.this) == 0 ? hpc_gpu_cluster.this.estimated_hourly_cost_usd :
+    hpc_parallel_filesystem.this[0].estimated_hourly_cost_usd == null ? null :
+    hpc_gpu_cluster.this.estimated_hourly_cost_usd + hpc_parallel_filesystem.this[0].estimated_hourly_cost_usd
+  )
+}
+
+output "cost_basis" {
+  description = "How the cluster's and the filesystem's estimates were made, or why not."
+  value       = compact([hpc_gpu_cluster.this.cost_basis, one(hpc_parallel_filesystem.this[*].cost_basis)])
+}
+
 output "expected_busbw_gbs" {
   description = "Published all-reduce bus bandwidth (GB/s) to expect from nccl-tests on this node type, where one exists."
   value       = hpc_gpu_cluster.this.expected_busbw_gbs

@@ -5,6 +5,7 @@
 //! Pure data: no IO. Vendor vocabulary is allowed here and in `clouds/`, nowhere else.
 
 pub mod limits;
+pub mod prices;
 mod skus;
 
 use std::fmt;

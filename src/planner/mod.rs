@@ -4,6 +4,7 @@
 //! pieces. The neutral spec speaks of placement, fabric, node groups and Lustre; vendor words live in
 //! `clouds/` and `catalog/`.
 
+pub mod cost;
 pub mod spec;
 
 use std::collections::BTreeMap;
@@ -72,6 +73,8 @@ pub fn expansion_value(pieces: &[Piece]) -> Value {
 pub struct Defaults {
     pub default_tags: BTreeMap<String, String>,
     pub gcp_project: Option<String>,
+    /// The provider's `prices`: USD per node-hour by instance type, per GB-month by `<cloud>-lustre-<tier>`.
+    pub prices: BTreeMap<String, f64>,
 }
 
 impl Defaults {

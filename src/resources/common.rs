@@ -30,6 +30,7 @@ pub fn cluster_ref_type() -> Type {
 pub fn defaults(ctx: &Context) -> Defaults {
     let Some(config) = ctx.configured::<ProviderConfig>() else { return Defaults::default() };
     Defaults {
+        prices: config.prices.clone(),
         default_tags: config.default_tags.clone(),
         gcp_project: config.clouds.get(&crate::catalog::Cloud::Gcp).and_then(|g| g.settings.get("project").cloned()),
     }

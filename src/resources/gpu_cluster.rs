@@ -74,6 +74,12 @@ pub fn schema() -> Schema {
                 "Published all-reduce bus bandwidth threshold (GB/s) for this node type, where one exists.",
             ))
             .attribute(Attribute::computed("expected_busbw_source", Type::String, "Source and scope of `expected_busbw_gbs`."))
+            .attribute(Attribute::computed(
+                "estimated_hourly_cost_usd",
+                Type::Number,
+                "Estimated cost per hour in USD: nodes x the on-demand price (the provider's `prices`, else the catalog's list price). Null when not estimated (spot, reserved, capacity-block and flex-start capacity; no known price). An estimate, not a bill.",
+            ))
+            .attribute(Attribute::computed("cost_basis", Type::String, "How `estimated_hourly_cost_usd` was made (price, source, date), or why it was not."))
             .block(NestedBlock::single("timeouts", timeouts)),
     )
 }
@@ -139,6 +145,9 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
         Value::Map(plan.node_environment.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect()),
     );
     out.insert("expected_busbw_gbs".into(), plan.expected_busbw.map_or(Value::Null, |b| Value::float(b.gbytes_per_sec)));
+    let cost = planner::cost::cluster_cost(&plan.spec, &common::defaults(ctx).prices);
+    out.insert("estimated_hourly_cost_usd".into(), cost.usd_per_hour.map_or(Value::Null, Value::float));
+    out.insert("cost_basis".into(), Value::from(cost.basis));
     out.insert(
         "expected_busbw_source".into(),
         plan.expected_busbw.map_or(Value::Null, |b| Value::from(format!("{} ({})", b.source, b.scope))),

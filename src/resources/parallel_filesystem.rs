@@ -47,6 +47,12 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
         .attribute(Attribute::computed("id", Type::String, "Identifier of the filesystem, assigned when it is created."))
         .attribute(Attribute::computed("throughput_mbps", Type::Number, "Aggregate throughput in MB/s: capacity (TiB) x tier."))
+        .attribute(Attribute::computed(
+            "estimated_hourly_cost_usd",
+            Type::Number,
+            "Estimated cost per hour in USD: capacity x the tier's price per GB-month (the provider's `prices`, else the catalog's list price) / 730 hours. Null when no price is known. An estimate, not a bill.",
+        ))
+        .attribute(Attribute::computed("cost_basis", Type::String, "How `estimated_hourly_cost_usd` was made (price, source, date), or why it was not."))
         .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this filesystem is made of, as planned."))
         .attribute(Attribute::computed("mount_target", Type::String, "Address clients mount, assigned when the filesystem is created."))
         .attribute(Attribute::computed("mount_command", Type::String, "A ready `mount -t lustre` command for the nodes."))
@@ -71,6 +77,9 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     );
     out.insert("throughput_mbps".into(), Value::int(plan.throughput_mbps as i64));
     out.insert("expansion".into(), expansion_value(&plan.pieces));
+    let cost = planner::cost::filesystem_cost(&plan.spec, &common::defaults(ctx).prices);
+    out.insert("estimated_hourly_cost_usd".into(), cost.usd_per_hour.map_or(Value::Null, Value::float));
+    out.insert("cost_basis".into(), Value::from(cost.basis));
     Some(out)
 }
 
