@@ -588,6 +588,28 @@ fn cases() -> Vec<Case> {
             cl(fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p5.48xlarge", "none"), json!({})),
             &["warning [fabric] No proximity placement"],
         ),
+        // Media (transcoding) needs NVENC: refused on H100, which has none; the error names the node types that do.
+        case(
+            "invalid_media_on_p5",
+            "cluster",
+            cl(aws_p5(), json!({"workload": "media", "node_count": 2})),
+            &["error [workload] No hardware video encoder", "g6.xlarge (1x L4, 2 NVENC each)", "g6e.48xlarge (8x L40S, 3 NVENC each)"],
+        ),
+        case(
+            "media_on_l4_ethernet_only",
+            "cluster",
+            cl(fabric_ref("aws", "us-east-1", Some("us-east-1a"), "g6.xlarge", "none"), json!({"workload": "media", "node_count": 8})),
+            &["\"interface_type\": \"interface\"", "\"NCCL_SOCKET_IFNAME\": \"^lo,docker\""],
+        ),
+        case(
+            "gcp_inference_g2_l4",
+            "cluster",
+            cl(
+                fabric_ref("gcp", "us-central1", Some("us-central1-a"), "g2-standard-4", "none"),
+                json!({"workload": "inference", "node_count": 4}),
+            ),
+            &["\"NCCL_SOCKET_IFNAME\": \"eth0\""],
+        ),
         // Reserved capacity on AWS is co-located and must not go into a placement group: no warning for "none".
         case(
             "no_placement_warning_for_a_capacity_block",

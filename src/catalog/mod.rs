@@ -195,6 +195,21 @@ mod tests {
     }
 }
 
+/// NVENC hardware video encoders per GPU, with the source: what a `media` (transcoding) workload needs.
+/// `None` for a GPU model nothing was found for.
+pub fn video_encoders(gpu_model: &str) -> Option<(u32, &'static str, Confidence)> {
+    const DYNAMO: &str = "NVIDIA Dynamo docs, \"Video Decode GPU Requirements\" (NVENC per GPU)";
+    match gpu_model {
+        "A100" | "H100" | "H200" | "B200" | "B300" | "GB200" => Some((0, DYNAMO, Confidence::Confirmed)),
+        "L4" => Some((2, DYNAMO, Confidence::Confirmed)),
+        "L40S" => Some((3, DYNAMO, Confidence::Confirmed)),
+        "A10" | "A10G" => {
+            Some((1, "A10 product brief as mirrored by Wikipedia's NVENC table (one secondary source)", Confidence::Unconfirmed))
+        }
+        _ => None,
+    }
+}
+
 /// An all-reduce bus bandwidth to expect from a healthy node type, for fabric validation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BusBandwidth {

@@ -3,7 +3,7 @@
 
 use super::Cloud::{Aws, Azure, Gcp, Oci};
 use super::Confidence::{Confirmed, TwoSources, Unconfirmed};
-use super::Fabric::{Efa, GpuDirectTcpx, GpuDirectTcpxo, InfiniBand, Roce};
+use super::Fabric::{Efa, GpuDirectTcpx, GpuDirectTcpxo, InfiniBand, None as Ethernet, Roce};
 use super::{Sku, Source};
 
 const AWS_SPECS: &str = "AWS EC2 docs, \"Specifications for accelerated computing instances\"";
@@ -109,6 +109,39 @@ pub static SKUS: &[Sku] = &[
         ],
     },
     // ---------------------------------------------------------------------------------------- Azure
+    // Inference and media node types: one GPU with hardware video encoders, Ethernet only (no EFA).
+    Sku {
+        cloud: Aws,
+        name: "g6.xlarge",
+        gpu_model: "L4",
+        gpu_count: 1,
+        gpu_memory_gb: Some(24),
+        fabric: Ethernet,
+        rdma_interfaces: None,
+        network_bandwidth_gbps: None,
+        local_nvme_gb: Some(250),
+        sources: &[
+            src("*", AWS_SPECS, Confirmed),
+            src("rdma_interfaces", "no EFA on this size (AWS specifications list EFA for the largest G6 sizes only)", Unconfirmed),
+            src("network_bandwidth_gbps", "\"up to 10 Gbps\" (burst), no sustained figure", Confirmed),
+        ],
+    },
+    Sku {
+        cloud: Aws,
+        name: "g5.xlarge",
+        gpu_model: "A10G",
+        gpu_count: 1,
+        gpu_memory_gb: Some(24),
+        fabric: Ethernet,
+        rdma_interfaces: None,
+        network_bandwidth_gbps: None,
+        local_nvme_gb: Some(250),
+        sources: &[
+            src("*", AWS_SPECS, Confirmed),
+            src("rdma_interfaces", "no EFA on this size (AWS specifications list EFA for g5.48xlarge only)", Unconfirmed),
+            src("network_bandwidth_gbps", "\"up to 10 Gbps\" (burst), no sustained figure", Confirmed),
+        ],
+    },
     Sku {
         cloud: Azure,
         name: "Standard_ND96isr_H100_v5",
@@ -161,6 +194,22 @@ pub static SKUS: &[Sku] = &[
         ],
     },
     // ------------------------------------------------------------------------------------------ GCP
+    // G2: one L4 per g2-standard-4, Ethernet only.
+    Sku {
+        cloud: Gcp,
+        name: "g2-standard-4",
+        gpu_model: "L4",
+        gpu_count: 1,
+        gpu_memory_gb: Some(24),
+        fabric: Ethernet,
+        rdma_interfaces: None,
+        network_bandwidth_gbps: Some(10),
+        local_nvme_gb: None,
+        sources: &[
+            src("*", "Google Cloud docs, \"GPU machine types\" (G2 machine series)", Confirmed),
+            src("network_bandwidth_gbps", "default egress bandwidth of a 4-vCPU G2 VM, per the same page", Unconfirmed),
+        ],
+    },
     Sku {
         cloud: Gcp,
         name: "a3-highgpu-8g",

@@ -5,6 +5,7 @@
 //! `clouds/` and `catalog/`.
 
 pub mod cost;
+pub mod nccl;
 pub mod spec;
 
 use std::collections::BTreeMap;
@@ -175,7 +176,7 @@ const TRAINING_GPUS: [&str; 6] = ["H100", "H200", "B200", "B300", "GB200", "MI30
 /// The reference architecture's checklist, as warnings (the user may know better).
 fn cluster_checklist(spec: &ClusterSpec, diags: &mut Diagnostics) {
     let sku = spec.fabric.sku;
-    let training = spec.workload != Workload::Inference;
+    let training = spec.workload.trains();
     // AWS reserved capacity (an ODCR or a capacity block) is co-located already, and launching it into a
     // placement group it was not made for fails: "none" is the advice there, not a mistake.
     let aws_reserved = spec.fabric.cloud == Cloud::Aws && matches!(spec.capacity, CapacityType::Reservation | CapacityType::CapacityBlock);
@@ -257,7 +258,7 @@ pub fn min_throughput_per_gpu(workload: Workload) -> u64 {
     match workload {
         Workload::Pretraining => 50,
         Workload::Finetuning => 25,
-        Workload::Inference => 0,
+        Workload::Inference | Workload::Media => 0,
     }
 }
 

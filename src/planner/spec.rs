@@ -104,19 +104,27 @@ pub enum Workload {
     Pretraining,
     Finetuning,
     Inference,
+    /// Video transcoding: needs hardware video encoders (NVENC).
+    Media,
 }
 
 impl Workload {
-    pub const NAMES: [&'static str; 3] = ["pretraining", "finetuning", "inference"];
+    pub const NAMES: [&'static str; 4] = ["pretraining", "finetuning", "inference", "media"];
     pub fn as_str(self) -> &'static str {
         match self {
             Workload::Pretraining => "pretraining",
             Workload::Finetuning => "finetuning",
             Workload::Inference => "inference",
+            Workload::Media => "media",
         }
     }
     fn parse(s: &str) -> Option<Workload> {
-        [Self::Pretraining, Self::Finetuning, Self::Inference].into_iter().find(|w| w.as_str() == s)
+        [Self::Pretraining, Self::Finetuning, Self::Inference, Self::Media].into_iter().find(|w| w.as_str() == s)
+    }
+
+    /// Whether the nodes train together (and so want RDMA and proximity placement).
+    pub fn trains(self) -> bool {
+        matches!(self, Workload::Pretraining | Workload::Finetuning)
     }
 }
 
@@ -158,6 +166,41 @@ pub struct FilesystemSpec {
 }
 
 // ------------------------------------------------------------------------------------------ helpers
+
+/// A media (transcoding) workload needs NVENC: refused on GPUs known to have none, with the node types of
+/// the cloud that have encoders; a warning where the catalog does not know.
+fn check_video_encoders(cloud: Cloud, sku: &'static crate::catalog::Sku, diags: &mut Diagnostics) -> bool {
+    let with_encoders: Vec<String> = crate::catalog::skus(cloud)
+        .filter_map(|s| {
+            let (n, _, _) = crate::catalog::video_encoders(s.gpu_model)?;
+            (n > 0).then(|| format!("{} ({}x {}, {n} NVENC each)", s.name, s.gpu_count, s.gpu_model))
+        })
+        .collect();
+    let names: Vec<&str> = with_encoders.iter().map(String::as_str).collect();
+    let offer = if names.is_empty() { format!("{cloud} offers none in the catalog.") } else { format!("On {cloud}: {}.", one_of(&names)) };
+    match crate::catalog::video_encoders(sku.gpu_model) {
+        Some((0, source, _)) => {
+            diags.error_at(
+                AttributePath::attr("workload"),
+                "No hardware video encoder",
+                format!(
+                    "workload = \"media\" transcodes video, but {} has {} GPUs, which have no NVENC video encoder ({source}): the encoding would run on the CPUs. Use a node type with encoders. {offer}",
+                    sku.name, sku.gpu_model
+                ),
+            );
+            false
+        }
+        Some(_) => true,
+        None => {
+            diags.warning_at(
+                AttributePath::attr("workload"),
+                "Video encoders unknown",
+                format!("The catalog does not know whether {} ({}) has NVENC video encoders. {offer}", sku.name, sku.gpu_model),
+            );
+            true
+        }
+    }
+}
 
 /// A known string, `Err(())` when unknown (stop quietly), `Ok(None)` when null.
 fn string(v: &Value) -> Result<Option<String>, ()> {
@@ -563,6 +606,9 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     let sku = fabric.sku;
     if cloud == Cloud::Gcp {
         ok &= check_gcp_labels(&tags, diags);
+    }
+    if workload == Workload::Media {
+        ok &= check_video_encoders(cloud, sku, diags);
     }
 
     if !capacity.offered_on(cloud) {

@@ -155,7 +155,7 @@ mod tests {
         let e = &d.0[0];
         assert_eq!(e.summary, "Unsupported GPU model");
         assert_eq!(e.path.as_ref().unwrap().to_string(), "gpu");
-        assert!(e.detail.contains(r#""B200", "H100" or "H200""#), "{}", e.detail);
+        assert!(e.detail.contains(r#""B200", "H100", "H200" or "L4""#), "{}", e.detail);
         assert!(e.detail.contains(r#"MI300X is offered on "azure" or "oci""#), "{}", e.detail);
     }
 

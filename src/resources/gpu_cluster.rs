@@ -44,7 +44,7 @@ pub fn schema() -> Schema {
             .attribute(Attribute::optional_computed(
                 "workload",
                 Type::String,
-                "`pretraining` (default), `finetuning` or `inference`; drives the plan-time checklist warnings.",
+                "`pretraining` (default), `finetuning`, `inference` or `media` (video transcoding: needs GPUs with NVENC encoders); drives the plan-time checks.",
             ))
             .attribute(Attribute::optional_computed(
                 "rdma_interfaces",

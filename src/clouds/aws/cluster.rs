@@ -120,7 +120,7 @@ pub async fn observe(aws: &Aws, cluster: &str) -> Result<ClusterLive, String> {
 /// The interfaces of the launch template: card 0 carries the primary interface (EFA, or ENA where card 0
 /// is ENA-only as on p6-b300); every further card one EFA-only interface at device index 1.
 fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> {
-    let card0_ena_only = spec.fabric.sku.name.starts_with("p6-b300");
+    let card0_ena_only = spec.fabric.sku.name.starts_with("p6-b300") || spec.fabric.sku.fabric != crate::catalog::Fabric::Efa;
     let extra = if card0_ena_only { spec.rdma_interfaces } else { spec.rdma_interfaces.saturating_sub(1) };
     let nic = |card: u32, device: u32, kind: &str| {
         LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()

@@ -65,7 +65,8 @@ pub fn fabric(spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
 fn network_interfaces(spec: &ClusterSpec, template: &str) -> Vec<Piece> {
     let sku = spec.fabric.sku;
     let sg = efa_security_group(&spec.fabric.name);
-    let card0_ena_only = sku.name.starts_with("p6-b300");
+    // Without EFA (inference node types such as g6.xlarge) the primary interface is plain ENA.
+    let card0_ena_only = sku.name.starts_with("p6-b300") || sku.fabric != crate::catalog::Fabric::Efa;
     let kind = "aws_launch_template.network_interfaces";
     let mut out = vec![
         Piece::new(kind, format!("{template} card 0"))
@@ -131,7 +132,11 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
     out
 }
 
-pub fn node_environment(_spec: &ClusterSpec) -> BTreeMap<String, String> {
+pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
+    if spec.fabric.sku.fabric != crate::catalog::Fabric::Efa {
+        // No EFA: NCCL's socket transport over the primary ENA interface.
+        return super::env(&[("NCCL_SOCKET_IFNAME", "^lo,docker")]);
+    }
     // aws-ofi-nccl over libfabric's EFA provider, GPUDirect RDMA on (AWS EFA user guide, NCCL on EFA).
     super::env(&[("FI_PROVIDER", "efa"), ("FI_EFA_USE_DEVICE_RDMA", "1"), ("FI_EFA_FORK_SAFE", "1"), ("NCCL_SOCKET_IFNAME", "^lo,docker")])
 }

@@ -196,6 +196,8 @@ pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
             ("NCCL_FASTRAK_NUM_FLOWS", "2".into()),
             ("LD_LIBRARY_PATH", "/var/lib/tcpxo/lib64".into()),
         ],
+        // Ethernet only (G2): NCCL's socket transport over the host NIC.
+        Fabric::None => vec![("NCCL_SOCKET_IFNAME", "eth0".into())],
         // RoCE with Google's gIB NCCL plugin (A3 Ultra, A4).
         _ => vec![
             ("NCCL_NET", "gIB".into()),

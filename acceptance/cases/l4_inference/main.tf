@@ -1,0 +1,32 @@
+# An L4 inference service on AWS: 4 x g6.xlarge on Ethernet, no EFA, no placement group.
+terraform {
+  required_providers {
+    hpc = { source = "hpc-platform/hpc" }
+  }
+}
+
+provider "hpc" {
+  aws {
+    region = "us-east-1"
+  }
+}
+
+resource "hpc_gpu_fabric" "serve" {
+  name      = "serve"
+  cloud     = "aws"
+  region    = "us-east-1"
+  zone      = "us-east-1a"
+  gpu       = "L4"
+  placement = "none"
+}
+
+resource "hpc_gpu_cluster" "serve" {
+  name       = "serve"
+  fabric     = hpc_gpu_fabric.serve
+  node_count = 4
+  workload   = "inference"
+  image      = "ami-12c6146b"
+}
+
+output "instance_type" { value = hpc_gpu_cluster.serve.instance_type }
+output "nodes" { value = hpc_gpu_cluster.serve.nodes }
