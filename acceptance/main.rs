@@ -26,6 +26,7 @@ macro_rules! for_both_clis {
 
 for_both_clis!(
     catalog_data_source_plans_applies_and_replans_empty,
+    nccl_check_classifies_the_three_samples,
     bad_input_reports_each_error_at_its_attribute,
     bad_provider_config_points_into_the_provider_block,
     handshake_and_mutual_tls_with_the_real_cli,
@@ -44,7 +45,63 @@ for_both_clis!(
     every_example_applies_replans_empty_and_destroys,
     every_module_example_applies_replans_empty_and_destroys,
     the_plan_shows_the_estimated_hourly_cost,
+    media_on_h100_is_refused_with_the_node_types_that_have_encoders,
+    an_l4_inference_cluster_runs_on_ethernet,
+    gpu_selfcheck_fragment_composes_with_user_data,
 );
+
+fn gpu_selfcheck_fragment_composes_with_user_data(cli: &Cli) {
+    let w = Workdir::new(cli, "selfcheck");
+    w.run(&["apply", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let out = w.run(&["output", "-json"]).expect_code(0);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json["expected_gpus"]["value"], 8);
+    assert_eq!(json["expected_rdma_devices"]["value"], 32);
+    let script = json["script"]["value"].as_str().unwrap_or_else(|| panic!("no script output: {json}"));
+    assert_eq!(json["script"]["sensitive"], false);
+    assert!(script.starts_with("#!/bin/bash\n") && script.contains("\nset -euo pipefail\n"), "{script}");
+    assert!(script.contains("\nEXPECTED_GPUS=8\n") && script.contains("\nRDMA_MIN=32\n"), "{script}");
+    assert!(script.contains("docker run -d --name hpc-dcgm-exporter --gpus all"), "{script}");
+    let file = w.path().join("selfcheck.sh");
+    std::fs::write(&file, script).unwrap();
+    let syntax = std::process::Command::new("bash").arg("-n").arg(&file).output().unwrap();
+    assert!(syntax.status.success(), "{}", String::from_utf8_lossy(&syntax.stderr));
+    // The self-check plus the user's cloud-config, in one MIME document.
+    let len = json["combined_user_data_length"]["value"].as_u64().unwrap_or_else(|| panic!("{json}"));
+    assert!(len as usize > script.len() + "#cloud-config\npackages: [htop]\n".len(), "{json}");
+    assert_eq!(json["combined_user_data_is_set"]["value"], true);
+    // The data source reads the same on every run: the re-plan is empty.
+    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
+}
+
+fn media_on_h100_is_refused_with_the_node_types_that_have_encoders(cli: &Cli) {
+    let w = Workdir::new(cli, "media_on_p5");
+    let text = w.run(&["plan", "-no-color", "-input=false"]).expect_code(1).output();
+    assert_diagnostic(&w, &text, "No hardware video encoder", "workload   = \"media\"", "p5.48xlarge has H100 GPUs, which have no NVENC");
+    assert!(fold(&text).contains("g6.xlarge (1x L4, 2 NVENC each)"), "{text}");
+}
+
+fn an_l4_inference_cluster_runs_on_ethernet(cli: &Cli) {
+    let emulator = hpc_emulators::harness::start_aws();
+    let w = Workdir::new(cli, "l4_inference")
+        .env("AWS_ENDPOINT_URL", &emulator.endpoint)
+        .env("AWS_ACCESS_KEY_ID", "acceptance")
+        .env("AWS_SECRET_ACCESS_KEY", "acceptance");
+    let plan = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0);
+    let flat = fold(&plan.stdout);
+    assert!(flat.contains(r#""instance_type" = "g6.xlarge""#) && flat.contains(r#""interface_type" = "interface""#), "{flat}");
+    // No RDMA pieces, and no checklist warning (the CLI's own dev-override warning aside).
+    for absent in ["efa-only", "aws_placement_group", "FI_PROVIDER", "Warning: No proximity", "Warning: Training", "Warning: Inference"] {
+        assert!(!plan.output().contains(absent), "{absent} in an Ethernet inference plan:\n{}", plan.output());
+    }
+    w.run(&["apply", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
+    let out: serde_json::Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    assert_eq!(out["instance_type"]["value"], "g6.xlarge");
+    cli::assert_nodes(&out, &["serve-0", "serve-1", "serve-2", "serve-3"]);
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    assert_eq!(hpc_emulators::harness::admin(&emulator.endpoint, "GET", "inventory", None)["empty"], true);
+}
 
 fn the_plan_shows_the_estimated_hourly_cost(cli: &Cli) {
     let w = Workdir::new(cli, "cost");
@@ -212,7 +269,7 @@ fn catalog_data_source_plans_applies_and_replans_empty(cli: &Cli) {
     assert_eq!(p5["network_bandwidth_gbps"], 3200);
     assert!(p5["sources"]["rdma_interfaces"].as_str().unwrap().contains("AWS"), "{p5}");
     assert_eq!(json["oci_rdma_interfaces"]["value"], 16);
-    assert_eq!(json["gcp_gpu_models"]["value"], serde_json::json!(["B200", "H100", "H200"]));
+    assert_eq!(json["gcp_gpu_models"]["value"], serde_json::json!(["B200", "H100", "H200", "L4"]));
 
     // The data source reads the same on every run: the re-plan is empty.
     w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
@@ -225,7 +282,7 @@ fn bad_input_reports_each_error_at_its_attribute(cli: &Cli) {
     // The CLI wraps long details; compare those with white space folded.
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cases = [
-        ("Unsupported GPU model", "bad_gpu", "gpu   = \"H900\"", r#""B200", "B300", "H100", "H200" or "L40S""#),
+        ("Unsupported GPU model", "bad_gpu", "gpu   = \"H900\"", r#""A10G", "B200", "B300", "H100", "H200", "L4" or "L40S""#),
         ("Unsupported cloud", "bad_cloud", "cloud = \"ibm\"", r#""aws", "azure", "gcp" or "oci""#),
         ("Unsupported instance type", "bad_shape", "instance_type = \"Standard_ND96asr_v4\"", "Standard_ND96isr_H100_v5"),
     ];
@@ -403,7 +460,7 @@ fn validation_errors_point_at_their_attributes(cli: &Cli) {
             r#""on-demand", "spot", "reservation", "capacity-block" or "flex-start""#,
         ),
         ("Value out of range", "node_count = 0", "from 1 to 100000"),
-        ("Unsupported workload", "workload   = \"training\"", r#""pretraining", "finetuning" or "inference""#),
+        ("Unsupported workload", "workload   = \"training\"", r#""pretraining", "finetuning", "inference" or "media""#),
         ("Invalid duration", "create = \"2 hours\"", r#""90m", "2h", "1h30m""#),
         ("Invalid filesystem name", "filesystem_name    = \"scratch-01\"", "1 to 8 letters or digits"),
     ];
@@ -445,4 +502,130 @@ fn checklist_warnings_reach_the_user(cli: &Cli) {
         fold(&out).contains("4800 GiB at 125 MB/s per TiB gives 585 MB/s, but 32 GPUs doing pretraining want at least 1600 MB/s"),
         "{out}"
     );
+}
+
+/// The nccl-tests samples the nccl cases read (tests/fixtures/nccl; generated in nccl-tests' format, not
+/// captured from hardware), as an absolute path for `TF_VAR_samples`.
+fn nccl_samples() -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl").display().to_string()
+}
+
+fn nccl_check_classifies_the_three_samples(cli: &Cli) {
+    let w = Workdir::new(cli, "nccl_check").env("TF_VAR_samples", &nccl_samples());
+    // Everything is known at plan time, so the checks read during the plan and it shows the verdicts.
+    let plan = fold(&w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout);
+    for verdict in [r#"healthy = "healthy""#, r#"thirty_under = "placement-or-driver""#, r#"sixty_under = "fabric""#] {
+        assert!(plan.contains(verdict), "{verdict} not in the plan:\n{plan}");
+    }
+    w.run(&["apply", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let out: serde_json::Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    let verdicts = &out["verdicts"]["value"];
+    assert_eq!(verdicts["healthy"], "healthy", "{out}");
+    assert_eq!(verdicts["thirty_under"], "placement-or-driver", "{out}");
+    assert_eq!(verdicts["sixty_under"], "fabric", "{out}");
+    assert_eq!(verdicts["measured"], "placement-or-driver", "{out}");
+    assert_eq!(
+        out["healthy"]["value"],
+        serde_json::json!({"healthy": true, "thirty_under": false, "sixty_under": false, "measured": false})
+    );
+    let checks = &out["checks"]["value"];
+    // The busbw of the largest size (16 GiB), the better of out-of-place and in-place.
+    for (name, busbw, ratio, shortfall) in [
+        ("healthy", 363.14, 0.995, 0.5),
+        ("thirty_under", 258.75, 0.709, 29.1),
+        ("sixty_under", 145.71, 0.399, 60.1),
+        ("measured", 331.2, 0.72, 28.0),
+    ] {
+        let c = &checks[name];
+        assert_eq!(
+            (c["busbw_gbs"].as_f64(), c["ratio"].as_f64(), c["shortfall_percent"].as_f64()),
+            (Some(busbw), Some(ratio), Some(shortfall)),
+            "{name}: {c}"
+        );
+        assert_eq!(c["wrong"], 0, "{name}: {c}");
+    }
+    // Each message names the shortfall and what to check on its cloud.
+    let message = |name: &str| checks[name]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message("healthy").starts_with("Bandwidth healthy: the all-reduce bus bandwidth, 363.14 GB/s, is 99.5% of the 365 GB/s"));
+    let aws = message("thirty_under");
+    assert!(aws.starts_with("Placement or driver problem: the all-reduce bus bandwidth, 258.75 GB/s, is 29.1% short"), "{aws}");
+    assert!(aws.contains("cluster placement group") && aws.contains("FI_PROVIDER=efa"), "{aws}");
+    let gcp = message("sixty_under");
+    assert!(gcp.starts_with("Fabric problem: the all-reduce bus bandwidth, 145.71 GB/s, is 60.1% short"), "{gcp}");
+    assert!(gcp.contains("Using network Socket") && gcp.contains("compact placement policy"), "{gcp}");
+    assert!(message("measured").contains("single placement group"));
+    // The checks read the same on every run: the re-plan is empty.
+    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
+
+    // What is not nccl-tests output, and two measurements at once, are errors at their attributes (one at a
+    // time: the first fails validation, the second is found when the check reads).
+    let cases = [
+        (
+            "data \"hpc_nccl_check\" \"crashed\" {\n  expected_busbw_gbs = 365\n  nccl_tests_output  = \"Segmentation fault (core dumped)\"\n}\n",
+            "Invalid nccl-tests output",
+            "on bad.tf line 3, in data \"hpc_nccl_check\" \"crashed\":",
+            "No nccl-tests result rows found; expected the output of an nccl-tests binary",
+        ),
+        (
+            "data \"hpc_nccl_check\" \"both\" {\n  expected_busbw_gbs = 365\n  measured_busbw_gbs = 300\n  nccl_tests_output  = file(\"${var.samples}/healthy.txt\")\n}\n",
+            "Conflicting measurements",
+            "on bad.tf line 3, in data \"hpc_nccl_check\" \"both\":",
+            "Set only one of measured_busbw_gbs and nccl_tests_output",
+        ),
+    ];
+    for (config, summary, at, detail) in cases {
+        w.write("bad.tf", config);
+        let text = w.run(&["plan", "-no-color", "-input=false"]).expect_code(1).output();
+        assert!(
+            text.contains(&format!("Error: {summary}")) && text.contains(at) && fold(&text).contains(detail),
+            "{summary} at {at}:\n{text}"
+        );
+        assert!(!text.contains("panic") && !text.contains("rpc error"), "{text}");
+    }
+}
+
+/// A postcondition on the check gates the training job's infrastructure (a terraform_data). OpenTofu
+/// only: Terraform 1.0.3 has neither postconditions (Terraform 1.2) nor terraform_data (Terraform 1.4).
+#[test]
+fn nccl_gate_stops_the_apply_on_a_slow_fabric_and_creates_nothing() {
+    let cli = Cli::tofu();
+    let w = Workdir::new(&cli, "nccl_gate").env("TF_VAR_samples", &nccl_samples()).env("TF_VAR_sample", "sixty_under.txt");
+    let text = w.run(&["apply", "-no-color", "-input=false", "-auto-approve"]).expect_code(1).output();
+    let flat = fold(&text);
+    assert!(text.contains("Error: Resource postcondition failed"), "{text}");
+    // The postcondition's error message is the check's message.
+    assert!(flat.contains("Fabric problem: the all-reduce bus bandwidth, 145.71 GB/s, is 60.1% short of the 365 GB/s expected"), "{text}");
+    assert!(flat.contains("cluster network or compute cluster"), "the OCI advice is missing:\n{text}");
+    assert!(!text.contains("terraform_data.training_job: Creat") && !text.contains("Apply complete"), "{text}");
+    let state = std::fs::read_to_string(w.path().join("terraform.tfstate")).unwrap_or_default();
+    assert!(!state.contains("training_job"), "the training job's infrastructure was created:\n{state}");
+
+    // A healthy fabric lets it through.
+    let w = w.env("TF_VAR_sample", "healthy.txt");
+    let text = w.run(&["apply", "-no-color", "-input=false", "-auto-approve"]).expect_code(0).output();
+    assert!(text.contains("Apply complete! Resources: 1 added, 0 changed, 0 destroyed."), "{text}");
+    let out: serde_json::Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    assert_eq!(out["verdict"]["value"], "healthy");
+
+    // A later run 30% short stops the next plan, and what exists stays.
+    let w = w.env("TF_VAR_sample", "thirty_under.txt");
+    let text = w.run(&["plan", "-no-color", "-input=false"]).expect_code(1).output();
+    assert!(fold(&text).contains("Placement or driver problem: the all-reduce bus bandwidth, 258.75 GB/s, is 29.1% short"), "{text}");
+    assert!(w.run(&["state", "list"]).expect_code(0).stdout.contains("terraform_data.training_job"));
+}
+
+/// The registry page's example (OpenTofu: it has a postcondition) with the hpc_gpu_cluster page's cluster
+/// beside it and a log: it validates, and plans with the check read once the cluster exists.
+#[test]
+fn nccl_check_doc_example_validates_and_plans() {
+    let cli = Cli::tofu();
+    let w = Workdir::for_example(&cli, "data-sources/hpc_nccl_check");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join("examples/resources/hpc_gpu_cluster/resource.tf"), w.path().join("cluster.tf")).unwrap();
+    std::fs::copy(root.join("tests/fixtures/nccl/healthy.txt"), w.path().join("allreduce.log")).unwrap();
+    w.write("versions.tf", "terraform {\n  required_providers {\n    hpc = {\n      source = \"hpc-platform/hpc\"\n    }\n  }\n}\n");
+    w.run(&["validate", "-no-color"]).expect_code(0);
+    let plan = fold(&w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout);
+    assert!(plan.contains("data.hpc_nccl_check.fabric will be read during apply"), "{plan}");
+    assert!(plan.contains(r#"measured_verdict = "placement-or-driver""#), "{plan}");
 }

@@ -8,6 +8,8 @@ use crate::framework::{DataSource, Diagnostics, ProviderDefinition, Resource, Sc
 use crate::resources::gpu_catalog::GpuCatalog;
 use crate::resources::gpu_cluster::GpuCluster;
 use crate::resources::gpu_fabric::GpuFabric;
+use crate::resources::gpu_selfcheck::GpuSelfcheck;
+use crate::resources::nccl_check::NcclCheck;
 use crate::resources::parallel_filesystem::ParallelFilesystem;
 
 #[derive(Default)]
@@ -33,7 +35,7 @@ impl ProviderDefinition for HpcProvider {
     }
 
     fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
-        vec![Arc::new(GpuCatalog)]
+        vec![Arc::new(GpuCatalog), Arc::new(NcclCheck), Arc::new(GpuSelfcheck)]
     }
 
     fn resources(&self) -> Vec<Arc<dyn Resource>> {

@@ -46,6 +46,9 @@ fn leaf(ty: &Type) -> BoxedStrategy<Value> {
                 Just("cluster-network"),
                 Just("10.0.0.0/16"),
                 Just("ocid1.compartment.oc1..x"),
+                // nccl-tests output for hpc_nccl_check: a whole run, and a lone result row.
+                Just(include_str!("fixtures/nccl/healthy.txt")),
+                Just("  1073741824   268435456  float  sum  -1  5929.8  181.07  359.32  N/A  5979.5  179.57  356.34  0"),
             ]
             .prop_map(Value::from),
             Just(Value::from("x".repeat(70_000))),
@@ -225,29 +228,40 @@ fn provider_config_and_data_sources_answer_any_input_with_diagnostics() {
     let rt = runtime();
     let provider_ty = HpcProvider.schema().value_type();
     let data_sources = HpcProvider.data_sources();
-    let catalog = data_sources.first().expect("the catalog data source");
-    let catalog_ty = catalog.schema().value_type();
-    let mut runner = TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
-    runner
-        .run(&(wire(&provider_ty), wire(&catalog_ty)), |(config, query)| {
-            rt.block_on(async {
-                let r = service
-                    .validate_provider_config(tonic::Request::new(pb::validate_provider_config::Request { config: dynamic(config) }))
-                    .await
-                    .map_err(|s| TestCaseError::fail(format!("ValidateProviderConfig: gRPC error {s}")))?;
-                no_bug("ValidateProviderConfig", &r.get_ref().diagnostics)?;
-                let r = service
-                    .read_data_source(tonic::Request::new(pb::read_data_source::Request {
-                        type_name: catalog.type_name().into(),
-                        config: dynamic(query),
-                        ..Default::default()
-                    }))
-                    .await
-                    .map_err(|s| TestCaseError::fail(format!("ReadDataSource: gRPC error {s}")))?;
-                no_bug("ReadDataSource", &r.get_ref().diagnostics)
+    assert!(data_sources.len() >= 2, "the catalog and the NCCL check");
+    for ds in data_sources {
+        let name = ds.type_name().to_owned();
+        let ds_ty = ds.schema().value_type();
+        let mut runner = TestRunner::new(Config { cases: cases(), failure_persistence: None, ..Config::default() });
+        runner
+            .run(&(wire(&provider_ty), wire(&ds_ty)), |(config, query)| {
+                rt.block_on(async {
+                    let r = service
+                        .validate_provider_config(tonic::Request::new(pb::validate_provider_config::Request { config: dynamic(config) }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("ValidateProviderConfig: gRPC error {s}")))?;
+                    no_bug("ValidateProviderConfig", &r.get_ref().diagnostics)?;
+                    let r = service
+                        .validate_data_resource_config(tonic::Request::new(pb::validate_data_resource_config::Request {
+                            type_name: name.clone(),
+                            config: dynamic(query.clone()),
+                        }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("ValidateDataResourceConfig {name}: gRPC error {s}")))?;
+                    no_bug("ValidateDataResourceConfig", &r.get_ref().diagnostics)?;
+                    let r = service
+                        .read_data_source(tonic::Request::new(pb::read_data_source::Request {
+                            type_name: name.clone(),
+                            config: dynamic(query),
+                            ..Default::default()
+                        }))
+                        .await
+                        .map_err(|s| TestCaseError::fail(format!("ReadDataSource {name}: gRPC error {s}")))?;
+                    no_bug("ReadDataSource", &r.get_ref().diagnostics)
+                })
             })
-        })
-        .unwrap();
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
 }
 
 /// A msgpack array claiming four billion elements, and nesting ten thousand deep: refused at once, with

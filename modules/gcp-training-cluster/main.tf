@@ -44,7 +44,7 @@ variable "node_count" {
 }
 
 variable "workload" {
-  description = "pretraining, finetuning or inference; drives the provider's plan-time checklist."
+  description = "pretraining, finetuning, inference or media (video transcoding, needs NVENC GPUs); drives the provider's plan-time checks."
   type        = string
   default     = "pretraining"
 }
@@ -223,6 +223,16 @@ output "estimated_hourly_cost_usd" {
 output "cost_basis" {
   description = "How the cluster's and the filesystem's estimates were made, or why not."
   value       = module.cluster.cost_basis
+}
+
+output "nccl_test_slurm" {
+  description = "Slurm batch script running the nccl-tests all-reduce on these nodes; check its log with data.hpc_nccl_check before a long run."
+  value       = module.cluster.nccl_test_slurm
+}
+
+output "nccl_test_kubernetes" {
+  description = "The same all-reduce as a Kubernetes indexed Job manifest."
+  value       = module.cluster.nccl_test_kubernetes
 }
 
 output "expected_busbw_gbs" {

@@ -61,13 +61,13 @@ variable "node_count" {
 }
 
 variable "workload" {
-  description = "pretraining, finetuning or inference; drives the provider's plan-time checklist."
+  description = "pretraining, finetuning, inference or media (video transcoding, needs NVENC GPUs); drives the provider's plan-time checks."
   type        = string
   default     = "pretraining"
 
   validation {
-    condition     = contains(["pretraining", "finetuning", "inference"], var.workload)
-    error_message = "The workload must be pretraining, finetuning or inference."
+    condition     = contains(["pretraining", "finetuning", "inference", "media"], var.workload)
+    error_message = "The workload must be pretraining, finetuning, inference or media."
   }
 }
 
@@ -317,6 +317,16 @@ output "estimated_hourly_cost_usd" {
 output "cost_basis" {
   description = "How the cluster's and the filesystem's estimates were made, or why not."
   value       = compact([hpc_gpu_cluster.this.cost_basis, one(hpc_parallel_filesystem.this[*].cost_basis)])
+}
+
+output "nccl_test_slurm" {
+  description = "Slurm batch script running the nccl-tests all-reduce on these nodes; check its log with data.hpc_nccl_check before a long run."
+  value       = hpc_gpu_cluster.this.nccl_test_slurm
+}
+
+output "nccl_test_kubernetes" {
+  description = "The same all-reduce as a Kubernetes indexed Job manifest."
+  value       = hpc_gpu_cluster.this.nccl_test_kubernetes
 }
 
 output "expected_busbw_gbs" {

@@ -80,6 +80,16 @@ pub fn schema() -> Schema {
                 "Estimated cost per hour in USD: nodes x the on-demand price (the provider's `prices`, else the catalog's list price). Null when not estimated (spot, reserved, capacity-block and flex-start capacity; no known price). An estimate, not a bill.",
             ))
             .attribute(Attribute::computed("cost_basis", Type::String, "How `estimated_hourly_cost_usd` was made (price, source, date), or why it was not."))
+            .attribute(Attribute::computed(
+                "nccl_test_slurm",
+                Type::String,
+                "A Slurm batch script running nccl-tests' all_reduce_perf on these nodes (one task per GPU) with `node_environment`; check its log with `data \"hpc_nccl_check\"` before a long run.",
+            ))
+            .attribute(Attribute::computed(
+                "nccl_test_kubernetes",
+                Type::String,
+                "The same all-reduce as a Kubernetes indexed Job (one pod per node), with the headless Service it needs in its comments and the cloud's RDMA device limits.",
+            ))
             .block(NestedBlock::single("timeouts", timeouts)),
     )
 }
@@ -127,6 +137,27 @@ where
     Value::Map(map)
 }
 
+/// The nccl-tests all-reduce job for the planned nodes, as a Slurm script and a Kubernetes Job.
+fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
+    let sku = plan.spec.fabric.sku;
+    let name = format!("{}-nccl", plan.spec.name);
+    let job = planner::nccl::NcclJob {
+        name: &name,
+        nodes: &plan.node_names,
+        cluster: &plan.spec.name,
+        gpus_per_node: sku.gpu_count,
+        env: &plan.node_environment,
+        expected_busbw_gbs: plan.expected_busbw.map(|b| b.gbytes_per_sec),
+    };
+    // EKS schedules EFA devices as an extended resource; other clouds' devices come with the node.
+    let mut devices = BTreeMap::new();
+    if sku.fabric == crate::catalog::Fabric::Efa && plan.spec.rdma_interfaces > 0 {
+        devices.insert("vpc.amazonaws.com/efa".to_owned(), plan.spec.rdma_interfaces);
+    }
+    let text = |r: Result<String, String>| r.map_or(Value::Null, Value::from);
+    (text(planner::nccl::slurm_script(&job)), text(planner::nccl::kubernetes_job(&job, None, &devices)))
+}
+
 fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
     let spec = spec::parse_cluster(config, diags)?;
     let plan = planner::plan_cluster(spec, &common::defaults(ctx), diags);
@@ -145,6 +176,9 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
         Value::Map(plan.node_environment.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect()),
     );
     out.insert("expected_busbw_gbs".into(), plan.expected_busbw.map_or(Value::Null, |b| Value::float(b.gbytes_per_sec)));
+    let (slurm, kubernetes) = nccl_jobs(&plan);
+    out.insert("nccl_test_slurm".into(), slurm);
+    out.insert("nccl_test_kubernetes".into(), kubernetes);
     let cost = planner::cost::cluster_cost(&plan.spec, &common::defaults(ctx).prices);
     out.insert("estimated_hourly_cost_usd".into(), cost.usd_per_hour.map_or(Value::Null, Value::float));
     out.insert("cost_basis".into(), Value::from(cost.basis));

@@ -4,4 +4,6 @@ pub mod common;
 pub mod gpu_catalog;
 pub mod gpu_cluster;
 pub mod gpu_fabric;
+pub mod gpu_selfcheck;
+pub mod nccl_check;
 pub mod parallel_filesystem;
