@@ -209,3 +209,9 @@ pub fn assert_nodes(outputs: &serde_json::Value, names: &[&str]) -> Vec<(String,
     assert_eq!(distinct(|n| &n.2), found.len(), "node addresses repeat: {found:?}");
     found
 }
+
+/// White space folded to single spaces: the CLIs align attribute names to the longest in each block, so
+/// the spacing of a plan line changes whenever a resource gains an attribute.
+pub fn fold(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -86,8 +86,8 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
 
     w.write("terraform.tfvars", "node_count = 6\ncapacity_gib = 54000\n");
     let scale = plan(&w, 2).stdout;
-    assert!(scale.contains("node_count       = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
-    assert!(scale.contains("capacity_gib       = 36000 -> 54000"), "Lustre grows in place:\n{scale}");
+    assert!(crate::cli::fold(&scale).contains("node_count = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
+    assert!(crate::cli::fold(&scale).contains("capacity_gib = 36000 -> 54000"), "Lustre grows in place:\n{scale}");
     apply(&w).expect_code(0);
     assert_eq!(instances(&ep).len(), 6);
     admin(&ep, "DELETE", "counters", None);
@@ -100,8 +100,8 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     admin(&ep, "POST", "out-of-band", Some(json!({"action": "delete", "id": "projects/ml-prod/global/addresses/accfs-psa"})));
     let drift = plan(&w, 2).stdout;
     assert!(drift.contains("deleted outside; the next apply recreates it"), "the reserved range: {drift}");
-    assert!(drift.contains("node_count       = 5 -> 6") && drift.contains("+ \"acc-3\""), "{drift}");
-    assert!(drift.contains("count    = 7 -> 8"), "{drift}");
+    assert!(crate::cli::fold(&drift).contains("node_count = 5 -> 6") && drift.contains("+ \"acc-3\""), "{drift}");
+    assert!(crate::cli::fold(&drift).contains("count = 7 -> 8"), "{drift}");
     apply(&w).expect_code(0);
     plan(&w, 0);
     assert_eq!(instances(&ep).len(), 6);

@@ -63,7 +63,7 @@ pub fn h100_cluster_lifecycle(cli: &Cli) {
 
     w.write("terraform.tfvars", "node_count = 6\n");
     let scale = plan(&w, 2).stdout;
-    assert!(scale.contains("node_count            = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
+    assert!(crate::cli::fold(&scale).contains("node_count = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
     apply(&w).expect_code(0);
     admin("DELETE", "counters", None);
     plan(&w, 0);
@@ -74,7 +74,7 @@ pub fn h100_cluster_lifecycle(cli: &Cli) {
     let victim = instances[2].as_str().unwrap().to_owned();
     admin("POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": victim})));
     let drift = plan(&w, 2).stdout;
-    assert!(drift.contains("node_count            = 5 -> 6") && drift.contains("+ \"acc-"), "{drift}");
+    assert!(crate::cli::fold(&drift).contains("node_count = 5 -> 6") && drift.contains("+ \"acc-"), "{drift}");
     apply(&w).expect_code(0);
     plan(&w, 0);
     let live = admin("GET", "inventory", None)["resources"]["core"]["instance"].clone();
