@@ -48,7 +48,12 @@ for_both_clis!(
     media_on_h100_is_refused_with_the_node_types_that_have_encoders,
     an_l4_inference_cluster_runs_on_ethernet,
     gpu_selfcheck_fragment_composes_with_user_data,
+    oci_a10_media_cluster_on_ethernet,
 );
+
+fn oci_a10_media_cluster_on_ethernet(cli: &Cli) {
+    oci::a10_media_cluster_on_ethernet(cli);
+}
 
 fn gpu_selfcheck_fragment_composes_with_user_data(cli: &Cli) {
     let w = Workdir::new(cli, "selfcheck");

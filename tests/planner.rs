@@ -610,6 +610,21 @@ fn cases() -> Vec<Case> {
             ),
             &["\"NCCL_SOCKET_IFNAME\": \"eth0\""],
         ),
+        case(
+            "oci_media_on_a10_vm",
+            "cluster",
+            cl(
+                fabric_ref("oci", "us-ashburn-1", Some("Uocm:US-ASHBURN-AD-1"), "VM.GPU.A10.1", "none"),
+                json!({"workload": "media", "node_count": 2}),
+            ),
+            &["(agent defaults: no RDMA NICs)"],
+        ),
+        case(
+            "invalid_fabric_oci_vm_in_compute_cluster",
+            "fabric",
+            json!({"name": "train", "cloud": "oci", "region": "us-ashburn-1", "zone": "Uocm:US-ASHBURN-AD-1", "instance_type": "VM.GPU.A10.1", "compartment_id": "ocid1.compartment.oc1..x"}),
+            &["error [placement] Placement not offered", "bare-metal RDMA shapes only"],
+        ),
         // Reserved capacity on AWS is co-located and must not go into a placement group: no warning for "none".
         case(
             "no_placement_warning_for_a_capacity_block",
@@ -853,11 +868,13 @@ fn every_catalog_node_type_plans() {
             Cloud::Gcp => ("us-central1", Some("us-central1-a")),
             Cloud::Oci => ("us-ashburn-1", Some("AD-1")),
         };
-        let mut fabric = json!({"name": "f", "cloud": sku.cloud.as_str(), "region": region, "zone": zone, "instance_type": sku.name});
+        // Ethernet node types (inference, media) go without proximity placement.
+        let placement = if sku.fabric == hpc_provider::catalog::Fabric::None { "none" } else { "cluster" };
+        let mut fabric = json!({"name": "f", "cloud": sku.cloud.as_str(), "region": region, "zone": zone, "instance_type": sku.name, "placement": placement});
         if sku.cloud == Cloud::Oci {
             fabric["compartment_id"] = json!("ocid1.compartment.oc1..x");
         }
-        let cluster = json!({"name": "c", "node_count": 2, "fabric": fabric_ref(sku.cloud.as_str(), region, zone, sku.name, "cluster")});
+        let cluster = json!({"name": "c", "node_count": 2, "fabric": fabric_ref(sku.cloud.as_str(), region, zone, sku.name, placement)});
         for (kind, cfg) in [("fabric", fabric), ("cluster", cluster)] {
             let r = resource(kind);
             let schema = r.schema();

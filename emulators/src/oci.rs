@@ -927,7 +927,16 @@ const IMAGES: [(&str, &str, &str, &[&str]); 3] = [
         "ocid1.image.oc1.iad.emulator-ol8-gpu",
         "Oracle-Linux-8.10-Gen2-GPU-2026.10.30-0",
         "Oracle Linux",
-        &["BM.GPU.H100.8", "BM.GPU.H200.8", "BM.GPU.B200.8", "BM.GPU.MI300X.8", "BM.GPU.B300.8", "BM.GPU.L40S.4", "BM.GPU.A100-v2.8"],
+        &[
+            "BM.GPU.H100.8",
+            "BM.GPU.H200.8",
+            "BM.GPU.B200.8",
+            "BM.GPU.MI300X.8",
+            "BM.GPU.B300.8",
+            "BM.GPU.L40S.4",
+            "BM.GPU.A100-v2.8",
+            "VM.GPU.A10.1",
+        ],
     ),
     (
         "ocid1.image.oc1.iad.emulator-ubuntu-gpu",

@@ -331,6 +331,22 @@ pub static SKUS: &[Sku] = &[
             src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
         ],
     },
+    // A10 VM shape for inference and media: Ethernet only, no compute cluster.
+    Sku {
+        cloud: Oci,
+        name: "VM.GPU.A10.1",
+        gpu_model: "A10",
+        gpu_count: 1,
+        gpu_memory_gb: Some(24),
+        fabric: Ethernet,
+        rdma_interfaces: None,
+        network_bandwidth_gbps: None,
+        local_nvme_gb: None,
+        sources: &[
+            src("*", "README copying OCI compute shapes (VM.GPU.A10.x); oracle-quickstart/oci-hpc schema.yaml", TwoSources),
+            src("network_bandwidth_gbps", "not found", Unconfirmed),
+        ],
+    },
     Sku {
         cloud: Oci,
         name: "BM.GPU.L40S.4",

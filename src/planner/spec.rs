@@ -477,6 +477,21 @@ fn fabric(c: &Value, diags: &mut Diagnostics) -> Result<FabricSpec, ()> {
             return Err(());
         }
     };
+    // OCI compute clusters and cluster networks take bare-metal RDMA shapes only.
+    if cloud == Cloud::Oci
+        && placement != Placement::None
+        && let Some(s) = sku.filter(|s| s.fabric == crate::catalog::Fabric::None)
+    {
+        diags.error_at(
+            AttributePath::attr("placement"),
+            "Placement not offered",
+            format!(
+                "{} has no RDMA network, and OCI compute clusters and cluster networks take bare-metal RDMA shapes only. Use placement = \"none\".",
+                s.name
+            ),
+        );
+        ok = false;
+    }
     let max_distance = whole_number(c.get("max_distance"), AttributePath::attr("max_distance"), i64::MIN, i64::MAX, diags)?;
     if let Some(d) = max_distance {
         if cloud != Cloud::Gcp || placement != Placement::Cluster {

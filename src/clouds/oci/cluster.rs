@@ -133,7 +133,10 @@ fn launch_details(spec: &ClusterSpec, compartment: &str, image: &str, joined: &J
     if let Some(u) = &spec.user_data {
         metadata.insert("user_data".into(), json!(base64::engine::general_purpose::STANDARD.encode(u)));
     }
-    let plugins: Vec<Json> = super::RDMA_PLUGINS.iter().map(|p| json!({"name": p, "desiredState": "ENABLED"})).collect();
+    // The RDMA plugins configure RDMA NICs; a shape without them (VM.GPU.A10) runs the agent's defaults.
+    let rdma = f.sku.fabric != crate::catalog::Fabric::None;
+    let plugins: Vec<Json> =
+        if rdma { super::RDMA_PLUGINS.iter().map(|p| json!({"name": p, "desiredState": "ENABLED"})).collect() } else { Vec::new() };
     let mut d = json!({
         "compartmentId": compartment,
         "availabilityDomain": f.zone,

@@ -74,7 +74,14 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         Piece::new("oci_core_instance_configuration", format!("{n}-ic"))
             .set("shape", f.sku.name)
             .set("image", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
-            .set("agent_config.plugins_config", RDMA_PLUGINS.iter().map(|p| format!("{p}: ENABLED")).collect::<Vec<_>>().join(", "))
+            .set(
+                "agent_config.plugins_config",
+                if f.sku.fabric == crate::catalog::Fabric::None {
+                    "(agent defaults: no RDMA NICs)".to_owned()
+                } else {
+                    RDMA_PLUGINS.iter().map(|p| format!("{p}: ENABLED")).collect::<Vec<_>>().join(", ")
+                },
+            )
             .set_opt("preemptible_instance_config", preemptible.then_some("TERMINATE, preserve_boot_volume = false"))
             .set_opt("capacity_reservation_id", spec.reservation_id.as_deref())
             .set_opt("metadata.user_data", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
@@ -106,7 +113,11 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
     out
 }
 
-pub fn node_environment(_spec: &ClusterSpec) -> BTreeMap<String, String> {
+pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
+    if spec.fabric.sku.fabric == crate::catalog::Fabric::None {
+        // A VM shape on Ethernet: NCCL's socket transport over the primary VNIC.
+        return super::env(&[("NCCL_SOCKET_IFNAME", "ens3")]);
+    }
     // RoCE v2 settings used by oracle-quickstart/oci-hpc's NCCL jobs.
     super::env(&[
         ("NCCL_IB_GID_INDEX", "3"),
