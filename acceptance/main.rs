@@ -49,7 +49,12 @@ for_both_clis!(
     an_l4_inference_cluster_runs_on_ethernet,
     gpu_selfcheck_fragment_composes_with_user_data,
     oci_a10_media_cluster_on_ethernet,
+    azure_nv_a10_inference_cluster,
 );
+
+fn azure_nv_a10_inference_cluster(cli: &Cli) {
+    azure::nv_a10_inference_cluster(cli);
+}
 
 fn oci_a10_media_cluster_on_ethernet(cli: &Cli) {
     oci::a10_media_cluster_on_ethernet(cli);

@@ -611,6 +611,21 @@ fn cases() -> Vec<Case> {
             &["\"NCCL_SOCKET_IFNAME\": \"eth0\""],
         ),
         case(
+            "invalid_azure_nv_a10_without_image",
+            "cluster",
+            cl(fabric_ref("azure", "eastus", None, "Standard_NV36ads_A10_v5", "none"), json!({"workload": "inference"})),
+            &["error [image] Missing image", "GRID driver"],
+        ),
+        case(
+            "azure_inference_on_nv_a10",
+            "cluster",
+            cl(
+                fabric_ref("azure", "eastus", None, "Standard_NV36ads_A10_v5", "none"),
+                json!({"workload": "inference", "image": "/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/a10-grid"}),
+            ),
+            &["\"NCCL_SOCKET_IFNAME\": \"eth0\""],
+        ),
+        case(
             "oci_media_on_a10_vm",
             "cluster",
             cl(
@@ -874,7 +889,12 @@ fn every_catalog_node_type_plans() {
         if sku.cloud == Cloud::Oci {
             fabric["compartment_id"] = json!("ocid1.compartment.oc1..x");
         }
-        let cluster = json!({"name": "c", "node_count": 2, "fabric": fabric_ref(sku.cloud.as_str(), region, zone, sku.name, placement)});
+        let mut cluster =
+            json!({"name": "c", "node_count": 2, "fabric": fabric_ref(sku.cloud.as_str(), region, zone, sku.name, placement)});
+        if sku.name.starts_with("Standard_NV") {
+            // GRID-driver sizes have no default image.
+            cluster["image"] = json!("/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/a10-grid");
+        }
         for (kind, cfg) in [("fabric", fabric), ("cluster", cluster)] {
             let r = resource(kind);
             let schema = r.schema();

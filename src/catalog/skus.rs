@@ -142,6 +142,22 @@ pub static SKUS: &[Sku] = &[
             src("network_bandwidth_gbps", "\"up to 10 Gbps\" (burst), no sustained figure", Confirmed),
         ],
     },
+    // NVadsA10 v5 at its full-GPU size: one A10 (with an NVENC encoder) for inference and media, Ethernet only.
+    Sku {
+        cloud: Azure,
+        name: "Standard_NV36ads_A10_v5",
+        gpu_model: "A10",
+        gpu_count: 1,
+        gpu_memory_gb: Some(24),
+        fabric: Ethernet,
+        rdma_interfaces: None,
+        network_bandwidth_gbps: None,
+        local_nvme_gb: None,
+        sources: &[
+            src("*", "MicrosoftDocs/azure-compute-docs, NVadsA10 v5 series (full A10 at 36 vCPUs; GRID driver required)", Confirmed),
+            src("network_bandwidth_gbps", "not found", Unconfirmed),
+        ],
+    },
     Sku {
         cloud: Azure,
         name: "Standard_ND96isr_H100_v5",

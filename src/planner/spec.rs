@@ -625,6 +625,20 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     if workload == Workload::Media {
         ok &= check_video_encoders(cloud, sku, diags);
     }
+    // NVadsA10 v5 runs NVIDIA's GRID driver, which the default Azure HPC image (datacenter driver) lacks.
+    if cloud == Cloud::Azure && sku.name.starts_with("Standard_NV") && image.is_none() {
+        diags.error_at(
+            AttributePath::attr("image"),
+            "Missing image",
+            format!(
+                "{} needs NVIDIA's GRID driver, which the provider's default image ({}) does not carry. Set image to an image with the GRID \
+                 driver (e.g. one built with the NVIDIA GPU Driver Extension), as a publisher:offer:sku:version URN or a gallery image id.",
+                sku.name,
+                crate::clouds::azure::cluster::DEFAULT_IMAGE
+            ),
+        );
+        ok = false;
+    }
 
     if !capacity.offered_on(cloud) {
         let valid: Vec<&str> =

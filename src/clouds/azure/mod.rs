@@ -104,6 +104,10 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
 }
 
 pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
+    if spec.fabric.sku.fabric == crate::catalog::Fabric::None {
+        // NV-series on Ethernet: NCCL's socket transport over the primary NIC.
+        return super::env(&[("NCCL_SOCKET_IFNAME", "eth0")]);
+    }
     // Azure HPC image guidance for ND-series NCCL over InfiniBand.
     let mut env: BTreeMap<String, String> = super::env(&[
         ("NCCL_IB_PCI_RELAXED_ORDERING", "1"),

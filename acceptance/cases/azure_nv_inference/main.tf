@@ -1,0 +1,35 @@
+# An inference service on Azure: 3 x Standard_NV36ads_A10_v5 (one A10 each, GRID driver image) on
+# Ethernet, without a proximity placement group, on the Azure emulator.
+terraform {
+  required_providers {
+    hpc = { source = "hpc-platform/hpc" }
+  }
+}
+
+variable "endpoint" { type = string }
+
+provider "hpc" {
+  azure {
+    subscription_id = "00000000-0000-0000-0000-000000000001"
+    endpoint        = var.endpoint
+  }
+}
+
+resource "hpc_gpu_fabric" "f" {
+  name      = "serve"
+  cloud     = "azure"
+  region    = "eastus"
+  gpu       = "A10"
+  placement = "none"
+}
+
+resource "hpc_gpu_cluster" "c" {
+  name       = "serve"
+  fabric     = hpc_gpu_fabric.f
+  node_count = 3
+  workload   = "inference"
+  image      = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/ml/images/ubuntu-a10-grid"
+}
+
+output "nodes" { value = hpc_gpu_cluster.c.nodes }
+output "node_environment" { value = hpc_gpu_cluster.c.node_environment }
