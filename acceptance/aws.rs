@@ -7,11 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hpc_emulators::harness::{AwsEmulator, admin, start_aws};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Run, Workdir, assert_nodes};
-
-fn fold(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
+use crate::cli::{Cli, Run, Workdir, assert_nodes, fold};
 
 fn workdir(cli: &Cli, emulator: &AwsEmulator) -> Workdir {
     Workdir::new(cli, "aws_cluster").env("TF_VAR_endpoint", &emulator.endpoint)
@@ -131,7 +127,7 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     // Scale 4 -> 6 in place.
     w.write("terraform.tfvars", "node_count = 6\n");
     let scale = plan(&w, 2).stdout;
-    assert!(crate::cli::fold(&scale).contains("node_count = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
+    assert!(fold(&scale).contains("node_count = 4 -> 6") && scale.contains("0 to destroy"), "{scale}");
     apply(&w).expect_code(0);
     assert_eq!(nodes(ep).len(), 6);
     let at_6 = calls_during(ep, || {
@@ -146,7 +142,7 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     admin(ep, "POST", "out-of-band", Some(json!({"action": "revoke_security_group_rules", "id": sg})));
     let drift = plan(&w, 2).stdout;
     assert!(drift.contains("changed outside of"), "{drift}");
-    assert!(crate::cli::fold(&drift).contains("node_count = 5 -> 6") && drift.contains("+ \"acc-3\""), "{drift}");
+    assert!(fold(&drift).contains("node_count = 5 -> 6") && drift.contains("+ \"acc-3\""), "{drift}");
     assert_eq!(drift.matches("deleted outside; the next apply recreates it").count(), 6, "pg + 2 rules, noted and repaired:\n{drift}");
     apply(&w).expect_code(0);
     plan(&w, 0);
@@ -161,7 +157,7 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     let fs_id = state_values(&w)["hpc_parallel_filesystem.fs"]["id"].as_str().unwrap().rsplit('/').next().unwrap().to_owned();
     admin(ep, "POST", "out-of-band", Some(json!({"action": "set_file_system_capacity", "id": fs_id, "value": 7200})));
     let grown = fold(&plan(&w, 2).output());
-    assert!(crate::cli::fold(&grown).contains("capacity_gib = 7200 -> 4800 # forces replacement"), "{grown}");
+    assert!(fold(&grown).contains("capacity_gib = 7200 -> 4800 # forces replacement"), "{grown}");
     assert!(grown.contains("Warning: Filesystem capacity cannot shrink") && grown.contains("set capacity_gib = 7200"), "{grown}");
     w.write("terraform.tfvars", "node_count = 6\ncapacity_gib = 7200\n");
     plan(&w, 0);

@@ -11,7 +11,7 @@ mod gcp;
 mod oci;
 mod security;
 
-use cli::{Cli, Workdir, example_dirs};
+use cli::{Cli, Workdir, example_dirs, fold};
 
 macro_rules! for_both_clis {
     ($($case:ident),* $(,)?) => {
@@ -362,10 +362,6 @@ fn every_example_validates_and_plans(cli: &Cli) {
         let plan = w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]);
         assert!(matches!(plan.code, Some(0 | 2)), "{example}: plan failed\n{}", plan.output());
     }
-}
-
-fn fold(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn cloud_examples_show_their_vendor_expansion(cli: &Cli) {

@@ -62,28 +62,26 @@ pub fn up(nodes: Vec<Node>) -> Vec<Node> {
 
 /// The nodes in index order, with the id the google provider gives an instance and nic0's address.
 pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Vec<crate::clouds::NodeAddress> {
-    let order = node_names(cluster, nodes);
-    order
+    let mut ordered: Vec<(u32, &Node)> = nodes.iter().map(|n| (index_of(cluster, &n.name), n)).collect();
+    ordered.sort_by(|a, b| (a.0, &a.1.name).cmp(&(b.0, &b.1.name)));
+    ordered
         .into_iter()
-        .filter_map(|name| {
-            let node = nodes.iter().find(|n| n.name == name)?;
-            let private_ip = node.instance.network_interfaces.first().and_then(|nic| nic.network_ip.clone());
-            Some(crate::clouds::NodeAddress { id: format!("projects/{project}/zones/{zone}/instances/{name}"), name, private_ip })
+        .map(|(_, node)| crate::clouds::NodeAddress {
+            id: format!("projects/{project}/zones/{zone}/instances/{}", node.name),
+            name: node.name.clone(),
+            private_ip: node.instance.network_interfaces.first().and_then(|nic| nic.network_ip.clone()),
         })
         .collect()
 }
 
+/// The index of a node named `<cluster>-<i>`; names that do not follow it sort last.
+fn index_of(cluster: &str, name: &str) -> u32 {
+    name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|i| i.parse().ok()).unwrap_or(u32::MAX)
+}
+
 /// Node names in index order.
 pub fn node_names(cluster: &str, nodes: &[Node]) -> Vec<String> {
-    let mut names: Vec<(u32, String)> = nodes
-        .iter()
-        .map(|n| {
-            (
-                n.name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|i| i.parse().ok()).unwrap_or(u32::MAX),
-                n.name.clone(),
-            )
-        })
-        .collect();
+    let mut names: Vec<(u32, String)> = nodes.iter().map(|n| (index_of(cluster, &n.name), n.name.clone())).collect();
     names.sort();
     names.into_iter().map(|(_, n)| n).collect()
 }

@@ -75,11 +75,12 @@ pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>) -> Result<Vec<
 pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Json]) -> Result<Vec<crate::clouds::NodeAddress>, String> {
     let mut vnic_of: BTreeMap<String, String> = BTreeMap::new();
     let mut subnets: BTreeSet<String> = BTreeSet::new();
-    if !nodes.is_empty() {
+    let ours: BTreeSet<&str> = nodes.iter().filter_map(|n| n["id"].as_str()).collect();
+    if !ours.is_empty() {
         let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
         for a in oci.list(ctx, Service::Core, "vnicAttachments", &q).await? {
             let (Some(instance), Some(vnic)) = (a["instanceId"].as_str(), a["vnicId"].as_str()) else { continue };
-            if a["lifecycleState"].as_str() != Some("ATTACHED") || !nodes.iter().any(|n| n["id"].as_str() == Some(instance)) {
+            if a["lifecycleState"].as_str() != Some("ATTACHED") || !ours.contains(instance) {
                 continue;
             }
             // The primary VNIC is the one at NIC index 0 (or the first listed).
