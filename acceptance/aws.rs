@@ -192,6 +192,64 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     assert_eq!(inv["empty"], true, "{inv}");
 }
 
+/// An L4 inference service with no `hpc_gpu_fabric`: the cluster makes its own small network, with no EFA
+/// and no placement group; losing every node is drift to repair, not a cluster gone (its network would be
+/// orphaned); import finds it again; destroy removes the network after the nodes.
+pub fn l4_inference_without_a_fabric(cli: &Cli) {
+    let emulator = start_aws();
+    let ep = emulator.endpoint.as_str();
+    let w = Workdir::new(cli, "l4_inference")
+        .env("AWS_ENDPOINT_URL", ep)
+        .env("AWS_ACCESS_KEY_ID", "acceptance")
+        .env("AWS_SECRET_ACCESS_KEY", "acceptance");
+    let planned = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0);
+    let flat = fold(&planned.stdout);
+    assert!(flat.contains(r#""instance_type" = "g6.xlarge""#) && flat.contains(r#""interface_type" = "interface""#), "{flat}");
+    for piece in [r#"kind = "aws_vpc""#, r#"kind = "aws_subnet""#, r#"kind = "aws_security_group""#, r#"kind = "aws_instance""#] {
+        assert!(flat.contains(piece), "{piece} missing from the plan:\n{flat}");
+    }
+    assert!(
+        flat.contains(r#"+ fabric = { + cloud = "aws" + id = "aws/us-east-1/serve""#) && flat.contains(r#"+ placement = "none""#),
+        "{flat}"
+    );
+    assert!(flat.contains("Plan: 1 to add, 0 to change, 0 to destroy"), "one resource, no fabric:\n{flat}");
+    // No RDMA pieces, and no checklist warning (the CLI's own dev-override warning aside).
+    for absent in ["efa-only", "aws_placement_group", "FI_PROVIDER", "Warning: No proximity", "Warning: Training", "Warning: Inference"] {
+        assert!(!planned.output().contains(absent), "{absent} in an Ethernet inference plan:\n{}", planned.output());
+    }
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    assert_eq!(out["instance_type"]["value"], "g6.xlarge");
+    assert_nodes(&out, &["serve-0", "serve-1", "serve-2", "serve-3"]);
+    let vpcs = inventory(ep)["resources"]["ec2"]["vpcs"].clone();
+    assert_eq!(out["network"]["value"]["vpc_id"], vpcs[0], "the network attribute names the VPC made: {vpcs}");
+    assert!(out["network"]["value"]["subnet_id"].as_str().is_some_and(|s| s.starts_with("subnet-")), "{out}");
+
+    // Every node terminated outside: the cluster is still there (its network is), and apply brings the nodes back.
+    for node in ["serve-0", "serve-1", "serve-2", "serve-3"] {
+        admin(ep, "POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": instance_id(ep, node)})));
+    }
+    let drift = plan(&w, 2).stdout;
+    assert!(fold(&drift).contains("node_count = 0 -> 4") && drift.contains("0 to add, 1 to change, 0 to destroy"), "{drift}");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    assert_nodes(&out, &["serve-0", "serve-1", "serve-2", "serve-3"]);
+
+    // Import: the cluster and the network it made come back as one resource, exactly as created.
+    let created = state_values(&w);
+    w.run(&["state", "rm", "hpc_gpu_cluster.serve"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "hpc_gpu_cluster.serve", "aws/us-east-1/serve"]).expect_code(0);
+    assert_eq!(state_values(&w), created, "{} import", cli.name);
+    let after = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout;
+    assert!(!after.contains("# hpc_"), "{after}");
+
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let inv = inventory(ep);
+    assert_eq!(inv["empty"], true, "the network goes with the nodes: {inv}");
+}
+
 pub fn cloud_failures_reach_the_user_and_nothing_is_lost(cli: &Cli) {
     let emulator = start_aws();
     let ep = emulator.endpoint.as_str();

@@ -105,17 +105,23 @@ pub fn nd_h100_cluster_lifecycle(cli: &Cli) {
     assert_eq!(inv["empty"], true, "{inv}");
 }
 
-/// Inference on Azure's NVadsA10 v5: Ethernet NCCL settings, no proximity placement group, nodes listed.
+/// Inference on Azure's NVadsA10 v5 without a fabric: Ethernet NCCL settings, the cluster's own resource
+/// group and VNet, no proximity placement group, nodes listed; import and destroy.
 pub fn nv_a10_inference_cluster(cli: &Cli) {
     let (ep, pem) = start_azure();
     let w = Workdir::new(cli, "azure_nv_inference").env("TF_VAR_endpoint", &ep).env("HPC_AZURE_CA_FILE", &pem.display().to_string());
-    apply(&w).expect_code(0);
-    plan(&w, 0);
-    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
-    assert_nodes(&out, &["serve-0", "serve-1", "serve-2"]);
-    assert_eq!(out["node_environment"]["value"], json!({"NCCL_SOCKET_IFNAME": "eth0"}));
-    let inv = azure_admin(&ep, &pem, "GET", "inventory", None);
-    assert!(inv["resources"]["arm"]["proximityPlacementGroups"].is_null(), "{inv}");
-    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
-    assert_eq!(azure_admin(&ep, &pem, "GET", "inventory", None)["empty"], true);
+    let check = |out: &Value| {
+        assert_eq!(out["node_environment"]["value"], json!({"NCCL_SOCKET_IFNAME": "eth0"}));
+        assert!(
+            out["network"]["value"]["vpc_id"]
+                .as_str()
+                .unwrap()
+                .ends_with("/resourceGroups/serve-rg/providers/Microsoft.Network/virtualNetworks/serve-vpc"),
+            "{out}"
+        );
+        let inv = azure_admin(&ep, &pem, "GET", "inventory", None);
+        assert!(inv["resources"]["arm"]["proximityPlacementGroups"].is_null(), "{inv}");
+    };
+    let empty = || azure_admin(&ep, &pem, "GET", "inventory", None)["empty"] == true;
+    crate::cli::own_network_lifecycle(&w, "hpc_gpu_cluster.c", "azure/serve-rg/serve", &["serve-0", "serve-1", "serve-2"], check, empty);
 }

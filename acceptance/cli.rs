@@ -215,3 +215,41 @@ pub fn assert_nodes(outputs: &serde_json::Value, names: &[&str]) -> Vec<(String,
 pub fn fold(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// The resources' values as `show -json` has them, by address.
+pub fn state_values(w: &Workdir) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let out = w.run(&["show", "-json"]).expect_code(0);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    json["values"]["root_module"]["resources"]
+        .as_array()
+        .map(|rs| rs.iter().map(|r| (r["address"].as_str().unwrap().to_owned(), r["values"].clone())).collect())
+        .unwrap_or_default()
+}
+
+/// A cluster without a fabric, end to end: applied with the network it makes (`network` names it), an
+/// empty re-plan, `check` on the outputs, an import that gives back the same state, and a destroy after
+/// which `empty` (the emulator's inventory) holds.
+pub fn own_network_lifecycle(
+    w: &Workdir,
+    address: &str,
+    id: &str,
+    nodes: &[&str],
+    check: impl FnOnce(&serde_json::Value),
+    empty: impl Fn() -> bool,
+) {
+    w.run(&["apply", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
+    let out: serde_json::Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    assert_nodes(&out, nodes);
+    let network = &out["network"]["value"];
+    assert!(network["vpc_id"].as_str().is_some_and(|v| !v.is_empty()) && network["subnet_id"].as_str().is_some(), "{out}");
+    check(&out);
+    let created = state_values(w);
+    w.run(&["state", "rm", address]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", address, id]).expect_code(0);
+    assert_eq!(state_values(w), created, "{address} imported from {id}");
+    let after = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout;
+    assert!(!after.contains("# hpc_"), "{after}");
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    assert!(empty(), "{address}: the emulator still holds something after destroy");
+}

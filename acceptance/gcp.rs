@@ -126,6 +126,25 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     assert_eq!(inv["empty"], true, "{inv}");
 }
 
+/// L4 inference on Google Cloud without a fabric: the cluster's own host VPC, gVNIC only, no placement
+/// policy and no GPU NIC VPCs; import and destroy.
+pub fn l4_inference_without_a_fabric(cli: &Cli) {
+    let ep = start_gcp();
+    let w = Workdir::new(cli, "gcp_l4_inference").env("TF_VAR_endpoint", &ep);
+    let check = |out: &Value| {
+        assert_eq!(out["node_environment"]["value"]["NCCL_SOCKET_IFNAME"], "eth0", "{out}");
+        assert_eq!(out["network"]["value"]["vpc_id"].as_str().map(|v| v.ends_with("/global/networks/serve-vpc")), Some(true), "{out}");
+        for i in instances(&ep) {
+            assert_eq!(i["networkInterfaces"].as_array().map(Vec::len), Some(1), "{i}");
+            assert!(i["resourcePolicies"].as_array().is_none_or(Vec::is_empty), "no placement policy: {i}");
+        }
+        let inv = admin(&ep, "GET", "inventory", None);
+        assert!(!inv.to_string().contains("serve-gpu-") && !inv.to_string().contains("serve-placement"), "{inv}");
+    };
+    let empty = || admin(&ep, "GET", "inventory", None)["empty"] == true;
+    crate::cli::own_network_lifecycle(&w, "hpc_gpu_cluster.serve", "gcp/us-central1-a/serve", &["serve-0", "serve-1"], check, empty);
+}
+
 pub fn a3_ultra_roce_layout(cli: &Cli) {
     let ep = start_gcp();
     let w = Workdir::new(cli, "gcp_cluster").env("TF_VAR_endpoint", &ep);

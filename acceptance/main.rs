@@ -50,10 +50,15 @@ for_both_clis!(
     gpu_selfcheck_fragment_composes_with_user_data,
     oci_a10_media_cluster_on_ethernet,
     azure_nv_a10_inference_cluster,
+    gcp_l4_inference_without_a_fabric,
 );
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
     azure::nv_a10_inference_cluster(cli);
+}
+
+fn gcp_l4_inference_without_a_fabric(cli: &Cli) {
+    gcp::l4_inference_without_a_fabric(cli);
 }
 
 fn oci_a10_media_cluster_on_ethernet(cli: &Cli) {
@@ -92,25 +97,7 @@ fn media_on_h100_is_refused_with_the_node_types_that_have_encoders(cli: &Cli) {
 }
 
 fn an_l4_inference_cluster_runs_on_ethernet(cli: &Cli) {
-    let emulator = hpc_emulators::harness::start_aws();
-    let w = Workdir::new(cli, "l4_inference")
-        .env("AWS_ENDPOINT_URL", &emulator.endpoint)
-        .env("AWS_ACCESS_KEY_ID", "acceptance")
-        .env("AWS_SECRET_ACCESS_KEY", "acceptance");
-    let plan = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0);
-    let flat = fold(&plan.stdout);
-    assert!(flat.contains(r#""instance_type" = "g6.xlarge""#) && flat.contains(r#""interface_type" = "interface""#), "{flat}");
-    // No RDMA pieces, and no checklist warning (the CLI's own dev-override warning aside).
-    for absent in ["efa-only", "aws_placement_group", "FI_PROVIDER", "Warning: No proximity", "Warning: Training", "Warning: Inference"] {
-        assert!(!plan.output().contains(absent), "{absent} in an Ethernet inference plan:\n{}", plan.output());
-    }
-    w.run(&["apply", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
-    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
-    let out: serde_json::Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
-    assert_eq!(out["instance_type"]["value"], "g6.xlarge");
-    cli::assert_nodes(&out, &["serve-0", "serve-1", "serve-2", "serve-3"]);
-    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
-    assert_eq!(hpc_emulators::harness::admin(&emulator.endpoint, "GET", "inventory", None)["empty"], true);
+    aws::l4_inference_without_a_fabric(cli);
 }
 
 fn the_plan_shows_the_estimated_hourly_cost(cli: &Cli) {

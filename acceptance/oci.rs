@@ -109,7 +109,8 @@ pub fn h100_cluster_lifecycle(cli: &Cli) {
     assert_eq!(inv["empty"], true, "{inv}");
 }
 
-/// Media on OCI's A10 VM shape: no compute cluster, the RDMA agent plugins left off, Ethernet NCCL settings.
+/// Media on OCI's A10 VM shape without a fabric: the cluster's own VCN, no compute cluster, the RDMA agent
+/// plugins left off, Ethernet NCCL settings; import and destroy.
 pub fn a10_media_cluster_on_ethernet(cli: &Cli) {
     let (ep, key) = start_oci();
     let w = Workdir::new(cli, "oci_a10_media")
@@ -118,13 +119,14 @@ pub fn a10_media_cluster_on_ethernet(cli: &Cli) {
         .env("TF_VAR_fingerprint", &key.fingerprint);
     let planned = crate::cli::fold(&plan(&w, 2).stdout);
     assert!(planned.contains(r#""agent_config.plugins_config" = "(agent defaults: no RDMA NICs)""#), "{planned}");
+    assert!(planned.contains(r#"kind = "oci_core_vcn""#) && planned.contains("Plan: 1 to add"), "{planned}");
     assert!(!planned.contains("oci_core_compute_cluster") && !planned.contains("Warning: No proximity"), "{planned}");
-    apply(&w).expect_code(0);
-    plan(&w, 0);
-    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
-    assert_nodes(&out, &["transcode-0", "transcode-1"]);
-    let inv = admin(&ep, "GET", "inventory", None);
-    assert_eq!(inv["resources"]["core"]["computecluster"].as_array().map(Vec::len).unwrap_or(0), 0, "{inv}");
-    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
-    assert_eq!(admin(&ep, "GET", "inventory", None)["empty"], true);
+    let check = |out: &Value| {
+        assert!(out["network"]["value"]["vpc_id"].as_str().unwrap().starts_with("ocid1.vcn."), "{out}");
+        let inv = admin(&ep, "GET", "inventory", None);
+        assert_eq!(inv["resources"]["core"]["computecluster"].as_array().map(Vec::len).unwrap_or(0), 0, "{inv}");
+    };
+    let empty = || admin(&ep, "GET", "inventory", None)["empty"] == true;
+    let id = format!("oci/us-ashburn-1/{COMPARTMENT}/transcode");
+    crate::cli::own_network_lifecycle(&w, "hpc_gpu_cluster.c", &id, &["transcode-0", "transcode-1"], check, empty);
 }

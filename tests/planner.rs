@@ -634,6 +634,45 @@ fn cases() -> Vec<Case> {
             ),
             &["(agent defaults: no RDMA NICs)"],
         ),
+        // Without a fabric: the cluster's own network leads the expansion; no placement, no RDMA pieces.
+        case(
+            "aws_inference_without_a_fabric",
+            "cluster",
+            json!({"name": "serve", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "gpu": "L4", "node_count": 4, "workload": "inference"}),
+            &[r#""kind": "aws_vpc""#, r#""kind": "aws_launch_template""#, r#""id": "aws/us-east-1/serve""#, r#""placement": "none""#],
+        ),
+        case(
+            "gcp_inference_without_a_fabric_joins_a_subnet",
+            "cluster",
+            json!({"name": "serve", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "g2-standard-4",
+                   "vpc_id": "projects/p/global/networks/apps", "subnet_id": "projects/p/regions/us-central1/subnetworks/apps",
+                   "node_count": 2, "workload": "inference"}),
+            &[r#""kind": "google_compute_instance""#, r#""id": "gcp/us-central1-a/serve""#],
+        ),
+        case(
+            "invalid_cluster_without_fabric_or_cloud",
+            "cluster",
+            json!({"name": "serve", "node_count": 2, "workload": "inference"}),
+            &["error [fabric] Missing fabric", r#"cloud ("aws", "azure", "gcp" or "oci")"#],
+        ),
+        case(
+            "invalid_cluster_with_fabric_and_cloud",
+            "cluster",
+            cl(aws_p5(), json!({"gpu": "H100"})),
+            &["error [gpu] Conflicting with fabric", "Remove gpu, or remove fabric"],
+        ),
+        case(
+            "invalid_training_without_a_fabric",
+            "cluster",
+            json!({"name": "train", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "gpu": "H100", "node_count": 16}),
+            &["error [fabric] Missing fabric", "16 nodes for pretraining train together", "placement = \"cluster\""],
+        ),
+        case(
+            "single_node_finetuning_without_a_fabric",
+            "cluster",
+            json!({"name": "tune", "cloud": "azure", "region": "eastus", "gpu": "H100", "node_count": 1, "workload": "finetuning"}),
+            &[r#""kind": "azurerm_resource_group""#, r#""id": "azure/tune-rg/tune""#],
+        ),
         case(
             "invalid_fabric_oci_vm_in_compute_cluster",
             "fabric",
@@ -756,7 +795,9 @@ fn check_validity(name: &str, schema: &Schema, config: &Value, planned: &Value, 
         if creating && a.computed && c.is_null() {
             // FSx for Lustre chooses the mount name itself.
             let fsx_mount_name = a.name == "filesystem_name" && config.get("fabric").get("cloud").as_str() == Some("aws");
-            let cloud_assigned = assigned.contains(&a.name.as_str()) || fsx_mount_name;
+            // A cluster without a fabric learns its network's ids at apply; on a fabric it has none.
+            let own_network = a.name == "network" && config.get("fabric").is_null();
+            let cloud_assigned = assigned.contains(&a.name.as_str()) || fsx_mount_name || own_network;
             assert_eq!(p.is_wholly_known(), !cloud_assigned, "{name}: knownness of {} at plan time", a.name);
         }
     }

@@ -132,6 +132,10 @@ impl Workload {
 pub struct ClusterSpec {
     pub name: String,
     pub fabric: FabricRef,
+    /// No fabric was given: the cluster makes (or joins) its own network, with no proximity placement.
+    pub own_network: bool,
+    /// Without a fabric, the existing `(vpc_id, subnet_id)` the cluster joins.
+    pub joins: Option<(String, String)>,
     pub node_count: u32,
     pub capacity: CapacityType,
     pub reservation_id: Option<String>,
@@ -569,6 +573,66 @@ fn valid_cidr(cidr: &str, min_prefix: u8, max_prefix: u8) -> bool {
 
 // ------------------------------------------------------------------------------------------ cluster
 
+/// What a cluster without a fabric says in its place: where it runs, which nodes, and the network to join.
+pub const OWN_NETWORK: [&str; 8] = ["cloud", "region", "zone", "gpu", "vpc_id", "subnet_id", "resource_group", "compartment_id"];
+
+/// The fabric a cluster without one gets: named after the cluster, no proximity placement, its own
+/// network unless `vpc_id` and `subnet_id` name one. `c` is the cluster's configuration or its state.
+pub fn own_fabric_config(c: &Value) -> Value {
+    let mut out: BTreeMap<String, Value> = OWN_NETWORK.iter().map(|k| ((*k).to_owned(), c.get(k).clone())).collect();
+    for k in ["name", "instance_type", "tags"] {
+        out.insert(k.to_owned(), c.get(k).clone());
+    }
+    out.insert("placement".into(), Value::from("none"));
+    out.insert("cidr_block".into(), Value::Null);
+    out.insert("max_distance".into(), Value::Null);
+    Value::Map(out)
+}
+
+type Joins = Option<(String, String)>;
+
+fn own_fabric_ref(c: &Value, diags: &mut Diagnostics) -> Result<(FabricRef, Joins), ()> {
+    if c.get("cloud").is_null() {
+        diags.error_at(
+            AttributePath::attr("fabric"),
+            "Missing fabric",
+            format!(
+                "Set fabric = hpc_gpu_fabric.<name> to build on a fabric (training), or leave it out and set cloud ({}), region and zone \
+                 with gpu or instance_type: the cluster then makes its own network, or joins vpc_id and subnet_id, with no placement \
+                 group and no RDMA pieces (inference and media).",
+                one_of(&Cloud::NAMES)
+            ),
+        );
+        return Err(());
+    }
+    let spec = fabric(&own_fabric_config(c), diags)?;
+    let joins = match spec.network {
+        Network::Existing { vpc_id, subnet_id } => Some((vpc_id, subnet_id)),
+        Network::Create { .. } => None,
+    };
+    let reference =
+        FabricRef { name: spec.name, cloud: spec.cloud, region: spec.region, zone: spec.zone, sku: spec.sku, placement: spec.placement };
+    Ok((reference, joins))
+}
+
+/// A cluster on a fabric takes its location, node type and network from it; saying them again is refused.
+fn no_own_network_settings(c: &Value, diags: &mut Diagnostics) -> bool {
+    let mut ok = true;
+    for attr in OWN_NETWORK.iter().chain(&["instance_type"]) {
+        if c.get(attr).is_present() {
+            diags.error_at(
+                AttributePath::attr(attr),
+                "Conflicting with fabric",
+                format!(
+                    "This cluster builds on fabric, which sets its {attr}. Remove {attr}, or remove fabric to run the cluster without one."
+                ),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
 pub fn parse_cluster(c: &Value, diags: &mut Diagnostics) -> Option<ClusterSpec> {
     cluster(c, diags).ok()
 }
@@ -576,7 +640,16 @@ pub fn parse_cluster(c: &Value, diags: &mut Diagnostics) -> Option<ClusterSpec> 
 fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     let name = string(c.get("name"))?.ok_or(())?;
     let mut ok = check_name(&name, AttributePath::attr("name"), diags);
-    let fabric = parse_fabric_ref(c.get("fabric"), AttributePath::attr("fabric"), diags);
+    let own_network = c.get("fabric").is_null();
+    let (fabric, joins) = if own_network {
+        match own_fabric_ref(c, diags) {
+            Ok((f, joins)) => (Ok(f), joins),
+            Err(()) => (Err(()), None),
+        }
+    } else {
+        ok &= no_own_network_settings(c, diags);
+        (parse_fabric_ref(c.get("fabric"), AttributePath::attr("fabric"), diags), None)
+    };
     let node_count = whole_number(c.get("node_count"), AttributePath::attr("node_count"), 1, 100_000, diags)?.ok_or(())? as u32;
     let capacity_name = string(c.get("capacity_type"))?.unwrap_or_else(|| "on-demand".into());
     let Some(capacity) = CapacityType::parse(&capacity_name) else {
@@ -621,6 +694,20 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     let sku = fabric.sku;
     if cloud == Cloud::Gcp {
         ok &= check_gcp_labels(&tags, diags);
+    }
+    if own_network && workload.trains() && node_count > 1 {
+        diags.error_at(
+            AttributePath::attr("fabric"),
+            "Missing fabric",
+            format!(
+                "{node_count} nodes for {} train together: they need proximity placement and their RDMA fabric ({}) between them, which a cluster \
+                 without a fabric does not get. Declare an hpc_gpu_fabric (placement = \"cluster\") and set fabric = hpc_gpu_fabric.<name>. \
+                 Without a fabric a cluster serves inference or media, or is a single node.",
+                workload.as_str(),
+                sku.fabric.as_str()
+            ),
+        );
+        ok = false;
     }
     if workload == Workload::Media {
         ok &= check_video_encoders(cloud, sku, diags);
@@ -748,6 +835,8 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     Ok(ClusterSpec {
         name,
         fabric,
+        own_network,
+        joins,
         node_count,
         capacity,
         reservation_id,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
+use super::gpu_fabric::{self, GpuFabric};
 use crate::catalog::Cloud;
 use crate::clouds::{NodeAddress, aws, azure, gcp, oci};
 use crate::framework::{
@@ -17,8 +18,25 @@ use crate::planner::{self, expansion_type, expansion_value, spec};
 pub struct GpuCluster;
 
 const SHAPE: PlanShape = PlanShape {
-    assigned: &["id", "nodes"],
-    replace: &["name", "fabric", "capacity_type", "reservation_id", "image", "user_data", "ssh_public_key", "rdma_interfaces"],
+    assigned: &["id", "nodes", "network"],
+    replace: &[
+        "name",
+        "fabric",
+        "cloud",
+        "region",
+        "zone",
+        "instance_type",
+        "vpc_id",
+        "subnet_id",
+        "resource_group",
+        "compartment_id",
+        "capacity_type",
+        "reservation_id",
+        "image",
+        "user_data",
+        "ssh_public_key",
+        "rdma_interfaces",
+    ],
 };
 
 pub fn schema() -> Schema {
@@ -28,10 +46,33 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("delete", Type::String, "Default 30m."));
     Schema::new(
         0,
-        Block::new("GPU nodes on a fabric: the node type's RDMA interfaces, placement and capacity, expanded into the cloud's own pieces in the plan.")
-            .attribute(Attribute::required("name", Type::String, "Name; nodes are named `<name>-0` .. `<name>-<n-1>`."))
-            .attribute(Attribute::required("fabric", fabric_ref_type(), "The fabric to build on: `fabric = hpc_gpu_fabric.<name>`."))
-            .attribute(Attribute::required("node_count", Type::Number, "Number of nodes. Changes in place."))
+        Block::new(
+            "GPU nodes on a fabric: the node type's RDMA interfaces, placement and capacity, expanded into the cloud's own pieces in the plan. \
+             Inference and media nodes need no RDMA fabric: without `fabric`, the cluster says where it runs itself and makes (or joins) \
+             its own network, with no placement group.",
+        )
+        .attribute(Attribute::required("name", Type::String, "Name; nodes are named `<name>-0` .. `<name>-<n-1>`."))
+        .attribute(Attribute::optional_computed(
+            "fabric",
+            fabric_ref_type(),
+            "The fabric to build on: `fabric = hpc_gpu_fabric.<name>`. Leave it out for inference, media or single-node clusters and set \
+             `cloud`, `region`, `zone` and `gpu` (or `instance_type`) instead; it then shows the network the cluster made for itself \
+             (named after the cluster, placement `none`), which a filesystem can take as its `fabric`.",
+        ))
+        .attribute(Attribute::optional("cloud", Type::String, "Without a fabric: `aws`, `azure`, `gcp` or `oci`."))
+        .attribute(Attribute::optional("region", Type::String, "Without a fabric: region (Azure: location)."))
+        .attribute(Attribute::optional("zone", Type::String, "Without a fabric: availability zone (GCP zone, OCI availability domain); required except on Azure."))
+        .attribute(Attribute::optional("gpu", Type::String, "Without a fabric: GPU model, resolved through the catalog to a node type (or set `instance_type`)."))
+        .attribute(Attribute::optional("vpc_id", Type::String, "Without a fabric: existing VPC/VNet/VCN to join (with `subnet_id`); otherwise the cluster creates a small one (10.0.0.0/16)."))
+        .attribute(Attribute::optional("subnet_id", Type::String, "Without a fabric: existing subnet to join (with `vpc_id`)."))
+        .attribute(Attribute::optional("resource_group", Type::String, "Without a fabric, Azure: existing resource group to build in; otherwise `<name>-rg` is created."))
+        .attribute(Attribute::optional("compartment_id", Type::String, "Without a fabric, OCI: compartment OCID to build in. Required on OCI."))
+        .attribute(Attribute::computed(
+            "network",
+            Type::object([("vpc_id", Type::String), ("subnet_id", Type::String)]),
+            "Without a fabric: the VPC/VNet/VCN and subnet the nodes are on, created or joined (for load balancers and firewall rules). Null on a fabric: read them from it.",
+        ))
+        .attribute(Attribute::required("node_count", Type::Number, "Number of nodes. Changes in place."))
             .attribute(Attribute::optional_computed(
                 "capacity_type",
                 Type::String,
@@ -53,7 +94,7 @@ pub fn schema() -> Schema {
             ))
             .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
             .attribute(Attribute::computed("id", Type::String, "Identifier of the cluster, assigned when it is created."))
-            .attribute(Attribute::computed("instance_type", Type::String, "Node type (from the fabric)."))
+            .attribute(Attribute::optional_computed("instance_type", Type::String, "Node type: from the fabric, or without one set here (or resolved from `gpu`)."))
             .attribute(Attribute::computed("gpu_model", Type::String, "GPU model of the nodes."))
             .attribute(Attribute::computed("gpus_total", Type::Number, "GPUs in the cluster."))
             .attribute(Attribute::computed("node_names", Type::list(Type::String), "Names of the nodes."))
@@ -158,11 +199,48 @@ fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
     (text(planner::nccl::slurm_script(&job)), text(planner::nccl::kubernetes_job(&job, None, &devices)))
 }
 
+/// The identifier of a fabric (and of the cluster that owns it, which has the same name): `<cloud>/<location>/<name>`.
+fn fabric_id(f: &spec::FabricSpec) -> String {
+    match f.cloud {
+        Cloud::Aws => aws::api::resource_id(&f.region, &f.name),
+        Cloud::Gcp => gcp::api::resource_id(f.zone.as_deref().unwrap_or_default(), &f.name),
+        Cloud::Azure => azure::api::resource_id(&azure::fabric::group_name(&f.name, f.resource_group.as_deref()), &f.name),
+        Cloud::Oci => oci::api::resource_id(&f.region, f.compartment_id.as_deref().unwrap_or_default(), &f.name),
+    }
+}
+
+/// For a cluster without a fabric: the fabric it makes for itself, as the `fabric` object, and its pieces.
+fn own_fabric(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<(Value, Vec<planner::Piece>)> {
+    let mut quiet = Diagnostics::new();
+    let planned = spec::parse_fabric(&spec::own_fabric_config(config), &mut quiet)
+        .and_then(|f| planner::plan_fabric(f, &common::defaults(ctx), &mut quiet));
+    let Some(plan) = planned else {
+        diags.extend(quiet);
+        return None;
+    };
+    let f = &plan.spec;
+    let reference = Value::object([
+        ("id", Value::from(fabric_id(f))),
+        ("cloud", Value::from(f.cloud.as_str())),
+        ("region", Value::from(f.region.as_str())),
+        ("zone", f.zone.as_deref().map_or(Value::Null, Value::from)),
+        ("name", Value::from(f.name.as_str())),
+        ("instance_type", Value::from(f.sku.name)),
+        ("placement", Value::from(f.placement.as_str())),
+    ]);
+    Some((reference, plan.pieces))
+}
+
 fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
     let spec = spec::parse_cluster(config, diags)?;
-    let plan = planner::plan_cluster(spec, &common::defaults(ctx), diags);
-    let s = &plan.spec;
+    let own = if spec.own_network { Some(own_fabric(ctx, config, diags)?) } else { None };
+    let mut plan = planner::plan_cluster(spec, &common::defaults(ctx), diags);
     let mut out = BTreeMap::new();
+    if let Some((reference, pieces)) = own {
+        out.insert("fabric".into(), reference);
+        plan.pieces.splice(0..0, pieces);
+    }
+    let s = &plan.spec;
     out.insert("capacity_type".into(), Value::from(s.capacity.as_str()));
     out.insert("workload".into(), Value::from(s.workload.as_str()));
     out.insert("rdma_interfaces".into(), Value::int(i64::from(s.rdma_interfaces)));
@@ -205,39 +283,242 @@ impl Resource for GpuCluster {
 
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
         let prior = req.prior;
+        let on_fabric = req.config.get("fabric").is_present() || req.config.get("fabric").is_unknown();
         let mut resp = common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags));
         plan_nodes(prior, &mut resp.planned);
+        if let Value::Map(m) = &mut resp.planned {
+            if on_fabric {
+                m.insert("network".into(), Value::Null);
+            } else if has_missing_pieces(prior) {
+                // A repair may make the network again, with new ids.
+                m.insert("network".into(), Value::Unknown);
+            }
+        }
         resp
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this cluster", &req, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_apply(ctx, &req, d).await,
-            Cloud::Azure => azure_apply(ctx, &req, d).await,
-            Cloud::Oci => oci_apply(ctx, &req, d).await,
-            _ => aws_apply(ctx, &req, d).await,
-        })
-        .await
+        let target = if req.planned.is_null() { req.prior } else { req.planned };
+        if owns_network(target) { apply_owning_network(ctx, &req, diags).await } else { apply_on_fabric(ctx, &req, diags).await }
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(state, private, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_read(ctx, state, private, d).await,
-            Cloud::Azure => azure_read(ctx, state, private, d).await,
-            Cloud::Oci => oci_read(ctx, state, private, d).await,
-            _ => aws_read(ctx, state, private, d).await,
-        })
-        .await
+        let nodes = read_on_fabric(ctx, state, private, diags).await;
+        if !owns_network(state) || state.get("id").is_null() {
+            return nodes;
+        }
+        read_owned_network(ctx, state, nodes, diags).await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("cluster", "aws/us-east-1/train-nodes", id, diags, async |cloud, d| match cloud {
+        let state = common::import_with("cluster", "aws/us-east-1/train-nodes", id, diags, async |cloud, d| match cloud {
             Cloud::Gcp => gcp_import(ctx, id, d).await,
             Cloud::Azure => azure_import(ctx, id, d).await,
             Cloud::Oci => oci_import(ctx, id, d).await,
             _ => aws_import(ctx, id, d).await,
         })
-        .await
+        .await?;
+        let fabric = state.get("fabric");
+        // A fabric named after the cluster with no placement is the one a cluster without a fabric makes.
+        if fabric.get("name") != state.get("name") || fabric.get("placement").as_str() != Some("none") {
+            return Some(state);
+        }
+        let own = GpuFabric.import(ctx, fabric.get("id").as_str().unwrap_or_default(), diags).await?;
+        let Value::Map(mut map) = state else { return None };
+        for attr in spec::OWN_NETWORK {
+            map.insert(attr.into(), own.get(attr).clone());
+        }
+        if own.get("cidr_block").is_present() {
+            map.insert("vpc_id".into(), Value::Null);
+            map.insert("subnet_id".into(), Value::Null);
+        }
+        map.insert("network".into(), network_of(&own));
+        // Planned again as a cluster without a fabric: the network's pieces lead its expansion.
+        let mut config = map.clone();
+        config.insert("fabric".into(), Value::Null);
+        if config.get("rdma_interfaces").and_then(|n| n.as_number()).is_some_and(|n| n.as_f64() == 0.0) {
+            config.insert("rdma_interfaces".into(), Value::Null);
+        }
+        map.extend(derive(ctx, &Value::Map(config), diags)?);
+        Some(Value::Map(map))
+    }
+}
+
+async fn apply_on_fabric(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
+    common::apply_with("this cluster", req, diags, async |cloud, d| match cloud {
+        Cloud::Gcp => gcp_apply(ctx, req, d).await,
+        Cloud::Azure => azure_apply(ctx, req, d).await,
+        Cloud::Oci => oci_apply(ctx, req, d).await,
+        _ => aws_apply(ctx, req, d).await,
+    })
+    .await
+}
+
+async fn read_on_fabric(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+    common::read_with(state, private, diags, async |cloud, d| match cloud {
+        Cloud::Gcp => gcp_read(ctx, state, private, d).await,
+        Cloud::Azure => azure_read(ctx, state, private, d).await,
+        Cloud::Oci => oci_read(ctx, state, private, d).await,
+        _ => aws_read(ctx, state, private, d).await,
+    })
+    .await
+}
+
+// ------------------------------------------------------------------------------- without a fabric
+
+/// Whether a cluster (planned or in state) has no fabric of its own declaring and so owns its network.
+fn owns_network(v: &Value) -> bool {
+    v.get("cloud").is_present()
+}
+
+/// Whether a refresh found pieces of this state deleted outside.
+fn has_missing_pieces(state: &Value) -> bool {
+    state.get("expansion").as_list().unwrap_or_default().iter().any(|p| p.get("settings").get("missing").is_present())
+}
+
+/// The `network` attribute from a fabric's state.
+fn network_of(fabric_state: &Value) -> Value {
+    if fabric_state.get("vpc_id").is_null() && fabric_state.get("subnet_id").is_null() {
+        return Value::Null;
+    }
+    Value::object([("vpc_id", fabric_state.get("vpc_id").clone()), ("subnet_id", fabric_state.get("subnet_id").clone())])
+}
+
+/// The state the fabric a cluster made for itself would have, rebuilt from the cluster's state.
+fn own_fabric_state(ctx: &Context, cluster: &Value) -> Value {
+    let config = spec::own_fabric_config(cluster);
+    let mut quiet = Diagnostics::new();
+    let derived = gpu_fabric::derive(ctx, &config, &mut quiet);
+    let mut assigned = BTreeMap::from([("id".to_owned(), cluster.get("fabric").get("id").clone())]);
+    // A created network's ids are outputs; the derived cidr_block says it was created (never without it).
+    if derived.is_some() {
+        for attr in ["vpc_id", "subnet_id"] {
+            let id = cluster.get("network").get(attr);
+            if id.is_present() {
+                assigned.insert(attr.to_owned(), id.clone());
+            }
+        }
+    }
+    common::imported_state(&gpu_fabric::schema(), &config, &derived.unwrap_or_default(), &assigned)
+}
+
+/// The node piece of a cluster's expansion on each cloud.
+fn node_piece(cloud: Option<Cloud>) -> &'static str {
+    match cloud {
+        Some(Cloud::Gcp) => "google_compute_instance",
+        Some(Cloud::Azure) => SCALE_SET,
+        Some(Cloud::Oci) => OCI_NODES,
+        _ => "aws_instance",
+    }
+}
+
+/// A cluster whose nodes are all gone while its network is not: no nodes, every node piece marked missing.
+fn without_nodes(state: &Value, network_pieces: usize) -> Value {
+    let out = with_nodes(state, common::cloud_of(state).unwrap_or(Cloud::Aws), node_piece(common::cloud_of(state)), &[]);
+    let pieces = out.get("expansion").as_list().unwrap_or_default();
+    let (network, nodes) = pieces.split_at(network_pieces.min(pieces.len()));
+    let nodes = common::mark_missing(&Value::list(nodes.iter().cloned()), |_| false);
+    with_expansion(&out, network.iter().cloned().chain(nodes.as_list().unwrap_or_default().iter().cloned()))
+}
+
+fn with_expansion(state: &Value, pieces: impl IntoIterator<Item = Value>) -> Value {
+    let mut map = state.as_map().cloned().unwrap_or_default();
+    map.insert("expansion".into(), Value::list(pieces));
+    Value::Map(map)
+}
+
+/// The cluster's expansion with its first pieces (the network's) replaced by what the fabric's refresh found.
+fn with_network_pieces(state: &Value, network: &Value) -> Value {
+    let found = network.as_list().unwrap_or_default();
+    let pieces = state.get("expansion").as_list().unwrap_or_default();
+    with_expansion(state, found.iter().cloned().chain(pieces.iter().skip(found.len()).cloned()))
+}
+
+/// Create, update or destroy a cluster without a fabric: its network first (and last on destroy), then
+/// the nodes. A network that cannot be made starts no node; one that cannot be deleted stays in state.
+async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
+    let fabric_prior = if req.prior.is_null() { Value::Null } else { own_fabric_state(ctx, req.prior) };
+    if req.planned.is_null() {
+        let resp = apply_on_fabric(ctx, req, diags).await;
+        if resp.new_state.is_present() {
+            return resp;
+        }
+        let gone = GpuFabric
+            .apply(ctx, ApplyRequest { prior: &fabric_prior, planned: &Value::Null, config: &Value::Null, private: &[] }, diags)
+            .await;
+        if gone.new_state.is_null() {
+            return resp;
+        }
+        // The nodes are gone and the network is not: it stays in state (with no nodes) for the next destroy.
+        let pieces = fabric_prior.get("expansion").as_list().map_or(0, <[Value]>::len);
+        return ApplyResponse { new_state: without_nodes(req.prior, pieces), private: Vec::new() };
+    }
+    let config = spec::own_fabric_config(req.config);
+    let mut network_diags = Diagnostics::new();
+    let plan = GpuFabric.plan(
+        ctx,
+        PlanRequest { prior: &fabric_prior, proposed: &config, config: &config, prior_private: &[] },
+        &mut network_diags,
+    );
+    let made = if network_diags.has_errors() {
+        None
+    } else {
+        Some(
+            GpuFabric
+                .apply(
+                    ctx,
+                    ApplyRequest { prior: &fabric_prior, planned: &plan.planned, config: &config, private: &[] },
+                    &mut network_diags,
+                )
+                .await,
+        )
+    };
+    let network = made.as_ref().map_or(Value::Null, |m| network_of(&m.new_state));
+    if network_diags.has_errors() {
+        diags.extend(network_diags);
+        if req.prior.is_present() {
+            return ApplyResponse { new_state: req.prior.clone(), private: Vec::new() };
+        }
+        // Nothing of the nodes was started; what the network got is kept, so a destroy removes it.
+        let id = plan.planned.get("id");
+        let learned = BTreeMap::from([
+            ("id".to_owned(), if id.is_present() { id.clone() } else { req.planned.get("fabric").get("id").clone() }),
+            ("network".to_owned(), network),
+        ]);
+        let mut state = common::fill(req.planned, &learned);
+        if let Value::Map(m) = &mut state {
+            m.insert("nodes".into(), Value::list([]));
+        }
+        return ApplyResponse { new_state: state, private: Vec::new() };
+    }
+    diags.extend(network_diags);
+    let mut resp = apply_on_fabric(ctx, req, diags).await;
+    if let Value::Map(m) = &mut resp.new_state
+        && req.planned.get("network").is_unknown()
+    {
+        m.insert("network".into(), network);
+    }
+    resp
+}
+
+/// Refresh of a cluster without a fabric: its nodes as usual, and its network through the fabric's own
+/// refresh. Nodes gone with the network still there is drift to repair, not a cluster gone.
+async fn read_owned_network(ctx: &Context, state: &Value, nodes: ReadOutcome, diags: &mut Diagnostics) -> ReadOutcome {
+    let fabric = own_fabric_state(ctx, state);
+    let network = GpuFabric.read(ctx, &fabric, &[], diags).await;
+    let planned_network = fabric.get("expansion");
+    match (nodes, network) {
+        (ReadOutcome::Found { state: s, private }, ReadOutcome::Found { state: f, .. }) => {
+            ReadOutcome::Found { state: with_network_pieces(&s, f.get("expansion")), private }
+        }
+        (ReadOutcome::Found { state: s, private }, ReadOutcome::Gone) => {
+            ReadOutcome::Found { state: with_network_pieces(&s, &common::mark_missing(planned_network, |_| false)), private }
+        }
+        (ReadOutcome::Gone, ReadOutcome::Found { state: f, .. }) => {
+            let pieces = planned_network.as_list().map_or(0, <[Value]>::len);
+            ReadOutcome::Found { state: with_network_pieces(&without_nodes(state, pieces), f.get("expansion")), private: Vec::new() }
+        }
+        (ReadOutcome::Gone, ReadOutcome::Gone) => ReadOutcome::Gone,
     }
 }
 

@@ -60,7 +60,7 @@ pub fn schema() -> Schema {
     )
 }
 
-fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
+pub(crate) fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
     let spec = spec::parse_fabric(config, diags)?;
     let plan = planner::plan_fabric(spec, &common::defaults(ctx), diags)?;
     let s = &plan.spec;

@@ -1,5 +1,5 @@
-# An inference service on Azure: 3 x Standard_NV36ads_A10_v5 (one A10 each, GRID driver image) on
-# Ethernet, without a proximity placement group, on the Azure emulator.
+# An inference service on Azure without any hpc_gpu_fabric: 3 x Standard_NV36ads_A10_v5 (one A10 each, GRID
+# driver image) on Ethernet, in a VNet the cluster makes for itself, with no proximity placement group.
 terraform {
   required_providers {
     hpc = { source = "hpc-platform/hpc" }
@@ -15,17 +15,11 @@ provider "hpc" {
   }
 }
 
-resource "hpc_gpu_fabric" "f" {
-  name      = "serve"
-  cloud     = "azure"
-  region    = "eastus"
-  gpu       = "A10"
-  placement = "none"
-}
-
 resource "hpc_gpu_cluster" "c" {
   name       = "serve"
-  fabric     = hpc_gpu_fabric.f
+  cloud      = "azure"
+  region     = "eastus"
+  gpu        = "A10"
   node_count = 3
   workload   = "inference"
   image      = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/ml/images/ubuntu-a10-grid"
@@ -33,3 +27,4 @@ resource "hpc_gpu_cluster" "c" {
 
 output "nodes" { value = hpc_gpu_cluster.c.nodes }
 output "node_environment" { value = hpc_gpu_cluster.c.node_environment }
+output "network" { value = hpc_gpu_cluster.c.network }

@@ -1,5 +1,5 @@
-# A video transcoding service on OCI: 2 x VM.GPU.A10.1 (one A10 with an NVENC encoder each) on Ethernet,
-# without a compute cluster or the RDMA agent plugins, on the OCI emulator.
+# A video transcoding service on OCI without any hpc_gpu_fabric: 2 x VM.GPU.A10.1 (one A10 with an NVENC
+# encoder each) on Ethernet, in a VCN the cluster makes for itself, with no compute cluster and no RDMA plugins.
 terraform {
   required_providers {
     hpc = { source = "hpc-platform/hpc" }
@@ -21,21 +21,16 @@ provider "hpc" {
   }
 }
 
-resource "hpc_gpu_fabric" "f" {
-  name           = "media"
+resource "hpc_gpu_cluster" "c" {
+  name           = "transcode"
   cloud          = "oci"
   region         = "us-ashburn-1"
   zone           = "Uocm:US-ASHBURN-AD-1"
   compartment_id = "ocid1.compartment.oc1..acceptance"
   gpu            = "A10"
-  placement      = "none"
-}
-
-resource "hpc_gpu_cluster" "c" {
-  name       = "transcode"
-  fabric     = hpc_gpu_fabric.f
-  node_count = 2
-  workload   = "media"
+  node_count     = 2
+  workload       = "media"
 }
 
 output "nodes" { value = hpc_gpu_cluster.c.nodes }
+output "network" { value = hpc_gpu_cluster.c.network }

@@ -23,3 +23,18 @@ resource "hpc_gpu_cluster" "train" {
 output "nccl_env" {
   value = hpc_gpu_cluster.train.node_environment
 }
+
+# Inference needs no RDMA fabric: without `fabric` the cluster says where it runs and joins an existing
+# subnet (or, without vpc_id and subnet_id, makes a small network of its own). No placement group, no RDMA
+# pieces; the NCCL environment is socket-only.
+resource "hpc_gpu_cluster" "serve" {
+  name       = "serve"
+  cloud      = "aws"
+  region     = "us-east-1"
+  zone       = "us-east-1a"
+  gpu        = "L4"
+  vpc_id     = "vpc-0123456789abcdef0"
+  subnet_id  = "subnet-0123456789abcdef0"
+  node_count = 4
+  workload   = "inference"
+}

@@ -518,7 +518,8 @@ pub async fn imported_config(
         ("user_data", Value::from(user_data)),
         ("ssh_public_key", Value::from(ssh)),
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
-        ("rdma_interfaces", Value::int(efa as i64)),
+        // Ethernet node types have no EFA count to set (the planner refuses one).
+        ("rdma_interfaces", if efa == 0 { Value::Null } else { Value::int(efa as i64) }),
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ]);
     Ok((config, tags))

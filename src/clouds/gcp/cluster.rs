@@ -89,9 +89,17 @@ pub fn node_names(cluster: &str, nodes: &[Node]) -> Vec<String> {
 /// The host network and subnetwork the fabric's nodes join (created by the fabric, or given to it).
 async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(String, String), String> {
     let f = &spec.fabric;
+    let p = &gcp.project;
+    // A cluster without a fabric that joins a network names it itself (an Ethernet fabric on a given
+    // network has no pieces of its own to record it).
+    if let Some((vpc, subnet)) = &spec.joins {
+        return Ok((
+            format!("projects/{p}/global/networks/{}", api::short_name(vpc)),
+            format!("projects/{p}/regions/{}/subnetworks/{}", f.region, api::short_name(subnet)),
+        ));
+    }
     let live = fabric::observe(ctx, gcp, &f.name, &f.region).await?;
     let d = live.description().ok_or_else(|| format!("fabric {} has no pieces in {}: apply the fabric first", f.name, gcp.project))?;
-    let p = &gcp.project;
     Ok(match (d.get("vpc"), d.get("subnet")) {
         (Some(v), Some(s)) => (
             format!("projects/{p}/global/networks/{}", api::short_name(v)),
