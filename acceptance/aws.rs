@@ -250,6 +250,35 @@ pub fn l4_inference_without_a_fabric(cli: &Cli) {
     assert_eq!(inv["empty"], true, "the network goes with the nodes: {inv}");
 }
 
+/// A cluster without a fabric whose nodes cannot launch: the error reaches the user, the network it made
+/// stays in state with the (tainted) cluster, the next apply finishes, and destroy leaves nothing.
+pub fn own_network_is_kept_when_nodes_fail(cli: &Cli) {
+    let emulator = start_aws();
+    let ep = emulator.endpoint.as_str();
+    let w = Workdir::new(cli, "l4_inference")
+        .env("AWS_ENDPOINT_URL", ep)
+        .env("AWS_ACCESS_KEY_ID", "acceptance")
+        .env("AWS_SECRET_ACCESS_KEY", "acceptance");
+    admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "capacity"})));
+    let failed = apply(&w).expect_code(1).output();
+    let flat = fold(&failed);
+    assert!(flat.contains("Error: Creating the cluster failed") && flat.contains("InsufficientInstanceCapacity"), "{failed}");
+    assert!(!failed.contains("panic") && !failed.contains("rpc error"), "{failed}");
+    let kept = &state_values(&w)["hpc_gpu_cluster.serve"];
+    let vpc = kept["network"]["vpc_id"].as_str().unwrap_or_else(|| panic!("the network made is in state: {kept}")).to_owned();
+    assert_eq!(inventory(ep)["resources"]["ec2"]["vpcs"], json!([vpc]));
+    assert!(plan(&w, 2).stdout.contains("hpc_gpu_cluster.serve is tainted, so"));
+
+    admin(ep, "DELETE", "faults", None);
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    assert_nodes(&out, &["serve-0", "serve-1", "serve-2", "serve-3"]);
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let inv = inventory(ep);
+    assert_eq!(inv["empty"], true, "{inv}");
+}
+
 pub fn cloud_failures_reach_the_user_and_nothing_is_lost(cli: &Cli) {
     let emulator = start_aws();
     let ep = emulator.endpoint.as_str();

@@ -51,10 +51,15 @@ for_both_clis!(
     oci_a10_media_cluster_on_ethernet,
     azure_nv_a10_inference_cluster,
     gcp_l4_inference_without_a_fabric,
+    own_network_is_kept_when_nodes_fail,
 );
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
     azure::nv_a10_inference_cluster(cli);
+}
+
+fn own_network_is_kept_when_nodes_fail(cli: &Cli) {
+    aws::own_network_is_kept_when_nodes_fail(cli);
 }
 
 fn gcp_l4_inference_without_a_fabric(cli: &Cli) {

@@ -55,6 +55,24 @@ pub struct FabricSpec {
     pub tags: BTreeMap<String, String>,
 }
 
+impl ClusterSpec {
+    /// How the plan names the subnet (`what` = "subnet") or Google host network (`what` = "host network")
+    /// the nodes join: the fabric's, the one given to a cluster without a fabric, or the one it makes.
+    pub fn network_label(&self, what: &str) -> String {
+        match (&self.own_network, &self.joins) {
+            (true, Some((vpc, subnet))) => {
+                if what == "subnet" {
+                    subnet.clone()
+                } else {
+                    vpc.clone()
+                }
+            }
+            (true, None) => format!("{what} {}-{} (made with this cluster)", self.name, if what == "subnet" { "subnet" } else { "vpc" }),
+            (false, _) => format!("{what} of fabric {}", self.fabric.name),
+        }
+    }
+}
+
 /// What a cluster or filesystem knows of its fabric (the `fabric = hpc_gpu_fabric.x` object).
 #[derive(Clone, Debug)]
 pub struct FabricRef {

@@ -125,7 +125,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             .count(spec.node_count)
             .set("instance_type", f.sku.name)
             .set("launch_template", format!("aws_launch_template.{template}"))
-            .set("subnet_id", format!("subnet of fabric {}", f.name))
+            .set("subnet_id", spec.network_label("subnet"))
             .set("names", name_range(n, spec.node_count))
             .set("launch", "RunInstances with MinCount = MaxCount per batch"),
     );

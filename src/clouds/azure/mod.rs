@@ -96,7 +96,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
                 .set_opt("capacity_reservation_group_id", spec.reservation_id.as_deref())
                 .set("source_image", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
                 .set_opt("zones", f.zone.as_deref())
-                .set("subnet_id", format!("subnet of fabric {}", f.name))
+                .set("subnet_id", spec.network_label("subnet"))
                 .set_opt("custom_data", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
                 .set("tags", &tags)
         })

@@ -153,7 +153,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             .set("labels", tags),
     ];
     let nic = "google_compute_instance.network_interface";
-    out.push(Piece::new(nic, format!("{n} nic0")).set("network", format!("host network of fabric {}", f.name)).set("nic_type", "GVNIC"));
+    out.push(Piece::new(nic, format!("{n} nic0")).set("network", spec.network_label("host network")).set("nic_type", "GVNIC"));
     if let Some(count) = gpu_vpcs(sku) {
         out.push(
             Piece::new(nic, format!("{n} gpu nics"))

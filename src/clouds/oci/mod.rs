@@ -93,7 +93,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
                 .set("instance_pools.size", spec.node_count)
                 .set("instance_pools.instance_configuration_id", &config)
                 .set("placement_configuration.availability_domain", &ad)
-                .set("placement_configuration.primary_subnet_id", format!("subnet of fabric {}", f.name))
+                .set("placement_configuration.primary_subnet_id", spec.network_label("subnet"))
                 .set("freeform_tags", &tags),
         ),
         placement => out.push(
@@ -107,7 +107,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
                     "compute_cluster_id",
                     if placement == Placement::Cluster { format!("oci_core_compute_cluster.{}-cc", f.name) } else { "(none)".into() },
                 )
-                .set("subnet_id", format!("subnet of fabric {}", f.name)),
+                .set("subnet_id", spec.network_label("subnet")),
         ),
     }
     out
