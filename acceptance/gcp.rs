@@ -143,6 +143,51 @@ pub fn l4_inference_without_a_fabric(cli: &Cli) {
     };
     let empty = || admin(&ep, "GET", "inventory", None)["empty"] == true;
     crate::cli::own_network_lifecycle(&w, "hpc_gpu_cluster.serve", "gcp/us-central1-a/serve", &["serve-0", "serve-1"], check, empty);
+
+    // The same nodes in an existing network: they join its subnet, and destroy leaves the network alone.
+    let vpc = "projects/ml-prod/global/networks/apps";
+    let subnet = "projects/ml-prod/regions/us-central1/subnetworks/apps";
+    create(&ep, "global/networks", json!({"name": "apps", "autoCreateSubnetworks": false}));
+    create(&ep, "regions/us-central1/subnetworks", json!({"name": "apps", "network": vpc, "ipCidrRange": "10.20.0.0/24"}));
+    let w = Workdir::new(cli, "gcp_l4_inference").env("TF_VAR_endpoint", &ep).env("TF_VAR_vpc_id", vpc).env("TF_VAR_subnet_id", subnet);
+    let check = |out: &Value| {
+        assert_eq!(out["network"]["value"], json!({"vpc_id": vpc, "subnet_id": subnet}));
+        for i in instances(&ep) {
+            let nic = &i["networkInterfaces"][0];
+            assert!(nic["subnetwork"].as_str().is_some_and(|s| s.ends_with(subnet)), "{i}");
+            assert!(nic["networkIP"].as_str().is_some_and(|a| a.starts_with("10.20.0.")), "an address in the subnet's range: {i}");
+        }
+    };
+    let only_the_estate = || {
+        let inv = admin(&ep, "GET", "inventory", None);
+        let compute = &inv["resources"]["compute"];
+        compute["instances"] == json!([]) && compute["networks"] == json!([vpc]) && compute["subnetworks"] == json!([subnet])
+    };
+    crate::cli::own_network_lifecycle(
+        &w,
+        "hpc_gpu_cluster.serve",
+        "gcp/us-central1-a/serve",
+        &["serve-0", "serve-1"],
+        check,
+        only_the_estate,
+    );
+}
+
+/// Creates a piece of an existing estate through the Compute API (`what` under the project).
+fn create(endpoint: &str, what: &str, body: Value) {
+    use std::io::{Read, Write};
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let body = body.to_string();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "POST /compute/v1/projects/ml-prod/{what} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.0 200") || out.starts_with("HTTP/1.1 200"), "POST {what}: {out}");
 }
 
 pub fn a3_ultra_roce_layout(cli: &Cli) {

@@ -650,6 +650,13 @@ fn cases() -> Vec<Case> {
             &[r#""kind": "google_compute_instance""#, r#""id": "gcp/us-central1-a/serve""#],
         ),
         case(
+            "invalid_gcp_ethernet_fabric_on_an_existing_network",
+            "fabric",
+            json!({"name": "serve", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "L4", "placement": "none",
+                   "vpc_id": "projects/p/global/networks/apps", "subnet_id": "projects/p/regions/us-central1/subnetworks/apps"}),
+            &["error [vpc_id] Nothing for this fabric to build", "Leave the fabric out"],
+        ),
+        case(
             "invalid_cluster_without_fabric_or_cloud",
             "cluster",
             json!({"name": "serve", "node_count": 2, "workload": "inference"}),

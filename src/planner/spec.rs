@@ -154,6 +154,8 @@ pub struct ClusterSpec {
     pub own_network: bool,
     /// Without a fabric, the existing `(vpc_id, subnet_id)` the cluster joins.
     pub joins: Option<(String, String)>,
+    /// Without a fabric, the `gpu` it names (recorded where the cloud has nowhere else to keep it).
+    pub gpu: Option<String>,
     pub node_count: u32,
     pub capacity: CapacityType,
     pub reservation_id: Option<String>,
@@ -855,6 +857,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         fabric,
         own_network,
         joins,
+        gpu: if own_network { string(c.get("gpu"))? } else { None },
         node_count,
         capacity,
         reservation_id,

@@ -318,13 +318,20 @@ impl Resource for GpuCluster {
             _ => aws_import(ctx, id, d).await,
         })
         .await?;
-        let fabric = state.get("fabric");
+        let fabric = state.get("fabric").clone();
         // A fabric named after the cluster with no placement is the one a cluster without a fabric makes.
         if fabric.get("name") != state.get("name") || fabric.get("placement").as_str() != Some("none") {
             return Some(state);
         }
-        let own = GpuFabric.import(ctx, fabric.get("id").as_str().unwrap_or_default(), diags).await?;
         let Value::Map(mut map) = state else { return None };
+        if map.get("cloud").is_some_and(Value::is_present) {
+            // The cloud's import already read it as a cluster that joined a network (Google Cloud: such a
+            // cluster has no fabric pieces to import).
+            let joined = Value::object([("vpc_id", map["vpc_id"].clone()), ("subnet_id", map["subnet_id"].clone())]);
+            map.insert("network".into(), joined);
+            return Some(Value::Map(map));
+        }
+        let own = GpuFabric.import(ctx, fabric.get("id").as_str().unwrap_or_default(), diags).await?;
         for attr in spec::OWN_NETWORK {
             map.insert(attr.into(), own.get(attr).clone());
         }
@@ -455,7 +462,7 @@ async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut
     }
     let config = spec::own_fabric_config(req.config);
     let mut network_diags = Diagnostics::new();
-    let plan = GpuFabric.plan(
+    let plan = gpu_fabric::plan(
         ctx,
         PlanRequest { prior: &fabric_prior, proposed: &config, config: &config, prior_private: &[] },
         &mut network_diags,

@@ -90,11 +90,17 @@ impl Resource for GpuFabric {
     }
 
     fn validate(&self, config: &Value, diags: &mut Diagnostics) {
-        spec::parse_fabric(config, diags);
+        if let Some(spec) = spec::parse_fabric(config, diags) {
+            check_something_to_build(&spec, diags);
+        }
     }
 
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
-        common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags))
+        let mut quiet = Diagnostics::new();
+        if let Some(spec) = spec::parse_fabric(req.config, &mut quiet) {
+            check_something_to_build(&spec, diags);
+        }
+        plan(ctx, req, diags)
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
@@ -125,6 +131,33 @@ impl Resource for GpuFabric {
             _ => aws_import(ctx, id, d).await,
         })
         .await
+    }
+}
+
+/// Plans a fabric; also how a cluster without a fabric plans the one it makes for itself.
+pub(crate) fn plan(ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
+    common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags))
+}
+
+/// On Google Cloud an Ethernet fabric with no placement on an existing network has no piece of its own
+/// (no network, GPU NIC VPCs or placement policy), so nothing would record for its clusters which network
+/// it joined: refused, pointing at the cluster's own network settings.
+fn check_something_to_build(spec: &spec::FabricSpec, diags: &mut Diagnostics) {
+    if spec.cloud == Cloud::Gcp
+        && matches!(spec.network, Network::Existing { .. })
+        && spec.placement == planner::Placement::None
+        && spec.sku.fabric == crate::catalog::Fabric::None
+    {
+        diags.error_at(
+            crate::framework::AttributePath::attr("vpc_id"),
+            "Nothing for this fabric to build",
+            format!(
+                "A Google Cloud fabric for {} (Ethernet) with placement = \"none\" on an existing network makes nothing. Leave the \
+                 fabric out and give the hpc_gpu_cluster cloud, region, zone, gpu, vpc_id and subnet_id itself (inference and media \
+                 need no fabric).",
+                spec.sku.name
+            ),
+        );
     }
 }
 

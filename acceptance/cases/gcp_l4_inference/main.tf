@@ -1,5 +1,5 @@
 # L4 inference on Google Cloud without any hpc_gpu_fabric: 2 x g2-standard-4 in a network the cluster makes
-# for itself, no compact placement policy, no GPU NIC VPCs.
+# for itself (or in an existing one, with vpc_id and subnet_id), no compact placement policy, no GPU NIC VPCs.
 terraform {
   required_providers {
     hpc = { source = "hpc-platform/hpc" }
@@ -7,6 +7,14 @@ terraform {
 }
 
 variable "endpoint" { type = string }
+variable "vpc_id" {
+  type    = string
+  default = null
+}
+variable "subnet_id" {
+  type    = string
+  default = null
+}
 
 provider "hpc" {
   gcp {
@@ -21,6 +29,8 @@ resource "hpc_gpu_cluster" "serve" {
   region     = "us-central1"
   zone       = "us-central1-a"
   gpu        = "L4"
+  vpc_id     = var.vpc_id
+  subnet_id  = var.subnet_id
   node_count = 2
   workload   = "inference"
 }

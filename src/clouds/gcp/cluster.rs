@@ -161,6 +161,9 @@ fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &B
         json!({"key": "hpc-workload", "value": spec.workload.as_str()}),
         json!({"key": "hpc-image", "value": spec.image.clone().unwrap_or_else(|| "default".into())}),
     ];
+    if let Some(g) = &spec.gpu {
+        metadata.push(json!({"key": "hpc-gpu", "value": g}));
+    }
     if let Some(u) = &spec.user_data {
         metadata.push(json!({"key": "startup-script", "value": u}));
     }
@@ -298,7 +301,16 @@ pub async fn imported_config(
     let fabric_name = labels.get("hpc_fabric").cloned().ok_or_else(|| format!("node {} has no hpc_fabric label", first.name))?;
     let region = zone.rsplit_once('-').map_or(zone, |(r, _)| r);
     let f = fabric::observe(ctx, gcp, &fabric_name, region).await?;
-    let d = f.description().ok_or_else(|| format!("the fabric {fabric_name} of cluster {cluster} no longer exists"))?;
+    // A cluster without a fabric that joined a network has no fabric pieces: its nodes say it all.
+    let joined = (f.description().is_none() && fabric_name == cluster && i.resource_policies.is_empty())
+        .then(|| i.network_interfaces.first())
+        .flatten()
+        .and_then(|nic| Some((nic.network.clone()?, nic.subnetwork.clone()?)));
+    let d = match (f.description(), &joined) {
+        (Some(d), _) => d,
+        (None, Some(_)) => BTreeMap::new(),
+        (None, None) => return Err(format!("the fabric {fabric_name} of cluster {cluster} no longer exists")),
+    };
     let scheduling = i.scheduling.clone().unwrap_or_default();
     let model_name = scheduling.provisioning_model.as_ref().and_then(|m| m.name().map(str::to_owned)).unwrap_or_default();
     let affinity = i.reservation_affinity.clone().unwrap_or_default();
@@ -316,17 +328,35 @@ pub async fn imported_config(
         .filter(|(k, v)| !k.starts_with("hpc_") && defaults.get(*k).map(|d| d.to_lowercase()) != Some((*v).clone()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let fabric_ref = fabric::fabric_ref(zone, region, &fabric_name, &d);
-    Ok(Value::object([
-        ("name", Value::from(cluster)),
-        ("fabric", fabric_ref),
-        ("node_count", Value::int(live.len() as i64)),
-        ("capacity_type", Value::from(capacity)),
-        ("reservation_id", Value::from(reservation)),
-        ("image", Value::from(image)),
-        ("user_data", Value::from(metadata(i, "startup-script"))),
-        ("ssh_public_key", Value::from(ssh)),
-        ("workload", Value::from(metadata(i, "hpc-workload"))),
-        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
-    ]))
+    let p = &gcp.project;
+    let location: Vec<(&str, Value)> = match joined {
+        Some((vpc, subnet)) => vec![
+            ("fabric", Value::Null),
+            ("cloud", Value::from("gcp")),
+            ("region", Value::from(region)),
+            ("zone", Value::from(zone)),
+            ("gpu", Value::from(metadata(i, "hpc-gpu"))),
+            ("instance_type", Value::from(i.machine_type.as_deref().map(api::short_name))),
+            ("vpc_id", Value::from(format!("projects/{p}/global/networks/{}", api::short_name(&vpc)))),
+            ("subnet_id", Value::from(format!("projects/{p}/regions/{region}/subnetworks/{}", api::short_name(&subnet)))),
+        ],
+        None => vec![("fabric", fabric::fabric_ref(zone, region, &fabric_name, &d))],
+    };
+    let mut config = Value::object(location);
+    let Value::Map(entries) = &mut config else { unreachable!("an object") };
+    entries.extend(
+        [
+            ("name", Value::from(cluster)),
+            ("node_count", Value::int(live.len() as i64)),
+            ("capacity_type", Value::from(capacity)),
+            ("reservation_id", Value::from(reservation)),
+            ("image", Value::from(image)),
+            ("user_data", Value::from(metadata(i, "startup-script"))),
+            ("ssh_public_key", Value::from(ssh)),
+            ("workload", Value::from(metadata(i, "hpc-workload"))),
+            ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+        ]
+        .map(|(k, v)| (k.to_owned(), v)),
+    );
+    Ok(config)
 }
