@@ -192,16 +192,21 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     assert_eq!(inv["empty"], true, "{inv}");
 }
 
+/// The L4 inference case (a cluster without a fabric) pointed at the AWS emulator.
+fn l4_workdir(cli: &Cli, endpoint: &str) -> Workdir {
+    Workdir::new(cli, "l4_inference")
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", "acceptance")
+        .env("AWS_SECRET_ACCESS_KEY", "acceptance")
+}
+
 /// An L4 inference service with no `hpc_gpu_fabric`: the cluster makes its own small network, with no EFA
 /// and no placement group; losing every node is drift to repair, not a cluster gone (its network would be
 /// orphaned); import finds it again; destroy removes the network after the nodes.
 pub fn l4_inference_without_a_fabric(cli: &Cli) {
     let emulator = start_aws();
     let ep = emulator.endpoint.as_str();
-    let w = Workdir::new(cli, "l4_inference")
-        .env("AWS_ENDPOINT_URL", ep)
-        .env("AWS_ACCESS_KEY_ID", "acceptance")
-        .env("AWS_SECRET_ACCESS_KEY", "acceptance");
+    let w = l4_workdir(cli, ep);
     let planned = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0);
     let flat = fold(&planned.stdout);
     assert!(flat.contains(r#""instance_type" = "g6.xlarge""#) && flat.contains(r#""interface_type" = "interface""#), "{flat}");
@@ -255,10 +260,7 @@ pub fn l4_inference_without_a_fabric(cli: &Cli) {
 pub fn own_network_is_kept_when_nodes_fail(cli: &Cli) {
     let emulator = start_aws();
     let ep = emulator.endpoint.as_str();
-    let w = Workdir::new(cli, "l4_inference")
-        .env("AWS_ENDPOINT_URL", ep)
-        .env("AWS_ACCESS_KEY_ID", "acceptance")
-        .env("AWS_SECRET_ACCESS_KEY", "acceptance");
+    let w = l4_workdir(cli, ep);
     admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "capacity"})));
     let failed = apply(&w).expect_code(1).output();
     let flat = fold(&failed);
