@@ -281,6 +281,27 @@ pub fn own_network_is_kept_when_nodes_fail(cli: &Cli) {
     assert_eq!(inv["empty"], true, "{inv}");
 }
 
+/// A filesystem takes the network a cluster without a fabric made as its fabric: applied, re-planned empty,
+/// destroyed to an empty inventory.
+pub fn lustre_on_a_clusters_own_network(cli: &Cli) {
+    let emulator = start_aws();
+    let ep = emulator.endpoint.as_str();
+    let w = Workdir::new(cli, "own_network_lustre")
+        .env("AWS_ENDPOINT_URL", ep)
+        .env("AWS_ACCESS_KEY_ID", "acceptance")
+        .env("AWS_SECRET_ACCESS_KEY", "acceptance");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();
+    assert!(out["mount"]["value"].as_str().is_some_and(|m| m.contains("mount -t lustre")), "{out}");
+    let state = state_values(&w);
+    let subnet = state["hpc_gpu_cluster.tune"]["network"]["subnet_id"].as_str().unwrap().to_owned();
+    let inv = inventory(ep);
+    assert_eq!(inv["resources"]["ec2"]["subnets"], json!([subnet]), "one network, the cluster's: {inv}");
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    assert_eq!(inventory(ep)["empty"], true);
+}
+
 pub fn cloud_failures_reach_the_user_and_nothing_is_lost(cli: &Cli) {
     let emulator = start_aws();
     let ep = emulator.endpoint.as_str();

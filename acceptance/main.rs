@@ -52,10 +52,15 @@ for_both_clis!(
     azure_nv_a10_inference_cluster,
     gcp_l4_inference_without_a_fabric,
     own_network_is_kept_when_nodes_fail,
+    lustre_on_a_clusters_own_network,
 );
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
     azure::nv_a10_inference_cluster(cli);
+}
+
+fn lustre_on_a_clusters_own_network(cli: &Cli) {
+    aws::lustre_on_a_clusters_own_network(cli);
 }
 
 fn own_network_is_kept_when_nodes_fail(cli: &Cli) {
