@@ -27,7 +27,7 @@ pub fn start_aws() -> AwsEmulator {
     let python = std::env::var("HPC_MOTO_PYTHON").unwrap_or_else(|_| {
         panic!("HPC_MOTO_PYTHON is not set: run the tests through ./scripts/test.sh, which installs moto in a virtualenv")
     });
-    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/server.py");
+    let server = aws_server_script();
     let mut child = Command::new(python)
         .arg(server)
         .args(["--port", "0", "--exit-with-stdin"])
@@ -41,6 +41,24 @@ pub fn start_aws() -> AwsEmulator {
     let endpoint = line.trim().strip_prefix("READY ").unwrap_or_else(|| panic!("emulator said {line:?}")).to_owned();
     let stdin = child.stdin.take().expect("piped stdin");
     AwsEmulator { endpoint, child, _stdin: stdin }
+}
+
+/// moto's server script. A shared build cache can hold this crate compiled from another checkout (cargo
+/// judges path dependencies by file times, not paths), so the checkout cargo runs (or the one we are in)
+/// comes first.
+pub fn aws_server_script() -> PathBuf {
+    let from_cargo = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let here = std::env::current_dir().ok();
+    let candidates = [
+        from_cargo.as_ref().map(|d| d.join("emulators/aws/server.py")),
+        from_cargo.map(|d| d.join("aws/server.py")),
+        here.map(|d| d.join("emulators/aws/server.py")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|c| c.is_file())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/server.py"))
 }
 
 /// Calls an emulator's admin API: `admin(ep, "POST", "faults", Some(json))`; panics unless it answers 200.

@@ -60,7 +60,7 @@ async fn main() -> ExitCode {
         }
     };
     let started = Instant::now();
-    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("aws/server.py");
+    let server = hpc_emulators::harness::aws_server_script();
     let mut cmd = Command::new(&args.python);
     // The emulator exits when our end of its stdin closes, so it never outlives this supervisor.
     cmd.arg(server).args(["--port", "0", "--exit-with-stdin"]).stdin(Stdio::piped());
