@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hpc_emulators::harness::{AwsEmulator, admin, start_aws};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Run, Workdir, assert_nodes, fold};
+use crate::cli::{Cli, Run, Workdir, assert_nodes, fold, state_values};
 
 fn workdir(cli: &Cli, emulator: &AwsEmulator) -> Workdir {
     Workdir::new(cli, "aws_cluster").env("TF_VAR_endpoint", &emulator.endpoint)
@@ -78,18 +78,6 @@ fn calls_during(endpoint: &str, f: impl FnOnce()) -> BTreeMap<String, u64> {
     f();
     let counters = admin(endpoint, "GET", "counters", None);
     serde_json::from_value(counters["counters"].clone()).unwrap()
-}
-
-/// The three resources' values as `show -json` has them.
-fn state_values(w: &Workdir) -> BTreeMap<String, Value> {
-    let out = w.run(&["show", "-json"]).expect_code(0);
-    let json: Value = serde_json::from_str(&out.stdout).unwrap();
-    json["values"]["root_module"]["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["address"].as_str().unwrap().to_owned(), r["values"].clone()))
-        .collect()
 }
 
 const ADDRESSES: [&str; 3] = ["hpc_gpu_fabric.f", "hpc_gpu_cluster.c", "hpc_parallel_filesystem.fs"];
@@ -192,9 +180,9 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     assert_eq!(inv["empty"], true, "{inv}");
 }
 
-/// The L4 inference case (a cluster without a fabric) pointed at the AWS emulator.
-fn l4_workdir(cli: &Cli, endpoint: &str) -> Workdir {
-    Workdir::new(cli, "l4_inference")
+/// An acceptance case whose provider block follows the AWS SDK's environment, pointed at the emulator.
+fn moto_workdir(cli: &Cli, case: &str, endpoint: &str) -> Workdir {
+    Workdir::new(cli, case)
         .env("AWS_ENDPOINT_URL", endpoint)
         .env("AWS_ACCESS_KEY_ID", "acceptance")
         .env("AWS_SECRET_ACCESS_KEY", "acceptance")
@@ -206,7 +194,7 @@ fn l4_workdir(cli: &Cli, endpoint: &str) -> Workdir {
 pub fn l4_inference_without_a_fabric(cli: &Cli) {
     let emulator = start_aws();
     let ep = emulator.endpoint.as_str();
-    let w = l4_workdir(cli, ep);
+    let w = moto_workdir(cli, "l4_inference", ep);
     let planned = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0);
     let flat = fold(&planned.stdout);
     assert!(flat.contains(r#""instance_type" = "g6.xlarge""#) && flat.contains(r#""interface_type" = "interface""#), "{flat}");
@@ -260,7 +248,7 @@ pub fn l4_inference_without_a_fabric(cli: &Cli) {
 pub fn own_network_is_kept_when_nodes_fail(cli: &Cli) {
     let emulator = start_aws();
     let ep = emulator.endpoint.as_str();
-    let w = l4_workdir(cli, ep);
+    let w = moto_workdir(cli, "l4_inference", ep);
     admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "capacity"})));
     let failed = apply(&w).expect_code(1).output();
     let flat = fold(&failed);
@@ -286,10 +274,7 @@ pub fn own_network_is_kept_when_nodes_fail(cli: &Cli) {
 pub fn lustre_on_a_clusters_own_network(cli: &Cli) {
     let emulator = start_aws();
     let ep = emulator.endpoint.as_str();
-    let w = Workdir::new(cli, "own_network_lustre")
-        .env("AWS_ENDPOINT_URL", ep)
-        .env("AWS_ACCESS_KEY_ID", "acceptance")
-        .env("AWS_SECRET_ACCESS_KEY", "acceptance");
+    let w = moto_workdir(cli, "own_network_lustre", ep);
     apply(&w).expect_code(0);
     plan(&w, 0);
     let out: Value = serde_json::from_str(&w.run(&["output", "-json"]).expect_code(0).stdout).unwrap();

@@ -84,12 +84,7 @@ pub fn nd_h100_cluster_lifecycle(cli: &Cli) {
     w.write("terraform.tfvars", "node_count = 6\n");
 
     // Import equals the created state, for all three.
-    let show = |w: &Workdir| -> Value {
-        let out: Value = serde_json::from_str(&w.run(&["show", "-json"]).expect_code(0).stdout).unwrap();
-        let all = out["values"]["root_module"]["resources"].as_array().cloned().unwrap_or_default();
-        all.iter().map(|r| (r["address"].as_str().unwrap_or_default().to_owned(), r["values"].clone())).collect()
-    };
-    let created = show(&w);
+    let created = crate::cli::state_values(&w);
     w.run(&["state", "rm", "hpc_gpu_fabric.f", "hpc_gpu_cluster.c", "hpc_parallel_filesystem.fs"]).expect_code(0);
     for (address, id) in [
         ("hpc_gpu_fabric.f", "azure/accfab-rg/accfab"),
@@ -98,7 +93,7 @@ pub fn nd_h100_cluster_lifecycle(cli: &Cli) {
     ] {
         w.run(&["import", "-no-color", "-input=false", address, id]).expect_code(0);
     }
-    assert_eq!(show(&w), created);
+    assert_eq!(crate::cli::state_values(&w), created);
 
     w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
     let inv = admin("GET", "inventory", None);

@@ -6,7 +6,7 @@
 use hpc_emulators::harness::{admin, start_gcp};
 use serde_json::{Value, json};
 
-use crate::cli::{Cli, Run, Workdir, assert_nodes};
+use crate::cli::{Cli, Run, Workdir, assert_nodes, state_values};
 
 const BASE: &str = "https://www.googleapis.com/compute/v1/projects/ml-prod";
 
@@ -31,16 +31,6 @@ fn instances(endpoint: &str) -> Vec<Value> {
     let mut items = body["items"].as_array().cloned().unwrap_or_default();
     items.sort_by_key(|i| i["name"].as_str().unwrap_or_default().to_owned());
     items
-}
-
-fn state_values(w: &Workdir) -> serde_json::Map<String, Value> {
-    let out: Value = serde_json::from_str(&w.run(&["show", "-json"]).expect_code(0).stdout).unwrap();
-    out["values"]["root_module"]["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["address"].as_str().unwrap().to_owned(), r["values"].clone()))
-        .collect()
 }
 
 pub fn a3_mega_cluster_lifecycle(cli: &Cli) {

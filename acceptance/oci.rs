@@ -89,17 +89,12 @@ pub fn h100_cluster_lifecycle(cli: &Cli) {
     assert!(refused.contains("OCI authentication failed") && refused.contains("NotAuthenticated"), "{refused}");
 
     // Import equals the created state, for all three.
-    let show = |w: &Workdir| -> Value {
-        let out: Value = serde_json::from_str(&w.run(&["show", "-json"]).expect_code(0).stdout).unwrap();
-        let all = out["values"]["root_module"]["resources"].as_array().cloned().unwrap_or_default();
-        all.iter().map(|r| (r["address"].as_str().unwrap_or_default().to_owned(), r["values"].clone())).collect()
-    };
-    let created = show(&w);
+    let created = crate::cli::state_values(&w);
     w.run(&["state", "rm", "hpc_gpu_fabric.f", "hpc_gpu_cluster.c", "hpc_parallel_filesystem.fs"]).expect_code(0);
     for (address, name) in [("hpc_gpu_fabric.f", "accfab"), ("hpc_gpu_cluster.c", "acc"), ("hpc_parallel_filesystem.fs", "accfs")] {
         w.run(&["import", "-no-color", "-input=false", address, &format!("oci/us-ashburn-1/{COMPARTMENT}/{name}")]).expect_code(0);
     }
-    assert_eq!(show(&w), created);
+    assert_eq!(crate::cli::state_values(&w), created);
     // No resource changes after the import (Terraform 1.0 may still offer to re-save an output after `state rm`).
     let after = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout;
     assert!(!after.contains("Plan:") && !after.contains("will be"), "{after}");
