@@ -59,16 +59,18 @@ impl ClusterSpec {
     /// How the plan names the subnet (`what` = "subnet") or Google host network (`what` = "host network")
     /// the nodes join: the fabric's, the one given to a cluster without a fabric, or the one it makes.
     pub fn network_label(&self, what: &str) -> String {
-        match (&self.own_network, &self.joins) {
-            (true, Some((vpc, subnet))) => {
+        match self.own_fabric.as_ref().map(|f| &f.network) {
+            Some(Network::Existing { vpc_id, subnet_id }) => {
                 if what == "subnet" {
-                    subnet.clone()
+                    subnet_id.clone()
                 } else {
-                    vpc.clone()
+                    vpc_id.clone()
                 }
             }
-            (true, None) => format!("{what} {}-{} (made with this cluster)", self.name, if what == "subnet" { "subnet" } else { "vpc" }),
-            (false, _) => format!("{what} of fabric {}", self.fabric.name),
+            Some(Network::Create { .. }) => {
+                format!("{what} {}-{} (made with this cluster)", self.name, if what == "subnet" { "subnet" } else { "vpc" })
+            }
+            None => format!("{what} of fabric {}", self.fabric.name),
         }
     }
 }
@@ -150,10 +152,9 @@ impl Workload {
 pub struct ClusterSpec {
     pub name: String,
     pub fabric: FabricRef,
-    /// No fabric was given: the cluster makes (or joins) its own network, with no proximity placement.
-    pub own_network: bool,
-    /// Without a fabric, the existing `(vpc_id, subnet_id)` the cluster joins.
-    pub joins: Option<(String, String)>,
+    /// No fabric was given: the fabric the cluster makes for itself (its own network, or the one it joins,
+    /// with no proximity placement).
+    pub own_fabric: Option<FabricSpec>,
     /// Without a fabric, the `gpu` it names (recorded where the cloud has nowhere else to keep it).
     pub gpu: Option<String>,
     pub node_count: u32,
@@ -609,9 +610,7 @@ pub fn own_fabric_config(c: &Value) -> Value {
     Value::Map(out)
 }
 
-type Joins = Option<(String, String)>;
-
-fn own_fabric_ref(c: &Value, diags: &mut Diagnostics) -> Result<(FabricRef, Joins), ()> {
+fn own_fabric(c: &Value, diags: &mut Diagnostics) -> Result<FabricSpec, ()> {
     if c.get("cloud").is_null() {
         diags.error_at(
             AttributePath::attr("fabric"),
@@ -625,14 +624,7 @@ fn own_fabric_ref(c: &Value, diags: &mut Diagnostics) -> Result<(FabricRef, Join
         );
         return Err(());
     }
-    let spec = fabric(&own_fabric_config(c), diags)?;
-    let joins = match spec.network {
-        Network::Existing { vpc_id, subnet_id } => Some((vpc_id, subnet_id)),
-        Network::Create { .. } => None,
-    };
-    let reference =
-        FabricRef { name: spec.name, cloud: spec.cloud, region: spec.region, zone: spec.zone, sku: spec.sku, placement: spec.placement };
-    Ok((reference, joins))
+    fabric(&own_fabric_config(c), diags)
 }
 
 /// A cluster on a fabric takes its location, node type and network from it; saying them again is refused.
@@ -661,9 +653,19 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     let name = string(c.get("name"))?.ok_or(())?;
     let mut ok = check_name(&name, AttributePath::attr("name"), diags);
     let own_network = c.get("fabric").is_null();
-    let (fabric, joins) = if own_network {
-        match own_fabric_ref(c, diags) {
-            Ok((f, joins)) => (Ok(f), joins),
+    let (fabric, own_fabric) = if own_network {
+        match own_fabric(c, diags) {
+            Ok(f) => {
+                let reference = FabricRef {
+                    name: f.name.clone(),
+                    cloud: f.cloud,
+                    region: f.region.clone(),
+                    zone: f.zone.clone(),
+                    sku: f.sku,
+                    placement: f.placement,
+                };
+                (Ok(reference), Some(f))
+            }
             Err(()) => (Err(()), None),
         }
     } else {
@@ -855,8 +857,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     Ok(ClusterSpec {
         name,
         fabric,
-        own_network,
-        joins,
+        own_fabric,
         gpu: if own_network { string(c.get("gpu"))? } else { None },
         node_count,
         capacity,

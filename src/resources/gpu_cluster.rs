@@ -210,17 +210,9 @@ fn fabric_id(f: &spec::FabricSpec) -> String {
 }
 
 /// For a cluster without a fabric: the fabric it makes for itself, as the `fabric` object, and its pieces.
-fn own_fabric(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<(Value, Vec<planner::Piece>)> {
-    let mut quiet = Diagnostics::new();
-    let planned = spec::parse_fabric(&spec::own_fabric_config(config), &mut quiet)
-        .and_then(|f| planner::plan_fabric(f, &common::defaults(ctx), &mut quiet));
-    let Some(plan) = planned else {
-        diags.extend(quiet);
-        return None;
-    };
-    let f = &plan.spec;
+fn own_fabric(ctx: &Context, f: spec::FabricSpec, diags: &mut Diagnostics) -> Option<(Value, Vec<planner::Piece>)> {
     let reference = Value::object([
-        ("id", Value::from(fabric_id(f))),
+        ("id", Value::from(fabric_id(&f))),
         ("cloud", Value::from(f.cloud.as_str())),
         ("region", Value::from(f.region.as_str())),
         ("zone", f.zone.as_deref().map_or(Value::Null, Value::from)),
@@ -228,12 +220,21 @@ fn own_fabric(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<
         ("instance_type", Value::from(f.sku.name)),
         ("placement", Value::from(f.placement.as_str())),
     ]);
+    // The tag count was checked with the cluster's; what is left is the cloud's own refusals.
+    let mut quiet = Diagnostics::new();
+    let Some(plan) = planner::plan_fabric(f, &common::defaults(ctx), &mut quiet) else {
+        diags.extend(quiet);
+        return None;
+    };
     Some((reference, plan.pieces))
 }
 
 fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
     let spec = spec::parse_cluster(config, diags)?;
-    let own = if spec.own_network { Some(own_fabric(ctx, config, diags)?) } else { None };
+    let own = match spec.own_fabric.clone() {
+        Some(f) => Some(own_fabric(ctx, f, diags)?),
+        None => None,
+    };
     let mut plan = planner::plan_cluster(spec, &common::defaults(ctx), diags);
     let mut out = BTreeMap::new();
     if let Some((reference, pieces)) = own {

@@ -92,7 +92,7 @@ async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(S
     let p = &gcp.project;
     // A cluster without a fabric that joins a network names it itself (an Ethernet fabric on a given
     // network has no pieces of its own to record it).
-    if let Some((vpc, subnet)) = &spec.joins {
+    if let Some(crate::planner::Network::Existing { vpc_id: vpc, subnet_id: subnet }) = spec.own_fabric.as_ref().map(|f| &f.network) {
         return Ok((
             format!("projects/{p}/global/networks/{}", api::short_name(vpc)),
             format!("projects/{p}/regions/{}/subnetworks/{}", f.region, api::short_name(subnet)),
