@@ -428,7 +428,7 @@ fn cloud_examples_show_their_vendor_expansion(cli: &Cli) {
             let fsx_mount_name = cloud == "aws" && attr == "filesystem_name";
             assert!(
                 fsx_mount_name
-                    || ["id", "vpc_id", "subnet_id", "mount_target", "mount_command", "nodes", "node_private_ips"].contains(&attr),
+                    || ["id", "owner", "vpc_id", "subnet_id", "mount_target", "mount_command", "nodes", "node_private_ips"].contains(&attr),
                 "{cloud}: {attr} is unknown at plan time: {l}"
             );
         }

@@ -789,9 +789,9 @@ fn to_json(v: &Value) -> J {
 
 /// The CLI's plan validity rules (OpenTofu objchange.AssertPlanValid), for top-level attributes: a
 /// non-null config value comes back exactly; a null one may only be set if the attribute is computed;
-/// on create only cloud-assigned attributes may be unknown.
+/// on create only cloud-assigned attributes (and the owner marker, minted at apply) may be unknown.
 fn check_validity(name: &str, schema: &Schema, config: &Value, planned: &Value, creating: bool) {
-    let assigned = ["id", "vpc_id", "subnet_id", "mount_target", "mount_command", "nodes"];
+    let assigned = ["id", "owner", "vpc_id", "subnet_id", "mount_target", "mount_command", "nodes"];
     for a in &schema.block.attributes {
         let (c, p) = (config.get(&a.name), planned.get(&a.name));
         if !c.is_null() {

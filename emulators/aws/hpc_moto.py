@@ -669,12 +669,72 @@ def inventory(region=None):
     return {"cloud": "aws", "empty": total == 0, "resources": {"ec2": ec2, "fsx": fsx}}
 
 
+def _rules(rules):
+    return sorted(json.dumps({"protocol": r.ip_protocol, "from": r.from_port, "to": r.to_port,
+                              "groups": sorted(str(g) for g in (r.source_groups or [])),
+                              "cidrs": sorted(str(c) for c in (r.ip_ranges or []))}, sort_keys=True, default=str)
+                  for r in rules)
+
+
+def snapshot(region=None):
+    """Every resource with what a client reading it sees (tags, state, sizes), keyed by id: what "another
+    owner's pieces are unchanged" compares."""
+    out = {}
+    for account, regions in ec2_backends.items():
+        for name, b in regions.items():
+            if region and name != region:
+                continue
+            tags = lambda rid: dict(sorted(b.tags.get(rid, {}).items()))
+            for i in _instances(b):
+                if i.state != "terminated":
+                    out[i.id] = {"kind": "instance", "type": i.instance_type, "state": i.state, "subnet": i.subnet_id,
+                                 "placement_group": i.placement.group_name, "private_ip": i.private_ip, "tags": tags(i.id)}
+            for v in b.vpcs.values():
+                if not v.is_default:
+                    out[v.id] = {"kind": "vpc", "cidr": v.cidr_block, "tags": tags(v.id)}
+            for z in b.subnets.values():
+                for sn in z.values():
+                    if not sn.default_for_az:
+                        out[sn.id] = {"kind": "subnet", "cidr": sn.cidr_block, "zone": sn.availability_zone, "tags": tags(sn.id)}
+            for groups in b.groups.values():
+                for g in groups.values():
+                    if g.name != "default":
+                        out[g.id] = {"kind": "security_group", "name": g.name, "vpc": g.vpc_id, "tags": tags(g.id),
+                                     "ingress": _rules(g.ingress_rules), "egress": _rules(g.egress_rules)}
+            for g in _state(b, "placement_groups").values():
+                out[g["GroupId"]] = {"kind": "placement_group", "name": g["GroupName"], "state": g["State"], "tags": tags(g["GroupId"])}
+            for t in b.launch_templates.values():
+                out[t.id] = {"kind": "launch_template", "name": t.name, "versions": len(t.versions), "tags": tags(t.id)}
+            for k, pair in b.key_pairs.items():
+                out["key/" + k] = {"kind": "key_pair", "name": k, "tags": dict(sorted((getattr(pair, "tags", None) or {}).items()))}
+    for account, regions in fsx_models.fsx_backends.items():
+        for name, b in regions.items():
+            if region and name != region:
+                continue
+            for f in b.file_systems.values():
+                fs_tags = {t["Key"]: t["Value"] for t in (f.tags or [])}
+                out[f.file_system_id] = {"kind": "file_system", "capacity": f.storage_capacity,
+                                         "lustre": json.dumps(f.lustre_configuration, sort_keys=True, default=str),
+                                         "tags": dict(sorted(fs_tags.items()))}
+            for aid, d in _state(b, "dras").items():
+                out[aid] = {"kind": "data_repository_association", "body": json.dumps(d, sort_keys=True, default=str)}
+    return {"cloud": "aws", "resources": dict(sorted(out.items()))}
+
+
 def out_of_band(change):
-    """Changes made behind the provider's back, to cause drift."""
+    """Changes made behind the provider's back, to cause drift, and pieces another tool makes."""
     action = change.get("action")
     target = change.get("id")
     for account, regions in ec2_backends.items():
         for name, b in regions.items():
+            # Another tool's instance beside ours: a copy of one, with its tags changed.
+            if action == "copy_instance" and any(i.id == target for i in _instances(b)):
+                src = next(i for i in _instances(b) if i.id == target)
+                reservation = b.run_instances(src.image_id, 1, None, [], instance_type=src.instance_type,
+                                              subnet_id=src.subnet_id, placement=src.placement.zone)
+                copy = reservation.instances[0]
+                b.create_tags([copy.id], {**dict(b.tags.get(src.id, {})), **change.get("tags", {})})
+                return {"done": action, "id": copy.id}
             if action == "terminate_instance" and any(i.id == target for i in _instances(b)):
                 b.terminate_instances([target])
                 return {"done": action, "id": target}
@@ -751,6 +811,8 @@ class AdminMiddleware:
             out = {"reset": True}
         elif route == "inventory":
             out = inventory()
+        elif route == "snapshot":
+            out = snapshot()
         elif route == "counters" and method == "GET":
             with self.lock:
                 out = {"counters": dict(sorted(self.counters.items()))}

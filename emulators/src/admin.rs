@@ -148,6 +148,7 @@ impl Admin {
                 (200, json!({"reset": true}))
             }
             ("GET", "inventory") => (200, emulator.inventory()),
+            ("GET", "snapshot") => (200, emulator.snapshot()),
             ("GET", "counters") => (200, json!({"counters": *self.counters.lock().unwrap()})),
             ("DELETE", "counters") => {
                 self.counters.lock().unwrap().clear();
@@ -194,6 +195,11 @@ pub trait Emulated: Send + Sync {
     fn reset(&self);
     /// `{"cloud", "empty", "resources": {...}}`.
     fn inventory(&self) -> Value;
+    /// Every resource held, with the whole body a client reading it would get (tags and labels included),
+    /// keyed by id: what "another owner's pieces are byte-for-byte unchanged" compares.
+    fn snapshot(&self) -> Value {
+        self.inventory()
+    }
     fn out_of_band(&self, change: &Value) -> Result<Value, String>;
     /// Admin routes only this emulator has (OCI: `keys`); `None` for an unknown route.
     fn extra_admin(&self, _method: &str, _route: &str, _body: &Value) -> Option<(u16, Value)> {

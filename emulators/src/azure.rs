@@ -382,18 +382,64 @@ impl Emulated for Azure {
         json!({"cloud": "azure", "empty": store.resources.is_empty(), "resources": {"arm": by_kind}})
     }
 
+    fn snapshot(&self) -> Value {
+        let store = self.store.lock().unwrap();
+        let all: serde_json::Map<String, Value> = store.resources.iter().map(|(k, s)| (k.clone(), Azure::view(s))).collect();
+        json!({"arm": all})
+    }
+
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {
         let mut store = self.store.lock().unwrap();
         let id = change.get("id").and_then(Value::as_str).unwrap_or_default().to_lowercase();
         let action = change.get("action").and_then(Value::as_str).unwrap_or_default();
         match action {
+            // Another tool's resource beside ours: a copy (with its children, a scale set's VMs) at `to`,
+            // with its tags changed.
+            "copy" => {
+                let to = change.get("to").and_then(Value::as_str).ok_or("copy needs `to`, the new resource id")?.to_owned();
+                if !store.resources.contains_key(&id) {
+                    return Err(format!("nothing at {id}"));
+                }
+                let key = to.to_lowercase();
+                if store.resources.contains_key(&key) {
+                    return Err(format!("{to} exists"));
+                }
+                let prefix = format!("{id}/");
+                let copies: Vec<(String, Value)> = store
+                    .resources
+                    .iter()
+                    .filter(|(k, _)| **k == id || k.starts_with(&prefix))
+                    .map(|(k, s)| {
+                        let rest = &k[id.len()..];
+                        let mut value = s.value.clone();
+                        let old = value["id"].as_str().unwrap_or_default().to_owned();
+                        value["id"] = json!(format!("{to}{}", &old[id.len().min(old.len())..]));
+                        if rest.is_empty() {
+                            value["name"] = json!(to.rsplit('/').next().unwrap_or_default());
+                            if let Some(extra) = change.get("tags").and_then(Value::as_object) {
+                                if !value["tags"].is_object() {
+                                    value["tags"] = json!({});
+                                }
+                                if let Some(t) = value["tags"].as_object_mut() {
+                                    t.extend(extra.clone());
+                                }
+                            }
+                        }
+                        (format!("{key}{rest}"), value)
+                    })
+                    .collect();
+                for (k, value) in copies {
+                    store.resources.insert(k, Stored { value, changed: Instant::now() });
+                }
+                Ok(json!({"done": action, "id": to}))
+            }
             "delete" => {
                 store.resources.remove(&id).ok_or(format!("nothing at {id}"))?;
                 let prefix = format!("{id}/");
                 store.resources.retain(|k, _| !k.starts_with(&prefix));
                 Ok(json!({"done": action, "id": id}))
             }
-            other => Err(format!("unknown out-of-band action {other:?}; valid: delete")),
+            other => Err(format!("unknown out-of-band action {other:?}; valid: copy, delete")),
         }
     }
 }

@@ -525,11 +525,42 @@ impl Emulated for Gcp {
                "servicenetworking": {"connections": connections}}})
     }
 
+    fn snapshot(&self) -> Value {
+        let mut store = self.store.lock().unwrap();
+        let compute: serde_json::Map<String, Value> = store.resources.iter().map(|(path, s)| (path.clone(), Gcp::view(s))).collect();
+        let keys: Vec<String> = store.lustre.instances.keys().cloned().collect();
+        let lustre: serde_json::Map<String, Value> =
+            keys.into_iter().filter_map(|k| store.lustre.snapshot_of(&k).map(|v| (k, v))).collect();
+        let connections: serde_json::Map<String, Value> = store.connections.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        json!({"compute": compute, "lustre": lustre, "servicenetworking": connections})
+    }
+
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {
         let mut store = self.store.lock().unwrap();
         let id = change.get("id").and_then(Value::as_str).unwrap_or_default().trim_start_matches(BASE).to_owned();
         let action = change.get("action").and_then(Value::as_str).unwrap_or_default();
         match action {
+            // Another tool's instance beside ours: a copy of one under another name, with its labels changed.
+            "copy" => {
+                let Some(source) = store.resources.get(&id).filter(|s| s.kind == "instances") else {
+                    return Err(format!("no instance at {id}"));
+                };
+                let name = change.get("name").and_then(Value::as_str).ok_or("copy needs the new instance's name")?.to_owned();
+                let new_path = format!("{}/{name}", id.rsplit_once('/').map_or("", |(scope, _)| scope));
+                if store.resources.contains_key(&new_path) {
+                    return Err(format!("{new_path} exists"));
+                }
+                let mut value = source.value.clone();
+                value["name"] = json!(name);
+                value["selfLink"] = json!(format!("{BASE}{new_path}"));
+                store.next_id += 1;
+                value["id"] = json!(format!("{}", 8_000_000_000_000u64 + store.next_id));
+                if let (Some(labels), Some(extra)) = (value["labels"].as_object_mut(), change.get("labels").and_then(Value::as_object)) {
+                    labels.extend(extra.clone());
+                }
+                store.resources.insert(new_path.clone(), Stored { kind: "instances", value, created: Instant::now() });
+                Ok(json!({"done": action, "id": new_path}))
+            }
             "delete" if store.lustre.instances.remove(&id).is_some() => Ok(json!({"done": action, "id": id})),
             "delete" => store.resources.remove(&id).map(|_| json!({"done": action, "id": id})).ok_or(format!("nothing at {id}")),
             "stop_instance" => match store.resources.get_mut(&id) {
@@ -539,7 +570,7 @@ impl Emulated for Gcp {
                 }
                 _ => Err(format!("no instance at {id}")),
             },
-            other => Err(format!("unknown out-of-band action {other:?}; valid: delete, stop_instance")),
+            other => Err(format!("unknown out-of-band action {other:?}; valid: copy, delete, stop_instance")),
         }
     }
 }

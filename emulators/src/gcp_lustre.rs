@@ -54,6 +54,11 @@ fn capacity_ok(tier: i64, gib: i64) -> Result<(), String> {
 }
 
 impl Lustre {
+    /// An instance as a client reading it would see it.
+    pub fn snapshot_of(&mut self, key: &str) -> Option<Value> {
+        self.view(key)
+    }
+
     fn view(&mut self, key: &str) -> Option<Value> {
         let stored = self.instances.get_mut(key)?;
         if stored.changed.elapsed().as_secs_f64() >= SETTLE_SECONDS

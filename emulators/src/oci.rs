@@ -1453,11 +1453,36 @@ impl Emulated for Oci {
         json!({"cloud": "oci", "empty": empty, "resources": services})
     }
 
+    fn snapshot(&self) -> Value {
+        let mut store = self.store.lock().unwrap();
+        purge(&mut store);
+        let all: serde_json::Map<String, Value> =
+            store.resources.iter().filter(|(_, s)| !finished(s)).map(|(id, s)| (id.clone(), view(s))).collect();
+        let rules: serde_json::Map<String, Value> = store.rules.iter().map(|(id, r)| (id.clone(), json!(r))).collect();
+        json!({"resources": all, "security_rules": rules})
+    }
+
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {
         let mut store = self.store.lock().unwrap();
         let id = change.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
         let action = change.get("action").and_then(Value::as_str).unwrap_or_default();
         let tags = change.get("freeform_tags").or_else(|| change.get("freeformTags")).filter(|t| t.is_object()).cloned();
+        if action == "copy" {
+            // Another tool's resource beside ours: a copy under a new OCID (same display name unless one is
+            // given), with its freeform tags changed.
+            let Some(source) = store.resources.get(&id) else { return Err(format!("nothing at {id}")) };
+            let (kind, mut value) = (source.kind, source.value.clone());
+            let new_id = ocid(&mut store, kind);
+            value["id"] = json!(new_id);
+            if let Some(name) = change.get("display_name").and_then(Value::as_str) {
+                value["displayName"] = json!(name);
+            }
+            if let (Some(t), Some(extra)) = (value["freeformTags"].as_object_mut(), tags.as_ref().and_then(Value::as_object)) {
+                t.extend(extra.clone());
+            }
+            store.resources.insert(new_id.clone(), Stored { kind, value, changed: Instant::now(), version: 1 });
+            return Ok(json!({"done": action, "id": new_id}));
+        }
         match (action, store.resources.get_mut(&id)) {
             ("terminate_instance", Some(s)) if s.kind == "instance" => {
                 set_state(s, "TERMINATED");
@@ -1474,7 +1499,7 @@ impl Emulated for Oci {
                 store.rules.remove(&id);
                 Ok(json!({"done": action, "id": id}))
             }
-            _ => Err(format!("cannot {action} {id}; valid actions: terminate_instance, set_tags, delete")),
+            _ => Err(format!("cannot {action} {id}; valid actions: copy, terminate_instance, set_tags, delete")),
         }
     }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::config::ProviderConfig;
 use crate::framework::{AttributePath, Context, Diagnostics, PlanRequest, PlanResponse, Schema, Type, Value};
+use crate::ownership::Census;
 use crate::planner::Defaults;
 
 /// `fabric = hpc_gpu_fabric.x`: the fabric attributes a cluster or filesystem needs, all known at plan
@@ -207,45 +208,175 @@ pub fn patch_piece(expansion: &Value, kind: &str, count: Option<i64>, settings: 
 pub const LIVE: &[crate::catalog::Cloud] =
     &[crate::catalog::Cloud::Aws, crate::catalog::Cloud::Gcp, crate::catalog::Cloud::Azure, crate::catalog::Cloud::Oci];
 
-/// Apply through the cloud's API client where this build has one ([`LIVE`]); elsewhere the "not available"
-/// answer.
-pub async fn apply_with(
-    what: &str,
-    req: &crate::framework::ApplyRequest<'_>,
-    diags: &mut Diagnostics,
-    client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> Value,
-) -> crate::framework::ApplyResponse {
-    let target = if req.planned.is_null() { req.prior } else { req.planned };
-    let new_state = match cloud_of(target) {
-        Some(cloud) if LIVE.contains(&cloud) => client(cloud, diags).await,
-        _ => apply_not_available(what, req, diags),
-    };
-    crate::framework::ApplyResponse { new_state, private: Vec::new() }
+/// Which managed resource a lifecycle step serves: its type name and how diagnostics name it.
+#[derive(Clone, Copy, Debug)]
+pub struct Kind {
+    pub type_name: &'static str,
+    pub noun: &'static str,
 }
 
-/// Refresh through the cloud's API client for objects it created; anything else reads as it is.
+pub const FABRIC: Kind = Kind { type_name: "hpc_gpu_fabric", noun: "Fabric" };
+pub const CLUSTER: Kind = Kind { type_name: "hpc_gpu_cluster", noun: "Cluster" };
+pub const FILESYSTEM: Kind = Kind { type_name: "hpc_parallel_filesystem", noun: "Filesystem" };
+
+/// The journal's key for a create: the resource type, where it lives and its name.
+fn journal_key(kind: Kind, planned: &Value) -> String {
+    let fabric = planned.get("fabric");
+    let parts = [
+        planned.get("cloud"),
+        planned.get("region"),
+        planned.get("zone"),
+        planned.get("resource_group"),
+        planned.get("compartment_id"),
+        fabric.get("id"),
+        planned.get("name"),
+    ];
+    let parts: Vec<&str> = parts.iter().map(|v| v.as_str().unwrap_or_default()).collect();
+    format!("{}|{}", kind.type_name, parts.join("|"))
+}
+
+/// What the `owner` attribute says in the docs.
+pub const OWNER_DOC: &str = "The marker every piece of this resource carries (tag or label `hpc:owner`): this state changes and deletes only \
+     pieces with it, so a same-named resource of another state, workspace or configuration is never touched. Assigned when it is \
+     created; `import` takes over the marker the pieces carry.";
+
+/// The tags every piece gets: the provider's `default_tags`, the resource's `tags`, the provider's own
+/// (`ours`) and the owner's marker.
+pub fn owned_tags(ctx: &Context, own: &Value, ours: &[(&str, &str)], census: &Census) -> BTreeMap<String, String> {
+    let mut ours = ours.to_vec();
+    if let Some(marker) = census.marker() {
+        ours.push((crate::ownership::KEY, marker));
+    }
+    defaults(ctx).tags(&string_map(own), &ours)
+}
+
+/// State upgrade to schema version 1: state written before owner markers records the legacy owner of its
+/// id, which owns the unmarked pieces it always had; nothing in the cloud changes and nothing is planned.
+pub fn upgrade_owner(kind: Kind, version: i64, state: Value) -> Value {
+    if version >= 1 || state.get(crate::ownership::ATTRIBUTE).is_present() {
+        return state;
+    }
+    let Value::Map(mut map) = state else { return state };
+    if let Some(id) = map.get("id").and_then(Value::as_str).map(str::to_owned) {
+        let owner = crate::ownership::Owner::legacy(kind.type_name, &id);
+        map.insert(crate::ownership::ATTRIBUTE.into(), Value::from(owner.marker()));
+    }
+    Value::Map(map)
+}
+
+/// The state with the owner's marker recorded.
+pub fn with_owner(state: Value, owner: &crate::ownership::Owner) -> Value {
+    match state {
+        Value::Map(mut m) => {
+            m.insert(crate::ownership::ATTRIBUTE.into(), Value::from(owner.marker()));
+            Value::Map(m)
+        }
+        other => other,
+    }
+}
+
+/// One apply (create, update or destroy) through the cloud's API client, under the ownership rule: the
+/// owner comes from the prior state, or for a create from the journal (an interrupted create resumes) or
+/// freshly minted; `client` admits only that owner's pieces (a [`Census`]) and gates every create; a
+/// refused create says at `name` what exists and how out, and nothing is made; what another owner has is
+/// left alone, with a warning; the new state records the owner.
+pub async fn apply_with(
+    kind: Kind,
+    req: &crate::framework::ApplyRequest<'_>,
+    diags: &mut Diagnostics,
+    client: impl AsyncFnOnce(crate::catalog::Cloud, &Census, &mut Diagnostics) -> Value,
+) -> crate::framework::ApplyResponse {
+    use crate::ownership::{Owner, journal};
+    let target = if req.planned.is_null() { req.prior } else { req.planned };
+    let Some(cloud) = cloud_of(target).filter(|c| LIVE.contains(c)) else {
+        let what = format!("this {}", kind.noun.to_lowercase());
+        return crate::framework::ApplyResponse { new_state: apply_not_available(&what, req, diags), private: Vec::new() };
+    };
+    let creating = req.prior.is_null() && req.planned.is_present();
+    let key = journal_key(kind, req.planned);
+    let census = if creating {
+        match journal::pending(&key) {
+            Some(owner) => Census::creating(owner, true),
+            None => {
+                let owner = Owner::mint();
+                if let Err(e) = journal::begin(&key, &owner) {
+                    diags.warning(
+                        "Create not journalled",
+                        format!("{e}. The create goes on; if the provider is killed before it finishes, the next apply cannot resume it and says so."),
+                    );
+                }
+                Census::creating(owner, false)
+            }
+        }
+    } else {
+        Census::owned(Owner::of_state(kind.type_name, req.prior))
+    };
+    let mut inner = Diagnostics::new();
+    let mut new_state = client(cloud, &census, &mut inner).await;
+    let name = target.get("name").as_str().unwrap_or_default();
+    if census.refused() {
+        // The cloud step's own error says less than this; its warnings still stand.
+        for d in inner.0.into_iter().filter(|d| d.severity != crate::framework::Severity::Error) {
+            diags.push(d);
+        }
+        diags.error_at(AttributePath::attr("name"), "Name already in use", census.refusal(kind.noun, name));
+        if !census.made_before_refusal() {
+            new_state = Value::Null;
+        }
+    } else {
+        diags.extend(inner);
+        if let Some(text) = census.left_alone(kind.noun, name) {
+            diags.warning("Pieces of another owner left alone", text);
+        }
+    }
+    if creating {
+        journal::end(&key);
+    }
+    crate::framework::ApplyResponse { new_state: with_owner(new_state, census.owner()), private: Vec::new() }
+}
+
+/// Refresh through the cloud's API client for objects it created, admitting only the state's owner's
+/// pieces; anything else reads as it is.
 pub async fn read_with(
+    kind: Kind,
     state: &Value,
     private: &[u8],
     diags: &mut Diagnostics,
-    client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> crate::framework::ReadOutcome,
+    client: impl AsyncFnOnce(crate::catalog::Cloud, &Census, &mut Diagnostics) -> crate::framework::ReadOutcome,
 ) -> crate::framework::ReadOutcome {
     match cloud_of(state) {
-        Some(cloud) if LIVE.contains(&cloud) && state.get("id").is_present() => client(cloud, diags).await,
+        Some(cloud) if LIVE.contains(&cloud) && state.get("id").is_present() => {
+            let census = Census::owned(crate::ownership::Owner::of_state(kind.type_name, state));
+            match client(cloud, &census, diags).await {
+                crate::framework::ReadOutcome::Found { state, private } => {
+                    crate::framework::ReadOutcome::Found { state: with_owner(state, census.owner()), private }
+                }
+                gone => gone,
+            }
+        }
         _ => crate::framework::ReadOutcome::Found { state: state.clone(), private: private.to_vec() },
     }
 }
 
 /// Import by `<cloud>/<location>/<name>` through the cloud's API client, with clear answers otherwise.
+/// Import is the one way to adopt pieces another state made: the imported state records the marker they
+/// carry (the legacy owner of the id when they carry none), and refuses when several owners' pieces answer
+/// to the id.
 pub async fn import_with(
-    what: &str,
+    kind: Kind,
     example: &str,
     id: &str,
     diags: &mut Diagnostics,
-    client: impl AsyncFnOnce(crate::catalog::Cloud, &mut Diagnostics) -> Option<Value>,
+    client: impl AsyncFnOnce(crate::catalog::Cloud, &Census, &mut Diagnostics) -> Option<Value>,
 ) -> Option<Value> {
+    let what = kind.noun.to_lowercase();
     match cloud_of_id(id) {
-        Some(cloud) if LIVE.contains(&cloud) => client(cloud, diags).await,
+        Some(cloud) if LIVE.contains(&cloud) => {
+            let census = Census::adopting();
+            let state = client(cloud, &census, diags).await?;
+            let owner = adopted_owner(kind, id, &census, diags)?;
+            Some(with_owner(state, &owner))
+        }
         Some(cloud) => {
             diags.error(
                 "Import not available yet",
@@ -257,6 +388,29 @@ pub async fn import_with(
             diags.error(
                 "Invalid import id",
                 format!("{id:?} is not a {what} id. They read \"<cloud>/<location>/<name>\", e.g. {example:?}."),
+            );
+            None
+        }
+    }
+}
+
+/// The owner an import takes over: the one marker the pieces carry, or the legacy owner of the id when
+/// they carry none; a diagnostic when pieces of several owners answer to the id.
+pub fn adopted_owner(kind: Kind, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<crate::ownership::Owner> {
+    match census.adopted() {
+        Ok(Some(marker)) => crate::ownership::Owner::parse(&marker).or_else(|| Some(crate::ownership::Owner::legacy(kind.type_name, id))),
+        Ok(None) => Some(crate::ownership::Owner::legacy(kind.type_name, id)),
+        Err(markers) => {
+            let listed: Vec<String> = markers.iter().map(|m| m.clone().unwrap_or_else(|| "(no owner marker)".to_owned())).collect();
+            diags.error(
+                "Several owners",
+                format!(
+                    "Pieces of {} owners answer to {id:?} ({}), so import cannot tell which {} to adopt. Delete or rename the pieces that \
+                     do not belong to it, then import again.",
+                    listed.len(),
+                    listed.join(", "),
+                    kind.noun.to_lowercase()
+                ),
             );
             None
         }

@@ -6,19 +6,20 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
-use super::gpu_fabric::{self, GpuFabric};
+use super::gpu_fabric;
 use crate::catalog::Cloud;
 use crate::clouds::{NodeAddress, aws, azure, gcp, oci};
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, ReadOutcome, Resource,
     Schema, Type, Value,
 };
+use crate::ownership::Census;
 use crate::planner::{self, expansion_type, expansion_value, spec};
 
 pub struct GpuCluster;
 
 const SHAPE: PlanShape = PlanShape {
-    assigned: &["id", "nodes", "network"],
+    assigned: &["id", "owner", "nodes", "network"],
     replace: &[
         "name",
         "fabric",
@@ -45,7 +46,7 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("update", Type::String, "Default 60m."))
         .attribute(Attribute::optional("delete", Type::String, "Default 30m."));
     Schema::new(
-        0,
+        1,
         Block::new(
             "GPU nodes on a fabric: the node type's RDMA interfaces, placement and capacity, expanded into the cloud's own pieces in the plan. \
              Inference and media nodes need no RDMA fabric: without `fabric`, the cluster says where it runs itself and makes (or joins) \
@@ -94,6 +95,7 @@ pub fn schema() -> Schema {
             ))
             .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
             .attribute(Attribute::computed("id", Type::String, "Identifier of the cluster, assigned when it is created."))
+            .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC))
             .attribute(Attribute::optional_computed("instance_type", Type::String, "Node type: from the fabric, or without one set here (or resolved from `gpu`)."))
             .attribute(Attribute::computed("gpu_model", Type::String, "GPU model of the nodes."))
             .attribute(Attribute::computed("gpus_total", Type::Number, "GPUs in the cluster."))
@@ -300,76 +302,92 @@ impl Resource for GpuCluster {
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
         let target = if req.planned.is_null() { req.prior } else { req.planned };
-        if owns_network(target) { apply_owning_network(ctx, &req, diags).await } else { apply_on_fabric(ctx, &req, diags).await }
+        let own = owns_network(target);
+        common::apply_with(common::CLUSTER, &req, diags, async |cloud, census, d| {
+            if own { apply_owning_network(ctx, &req, cloud, census, d).await } else { apply_on_fabric(ctx, &req, cloud, census, d).await }
+        })
+        .await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        let nodes = read_on_fabric(ctx, state, private, diags).await;
-        if !owns_network(state) || state.get("id").is_null() {
-            return nodes;
-        }
-        read_owned_network(ctx, state, nodes, diags).await
+        common::read_with(common::CLUSTER, state, private, diags, async |cloud, census, d| {
+            let nodes = read_on_fabric(ctx, state, private, cloud, census, d).await;
+            if !owns_network(state) {
+                return nodes;
+            }
+            read_owned_network(ctx, state, nodes, cloud, census, d).await
+        })
+        .await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        let state = common::import_with("cluster", "aws/us-east-1/train-nodes", id, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_import(ctx, id, d).await,
-            Cloud::Azure => azure_import(ctx, id, d).await,
-            Cloud::Oci => oci_import(ctx, id, d).await,
-            _ => aws_import(ctx, id, d).await,
+        common::import_with(common::CLUSTER, "aws/us-east-1/train-nodes", id, diags, async |cloud, census, d| {
+            let state = match cloud {
+                Cloud::Aws => aws_import(ctx, id, census, d).await,
+                Cloud::Gcp => gcp_import(ctx, id, census, d).await,
+                Cloud::Azure => azure_import(ctx, id, census, d).await,
+                Cloud::Oci => oci_import(ctx, id, census, d).await,
+            }?;
+            with_own_network(ctx, state, cloud, census, d).await
         })
-        .await?;
-        let fabric = state.get("fabric").clone();
-        // A fabric named after the cluster with no placement is the one a cluster without a fabric makes.
-        if fabric.get("name") != state.get("name") || fabric.get("placement").as_str() != Some("none") {
-            return Some(state);
-        }
-        let Value::Map(mut map) = state else { return None };
-        if map.get("cloud").is_some_and(Value::is_present) {
-            // The cloud's import already read it as a cluster that joined a network (Google Cloud: such a
-            // cluster has no fabric pieces to import).
-            let joined = Value::object([("vpc_id", map["vpc_id"].clone()), ("subnet_id", map["subnet_id"].clone())]);
-            map.insert("network".into(), joined);
-            return Some(Value::Map(map));
-        }
-        let own = GpuFabric.import(ctx, fabric.get("id").as_str().unwrap_or_default(), diags).await?;
-        for attr in spec::OWN_NETWORK {
-            map.insert(attr.into(), own.get(attr).clone());
-        }
-        if own.get("cidr_block").is_present() {
-            map.insert("vpc_id".into(), Value::Null);
-            map.insert("subnet_id".into(), Value::Null);
-        }
-        map.insert("network".into(), network_of(&own));
-        // Planned again as a cluster without a fabric: the network's pieces lead its expansion.
-        let mut config = map.clone();
-        config.insert("fabric".into(), Value::Null);
-        if config.get("rdma_interfaces").and_then(|n| n.as_number()).is_some_and(|n| n.as_f64() == 0.0) {
-            config.insert("rdma_interfaces".into(), Value::Null);
-        }
-        map.extend(derive(ctx, &Value::Map(config), diags)?);
-        Some(Value::Map(map))
+        .await
+    }
+
+    fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
+        common::upgrade_owner(common::CLUSTER, version, state)
     }
 }
 
-async fn apply_on_fabric(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-    common::apply_with("this cluster", req, diags, async |cloud, d| match cloud {
-        Cloud::Gcp => gcp_apply(ctx, req, d).await,
-        Cloud::Azure => azure_apply(ctx, req, d).await,
-        Cloud::Oci => oci_apply(ctx, req, d).await,
-        _ => aws_apply(ctx, req, d).await,
-    })
-    .await
+/// An imported cluster with the network it made for itself, when it has no fabric of its own declaring:
+/// a fabric named after the cluster with no placement is the one such a cluster makes.
+async fn with_own_network(ctx: &Context, state: Value, cloud: Cloud, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
+    let fabric = state.get("fabric").clone();
+    if fabric.get("name") != state.get("name") || fabric.get("placement").as_str() != Some("none") {
+        return Some(state);
+    }
+    let Value::Map(mut map) = state else { return None };
+    if map.get("cloud").is_some_and(Value::is_present) {
+        // The cloud's import already read it as a cluster that joined a network (Google Cloud: such a
+        // cluster has no fabric pieces to import).
+        let joined = Value::object([("vpc_id", map["vpc_id"].clone()), ("subnet_id", map["subnet_id"].clone())]);
+        map.insert("network".into(), joined);
+        return Some(Value::Map(map));
+    }
+    let own = gpu_fabric::import_in(ctx, fabric.get("id").as_str().unwrap_or_default(), cloud, census, diags).await?;
+    for attr in spec::OWN_NETWORK {
+        map.insert(attr.into(), own.get(attr).clone());
+    }
+    if own.get("cidr_block").is_present() {
+        map.insert("vpc_id".into(), Value::Null);
+        map.insert("subnet_id".into(), Value::Null);
+    }
+    map.insert("network".into(), network_of(&own));
+    // Planned again as a cluster without a fabric: the network's pieces lead its expansion.
+    let mut config = map.clone();
+    config.insert("fabric".into(), Value::Null);
+    if config.get("rdma_interfaces").and_then(|n| n.as_number()).is_some_and(|n| n.as_f64() == 0.0) {
+        config.insert("rdma_interfaces".into(), Value::Null);
+    }
+    map.extend(derive(ctx, &Value::Map(config), diags)?);
+    Some(Value::Map(map))
 }
 
-async fn read_on_fabric(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-    common::read_with(state, private, diags, async |cloud, d| match cloud {
-        Cloud::Gcp => gcp_read(ctx, state, private, d).await,
-        Cloud::Azure => azure_read(ctx, state, private, d).await,
-        Cloud::Oci => oci_read(ctx, state, private, d).await,
-        _ => aws_read(ctx, state, private, d).await,
-    })
-    .await
+async fn apply_on_fabric(ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, d: &mut Diagnostics) -> Value {
+    match cloud {
+        Cloud::Aws => aws_apply(ctx, req, census, d).await,
+        Cloud::Gcp => gcp_apply(ctx, req, census, d).await,
+        Cloud::Azure => azure_apply(ctx, req, census, d).await,
+        Cloud::Oci => oci_apply(ctx, req, census, d).await,
+    }
+}
+
+async fn read_on_fabric(ctx: &Context, state: &Value, private: &[u8], cloud: Cloud, census: &Census, d: &mut Diagnostics) -> ReadOutcome {
+    match cloud {
+        Cloud::Aws => aws_read(ctx, state, private, census, d).await,
+        Cloud::Gcp => gcp_read(ctx, state, private, census, d).await,
+        Cloud::Azure => azure_read(ctx, state, private, census, d).await,
+        Cloud::Oci => oci_read(ctx, state, private, census, d).await,
+    }
 }
 
 // ------------------------------------------------------------------------------- without a fabric
@@ -442,24 +460,62 @@ fn with_network_pieces(state: &Value, network: &Value) -> Value {
     with_expansion(state, found.iter().cloned().chain(pieces.iter().skip(found.len()).cloned()))
 }
 
-/// Create, update or destroy a cluster without a fabric: its network first (and last on destroy), then
-/// the nodes. A network that cannot be made starts no node; one that cannot be deleted stays in state.
-async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
+/// Before a cluster without a fabric makes its network: whether its nodes' names are free (another owner's
+/// nodes refuse the create here, so that not even the network is made).
+async fn look_for_nodes(ctx: &Context, spec: &spec::ClusterSpec, cloud: Cloud, census: &Census) -> Result<(), String> {
+    let f = &spec.fabric;
+    let zone = f.zone.clone().unwrap_or_default();
+    match cloud {
+        Cloud::Aws => aws::cluster::observe(&aws::api::connect(ctx, &f.region).await, &spec.name, census).await.map(|_| ())?,
+        Cloud::Gcp => {
+            let client = gcp::api::connect(ctx).await?;
+            gcp::cluster::nodes(ctx, &client, &zone, &spec.name, census).await.map(|_| ())?
+        }
+        Cloud::Azure => {
+            let arm = azure::api::connect(ctx).await?;
+            let given = spec.own_fabric.as_ref().and_then(|o| o.resource_group.as_deref());
+            let group = azure::fabric::group_name(&f.name, given);
+            let sets = azure::scale_set_sizes(spec.node_count).len();
+            azure::cluster::observe(ctx, &arm, &group, &spec.name, sets, census).await.map(|_| ())?
+        }
+        Cloud::Oci => {
+            let client = oci::api::connect(ctx, &f.region)?;
+            let compartment = spec.own_fabric.as_ref().and_then(|o| o.compartment_id.clone()).unwrap_or_default();
+            let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name: &spec.name, placement: f.placement };
+            oci::cluster::observe(ctx, &client, &at, census).await?;
+            oci::cluster::find_configuration(ctx, &client, &compartment, &spec.name, census).await.map(|_| ())?
+        }
+    }
+    census.look_ahead()
+}
+
+/// Create, update or destroy a cluster without a fabric, all under the cluster's owner: its network first
+/// (and last on destroy), then the nodes. A network that cannot be made starts no node; one that cannot be
+/// deleted stays in state.
+async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, diags: &mut Diagnostics) -> Value {
     let fabric_prior = if req.prior.is_null() { Value::Null } else { own_fabric_state(ctx, req.prior) };
     if req.planned.is_null() {
-        let resp = apply_on_fabric(ctx, req, diags).await;
-        if resp.new_state.is_present() {
-            return resp;
+        let nodes_left = apply_on_fabric(ctx, req, cloud, census, diags).await;
+        if nodes_left.is_present() {
+            return nodes_left;
         }
-        let gone = GpuFabric
-            .apply(ctx, ApplyRequest { prior: &fabric_prior, planned: &Value::Null, config: &Value::Null, private: &[] }, diags)
-            .await;
-        if gone.new_state.is_null() {
-            return resp;
+        let request = ApplyRequest { prior: &fabric_prior, planned: &Value::Null, config: &Value::Null, private: &[] };
+        let gone = gpu_fabric::apply_in(ctx, &request, cloud, census, diags).await;
+        if gone.is_null() {
+            return nodes_left;
         }
         // The nodes are gone and the network is not: it stays in state (with no nodes) for the next destroy.
         let pieces = fabric_prior.get("expansion").as_list().map_or(0, <[Value]>::len);
-        return ApplyResponse { new_state: without_nodes(req.prior, pieces), private: Vec::new() };
+        return without_nodes(req.prior, pieces);
+    }
+    if census.is_creating()
+        && let Some(spec) = spec::parse_cluster(req.config, &mut Diagnostics::new())
+        && let Err(e) = look_for_nodes(ctx, &spec, cloud, census).await
+    {
+        if !census.refused() {
+            diags.error("Creating the cluster failed", format!("Cluster {}: {e}. Nothing was created.", spec.name));
+        }
+        return Value::Null;
     }
     let config = spec::own_fabric_config(req.config);
     let mut network_diags = Diagnostics::new();
@@ -471,21 +527,14 @@ async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut
     let made = if network_diags.has_errors() {
         None
     } else {
-        Some(
-            GpuFabric
-                .apply(
-                    ctx,
-                    ApplyRequest { prior: &fabric_prior, planned: &plan.planned, config: &config, private: &[] },
-                    &mut network_diags,
-                )
-                .await,
-        )
+        let request = ApplyRequest { prior: &fabric_prior, planned: &plan.planned, config: &config, private: &[] };
+        Some(gpu_fabric::apply_in(ctx, &request, cloud, census, &mut network_diags).await)
     };
-    let network = made.as_ref().map_or(Value::Null, |m| network_of(&m.new_state));
+    let network = made.as_ref().map_or(Value::Null, network_of);
     if network_diags.has_errors() {
         diags.extend(network_diags);
         if req.prior.is_present() {
-            return ApplyResponse { new_state: req.prior.clone(), private: Vec::new() };
+            return req.prior.clone();
         }
         // Nothing of the nodes was started; what the network got is kept, so a destroy removes it.
         let id = plan.planned.get("id");
@@ -497,23 +546,31 @@ async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut
         if let Value::Map(m) = &mut state {
             m.insert("nodes".into(), Value::list([]));
         }
-        return ApplyResponse { new_state: state, private: Vec::new() };
+        return state;
     }
     diags.extend(network_diags);
-    let mut resp = apply_on_fabric(ctx, req, diags).await;
-    if let Value::Map(m) = &mut resp.new_state
+    let mut state = apply_on_fabric(ctx, req, cloud, census, diags).await;
+    if let Value::Map(m) = &mut state
         && req.planned.get("network").is_unknown()
     {
         m.insert("network".into(), network);
     }
-    resp
+    state
 }
 
 /// Refresh of a cluster without a fabric: its nodes as usual, and its network through the fabric's own
-/// refresh. Nodes gone with the network still there is drift to repair, not a cluster gone.
-async fn read_owned_network(ctx: &Context, state: &Value, nodes: ReadOutcome, diags: &mut Diagnostics) -> ReadOutcome {
+/// refresh, under the cluster's owner. Nodes gone with the network still there is drift to repair, not a
+/// cluster gone.
+async fn read_owned_network(
+    ctx: &Context,
+    state: &Value,
+    nodes: ReadOutcome,
+    cloud: Cloud,
+    census: &Census,
+    diags: &mut Diagnostics,
+) -> ReadOutcome {
     let fabric = own_fabric_state(ctx, state);
-    let network = GpuFabric.read(ctx, &fabric, &[], diags).await;
+    let network = gpu_fabric::read_in(ctx, &fabric, &[], cloud, census, diags).await;
     let planned_network = fabric.get("expansion");
     match (nodes, network) {
         (ReadOutcome::Found { state: s, private }, ReadOutcome::Found { state: f, .. }) => {
@@ -530,8 +587,8 @@ async fn read_owned_network(ctx: &Context, state: &Value, nodes: ReadOutcome, di
     }
 }
 
-fn all_tags(ctx: &Context, name: &str, fabric: &str, own: &Value) -> BTreeMap<String, String> {
-    common::defaults(ctx).tags(&common::string_map(own), &[(aws::cluster::TAG, name), (aws::fabric::TAG, fabric)])
+fn all_tags(ctx: &Context, name: &str, fabric: &str, own: &Value, census: &Census) -> BTreeMap<String, String> {
+    common::owned_tags(ctx, own, &[("hpc:cluster", name), ("hpc:fabric", fabric)], census)
 }
 
 /// A state brought to what exists: node count, names and GPUs as found; pieces that are gone dropped.
@@ -566,21 +623,21 @@ fn with_nodes(state: &Value, cloud: Cloud, instance_piece: &str, nodes: &[NodeAd
     Value::Map(out)
 }
 
-async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let fabric = if req.planned.is_null() { req.prior.get("fabric") } else { req.planned.get("fabric") };
     let region = fabric.get("region").as_str().unwrap_or_default().to_owned();
     let client = aws::api::connect(ctx, &region).await;
     if req.planned.is_null() {
         let name = req.prior.get("name").as_str().unwrap_or_default();
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
-        return match aws::cluster::delete(ctx, &client, name, timeout).await {
+        return match aws::cluster::delete(ctx, &client, name, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
                     "Deleting the cluster failed",
                     format!("Cluster {name} in {region}: {e}. What is left stays in state; run destroy again."),
                 );
-                match aws::cluster::observe(&client, name).await {
+                match aws::cluster::observe(&client, name, census).await {
                     Ok(live) if live.is_empty() => Value::Null,
                     Ok(live) => refreshed(req.prior, &live),
                     Err(_) => req.prior.clone(),
@@ -590,8 +647,8 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
     let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
-    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"));
-    let before = if creating { BTreeMap::new() } else { all_tags(ctx, &spec.name, &spec.fabric.name, req.prior.get("tags")) };
+    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
+    let before = if creating { BTreeMap::new() } else { all_tags(ctx, &spec.name, &spec.fabric.name, req.prior.get("tags"), census) };
     let stale = if creating { Vec::new() } else { common::stale_tags(&before, &tags) };
     let options = aws::cluster::Options {
         tags: &tags,
@@ -599,12 +656,13 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
         retag: !creating && before != tags,
         timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
     };
-    let mut learned = BTreeMap::new();
-    learned.insert("id".to_owned(), Value::from(aws::api::resource_id(&region, &spec.name)));
+    let id = aws::api::resource_id(&region, &spec.name);
+    census.set_import_id(&id);
+    let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
     let state = common::fill(req.planned, &learned);
-    match aws::cluster::converge(ctx, &client, &spec, &options).await {
+    match aws::cluster::converge(ctx, &client, &spec, &options, census).await {
         Ok(converged) => {
-            let live = aws::cluster::ClusterLive { template: None, nodes: converged.nodes };
+            let live = aws::cluster::ClusterLive { template: None, nodes: converged.nodes, key: false };
             with_addresses(state, req.planned, async { Ok(live.addresses()) }).await
         }
         Err(e) => {
@@ -615,7 +673,7 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
                     spec.name
                 ),
             );
-            match aws::cluster::observe(&client, &spec.name).await {
+            match aws::cluster::observe(&client, &spec.name, census).await {
                 Ok(live) => refreshed(&state, &live),
                 Err(_) => state,
             }
@@ -623,11 +681,11 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
 }
 
-async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn aws_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let region = state.get("fabric").get("region").as_str().unwrap_or_default();
     let name = state.get("name").as_str().unwrap_or_default();
     let client = aws::api::connect(ctx, region).await;
-    match aws::cluster::observe(&client, name).await {
+    match aws::cluster::observe(&client, name, census).await {
         Ok(live) if live.is_empty() => ReadOutcome::Gone,
         Ok(live) => ReadOutcome::Found { state: refreshed(state, &live), private: private.to_vec() },
         Err(e) => {
@@ -637,7 +695,7 @@ async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     }
 }
 
-async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn aws_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((region, name)) = aws::api::parse_id(id) else {
         diags.error(
             "Invalid import id",
@@ -646,7 +704,7 @@ async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         return None;
     };
     let client = aws::api::connect(ctx, region).await;
-    let found = match aws::cluster::observe(&client, name).await {
+    let found = match aws::cluster::observe(&client, name, census).await {
         Ok(live) => aws::cluster::imported_config(&client, name, &live, &common::defaults(ctx).default_tags).await,
         Err(e) => Err(e),
     };
@@ -662,24 +720,24 @@ async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }
 
-fn gcp_labels(ctx: &Context, name: &str, fabric: &str, own: &Value) -> BTreeMap<String, String> {
-    gcp::api::labels(&common::defaults(ctx).tags(&common::string_map(own), &[("hpc:cluster", name), ("hpc:fabric", fabric)]))
+fn gcp_labels(ctx: &Context, name: &str, fabric: &str, own: &Value, census: &Census) -> BTreeMap<String, String> {
+    gcp::api::labels(&all_tags(ctx, name, fabric, own, census))
 }
 
-async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     if req.planned.is_null() {
         let name = req.prior.get("name").as_str().unwrap_or_default();
         let zone = req.prior.get("fabric").get("zone").as_str().unwrap_or_default();
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
-        return match gcp::cluster::delete(ctx, &client, zone, name, timeout).await {
+        return match gcp::cluster::delete(ctx, &client, zone, name, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
                     "Deleting the cluster failed",
                     format!("Cluster {name} in {zone}: {e}. What is left stays in state; run destroy again."),
                 );
-                match gcp::cluster::nodes(ctx, &client, zone, name).await {
+                match gcp::cluster::nodes(ctx, &client, zone, name, census).await {
                     Ok(live) if live.is_empty() => Value::Null,
                     Ok(live) => with_nodes(
                         req.prior,
@@ -695,19 +753,21 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
     let zone = spec.fabric.zone.clone().unwrap_or_default();
-    let labels = gcp_labels(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"));
-    let relabel = !creating && gcp_labels(ctx, &spec.name, &spec.fabric.name, req.prior.get("tags")) != labels;
+    let labels = gcp_labels(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
+    let relabel = !creating && gcp_labels(ctx, &spec.name, &spec.fabric.name, req.prior.get("tags"), census) != labels;
     let options = gcp::cluster::Options {
         labels: &labels,
         relabel,
         timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
     };
-    let learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &spec.name)))]);
+    let id = gcp::api::resource_id(&zone, &spec.name);
+    census.set_import_id(&id);
+    let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
     let state = common::fill(req.planned, &learned);
-    match gcp::cluster::converge(ctx, &client, &spec, &options).await {
+    match gcp::cluster::converge(ctx, &client, &spec, &options, census).await {
         Ok(()) => {
             let found = async {
-                let live = gcp::cluster::up(gcp::cluster::nodes(ctx, &client, &zone, &spec.name).await?);
+                let live = gcp::cluster::up(gcp::cluster::nodes(ctx, &client, &zone, &spec.name, census).await?);
                 Ok(gcp::cluster::addresses(&client.project, &zone, &spec.name, &live))
             };
             with_addresses(state, req.planned, found).await
@@ -717,7 +777,7 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
                 if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
                 format!("Cluster {} in {zone}: {e}. The nodes that exist are kept in state; apply again to finish, or destroy.", spec.name),
             );
-            match gcp::cluster::nodes(ctx, &client, &zone, &spec.name).await {
+            match gcp::cluster::nodes(ctx, &client, &zone, &spec.name, census).await {
                 Ok(live) => with_nodes(
                     &state,
                     Cloud::Gcp,
@@ -730,13 +790,13 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
 }
 
-async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let zone = state.get("fabric").get("zone").as_str().unwrap_or_default();
     let name = state.get("name").as_str().unwrap_or_default();
     let Some(client) = gcp::api::connect_or_report(ctx, diags).await else {
         return ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     };
-    match gcp::cluster::nodes(ctx, &client, zone, name).await {
+    match gcp::cluster::nodes(ctx, &client, zone, name, census).await {
         Ok(live) if live.is_empty() => ReadOutcome::Gone,
         Ok(live) => ReadOutcome::Found {
             // A stopped node is shown as missing; the repair starts it.
@@ -755,7 +815,7 @@ async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     }
 }
 
-async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn gcp_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((zone, name)) = gcp::api::parse_id(id) else {
         diags.error(
             "Invalid import id",
@@ -765,7 +825,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     };
     let client = gcp::api::connect_or_report(ctx, diags).await?;
     let defaults = gcp::api::labels(&common::defaults(ctx).default_tags);
-    let found = match gcp::cluster::nodes(ctx, &client, zone, name).await {
+    let found = match gcp::cluster::nodes(ctx, &client, zone, name, census).await {
         Ok(live) => gcp::cluster::imported_config(ctx, &client, zone, name, &live, &defaults).await,
         Err(e) => Err(e),
     };
@@ -795,7 +855,7 @@ fn azure_sizes(state: &Value) -> Vec<u32> {
         .collect()
 }
 
-async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let Some(group) = target.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else {
@@ -806,7 +866,7 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
     if req.planned.is_null() {
         let name = req.prior.get("name").as_str().unwrap_or_default();
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
-        return match azure::cluster::delete(ctx, &arm, &group, name, previous_sets, timeout).await {
+        return match azure::cluster::delete(ctx, &arm, &group, name, previous_sets, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
@@ -819,16 +879,17 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
     }
     let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
-    let tags = common::defaults(ctx)
-        .tags(&common::string_map(req.config.get("tags")), &[("hpc:cluster", &spec.name), ("hpc:fabric", &spec.fabric.name)]);
+    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
     let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
-    let learned = BTreeMap::from([("id".to_owned(), Value::from(azure::api::resource_id(&group, &spec.name)))]);
+    let id = azure::api::resource_id(&group, &spec.name);
+    census.set_import_id(&id);
+    let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
     let state = common::fill(req.planned, &learned);
     let sizes = azure::scale_set_sizes(spec.node_count);
-    match azure::cluster::converge(ctx, &arm, &spec, &group, &tags, previous_sets, timeout).await {
+    match azure::cluster::converge(ctx, &arm, &spec, &group, &tags, previous_sets, timeout, census).await {
         Ok(()) => {
             let found = async {
-                let live = azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len()).await?;
+                let live = azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await?;
                 Ok(azure::cluster::nodes(&spec.name, &sizes, &live))
             };
             with_addresses(state, req.planned, found).await
@@ -841,7 +902,7 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
                     spec.name
                 ),
             );
-            match azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len()).await {
+            match azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await {
                 Ok(live) => with_nodes(&state, Cloud::Azure, SCALE_SET, &azure::cluster::nodes(&spec.name, &sizes, &live)),
                 Err(_) => state,
             }
@@ -849,13 +910,13 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
     }
 }
 
-async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn azure_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     let name = state.get("name").as_str().unwrap_or_default();
     let Some(group) = state.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else { return unchanged() };
     let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return unchanged() };
     let sizes = azure_sizes(state);
-    match azure::cluster::observe(ctx, &arm, &group, name, sizes.len()).await {
+    match azure::cluster::observe(ctx, &arm, &group, name, sizes.len(), census).await {
         Ok(live) if live.iter().all(Option::is_none) => ReadOutcome::Gone,
         Ok(live) => {
             let nodes = azure::cluster::nodes(name, &sizes, &live);
@@ -885,7 +946,7 @@ async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Di
     }
 }
 
-async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn azure_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((group, name)) = azure::api::parse_id(id) else {
         diags.error(
             "Invalid import id",
@@ -894,7 +955,7 @@ async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Optio
         return None;
     };
     let arm = azure::api::connect_or_report(ctx, diags).await?;
-    let config = match azure::cluster::imported_config(ctx, &arm, group, name, &common::defaults(ctx).default_tags).await {
+    let config = match azure::cluster::imported_config(ctx, &arm, group, name, &common::defaults(ctx).default_tags, census).await {
         Ok(c) => c,
         Err(e) => {
             diags.error("Cannot import the cluster", format!("{id}: {e}."));
@@ -920,7 +981,7 @@ fn oci_location(state: &Value) -> Option<(String, String, String, planner::Place
 
 const OCI_NODES: &str = "oci_core_instance";
 
-async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let Some((region, compartment, zone, placement)) = oci_location(target) else {
         diags.error("Unknown fabric", "The cluster's fabric has no OCI id (oci/<region>/<compartment>/<name>): apply the fabric first.");
@@ -930,7 +991,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let name = target.get("name").as_str().unwrap_or_default().to_owned();
     let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name: &name, placement };
     let live_nodes = async || {
-        let nodes = oci::cluster::observe(ctx, &client, &at).await?;
+        let nodes = oci::cluster::observe(ctx, &client, &at, census).await?;
         oci::cluster::addresses(ctx, &client, &at, &nodes).await
     };
     let with_live = async |state: &Value| match live_nodes().await {
@@ -939,7 +1000,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     };
     if req.planned.is_null() {
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
-        return match oci::cluster::delete(ctx, &client, &at, timeout).await {
+        return match oci::cluster::delete(ctx, &client, &at, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 let detail = format!("Cluster {name} in {region}: {e}. What is left stays in state; run destroy again.");
@@ -950,11 +1011,13 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
     let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
-    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"));
+    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
     let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
-    let learned = BTreeMap::from([("id".to_owned(), Value::from(oci::api::resource_id(&region, &compartment, &spec.name)))]);
+    let id = oci::api::resource_id(&region, &compartment, &spec.name);
+    census.set_import_id(&id);
+    let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
     let state = common::fill(req.planned, &learned);
-    match oci::cluster::converge(ctx, &client, &spec, &compartment, &tags, timeout).await {
+    match oci::cluster::converge(ctx, &client, &spec, &compartment, &tags, timeout, census).await {
         Ok(()) => with_addresses(state, req.planned, live_nodes()).await,
         Err(e) => {
             let detail = format!(
@@ -967,14 +1030,14 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
 }
 
-async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn oci_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     let Some((region, compartment, zone, placement)) = oci_location(state) else { return unchanged() };
     let name = state.get("name").as_str().unwrap_or_default();
     let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return unchanged() };
     let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name, placement };
-    let nodes = oci::cluster::observe(ctx, &client, &at).await;
-    let config = oci::cluster::find_configuration(ctx, &client, &compartment, name).await;
+    let nodes = oci::cluster::observe(ctx, &client, &at, census).await;
+    let config = oci::cluster::find_configuration(ctx, &client, &compartment, name, census).await;
     match (nodes, config) {
         (Ok(nodes), Ok(None)) if nodes.is_empty() => ReadOutcome::Gone,
         (Ok(nodes), Ok(config)) => {
@@ -1002,10 +1065,10 @@ async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     }
 }
 
-async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn oci_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let (region, compartment, name) = common::oci_import_id(id, "cluster", "train", diags)?;
     let client = oci::api::connect_or_report(ctx, region, diags)?;
-    let config = match oci::cluster::imported_config(ctx, &client, compartment, name, &common::defaults(ctx).default_tags).await {
+    let config = match oci::cluster::imported_config(ctx, &client, compartment, name, &common::defaults(ctx).default_tags, census).await {
         Ok((c, _)) => c,
         Err(e) => {
             oci::api::report(diags, "Cannot import the cluster", format!("{id}: {e}."));

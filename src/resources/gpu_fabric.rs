@@ -11,12 +11,13 @@ use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource, Schema, Type,
     Value,
 };
+use crate::ownership::Census;
 use crate::planner::{self, Network, expansion_type, expansion_value, spec};
 
 pub struct GpuFabric;
 
 const SHAPE: PlanShape = PlanShape {
-    assigned: &["id", "vpc_id", "subnet_id"],
+    assigned: &["id", "owner", "vpc_id", "subnet_id"],
     replace: &[
         "name",
         "cloud",
@@ -35,7 +36,7 @@ const SHAPE: PlanShape = PlanShape {
 
 pub fn schema() -> Schema {
     Schema::new(
-        0,
+        1,
         Block::new(
             "The inter-node tier of a GPU cluster: the network nodes join (existing or created), proximity placement, and the RDMA fabric's \
              security rules, expanded into the cloud's own pieces in the plan.",
@@ -56,6 +57,7 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("compartment_id", Type::String, "OCI: compartment OCID to build in. Required on OCI."))
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
         .attribute(Attribute::computed("id", Type::String, "Identifier of the fabric, assigned when it is created."))
+        .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC))
         .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this fabric is made of, as planned.")),
     )
 }
@@ -104,33 +106,63 @@ impl Resource for GpuFabric {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this fabric", &req, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_apply(ctx, &req, d).await,
-            Cloud::Azure => azure_apply(ctx, &req, d).await,
-            Cloud::Oci => oci_apply(ctx, &req, d).await,
-            _ => aws_apply(ctx, &req, d).await,
-        })
-        .await
+        common::apply_with(common::FABRIC, &req, diags, async |cloud, census, d| apply_in(ctx, &req, cloud, census, d).await).await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(state, private, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_read(ctx, state, private, d).await,
-            Cloud::Azure => azure_read(ctx, state, private, d).await,
-            Cloud::Oci => oci_read(ctx, state, private, d).await,
-            _ => aws_read(ctx, state, private, d).await,
+        common::read_with(common::FABRIC, state, private, diags, async |cloud, census, d| {
+            read_in(ctx, state, private, cloud, census, d).await
         })
         .await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("fabric", "aws/us-east-1/train", id, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_import(ctx, id, d).await,
-            Cloud::Azure => azure_import(ctx, id, d).await,
-            Cloud::Oci => oci_import(ctx, id, d).await,
-            _ => aws_import(ctx, id, d).await,
+        common::import_with(common::FABRIC, "aws/us-east-1/train", id, diags, async |cloud, census, d| {
+            import_in(ctx, id, cloud, census, d).await
         })
         .await
+    }
+
+    fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
+        common::upgrade_owner(common::FABRIC, version, state)
+    }
+}
+
+/// Creates, updates or destroys a fabric as `census`'s owner; also how a cluster without a fabric builds
+/// and removes the network it makes for itself, under the cluster's owner.
+pub(crate) async fn apply_in(ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, d: &mut Diagnostics) -> Value {
+    match cloud {
+        Cloud::Aws => aws_apply(ctx, req, census, d).await,
+        Cloud::Gcp => gcp_apply(ctx, req, census, d).await,
+        Cloud::Azure => azure_apply(ctx, req, census, d).await,
+        Cloud::Oci => oci_apply(ctx, req, census, d).await,
+    }
+}
+
+/// Refreshes a fabric, admitting only `census`'s owner's pieces.
+pub(crate) async fn read_in(
+    ctx: &Context,
+    state: &Value,
+    private: &[u8],
+    cloud: Cloud,
+    census: &Census,
+    d: &mut Diagnostics,
+) -> ReadOutcome {
+    match cloud {
+        Cloud::Aws => aws_read(ctx, state, private, census, d).await,
+        Cloud::Gcp => gcp_read(ctx, state, private, census, d).await,
+        Cloud::Azure => azure_read(ctx, state, private, census, d).await,
+        Cloud::Oci => oci_read(ctx, state, private, census, d).await,
+    }
+}
+
+/// Imports a fabric, noting in `census` the markers its pieces carry.
+pub(crate) async fn import_in(ctx: &Context, id: &str, cloud: Cloud, census: &Census, d: &mut Diagnostics) -> Option<Value> {
+    match cloud {
+        Cloud::Aws => aws_import(ctx, id, census, d).await,
+        Cloud::Gcp => gcp_import(ctx, id, census, d).await,
+        Cloud::Azure => azure_import(ctx, id, census, d).await,
+        Cloud::Oci => oci_import(ctx, id, census, d).await,
     }
 }
 
@@ -169,17 +201,18 @@ fn given_network(v: &Value) -> Option<(String, String)> {
     Some((v.get("vpc_id").as_str()?.to_owned(), v.get("subnet_id").as_str()?.to_owned()))
 }
 
-fn all_tags(ctx: &Context, name: &str, own: &Value) -> BTreeMap<String, String> {
-    common::defaults(ctx).tags(&common::string_map(own), &[(aws::fabric::TAG, name)])
+fn all_tags(ctx: &Context, name: &str, own: &Value, census: &Census) -> BTreeMap<String, String> {
+    common::owned_tags(ctx, own, &[("hpc:fabric", name)], census)
 }
 
-async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     if req.planned.is_null() {
         let (region, name) = (req.prior.get("region").as_str().unwrap_or_default(), req.prior.get("name").as_str().unwrap_or_default());
         let client = aws::api::connect(ctx, region).await;
         let network = given_network(req.prior);
         let timeout = std::time::Duration::from_secs(30 * 60);
-        return match aws::fabric::delete(ctx, &client, name, network.as_ref().map(|(v, s)| (v.as_str(), s.as_str())), timeout).await {
+        let network = network.as_ref().map(|(v, s)| (v.as_str(), s.as_str()));
+        return match aws::fabric::delete(ctx, &client, name, network, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
@@ -192,16 +225,21 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
     let Some(spec) = spec::parse_fabric(req.config, diags) else { return req.prior.clone() };
     let client = aws::api::connect(ctx, &spec.region).await;
-    let tags = all_tags(ctx, &spec.name, req.config.get("tags"));
-    let stale =
-        if req.prior.is_present() { common::stale_tags(&all_tags(ctx, &spec.name, req.prior.get("tags")), &tags) } else { Vec::new() };
-    let result = aws::fabric::converge(ctx, &client, &spec, req.config.get("gpu").as_str(), &tags, &stale).await;
+    let tags = all_tags(ctx, &spec.name, req.config.get("tags"), census);
+    let stale = if req.prior.is_present() {
+        common::stale_tags(&all_tags(ctx, &spec.name, req.prior.get("tags"), census), &tags)
+    } else {
+        Vec::new()
+    };
+    let id = aws::api::resource_id(&spec.region, &spec.name);
+    census.set_import_id(&id);
+    let result = aws::fabric::converge(&client, &spec, req.config.get("gpu").as_str(), &tags, &stale, census).await;
     let (ids, error) = match result {
         Ok(ids) => (ids, None),
         Err((ids, e)) => (ids, Some(e)),
     };
     let mut learned = BTreeMap::new();
-    learned.insert("id".to_owned(), Value::from(aws::api::resource_id(&spec.region, &spec.name)));
+    learned.insert("id".to_owned(), Value::from(id));
     if let Some(v) = ids.vpc_id {
         learned.insert("vpc_id".to_owned(), Value::from(v));
     }
@@ -220,11 +258,11 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     common::fill(req.planned, &learned)
 }
 
-async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn aws_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let (region, name) = (state.get("region").as_str().unwrap_or_default(), state.get("name").as_str().unwrap_or_default());
     let client = aws::api::connect(ctx, region).await;
     let network = given_network(state);
-    let live = match aws::fabric::observe(&client, name, network.as_ref().map(|(v, s)| (v.as_str(), s.as_str()))).await {
+    let live = match aws::fabric::observe(&client, name, network.as_ref().map(|(v, s)| (v.as_str(), s.as_str())), census).await {
         Ok(live) => live,
         Err(e) => {
             diags.error("Reading the fabric failed", format!("Fabric {name} in {region}: {e}."));
@@ -240,7 +278,7 @@ async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     ReadOutcome::Found { state: Value::Map(out), private: private.to_vec() }
 }
 
-async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn aws_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((region, name)) = aws::api::parse_id(id) else {
         diags.error(
             "Invalid import id",
@@ -249,7 +287,7 @@ async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         return None;
     };
     let client = aws::api::connect(ctx, region).await;
-    let found = match aws::fabric::observe(&client, name, None).await {
+    let found = match aws::fabric::observe(&client, name, None, census).await {
         Ok(live) => aws::fabric::imported_config(region, name, &live, &common::defaults(ctx).default_tags).map(|c| (c, live)),
         Err(e) => Err(e),
     };
@@ -287,12 +325,12 @@ fn gcp_region_of(zone: &str) -> &str {
     zone.rsplit_once('-').map_or(zone, |(region, _)| region)
 }
 
-async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let timeout = std::time::Duration::from_secs(30 * 60);
     let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     if req.planned.is_null() {
         let Some(spec) = spec::parse_fabric(&config_of_state(req.prior), diags) else { return req.prior.clone() };
-        return match gcp::fabric::delete(ctx, &client, &spec, timeout).await {
+        return match gcp::fabric::delete(ctx, &client, &spec, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
@@ -305,11 +343,13 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
     let Some(spec) = spec::parse_fabric(req.config, diags) else { return req.prior.clone() };
     let zone = spec.zone.clone().unwrap_or_default();
-    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &spec.name)))]);
-    let result = gcp::fabric::converge(ctx, &client, &spec, req.config.get("gpu").as_str(), timeout).await;
+    let id = gcp::api::resource_id(&zone, &spec.name);
+    census.set_import_id(&id);
+    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    let result = gcp::fabric::converge(ctx, &client, &spec, req.config.get("gpu").as_str(), timeout, census).await;
     let live = match &result {
         Ok(live) => Some(live.clone()),
-        Err(_) => gcp::fabric::observe(ctx, &client, &spec.name, &spec.region).await.ok(),
+        Err(_) => gcp::fabric::observe(ctx, &client, &spec.name, &spec.region, census).await.ok(),
     };
     if let (Network::Create { .. }, Some(live)) = (&spec.network, &live) {
         use gcp::fabric::Kind;
@@ -330,12 +370,12 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     common::fill(req.planned, &learned)
 }
 
-async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     let mut quiet = Diagnostics::new();
     let Some(spec) = spec::parse_fabric(&config_of_state(state), &mut quiet) else { return unchanged() };
     let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return unchanged() };
-    match gcp::fabric::observe(ctx, &client, &spec.name, &spec.region).await {
+    match gcp::fabric::observe(ctx, &client, &spec.name, &spec.region, census).await {
         Ok(live) if live.found.is_empty() => ReadOutcome::Gone,
         Ok(live) => {
             let mut out = state.as_map().cloned().unwrap_or_default();
@@ -349,7 +389,7 @@ async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     }
 }
 
-async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn gcp_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((zone, name)) = gcp::api::parse_id(id) else {
         diags.error(
             "Invalid import id",
@@ -359,7 +399,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     };
     let region = gcp_region_of(zone);
     let client = gcp::api::connect_or_report(ctx, diags).await?;
-    let found = match gcp::fabric::observe(ctx, &client, name, region).await {
+    let found = match gcp::fabric::observe(ctx, &client, name, region, census).await {
         Ok(live) => gcp::fabric::imported_config(zone, name, region, &live).map(|c| (c, live)),
         Err(e) => Err(e),
     };
@@ -382,12 +422,12 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }
 
-async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let timeout = std::time::Duration::from_secs(30 * 60);
     let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     if req.planned.is_null() {
         let Some(spec) = spec::parse_fabric(&config_of_state(req.prior), diags) else { return req.prior.clone() };
-        return match azure::fabric::delete(ctx, &arm, &spec, timeout).await {
+        return match azure::fabric::delete(ctx, &arm, &spec, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
@@ -399,16 +439,18 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
         };
     }
     let Some(spec) = spec::parse_fabric(req.config, diags) else { return req.prior.clone() };
-    let tags = common::defaults(ctx).tags(&common::string_map(req.config.get("tags")), &[("hpc:fabric", &spec.name)]);
+    let tags = all_tags(ctx, &spec.name, req.config.get("tags"), census);
     let retag = req.prior.is_present() && req.prior.get("tags") != req.config.get("tags");
     let group = azure::fabric::group_name(&spec.name, spec.resource_group.as_deref());
     let ids = azure::fabric::ids(&arm, &spec);
-    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(azure::api::resource_id(&group, &spec.name)))]);
+    let id = azure::api::resource_id(&group, &spec.name);
+    census.set_import_id(&id);
+    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
     if let Network::Create { .. } = &spec.network {
         learned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
         learned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));
     }
-    if let Err(e) = azure::fabric::converge(ctx, &arm, &spec, req.config.get("gpu").as_str(), &tags, retag, timeout).await {
+    if let Err(e) = azure::fabric::converge(ctx, &arm, &spec, req.config.get("gpu").as_str(), &tags, retag, timeout, census).await {
         diags.error(
             if req.prior.is_null() { "Creating the fabric failed" } else { "Updating the fabric failed" },
             format!(
@@ -420,13 +462,13 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
     common::fill(req.planned, &learned)
 }
 
-async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn azure_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     let mut quiet = Diagnostics::new();
     let Some(spec) = spec::parse_fabric(&config_of_state(state), &mut quiet) else { return unchanged() };
     let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return unchanged() };
     let ids = azure::fabric::ids(&arm, &spec);
-    match azure::fabric::observe(ctx, &arm, &ids).await {
+    match azure::fabric::observe(ctx, &arm, &ids, census).await {
         Ok(live) if live.is_empty() => ReadOutcome::Gone,
         Ok(live) => {
             let mut out = state.as_map().cloned().unwrap_or_default();
@@ -440,7 +482,7 @@ async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Di
     }
 }
 
-async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn azure_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((group, name)) = azure::api::parse_id(id) else {
         diags.error(
             "Invalid import id",
@@ -452,6 +494,7 @@ async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Optio
     let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{name}-nsg", arm.group_id(group));
     let found = match arm.get(ctx, &nsg_id, azure::fabric::NETWORK_API).await {
         Ok(Some(nsg)) => {
+            census.admit("azurerm_network_security_group", &format!("{name}-nsg"), crate::ownership::marker_in_json(&nsg["tags"]), None);
             let ours = group == format!("{name}-rg");
             azure::fabric::imported_config(group, name, &nsg, !ours, &common::defaults(ctx).default_tags)
         }
@@ -476,14 +519,14 @@ async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Optio
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }
 
-async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let timeout = std::time::Duration::from_secs(30 * 60);
     let source = if req.planned.is_null() { config_of_state(req.prior) } else { req.config.clone() };
     let Some(spec) = spec::parse_fabric(&source, diags) else { return req.prior.clone() };
     let compartment = spec.compartment_id.clone().unwrap_or_default();
     let Some(client) = oci::api::connect_or_report(ctx, &spec.region, diags) else { return req.prior.clone() };
     if req.planned.is_null() {
-        return match oci::fabric::delete(ctx, &client, &spec, &compartment, timeout).await {
+        return match oci::fabric::delete(ctx, &client, &spec, &compartment, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 let detail = format!("Fabric {} in {}: {e}. What is left stays in state; run destroy again.", spec.name, spec.region);
@@ -492,9 +535,11 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
             }
         };
     }
-    let tags = common::defaults(ctx).tags(&common::string_map(req.config.get("tags")), &[("hpc:fabric", &spec.name)]);
-    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(oci::api::resource_id(&spec.region, &compartment, &spec.name)))]);
-    match oci::fabric::converge(ctx, &client, &spec, &compartment, req.config.get("gpu").as_str(), &tags, timeout).await {
+    let tags = all_tags(ctx, &spec.name, req.config.get("tags"), census);
+    let id = oci::api::resource_id(&spec.region, &compartment, &spec.name);
+    census.set_import_id(&id);
+    let mut learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+    match oci::fabric::converge(ctx, &client, &spec, &compartment, req.config.get("gpu").as_str(), &tags, timeout, census).await {
         Ok(done) => {
             learned.insert("vpc_id".into(), Value::from(done.vcn));
             learned.insert("subnet_id".into(), Value::from(done.subnet));
@@ -506,7 +551,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
                 spec.name, spec.region
             );
             oci::api::report(diags, if req.prior.is_null() { "Creating the fabric failed" } else { "Updating the fabric failed" }, detail);
-            if req.prior.is_null() && oci::fabric::observe(ctx, &client, &spec, &compartment).await.is_ok_and(|l| l.is_empty()) {
+            if req.prior.is_null() && oci::fabric::observe(ctx, &client, &spec, &compartment, census).await.is_ok_and(|l| l.is_empty()) {
                 return Value::Null;
             }
             common::fill(req.planned, &learned)
@@ -514,13 +559,13 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
 }
 
-async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn oci_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     let mut quiet = Diagnostics::new();
     let Some(spec) = spec::parse_fabric(&config_of_state(state), &mut quiet) else { return unchanged() };
     let compartment = spec.compartment_id.clone().unwrap_or_default();
     let Some(client) = oci::api::connect_or_report(ctx, &spec.region, diags) else { return unchanged() };
-    match oci::fabric::observe(ctx, &client, &spec, &compartment).await {
+    match oci::fabric::observe(ctx, &client, &spec, &compartment, census).await {
         Ok(live) if live.is_empty() => ReadOutcome::Gone,
         Ok(live) => {
             let mut out = state.as_map().cloned().unwrap_or_default();
@@ -534,10 +579,10 @@ async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     }
 }
 
-async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn oci_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let (region, compartment, name) = common::oci_import_id(id, "fabric", "train", diags)?;
     let client = oci::api::connect_or_report(ctx, region, diags)?;
-    let found = match oci::fabric::find_nsg(ctx, &client, compartment, name).await {
+    let found = match oci::fabric::find_nsg(ctx, &client, compartment, name, census).await {
         Ok(Some(nsg)) => oci::fabric::imported_config(region, compartment, name, &nsg, &common::defaults(ctx).default_tags),
         Ok(None) => Err(format!("no fabric named {name:?} in the compartment: no network security group {name}-nsg")),
         Err(e) => Err(e),
@@ -553,7 +598,7 @@ async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     let spec = spec::parse_fabric(&config, diags)?;
     let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
     if let Network::Create { .. } = &spec.network {
-        match oci::fabric::observe(ctx, &client, &spec, compartment).await {
+        match oci::fabric::observe(ctx, &client, &spec, compartment, census).await {
             Ok(live) => {
                 for (attr, piece) in [("vpc_id", &live.vcn), ("subnet_id", &live.subnet)] {
                     if let Some(ocid) = piece.as_ref().and_then(|p| p["id"].as_str()) {

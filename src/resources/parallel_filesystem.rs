@@ -12,12 +12,15 @@ use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
     ReadOutcome, Resource, Schema, Type, Value,
 };
+use crate::ownership::Census;
 use crate::planner::{self, expansion_type, expansion_value, spec};
 
 pub struct ParallelFilesystem;
 
-const SHAPE: PlanShape =
-    PlanShape { assigned: &["id", "mount_target", "mount_command"], replace: &["name", "fabric", "filesystem_name", "maintenance_window"] };
+const SHAPE: PlanShape = PlanShape {
+    assigned: &["id", "owner", "mount_target", "mount_command"],
+    replace: &["name", "fabric", "filesystem_name", "maintenance_window"],
+};
 
 pub fn schema() -> Schema {
     let timeouts =
@@ -26,7 +29,7 @@ pub fn schema() -> Schema {
             .attribute(Attribute::optional("update", Type::String, "Default 2h."))
             .attribute(Attribute::optional("delete", Type::String, "Default 1h."));
     Schema::new(
-        0,
+        1,
         Block::new(
             "Managed Lustre near a fabric: FSx for Lustre PERSISTENT_2, Azure Managed Lustre, Google Cloud Managed Lustre or OCI File Storage \
              with Lustre, with sizes validated against each cloud's rules at plan time.",
@@ -46,6 +49,7 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional_computed("maintenance_window", Type::String, "Azure: weekly maintenance window, e.g. `Sunday 02:00` (UTC)."))
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
         .attribute(Attribute::computed("id", Type::String, "Identifier of the filesystem, assigned when it is created."))
+        .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC))
         .attribute(Attribute::computed("throughput_mbps", Type::Number, "Aggregate throughput in MB/s: capacity (TiB) x tier."))
         .attribute(Attribute::computed(
             "estimated_hourly_cost_usd",
@@ -139,44 +143,48 @@ impl Resource for ParallelFilesystem {
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with("this filesystem", &req, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_apply(ctx, &req, d).await,
-            Cloud::Azure => azure_apply(ctx, &req, d).await,
-            Cloud::Oci => oci_apply(ctx, &req, d).await,
-            _ => aws_apply(ctx, &req, d).await,
+        common::apply_with(common::FILESYSTEM, &req, diags, async |cloud, census, d| match cloud {
+            Cloud::Aws => aws_apply(ctx, &req, census, d).await,
+            Cloud::Gcp => gcp_apply(ctx, &req, census, d).await,
+            Cloud::Azure => azure_apply(ctx, &req, census, d).await,
+            Cloud::Oci => oci_apply(ctx, &req, census, d).await,
         })
         .await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(state, private, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_read(ctx, state, private, d).await,
-            Cloud::Azure => azure_read(ctx, state, private, d).await,
-            Cloud::Oci => oci_read(ctx, state, private, d).await,
-            _ => aws_read(ctx, state, private, d).await,
+        common::read_with(common::FILESYSTEM, state, private, diags, async |cloud, census, d| match cloud {
+            Cloud::Aws => aws_read(ctx, state, private, census, d).await,
+            Cloud::Gcp => gcp_read(ctx, state, private, census, d).await,
+            Cloud::Azure => azure_read(ctx, state, private, census, d).await,
+            Cloud::Oci => oci_read(ctx, state, private, census, d).await,
         })
         .await
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with("filesystem", "aws/us-east-1/fs-0123456789abcdef0", id, diags, async |cloud, d| match cloud {
-            Cloud::Gcp => gcp_import(ctx, id, d).await,
-            Cloud::Azure => azure_import(ctx, id, d).await,
-            Cloud::Oci => oci_import(ctx, id, d).await,
-            _ => aws_import(ctx, id, d).await,
+        common::import_with(common::FILESYSTEM, "aws/us-east-1/fs-0123456789abcdef0", id, diags, async |cloud, census, d| match cloud {
+            Cloud::Aws => aws_import(ctx, id, census, d).await,
+            Cloud::Gcp => gcp_import(ctx, id, census, d).await,
+            Cloud::Azure => azure_import(ctx, id, census, d).await,
+            Cloud::Oci => oci_import(ctx, id, census, d).await,
         })
         .await
     }
+
+    fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
+        common::upgrade_owner(common::FILESYSTEM, version, state)
+    }
 }
 
-fn all_tags(ctx: &Context, v: &Value) -> BTreeMap<String, String> {
+fn all_tags(ctx: &Context, v: &Value, census: &Census) -> BTreeMap<String, String> {
     let name = v.get("name").as_str().unwrap_or_default();
     let fabric = v.get("fabric").get("name").as_str().unwrap_or_default();
-    let mut ours = vec![(aws::filesystem::TAG, name), (aws::fabric::TAG, fabric)];
+    let mut ours = vec![("hpc:filesystem", name), ("hpc:fabric", fabric)];
     if let Some(cluster) = v.get("cluster").get("name").as_str() {
-        ours.push((aws::cluster::TAG, cluster));
+        ours.push(("hpc:cluster", cluster));
     }
-    common::defaults(ctx).tags(&common::string_map(v.get("tags")), &ours)
+    common::owned_tags(ctx, v.get("tags"), &ours, census)
 }
 
 /// A state brought to what exists: capacity, tier and mount point as found; a vanished association dropped.
@@ -214,7 +222,7 @@ fn fs_id_of(state: &Value) -> Option<String> {
     aws::api::parse_id(state.get("id").as_str()?).map(|(_, id)| id.to_owned())
 }
 
-async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let region = target.get("fabric").get("region").as_str().unwrap_or_default().to_owned();
     let client = aws::api::connect(ctx, &region).await;
@@ -222,6 +230,10 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     if req.planned.is_null() {
         let Some(fs_id) = fs_id_of(req.prior) else { return Value::Null };
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        if let Ok(None) = aws::filesystem::observe(&client, &fs_id, census).await {
+            // Gone, or another owner's: nothing of this one's to delete.
+            return Value::Null;
+        }
         return match aws::filesystem::delete(ctx, &client, &fs_id, timeout).await {
             Ok(()) => Value::Null,
             Err(e) => {
@@ -235,15 +247,15 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
     let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
-    let tags = all_tags(ctx, req.config);
-    let stale = if creating { Vec::new() } else { common::stale_tags(&all_tags(ctx, req.prior), &tags) };
+    let tags = all_tags(ctx, req.config, census);
+    let stale = if creating { Vec::new() } else { common::stale_tags(&all_tags(ctx, req.prior, census), &tags) };
     let options = aws::filesystem::Options {
         tags: &tags,
         stale_tags: &stale,
         timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60)),
     };
     let known = fs_id_of(req.prior);
-    match aws::filesystem::converge(ctx, &client, &spec, known.as_deref(), &options).await {
+    match aws::filesystem::converge(ctx, &client, &spec, known.as_deref(), &options, census).await {
         Ok(live) => {
             let learned = BTreeMap::from([
                 ("id".to_owned(), Value::from(aws::api::resource_id(&region, live.id()))),
@@ -263,7 +275,7 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
                 Some(fs_id) => {
                     let learned = BTreeMap::from([("id".to_owned(), Value::from(aws::api::resource_id(&region, &fs_id)))]);
                     let state = common::fill(req.planned, &learned);
-                    match aws::filesystem::observe(&client, &fs_id).await {
+                    match aws::filesystem::observe(&client, &fs_id, census).await {
                         Ok(Some(live)) => refreshed(&state, &live),
                         _ => state,
                     }
@@ -275,11 +287,11 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
 }
 
-async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn aws_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let region = state.get("fabric").get("region").as_str().unwrap_or_default();
     let Some(fs_id) = fs_id_of(state) else { return ReadOutcome::Gone };
     let client = aws::api::connect(ctx, region).await;
-    match aws::filesystem::observe(&client, &fs_id).await {
+    match aws::filesystem::observe(&client, &fs_id, census).await {
         Ok(None) => ReadOutcome::Gone,
         Ok(Some(live)) => ReadOutcome::Found { state: refreshed(state, &live), private: private.to_vec() },
         Err(e) => {
@@ -289,15 +301,15 @@ async fn aws_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     }
 }
 
-async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn aws_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((region, key)) = aws::api::parse_id(id) else {
         diags.error("Invalid import id", format!("{id:?} is not an AWS filesystem id: give \"aws/<region>/<file system id or name>\", e.g. \"aws/us-east-1/fs-0123456789abcdef0\"."));
         return None;
     };
     let client = aws::api::connect(ctx, region).await;
-    let fs_id = if key.starts_with("fs-") { Ok(Some(key.to_owned())) } else { aws::filesystem::find_by_name(&client, key).await };
+    let fs_id = if key.starts_with("fs-") { Ok(Some(key.to_owned())) } else { aws::filesystem::find_by_name(&client, key, census).await };
     let live = match fs_id {
-        Ok(Some(fs_id)) => aws::filesystem::observe(&client, &fs_id).await,
+        Ok(Some(fs_id)) => aws::filesystem::observe(&client, &fs_id, census).await,
         Ok(None) => Ok(None),
         Err(e) => Err(e),
     };
@@ -329,8 +341,8 @@ async fn aws_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     Some(common::imported_state(&schema(), &config, &derived, &assigned))
 }
 
-fn gcp_labels(ctx: &Context, v: &Value) -> BTreeMap<String, String> {
-    gcp::api::labels(&all_tags(ctx, v))
+fn gcp_labels(ctx: &Context, v: &Value, census: &Census) -> BTreeMap<String, String> {
+    gcp::api::labels(&all_tags(ctx, v, census))
 }
 
 /// A GCP state brought to what exists.
@@ -357,7 +369,7 @@ fn gcp_refreshed(state: &Value, live: &gcp::filesystem::FsLive) -> Value {
     Value::Map(out)
 }
 
-async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let zone = target.get("fabric").get("zone").as_str().unwrap_or_default().to_owned();
     let name = target.get("name").as_str().unwrap_or_default().to_owned();
@@ -367,7 +379,7 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
         let fabric = req.prior.get("fabric").get("name").as_str().unwrap_or_default();
         let region = zone.rsplit_once('-').map_or(zone.as_str(), |(r, _)| r);
         let network = gcp::filesystem::host_network(ctx, &client, fabric, region).await.ok();
-        return match gcp::filesystem::delete(ctx, &client, &zone, &name, network.as_deref(), timeout).await {
+        return match gcp::filesystem::delete(ctx, &client, &zone, &name, network.as_deref(), timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
@@ -380,14 +392,15 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
     let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
-    let labels = gcp_labels(ctx, req.config);
+    let labels = gcp_labels(ctx, req.config, census);
     let options = gcp::filesystem::Options {
         labels: &labels,
         timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60)),
     };
+    census.set_import_id(gcp::api::resource_id(&zone, &name));
     let learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &name)))]);
     let state = common::fill(req.planned, &learned);
-    match gcp::filesystem::converge(ctx, &client, &spec, &options).await {
+    match gcp::filesystem::converge(ctx, &client, &spec, &options, census).await {
         Ok(live) => {
             let learned = BTreeMap::from([
                 ("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &name))),
@@ -401,11 +414,11 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
                 if creating { "Creating the filesystem failed" } else { "Updating the filesystem failed" },
                 format!("Filesystem {name} in {zone}: {e}."),
             );
-            match gcp::filesystem::observe(ctx, &client, &zone, &name, None).await {
+            match gcp::filesystem::observe(ctx, &client, &zone, &name, None, census).await {
                 Ok(Some(live)) => gcp_refreshed(&state, &live),
                 // The instance does not exist, but its reserved range may: keep the state (the CLI taints it)
                 // so that the next apply or a destroy finds and removes what was made.
-                _ if creating && gcp::filesystem::range_exists(ctx, &client, &name).await != Some(false) => state,
+                _ if creating && gcp::filesystem::range_exists(ctx, &client, &name, census).await != Some(false) => state,
                 _ if creating => Value::Null,
                 _ => req.prior.clone(),
             }
@@ -413,15 +426,15 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
 }
 
-async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let zone = state.get("fabric").get("zone").as_str().unwrap_or_default();
     let name = state.get("name").as_str().unwrap_or_default();
     let Some(client) = gcp::api::connect_or_report(ctx, diags).await else {
         return ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     };
-    match gcp::filesystem::observe(ctx, &client, zone, name, None).await {
+    match gcp::filesystem::observe(ctx, &client, zone, name, None, census).await {
         // Only the reserved range is left (a create that failed part-way): still ours to remove.
-        Ok(None) if gcp::filesystem::range_exists(ctx, &client, name).await == Some(true) => {
+        Ok(None) if gcp::filesystem::range_exists(ctx, &client, name, census).await == Some(true) => {
             let mut out = state.as_map().cloned().unwrap_or_default();
             out.insert("expansion".into(), common::mark_missing(state.get("expansion"), |k| k != "google_lustre_instance"));
             ReadOutcome::Found { state: Value::Map(out), private: private.to_vec() }
@@ -435,7 +448,7 @@ async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     }
 }
 
-async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn gcp_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((zone, name)) = gcp::api::parse_id(id) else {
         diags.error(
             "Invalid import id",
@@ -448,7 +461,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
         diags.error("Cannot import the filesystem", format!("{id}: {e}."));
         None
     };
-    let live = match gcp::filesystem::observe(ctx, &client, zone, name, None).await {
+    let live = match gcp::filesystem::observe(ctx, &client, zone, name, None, census).await {
         Ok(Some(live)) => live,
         Ok(None) => return fail(diags, format!("no Managed Lustre instance {name} in {zone}")),
         Err(e) => return fail(diags, e),
@@ -458,7 +471,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     let Some(fabric_name) = described.get("fabric").cloned() else {
         return fail(diags, "the instance's description does not name its fabric (it was not made by this provider)".into());
     };
-    let fabric = match gcp::fabric::observe(ctx, &client, &fabric_name, region).await {
+    let fabric = match gcp::fabric::observe(ctx, &client, &fabric_name, region, &Census::reading()).await {
         Ok(f) => f,
         Err(e) => return fail(diags, e),
     };
@@ -467,7 +480,7 @@ async fn gcp_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<
     let defaults = gcp::api::labels(&common::defaults(ctx).default_tags);
     let mut config = gcp::filesystem::imported_config(zone, &live, fabric_ref, &defaults);
     if let Some(cluster) = live.instance.labels.get("hpc_cluster") {
-        let nodes = match gcp::cluster::nodes(ctx, &client, zone, cluster).await {
+        let nodes = match gcp::cluster::nodes(ctx, &client, zone, cluster, &Census::reading()).await {
             Ok(n) => n,
             Err(e) => return fail(diags, e),
         };
@@ -507,7 +520,7 @@ fn azure_refreshed(state: &Value, fs: &serde_json::Value) -> Value {
     Value::Map(out)
 }
 
-async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let name = target.get("name").as_str().unwrap_or_default().to_owned();
     let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
@@ -517,7 +530,7 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
     };
     if req.planned.is_null() {
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
-        return match azure::filesystem::delete(ctx, &arm, &group, &name, timeout).await {
+        return match azure::filesystem::delete(ctx, &arm, &group, &name, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(
@@ -531,7 +544,8 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
     let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
     let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60));
-    match azure::filesystem::converge(ctx, &arm, &spec, &group, &all_tags(ctx, req.config), timeout).await {
+    census.set_import_id(azure::api::resource_id(&group, &name));
+    match azure::filesystem::converge(ctx, &arm, &spec, &group, &all_tags(ctx, req.config, census), timeout, census).await {
         Ok(fs) => {
             let learned = BTreeMap::from([
                 ("id".to_owned(), Value::from(azure::api::resource_id(&group, &name))),
@@ -545,7 +559,7 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
                 if creating { "Creating the filesystem failed" } else { "Updating the filesystem failed" },
                 format!("Filesystem {name} in {group}: {e}."),
             );
-            match azure::filesystem::observe(ctx, &arm, &group, &name).await {
+            match azure::filesystem::observe(ctx, &arm, &group, &name, census).await {
                 Ok(Some(fs)) => {
                     let learned = BTreeMap::from([("id".to_owned(), Value::from(azure::api::resource_id(&group, &name)))]);
                     azure_refreshed(&common::fill(req.planned, &learned), &fs)
@@ -557,12 +571,12 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnost
     }
 }
 
-async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn azure_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     let name = state.get("name").as_str().unwrap_or_default();
     let Some(group) = state.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else { return unchanged() };
     let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return unchanged() };
-    match azure::filesystem::observe(ctx, &arm, &group, name).await {
+    match azure::filesystem::observe(ctx, &arm, &group, name, census).await {
         Ok(None) => ReadOutcome::Gone,
         Ok(Some(fs)) => ReadOutcome::Found { state: azure_refreshed(state, &fs), private: private.to_vec() },
         Err(e) => {
@@ -572,7 +586,7 @@ async fn azure_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Di
     }
 }
 
-async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn azure_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let Some((group, name)) = azure::api::parse_id(id) else {
         diags.error(
             "Invalid import id",
@@ -581,7 +595,7 @@ async fn azure_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Optio
         return None;
     };
     let arm = azure::api::connect_or_report(ctx, diags).await?;
-    let found = match azure::filesystem::observe(ctx, &arm, group, name).await {
+    let found = match azure::filesystem::observe(ctx, &arm, group, name, census).await {
         Ok(Some(fs)) => {
             azure::filesystem::imported_config(ctx, &arm, group, &fs, &common::defaults(ctx).default_tags).await.map(|c| (c, fs))
         }
@@ -629,7 +643,7 @@ fn oci_place(state: &Value) -> Option<(String, String)> {
     oci::api::parse_id(state.get("fabric").get("id").as_str()?).map(|(r, c, _)| (r.to_owned(), c.to_owned()))
 }
 
-async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
+async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
     let target = if req.planned.is_null() { req.prior } else { req.planned };
     let name = target.get("name").as_str().unwrap_or_default().to_owned();
     let Some((region, compartment)) = oci_place(target) else {
@@ -639,7 +653,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return req.prior.clone() };
     if req.planned.is_null() {
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
-        return match oci::filesystem::delete(ctx, &client, &compartment, &name, timeout).await {
+        return match oci::filesystem::delete(ctx, &client, &compartment, &name, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 oci::api::report(
@@ -655,7 +669,8 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     let creating = req.prior.is_null();
     let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60));
     let id = Value::from(oci::api::resource_id(&region, &compartment, &name));
-    match oci::filesystem::converge(ctx, &client, &spec, &compartment, &all_tags(ctx, req.config), timeout).await {
+    census.set_import_id(oci::api::resource_id(&region, &compartment, &name));
+    match oci::filesystem::converge(ctx, &client, &spec, &compartment, &all_tags(ctx, req.config, census), timeout, census).await {
         Ok(fs) => {
             let learned = BTreeMap::from([
                 ("id".to_owned(), id),
@@ -667,7 +682,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
         Err(e) => {
             let summary = if creating { "Creating the filesystem failed" } else { "Updating the filesystem failed" };
             oci::api::report(diags, summary, format!("Filesystem {name} in {region}: {e}."));
-            match oci::filesystem::observe(ctx, &client, &compartment, &name).await {
+            match oci::filesystem::observe(ctx, &client, &compartment, &name, census).await {
                 Ok(Some(fs)) => oci_refreshed(&common::fill(req.planned, &BTreeMap::from([("id".to_owned(), id)])), &fs),
                 _ if creating => Value::Null,
                 _ => req.prior.clone(),
@@ -676,12 +691,12 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostic
     }
 }
 
-async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+async fn oci_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
     let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
     let name = state.get("name").as_str().unwrap_or_default();
     let Some((region, compartment)) = oci_place(state) else { return unchanged() };
     let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return unchanged() };
-    match oci::filesystem::observe(ctx, &client, &compartment, name).await {
+    match oci::filesystem::observe(ctx, &client, &compartment, name, census).await {
         Ok(None) => ReadOutcome::Gone,
         Ok(Some(fs)) => ReadOutcome::Found { state: oci_refreshed(state, &fs), private: private.to_vec() },
         Err(e) => {
@@ -691,10 +706,10 @@ async fn oci_read(ctx: &Context, state: &Value, private: &[u8], diags: &mut Diag
     }
 }
 
-async fn oci_import(ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+async fn oci_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
     let (region, compartment, name) = common::oci_import_id(id, "filesystem", "scratch", diags)?;
     let client = oci::api::connect_or_report(ctx, region, diags)?;
-    let found = match oci::filesystem::observe(ctx, &client, compartment, name).await {
+    let found = match oci::filesystem::observe(ctx, &client, compartment, name, census).await {
         Ok(Some(fs)) => {
             oci::filesystem::imported_config(ctx, &client, compartment, &fs, &common::defaults(ctx).default_tags).await.map(|c| (c, fs))
         }

@@ -1,7 +1,8 @@
 //! `hpc_gpu_cluster` on AWS: a launch template with one EFA interface per network card, and the nodes,
 //! launched in batches with MinCount = MaxCount into the fabric's placement group. Every node carries
 //! `hpc:cluster = <cluster>` and `hpc:node = <cluster>-<i>`, so a refresh is one filtered
-//! DescribeInstances (paginated) whatever the node count.
+//! DescribeInstances (paginated) whatever the node count. Only the nodes, launch template and key pair whose
+//! `hpc:owner` tag the census admits are kept, changed or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use base64::Engine;
 use super::api::{self, Aws, filter, tag_filter, tag_spec, why};
 use super::fabric;
 use crate::framework::{Context, Value};
+use crate::ownership::{Census, marker_in};
 use crate::planner::{CapacityType, ClusterSpec, Placement};
 
 pub const TAG: &str = "hpc:cluster";
@@ -42,11 +44,13 @@ pub struct Node {
     pub private_ip: Option<String>,
 }
 
-/// What exists of a cluster.
+/// What exists of a cluster and is the census's.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterLive {
     pub template: Option<LaunchTemplateVersion>,
     pub nodes: Vec<Node>,
+    /// The key pair `<cluster>-key` exists and is this owner's.
+    pub key: bool,
 }
 
 impl ClusterLive {
@@ -73,8 +77,8 @@ fn node_of(cluster: &str, i: &Instance) -> Node {
     Node { id: i.instance_id().unwrap_or_default().to_owned(), name, index, private_ip: i.private_ip_address().map(str::to_owned) }
 }
 
-/// All live nodes of a cluster: one filtered DescribeInstances, paginated.
-pub async fn nodes(aws: &Aws, cluster: &str) -> Result<Vec<Node>, String> {
+/// All live nodes of a cluster the census admits: one filtered DescribeInstances, paginated.
+pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node>, String> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -89,7 +93,14 @@ pub async fn nodes(aws: &Aws, cluster: &str) -> Result<Vec<Node>, String> {
             .await
             .map_err(|e| format!("listing the cluster's nodes: {}", why(&e)))?;
         for r in page.reservations() {
-            out.extend(r.instances().iter().map(|i| node_of(cluster, i)));
+            for i in r.instances() {
+                let node = node_of(cluster, i);
+                let tags = api::tag_map(i.tags());
+                let shown = if node.name.is_empty() { node.id.clone() } else { format!("{} ({})", node.name, node.id) };
+                if census.admit("aws_instance", &shown, marker_in(&tags), i.launch_time().map(|t| t.to_string()).as_deref()) {
+                    out.push(node);
+                }
+            }
         }
         match page.next_token() {
             Some(t) if !t.is_empty() => token = Some(t.to_owned()),
@@ -98,23 +109,46 @@ pub async fn nodes(aws: &Aws, cluster: &str) -> Result<Vec<Node>, String> {
     }
 }
 
-/// The cluster's launch template (latest version), if it exists.
-pub async fn template(aws: &Aws, cluster: &str) -> Result<Option<LaunchTemplateVersion>, String> {
-    match aws.ec2.describe_launch_template_versions().launch_template_name(template_name(cluster)).versions("$Latest").send().await {
+/// The cluster's launch template (latest version), if it exists and the census admits it (its tags come
+/// from DescribeLaunchTemplates, its data from the latest version).
+pub async fn template(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<LaunchTemplateVersion>, String> {
+    let not_found = |c: &str| c.starts_with("InvalidLaunchTemplateName.NotFound") || c.starts_with("InvalidLaunchTemplateId.NotFound");
+    let name = template_name(cluster);
+    let described = match aws.ec2.describe_launch_templates().launch_template_names(&name).send().await {
+        Ok(out) => out,
+        Err(e) if api::code(&e).is_some_and(not_found) => return Ok(None),
+        Err(e) => return Err(format!("reading launch template {name}: {}", why(&e))),
+    };
+    let Some(lt) = described.launch_templates().first() else { return Ok(None) };
+    let created = lt.create_time().map(|t| t.to_string());
+    if !census.admit("aws_launch_template", &name, marker_in(&api::tag_map(lt.tags())), created.as_deref()) {
+        return Ok(None);
+    }
+    match aws.ec2.describe_launch_template_versions().launch_template_name(&name).versions("$Latest").send().await {
         Ok(out) => Ok(out.launch_template_versions().first().cloned()),
-        Err(e)
-            if api::code(&e).is_some_and(|c| {
-                c.starts_with("InvalidLaunchTemplateName.NotFound") || c.starts_with("InvalidLaunchTemplateId.NotFound")
-            }) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(format!("reading launch template {}: {}", template_name(cluster), why(&e))),
+        Err(e) if api::code(&e).is_some_and(not_found) => Ok(None),
+        Err(e) => Err(format!("reading launch template {name}: {}", why(&e))),
     }
 }
 
-pub async fn observe(aws: &Aws, cluster: &str) -> Result<ClusterLive, String> {
-    Ok(ClusterLive { template: template(aws, cluster).await?, nodes: nodes(aws, cluster).await? })
+/// Whether the cluster's key pair exists and is the census's.
+async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<bool, String> {
+    match aws.ec2.describe_key_pairs().key_names(key_name(cluster)).send().await {
+        Ok(out) => Ok(out
+            .key_pairs()
+            .first()
+            .is_some_and(|k| census.admit("aws_key_pair", &key_name(cluster), marker_in(&api::tag_map(k.tags())), None))),
+        Err(e) if api::code(&e) == Some("InvalidKeyPair.NotFound") => Ok(false),
+        Err(e) => Err(format!("reading key pair {}: {}", key_name(cluster), why(&e))),
+    }
+}
+
+pub async fn observe(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+    Ok(ClusterLive {
+        template: template(aws, cluster, census).await?,
+        nodes: nodes(aws, cluster, census).await?,
+        key: key(aws, cluster, census).await?,
+    })
 }
 
 /// The interfaces of the launch template: card 0 carries the primary interface (EFA, or ENA where card 0
@@ -169,9 +203,12 @@ pub struct Options<'a> {
 
 /// Creates the launch template if missing, launches the nodes that are missing, terminates the ones
 /// beyond `node_count`, and waits for them. On error, whatever exists is reported with it.
-pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<'_>) -> Result<Converged, String> {
+pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<Converged, String> {
     let name = &spec.name;
-    let f = fabric::observe(aws, &spec.fabric.name, None).await?;
+    let mut live = observe(aws, name, census).await?;
+    census.gate()?;
+    // The fabric's pieces are another resource's: read to join them, never changed.
+    let f = fabric::observe(aws, &spec.fabric.name, None, &Census::reading()).await?;
     let sg = f.sg_id().map(str::to_owned).ok_or_else(|| {
         format!(
             "fabric {} has no security group {} in {}: apply the fabric first",
@@ -191,15 +228,16 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         })?),
         _ => None,
     };
-    let mut live = observe(aws, name).await?;
     let mut lt_tags = o.tags.clone();
     lt_tags.insert("hpc:workload".into(), spec.workload.as_str().into());
     if spec.image.is_none() {
         // An import must not pin the image the lookup chose: the configuration left it to the provider.
         lt_tags.insert("hpc:default-image".into(), "true".into());
     }
-    if let Some(key) = &spec.ssh_public_key {
-        ensure_key(aws, name, key, o.tags).await?;
+    if let Some(key) = &spec.ssh_public_key
+        && !live.key
+    {
+        import_key(aws, name, key, o.tags).await?;
     }
     if live.template.is_none() {
         let image = match &spec.image {
@@ -248,7 +286,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
             .send()
             .await
             .map_err(|e| format!("creating launch template {}: {}", template_name(name), why(&e)))?;
-        live.template = template(aws, name).await?;
+        live.template = template(aws, name, census).await?;
     } else if o.retag {
         let id = live.template.as_ref().and_then(|t| t.launch_template_id()).unwrap_or_default().to_owned();
         fabric::retag(aws, &[id], &lt_tags, o.stale_tags).await?;
@@ -286,7 +324,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         result = terminate(ctx, aws, &extra, o.timeout).await;
         if result.is_err() {
             // The ones not yet gone are still nodes of the cluster.
-            launched.extend(nodes(aws, name).await.unwrap_or_default().into_iter().filter(|n| extra.contains(&n.id)));
+            launched.extend(nodes(aws, name, census).await.unwrap_or_default().into_iter().filter(|n| extra.contains(&n.id)));
         }
     }
     let mut all: Vec<Node> = keep.into_values().collect();
@@ -297,12 +335,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     }
 }
 
-async fn ensure_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), String> {
-    match aws.ec2.describe_key_pairs().key_names(key_name(cluster)).send().await {
-        Ok(_) => return Ok(()),
-        Err(e) if api::code(&e) == Some("InvalidKeyPair.NotFound") => {}
-        Err(e) => return Err(format!("reading key pair {}: {}", key_name(cluster), why(&e))),
-    }
+async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), String> {
     aws.ec2
         .import_key_pair()
         .key_name(key_name(cluster))
@@ -423,16 +456,22 @@ pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Durati
     .await
 }
 
-/// Terminates every node, then deletes the launch template and key pair.
-pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration) -> Result<(), String> {
-    let ids: Vec<String> = nodes(aws, cluster).await?.into_iter().map(|n| n.id).collect();
+/// Terminates every node the census admits, then deletes the launch template and key pair if they are its.
+pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+    let live = observe(aws, cluster, census).await?;
+    let ids: Vec<String> = live.nodes.iter().map(|n| n.id.clone()).collect();
     if !ids.is_empty() {
         terminate(ctx, aws, &ids, timeout).await?;
     }
-    match aws.ec2.delete_launch_template().launch_template_name(template_name(cluster)).send().await {
-        Ok(_) => {}
-        Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => {}
-        Err(e) => return Err(format!("deleting launch template {}: {}", template_name(cluster), why(&e))),
+    if live.template.is_some() {
+        match aws.ec2.delete_launch_template().launch_template_name(template_name(cluster)).send().await {
+            Ok(_) => {}
+            Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => {}
+            Err(e) => return Err(format!("deleting launch template {}: {}", template_name(cluster), why(&e))),
+        }
+    }
+    if !live.key {
+        return Ok(());
     }
     match aws.ec2.delete_key_pair().key_name(key_name(cluster)).send().await {
         Ok(_) => Ok(()),

@@ -1,7 +1,8 @@
 //! `hpc_gpu_fabric` on AWS: VPC and subnet (unless given), cluster placement group, EFA security group
 //! with self-referencing all-traffic rules. Every piece carries `hpc:fabric = <name>`; the security group
 //! also records the subnet and node type, so clusters, filesystems and imports find everything again.
-//! Apply converges (creates what is missing), so a failed create resumes and drift is repaired.
+//! Apply converges (creates what is missing), so a failed create resumes and drift is repaired. Only pieces
+//! the census admits (this owner's `hpc:owner`) are used, changed or deleted.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use aws_sdk_ec2::types::{AttributeBooleanValue, IpPermission, PlacementStrategy,
 
 use super::api::{self, Aws, ec2_tags, filter, tag_filter, tag_spec, why};
 use crate::framework::{Context, Value};
+use crate::ownership::Census;
 use crate::planner::{FabricSpec, Network, Placement};
 
 pub const TAG: &str = "hpc:fabric";
@@ -53,8 +55,9 @@ impl FabricLive {
     }
 }
 
-/// Finds a fabric's pieces: one filtered call per kind. `network` names the VPC and subnet when known.
-pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>) -> Result<FabricLive, String> {
+/// Finds a fabric's pieces: one filtered call per kind, keeping the ones `census` admits. `network` names
+/// the VPC and subnet when known.
+pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>, census: &Census) -> Result<FabricLive, String> {
     let mut live = FabricLive::default();
     let groups = aws
         .ec2
@@ -64,7 +67,14 @@ pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>) -> Re
         .send()
         .await
         .map_err(|e| format!("listing the fabric's security groups: {}", why(&e)))?;
-    live.security_group = groups.security_groups().first().cloned();
+    live.security_group = groups
+        .security_groups()
+        .iter()
+        .find(|g| {
+            let id = g.group_id().unwrap_or_default();
+            census.admit_tagged("aws_security_group", &format!("{} ({id})", security_group_name(name)), &api::tag_map(g.tags()), None)
+        })
+        .cloned();
     let pgs = aws
         .ec2
         .describe_placement_groups()
@@ -76,6 +86,7 @@ pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>) -> Re
         .placement_groups()
         .iter()
         .filter(|g| g.state().is_none_or(|s| s.as_str() != "deleted" && s.as_str() != "deleting"))
+        .filter(|g| census.admit_tagged("aws_placement_group", g.group_name().unwrap_or_default(), &api::tag_map(g.tags()), None))
         .find_map(|g| g.group_name().map(str::to_owned));
 
     let sg_tags = live.sg_tags();
@@ -83,25 +94,35 @@ pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>) -> Re
         Some((v, s)) => (Some(v.to_owned()), Some(s.to_owned())),
         None => (live.security_group.as_ref().and_then(|g| g.vpc_id()).map(str::to_owned), sg_tags.get("hpc:subnet").cloned()),
     };
-    // A VPC created by the fabric carries its tag; one given by the user does not.
+    // A VPC created by the fabric carries its tag and its owner's marker; one given by the user does not.
     let vpcs = match &vpc_id {
         Some(id) => aws.ec2.describe_vpcs().filters(filter("vpc-id", &[id])).send().await,
         None => aws.ec2.describe_vpcs().filters(tag_filter(TAG, name)).send().await,
     }
     .map_err(|e| format!("listing VPCs: {}", why(&e)))?;
-    live.vpc = vpcs.vpcs().first().map(|v| {
-        let ours = api::tag_map(v.tags()).get(TAG).map(String::as_str) == Some(name);
-        (v.vpc_id().unwrap_or_default().to_owned(), v.cidr_block().unwrap_or_default().to_owned(), ours)
-    });
+    let by_tag = vpc_id.is_none();
+    live.vpc = vpcs
+        .vpcs()
+        .iter()
+        .map(|v| (v, api::tag_map(v.tags())))
+        .filter(|(v, tags)| !by_tag || census.admit_tagged("aws_vpc", v.vpc_id().unwrap_or_default(), tags, None))
+        .map(|(v, tags)| {
+            let ours = tags.get(TAG).map(String::as_str) == Some(name) && census.claims(crate::ownership::marker_in(&tags));
+            (v.vpc_id().unwrap_or_default().to_owned(), v.cidr_block().unwrap_or_default().to_owned(), ours)
+        })
+        .next();
     let subnets = match &subnet_id {
         Some(id) => aws.ec2.describe_subnets().filters(filter("subnet-id", &[id])).send().await,
         None => aws.ec2.describe_subnets().filters(tag_filter(TAG, name)).send().await,
     }
     .map_err(|e| format!("listing subnets: {}", why(&e)))?;
+    let by_tag = subnet_id.is_none();
     live.subnet = subnets
         .subnets()
-        .first()
-        .map(|s| (s.subnet_id().unwrap_or_default().to_owned(), s.availability_zone().unwrap_or_default().to_owned()));
+        .iter()
+        .filter(|s| !by_tag || census.admit_tagged("aws_subnet", s.subnet_id().unwrap_or_default(), &api::tag_map(s.tags()), None))
+        .map(|s| (s.subnet_id().unwrap_or_default().to_owned(), s.availability_zone().unwrap_or_default().to_owned()))
+        .next();
     Ok(live)
 }
 
@@ -115,12 +136,12 @@ pub struct FabricIds {
 /// Creates whatever of the fabric is missing and brings tags up to date. On error, the ids made so far
 /// come back with it so the state keeps track of them.
 pub async fn converge(
-    _ctx: &Context,
     aws: &Aws,
     spec: &FabricSpec,
     gpu: Option<&str>,
     tags: &BTreeMap<String, String>,
     stale_tag_keys: &[String],
+    census: &Census,
 ) -> Result<FabricIds, (FabricIds, String)> {
     let name = &spec.name;
     let mut ids = FabricIds::default();
@@ -128,7 +149,8 @@ pub async fn converge(
         Network::Existing { vpc_id, subnet_id } => Some((vpc_id.as_str(), subnet_id.as_str())),
         Network::Create { .. } => None,
     };
-    let live = observe(aws, name, known).await.map_err(|e| (ids.clone(), e))?;
+    let live = observe(aws, name, known, census).await.map_err(|e| (ids.clone(), e))?;
+    census.gate().map_err(|e| (ids.clone(), e))?;
     let zone = spec.zone.clone().unwrap_or_default();
     let mut owned: Vec<String> = Vec::new();
 
@@ -314,15 +336,16 @@ pub fn named(tags: &BTreeMap<String, String>, name: &str) -> BTreeMap<String, St
     t
 }
 
-/// Deletes every piece of the fabric that exists, leaving a user's own VPC and subnet alone.
+/// Deletes every piece of the fabric this owner has, leaving a user's own VPC and subnet alone.
 pub async fn delete(
     ctx: &Context,
     aws: &Aws,
     name: &str,
     network: Option<(&str, &str)>,
     timeout: std::time::Duration,
+    census: &Census,
 ) -> Result<(), String> {
-    let live = observe(aws, name, network).await?;
+    let live = observe(aws, name, network, census).await?;
     if let Some(sg) = live.sg_id() {
         // Interfaces of terminating instances hold the group for a while: retry DependencyViolation.
         let sg = sg.to_owned();
@@ -360,7 +383,6 @@ pub async fn delete(
             Err(e) => return Err(format!("deleting VPC {vpc}: {}", why(&e))),
         }
     }
-    let _ = ctx;
     Ok(())
 }
 

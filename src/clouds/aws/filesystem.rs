@@ -1,6 +1,7 @@
 //! `hpc_parallel_filesystem` on AWS: FSx for Lustre PERSISTENT_2 in the fabric's subnet and security
 //! group, with throughput per TiB, metadata configuration and an optional S3 data repository association.
-//! Capacity grows in place; FSx assigns the mount name.
+//! Capacity grows in place; FSx assigns the mount name. Only a file system whose `hpc:owner` tag the census
+//! admits is adopted, changed or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use aws_sdk_fsx::types::{
 use super::api::{self, Aws, why};
 use super::fabric;
 use crate::framework::{Context, Value};
+use crate::ownership::{Census, marker_in};
 use crate::planner::FilesystemSpec;
 
 pub const TAG: &str = "hpc:filesystem";
@@ -66,8 +68,15 @@ fn fsx_tags(tags: &BTreeMap<String, String>) -> Vec<Tag> {
     tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
 }
 
-/// The filesystem with this id and its data repository association, or None when it is gone.
-pub async fn observe(aws: &Aws, fs_id: &str) -> Result<Option<FsLive>, String> {
+const KIND: &str = "aws_fsx_lustre_file_system";
+
+fn tags_of(fs: &FileSystem) -> BTreeMap<String, String> {
+    fs.tags().iter().filter_map(|t| Some((t.key()?.to_owned(), t.value()?.to_owned()))).collect()
+}
+
+/// The filesystem with this id and its data repository association, or None when it is gone (or is not
+/// the census's).
+pub async fn observe(aws: &Aws, fs_id: &str, census: &Census) -> Result<Option<FsLive>, String> {
     let out = match aws.fsx.describe_file_systems().file_system_ids(fs_id).send().await {
         Ok(out) => out,
         Err(e) if api::code(&e) == Some("FileSystemNotFound") => return Ok(None),
@@ -75,6 +84,10 @@ pub async fn observe(aws: &Aws, fs_id: &str) -> Result<Option<FsLive>, String> {
     };
     let Some(fs) = out.file_systems().first().cloned() else { return Ok(None) };
     if matches!(fs.lifecycle(), Some(FileSystemLifecycle::Deleting)) {
+        return Ok(None);
+    }
+    let name = tags_of(&fs).get(TAG).cloned().unwrap_or_default();
+    if !census.admit(KIND, &format!("{name} ({fs_id})"), marker_in(&tags_of(&fs)), None) {
         return Ok(None);
     }
     let dras = aws
@@ -87,9 +100,10 @@ pub async fn observe(aws: &Aws, fs_id: &str) -> Result<Option<FsLive>, String> {
     Ok(Some(FsLive { fs, dra: dras.associations().first().cloned() }))
 }
 
-/// A file system tagged with this name (for a create whose id never reached the state, and for imports
-/// by name): pages through DescribeFileSystems, which has no tag filter.
-pub async fn find_by_name(aws: &Aws, name: &str) -> Result<Option<String>, String> {
+/// A file system tagged with this name that the census admits (for a create whose id never reached the
+/// state): pages through DescribeFileSystems, which has no tag filter. Another owner's is recorded, with
+/// the id an import of it would take.
+pub async fn find_by_name(aws: &Aws, name: &str, census: &Census) -> Result<Option<String>, String> {
     let mut token = None;
     loop {
         let out = aws
@@ -100,10 +114,15 @@ pub async fn find_by_name(aws: &Aws, name: &str) -> Result<Option<String>, Strin
             .await
             .map_err(|e| format!("listing file systems: {}", why(&e)))?;
         for fs in out.file_systems() {
-            let tagged = fs.tags().iter().any(|t| t.key() == Some(TAG) && t.value() == Some(name));
-            if tagged && !matches!(fs.lifecycle(), Some(FileSystemLifecycle::Deleting)) {
-                return Ok(fs.file_system_id().map(str::to_owned));
+            let tags = tags_of(fs);
+            let id = fs.file_system_id().unwrap_or_default();
+            if tags.get(TAG).map(String::as_str) != Some(name) || matches!(fs.lifecycle(), Some(FileSystemLifecycle::Deleting)) {
+                continue;
             }
+            if census.admit(KIND, &format!("{name} ({id})"), marker_in(&tags), fs.creation_time().map(|t| t.to_string()).as_deref()) {
+                return Ok(Some(id.to_owned()));
+            }
+            census.set_import_id(api::resource_id(&aws.region, id));
         }
         match out.next_token() {
             Some(t) if !t.is_empty() => token = Some(t.to_owned()),
@@ -114,8 +133,11 @@ pub async fn find_by_name(aws: &Aws, name: &str) -> Result<Option<String>, Strin
 
 /// Waits until the file system is AVAILABLE, reporting FSx's failure detail if it fails.
 async fn wait_available(ctx: &Context, aws: &Aws, fs_id: &str, timeout: Duration) -> Result<FsLive, String> {
+    // The file system was just made or adopted by this owner.
+    let reading = Census::reading();
+    let reading = &reading;
     api::wait_for(ctx, &format!("file system {fs_id} to become AVAILABLE"), timeout, || async move {
-        let Some(live) = observe(aws, fs_id).await? else {
+        let Some(live) = observe(aws, fs_id, reading).await? else {
             return Err(format!("file system {fs_id} disappeared while being created or updated"));
         };
         match live.fs.lifecycle() {
@@ -149,19 +171,21 @@ pub async fn converge(
     spec: &FilesystemSpec,
     known: Option<&str>,
     o: &Options<'_>,
+    census: &Census,
 ) -> Result<FsLive, (Option<String>, String)> {
     let mut id = match known {
         Some(id) => Some(id.to_owned()),
-        None => find_by_name(aws, &spec.name).await.map_err(|e| (None, e))?,
+        None => find_by_name(aws, &spec.name, census).await.map_err(|e| (None, e))?,
     };
     let live = match &id {
-        Some(i) => observe(aws, i).await.map_err(|e| (id.clone(), e))?,
+        Some(i) => observe(aws, i, census).await.map_err(|e| (id.clone(), e))?,
         None => None,
     };
+    census.gate().map_err(|e| (None, e))?;
     let live = match live {
         Some(l) => l,
         None => {
-            let f = fabric::observe(aws, &spec.fabric.name, None).await.map_err(|e| (None, e))?;
+            let f = fabric::observe(aws, &spec.fabric.name, None, &Census::reading()).await.map_err(|e| (None, e))?;
             let sg = f
                 .sg_id()
                 .map(str::to_owned)
@@ -322,7 +346,8 @@ pub async fn imported_config(aws: &Aws, live: &FsLive, defaults: &BTreeMap<Strin
     let fabric_name = tags.get(fabric::TAG).cloned().ok_or_else(|| {
         format!("file system {fs_id} has no {} tag; tag it with the name of the fabric whose network it is in", fabric::TAG)
     })?;
-    let f = fabric::observe(aws, &fabric_name, None).await?;
+    let reading = Census::reading();
+    let f = fabric::observe(aws, &fabric_name, None, &reading).await?;
     let fabric_config = fabric::imported_config(&aws.region, &fabric_name, &f, defaults)?;
     let fabric_ref = Value::object([
         ("id", Value::from(api::resource_id(&aws.region, &fabric_name))),
@@ -335,8 +360,8 @@ pub async fn imported_config(aws: &Aws, live: &FsLive, defaults: &BTreeMap<Strin
     ]);
     let cluster_ref = match tags.get(super::cluster::TAG) {
         Some(cluster) => {
-            let nodes = super::cluster::nodes(aws, cluster).await?;
-            let template = super::cluster::template(aws, cluster).await?;
+            let nodes = super::cluster::nodes(aws, cluster, &reading).await?;
+            let template = super::cluster::template(aws, cluster, &reading).await?;
             let per_node = fabric_config
                 .get("instance_type")
                 .as_str()

@@ -1,7 +1,9 @@
 //! `hpc_gpu_cluster` on Azure: Uniform VM scale sets of ND-series VMs with InfiniBand (single placement
 //! group, one fault domain, no overprovisioning, manual upgrades) in the fabric's proximity placement
 //! group, at most 100 VMs each (`<cluster>-0`, `<cluster>-1`, ... as the plan showed). A refresh lists
-//! each scale set's VMs and their network interfaces with one call each per scale set.
+//! each scale set's VMs and their network interfaces with one call each per scale set. A scale set is the
+//! cluster's only when its `hpc:owner` tag is this owner's: another owner's same-named scale set is never
+//! resized, retagged or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use super::api::Arm;
 use super::fabric::{COMPUTE_API, NETWORK_API};
 use crate::clouds::NodeAddress;
 use crate::framework::Context;
+use crate::ownership::{Census, marker_in_json};
 use crate::planner::{CapacityType, ClusterSpec, Placement};
 
 /// The Azure HPC image (Ubuntu 22.04 with the InfiniBand and GPU drivers) used when a cluster sets none.
@@ -38,13 +41,28 @@ pub struct Vm {
     pub private_ip: Option<String>,
 }
 
+/// A scale set of the cluster, read by id, if it exists and the census admits it.
+async fn own_set(ctx: &Context, arm: &Arm, id: &str, census: &Census) -> Result<Option<Json>, String> {
+    let set = arm.get(ctx, id, COMPUTE_API).await?;
+    Ok(set.filter(|s| census.admit(SCALE_SET, &super::api::short(id), marker_in_json(&s["tags"]), None)))
+}
+
+const SCALE_SET: &str = "azurerm_linux_virtual_machine_scale_set";
+
 /// Each scale set's live VMs (in instance-id order), in scale-set order; `None` for a scale set that does
-/// not exist. Per scale set: one read, one VM list, one NIC list.
-pub async fn observe(ctx: &Context, arm: &Arm, group: &str, cluster: &str, sets: usize) -> Result<Vec<Option<Vec<Vm>>>, String> {
+/// not exist or is not the census's. Per scale set: one read, one VM list, one NIC list.
+pub async fn observe(
+    ctx: &Context,
+    arm: &Arm,
+    group: &str,
+    cluster: &str,
+    sets: usize,
+    census: &Census,
+) -> Result<Vec<Option<Vec<Vm>>>, String> {
     let mut out = Vec::new();
     for i in 0..sets {
         let id = scale_set_id(arm, group, cluster, i);
-        if arm.get(ctx, &id, COMPUTE_API).await?.is_none() {
+        if own_set(ctx, arm, &id, census).await?.is_none() {
             out.push(None);
             continue;
         }
@@ -154,7 +172,9 @@ fn body(arm: &Arm, spec: &ClusterSpec, group: &str, subnet: &str, size: u32, tag
 }
 
 /// PUTs every scale set at its planned size (ARM scales out to replace missing VMs) and deletes scale sets
-/// the cluster no longer needs.
+/// the cluster no longer needs. Each is read first: a scale set with the cluster's name that belongs to
+/// another owner stops the create before anything is made, and is never PUT or deleted.
+#[allow(clippy::too_many_arguments)]
 pub async fn converge(
     ctx: &Context,
     arm: &Arm,
@@ -163,9 +183,26 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     previous_sets: usize,
     timeout: Duration,
+    census: &Census,
 ) -> Result<(), String> {
-    let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
     let sizes = super::scale_set_sizes(spec.node_count);
+    let all = sizes.len().max(previous_sets);
+    let mut mine = Vec::new();
+    let mut taken = Vec::new();
+    for i in 0..all {
+        let id = scale_set_id(arm, group, &spec.name, i);
+        let exists = arm.get(ctx, &id, COMPUTE_API).await?;
+        let ours = exists.as_ref().is_some_and(|s| census.admit(SCALE_SET, &super::api::short(&id), marker_in_json(&s["tags"]), None));
+        if exists.is_some() && !ours {
+            taken.push(format!("{}-{i}", spec.name));
+        }
+        mine.push(ours);
+    }
+    census.gate()?;
+    if !taken.is_empty() {
+        return Err(format!("scale set(s) {} belong to another owner and were left alone", taken.join(", ")));
+    }
+    let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
     let mut tags = tags.clone();
     tags.insert("hpc:workload".into(), spec.workload.as_str().into());
     if spec.image.is_none() {
@@ -178,7 +215,7 @@ pub async fn converge(
         async move { arm.put(ctx, &id, COMPUTE_API, &b, timeout).await.map(|_| ()) }
     });
     futures::future::try_join_all(puts).await?;
-    let extra = (sizes.len()..previous_sets.max(sizes.len())).map(|i| {
+    let extra = (sizes.len()..all).filter(|i| mine[*i]).map(|i| {
         let id = scale_set_id(arm, group, &spec.name, i);
         async move { arm.delete(ctx, &id, COMPUTE_API, timeout).await }
     });
@@ -186,20 +223,34 @@ pub async fn converge(
     Ok(())
 }
 
-pub async fn delete(ctx: &Context, arm: &Arm, group: &str, cluster: &str, sets: usize, timeout: Duration) -> Result<(), String> {
-    let deletes = (0..sets).map(|i| {
+/// Deletes the cluster's scale sets the census admits.
+pub async fn delete(
+    ctx: &Context,
+    arm: &Arm,
+    group: &str,
+    cluster: &str,
+    sets: usize,
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let mut ours = Vec::new();
+    for i in 0..sets {
         let id = scale_set_id(arm, group, cluster, i);
-        async move { arm.delete(ctx, &id, COMPUTE_API, timeout).await }
-    });
+        if own_set(ctx, arm, &id, census).await?.is_some() {
+            ours.push(id);
+        }
+    }
+    let deletes = ours.iter().map(|id| async move { arm.delete(ctx, id, COMPUTE_API, timeout).await });
     futures::future::try_join_all(deletes).await.map(|_| ())
 }
 
-/// The scale sets of a cluster that exist, in order, with their VM counts (one GET and one list each).
-pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str) -> Result<Vec<(Json, usize)>, String> {
+/// The scale sets of a cluster that exist and the census admits, in order, with their VM counts (one GET
+/// and one list each).
+pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str, census: &Census) -> Result<Vec<(Json, usize)>, String> {
     let mut out = Vec::new();
     loop {
         let id = scale_set_id(arm, group, cluster, out.len());
-        let Some(set) = arm.get(ctx, &id, COMPUTE_API).await? else { return Ok(out) };
+        let Some(set) = own_set(ctx, arm, &id, census).await? else { return Ok(out) };
         let vms = arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?;
         out.push((set, vms.len()));
     }
@@ -229,9 +280,10 @@ pub async fn imported_config(
     group: &str,
     cluster: &str,
     defaults: &BTreeMap<String, String>,
+    census: &Census,
 ) -> Result<crate::framework::Value, String> {
     use crate::framework::Value;
-    let sets = scale_sets(ctx, arm, group, cluster).await?;
+    let sets = scale_sets(ctx, arm, group, cluster, census).await?;
     let Some((first, _)) = sets.first() else {
         return Err(format!("no cluster named {cluster:?} in {group}: no scale set {cluster}-0"));
     };

@@ -1,14 +1,17 @@
 //! `hpc_gpu_fabric` on Azure: resource group (unless given), VNet and subnet (unless given), a network
 //! security group on the subnet, and the proximity placement group. Every piece has a deterministic id;
 //! the security group's tags record the fabric's configuration for imports. A refresh is one GET per piece.
+//! Only pieces the census admits (their `hpc:owner` tag) are used, changed or deleted; the resource group
+//! the fabric made is deleted only while nothing of another owner is in it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
-use super::api::{Arm, same_id};
+use super::api::{Arm, same_id, short};
 use crate::framework::{Context, Value};
+use crate::ownership::{Census, marker_in_json};
 use crate::planner::{FabricSpec, Network, Placement};
 
 pub const NETWORK_API: &str = "2024-05-01";
@@ -53,10 +56,13 @@ pub fn ids(arm: &Arm, spec: &FabricSpec) -> Ids {
     }
 }
 
-/// What exists of a fabric.
+/// What exists of a fabric and is the census's.
 #[derive(Debug, Default)]
 pub struct FabricLive {
+    /// The resource group exists (the fabric's own or the user's).
     pub group: bool,
+    /// The resource group is one the fabric made, and this owner's.
+    pub group_ours: bool,
     pub vnet: bool,
     pub subnet: Option<Json>,
     pub nsg: Option<Json>,
@@ -65,7 +71,7 @@ pub struct FabricLive {
 
 impl FabricLive {
     pub fn is_empty(&self) -> bool {
-        !self.group && !self.vnet && self.nsg.is_none() && !self.ppg
+        !self.group_ours && !self.vnet && self.nsg.is_none() && !self.ppg
     }
 
     /// Whether the subnet carries the fabric's security group.
@@ -74,18 +80,24 @@ impl FabricLive {
     }
 }
 
-pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids) -> Result<FabricLive, String> {
-    let group = arm.get(ctx, &ids.group, GROUP_API).await?.is_some();
-    if !group {
-        return Ok(FabricLive::default());
-    }
+/// A piece read by id, kept when the census admits it.
+fn admitted(census: &Census, kind: &str, piece: Option<Json>) -> Option<Json> {
+    piece.filter(|p| census.admit(kind, &short(p["id"].as_str().unwrap_or_default()), marker_in_json(&p["tags"]), None))
+}
+
+pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids, census: &Census) -> Result<FabricLive, String> {
+    let Some(group) = arm.get(ctx, &ids.group, GROUP_API).await? else { return Ok(FabricLive::default()) };
+    let group_ours = ids.group_is_ours && admitted(census, "azurerm_resource_group", Some(group)).is_some();
+    let vnet = ids.network_is_ours && admitted(census, "azurerm_virtual_network", arm.get(ctx, &ids.vnet, NETWORK_API).await?).is_some();
     Ok(FabricLive {
-        group,
-        vnet: arm.get(ctx, &ids.vnet, NETWORK_API).await?.is_some(),
-        subnet: arm.get(ctx, &ids.subnet, NETWORK_API).await?,
-        nsg: arm.get(ctx, &ids.nsg, NETWORK_API).await?,
+        group: true,
+        group_ours,
+        vnet,
+        // A created subnet is the VNet's; a given one is the user's, read to associate the security group.
+        subnet: if !ids.network_is_ours || vnet { arm.get(ctx, &ids.subnet, NETWORK_API).await? } else { None },
+        nsg: admitted(census, "azurerm_network_security_group", arm.get(ctx, &ids.nsg, NETWORK_API).await?),
         ppg: match &ids.ppg {
-            Some(id) => arm.get(ctx, id, COMPUTE_API).await?.is_some(),
+            Some(id) => admitted(census, "azurerm_proximity_placement_group", arm.get(ctx, id, COMPUTE_API).await?).is_some(),
             None => false,
         },
     })
@@ -97,6 +109,7 @@ pub fn nsg_tags(spec: &FabricSpec, gpu: Option<&str>, tags: &BTreeMap<String, St
 }
 
 /// Creates what is missing; on an update, brings tags up to date (PUT is idempotent in ARM).
+#[allow(clippy::too_many_arguments)]
 pub async fn converge(
     ctx: &Context,
     arm: &Arm,
@@ -105,15 +118,19 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     retag: bool,
     timeout: Duration,
+    census: &Census,
 ) -> Result<Ids, String> {
     let ids = ids(arm, spec);
-    let live = observe(ctx, arm, &ids).await?;
+    let live = observe(ctx, arm, &ids, census).await?;
+    census.gate()?;
     let location = &spec.region;
     if !live.group {
         if !ids.group_is_ours {
             return Err(format!("resource group {} (resource_group) does not exist", spec.resource_group.as_deref().unwrap_or_default()));
         }
         arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), timeout).await?;
+    } else if ids.group_is_ours && !live.group_ours {
+        return Err(format!("resource group {} belongs to another owner", short(&ids.group)));
     } else if retag && ids.group_is_ours {
         arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), timeout).await?;
     }
@@ -154,31 +171,66 @@ pub async fn converge(
     Ok(ids)
 }
 
-/// Deletes the fabric: its own resource group in one call, or its pieces inside the user's group.
-pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Duration) -> Result<(), String> {
+/// Deletes what of the fabric is this owner's: its own resource group in one call while nothing of
+/// another owner is in it, or its pieces one by one inside the user's group.
+pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), String> {
     let ids = ids(arm, spec);
+    let live = observe(ctx, arm, &ids, census).await?;
     if ids.group_is_ours {
+        if !live.group_ours {
+            return Ok(());
+        }
+        // Deleting a group deletes everything in it: only when all of it is this owner's.
+        let held = arm.list(ctx, &format!("{}/resources", ids.group), GROUP_API).await?;
+        let foreign: Vec<&Json> = held
+            .iter()
+            .filter(|r| {
+                !census.admit(
+                    r["type"].as_str().unwrap_or("resource"),
+                    &short(r["id"].as_str().unwrap_or_default()),
+                    marker_in_json(&r["tags"]),
+                    None,
+                )
+            })
+            .collect();
+        if !foreign.is_empty() {
+            let names: Vec<String> = foreign.iter().map(|r| short(r["id"].as_str().unwrap_or_default())).collect();
+            return Err(format!(
+                "resource group {} holds {} resource(s) of another owner ({}); deleting the group would delete them, so it was left as \
+                 it is: delete them (or the configuration that made them) first, then destroy again",
+                short(&ids.group),
+                names.len(),
+                names.join(", ")
+            ));
+        }
         return arm.delete(ctx, &ids.group, GROUP_API, timeout).await;
     }
-    if let Some(ppg) = &ids.ppg {
+    if live.ppg
+        && let Some(ppg) = &ids.ppg
+    {
         arm.delete(ctx, ppg, COMPUTE_API, timeout).await?;
     }
     if ids.network_is_ours {
-        arm.delete(ctx, &ids.vnet, NETWORK_API, timeout).await?;
-    } else if let Some(mut subnet) = arm.get(ctx, &ids.subnet, NETWORK_API).await? {
+        if live.vnet {
+            arm.delete(ctx, &ids.vnet, NETWORK_API, timeout).await?;
+        }
+    } else if let Some(mut subnet) = live.subnet.clone() {
         // Leave the user's subnet as it was found: without our security group.
-        if subnet["properties"]["networkSecurityGroup"]["id"].as_str().is_some_and(|id| same_id(id, &ids.nsg)) {
+        if live.nsg.is_some() && subnet["properties"]["networkSecurityGroup"]["id"].as_str().is_some_and(|id| same_id(id, &ids.nsg)) {
             subnet["properties"].as_object_mut().map(|p| p.remove("networkSecurityGroup"));
             arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, timeout).await?;
         }
     }
-    arm.delete(ctx, &ids.nsg, NETWORK_API, timeout).await
+    if live.nsg.is_some() {
+        arm.delete(ctx, &ids.nsg, NETWORK_API, timeout).await?;
+    }
+    Ok(())
 }
 
 /// Which planned pieces exist, by kind, for the refreshed expansion.
 pub fn present(live: &FabricLive, ids: &Ids) -> impl Fn(&str) -> bool {
     let (group, vnet, subnet, nsg, assoc, ppg) =
-        (live.group, live.vnet, live.subnet.is_some(), live.nsg.is_some(), live.associated(ids), live.ppg);
+        (live.group_ours, live.vnet, live.subnet.is_some(), live.nsg.is_some(), live.associated(ids), live.ppg);
     move |kind: &str| match kind {
         "azurerm_resource_group" => group,
         "azurerm_virtual_network" => vnet,

@@ -1,7 +1,8 @@
 //! `hpc_parallel_filesystem` on Azure: Azure Managed Lustre (`Microsoft.StorageCache/amlFilesystems`) in
 //! the fabric's subnet and resource group, with its SKU (throughput tier), capacity in TiB, the required
 //! maintenance window and optional blob import/export (HSM). AMLFS is sized at creation (the plan replaces
-//! it on a capacity change); tags update in place.
+//! it on a capacity change); tags update in place. A filesystem of the same name that another owner's
+//! `hpc:owner` tag marks is never PUT or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use serde_json::{Value as Json, json};
 
 use super::api::Arm;
 use crate::framework::{Context, Value};
+use crate::ownership::{Census, marker_in_json};
 use crate::planner::FilesystemSpec;
 
 pub const API: &str = "2024-07-01";
@@ -56,8 +58,15 @@ pub async fn converge(
     group: &str,
     tags: &BTreeMap<String, String>,
     timeout: Duration,
+    census: &Census,
 ) -> Result<Json, String> {
     let id = filesystem_id(arm, group, &spec.name);
+    let found = arm.get(ctx, &id, API).await?;
+    let ours = found.as_ref().is_none_or(|fs| census.admit(KIND, &spec.name, marker_in_json(&fs["tags"]), None));
+    census.gate()?;
+    if !ours {
+        return Err(format!("filesystem {} belongs to another owner and was left alone", spec.name));
+    }
     let (day, time) = spec.maintenance_window.clone().unwrap_or_else(|| ("Sunday".into(), "02:00".into()));
     let mut props = json!({
         "storageCapacityTiB": spec.capacity_gib as f64 / 1024.0,
@@ -77,11 +86,19 @@ pub async fn converge(
     arm.put(ctx, &id, API, &body, timeout).await
 }
 
-pub async fn observe(ctx: &Context, arm: &Arm, group: &str, name: &str) -> Result<Option<Json>, String> {
-    arm.get(ctx, &filesystem_id(arm, group, name), API).await
+const KIND: &str = "azurerm_managed_lustre_file_system";
+
+/// The filesystem, if it exists and the census admits it.
+pub async fn observe(ctx: &Context, arm: &Arm, group: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+    let found = arm.get(ctx, &filesystem_id(arm, group, name), API).await?;
+    Ok(found.filter(|fs| census.admit(KIND, name, marker_in_json(&fs["tags"]), None)))
 }
 
-pub async fn delete(ctx: &Context, arm: &Arm, group: &str, name: &str, timeout: Duration) -> Result<(), String> {
+/// Deletes the filesystem if it is the census's.
+pub async fn delete(ctx: &Context, arm: &Arm, group: &str, name: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+    if observe(ctx, arm, group, name, census).await?.is_none() {
+        return Ok(());
+    }
     arm.delete(ctx, &filesystem_id(arm, group, name), API, timeout).await
 }
 
@@ -102,7 +119,7 @@ pub async fn imported_config(
     let fabric_ref = super::cluster::fabric_ref(ctx, arm, group, fabric).await?;
     let cluster_ref = match tags.get("hpc:cluster") {
         Some(cluster) => {
-            let sets = super::cluster::scale_sets(ctx, arm, group, cluster).await?;
+            let sets = super::cluster::scale_sets(ctx, arm, group, cluster, &Census::reading()).await?;
             let per_node = fabric_ref
                 .get("instance_type")
                 .as_str()

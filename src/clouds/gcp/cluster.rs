@@ -1,7 +1,8 @@
 //! `hpc_gpu_cluster` on Google Cloud: the nodes, created with one `instances.bulkInsert` per batch (exact
 //! names through perInstanceProperties, the compact placement policy, one NIC per GPU VPC with the right
 //! nic type, TERMINATE on host maintenance, reservation affinity / spot / DWS flex start), labelled
-//! `hpc_cluster` and `hpc_fabric` so a refresh is one filtered `instances.list` per zone.
+//! `hpc_cluster`, `hpc_fabric` and `hpc_owner` so a refresh is one filtered `instances.list` per zone; only
+//! the nodes the census admits are kept, started, relabelled or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use super::api::{self, Gcp, call};
 use super::fabric;
 use crate::catalog::Fabric;
 use crate::framework::{Context, Value};
+use crate::ownership::Census;
 use crate::planner::{CapacityType, ClusterSpec, Placement};
 
 /// Nodes per bulkInsert: all-or-nothing within a batch.
@@ -27,8 +29,8 @@ pub struct Node {
     pub instance: model::Instance,
 }
 
-/// The cluster's nodes: one filtered list (paginated) in the zone.
-pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str) -> Result<Vec<Node>, String> {
+/// The cluster's nodes the census admits: one filtered list (paginated) in the zone.
+pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: &Census) -> Result<Vec<Node>, String> {
     let filter = format!("labels.hpc_cluster = \"{cluster}\"");
     let mut out = Vec::new();
     let mut token = String::new();
@@ -39,8 +41,13 @@ pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str) -> Resul
         })
         .await?;
         for i in page.items {
+            let name = i.name.clone().unwrap_or_default();
+            let marker = i.labels.get("hpc_owner").map(String::as_str);
+            if !census.admit("google_compute_instance", &name, marker, i.creation_timestamp.as_deref()) {
+                continue;
+            }
             let status = i.status.as_ref().map(|s| s.name().unwrap_or_default().to_owned()).unwrap_or_default();
-            out.push(Node { name: i.name.clone().unwrap_or_default(), status, instance: i });
+            out.push(Node { name, status, instance: i });
         }
         match page.next_page_token {
             Some(next) if !next.is_empty() => token = next,
@@ -98,7 +105,7 @@ async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(S
             format!("projects/{p}/regions/{}/subnetworks/{}", f.region, api::short_name(subnet)),
         ));
     }
-    let live = fabric::observe(ctx, gcp, &f.name, &f.region).await?;
+    let live = fabric::observe(ctx, gcp, &f.name, &f.region, &Census::reading()).await?;
     let d = live.description().ok_or_else(|| format!("fabric {} has no pieces in {}: apply the fabric first", f.name, gcp.project))?;
     Ok(match (d.get("vpc"), d.get("subnet")) {
         (Some(v), Some(s)) => (
@@ -194,9 +201,10 @@ pub struct Options<'a> {
 
 /// Creates the missing nodes (bulkInsert per batch with their exact names) and deletes those beyond
 /// `node_count`, waiting for both.
-pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<'_>) -> Result<(), String> {
+pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<(), String> {
     let zone = spec.fabric.zone.clone().unwrap_or_default();
-    let live = nodes(ctx, gcp, &zone, &spec.name).await?;
+    let live = nodes(ctx, gcp, &zone, &spec.name, census).await?;
+    census.gate()?;
     let wanted = crate::planner::node_names(&spec.name, spec.node_count);
     let missing: Vec<&String> = wanted.iter().filter(|w| !live.iter().any(|n| &n.name == *w)).collect();
     // Wanted nodes that exist but are stopped are started again, under their own names.
@@ -225,7 +233,7 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
         futures::future::try_join_all(relabels).await?;
     }
     let extra: Vec<&Node> = live.iter().filter(|n| !wanted.contains(&n.name)).collect();
-    delete_nodes(ctx, gcp, &zone, &spec.name, extra.iter().map(|n| n.name.clone()).collect(), o.timeout).await
+    delete_nodes(ctx, gcp, &zone, &spec.name, extra.iter().map(|n| n.name.clone()).collect(), o.timeout, census).await
 }
 
 async fn start_node(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
@@ -249,7 +257,15 @@ async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Optio
 
 /// Deletes nodes by name: one delete call each (Compute has no batch delete), a few in flight at once, then
 /// one list per round until they are gone, rather than polling each node's operation.
-async fn delete_nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, names: Vec<String>, timeout: Duration) -> Result<(), String> {
+async fn delete_nodes(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    cluster: &str,
+    names: Vec<String>,
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
     use futures::{StreamExt, TryStreamExt};
     if names.is_empty() {
         return Ok(());
@@ -267,16 +283,16 @@ async fn delete_nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, names
     .await?;
     let what = format!("{} node(s) of {cluster} to be deleted", names.len());
     crate::clouds::aws::api::wait_for(ctx, &what, timeout, || async {
-        let left = nodes(ctx, gcp, zone, cluster).await?.into_iter().filter(|n| names.contains(&n.name)).count();
+        let left = nodes(ctx, gcp, zone, cluster, census).await?.into_iter().filter(|n| names.contains(&n.name)).count();
         Ok((left == 0).then_some(()))
     })
     .await
 }
 
-/// Deletes every node of the cluster.
-pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, timeout: Duration) -> Result<(), String> {
-    let live = nodes(ctx, gcp, zone, cluster).await?;
-    delete_nodes(ctx, gcp, zone, cluster, live.into_iter().map(|n| n.name).collect(), timeout).await
+/// Deletes every node of the cluster the census admits.
+pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+    let live = nodes(ctx, gcp, zone, cluster, census).await?;
+    delete_nodes(ctx, gcp, zone, cluster, live.into_iter().map(|n| n.name).collect(), timeout, census).await
 }
 
 /// A metadata value of a node.
@@ -300,7 +316,9 @@ pub async fn imported_config(
     let labels = i.labels.clone().into_iter().collect::<BTreeMap<String, String>>();
     let fabric_name = labels.get("hpc_fabric").cloned().ok_or_else(|| format!("node {} has no hpc_fabric label", first.name))?;
     let region = zone.rsplit_once('-').map_or(zone, |(r, _)| r);
-    let f = fabric::observe(ctx, gcp, &fabric_name, region).await?;
+    // The fabric's pieces are read for their description (a cluster without a fabric imports its own
+    // network separately, under the cluster's owner).
+    let f = fabric::observe(ctx, gcp, &fabric_name, region, &Census::reading()).await?;
     // A cluster without a fabric that joined a network has no fabric pieces: its nodes say it all.
     let joined = (f.description().is_none() && fabric_name == cluster && i.resource_policies.is_empty())
         .then(|| i.network_interfaces.first())

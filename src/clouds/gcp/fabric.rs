@@ -2,7 +2,8 @@
 //! (A3 High 4, A3 Mega 8 at MTU 8244; A3 Ultra/A4 a second gVNIC VPC and one RoCE VPC with the zone's
 //! network profile and 8 subnets), intra-cluster firewall rules and the compact placement policy.
 //! Networks carry no labels, so every piece has a deterministic name (`<fabric>-...`) and a description
-//! recording the fabric, which is how refresh and import find them: one list call per kind.
+//! recording the fabric and its owner's marker (`owner=`), which is how refresh and import find them: one
+//! list call per kind. Only pieces the census admits are used, changed or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use serde_json::{Value as Json, json};
 use super::api::{self, Gcp, call};
 use crate::catalog::Fabric;
 use crate::framework::{Context, Value};
+use crate::ownership::Census;
 use crate::planner::{FabricSpec, Network, Placement};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -32,8 +34,9 @@ pub struct Item {
     pub body: Json,
 }
 
-/// What the description of every piece says, so an import can rebuild the fabric's configuration.
-pub fn description(spec: &FabricSpec, gpu: Option<&str>) -> String {
+/// What the description of every piece says, so an import can rebuild the fabric's configuration, and
+/// whose it is (descriptions are fixed at creation, so the marker goes in with it).
+pub fn description(spec: &FabricSpec, gpu: Option<&str>, owner: Option<&str>) -> String {
     let mut s = format!(
         "hpc-provider fabric={} instance_type={} zone={} placement={}",
         spec.name,
@@ -51,6 +54,9 @@ pub fn description(spec: &FabricSpec, gpu: Option<&str>) -> String {
         Network::Create { cidr } => s.push_str(&format!(" cidr={cidr}")),
         Network::Existing { vpc_id, subnet_id } => s.push_str(&format!(" vpc={vpc_id} subnet={subnet_id}")),
     }
+    if let Some(o) = owner {
+        s.push_str(&format!(" owner={o}"));
+    }
     s
 }
 
@@ -61,9 +67,9 @@ pub fn parse_description(text: &str) -> Option<BTreeMap<String, String>> {
 }
 
 /// Every piece of the fabric, in creation order (networks before what lives in them).
-pub fn desired(spec: &FabricSpec, project: &str, gpu: Option<&str>) -> Vec<Item> {
+pub fn desired(spec: &FabricSpec, project: &str, gpu: Option<&str>, owner: Option<&str>) -> Vec<Item> {
     let n = &spec.name;
-    let desc = description(spec, gpu);
+    let desc = description(spec, gpu, owner);
     let region = &spec.region;
     let net = |name: &str| format!("projects/{project}/global/networks/{name}");
     let sku = spec.sku;
@@ -158,21 +164,54 @@ impl FabricLive {
     }
 }
 
-fn keep(live: &mut FabricLive, kind: Kind, prefix: &str, name: Option<String>, description: Option<String>, self_link: Option<String>) {
-    if let Some(name) = name
-        && name.starts_with(prefix)
-    {
-        if let Some(link) = self_link {
-            live.self_links.insert((kind, name.clone()), link);
-        }
-        live.found.insert((kind, name), description);
-    }
+/// Whether `name` is one a fabric called `fabric` gives its pieces (`<fabric>-vpc`, `<fabric>-gpu-3`, ...),
+/// for pieces whose description does not say which fabric they belong to.
+fn is_piece_name(fabric: &str, name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(fabric).and_then(|r| r.strip_prefix('-')) else { return false };
+    let numbered = |prefix: &str, suffix: &str| {
+        rest.strip_prefix(prefix)
+            .and_then(|r| r.strip_suffix(suffix))
+            .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+    };
+    matches!(rest, "vpc" | "subnet" | "internal" | "gvnic-1" | "gvnic-1-internal" | "rdma" | "placement")
+        || numbered("gpu-", "")
+        || numbered("gpu-", "-internal")
+        || numbered("rdma-", "")
 }
 
-/// Lists what exists of fabric `name` in `region`: networks, subnetworks, firewalls, resource policies,
-/// one paginated list each.
-pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str) -> Result<FabricLive, String> {
-    let prefix = format!("{name}-");
+/// One listed item, as far as the census is concerned.
+struct Listed {
+    name: Option<String>,
+    description: Option<String>,
+    self_link: Option<String>,
+    created: Option<String>,
+}
+
+fn keep(live: &mut FabricLive, kind: Kind, fabric: &str, item: Listed, census: &Census) {
+    let Some(name) = item.name else { return };
+    let described = item.description.as_deref().and_then(parse_description);
+    // A piece of a fabric with a longer name (`train-nodes-vpc` is not fabric `train`'s) is nobody's
+    // business here; one with our naming and no description of ours still takes the name.
+    let named_for_us = match &described {
+        Some(d) => d.get("fabric").map(String::as_str) == Some(fabric) && name.starts_with(&format!("{fabric}-")),
+        None => is_piece_name(fabric, &name),
+    };
+    if !named_for_us {
+        return;
+    }
+    let marker = described.as_ref().and_then(|d| d.get("owner")).map(String::as_str);
+    if !census.admit(piece_name(kind), &name, marker, item.created.as_deref()) {
+        return;
+    }
+    if let Some(link) = item.self_link {
+        live.self_links.insert((kind, name.clone()), link);
+    }
+    live.found.insert((kind, name), item.description);
+}
+
+/// Lists what exists of fabric `name` in `region` and is the census's to use: networks, subnetworks,
+/// firewalls, resource policies, one paginated list each.
+pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census: &Census) -> Result<FabricLive, String> {
     let p = &gcp.project;
     let mut live = FabricLive::default();
     // Pages through one list call, keeping the items named `<fabric>-...`.
@@ -183,7 +222,8 @@ pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str) -> Resu
                 let $t = token.clone();
                 let page = call(ctx, $what, || $request).await?;
                 for i in page.items {
-                    keep(&mut live, $kind, &prefix, i.name, i.description, i.self_link);
+                    let item = Listed { name: i.name, description: i.description, self_link: i.self_link, created: i.creation_timestamp };
+                    keep(&mut live, $kind, name, item, census);
                 }
                 match page.next_page_token {
                     Some(next) if !next.is_empty() => token = next,
@@ -264,8 +304,16 @@ pub fn kind_word(kind: Kind) -> &'static str {
 }
 
 /// Creates what is missing. The host network of an existing estate must exist (by name or self link).
-pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, gpu: Option<&str>, timeout: Duration) -> Result<FabricLive, String> {
-    let live = observe(ctx, gcp, &spec.name, &spec.region).await?;
+pub async fn converge(
+    ctx: &Context,
+    gcp: &Gcp,
+    spec: &FabricSpec,
+    gpu: Option<&str>,
+    timeout: Duration,
+    census: &Census,
+) -> Result<FabricLive, String> {
+    let live = observe(ctx, gcp, &spec.name, &spec.region, census).await?;
+    census.gate()?;
     if let Network::Existing { vpc_id, subnet_id } = &spec.network {
         let p = &gcp.project;
         let net = api::short_name(vpc_id);
@@ -277,18 +325,18 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, gpu: Option<&
         .await?;
     }
     // Kind by kind (networks before what lives in them); the pieces of one kind are created together.
-    let missing: Vec<Item> = desired(spec, &gcp.project, gpu).into_iter().filter(|i| !live.has(i.kind, &i.name)).collect();
+    let missing: Vec<Item> = desired(spec, &gcp.project, gpu, census.marker()).into_iter().filter(|i| !live.has(i.kind, &i.name)).collect();
     for kind in [Kind::Network, Kind::Subnetwork, Kind::Firewall, Kind::Policy] {
         let batch = missing.iter().filter(|i| i.kind == kind).map(|item| insert(ctx, gcp, item, &spec.region, timeout));
         futures::future::try_join_all(batch).await?;
     }
-    observe(ctx, gcp, &spec.name, &spec.region).await
+    observe(ctx, gcp, &spec.name, &spec.region, census).await
 }
 
-/// Deletes the fabric's pieces in reverse order of creation.
-pub async fn delete(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, timeout: Duration) -> Result<(), String> {
-    let live = observe(ctx, gcp, &spec.name, &spec.region).await?;
-    let items: Vec<Item> = desired(spec, &gcp.project, None).into_iter().filter(|i| live.has(i.kind, &i.name)).collect();
+/// Deletes the fabric's pieces the census admits, in reverse order of creation.
+pub async fn delete(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), String> {
+    let live = observe(ctx, gcp, &spec.name, &spec.region, census).await?;
+    let items: Vec<Item> = desired(spec, &gcp.project, None, None).into_iter().filter(|i| live.has(i.kind, &i.name)).collect();
     for kind in [Kind::Policy, Kind::Firewall, Kind::Subnetwork, Kind::Network] {
         let batch = items.iter().filter(|i| i.kind == kind).map(|i| remove(ctx, gcp, i.kind, &i.name, &spec.region, timeout));
         futures::future::try_join_all(batch).await?;
@@ -299,7 +347,7 @@ pub async fn delete(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, timeout: Durati
 /// The refreshed expansion: a piece with all of its resources gone is marked missing; one with some gone
 /// counts only those that exist.
 pub fn refreshed_expansion(expansion: &Value, spec: &FabricSpec, project: &str, live: &FabricLive) -> Value {
-    let items = desired(spec, project, None);
+    let items = desired(spec, project, None, None);
     let Some(list) = expansion.as_list() else { return expansion.clone() };
     Value::list(list.iter().map(|p| {
         let piece = p.get("name").as_str().unwrap_or_default();
@@ -321,6 +369,16 @@ pub fn refreshed_expansion(expansion: &Value, spec: &FabricSpec, project: &str, 
         }
         Value::Map(out)
     }))
+}
+
+/// The official provider's name for a kind of piece.
+fn piece_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Network => "google_compute_network",
+        Kind::Subnetwork => "google_compute_subnetwork",
+        Kind::Firewall => "google_compute_firewall",
+        Kind::Policy => "google_compute_resource_policy",
+    }
 }
 
 fn piece_kind(kind: Option<&str>) -> Option<Kind> {

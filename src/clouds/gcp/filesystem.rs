@@ -1,7 +1,9 @@
 //! `hpc_parallel_filesystem` on Google Cloud: Managed Lustre (google-cloud-lustre-v1) on the fabric's host
 //! network, reached through private service access: a reserved global address range (`<name>-psa`) and
 //! the network's Service Networking connection, which gets the range added (and removed on delete).
-//! Capacity grows in place; an optional Cloud Storage import runs once after creation.
+//! Capacity grows in place; an optional Cloud Storage import runs once after creation. The instance's
+//! `hpc_owner` label and the range's description say whose they are; only the census's are changed or
+//! deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use serde_json::{Value as Json, json};
 
 use super::api::{self, Gcp, call};
 use crate::framework::{Context, Value};
+use crate::ownership::Census;
 use crate::planner::FilesystemSpec;
 
 /// What exists of a filesystem: the Lustre instance and its private-service-access pieces.
@@ -40,19 +43,28 @@ fn psa_name(fs: &str) -> String {
     format!("{fs}-psa")
 }
 
-/// Whether the filesystem's reserved range exists: `None` when that cannot be told.
-pub async fn range_exists(ctx: &Context, gcp: &Gcp, fs: &str) -> Option<bool> {
+/// Whether the filesystem's reserved range exists and is the census's (its description names the owner).
+async fn own_range(ctx: &Context, gcp: &Gcp, fs: &str, census: &Census) -> Result<bool, String> {
     let psa = psa_name(fs);
     match call(ctx, "reading the reserved range", || gcp.addresses.get().set_project(&gcp.project).set_address(&psa).send()).await {
-        Ok(_) => Some(true),
-        Err(e) if e.not_found() => Some(false),
-        Err(_) => None,
+        Ok(a) => {
+            let described = a.description.as_deref().and_then(super::fabric::parse_description).unwrap_or_default();
+            let marker = described.get("owner").map(String::as_str);
+            Ok(census.admit("google_compute_global_address", &psa, marker, a.creation_timestamp.as_deref()))
+        }
+        Err(e) if e.not_found() => Ok(false),
+        Err(e) => Err(e.to_string()),
     }
+}
+
+/// Whether the filesystem's reserved range exists and is the census's: `None` when that cannot be told.
+pub async fn range_exists(ctx: &Context, gcp: &Gcp, fs: &str, census: &Census) -> Option<bool> {
+    own_range(ctx, gcp, fs, census).await.ok()
 }
 
 /// The host network of the fabric, as `projects/<p>/global/networks/<name>`.
 pub async fn host_network(ctx: &Context, gcp: &Gcp, fabric: &str, region: &str) -> Result<String, String> {
-    let live = super::fabric::observe(ctx, gcp, fabric, region).await?;
+    let live = super::fabric::observe(ctx, gcp, fabric, region, &Census::reading()).await?;
     let d = live.description().ok_or_else(|| format!("fabric {fabric} has no pieces in {}: apply the fabric first", gcp.project))?;
     let name = match d.get("vpc") {
         Some(v) => api::short_name(v).to_owned(),
@@ -153,8 +165,15 @@ async fn psa_disconnect(gcp: &Gcp, network: &str, range: &str) -> Result<(), Str
 
 // ----------------------------------------------------------------------------------------------- Lustre
 
-/// The filesystem's instance and PSA pieces, or None when the instance is gone.
-pub async fn observe(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, network: Option<&str>) -> Result<Option<FsLive>, String> {
+/// The filesystem's instance and PSA pieces, or None when the instance is gone (or not the census's).
+pub async fn observe(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    name: &str,
+    network: Option<&str>,
+    census: &Census,
+) -> Result<Option<FsLive>, String> {
     let path = instance_path(&gcp.project, zone, name);
     let instance =
         match call(ctx, &format!("reading Managed Lustre instance {name}"), || gcp.lustre.get_instance().set_name(&path).send()).await {
@@ -165,14 +184,13 @@ pub async fn observe(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, network: 
     if instance.state == State::Deleting {
         return Ok(None);
     }
+    let created = instance.create_time.as_ref().map(|t| format!("{t:?}"));
+    if !census.admit("google_lustre_instance", name, instance.labels.get("hpc_owner").map(String::as_str), created.as_deref()) {
+        return Ok(None);
+    }
     let network = network.map(str::to_owned).unwrap_or_else(|| instance.network.clone());
-    let p = &gcp.project;
     let psa = psa_name(name);
-    let address = match call(ctx, "reading the reserved range", || gcp.addresses.get().set_project(p).set_address(&psa).send()).await {
-        Ok(_) => true,
-        Err(e) if e.not_found() => false,
-        Err(e) => return Err(e.to_string()),
-    };
+    let address = own_range(ctx, gcp, name, census).await?;
     let peered = psa_ranges(gcp, &network).await?.is_some_and(|r| r.contains(&psa));
     Ok(Some(FsLive { instance, address, peered }))
 }
@@ -210,21 +228,23 @@ pub struct Options<'a> {
 
 /// Creates what is missing (range, connection, instance, then the Cloud Storage import), grows capacity
 /// and updates labels.
-pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Options<'_>) -> Result<FsLive, String> {
+pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Options<'_>, census: &Census) -> Result<FsLive, String> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
     let network = host_network(ctx, gcp, &f.name, &f.region).await?;
     let p = &gcp.project;
     let psa = psa_name(&spec.name);
-    let live = observe(ctx, gcp, &zone, &spec.name, Some(&network)).await?;
+    let live = observe(ctx, gcp, &zone, &spec.name, Some(&network), census).await?;
     let has_address = match &live {
         Some(l) => l.address,
-        None => call(ctx, "reading the reserved range", || gcp.addresses.get().set_project(p).set_address(&psa).send()).await.is_ok(),
+        None => own_range(ctx, gcp, &spec.name, census).await?,
     };
+    census.gate()?;
+    let owner = census.marker().map(|m| format!(" owner={m}")).unwrap_or_default();
     if !has_address {
         let body: google_cloud_compute_v1::model::Address = serde_json::from_value(json!({
             "name": psa, "purpose": "VPC_PEERING", "addressType": "INTERNAL", "prefixLength": 20, "network": network,
-            "description": format!("hpc-provider filesystem={} private service access for Managed Lustre", spec.name),
+            "description": format!("hpc-provider filesystem={}{owner} private service access for Managed Lustre", spec.name),
         }))
         .map_err(|e| e.to_string())?;
         let what = format!("reserving range {psa}");
@@ -302,18 +322,30 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
             }
         }
     }
-    observe(ctx, gcp, &zone, &spec.name, Some(&network))
+    observe(ctx, gcp, &zone, &spec.name, Some(&network), census)
         .await?
         .ok_or_else(|| format!("Managed Lustre instance {path} vanished after it was created"))
 }
 
-/// Deletes the instance, then its range from the connection and the reserved range.
-/// Deletes the instance, its range's place in the network's connection, and the reserved range. `network`
-/// (the fabric's host network) lets a create that failed before the instance existed be cleaned up too.
-pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, network: Option<&str>, timeout: Duration) -> Result<(), String> {
+/// Deletes the instance, its range's place in the network's connection, and the reserved range, each if it
+/// is the census's. `network` (the fabric's host network) lets a create that failed before the instance
+/// existed be cleaned up too.
+pub async fn delete(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    name: &str,
+    network: Option<&str>,
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
     let p = &gcp.project;
     let path = instance_path(p, zone, name);
-    let live = observe(ctx, gcp, zone, name, None).await?;
+    let live = observe(ctx, gcp, zone, name, None, census).await?;
+    let range = match &live {
+        Some(l) => l.address,
+        None => own_range(ctx, gcp, name, census).await?,
+    };
     if let Some(l) = &live {
         let what = format!("deleting Managed Lustre instance {name}");
         let request = gcp.lustre.delete_instance().set_name(&path).poller();
@@ -323,9 +355,15 @@ pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, network: O
             Err(e) if e.contains("HTTP 404") || e.contains("not found") => {}
             Err(e) => return Err(e),
         }
-        psa_disconnect(gcp, &l.instance.network, &psa_name(name)).await?;
-    } else if let Some(network) = network {
+        if range {
+            psa_disconnect(gcp, &l.instance.network, &psa_name(name)).await?;
+        }
+    } else if let (Some(network), true) = (network, range) {
         psa_disconnect(gcp, network, &psa_name(name)).await?;
+    }
+    if !range {
+        // Another owner's range (or none) of the same name stays as it is.
+        return Ok(());
     }
     let psa = psa_name(name);
     let what = format!("releasing range {psa}");

@@ -3,7 +3,8 @@
 //! (placement `cluster`; OCI has no batch launch outside instance pools), or as the single instance pool of
 //! a cluster network (placement `cluster-network`), resized in place. Nodes carry the display name
 //! `<cluster>-<i>` and the freeform tag `hpc:cluster`; a refresh is one instance list per cluster (two for
-//! a cluster network), whatever the node count.
+//! a cluster network), whatever the node count. Only what the census admits (the `hpc:owner` freeform tag;
+//! a cluster network's instances with it) is resized, renamed, retagged or terminated.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use serde_json::{Value as Json, json};
 use super::api::{Oci, Service, encode, is_gone, tags_of};
 use super::fabric::{Joined, join, retag};
 use crate::framework::{Context, Value};
+use crate::ownership::{Census, marker_in};
 use crate::planner::{CapacityType, ClusterSpec, Placement};
 
 /// Launch calls in flight at once (OCI publishes no rate; 429s are retried with backoff).
@@ -33,17 +35,22 @@ pub fn index_of(cluster: &str, name: &str) -> Option<u32> {
     name.strip_prefix(cluster)?.strip_prefix('-')?.parse().ok()
 }
 
-/// The cluster network named `<cluster>-cn`, if it exists.
-pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &str) -> Result<Option<Json>, String> {
+/// The cluster network named `<cluster>-cn` the census admits, if it exists.
+pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
     let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{name}-cn")));
-    Ok(oci.list(ctx, Service::Core, "clusterNetworks", &q).await?.into_iter().find(|n| !is_gone(n)))
+    let all = oci.list(ctx, Service::Core, "clusterNetworks", &q).await?;
+    Ok(all
+        .into_iter()
+        .filter(|n| !is_gone(n))
+        .find(|n| census.admit("oci_core_cluster_network", &format!("{name}-cn"), marker_in(&tags_of(n)), n["timeCreated"].as_str())))
 }
 
-/// The cluster's live nodes (not terminating), in name order: one list call for independently placed
-/// nodes; for a cluster network, its lookup and one list of its instances.
-pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>) -> Result<Vec<Json>, String> {
+/// The cluster's live nodes (not terminating) the census admits, in name order: one list call for
+/// independently placed nodes; for a cluster network (whose instances are its own), its lookup and one
+/// list of its instances.
+pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Census) -> Result<Vec<Json>, String> {
     let mut nodes = match at.placement {
-        Placement::ClusterNetwork => match find_network(ctx, oci, at.compartment, at.name).await? {
+        Placement::ClusterNetwork => match find_network(ctx, oci, at.compartment, at.name, census).await? {
             Some(cn) => {
                 let id = cn["id"].as_str().unwrap_or_default();
                 oci.list(
@@ -59,7 +66,19 @@ pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>) -> Result<Vec<
         _ => {
             let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
             let all = oci.list(ctx, Service::Core, "instances", &q).await?;
-            all.into_iter().filter(|i| tags_of(i).get("hpc:cluster").map(String::as_str) == Some(at.name)).collect()
+            all.into_iter()
+                .filter(|i| {
+                    let tags = tags_of(i);
+                    tags.get("hpc:cluster").map(String::as_str) == Some(at.name)
+                        && !matches!(i["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED"))
+                        && census.admit(
+                            "oci_core_instance",
+                            i["displayName"].as_str().unwrap_or_default(),
+                            marker_in(&tags),
+                            i["timeCreated"].as_str(),
+                        )
+                })
+                .collect()
         }
     };
     nodes.retain(|n| !is_gone(n) && !matches!(n["state"].as_str(), Some("TERMINATING" | "TERMINATED")));
@@ -157,10 +176,17 @@ fn launch_details(spec: &ClusterSpec, compartment: &str, image: &str, joined: &J
     d
 }
 
-/// The cluster's instance configuration `<cluster>-ic`, if it exists (OCI cannot filter this list by name).
-pub async fn find_configuration(ctx: &Context, oci: &Oci, compartment: &str, name: &str) -> Result<Option<Json>, String> {
+/// The cluster's instance configuration `<cluster>-ic` the census admits, if it exists (OCI cannot filter
+/// this list by name).
+pub async fn find_configuration(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
     let all = oci.list(ctx, Service::Core, "instanceConfigurations", &format!("compartmentId={}", encode(compartment))).await?;
-    let Some(summary) = all.into_iter().find(|c| c["displayName"].as_str() == Some(&format!("{name}-ic"))) else { return Ok(None) };
+    let wanted = format!("{name}-ic");
+    let Some(summary) = all.into_iter().find(|c| {
+        c["displayName"].as_str() == Some(&wanted)
+            && census.admit("oci_core_instance_configuration", &wanted, marker_in(&tags_of(c)), c["timeCreated"].as_str())
+    }) else {
+        return Ok(None);
+    };
     let id = summary["id"].as_str().unwrap_or_default();
     oci.get(ctx, Service::Core, &format!("/instanceConfigurations/{id}")).await
 }
@@ -188,16 +214,22 @@ pub async fn converge(
     compartment: &str,
     tags: &BTreeMap<String, String>,
     timeout: Duration,
+    census: &Census,
 ) -> Result<(), String> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
+    let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement };
+    // Everything with the cluster's names is looked at before anything is made.
+    observe(ctx, oci, &at, census).await?;
+    let existing = find_configuration(ctx, oci, compartment, &spec.name, census).await?;
+    census.gate()?;
     let joined = join(ctx, oci, compartment, &f.name, &zone, f.placement == Placement::Cluster).await?;
     let mut config_tags = tags.clone();
     config_tags.insert("hpc:workload".into(), spec.workload.as_str().into());
     if spec.image.is_none() {
         config_tags.insert("hpc:default-image".into(), "true".into());
     }
-    let config = match find_configuration(ctx, oci, compartment, &spec.name).await? {
+    let config = match existing {
         Some(c) => {
             retag(ctx, oci, "instanceConfigurations", &c, &config_tags).await?;
             c
@@ -217,9 +249,8 @@ pub async fn converge(
         }
     };
     let config_id = config["id"].as_str().unwrap_or_default().to_owned();
-    let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement };
     match f.placement {
-        Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout).await,
+        Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout, census).await,
         _ => {
             converge_nodes(
                 ctx,
@@ -230,6 +261,7 @@ pub async fn converge(
                 joined.compute_cluster.as_deref(),
                 tags,
                 timeout,
+                census,
             )
             .await
         }
@@ -246,8 +278,9 @@ async fn converge_nodes(
     compute_cluster: Option<&str>,
     tags: &BTreeMap<String, String>,
     timeout: Duration,
+    census: &Census,
 ) -> Result<(), String> {
-    let nodes = observe(ctx, oci, at).await?;
+    let nodes = observe(ctx, oci, at, census).await?;
     let have: BTreeSet<u32> = nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).collect();
     // Scale down: the highest indexes go first.
     let extra: Vec<(String, String)> = nodes
@@ -281,17 +314,24 @@ async fn converge_nodes(
     .collect::<Vec<Result<(), String>>>()
     .await;
     if let Some(Err(e)) = launched.iter().find(|r| r.is_err()) {
-        let now = observe(ctx, oci, at).await.map(|n| n.len()).unwrap_or(0);
+        let now = observe(ctx, oci, at, census).await.map(|n| n.len()).unwrap_or(0);
         return Err(capacity_message(spec, e, now));
     }
-    wait_running(ctx, oci, spec, at, timeout).await
+    wait_running(ctx, oci, spec, at, timeout, census).await
 }
 
 /// Waits until every node is RUNNING, with one list call per round; a node that dies on the way is named.
-async fn wait_running(ctx: &Context, oci: &Oci, spec: &ClusterSpec, at: &Location<'_>, timeout: Duration) -> Result<(), String> {
+async fn wait_running(
+    ctx: &Context,
+    oci: &Oci,
+    spec: &ClusterSpec,
+    at: &Location<'_>,
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
     let want = spec.node_count as usize;
     crate::clouds::aws::api::wait_for(ctx, &format!("{want} node(s) to run"), timeout, || async {
-        let nodes = observe(ctx, oci, at).await?;
+        let nodes = observe(ctx, oci, at, census).await?;
         if nodes.len() < want {
             let why = format!("only {} of {want} nodes came up (OCI terminated the others while launching them)", nodes.len());
             return Err(capacity_message(spec, &why, nodes.len()));
@@ -312,9 +352,10 @@ async fn converge_network(
     joined: &Joined,
     tags: &BTreeMap<String, String>,
     timeout: Duration,
+    census: &Census,
 ) -> Result<(), String> {
     let what = format!("cluster network {}-cn", spec.name);
-    let work = match find_network(ctx, oci, at.compartment, at.name).await? {
+    let work = match find_network(ctx, oci, at.compartment, at.name, census).await? {
         None => {
             let body = json!({
                 "compartmentId": at.compartment,
@@ -343,7 +384,7 @@ async fn converge_network(
             .map_err(|e| capacity_message(spec, &e, 0))?;
     }
     // OCI names pool instances itself; give them the cluster's names, filling gaps from the lowest index.
-    let nodes = observe(ctx, oci, at).await?;
+    let nodes = observe(ctx, oci, at, census).await?;
     let taken: BTreeSet<u32> =
         nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
     let mut free = (0..spec.node_count).filter(|i| !taken.contains(i));
@@ -359,13 +400,14 @@ async fn converge_network(
     .buffer_unordered(PARALLEL)
     .try_collect::<Vec<()>>()
     .await?;
-    wait_running(ctx, oci, spec, at, timeout).await
+    wait_running(ctx, oci, spec, at, timeout, census).await
 }
 
-/// Terminates every node (or the cluster network) and waits for it, then deletes the configuration.
-pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration) -> Result<(), String> {
+/// Terminates every node (or the cluster network) the census admits and waits for it, then deletes the
+/// configuration.
+pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
     if at.placement == Placement::ClusterNetwork {
-        if let Some(cn) = find_network(ctx, oci, at.compartment, at.name).await? {
+        if let Some(cn) = find_network(ctx, oci, at.compartment, at.name, census).await? {
             let id = cn["id"].as_str().unwrap_or_default();
             let what = format!("cluster network {}-cn", at.name);
             if let Some(wr) = oci.delete(ctx, Service::Core, &format!("/clusterNetworks/{id}"), &what, timeout).await? {
@@ -373,15 +415,15 @@ pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Durati
             }
         }
     } else {
-        let nodes = observe(ctx, oci, at).await?;
+        let nodes = observe(ctx, oci, at, census).await?;
         let all = nodes
             .iter()
             .map(|n| (n["id"].as_str().unwrap_or_default().to_owned(), format!("node {}", n["displayName"].as_str().unwrap_or_default())))
             .collect();
         terminate(ctx, oci, all, timeout).await?;
     }
-    wait_terminated(ctx, oci, at, timeout).await?;
-    if let Some(c) = find_configuration(ctx, oci, at.compartment, at.name).await? {
+    wait_terminated(ctx, oci, at, timeout, census).await?;
+    if let Some(c) = find_configuration(ctx, oci, at.compartment, at.name, census).await? {
         let id = c["id"].as_str().unwrap_or_default();
         oci.delete(
             ctx,
@@ -406,15 +448,16 @@ async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeo
     .map(|_| ())
 }
 
-/// Waits until no node of the cluster is left but terminated ones (one list per round).
-async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration) -> Result<(), String> {
+/// Waits until no node of the cluster (this owner's) is left but terminated ones (one list per round).
+async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
     let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
     crate::clouds::aws::api::wait_for(ctx, &format!("the nodes of {} to terminate", at.name), timeout, || async {
         let all = oci.list(ctx, Service::Core, "instances", &q).await?;
         let left = all.iter().any(|i| {
-            let ours = tags_of(i).get("hpc:cluster").map(String::as_str) == Some(at.name)
+            let tags = tags_of(i);
+            let named = tags.get("hpc:cluster").map(String::as_str) == Some(at.name)
                 || index_of(at.name, i["displayName"].as_str().unwrap_or_default()).is_some();
-            ours && i["lifecycleState"].as_str() != Some("TERMINATED")
+            named && census.claims(marker_in(&tags)) && i["lifecycleState"].as_str() != Some("TERMINATED")
         });
         Ok((!left).then_some(()))
     })
@@ -428,8 +471,9 @@ pub async fn imported_config(
     compartment: &str,
     name: &str,
     defaults: &BTreeMap<String, String>,
+    census: &Census,
 ) -> Result<(Value, Placement), String> {
-    let config = find_configuration(ctx, oci, compartment, name)
+    let config = find_configuration(ctx, oci, compartment, name, census)
         .await?
         .ok_or_else(|| format!("no cluster named {name:?} in the compartment: no instance configuration {name}-ic"))?;
     let tags = tags_of(&config);
@@ -441,7 +485,7 @@ pub async fn imported_config(
         _ => Placement::Cluster,
     };
     let zone = fabric_ref.get("zone").as_str().unwrap_or_default().to_owned();
-    let nodes = observe(ctx, oci, &Location { compartment, zone: &zone, name, placement }).await?;
+    let nodes = observe(ctx, oci, &Location { compartment, zone: &zone, name, placement }, census).await?;
     let d = &config["instanceDetails"]["launchDetails"];
     let reservation = d["capacityReservationId"].as_str().map(str::to_owned);
     let capacity = match (d["preemptibleInstanceConfig"].is_object(), &reservation) {

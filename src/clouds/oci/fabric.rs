@@ -3,7 +3,8 @@
 //! nodes on one RDMA network block (placement `cluster`). With placement `cluster-network` the cluster
 //! builds its own cluster network, whose placement configuration names this fabric's availability domain
 //! and subnet. Pieces are found by display name in the compartment; the security group's freeform tags
-//! record the fabric's configuration for imports. A refresh is one list call per kind.
+//! record the fabric's configuration for imports. A refresh is one list call per kind. Only pieces the
+//! census admits (their `hpc:owner` freeform tag) are used, changed or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use serde_json::{Value as Json, json};
 
 use super::api::{Oci, Service, encode, is_gone, tags_of};
 use crate::framework::{Context, Value};
+use crate::ownership::Census;
 use crate::planner::{FabricSpec, Network, Placement};
 
 /// What exists of a fabric, by piece.
@@ -35,37 +37,38 @@ fn id(v: &Option<Json>) -> Option<String> {
     v.as_ref().and_then(|j| j["id"].as_str()).map(str::to_owned)
 }
 
-/// The first live item of a list filtered by display name.
-async fn find(oci: &Oci, ctx: &Context, collection: &str, query: String) -> Result<Option<Json>, String> {
-    Ok(oci.list(ctx, Service::Core, collection, &query).await?.into_iter().find(|i| !is_gone(i)))
+/// The first live item of a list filtered by display name that the census admits (pieces of another
+/// owner are recorded); `kind` names it in the official provider's words.
+pub async fn find(oci: &Oci, ctx: &Context, collection: &str, query: String, kind: &str, census: &Census) -> Result<Option<Json>, String> {
+    let items = oci.list(ctx, Service::Core, collection, &query).await?;
+    Ok(items.into_iter().filter(|i| !is_gone(i)).find(|i| {
+        let name = i["displayName"].as_str().unwrap_or_default();
+        census.admit(kind, name, crate::ownership::marker_in(&tags_of(i)), i["timeCreated"].as_str())
+    }))
 }
 
 /// The fabric's security group, found by name in the compartment.
-pub async fn find_nsg(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<Option<Json>, String> {
-    find(
-        oci,
-        ctx,
-        "networkSecurityGroups",
-        format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{fabric}-nsg"))),
-    )
-    .await
+pub async fn find_nsg(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str, census: &Census) -> Result<Option<Json>, String> {
+    let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{fabric}-nsg")));
+    find(oci, ctx, "networkSecurityGroups", q, "oci_core_network_security_group", census).await
 }
 
-pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str) -> Result<FabricLive, String> {
+pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str, census: &Census) -> Result<FabricLive, String> {
     let n = &spec.name;
     let c = encode(compartment);
     let mut live = FabricLive::default();
     match &spec.network {
         Network::Create { .. } => {
-            live.vcn = find(oci, ctx, "vcns", format!("compartmentId={c}&displayName={}", encode(&format!("{n}-vpc")))).await?;
+            let q = format!("compartmentId={c}&displayName={}", encode(&format!("{n}-vpc")));
+            live.vcn = find(oci, ctx, "vcns", q, "oci_core_vcn", census).await?;
             if let Some(vcn) = id(&live.vcn) {
                 let q = format!("compartmentId={c}&vcnId={}&displayName={}", encode(&vcn), encode(&format!("{n}-subnet")));
-                live.subnet = find(oci, ctx, "subnets", q).await?;
+                live.subnet = find(oci, ctx, "subnets", q, "oci_core_subnet", census).await?;
             }
         }
         Network::Existing { .. } => {}
     }
-    live.nsg = find_nsg(ctx, oci, compartment, n).await?;
+    live.nsg = find_nsg(ctx, oci, compartment, n, census).await?;
     if let Some(nsg) = id(&live.nsg) {
         let rules = oci.get(ctx, Service::Core, &format!("/networkSecurityGroups/{nsg}/securityRules")).await?;
         live.rules = rules
@@ -78,7 +81,7 @@ pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &
     if spec.placement == Placement::Cluster {
         let ad = encode(spec.zone.as_deref().unwrap_or_default());
         let q = format!("compartmentId={c}&availabilityDomain={ad}&displayName={}", encode(&format!("{n}-cc")));
-        live.compute_cluster = find(oci, ctx, "computeClusters", q).await?;
+        live.compute_cluster = find(oci, ctx, "computeClusters", q, "oci_core_compute_cluster", census).await?;
     }
     Ok(live)
 }
@@ -96,6 +99,7 @@ pub struct Converged {
 
 /// Creates what is missing and brings tags up to date. Each piece is looked up first, so a failed apply
 /// resumes where it stopped and nothing is created twice.
+#[allow(clippy::too_many_arguments)]
 pub async fn converge(
     ctx: &Context,
     oci: &Oci,
@@ -104,9 +108,11 @@ pub async fn converge(
     gpu: Option<&str>,
     tags: &BTreeMap<String, String>,
     timeout: Duration,
+    census: &Census,
 ) -> Result<Converged, String> {
     let n = &spec.name;
-    let live = observe(ctx, oci, spec, compartment).await?;
+    let live = observe(ctx, oci, spec, compartment, census).await?;
+    census.gate()?;
     let (vcn, subnet) = match &spec.network {
         Network::Existing { vpc_id, subnet_id } => {
             let found = oci.get(ctx, Service::Core, &format!("/subnets/{subnet_id}")).await?;
@@ -230,8 +236,15 @@ pub async fn retag(ctx: &Context, oci: &Oci, collection: &str, item: &Json, tags
 }
 
 /// Deletes the fabric's pieces, dependants first; a given VCN and subnet are left as found.
-pub async fn delete(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str, timeout: Duration) -> Result<(), String> {
-    let live = observe(ctx, oci, spec, compartment).await?;
+pub async fn delete(
+    ctx: &Context,
+    oci: &Oci,
+    spec: &FabricSpec,
+    compartment: &str,
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let live = observe(ctx, oci, spec, compartment, census).await?;
     let n = &spec.name;
     if let Some(cc) = id(&live.compute_cluster) {
         oci.delete(ctx, Service::Core, &format!("/computeClusters/{cc}"), &format!("compute cluster {n}-cc"), timeout).await?;
@@ -293,8 +306,9 @@ pub fn imported_config(
 
 /// The fabric as the `fabric = hpc_gpu_fabric.x` object, from its security group.
 pub async fn fabric_ref(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<(Value, Json), String> {
-    let nsg =
-        find_nsg(ctx, oci, compartment, fabric).await?.ok_or_else(|| format!("the fabric {fabric} no longer exists in the compartment"))?;
+    let nsg = find_nsg(ctx, oci, compartment, fabric, &Census::reading())
+        .await?
+        .ok_or_else(|| format!("the fabric {fabric} no longer exists in the compartment"))?;
     let tags = tags_of(&nsg);
     let tag = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
     let reference = Value::object([
@@ -324,7 +338,9 @@ pub async fn join(
     zone: &str,
     cluster_placement: bool,
 ) -> Result<Joined, String> {
-    let nsg = find_nsg(ctx, oci, compartment, fabric)
+    // Another resource's pieces, read to join them, never changed.
+    let reading = Census::reading();
+    let nsg = find_nsg(ctx, oci, compartment, fabric, &reading)
         .await?
         .ok_or_else(|| format!("fabric {fabric} has no security group {fabric}-nsg: apply the fabric first"))?;
     let tags = tags_of(&nsg);
@@ -334,7 +350,7 @@ pub async fn join(
             let vcn = nsg["vcnId"].as_str().unwrap_or_default();
             let q =
                 format!("compartmentId={}&vcnId={}&displayName={}", encode(compartment), encode(vcn), encode(&format!("{fabric}-subnet")));
-            let found = find(oci, ctx, "subnets", q)
+            let found = find(oci, ctx, "subnets", q, "oci_core_subnet", &reading)
                 .await?
                 .ok_or_else(|| format!("fabric {fabric} has no subnet {fabric}-subnet: apply the fabric again"))?;
             found["id"].as_str().unwrap_or_default().to_owned()
@@ -347,7 +363,7 @@ pub async fn join(
             encode(zone),
             encode(&format!("{fabric}-cc"))
         );
-        let cc = find(oci, ctx, "computeClusters", q)
+        let cc = find(oci, ctx, "computeClusters", q, "oci_core_compute_cluster", &reading)
             .await?
             .ok_or_else(|| format!("fabric {fabric} has no compute cluster {fabric}-cc: apply the fabric again"))?;
         Some(cc["id"].as_str().unwrap_or_default().to_owned())

@@ -2,7 +2,8 @@
 //! subnet, behind the fabric's security group, with its performance tier (MB/s per TB) and capacity in GB
 //! (at least 31,200 GB, in steps of 10,400 GB up to 124,800 GB and of 41,600 GB above: OCI "Managing Lustre
 //! file systems" and "Increasing File System Capacity", checked at plan time), grown in place, and an
-//! optional Object Storage link. Create, update and delete are work requests, polled to the end.
+//! optional Object Storage link. Create, update and delete are work requests, polled to the end. Only a
+//! filesystem whose `hpc:owner` freeform tag the census admits is changed or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,12 +12,18 @@ use serde_json::{Value as Json, json};
 
 use super::api::{Oci, Service, encode, is_gone, tags_of};
 use crate::framework::{Context, Value};
+use crate::ownership::{Census, marker_in};
 use crate::planner::FilesystemSpec;
 
-/// The filesystem named `name` in the compartment, if it exists.
-pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str) -> Result<Option<Json>, String> {
+/// The filesystem named `name` in the compartment the census admits, if it exists.
+pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
     let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(name));
-    let found = oci.list(ctx, Service::Lustre, "lustreFileSystems", &q).await?.into_iter().find(|f| !is_gone(f));
+    let found = oci
+        .list(ctx, Service::Lustre, "lustreFileSystems", &q)
+        .await?
+        .into_iter()
+        .filter(|f| !is_gone(f))
+        .find(|f| census.admit("oci_lustre_file_storage_lustre_file_system", name, marker_in(&tags_of(f)), f["timeCreated"].as_str()));
     match found {
         // The list holds summaries; the full resource has the mount address.
         Some(s) => oci.get(ctx, Service::Lustre, &format!("/lustreFileSystems/{}", s["id"].as_str().unwrap_or_default())).await,
@@ -54,11 +61,14 @@ pub async fn converge(
     compartment: &str,
     tags: &BTreeMap<String, String>,
     timeout: Duration,
+    census: &Census,
 ) -> Result<Json, String> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
     let what = format!("Lustre file system {}", spec.name);
-    let fs = match observe(ctx, oci, compartment, &spec.name).await? {
+    let found = observe(ctx, oci, compartment, &spec.name, census).await?;
+    census.gate()?;
+    let fs = match found {
         None => {
             let joined = super::fabric::join(ctx, oci, compartment, &f.name, &zone, false).await?;
             let body = json!({
@@ -128,9 +138,9 @@ pub async fn converge(
     Ok(fs)
 }
 
-/// Deletes the link, then the filesystem, and waits for the work request.
-pub async fn delete(ctx: &Context, oci: &Oci, compartment: &str, name: &str, timeout: Duration) -> Result<(), String> {
-    let Some(fs) = observe(ctx, oci, compartment, name).await? else { return Ok(()) };
+/// Deletes the link, then the filesystem (if it is the census's), and waits for the work request.
+pub async fn delete(ctx: &Context, oci: &Oci, compartment: &str, name: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+    let Some(fs) = observe(ctx, oci, compartment, name, census).await? else { return Ok(()) };
     let id = fs["id"].as_str().unwrap_or_default();
     for link in links(ctx, oci, compartment, id).await? {
         let link_id = link["id"].as_str().unwrap_or_default();
@@ -157,7 +167,7 @@ pub async fn imported_config(
     let (fabric_ref, _) = super::fabric::fabric_ref(ctx, oci, compartment, fabric).await?;
     let cluster_ref = match tags.get("hpc:cluster") {
         Some(cluster) => {
-            let (config, _) = super::cluster::imported_config(ctx, oci, compartment, cluster, defaults).await?;
+            let (config, _) = super::cluster::imported_config(ctx, oci, compartment, cluster, defaults, &Census::reading()).await?;
             let per_node = fabric_ref
                 .get("instance_type")
                 .as_str()

@@ -1,0 +1,538 @@
+//! Who owns a piece in the cloud, and the one rule every resource and every cloud goes through.
+//!
+//! Every piece a resource instance creates carries its owner's marker (a tag, label or description
+//! field, `hpc:owner`), and the same marker is recorded in that instance's state (`owner`). Observe,
+//! converge, read and delete keep only the pieces with this instance's marker ([`Census::admit`]); pieces
+//! of another owner that carry the same names are recorded instead, so that
+//! - a create whose names are taken by another owner is refused before anything is created or changed
+//!   ([`Census::gate`], with the diagnostic [`Census::refusal`] on `name`);
+//! - destroy and update leave them alone and say so ([`Census::left_alone`]);
+//! - import adopts the marker the pieces carry ([`Census::adopting`], [`Census::adopted`]).
+//!
+//! A create interrupted so hard that its state never reached the CLI (the provider killed) is resumed by
+//! the next apply from the same working directory and workspace through the [`journal`]: the marker is
+//! written there before the first piece is made and removed once the state is handed back. Nothing else
+//! adopts pieces by name. State written before markers existed is upgraded to a legacy marker
+//! ([`Owner::legacy`]), which also owns the unmarked pieces with its names: the first refresh records it
+//! and changes nothing in the cloud.
+//!
+//! Must not: know any cloud's API or vocabulary beyond the marker's spelling (clouds translate their
+//! tags, labels and descriptions to [`marker_in`] themselves).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::framework::Value;
+
+/// The tag key of the owner marker (Google labels spell it `hpc_owner`).
+pub const KEY: &str = "hpc:owner";
+
+/// The state attribute that records the marker.
+pub const ATTRIBUTE: &str = "owner";
+
+const LEGACY: &str = "legacy-";
+
+/// The resource instance a piece belongs to, as its marker spells it: `<created UTC>-<64 random bits>`
+/// (`20261201t083555z-3f9a1c2b7d4e6a01`, valid as a tag, a label and inside a description), or
+/// `legacy-<hash of the id>` for state written before markers existed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    marker: String,
+}
+
+impl Owner {
+    /// A new owner for a create, minted from the clock and the system's random source.
+    pub fn mint() -> Owner {
+        let mut random = [0u8; 8];
+        let _ = aws_lc_rs::rand::fill(&mut random);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        Owner { marker: format!("{}-{}", compact_time(now), hex(&random)) }
+    }
+
+    /// The owner of state written before markers existed: derived from the resource's type and id, so
+    /// every upgrade of the same state agrees.
+    pub fn legacy(resource_type: &str, id: &str) -> Owner {
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, format!("{resource_type}\n{id}").as_bytes());
+        Owner { marker: format!("{LEGACY}{}", hex(&digest.as_ref()[..8])) }
+    }
+
+    /// The owner a marker names, if it is one.
+    pub fn parse(marker: &str) -> Option<Owner> {
+        let ok = (1..=63).contains(&marker.len())
+            && marker.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && marker.contains('-');
+        ok.then(|| Owner { marker: marker.to_owned() })
+    }
+
+    /// The owner recorded in a state; state without one (written before markers existed, and not yet
+    /// upgraded) is the legacy owner of its id.
+    pub fn of_state(resource_type: &str, state: &Value) -> Owner {
+        match state.get(ATTRIBUTE).as_str().and_then(Owner::parse) {
+            Some(o) => o,
+            None => Owner::legacy(resource_type, state.get("id").as_str().unwrap_or_default()),
+        }
+    }
+
+    pub fn marker(&self) -> &str {
+        &self.marker
+    }
+
+    /// An owner from before markers: it also owns the unmarked pieces with its names.
+    pub fn is_legacy(&self) -> bool {
+        self.marker.starts_with(LEGACY)
+    }
+
+    /// Whether a piece with this marker (or none) is this owner's.
+    pub fn admits(&self, marker: Option<&str>) -> bool {
+        match marker {
+            Some(m) => m == self.marker,
+            None => self.is_legacy(),
+        }
+    }
+}
+
+/// When the owner behind a marker was minted, as `2026-12-01 08:35:55 UTC`.
+pub fn created_of(marker: &str) -> Option<String> {
+    let t = marker.split('-').next()?;
+    let (date, time) = t.split_once('t')?;
+    let time = time.strip_suffix('z')?;
+    if date.len() != 8 || time.len() != 6 || !date.chars().chain(time.chars()).all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some(format!("{}-{}-{} {}:{}:{} UTC", &date[..4], &date[4..6], &date[6..], &time[..2], &time[2..4], &time[4..]))
+}
+
+/// `20261201t083555z` for seconds since the epoch.
+fn compact_time(secs: u64) -> String {
+    let (y, m, d) = crate::clock::civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    format!("{y:04}{m:02}{d:02}t{:02}{:02}{:02}z", s / 3600, s % 3600 / 60, s % 60)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The marker among a piece's tags or labels (`hpc:owner`, or Google's `hpc_owner`).
+pub fn marker_in(tags: &BTreeMap<String, String>) -> Option<&str> {
+    tags.get(KEY).or_else(|| tags.get("hpc_owner")).map(String::as_str)
+}
+
+/// The marker in a JSON tag object (Azure tags, OCI freeform tags).
+pub fn marker_in_json(tags: &serde_json::Value) -> Option<&str> {
+    tags.get(KEY).or_else(|| tags.get("hpc_owner")).and_then(serde_json::Value::as_str)
+}
+
+/// One piece that carries this resource's names but is not its owner's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sighting {
+    /// The piece's kind in the official providers' vocabulary (`aws_instance`).
+    pub kind: String,
+    /// Its name or the cloud's id for it.
+    pub name: String,
+    /// Its owner's marker; `None` for a piece without one (made before markers, or by hand).
+    pub marker: Option<String>,
+    /// When the cloud says it was made, where it says so.
+    pub created: Option<String>,
+}
+
+/// What this apply, refresh or import is doing, for [`Census::gate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Creating; `resuming` when the journal named an interrupted create of this instance.
+    Create { resuming: bool },
+    /// Updating, refreshing or destroying an instance whose state records its owner.
+    Own,
+    /// Importing: every piece with the names is admitted, and the markers they carry are noted.
+    Adopt,
+    /// Reading another resource's pieces (a cluster reading its fabric's network): everything admitted.
+    Read,
+}
+
+/// The pieces one operation saw: it admits this owner's and records everyone else's.
+#[derive(Debug)]
+pub struct Census {
+    owner: Owner,
+    mode: Mode,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    mine: usize,
+    others: Vec<Sighting>,
+    adopted: BTreeMap<Option<String>, usize>,
+    refused: bool,
+    /// Gates passed so far: a refusal after one has passed may leave pieces made in between.
+    passed: usize,
+    import_id: Option<String>,
+}
+
+impl Census {
+    /// For a create by `owner`; `resuming` when the journal says an earlier create of it was interrupted.
+    pub fn creating(owner: Owner, resuming: bool) -> Census {
+        Census::new(owner, Mode::Create { resuming })
+    }
+
+    /// For an update, refresh or destroy of an instance whose state records `owner`.
+    pub fn owned(owner: Owner) -> Census {
+        Census::new(owner, Mode::Own)
+    }
+
+    /// For an import: admits every piece with the names and notes their markers.
+    pub fn adopting() -> Census {
+        Census::new(Owner { marker: String::new() }, Mode::Adopt)
+    }
+
+    /// For reading another resource's pieces, which this one neither changes nor deletes.
+    pub fn reading() -> Census {
+        Census::new(Owner { marker: String::new() }, Mode::Read)
+    }
+
+    fn new(owner: Owner, mode: Mode) -> Census {
+        Census { owner, mode, seen: Mutex::new(Seen::default()) }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    pub fn is_creating(&self) -> bool {
+        matches!(self.mode, Mode::Create { .. })
+    }
+
+    /// The marker new pieces get: this owner's (nothing while importing or reading).
+    pub fn marker(&self) -> Option<&str> {
+        matches!(self.mode, Mode::Create { .. } | Mode::Own).then(|| self.owner.marker())
+    }
+
+    /// Whether a piece with these names and `marker` is this resource's to change or delete. Pieces of
+    /// other owners are recorded (once per kind and name) for the gate and the diagnostics.
+    pub fn admit(&self, kind: &str, name: &str, marker: Option<&str>, created: Option<&str>) -> bool {
+        let mut seen = self.seen();
+        match self.mode {
+            Mode::Read => true,
+            Mode::Adopt => {
+                *seen.adopted.entry(marker.map(str::to_owned)).or_default() += 1;
+                true
+            }
+            Mode::Create { .. } | Mode::Own => {
+                if self.owner.admits(marker) {
+                    seen.mine += 1;
+                    return true;
+                }
+                if !seen.others.iter().any(|s| s.kind == kind && s.name == name) {
+                    seen.others.push(Sighting {
+                        kind: kind.to_owned(),
+                        name: name.to_owned(),
+                        marker: marker.map(str::to_owned),
+                        created: created.map(str::to_owned),
+                    });
+                }
+                false
+            }
+        }
+    }
+
+    /// Whether a piece with `marker` is this operation's to use, without recording anything: for pieces
+    /// found by id rather than by name (a network given to join).
+    pub fn claims(&self, marker: Option<&str>) -> bool {
+        match self.mode {
+            Mode::Read | Mode::Adopt => true,
+            Mode::Create { .. } | Mode::Own => self.owner.admits(marker),
+        }
+    }
+
+    /// [`Census::admit`] for a piece whose marker is among its tags or labels.
+    pub fn admit_tagged(&self, kind: &str, name: &str, tags: &BTreeMap<String, String>, created: Option<&str>) -> bool {
+        self.admit(kind, name, marker_in(tags), created)
+    }
+
+    /// Called by every create after it has looked and before it makes or changes anything: refuses when
+    /// the names are taken by another owner and nothing of this owner's exists to resume. Updates and
+    /// destroys pass (they only ever touch what [`Census::admit`] admitted).
+    pub fn gate(&self) -> Result<(), String> {
+        let mut seen = self.seen();
+        let Mode::Create { resuming } = self.mode else { return Ok(()) };
+        if seen.others.is_empty() || (resuming && seen.mine > 0) {
+            seen.passed += 1;
+            return Ok(());
+        }
+        seen.refused = true;
+        Err(format!("the name is taken by {} piece(s) of another owner; nothing was created or changed", seen.others.len()))
+    }
+
+    /// [`Census::gate`] for a look ahead at pieces made later in the same create (a cluster's nodes before
+    /// its own network): it refuses the same way, and passing it makes nothing.
+    pub fn look_ahead(&self) -> Result<(), String> {
+        self.gate()?;
+        let mut seen = self.seen();
+        seen.passed = seen.passed.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Whether [`Census::gate`] refused.
+    pub fn refused(&self) -> bool {
+        self.seen().refused
+    }
+
+    /// Whether a gate passed before the refusal, so that something may have been made in between (a
+    /// cluster's own network before its nodes were refused).
+    pub fn made_before_refusal(&self) -> bool {
+        self.seen().passed > 0
+    }
+
+    /// The id an import of the other owner's pieces would take, for the refusal's advice.
+    pub fn set_import_id(&self, id: impl Into<String>) {
+        self.seen().import_id = Some(id.into());
+    }
+
+    pub fn import_id(&self) -> Option<String> {
+        self.seen().import_id.clone()
+    }
+
+    /// The pieces of other owners seen so far.
+    pub fn others(&self) -> Vec<Sighting> {
+        self.seen().others.clone()
+    }
+
+    /// For an import: the one marker the admitted pieces carry (`Ok(None)` when none carries one), or the
+    /// markers when pieces of several owners answer to the names.
+    pub fn adopted(&self) -> Result<Option<String>, Vec<Option<String>>> {
+        let seen = self.seen();
+        let markers: Vec<Option<String>> = seen.adopted.keys().cloned().collect();
+        match markers.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(one.clone()),
+            _ => Err(markers),
+        }
+    }
+
+    /// The refusal's detail: what exists, whose it is and when it was made, and the two ways out.
+    pub fn refusal(&self, what: &str, name: &str) -> String {
+        let mut text = format!(
+            "{what} {name:?} cannot be created: pieces with its names already exist and belong to another owner (another state, \
+             workspace or configuration), and creating it would change or delete them:\n{}\nNothing was created or changed. Either choose \
+             another name for this one (name = \"{name}-2\", say), or adopt the existing pieces into this state with import",
+            summary(&self.others())
+        );
+        match self.import_id() {
+            Some(id) => text.push_str(&format!(" (import id {id:?})")),
+            None => text.push_str(" (see the resource's import id in the docs)"),
+        }
+        text.push_str(", and then remove them from the other state so that only one state manages them.");
+        text
+    }
+
+    /// The warning a destroy or update gives when it left same-named pieces of another owner alone.
+    pub fn left_alone(&self, what: &str, name: &str) -> Option<String> {
+        let others = self.others();
+        (!others.is_empty()).then(|| {
+            format!(
+                "{what} {name:?} changed and deleted only its own pieces. These carry its names but belong to another owner, and were \
+                 left as they are:\n{}",
+                summary(&others)
+            )
+        })
+    }
+}
+
+/// Sightings grouped by kind and owner: `- 4 x aws_instance (train-0, ...), owner ..., created ...`.
+fn summary(others: &[Sighting]) -> String {
+    let mut groups: BTreeMap<(String, Option<String>), Vec<&Sighting>> = BTreeMap::new();
+    for s in others {
+        groups.entry((s.kind.clone(), s.marker.clone())).or_default().push(s);
+    }
+    let mut lines = Vec::new();
+    for ((kind, marker), items) in groups {
+        let mut names: Vec<&str> = items.iter().map(|s| s.name.as_str()).collect();
+        names.sort();
+        let shown = if names.len() > 4 { format!("{}, ... {}", names[..3].join(", "), names[names.len() - 1]) } else { names.join(", ") };
+        let owner = match &marker {
+            Some(m) => format!("owner {m}"),
+            None => "no owner marker (made before markers existed, or outside this provider)".to_owned(),
+        };
+        let created = marker
+            .as_deref()
+            .and_then(created_of)
+            .or_else(|| items.iter().filter_map(|s| s.created.clone()).min())
+            .map_or_else(|| "created at an unknown time".to_owned(), |c| format!("created {c}"));
+        lines.push(format!("  - {} x {kind} ({shown}), {owner}, {created}", items.len()));
+    }
+    lines.join("\n")
+}
+
+pub mod journal {
+    //! Creates in flight, kept in the working directory (`.terraform/hpc-provider/pending/`, or under
+    //! `TF_DATA_DIR`), one file per resource instance and workspace: the marker is written before a
+    //! create makes its first piece and removed once the state goes back to the CLI. A file that is still
+    //! there at the next create of the same instance means the provider died mid-create (killed, out of
+    //! memory, the machine lost): that create resumes under the same marker. The journal is on only in the
+    //! plugin process ([`enable`]), never in tests that call resources directly.
+
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    use super::Owner;
+
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+    /// Turns the journal on for this process, in the CLI's data directory under the working directory.
+    pub fn enable() {
+        let data = std::env::var_os("TF_DATA_DIR").map_or_else(|| PathBuf::from(".terraform"), PathBuf::from);
+        let _ = DIR.set(Some(data));
+    }
+
+    /// Turns it on in a directory of a test's choosing.
+    pub fn enable_in(data_dir: PathBuf) {
+        let _ = DIR.set(Some(data_dir));
+    }
+
+    fn data_dir() -> Option<&'static PathBuf> {
+        DIR.get().and_then(Option::as_ref)
+    }
+
+    /// The workspace the CLI runs in: `TF_WORKSPACE`, else the one `workspace select` recorded.
+    fn workspace(data: &std::path::Path) -> String {
+        std::env::var("TF_WORKSPACE")
+            .ok()
+            .filter(|w| !w.is_empty())
+            .or_else(|| std::fs::read_to_string(data.join("environment")).ok().map(|s| s.trim().to_owned()).filter(|w| !w.is_empty()))
+            .unwrap_or_else(|| "default".to_owned())
+    }
+
+    fn path(key: &str) -> Option<PathBuf> {
+        let data = data_dir()?;
+        let full = format!("{}\n{key}", workspace(data));
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, full.as_bytes());
+        Some(data.join("hpc-provider").join("pending").join(format!("{}.json", super::hex(&digest.as_ref()[..16]))))
+    }
+
+    /// The owner of an interrupted create of `key`, if the journal has one.
+    pub fn pending(key: &str) -> Option<Owner> {
+        let text = std::fs::read_to_string(path(key)?).ok()?;
+        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+        (json["key"].as_str() == Some(key)).then(|| json["owner"].as_str().and_then(Owner::parse)).flatten()
+    }
+
+    /// Records that a create of `key` by `owner` is starting (written and synced before it makes anything).
+    pub fn begin(key: &str, owner: &Owner) -> Result<(), String> {
+        let Some(path) = path(key) else { return Ok(()) };
+        let dir = path.parent().unwrap_or(&path).to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let body = serde_json::json!({"key": key, "owner": owner.marker(), "pid": std::process::id()});
+        let tmp = path.with_extension("tmp");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(body.to_string().as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&dir)?.sync_all()
+        };
+        write().map_err(|e| format!("recording the create in {}: {e}", path.display()))
+    }
+
+    /// The create of `key` handed its state back (or made nothing): forget it.
+    pub fn end(key: &str) {
+        if let Some(path) = path(key) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_valid_labels_and_name_their_time() {
+        let o = Owner::mint();
+        let m = o.marker();
+        assert!(m.len() <= 63 && m.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'), "{m}");
+        assert_eq!(Owner::parse(m), Some(o.clone()));
+        assert!(created_of(m).is_some_and(|c| c.starts_with("20") && c.ends_with(" UTC")), "{m}");
+        assert_ne!(Owner::mint(), o, "two creates get two owners");
+        assert_eq!(created_of("20261201t083555z-3f9a1c2b7d4e6a01").as_deref(), Some("2026-12-01 08:35:55 UTC"));
+        assert_eq!(compact_time(1_796_114_155), "20261201t083555z");
+    }
+
+    #[test]
+    fn legacy_owners_are_stable_and_own_unmarked_pieces() {
+        let a = Owner::legacy("hpc_gpu_cluster", "aws/us-east-1/train");
+        assert_eq!(a, Owner::legacy("hpc_gpu_cluster", "aws/us-east-1/train"));
+        assert_ne!(a, Owner::legacy("hpc_gpu_cluster", "aws/us-west-2/train"));
+        assert!(a.is_legacy() && a.admits(None) && a.admits(Some(a.marker())) && !a.admits(Some("20261201t083555z-00")));
+        let new = Owner::mint();
+        assert!(!new.admits(None), "a new owner never takes unmarked pieces");
+        let state = Value::object([("id", Value::from("aws/us-east-1/train"))]);
+        assert_eq!(Owner::of_state("hpc_gpu_cluster", &state), a);
+    }
+
+    #[test]
+    fn a_create_is_refused_when_another_owner_has_the_names() {
+        let c = Census::creating(Owner::mint(), false);
+        assert!(!c.admit("aws_instance", "train-0", Some("20250101t000000z-aaaa"), None));
+        assert!(!c.admit("aws_instance", "train-1", Some("20250101t000000z-aaaa"), None));
+        assert!(!c.admit("aws_launch_template", "train-lt", None, Some("2025-01-01")));
+        assert!(c.gate().is_err() && c.refused());
+        let text = c.refusal("Cluster", "train");
+        assert!(
+            text.contains("2 x aws_instance (train-0, train-1), owner 20250101t000000z-aaaa, created 2025-01-01 00:00:00 UTC"),
+            "{text}"
+        );
+        assert!(text.contains("1 x aws_launch_template (train-lt), no owner marker"), "{text}");
+        assert!(text.contains("choose another name") && text.contains("import"), "{text}");
+    }
+
+    #[test]
+    fn a_resumed_create_goes_on_beside_another_owner_but_a_fresh_one_does_not() {
+        let mine = Owner::mint();
+        let resumed = Census::creating(mine.clone(), true);
+        assert!(resumed.admit("aws_instance", "train-0", Some(mine.marker()), None));
+        assert!(!resumed.admit("aws_instance", "train-0", Some("20250101t000000z-aaaa"), None));
+        assert!(resumed.gate().is_ok());
+        let nothing_yet = Census::creating(mine, true);
+        assert!(!nothing_yet.admit("aws_instance", "train-0", Some("20250101t000000z-aaaa"), None));
+        assert!(nothing_yet.gate().is_err(), "a resume that finds nothing of its own is a fresh create");
+        let alone = Census::creating(Owner::mint(), false);
+        assert!(alone.gate().is_ok(), "free names");
+    }
+
+    #[test]
+    fn updates_and_destroys_pass_the_gate_and_report_what_they_left() {
+        let o = Owner::mint();
+        let c = Census::owned(o.clone());
+        assert!(c.admit("aws_instance", "train-0", Some(o.marker()), None));
+        assert!(!c.admit("aws_instance", "train-0", Some("20250101t000000z-bbbb"), None));
+        assert!(c.gate().is_ok());
+        let left = c.left_alone("Cluster", "train").unwrap();
+        assert!(left.contains("1 x aws_instance (train-0), owner 20250101t000000z-bbbb"), "{left}");
+        assert!(Census::owned(o).left_alone("Cluster", "train").is_none());
+    }
+
+    #[test]
+    fn an_import_adopts_the_one_marker_the_pieces_carry() {
+        let c = Census::adopting();
+        assert!(c.admit("aws_instance", "train-0", Some("20250101t000000z-aaaa"), None));
+        assert!(c.admit("aws_instance", "train-1", Some("20250101t000000z-aaaa"), None));
+        assert_eq!(c.adopted(), Ok(Some("20250101t000000z-aaaa".into())));
+        c.admit("aws_instance", "train-2", None, None);
+        assert!(c.adopted().is_err());
+        assert_eq!(Census::adopting().adopted(), Ok(None));
+    }
+
+    #[test]
+    fn many_pieces_are_summarised() {
+        let c = Census::owned(Owner::mint());
+        for i in 0..10 {
+            c.admit("google_compute_instance", &format!("n-{i}"), Some("20250101t000000z-cccc"), None);
+        }
+        let text = c.left_alone("Cluster", "n").unwrap();
+        assert!(text.contains("10 x google_compute_instance (n-0, n-1, n-2, ... n-9)"), "{text}");
+    }
+}
