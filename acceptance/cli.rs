@@ -253,3 +253,48 @@ pub fn own_network_lifecycle(
     w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
     assert!(empty(), "{address}: the emulator still holds something after destroy");
 }
+
+/// A filesystem mirror for `init`: this test run's provider binary as hpc-platform/hpc (both CLIs' `init`
+/// look up dev-overridden providers too), and with `with_local` hashicorp/local from the mirror
+/// `./scripts/test.sh` builds (HPC_LOCAL_MIRROR). The CLI configuration of `w` then installs from it.
+pub fn use_mirror(w: &Workdir, with_local: bool) {
+    let mirror = w.dir.path().join("mirror");
+    let version = env!("CARGO_PKG_VERSION");
+    let hosts = ["registry.opentofu.org", "registry.terraform.io"];
+    // Files, not symlinks: the CLIs do not follow a symlinked directory in a mirror.
+    let place = |src: &Path, dir: &Path, file: &str| {
+        std::fs::create_dir_all(dir).unwrap();
+        if std::fs::hard_link(src, dir.join(file)).is_err() {
+            std::fs::copy(src, dir.join(file)).unwrap();
+        }
+    };
+    let mut sources = Vec::new();
+    for host in hosts {
+        if with_local {
+            let local = std::env::var("HPC_LOCAL_MIRROR").unwrap_or_else(|_| {
+                panic!(
+                    "HPC_LOCAL_MIRROR is not set: run the acceptance tests through ./scripts/test.sh, which builds hashicorp/local into a mirror"
+                )
+            });
+            let file = "terraform-provider-local_v1.4.0";
+            let platform = "1.4.0/linux_amd64";
+            let local_dir = Path::new(&local).join(host).join("hashicorp/local").join(platform);
+            place(&local_dir.join(file), &mirror.join(host).join("hashicorp/local").join(platform), file);
+            sources.push(format!("\"{host}/hashicorp/local\""));
+        }
+        let hpc = provider_dir().join("terraform-provider-hpc");
+        place(
+            &hpc,
+            &mirror.join(host).join("hpc-platform/hpc").join(version).join("linux_amd64"),
+            &format!("terraform-provider-hpc_v{version}"),
+        );
+        sources.push(format!("\"{host}/hpc-platform/hpc\""));
+    }
+    let sources = sources.join(", ");
+    let config = format!(
+        "provider_installation {{\n  dev_overrides {{\n    \"hpc-platform/hpc\" = \"{}\"\n  }}\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [{sources}]\n  }}\n  direct {{\n    exclude = [{sources}]\n  }}\n}}\n",
+        provider_dir().display(),
+        mirror.display()
+    );
+    std::fs::write(w.dir.path().join("cli.tfrc"), config).unwrap();
+}

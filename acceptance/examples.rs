@@ -143,48 +143,6 @@ pub fn module_examples() -> Vec<String> {
     out
 }
 
-/// A filesystem mirror for `init`: hashicorp/local from the mirror `./scripts/test.sh` builds
-/// (HPC_LOCAL_MIRROR), and this test run's provider binary as hpc-platform/hpc (both CLIs' `init` look up
-/// dev-overridden providers too). The CLI configuration of `w` then installs from it.
-fn use_mirror(w: &Workdir) {
-    let local = std::env::var("HPC_LOCAL_MIRROR").unwrap_or_else(|_| {
-        panic!(
-            "HPC_LOCAL_MIRROR is not set: run the acceptance tests through ./scripts/test.sh, which builds hashicorp/local into a mirror"
-        )
-    });
-    let mirror = w.dir.path().join("mirror");
-    let version = env!("CARGO_PKG_VERSION");
-    let hosts = ["registry.opentofu.org", "registry.terraform.io"];
-    // Files, not symlinks: the CLIs do not follow a symlinked directory in a mirror.
-    let place = |src: &std::path::Path, dir: &std::path::Path, file: &str| {
-        std::fs::create_dir_all(dir).unwrap();
-        if std::fs::hard_link(src, dir.join(file)).is_err() {
-            std::fs::copy(src, dir.join(file)).unwrap();
-        }
-    };
-    for host in hosts {
-        let file = "terraform-provider-local_v1.4.0";
-        let platform = "1.4.0/linux_amd64";
-        let local_dir = std::path::Path::new(&local).join(host).join("hashicorp/local").join(platform);
-        place(&local_dir.join(file), &mirror.join(host).join("hashicorp/local").join(platform), file);
-        let hpc = crate::cli::provider_dir().join("terraform-provider-hpc");
-        place(
-            &hpc,
-            &mirror.join(host).join("hpc-platform/hpc").join(version).join("linux_amd64"),
-            &format!("terraform-provider-hpc_v{version}"),
-        );
-    }
-    let sources: Vec<String> =
-        hosts.iter().flat_map(|h| [format!("\"{h}/hashicorp/local\""), format!("\"{h}/hpc-platform/hpc\"")]).collect();
-    let sources = sources.join(", ");
-    let config = format!(
-        "provider_installation {{\n  dev_overrides {{\n    \"hpc-platform/hpc\" = \"{}\"\n  }}\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [{sources}]\n  }}\n  direct {{\n    exclude = [{sources}]\n  }}\n}}\n",
-        crate::cli::provider_dir().display(),
-        mirror.display()
-    );
-    std::fs::write(w.dir.path().join("cli.tfrc"), config).unwrap();
-}
-
 /// examples/composition (OpenTofu only: terraform_data, moved): a VPC and subnet made outside any
 /// configuration, published by the network team's configuration in its local state, read through
 /// terraform_remote_state, joined by id; the nodes handed to hashicorp/local files and terraform_data; a
@@ -217,7 +175,7 @@ pub fn composition_with_an_existing_estate(cli: &Cli) {
 
     let w =
         clouds.env(Workdir::for_path(cli, "examples/composition/cluster")).env("TF_VAR_network_state_path", &state.display().to_string());
-    use_mirror(&w);
+    crate::cli::use_mirror(&w, true);
     install(&w);
     let first = plan(&w, 2).stdout;
     assert!(first.contains(&format!("vpc_id        = \"{vpc}\"")) || first.contains(&vpc), "the fabric joins the existing VPC:\n{first}");

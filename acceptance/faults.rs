@@ -3,8 +3,10 @@
 //! slow answers), and each scenario must converge: the apply succeeds (or, without capacity, fails with a
 //! diagnostic naming the node type and zone, keeps everything that exists in state, and the next apply
 //! finishes), the re-plan is empty, and destroy leaves the emulator empty (no orphans). Interruptions: the
-//! provider killed (SIGKILL) while it waits for nodes, and Ctrl-C during a long wait; afterwards a re-apply
-//! adopts what exists (nothing duplicated) and destroy leaves nothing. Prints a table per cloud.
+//! provider killed (SIGKILL) while it waits for nodes, and Ctrl-C during a long wait, each with a foreign
+//! cluster of the same names made beside it meanwhile (another owner's marker); afterwards a re-apply
+//! finishes with exactly the planned nodes of its own (nothing duplicated), the foreign cluster is never
+//! touched, and destroy leaves nothing of ours. Prints a table per cloud.
 
 use std::time::{Duration, Instant};
 
@@ -17,8 +19,8 @@ use crate::cli::{Cli, Run, Workdir};
 type AdminFn = Box<dyn Fn(&str, &str, Option<Value>) -> Value>;
 
 /// One cloud's emulator and how to reach it.
-struct Target {
-    cloud: &'static str,
+pub struct Target {
+    pub cloud: &'static str,
     case: &'static str,
     env: Vec<(String, String)>,
     admin: AdminFn,
@@ -28,22 +30,37 @@ struct Target {
     sku: &'static str,
     place: &'static str,
     /// The list call a cluster's wait polls (slowed down for the interruption tests).
-    wait_call: (&'static str, &'static str),
+    pub wait_call: (&'static str, &'static str),
     _aws: Option<AwsEmulator>,
     _oci: Option<OciKey>,
 }
 
+/// The emulator of `cloud` with its case (`<cloud>_cluster`: a fabric, 4 nodes and Lustre).
+pub fn target(cloud: &str) -> Target {
+    match cloud {
+        "aws" => aws(),
+        "gcp" => gcp(),
+        "azure" => azure(),
+        _ => oci(),
+    }
+}
+
+/// The ids of the nodes the emulator holds.
+pub fn node_ids(t: &Target) -> Vec<String> {
+    t.leftovers().into_iter().filter(|id| is_node(t.cloud, id)).collect()
+}
+
 impl Target {
-    fn workdir(&self, cli: &Cli) -> Workdir {
+    pub fn workdir(&self, cli: &Cli) -> Workdir {
         self.env.iter().fold(Workdir::new(cli, self.case), |w, (k, v)| w.env(k, v))
     }
 
-    fn admin(&self, method: &str, route: &str, body: Option<Value>) -> Value {
+    pub fn admin(&self, method: &str, route: &str, body: Option<Value>) -> Value {
         (self.admin)(method, route, body)
     }
 
     /// Everything the emulator holds, as one flat list of ids.
-    fn leftovers(&self) -> Vec<String> {
+    pub fn leftovers(&self) -> Vec<String> {
         let inv = self.admin("GET", "inventory", None);
         let mut out = Vec::new();
         for kinds in inv["resources"].as_object().into_iter().flat_map(|s| s.values()) {
@@ -58,6 +75,11 @@ impl Target {
             }
         }
         out
+    }
+
+    /// Every resource with the body a client reads (tags included), by id.
+    pub fn snapshot(&self) -> Value {
+        self.admin("GET", "snapshot", None)
     }
 
     fn fired(&self) -> u64 {
@@ -259,6 +281,12 @@ fn interrupted(t: &Target, cli: &Cli, kill: bool) -> Outcome {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(300));
+    // Another owner's cluster with our names appears beside the one being built.
+    let foreign = make_foreign(t);
+    if foreign.is_empty() {
+        problems.push("no foreign cluster could be made".to_owned());
+    }
+    let foreign_before = foreign_view(t, &foreign);
     let signalled = Instant::now();
     if kill {
         match provider_pid(child.id()) {
@@ -283,18 +311,50 @@ fn interrupted(t: &Target, cli: &Cli, kill: bool) -> Outcome {
     }
     let fired = t.fired();
     t.admin("DELETE", "faults", None);
-    let before = t.leftovers().iter().filter(|id| is_node(t.cloud, id)).count();
+    // Our nodes: the foreign ones (and a foreign scale set's VMs) do not count.
+    let ours =
+        |t: &Target| t.leftovers().iter().filter(|id| is_node(t.cloud, id) && !foreign.iter().any(|f| id.starts_with(f.as_str()))).count();
+    let before = ours(t);
     let again = apply(&w);
     let replan = plan_code(&w);
-    let nodes = t.leftovers().iter().filter(|id| is_node(t.cloud, id)).count();
+    let nodes = ours(t);
     if again.code != Some(0) || replan != Some(0) {
         problems.push(format!("the re-apply: apply {:?}, re-plan {replan:?}: {}", again.code, again.output()));
     }
     if nodes != 4 {
-        problems.push(format!("{nodes} nodes after the re-apply ({before} existed after the interruption); want exactly 4"));
+        problems.push(format!("{nodes} nodes of ours after the re-apply ({before} existed after the interruption); want exactly 4"));
     }
+    if let Some(d) = foreign_change(t, &foreign, &foreign_before) {
+        problems.push(format!("the re-apply changed the foreign cluster: {d}"));
+    }
+    // The cluster (and a filesystem, if it came) destroyed beside the foreign cluster: only ours go.
+    let targeted = w.run(&[
+        "destroy",
+        "-no-color",
+        "-input=false",
+        "-auto-approve",
+        "-target=hpc_parallel_filesystem.fs",
+        "-target=hpc_gpu_cluster.c",
+    ]);
+    if targeted.code != Some(0) {
+        problems.push(format!("destroying the cluster: {}", targeted.output()));
+    }
+    // Azure's foreign scale set is the cluster's next one (`acc-1`), which a one-set cluster never looks at.
+    if t.cloud != "azure" && !targeted.output().contains("Pieces of another owner left alone") {
+        problems.push(format!("destroy did not say it left the foreign cluster alone: {}", targeted.output()));
+    }
+    if let Some(d) = foreign_change(t, &foreign, &foreign_before) {
+        problems.push(format!("destroy changed the foreign cluster: {d}"));
+    }
+    // Its owner removes the foreign cluster (its nodes sit in our fabric's network, which cannot go while
+    // they are there); then destroy finishes with the fabric.
+    remove_foreign(t, &foreign);
     let gone = destroy(&w);
-    let panics = if kill { 0 } else { panics_in(&text) } + panics_in(&again.output()) + panics_in(&gone.output());
+    if gone.code != Some(0) {
+        problems.push(format!("destroy: {}", gone.output()));
+    }
+    let panics =
+        if kill { 0 } else { panics_in(&text) } + panics_in(&again.output()) + panics_in(&targeted.output()) + panics_in(&gone.output());
     Outcome {
         scenario: if kill { "provider killed mid-apply" } else { "Ctrl-C mid-apply" },
         fired,
@@ -303,10 +363,92 @@ fn interrupted(t: &Target, cli: &Cli, kill: bool) -> Outcome {
         panics,
         seconds: started.elapsed().as_secs_f64(),
         note: if problems.is_empty() {
-            format!("stopped {:.1}s after the signal; {before} nodes adopted", stopped_after.as_secs_f64())
+            format!(
+                "stopped {:.1}s after the signal; {before} nodes of ours then; {} foreign pieces untouched",
+                stopped_after.as_secs_f64(),
+                foreign.len()
+            )
         } else {
             problems.join("; ")
         },
+    }
+}
+
+/// The marker of the foreign cluster the interruption scenarios make beside ours.
+pub const FOREIGN: &str = "20250101t000000z-f0f0f0f0f0f0f0f0";
+
+/// Makes, out of band, another owner's cluster with our cluster's names in the same place: copies of our
+/// first node (AWS and OCI: the same node names and cluster tags, which the clouds allow twice; Google
+/// Cloud: the cluster's label under a higher index, as names are unique per zone; Azure: the next scale
+/// set of the cluster) carrying the foreign marker. Returns their ids.
+fn make_foreign(t: &Target) -> Vec<String> {
+    let ours: Vec<String> = t.leftovers().into_iter().filter(|id| is_node(t.cloud, id)).collect();
+    let mut made = Vec::new();
+    let copy = |change: Value| t.admin("POST", "out-of-band", Some(change))["id"].as_str().map(str::to_owned);
+    match t.cloud {
+        "aws" => {
+            for id in ours.iter().take(2) {
+                made.extend(copy(json!({"action": "copy_instance", "id": id, "tags": {"hpc:owner": FOREIGN}})));
+            }
+        }
+        "gcp" => {
+            if let Some(first) = ours.iter().find(|id| id.ends_with("/acc-0")).or(ours.first()) {
+                for n in [7, 8] {
+                    made.extend(copy(json!({"action": "copy", "id": first, "name": format!("acc-{n}"), "labels": {"hpc_owner": FOREIGN}})));
+                }
+            }
+        }
+        "azure" => {
+            if let Some(vm) = ours.first() {
+                let set = vm.split("/virtualMachines/").next().unwrap_or_default().to_owned();
+                let to = format!("{}-1", set.trim_end_matches("-0"));
+                made.extend(copy(json!({"action": "copy", "id": set, "to": to, "tags": {"hpc:owner": FOREIGN}})));
+            }
+        }
+        _ => {
+            for id in ours.iter().take(2) {
+                made.extend(copy(json!({"action": "copy", "id": id, "freeform_tags": {"hpc:owner": FOREIGN}})));
+            }
+        }
+    }
+    made
+}
+
+/// The foreign pieces as a client reads them: what must come out of every step unchanged.
+fn foreign_view(t: &Target, ids: &[String]) -> Vec<String> {
+    let snapshot = t.snapshot();
+    let mut out = Vec::new();
+    fn walk(v: &Value, ids: &[String], out: &mut Vec<String>) {
+        if let Some(map) = v.as_object() {
+            for (k, v) in map {
+                if ids.iter().any(|id| id.eq_ignore_ascii_case(k) || k.to_lowercase().starts_with(&format!("{}/", id.to_lowercase()))) {
+                    out.push(format!("{k} {v}"));
+                } else {
+                    walk(v, ids, out);
+                }
+            }
+        }
+    }
+    walk(&snapshot, ids, &mut out);
+    out.sort();
+    out
+}
+
+/// The first foreign piece that is not as it was, if any.
+fn foreign_change(t: &Target, ids: &[String], before: &[String]) -> Option<String> {
+    let now = foreign_view(t, ids);
+    if now == before {
+        return None;
+    }
+    let changed = before.iter().find(|b| !now.contains(b)).or(now.iter().find(|n| !before.contains(n)));
+    Some(changed.map_or_else(|| format!("{} pieces now, {} before", now.len(), before.len()), |c| c.chars().take(400).collect()))
+}
+
+/// Removes the foreign pieces (their owner tidying up), so that the emulator's leftovers are ours alone.
+fn remove_foreign(t: &Target, ids: &[String]) {
+    for id in ids {
+        let action = if t.cloud == "aws" { "terminate_instance" } else { "delete" };
+        t.admin("POST", "out-of-band", Some(json!({"action": action, "id": id})));
     }
 }
 

@@ -9,6 +9,8 @@ mod examples;
 mod faults;
 mod gcp;
 mod oci;
+mod ownership;
+mod postgres;
 mod security;
 
 use cli::{Cli, Workdir, example_dirs, fold};
@@ -53,7 +55,47 @@ for_both_clis!(
     gcp_l4_inference_without_a_fabric,
     own_network_is_kept_when_nodes_fail,
     lustre_on_a_clusters_own_network,
+    teams_share_an_aws_account,
+    teams_share_a_gcp_project,
+    teams_share_an_azure_subscription,
+    teams_share_an_oci_tenancy,
+    aws_state_from_the_previous_release,
+    gcp_state_from_the_previous_release,
+    azure_state_from_the_previous_release,
+    oci_state_from_the_previous_release,
 );
+
+fn teams_share_an_aws_account(cli: &Cli) {
+    ownership::teams_in_one_account(cli, "aws");
+}
+
+fn teams_share_a_gcp_project(cli: &Cli) {
+    ownership::teams_in_one_account(cli, "gcp");
+}
+
+fn teams_share_an_azure_subscription(cli: &Cli) {
+    ownership::teams_in_one_account(cli, "azure");
+}
+
+fn teams_share_an_oci_tenancy(cli: &Cli) {
+    ownership::teams_in_one_account(cli, "oci");
+}
+
+fn aws_state_from_the_previous_release(cli: &Cli) {
+    ownership::state_from_the_previous_release(cli, "aws");
+}
+
+fn gcp_state_from_the_previous_release(cli: &Cli) {
+    ownership::state_from_the_previous_release(cli, "gcp");
+}
+
+fn azure_state_from_the_previous_release(cli: &Cli) {
+    ownership::state_from_the_previous_release(cli, "azure");
+}
+
+fn oci_state_from_the_previous_release(cli: &Cli) {
+    ownership::state_from_the_previous_release(cli, "oci");
+}
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
     azure::nv_a10_inference_cluster(cli);

@@ -10,6 +10,8 @@ mkdir -p "$HPC_CACHE/tools"
 
 TOFU_VERSION=$(awk '$1 == "require" && $2 == "github.com/opentofu/opentofu" {print $3}' "$ROOT/acceptance/tools/tofu/go.mod")
 TERRAFORM_WRAPPER_VERSION=1.0.3.post3
+# The release before owner markers: its state files are what the state-upgrade tests bring forward.
+PREVIOUS_RELEASE=75094228a4c2228b1fa502c318422f7eac55642b
 
 log() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -63,6 +65,43 @@ ensure_cargo_deny() {
     cargo install --quiet --locked --root "$root" cargo-deny@0.18.3 >&2
   fi
   echo "$root/bin/cargo-deny"
+}
+
+# The previous release's provider (PREVIOUS_RELEASE, from this repository's history), built once into the
+# cache for the state-upgrade tests; prints the directory that holds it (for dev_overrides). Its build
+# directory is removed afterwards: only the binary is kept.
+ensure_previous_provider() {
+  local dir="$HPC_CACHE/previous-$PREVIOUS_RELEASE"
+  if [ ! -x "$dir/terraform-provider-hpc" ]; then
+    log "building the previous release ${PREVIOUS_RELEASE:0:7} for the state-upgrade tests (first run only, several minutes)"
+    local src="$HPC_CACHE/previous-src" target="$HPC_CACHE/previous-target"
+    rm -rf "$src" && mkdir -p "$src"
+    git -C "$ROOT" archive "$PREVIOUS_RELEASE" | tar -x -C "$src" ||
+      { log "cannot read $PREVIOUS_RELEASE from this repository's history"; return 1; }
+    (cd "$src" && CARGO_TARGET_DIR="$target" cargo build --quiet --bin terraform-provider-hpc >&2) || return 1
+    mkdir -p "$dir"
+    cp "$target/debug/terraform-provider-hpc" "$dir/terraform-provider-hpc.tmp"
+    mv "$dir/terraform-provider-hpc.tmp" "$dir/terraform-provider-hpc"
+    rm -rf "$src" "$target"
+  fi
+  echo "$dir"
+}
+
+# PostgreSQL from the machine's packages, for the tests of the CLIs' pg state backend (the tests start a
+# throwaway server of their own on 127.0.0.1); installed from Debian's packages when missing.
+ensure_postgres() {
+  local bin
+  bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
+    log "installing PostgreSQL from the machine's packages"
+    if [ "$(id -u)" = 0 ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >&2
+    else
+      sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >&2
+    fi
+    bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+  fi
+  echo "$bin"
 }
 
 # The provider binary, built in release mode; prints the directory that holds it (for dev_overrides).

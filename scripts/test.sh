@@ -9,10 +9,13 @@ HPC_TOFU=$(ensure_tofu)
 HPC_TERRAFORM=$(ensure_terraform)
 HPC_MOTO_PYTHON=$(ensure_moto)
 HPC_LOCAL_MIRROR=$(ensure_local_provider)
-export HPC_TOFU HPC_TERRAFORM HPC_MOTO_PYTHON HPC_LOCAL_MIRROR
+HPC_PG_BIN=$(ensure_postgres)
+HPC_PREVIOUS_PROVIDER_DIR=$(ensure_previous_provider)
+export HPC_TOFU HPC_TERRAFORM HPC_MOTO_PYTHON HPC_LOCAL_MIRROR HPC_PG_BIN HPC_PREVIOUS_PROVIDER_DIR
 log "CLIs under test"
 "$HPC_TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}'
 "$HPC_TERRAFORM" version | sed -n 1p
+"$HPC_PG_BIN/postgres" --version
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

@@ -136,11 +136,24 @@ pub struct Sighting {
     pub created: Option<String>,
 }
 
+/// How a create relates to earlier ones of the same resource instance, as the [`journal`] tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Nothing earlier: the names must be free of other owners' pieces.
+    Fresh,
+    /// An earlier create was cut off before its state reached the CLI (the provider killed): it goes on
+    /// under the same marker with what it had made.
+    Interrupted,
+    /// The create half of replacing this instance's own tainted object (a create that failed or was
+    /// interrupted with Ctrl-C, whose pieces the delete half just removed): it goes on under the same
+    /// marker, since the names were this instance's until a moment ago.
+    Replacing,
+}
+
 /// What this apply, refresh or import is doing, for [`Census::gate`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// Creating; `resuming` when the journal named an interrupted create of this instance.
-    Create { resuming: bool },
+    Create(Start),
     /// Updating, refreshing or destroying an instance whose state records its owner.
     Own,
     /// Importing: every piece with the names is admitted, and the markers they carry are noted.
@@ -169,9 +182,9 @@ struct Seen {
 }
 
 impl Census {
-    /// For a create by `owner`; `resuming` when the journal says an earlier create of it was interrupted.
-    pub fn creating(owner: Owner, resuming: bool) -> Census {
-        Census::new(owner, Mode::Create { resuming })
+    /// For a create by `owner`, started as the journal says.
+    pub fn creating(owner: Owner, start: Start) -> Census {
+        Census::new(owner, Mode::Create(start))
     }
 
     /// For an update, refresh or destroy of an instance whose state records `owner`.
@@ -202,12 +215,12 @@ impl Census {
     }
 
     pub fn is_creating(&self) -> bool {
-        matches!(self.mode, Mode::Create { .. })
+        matches!(self.mode, Mode::Create(_))
     }
 
     /// The marker new pieces get: this owner's (nothing while importing or reading).
     pub fn marker(&self) -> Option<&str> {
-        matches!(self.mode, Mode::Create { .. } | Mode::Own).then(|| self.owner.marker())
+        matches!(self.mode, Mode::Create(_) | Mode::Own).then(|| self.owner.marker())
     }
 
     /// Whether a piece with these names and `marker` is this resource's to change or delete. Pieces of
@@ -220,7 +233,7 @@ impl Census {
                 *seen.adopted.entry(marker.map(str::to_owned)).or_default() += 1;
                 true
             }
-            Mode::Create { .. } | Mode::Own => {
+            Mode::Create(_) | Mode::Own => {
                 if self.owner.admits(marker) {
                     seen.mine += 1;
                     return true;
@@ -243,7 +256,7 @@ impl Census {
     pub fn claims(&self, marker: Option<&str>) -> bool {
         match self.mode {
             Mode::Read | Mode::Adopt => true,
-            Mode::Create { .. } | Mode::Own => self.owner.admits(marker),
+            Mode::Create(_) | Mode::Own => self.owner.admits(marker),
         }
     }
 
@@ -253,12 +266,18 @@ impl Census {
     }
 
     /// Called by every create after it has looked and before it makes or changes anything: refuses when
-    /// the names are taken by another owner and nothing of this owner's exists to resume. Updates and
-    /// destroys pass (they only ever touch what [`Census::admit`] admitted).
+    /// the names are taken by another owner, unless it goes on with what an interrupted create of its own
+    /// made or replaces its own tainted object. Updates and destroys pass (they only ever touch what
+    /// [`Census::admit`] admitted).
     pub fn gate(&self) -> Result<(), String> {
         let mut seen = self.seen();
-        let Mode::Create { resuming } = self.mode else { return Ok(()) };
-        if seen.others.is_empty() || (resuming && seen.mine > 0) {
+        let Mode::Create(start) = self.mode else { return Ok(()) };
+        let goes_on = match start {
+            Start::Fresh => false,
+            Start::Interrupted => seen.mine > 0,
+            Start::Replacing => true,
+        };
+        if seen.others.is_empty() || goes_on {
             seen.passed += 1;
             return Ok(());
         }
@@ -317,7 +336,7 @@ impl Census {
         let mut text = format!(
             "{what} {name:?} cannot be created: pieces with its names already exist and belong to another owner (another state, \
              workspace or configuration), and creating it would change or delete them:\n{}\nNothing was created or changed. Either choose \
-             another name for this one (name = \"{name}-2\", say), or adopt the existing pieces into this state with import",
+             another name for this one (name = \"{name}2\", say), or adopt the existing pieces into this state with import",
             summary(&self.others())
         );
         match self.import_id() {
@@ -368,18 +387,23 @@ fn summary(others: &[Sighting]) -> String {
 
 pub mod journal {
     //! Creates in flight, kept in the working directory (`.terraform/hpc-provider/pending/`, or under
-    //! `TF_DATA_DIR`), one file per resource instance and workspace: the marker is written before a
-    //! create makes its first piece and removed once the state goes back to the CLI. A file that is still
-    //! there at the next create of the same instance means the provider died mid-create (killed, out of
-    //! memory, the machine lost): that create resumes under the same marker. The journal is on only in the
-    //! plugin process ([`enable`]), never in tests that call resources directly.
+    //! `TF_DATA_DIR`), one file per resource instance and workspace. The marker is written before a create
+    //! makes its first piece. When the create hands its state back it is forgotten, unless it failed (the
+    //! CLI then keeps the object tainted and replaces it): the entry stays, and the delete half of that
+    //! replacement marks it released so that the create half goes on under the same marker. An entry still
+    //! pending at the next create means the provider died mid-create (killed, out of memory, the machine
+    //! lost): that create resumes under the same marker. The journal is on only in the plugin process
+    //! ([`enable`]), never in tests that call resources directly.
 
     use std::path::PathBuf;
     use std::sync::OnceLock;
 
-    use super::Owner;
+    use super::{Owner, Start};
 
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+    /// How long after the delete half of a replacement its create half still counts as replacing.
+    const REPLACING_FOR_SECS: u64 = 15 * 60;
 
     /// Turns the journal on for this process, in the CLI's data directory under the working directory.
     pub fn enable() {
@@ -412,19 +436,20 @@ pub mod journal {
         Some(data.join("hpc-provider").join("pending").join(format!("{}.json", super::hex(&digest.as_ref()[..16]))))
     }
 
-    /// The owner of an interrupted create of `key`, if the journal has one.
-    pub fn pending(key: &str) -> Option<Owner> {
-        let text = std::fs::read_to_string(path(key)?).ok()?;
-        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-        (json["key"].as_str() == Some(key)).then(|| json["owner"].as_str().and_then(Owner::parse)).flatten()
+    fn now() -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
     }
 
-    /// Records that a create of `key` by `owner` is starting (written and synced before it makes anything).
-    pub fn begin(key: &str, owner: &Owner) -> Result<(), String> {
+    fn read(key: &str) -> Option<serde_json::Value> {
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path(key)?).ok()?).ok()?;
+        (json["key"].as_str() == Some(key)).then_some(json)
+    }
+
+    fn write(key: &str, owner: &Owner, state: &str) -> Result<(), String> {
         let Some(path) = path(key) else { return Ok(()) };
         let dir = path.parent().unwrap_or(&path).to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let body = serde_json::json!({"key": key, "owner": owner.marker(), "pid": std::process::id()});
+        let body = serde_json::json!({"key": key, "owner": owner.marker(), "state": state, "at": now(), "pid": std::process::id()});
         let tmp = path.with_extension("tmp");
         let write = || -> std::io::Result<()> {
             use std::io::Write;
@@ -437,10 +462,44 @@ pub mod journal {
         write().map_err(|e| format!("recording the create in {}: {e}", path.display()))
     }
 
-    /// The create of `key` handed its state back (or made nothing): forget it.
-    pub fn end(key: &str) {
-        if let Some(path) = path(key) {
+    /// How a create of `key` starts: under the owner of an earlier one the journal names (interrupted, or
+    /// the create half of replacing it), or `None` for a fresh create.
+    pub fn earlier(key: &str) -> Option<(Owner, Start)> {
+        let json = read(key)?;
+        let owner = json["owner"].as_str().and_then(Owner::parse)?;
+        match json["state"].as_str() {
+            Some("released") if now().saturating_sub(json["at"].as_u64().unwrap_or(0)) <= REPLACING_FOR_SECS => {
+                Some((owner, Start::Replacing))
+            }
+            Some("released") => None,
+            // Pending (never handed back) or failed (handed back tainted, its state since lost).
+            _ => Some((owner, Start::Interrupted)),
+        }
+    }
+
+    /// Records that a create of `key` by `owner` is starting (written and synced before it makes anything).
+    pub fn begin(key: &str, owner: &Owner) -> Result<(), String> {
+        write(key, owner, "pending")
+    }
+
+    /// The create of `key` handed its state back: forgotten, or kept when it failed (the object is
+    /// tainted and the next apply replaces it).
+    pub fn end(key: &str, owner: &Owner, failed: bool) {
+        if failed {
+            let _ = write(key, owner, "failed");
+        } else if let Some(path) = path(key) {
             let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// A destroy of `key` by `owner` finished: if it removed a failed create's object (the delete half of
+    /// its replacement), the create half that may follow goes on under the same marker.
+    pub fn deleted(key: &str, owner: &Owner) {
+        let Some(json) = read(key) else { return };
+        if json["owner"].as_str() == Some(owner.marker()) && json["state"].as_str() == Some("failed") {
+            let _ = write(key, owner, "released");
+        } else if json["state"].as_str() == Some("released") {
+            end(key, owner, false);
         }
     }
 }
@@ -475,7 +534,7 @@ mod tests {
 
     #[test]
     fn a_create_is_refused_when_another_owner_has_the_names() {
-        let c = Census::creating(Owner::mint(), false);
+        let c = Census::creating(Owner::mint(), Start::Fresh);
         assert!(!c.admit("aws_instance", "train-0", Some("20250101t000000z-aaaa"), None));
         assert!(!c.admit("aws_instance", "train-1", Some("20250101t000000z-aaaa"), None));
         assert!(!c.admit("aws_launch_template", "train-lt", None, Some("2025-01-01")));
@@ -492,14 +551,18 @@ mod tests {
     #[test]
     fn a_resumed_create_goes_on_beside_another_owner_but_a_fresh_one_does_not() {
         let mine = Owner::mint();
-        let resumed = Census::creating(mine.clone(), true);
+        let resumed = Census::creating(mine.clone(), Start::Interrupted);
         assert!(resumed.admit("aws_instance", "train-0", Some(mine.marker()), None));
         assert!(!resumed.admit("aws_instance", "train-0", Some("20250101t000000z-aaaa"), None));
         assert!(resumed.gate().is_ok());
-        let nothing_yet = Census::creating(mine, true);
+        let nothing_yet = Census::creating(mine.clone(), Start::Interrupted);
         assert!(!nothing_yet.admit("aws_instance", "train-0", Some("20250101t000000z-aaaa"), None));
         assert!(nothing_yet.gate().is_err(), "a resume that finds nothing of its own is a fresh create");
-        let alone = Census::creating(Owner::mint(), false);
+        let replacing = Census::creating(mine, Start::Replacing);
+        assert!(!replacing.admit("aws_instance", "train-0", Some("20250101t000000z-aaaa"), None));
+        assert!(replacing.gate().is_ok(), "replacing its own tainted object, the names were its own");
+        assert!(replacing.left_alone("Cluster", "train").is_some(), "and what it left alone is said");
+        let alone = Census::creating(Owner::mint(), Start::Fresh);
         assert!(alone.gate().is_ok(), "free names");
     }
 
@@ -524,6 +587,39 @@ mod tests {
         c.admit("aws_instance", "train-2", None, None);
         assert!(c.adopted().is_err());
         assert_eq!(Census::adopting().adopted(), Ok(None));
+    }
+
+    #[test]
+    fn the_journal_resumes_killed_creates_and_carries_a_failed_one_through_its_replacement() {
+        let dir = tempfile::tempdir().unwrap();
+        journal::enable_in(dir.path().to_path_buf());
+        let key = "hpc_gpu_cluster|aws|us-east-1|||||aws/us-east-1/f|journal-test";
+        assert_eq!(journal::earlier(key), None, "nothing earlier: a fresh create");
+        let owner = Owner::mint();
+        journal::begin(key, &owner).unwrap();
+        // Killed before handing its state back: the next create resumes it.
+        assert_eq!(journal::earlier(key), Some((owner.clone(), Start::Interrupted)));
+        // Handed back after a success: forgotten.
+        journal::end(key, &owner, false);
+        assert_eq!(journal::earlier(key), None);
+        // Handed back after a failure (tainted): the delete half of the replacement releases it, and the
+        // create half goes on under the same owner.
+        journal::begin(key, &owner).unwrap();
+        journal::end(key, &owner, true);
+        journal::deleted(key, &Owner::mint());
+        assert_eq!(journal::earlier(key), Some((owner.clone(), Start::Interrupted)), "another owner's delete changes nothing");
+        journal::deleted(key, &owner);
+        assert_eq!(journal::earlier(key), Some((owner.clone(), Start::Replacing)));
+        // A destroy with no create after it: the next destroy of the key forgets it.
+        journal::deleted(key, &owner);
+        assert_eq!(journal::earlier(key), None);
+        // Another workspace of the same directory has a journal of its own.
+        journal::begin(key, &owner).unwrap();
+        // Only the journal reads TF_WORKSPACE, and only this test uses the journal.
+        unsafe { std::env::set_var("TF_WORKSPACE", "staging") };
+        assert_eq!(journal::earlier(key), None, "staging does not resume dev's create");
+        unsafe { std::env::remove_var("TF_WORKSPACE") };
+        assert_eq!(journal::earlier(key), Some((owner, Start::Interrupted)));
     }
 
     #[test]

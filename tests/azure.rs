@@ -63,13 +63,14 @@ async fn throttling_allocation_failures_and_the_scale_set_split() {
     // No capacity: the scale set's operation fails with AllocationFailed; the diagnostic says so.
     admin("POST", "faults", Some(json!({"service": "arm", "operation": "virtualMachineScaleSets.put", "kind": "capacity", "times": 1})));
     let small = value(&GpuCluster, json!({"name": "small", "fabric": fabric_ref, "node_count": 2}));
-    let (_, diags) = apply(&ctx, &GpuCluster, &Value::Null, &small).await;
+    let (failed, diags) = apply(&ctx, &GpuCluster, &Value::Null, &small).await;
     let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
     assert!(failure.contains("AllocationFailed") && failure.contains("small-0"), "{failure}");
 
-    // Teardown: the resource group goes, and everything in it.
+    // Teardown: the clusters (the failed one is in state too, as the CLI keeps it tainted), then the
+    // resource group, which holds nothing of anyone else by then.
     let mut d = Diagnostics::new();
-    for (r, s) in [(&GpuCluster as &dyn Resource, &cluster), (&GpuFabric, &fabric)] {
+    for (r, s) in [(&GpuCluster as &dyn Resource, &cluster), (&GpuCluster, &failed), (&GpuFabric, &fabric)] {
         let out = r.apply(&ctx, ApplyRequest { prior: s, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut d).await;
         assert!(out.new_state.is_null(), "{:?}", d.iter().collect::<Vec<_>>());
     }

@@ -83,3 +83,28 @@ fn credentials_keys_and_user_data_are_sensitive() {
     }
     assert!(found >= 7, "only {found} secret attributes found; the list above is stale");
 }
+
+/// The ownership rule is one neutral module, and every cloud's observe, converge and delete go through it:
+/// each takes the `Census` that admits only the resource instance's own pieces.
+#[test]
+fn every_cloud_operation_on_pieces_goes_through_the_census() {
+    let (_, ownership) = sources("src").into_iter().find(|(p, _)| p.ends_with("ownership.rs")).expect("src/ownership.rs");
+    for layer in ["crate::clouds", "crate::resources", "crate::protocol"] {
+        assert!(!ownership.contains(layer), "src/ownership.rs uses {layer}: the rule must not depend on a cloud or a resource");
+    }
+    let mut checked = 0;
+    for cloud in ["aws", "gcp", "azure", "oci"] {
+        for kind in ["fabric", "cluster", "filesystem"] {
+            let path = format!("src/clouds/{cloud}/{kind}.rs");
+            let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&path)).unwrap();
+            for op in ["observe", "converge", "delete"] {
+                for (at, _) in text.match_indices(&format!("pub async fn {op}(")) {
+                    let signature = &text[at..at + text[at..].find('{').unwrap()];
+                    assert!(signature.contains("Census"), "{path}: {op} does not take the census:\n{signature}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 30, "only {checked} operations found: the file layout changed");
+}

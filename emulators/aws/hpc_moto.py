@@ -671,8 +671,8 @@ def inventory(region=None):
 
 def _rules(rules):
     return sorted(json.dumps({"protocol": r.ip_protocol, "from": r.from_port, "to": r.to_port,
-                              "groups": sorted(str(g) for g in (r.source_groups or [])),
-                              "cidrs": sorted(str(c) for c in (r.ip_ranges or []))}, sort_keys=True, default=str)
+                              "group": getattr(r, "source_group", None), "cidr": getattr(r, "ip_range", None)},
+                             sort_keys=True, default=str)
                   for r in rules)
 
 
@@ -706,13 +706,13 @@ def snapshot(region=None):
             for t in b.launch_templates.values():
                 out[t.id] = {"kind": "launch_template", "name": t.name, "versions": len(t.versions), "tags": tags(t.id)}
             for k, pair in b.key_pairs.items():
-                out["key/" + k] = {"kind": "key_pair", "name": k, "tags": dict(sorted((getattr(pair, "tags", None) or {}).items()))}
+                out["key/" + k] = {"kind": "key_pair", "name": k, "fingerprint": pair.key_fingerprint, "tags": tags(pair.id)}
     for account, regions in fsx_models.fsx_backends.items():
         for name, b in regions.items():
             if region and name != region:
                 continue
             for f in b.file_systems.values():
-                fs_tags = {t["Key"]: t["Value"] for t in (f.tags or [])}
+                fs_tags = {t["Key"]: t["Value"] for t in b.list_tags_for_resource(f.resource_arn)}
                 out[f.file_system_id] = {"kind": "file_system", "capacity": f.storage_capacity,
                                          "lustre": json.dumps(f.lustre_configuration, sort_keys=True, default=str),
                                          "tags": dict(sorted(fs_tags.items()))}
@@ -731,7 +731,8 @@ def out_of_band(change):
             if action == "copy_instance" and any(i.id == target for i in _instances(b)):
                 src = next(i for i in _instances(b) if i.id == target)
                 reservation = b.run_instances(src.image_id, 1, None, [], instance_type=src.instance_type,
-                                              subnet_id=src.subnet_id, placement=src.placement.zone)
+                                              subnet_id=src.subnet_id, placement=src.placement.zone,
+                                              is_instance_type_default=False)
                 copy = reservation.instances[0]
                 b.create_tags([copy.id], {**dict(b.tags.get(src.id, {})), **change.get("tags", {})})
                 return {"done": action, "id": copy.id}

@@ -209,16 +209,22 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
         };
     }
     let listing_vms = path.to_lowercase().ends_with("/virtualmachines");
+    // Resources - List By Resource Group: /subscriptions/{s}/resourceGroups/{rg}/resources.
+    let group_segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let listing_group =
+        group_segs.len() == 5 && group_segs[2].eq_ignore_ascii_case("resourceGroups") && group_segs[4].eq_ignore_ascii_case("resources");
     // Network Interfaces - List Virtual Machine Scale Set Network Interfaces.
     let listing_nics = path.to_lowercase().contains("/virtualmachinescalesets/") && path.to_lowercase().ends_with("/networkinterfaces");
-    let kind = if listing_vms {
+    let kind = if listing_group {
+        "resources".to_owned()
+    } else if listing_vms {
         "virtualMachines".to_owned()
     } else if listing_nics {
         "networkInterfaces".to_owned()
     } else {
         type_of(&path)
     };
-    let verb = if listing_vms || listing_nics { "list".to_owned() } else { method.as_str().to_lowercase() };
+    let verb = if listing_vms || listing_nics || listing_group { "list".to_owned() } else { method.as_str().to_lowercase() };
     let operation = format!("{kind}.{verb}");
     let mut capacity_error = None;
     if let Some(fault) = az.admin.on_request("arm", &operation) {
@@ -263,6 +269,26 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
                 })
                 .collect();
             axum::Json(json!({"value": nics})).into_response()
+        }
+        "GET" if listing_group => {
+            let group = format!("/{}", group_segs[..4].join("/")).to_lowercase();
+            if !store.resources.contains_key(&group) {
+                return arm_error(404, "ResourceGroupNotFound", &format!("Resource group '{}' could not be found.", group_segs[3]));
+            }
+            let prefix = format!("{group}/providers/");
+            // Top-level resources only (providers/<namespace>/<type>/<name>), as ARM lists them.
+            let items: Vec<Value> = store
+                .resources
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix) && k[prefix.len()..].split('/').count() == 3)
+                .map(|(_, s)| {
+                    let id = s.value["id"].as_str().unwrap_or_default();
+                    let parts: Vec<&str> = id.trim_matches('/').split('/').collect();
+                    let kind = parts.get(5..7).map(|p| p.join("/")).unwrap_or_default();
+                    json!({"id": id, "name": s.value["name"], "type": kind, "location": s.value["location"], "tags": s.value["tags"]})
+                })
+                .collect();
+            axum::Json(json!({"value": items})).into_response()
         }
         "GET" if listing_vms => {
             let prefix = format!("{key}/");
@@ -429,7 +455,9 @@ impl Emulated for Azure {
                     })
                     .collect();
                 for (k, value) in copies {
-                    store.resources.insert(k, Stored { value, changed: Instant::now() });
+                    // Settled already: its provisioning state does not change under the test.
+                    let changed = Instant::now().checked_sub(Duration::from_secs(60)).unwrap_or_else(Instant::now);
+                    store.resources.insert(k, Stored { value, changed });
                 }
                 Ok(json!({"done": action, "id": to}))
             }

@@ -558,7 +558,9 @@ impl Emulated for Gcp {
                 if let (Some(labels), Some(extra)) = (value["labels"].as_object_mut(), change.get("labels").and_then(Value::as_object)) {
                     labels.extend(extra.clone());
                 }
-                store.resources.insert(new_path.clone(), Stored { kind: "instances", value, created: Instant::now() });
+                // Running for a while already: its status does not change under the test.
+                let created = Instant::now().checked_sub(std::time::Duration::from_secs(60)).unwrap_or_else(Instant::now);
+                store.resources.insert(new_path.clone(), Stored { kind: "instances", value, created });
                 Ok(json!({"done": action, "id": new_path}))
             }
             "delete" if store.lustre.instances.remove(&id).is_some() => Ok(json!({"done": action, "id": id})),

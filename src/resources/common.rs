@@ -293,10 +293,10 @@ pub async fn apply_with(
         return crate::framework::ApplyResponse { new_state: apply_not_available(&what, req, diags), private: Vec::new() };
     };
     let creating = req.prior.is_null() && req.planned.is_present();
-    let key = journal_key(kind, req.planned);
+    let key = journal_key(kind, target);
     let census = if creating {
-        match journal::pending(&key) {
-            Some(owner) => Census::creating(owner, true),
+        match journal::earlier(&key) {
+            Some((owner, start)) => Census::creating(owner, start),
             None => {
                 let owner = Owner::mint();
                 if let Err(e) = journal::begin(&key, &owner) {
@@ -305,7 +305,7 @@ pub async fn apply_with(
                         format!("{e}. The create goes on; if the provider is killed before it finishes, the next apply cannot resume it and says so."),
                     );
                 }
-                Census::creating(owner, false)
+                Census::creating(owner, crate::ownership::Start::Fresh)
             }
         }
     } else {
@@ -314,6 +314,7 @@ pub async fn apply_with(
     let mut inner = Diagnostics::new();
     let mut new_state = client(cloud, &census, &mut inner).await;
     let name = target.get("name").as_str().unwrap_or_default();
+    let failed = inner.has_errors();
     if census.refused() {
         // The cloud step's own error says less than this; its warnings still stand.
         for d in inner.0.into_iter().filter(|d| d.severity != crate::framework::Severity::Error) {
@@ -330,7 +331,10 @@ pub async fn apply_with(
         }
     }
     if creating {
-        journal::end(&key);
+        // Handed back: forgotten, or kept for the replacement of a failed (tainted) object.
+        journal::end(&key, census.owner(), failed && new_state.is_present());
+    } else if req.planned.is_null() && new_state.is_null() {
+        journal::deleted(&key, census.owner());
     }
     crate::framework::ApplyResponse { new_state: with_owner(new_state, census.owner()), private: Vec::new() }
 }

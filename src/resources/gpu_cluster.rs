@@ -594,7 +594,7 @@ fn all_tags(ctx: &Context, name: &str, fabric: &str, own: &Value, census: &Censu
 /// A state brought to what exists: node count, names and GPUs as found; pieces that are gone dropped.
 fn refreshed(state: &Value, live: &aws::cluster::ClusterLive) -> Value {
     let out = with_nodes(state, Cloud::Aws, "aws_instance", &live.addresses());
-    if live.template.is_some() {
+    if live.has_template {
         return out;
     }
     let mut map = out.as_map().cloned().unwrap_or_default();
@@ -662,7 +662,7 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     let state = common::fill(req.planned, &learned);
     match aws::cluster::converge(ctx, &client, &spec, &options, census).await {
         Ok(converged) => {
-            let live = aws::cluster::ClusterLive { template: None, nodes: converged.nodes, key: false };
+            let live = aws::cluster::ClusterLive { has_template: true, template: None, nodes: converged.nodes, key: false };
             with_addresses(state, req.planned, async { Ok(live.addresses()) }).await
         }
         Err(e) => {
@@ -685,7 +685,7 @@ async fn aws_read(ctx: &Context, state: &Value, private: &[u8], census: &Census,
     let region = state.get("fabric").get("region").as_str().unwrap_or_default();
     let name = state.get("name").as_str().unwrap_or_default();
     let client = aws::api::connect(ctx, region).await;
-    match aws::cluster::observe(&client, name, census).await {
+    match aws::cluster::refresh(&client, name, census).await {
         Ok(live) if live.is_empty() => ReadOutcome::Gone,
         Ok(live) => ReadOutcome::Found { state: refreshed(state, &live), private: private.to_vec() },
         Err(e) => {

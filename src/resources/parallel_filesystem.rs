@@ -230,11 +230,7 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     if req.planned.is_null() {
         let Some(fs_id) = fs_id_of(req.prior) else { return Value::Null };
         let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
-        if let Ok(None) = aws::filesystem::observe(&client, &fs_id, census).await {
-            // Gone, or another owner's: nothing of this one's to delete.
-            return Value::Null;
-        }
-        return match aws::filesystem::delete(ctx, &client, &fs_id, timeout).await {
+        return match aws::filesystem::delete(ctx, &client, &fs_id, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
                 diags.error(

@@ -47,6 +47,9 @@ pub struct Node {
 /// What exists of a cluster and is the census's.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterLive {
+    /// The launch template exists and is this owner's.
+    pub has_template: bool,
+    /// Its latest version (not read by a refresh, which needs only that it exists).
     pub template: Option<LaunchTemplateVersion>,
     pub nodes: Vec<Node>,
     /// The key pair `<cluster>-key` exists and is this owner's.
@@ -55,7 +58,7 @@ pub struct ClusterLive {
 
 impl ClusterLive {
     pub fn is_empty(&self) -> bool {
-        self.template.is_none() && self.nodes.is_empty()
+        !self.has_template && self.nodes.is_empty()
     }
 
     /// The nodes in index order (duplicates and strays after the numbered ones), with their instance ids
@@ -109,24 +112,34 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
     }
 }
 
-/// The cluster's launch template (latest version), if it exists and the census admits it (its tags come
-/// from DescribeLaunchTemplates, its data from the latest version).
-pub async fn template(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<LaunchTemplateVersion>, String> {
-    let not_found = |c: &str| c.starts_with("InvalidLaunchTemplateName.NotFound") || c.starts_with("InvalidLaunchTemplateId.NotFound");
+/// The cluster's launch template id, if it exists and the census admits it (DescribeLaunchTemplates
+/// carries its tags).
+async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<String>, String> {
     let name = template_name(cluster);
     let described = match aws.ec2.describe_launch_templates().launch_template_names(&name).send().await {
         Ok(out) => out,
-        Err(e) if api::code(&e).is_some_and(not_found) => return Ok(None),
+        Err(e) if api::code(&e).is_some_and(template_not_found) => return Ok(None),
         Err(e) => return Err(format!("reading launch template {name}: {}", why(&e))),
     };
     let Some(lt) = described.launch_templates().first() else { return Ok(None) };
     let created = lt.create_time().map(|t| t.to_string());
-    if !census.admit("aws_launch_template", &name, marker_in(&api::tag_map(lt.tags())), created.as_deref()) {
+    let ours = census.admit("aws_launch_template", &name, marker_in(&api::tag_map(lt.tags())), created.as_deref());
+    Ok(ours.then(|| lt.launch_template_id().unwrap_or_default().to_owned()))
+}
+
+fn template_not_found(code: &str) -> bool {
+    code.starts_with("InvalidLaunchTemplateName.NotFound") || code.starts_with("InvalidLaunchTemplateId.NotFound")
+}
+
+/// The cluster's launch template (latest version), if it exists and the census admits it.
+pub async fn template(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<LaunchTemplateVersion>, String> {
+    if template_id(aws, cluster, census).await?.is_none() {
         return Ok(None);
     }
+    let name = template_name(cluster);
     match aws.ec2.describe_launch_template_versions().launch_template_name(&name).versions("$Latest").send().await {
         Ok(out) => Ok(out.launch_template_versions().first().cloned()),
-        Err(e) if api::code(&e).is_some_and(not_found) => Ok(None),
+        Err(e) if api::code(&e).is_some_and(template_not_found) => Ok(None),
         Err(e) => Err(format!("reading launch template {name}: {}", why(&e))),
     }
 }
@@ -143,12 +156,22 @@ async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<bool, String> 
     }
 }
 
+/// Everything of the cluster the census admits, for an apply or an import: the launch template's latest
+/// version, the nodes, the key pair.
 pub async fn observe(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+    let template = template(aws, cluster, census).await?;
     Ok(ClusterLive {
-        template: template(aws, cluster, census).await?,
+        has_template: template.is_some(),
+        template,
         nodes: nodes(aws, cluster, census).await?,
         key: key(aws, cluster, census).await?,
     })
+}
+
+/// What a refresh needs: whether the launch template is there, and the nodes (two calls at any size).
+pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+    let has_template = template_id(aws, cluster, census).await?.is_some();
+    Ok(ClusterLive { has_template, template: None, nodes: nodes(aws, cluster, census).await?, key: false })
 }
 
 /// The interfaces of the launch template: card 0 carries the primary interface (EFA, or ENA where card 0
@@ -287,6 +310,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
             .await
             .map_err(|e| format!("creating launch template {}: {}", template_name(name), why(&e)))?;
         live.template = template(aws, name, census).await?;
+        live.has_template = live.template.is_some();
     } else if o.retag {
         let id = live.template.as_ref().and_then(|t| t.launch_template_id()).unwrap_or_default().to_owned();
         fabric::retag(aws, &[id], &lt_tags, o.stale_tags).await?;
@@ -463,7 +487,7 @@ pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, 
     if !ids.is_empty() {
         terminate(ctx, aws, &ids, timeout).await?;
     }
-    if live.template.is_some() {
+    if live.has_template {
         match aws.ec2.delete_launch_template().launch_template_name(template_name(cluster)).send().await {
             Ok(_) => {}
             Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => {}

@@ -318,8 +318,13 @@ pub async fn converge(
     Ok(live)
 }
 
-/// Deletes the file system (its associations go with it, data in S3 stays) and waits until it is gone.
-pub async fn delete(ctx: &Context, aws: &Aws, fs_id: &str, timeout: Duration) -> Result<(), String> {
+/// Deletes the file system if it is the census's (its associations go with it, data in S3 stays) and waits
+/// until it is gone.
+pub async fn delete(ctx: &Context, aws: &Aws, fs_id: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+    if observe(aws, fs_id, census).await?.is_none() {
+        // Gone, or another owner's: nothing of this one's to delete.
+        return Ok(());
+    }
     match aws.fsx.delete_file_system().file_system_id(fs_id).send().await {
         Ok(_) => {}
         Err(e) if api::code(&e) == Some("FileSystemNotFound") => return Ok(()),

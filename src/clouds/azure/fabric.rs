@@ -67,6 +67,8 @@ pub struct FabricLive {
     pub subnet: Option<Json>,
     pub nsg: Option<Json>,
     pub ppg: bool,
+    /// Pieces at the fabric's ids that another owner holds: never PUT over.
+    pub taken: Vec<String>,
 }
 
 impl FabricLive {
@@ -80,27 +82,31 @@ impl FabricLive {
     }
 }
 
-/// A piece read by id, kept when the census admits it.
-fn admitted(census: &Census, kind: &str, piece: Option<Json>) -> Option<Json> {
-    piece.filter(|p| census.admit(kind, &short(p["id"].as_str().unwrap_or_default()), marker_in_json(&p["tags"]), None))
+/// A piece read by id, kept when the census admits it; one another owner holds is noted in `taken`.
+fn admitted(census: &Census, kind: &str, piece: Option<Json>, taken: &mut Vec<String>) -> Option<Json> {
+    let piece = piece?;
+    let id = short(piece["id"].as_str().unwrap_or_default());
+    if census.admit(kind, &id, marker_in_json(&piece["tags"]), None) {
+        return Some(piece);
+    }
+    taken.push(id);
+    None
 }
 
 pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids, census: &Census) -> Result<FabricLive, String> {
     let Some(group) = arm.get(ctx, &ids.group, GROUP_API).await? else { return Ok(FabricLive::default()) };
-    let group_ours = ids.group_is_ours && admitted(census, "azurerm_resource_group", Some(group)).is_some();
-    let vnet = ids.network_is_ours && admitted(census, "azurerm_virtual_network", arm.get(ctx, &ids.vnet, NETWORK_API).await?).is_some();
-    Ok(FabricLive {
-        group: true,
-        group_ours,
-        vnet,
-        // A created subnet is the VNet's; a given one is the user's, read to associate the security group.
-        subnet: if !ids.network_is_ours || vnet { arm.get(ctx, &ids.subnet, NETWORK_API).await? } else { None },
-        nsg: admitted(census, "azurerm_network_security_group", arm.get(ctx, &ids.nsg, NETWORK_API).await?),
-        ppg: match &ids.ppg {
-            Some(id) => admitted(census, "azurerm_proximity_placement_group", arm.get(ctx, id, COMPUTE_API).await?).is_some(),
-            None => false,
-        },
-    })
+    let mut taken = Vec::new();
+    let group_ours = ids.group_is_ours && admitted(census, "azurerm_resource_group", Some(group), &mut taken).is_some();
+    let vnet = ids.network_is_ours
+        && admitted(census, "azurerm_virtual_network", arm.get(ctx, &ids.vnet, NETWORK_API).await?, &mut taken).is_some();
+    // A created subnet is the VNet's; a given one is the user's, read to associate the security group.
+    let subnet = if !ids.network_is_ours || vnet { arm.get(ctx, &ids.subnet, NETWORK_API).await? } else { None };
+    let nsg = admitted(census, "azurerm_network_security_group", arm.get(ctx, &ids.nsg, NETWORK_API).await?, &mut taken);
+    let ppg = match &ids.ppg {
+        Some(id) => admitted(census, "azurerm_proximity_placement_group", arm.get(ctx, id, COMPUTE_API).await?, &mut taken).is_some(),
+        None => false,
+    };
+    Ok(FabricLive { group: true, group_ours, vnet, subnet, nsg, ppg, taken })
 }
 
 /// The tags of the security group: the user's, ours, and what an import needs.
@@ -123,14 +129,15 @@ pub async fn converge(
     let ids = ids(arm, spec);
     let live = observe(ctx, arm, &ids, census).await?;
     census.gate()?;
+    if !live.taken.is_empty() {
+        return Err(format!("{} belong to another owner and were left alone", live.taken.join(", ")));
+    }
     let location = &spec.region;
     if !live.group {
         if !ids.group_is_ours {
             return Err(format!("resource group {} (resource_group) does not exist", spec.resource_group.as_deref().unwrap_or_default()));
         }
         arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), timeout).await?;
-    } else if ids.group_is_ours && !live.group_ours {
-        return Err(format!("resource group {} belongs to another owner", short(&ids.group)));
     } else if retag && ids.group_is_ours {
         arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), timeout).await?;
     }
