@@ -295,19 +295,17 @@ pub async fn apply_with(
     let creating = req.prior.is_null() && req.planned.is_present();
     let key = journal_key(kind, target);
     let census = if creating {
-        match journal::earlier(&key) {
-            Some((owner, start)) => Census::creating(owner, start),
-            None => {
-                let owner = Owner::mint();
-                if let Err(e) = journal::begin(&key, &owner) {
-                    diags.warning(
-                        "Create not journalled",
-                        format!("{e}. The create goes on; if the provider is killed before it finishes, the next apply cannot resume it and says so."),
-                    );
-                }
-                Census::creating(owner, crate::ownership::Start::Fresh)
-            }
+        let (owner, start) = journal::earlier(&key).unwrap_or_else(|| (Owner::mint(), crate::ownership::Start::Fresh));
+        // Pending from now until the state is handed back, a resumed create too (it may be killed again).
+        if let Err(e) = journal::begin(&key, &owner) {
+            diags.warning(
+                "Create not journalled",
+                format!(
+                    "{e}. The create goes on; if the provider is killed before it finishes, the next apply cannot resume it and says so."
+                ),
+            );
         }
+        Census::creating(owner, start)
     } else {
         Census::owned(Owner::of_state(kind.type_name, req.prior))
     };
