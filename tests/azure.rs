@@ -1,6 +1,7 @@
 //! The Azure resources through the provider's own Resource implementations against the ARM emulator
 //! (HTTPS, trusted through HPC_AZURE_CA_FILE): 429 with Retry-After honoured, an allocation failure
-//! reported with ARM's code and kept in state, and the scale-set split the plan promised.
+//! reported with ARM's code and kept in state, the scale-set split the plan promised, and another owner's
+//! piece at a fabric's id left alone.
 
 use std::sync::Arc;
 
@@ -67,10 +68,27 @@ async fn throttling_allocation_failures_and_the_scale_set_split() {
     let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
     assert!(failure.contains("AllocationFailed") && failure.contains("small-0"), "{failure}");
 
+    // Another owner's piece where the fabric's own was (its security group deleted outside, another
+    // fabric's copied to that id): the next apply does not PUT over it, says whose it is, and leaves it.
+    let other = value(&GpuFabric, json!({"name": "bz", "cloud": "azure", "region": "eastus", "instance_type": "Standard_ND96isr_H100_v5"}));
+    let (other_state, diags) = apply(&ctx, &GpuFabric, &Value::Null, &other).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let groups = "/subscriptions/00000000-0000-0000-0000-0000000000aa/resourceGroups";
+    let ours = format!("{groups}/az-rg/providers/Microsoft.Network/networkSecurityGroups/az-nsg");
+    admin("POST", "out-of-band", Some(json!({"action": "delete", "id": ours})));
+    let theirs = format!("{groups}/bz-rg/providers/Microsoft.Network/networkSecurityGroups/bz-nsg");
+    admin("POST", "out-of-band", Some(json!({"action": "copy", "id": theirs, "to": ours})));
+    let before = admin("GET", "snapshot", None)["arm"][ours.to_lowercase()].clone();
+    assert!(before["tags"]["hpc:owner"] == other_state.get("owner").as_str().unwrap_or_default(), "{before}");
+    let (_, diags) = apply(&ctx, &GpuFabric, &fabric, &fabric_config).await;
+    assert!(diags.iter().any(|d| d.contains("networkSecurityGroups/az-nsg belong to another owner and were left alone")), "{diags:?}");
+    assert_eq!(admin("GET", "snapshot", None)["arm"][ours.to_lowercase()], before, "the other owner's security group changed");
+    admin("POST", "out-of-band", Some(json!({"action": "delete", "id": ours})));
+
     // Teardown: the clusters (the failed one is in state too, as the CLI keeps it tainted), then the
-    // resource group, which holds nothing of anyone else by then.
+    // resource groups, which hold nothing of anyone else by then.
     let mut d = Diagnostics::new();
-    for (r, s) in [(&GpuCluster as &dyn Resource, &cluster), (&GpuCluster, &failed), (&GpuFabric, &fabric)] {
+    for (r, s) in [(&GpuCluster as &dyn Resource, &cluster), (&GpuCluster, &failed), (&GpuFabric, &fabric), (&GpuFabric, &other_state)] {
         let out = r.apply(&ctx, ApplyRequest { prior: s, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut d).await;
         assert!(out.new_state.is_null(), "{:?}", d.iter().collect::<Vec<_>>());
     }
