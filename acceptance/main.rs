@@ -65,36 +65,22 @@ for_both_clis!(
     oci_state_from_the_previous_release,
 );
 
-fn teams_share_an_aws_account(cli: &Cli) {
-    ownership::teams_in_one_account(cli, "aws");
+/// The ownership cases, one test per cloud.
+macro_rules! on_cloud {
+    ($($name:ident => $case:path, $cloud:literal;)*) => {
+        $(fn $name(cli: &Cli) { $case(cli, $cloud); })*
+    };
 }
 
-fn teams_share_a_gcp_project(cli: &Cli) {
-    ownership::teams_in_one_account(cli, "gcp");
-}
-
-fn teams_share_an_azure_subscription(cli: &Cli) {
-    ownership::teams_in_one_account(cli, "azure");
-}
-
-fn teams_share_an_oci_tenancy(cli: &Cli) {
-    ownership::teams_in_one_account(cli, "oci");
-}
-
-fn aws_state_from_the_previous_release(cli: &Cli) {
-    ownership::state_from_the_previous_release(cli, "aws");
-}
-
-fn gcp_state_from_the_previous_release(cli: &Cli) {
-    ownership::state_from_the_previous_release(cli, "gcp");
-}
-
-fn azure_state_from_the_previous_release(cli: &Cli) {
-    ownership::state_from_the_previous_release(cli, "azure");
-}
-
-fn oci_state_from_the_previous_release(cli: &Cli) {
-    ownership::state_from_the_previous_release(cli, "oci");
+on_cloud! {
+    teams_share_an_aws_account => ownership::teams_in_one_account, "aws";
+    teams_share_a_gcp_project => ownership::teams_in_one_account, "gcp";
+    teams_share_an_azure_subscription => ownership::teams_in_one_account, "azure";
+    teams_share_an_oci_tenancy => ownership::teams_in_one_account, "oci";
+    aws_state_from_the_previous_release => ownership::state_from_the_previous_release, "aws";
+    gcp_state_from_the_previous_release => ownership::state_from_the_previous_release, "gcp";
+    azure_state_from_the_previous_release => ownership::state_from_the_previous_release, "azure";
+    oci_state_from_the_previous_release => ownership::state_from_the_previous_release, "oci";
 }
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {

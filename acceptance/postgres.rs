@@ -4,7 +4,6 @@
 //! test that asks; it stops when the test process ends (a small shell holds it and ends it when its stdin
 //! closes), and its data directory goes with it.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -148,10 +147,6 @@ fn start() -> Result<Postgres, String> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    let mut keeper = keeper;
-    // Keep the pipe open for the life of this process (never written, never closed until exit).
-    if let Some(stdin) = keeper.stdin.as_mut() {
-        let _ = stdin.flush();
-    }
+    // The pipe to the keeper stays open for the life of this process: never written, closed at exit.
     Ok(Postgres { port, bin, _keeper: Mutex::new(keeper) })
 }
