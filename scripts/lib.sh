@@ -57,6 +57,37 @@ ensure_moto() {
   echo "$venv/bin/python"
 }
 
+# The vendors' published API definitions, read out of their own PyPI packages (pinned by
+# emulators/conformance/requirements.txt: google-api-python-client's discovery documents, google-cloud-lustre,
+# azure-mgmt-*, oci) by emulators/conformance/extract.py into one JSON file the emulators judge calls by.
+# Prints the file's path; the virtualenv (python with the vendors' clients) is beside it.
+ensure_conformance_venv() {
+  local hash venv
+  hash=$(sha256sum "$ROOT/emulators/conformance/requirements.txt" | cut -c1-12)
+  venv="$HPC_CACHE/venv-conformance-$hash"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import googleapiclient, azure.mgmt.compute, oci, google.cloud.lustre_v1' 2>/dev/null; then
+    log "installing the vendors' API packages from PyPI (emulators/conformance/requirements.txt)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$ROOT/emulators/conformance/requirements.txt"
+  fi
+  echo "$venv/bin/python"
+}
+
+ensure_conformance_defs() {
+  local python hash out
+  python=$(ensure_conformance_venv)
+  hash=$(cat "$ROOT/emulators/conformance/requirements.txt" "$ROOT/emulators/conformance/extract.py" | sha256sum | cut -c1-12)
+  out="$HPC_CACHE/conformance/definitions-$hash.json"
+  if [ ! -s "$out" ]; then
+    log "reading the vendors' API definitions out of their packages (emulators/conformance/extract.py)"
+    mkdir -p "$(dirname "$out")"
+    "$python" "$ROOT/emulators/conformance/extract.py" "$out.tmp" >&2
+    mv "$out.tmp" "$out"
+  fi
+  echo "$out"
+}
+
 # cargo-deny for the licence check, installed from crates.io into the cache.
 ensure_cargo_deny() {
   local root="$HPC_CACHE/tools/cargo"

@@ -11,7 +11,14 @@ HPC_MOTO_PYTHON=$(ensure_moto)
 HPC_LOCAL_MIRROR=$(ensure_local_provider)
 HPC_PG_BIN=$(ensure_postgres)
 HPC_PREVIOUS_PROVIDER_DIR=$(ensure_previous_provider)
+# Every call the emulators receive is judged by the vendors' published definitions (docs/api-conformance.md);
+# HPC_CONFORMANCE=off runs without the judge.
+HPC_CONFORMANCE_DEFS=$(ensure_conformance_defs)
+HPC_CONFORMANCE_PYTHON=$(ensure_conformance_venv)
+HPC_CONFORMANCE=${HPC_CONFORMANCE:-strict}
+HPC_CONFORMANCE_LOG=$(mktemp -d "${TMPDIR:-/tmp}/hpc-conformance.XXXXXX")
 export HPC_TOFU HPC_TERRAFORM HPC_MOTO_PYTHON HPC_LOCAL_MIRROR HPC_PG_BIN HPC_PREVIOUS_PROVIDER_DIR
+export HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON HPC_CONFORMANCE HPC_CONFORMANCE_LOG
 log "CLIs under test"
 "$HPC_TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}'
 "$HPC_TERRAFORM" version | sed -n 1p
@@ -38,3 +45,9 @@ if ! cargo test --quiet --test acceptance fault_suite -- --nocapture >"$faults_l
   exit 1
 fi
 grep -E '^(fault suite|cloud|aws|gcp|azure|oci) ' "$faults_log"
+
+if [ "$HPC_CONFORMANCE" = strict ]; then
+  log "conformance: every call judged by the vendors' definitions, every listed operation exercised"
+  python3 scripts/conformance_report.py "$HPC_CONFORMANCE_LOG" docs/api-conformance.md "$HPC_CONFORMANCE_DEFS"
+fi
+

@@ -51,7 +51,8 @@ async fn throttling_allocation_failures_and_the_scale_set_split() {
     // 150 nodes: two scale sets of 75, as planned.
     let fabric_ref = json!({"id": "azure/az-rg/az", "name": "az", "cloud": "azure", "region": "eastus", "zone": null,
                             "instance_type": "Standard_ND96isr_H100_v5", "placement": "cluster"});
-    let big = value(&GpuCluster, json!({"name": "big", "fabric": fabric_ref, "node_count": 150}));
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x";
+    let big = value(&GpuCluster, json!({"name": "big", "fabric": fabric_ref, "node_count": 150, "ssh_public_key": key}));
     let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &big).await;
     assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
     let inv = admin("GET", "inventory", None);
@@ -63,7 +64,7 @@ async fn throttling_allocation_failures_and_the_scale_set_split() {
 
     // No capacity: the scale set's operation fails with AllocationFailed; the diagnostic says so.
     admin("POST", "faults", Some(json!({"service": "arm", "operation": "virtualMachineScaleSets.put", "kind": "capacity", "times": 1})));
-    let small = value(&GpuCluster, json!({"name": "small", "fabric": fabric_ref, "node_count": 2}));
+    let small = value(&GpuCluster, json!({"name": "small", "fabric": fabric_ref, "node_count": 2, "ssh_public_key": key}));
     let (failed, diags) = apply(&ctx, &GpuCluster, &Value::Null, &small).await;
     let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
     assert!(failure.contains("AllocationFailed") && failure.contains("small-0"), "{failure}");

@@ -28,6 +28,40 @@ struct Stored {
 struct AsyncOp {
     started: Instant,
     error: Option<(String, String)>,
+    /// The resource a PUT made (its final answer on the Location URL); None for a delete (204, no body).
+    result: Option<String>,
+}
+
+/// How ARM answers a write of a kind, as each operation's spec declares it: at once, or long-running
+/// with an `Azure-AsyncOperation` status resource and/or a `Location` URL to poll.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lro {
+    Sync,
+    AsyncOperation,
+    Location,
+    Both,
+}
+
+/// The monitor each operation's spec declares (azure-mgmt-*'s `*_initial` methods): a create (201) of a
+/// scale set is followed by its Location, of a network piece or filesystem by its Azure-AsyncOperation; an
+/// update (200) declares none, so clients follow the resource's provisioningState; deletes answer 202 with a
+/// Location (a filesystem's with both).
+fn lro_of(kind: &str, method: &str, created: bool) -> Lro {
+    match (kind, method) {
+        ("resourceGroups" | "proximityPlacementGroups", "PUT") => Lro::Sync,
+        ("proximityPlacementGroups", "DELETE") => Lro::Sync,
+        (_, "PUT") if !created => Lro::Sync,
+        ("virtualMachineScaleSets", "PUT") => Lro::Location,
+        ("virtualNetworks" | "subnets" | "networkSecurityGroups" | "amlFilesystems", "PUT") => Lro::AsyncOperation,
+        ("amlFilesystems", "DELETE") => Lro::Both,
+        ("resourceGroups" | "virtualNetworks" | "subnets" | "networkSecurityGroups" | "virtualMachineScaleSets", "DELETE") => Lro::Location,
+        _ => Lro::Sync,
+    }
+}
+
+/// Kinds whose writes run on after ARM answers (their provisioningState settles).
+fn is_long_running(kind: &str) -> bool {
+    matches!(kind, "virtualNetworks" | "subnets" | "networkSecurityGroups" | "virtualMachineScaleSets" | "amlFilesystems")
 }
 
 #[derive(Default)]
@@ -120,8 +154,95 @@ fn host_address(cidr: &str, reserved: u32, n: u64) -> String {
     std::net::Ipv4Addr::from(u32::from(base) + reserved + ((n - 1) % hosts) as u32).to_string()
 }
 
-fn is_long_running(kind: &str) -> bool {
-    matches!(kind, "virtualMachineScaleSets" | "amlFilesystems")
+/// Rules Azure documents in its field descriptions and enforces, which no schema can express. Each names
+/// where it is written (the azure-mgmt-compute / azure-mgmt-storagecache model and field).
+fn documented_rules(kind: &str, body: &Value) -> Result<(), (String, String)> {
+    let fail = |target: &str, message: &str| Err((target.to_owned(), message.to_owned()));
+    if kind == "virtualMachineScaleSets" {
+        let profile = &body["properties"]["virtualMachineProfile"];
+        let os = &profile["osProfile"];
+        // VirtualMachineScaleSetOSProfile.computerNamePrefix: "Computer name prefixes must be 1 to 15 characters long."
+        if let Some(prefix) = os["computerNamePrefix"].as_str()
+            && !(1..=15).contains(&prefix.chars().count())
+        {
+            return fail("computerNamePrefix", "Computer name prefix must be 1 to 15 characters long.");
+        }
+        // LinuxConfiguration: a key or a password must let someone in.
+        let linux = &os["linuxConfiguration"];
+        let keys = linux["ssh"]["publicKeys"].as_array().is_some_and(|k| !k.is_empty());
+        let password = os["adminPassword"].as_str().is_some_and(|p| !p.is_empty());
+        if linux.is_object() && linux["disablePasswordAuthentication"] == true && !keys {
+            return fail(
+                "linuxConfiguration",
+                "Authentication using either SSH or by user name and password must be enabled in Linux profile.",
+            );
+        }
+        if linux.is_object() && !keys && !password {
+            return fail("adminPassword", "Required parameter 'adminPassword' is missing (null).");
+        }
+        // CapacityReservationProfile: reservation groups take scale sets without a single placement group.
+        if profile["capacityReservation"]["capacityReservationGroup"]["id"].is_string() && body["properties"]["singlePlacementGroup"] == true {
+            return fail(
+                "singlePlacementGroup",
+                "Virtual Machine Scale Set with Capacity Reservation Group must have singlePlacementGroup property set to false.",
+            );
+        }
+    }
+    if kind == "amlFilesystems" {
+        // AmlFilesystemHsmSettings.container: "Resource ID of storage container"; loggingContainer: "Must be a
+        // separate container in the same storage account."
+        let settings = &body["properties"]["hsm"]["settings"];
+        if settings.is_object() {
+            let account_of = |id: &str| id.to_lowercase().split_once("/blobservices/default/containers/").map(|(a, _)| a.to_owned());
+            let container = settings["container"].as_str().unwrap_or_default();
+            let logging = settings["loggingContainer"].as_str().unwrap_or_default();
+            let (Some(data_account), Some(log_account)) = (account_of(container), account_of(logging)) else {
+                return fail("hsm.settings.container", "The container and logging container must be storage container resource IDs.");
+            };
+            if !data_account.starts_with("/subscriptions/") || !data_account.contains("/providers/microsoft.storage/storageaccounts/") {
+                return fail("hsm.settings.container", "The container must be a storage container resource ID.");
+            }
+            if container.eq_ignore_ascii_case(logging) || data_account != log_account {
+                return fail("hsm.settings.loggingContainer", "The logging container must be a separate container in the same storage account.");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn namespace_of(kind: &str) -> &'static str {
+    match kind {
+        "amlFilesystems" => "Microsoft.StorageCache",
+        "virtualNetworks" | "subnets" | "networkSecurityGroups" => "Microsoft.Network",
+        "resourceGroups" => "Microsoft.Resources",
+        _ => "Microsoft.Compute",
+    }
+}
+
+/// Starts a long-running operation and puts its monitor headers on `resp`.
+fn begin(store: &mut Store, resp: &mut Response, lro: Lro, host: &str, sub: &str, kind: &str, location: &str, op: AsyncOp) {
+    if lro == Lro::Sync {
+        return;
+    }
+    store.next += 1;
+    let token = format!("op-{}", store.next);
+    let base = if kind == "resourceGroups" {
+        format!("/subscriptions/{sub}")
+    } else {
+        format!("/subscriptions/{sub}/providers/{}/locations/{location}", namespace_of(kind))
+    };
+    let status_url = format!("{base}/operations/{token}");
+    let result_url = format!("{base}/operationResults/{token}");
+    store.operations.insert(status_url.to_lowercase(), AsyncOp { started: op.started, error: op.error.clone(), result: op.result.clone() });
+    store.operations.insert(result_url.to_lowercase(), op);
+    let headers = resp.headers_mut();
+    if matches!(lro, Lro::AsyncOperation | Lro::Both) {
+        headers.insert("azure-asyncoperation", format!("https://{host}{status_url}?api-version=2025-01-01").parse().unwrap());
+    }
+    if matches!(lro, Lro::Location | Lro::Both) {
+        headers.insert("location", format!("https://{host}{result_url}?api-version=2025-01-01").parse().unwrap());
+    }
+    headers.insert("retry-after", "1".parse().unwrap());
 }
 
 impl Azure {
@@ -178,7 +299,21 @@ impl Azure {
     }
 }
 
+/// Every call is judged by the vendor's published definition first (when `HPC_CONFORMANCE=strict`), and
+/// so is the answer (see `conformance`).
 async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    if uri.path().starts_with("/_admin/") {
+        return api(State(az), method.clone(), uri.clone(), headers, body.clone()).await;
+    }
+    let op = match crate::conformance::gate(crate::conformance::Cloud::Azure, method.as_str(), &uri, &headers, &body) {
+        Ok(op) => op,
+        Err(refusal) => return refusal,
+    };
+    let response = api(State(az), method.clone(), uri.clone(), headers, body.clone()).await;
+    crate::conformance::checked(op, crate::conformance::Cloud::Azure, response).await
+}
+
+async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_owned();
     if let Some(route) = path.strip_prefix("/_admin/") {
         let (status, value) = az.admin.handle(method.as_str(), route, &body, az.as_ref());
@@ -195,17 +330,38 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
         );
     }
     let path = path.trim_end_matches('/').to_owned();
-    // Long-running operation status.
-    if path.contains("/operations/") {
+    // Long-running operations: the Azure-AsyncOperation status resource and the Location URL.
+    let lower = path.to_lowercase();
+    if lower.contains("/operations/") || lower.contains("/operationresults/") {
         az.admin.on_request("arm", "operations.get");
         let store = az.store.lock().unwrap();
-        let Some(op) = store.operations.get(&path.to_lowercase()) else { return arm_error(404, "NotFound", "operation not found") };
-        return match (&op.error, op.started.elapsed().as_secs_f64() >= SETTLE) {
-            (_, false) => axum::Json(json!({"status": "InProgress"})).into_response(),
-            (None, true) => axum::Json(json!({"status": "Succeeded"})).into_response(),
-            (Some((code, message)), true) => {
-                axum::Json(json!({"status": "Failed", "error": {"code": code, "message": message}})).into_response()
-            }
+        let Some(op) = store.operations.get(&lower) else { return arm_error(404, "NotFound", "operation not found") };
+        let done = op.started.elapsed().as_secs_f64() >= SETTLE;
+        if lower.contains("/operations/") {
+            let name = path.rsplit('/').next().unwrap_or_default();
+            return match (&op.error, done) {
+                (_, false) => axum::Json(json!({"name": name, "status": "InProgress"})).into_response(),
+                (None, true) => axum::Json(json!({"name": name, "status": "Succeeded"})).into_response(),
+                (Some((code, message)), true) => {
+                    axum::Json(json!({"name": name, "status": "Failed", "error": {"code": code, "message": message}})).into_response()
+                }
+            };
+        }
+        // The Location URL: 202 until done, then the final answer (no `status` in it).
+        if !done {
+            let mut resp = StatusCode::ACCEPTED.into_response();
+            let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+            resp.headers_mut().insert("location", format!("https://{host}{path}?api-version=2025-01-01").parse().unwrap());
+            resp.headers_mut().insert("retry-after", "1".parse().unwrap());
+            return resp;
+        }
+        return match (&op.error, &op.result) {
+            (Some((code, message)), _) => arm_error(400, code, message),
+            (None, Some(id)) => match store.resources.get(id) {
+                Some(s) => axum::Json(Azure::view(s)).into_response(),
+                None => StatusCode::NO_CONTENT.into_response(),
+            },
+            (None, None) => StatusCode::NO_CONTENT.into_response(),
         };
     }
     let listing_vms = path.to_lowercase().ends_with("/virtualmachines");
@@ -313,6 +469,10 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
             let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
                 return arm_error(400, "InvalidRequestContent", "The request content was invalid and could not be deserialized.");
             };
+            if let Err((target, message)) = documented_rules(&kind, &value) {
+                let body = json!({"error": {"code": "InvalidParameter", "target": target, "message": message}});
+                return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+            }
             let existed = store.resources.contains_key(&key);
             let name = segs.last().copied().unwrap_or_default().to_owned();
             value["id"] = json!(path);
@@ -333,16 +493,20 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
             if value.get("properties").is_none() {
                 value["properties"] = json!({});
             }
-            let long = is_long_running(&kind);
-            value["properties"]["provisioningState"] = json!(if !long {
-                "Succeeded"
-            } else if existed {
-                "Updating"
-            } else {
-                "Creating"
-            });
-            if capacity_error.is_some() {
-                value["properties"]["provisioningState"] = json!("Failed");
+            let lro = lro_of(&kind, "PUT", !existed);
+            // Resource groups and proximity placement groups report provisioning differently (a group's is
+            // `properties.provisioningState` too; a proximity placement group has none at all).
+            if kind != "proximityPlacementGroups" {
+                value["properties"]["provisioningState"] = json!(if !is_long_running(&kind) {
+                    "Succeeded"
+                } else if existed {
+                    "Updating"
+                } else {
+                    "Creating"
+                });
+                if capacity_error.is_some() {
+                    value["properties"]["provisioningState"] = json!("Failed");
+                }
             }
             store.resources.insert(key.clone(), Stored { value: value.clone(), changed: Instant::now() });
             if kind == "virtualMachineScaleSets" && capacity_error.is_none() {
@@ -350,42 +514,26 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
                 Azure::scale_set_vms(&mut store, &path, capacity);
             }
             let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
-            if !long {
-                return (status, axum::Json(value)).into_response();
-            }
-            store.next += 1;
+            let mut resp = (status, axum::Json(value.clone())).into_response();
             let location = value["location"].as_str().unwrap_or("eastus").to_lowercase();
-            let ns = if kind == "amlFilesystems" { "Microsoft.StorageCache" } else { "Microsoft.Compute" };
-            let op_path =
-                format!("/subscriptions/{}/providers/{ns}/locations/{location}/operations/op-{}", segs.get(1).unwrap_or(&""), store.next);
-            store.operations.insert(op_path.to_lowercase(), AsyncOp { started: Instant::now(), error: capacity_error });
-            let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
-            let mut resp = (status, axum::Json(value)).into_response();
-            resp.headers_mut().insert("azure-asyncoperation", format!("https://{host}{op_path}?api-version=2024-07-01").parse().unwrap());
+            let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
+            let op = AsyncOp { started: Instant::now(), error: capacity_error, result: Some(key.clone()) };
+            begin(&mut store, &mut resp, lro, &host, segs.get(1).unwrap_or(&""), &kind, &location, op);
             resp
         }
         "DELETE" => {
-            if store.resources.remove(&key).is_none() {
-                return StatusCode::NO_CONTENT.into_response();
-            }
+            let Some(gone) = store.resources.remove(&key) else { return StatusCode::NO_CONTENT.into_response() };
             let prefix = format!("{key}/");
             store.resources.retain(|k, _| !k.starts_with(&prefix));
-            if kind == "resourceGroups" {
-                store.resources.retain(|k, _| !k.starts_with(&format!("{key}/")));
-            }
-            if !is_long_running(&kind) {
+            let lro = lro_of(&kind, "DELETE", false);
+            if lro == Lro::Sync {
                 return StatusCode::OK.into_response();
             }
-            store.next += 1;
-            let op_path = format!(
-                "/subscriptions/{}/providers/Microsoft.Compute/locations/eastus/operations/op-{}",
-                segs.get(1).unwrap_or(&""),
-                store.next
-            );
-            store.operations.insert(op_path.to_lowercase(), AsyncOp { started: Instant::now(), error: None });
-            let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+            let location = gone.value["location"].as_str().unwrap_or("eastus").to_lowercase();
+            let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
             let mut resp = StatusCode::ACCEPTED.into_response();
-            resp.headers_mut().insert("azure-asyncoperation", format!("https://{host}{op_path}?api-version=2024-07-01").parse().unwrap());
+            let op = AsyncOp { started: Instant::now(), error: None, result: None };
+            begin(&mut store, &mut resp, lro, &host, segs.get(1).unwrap_or(&""), &kind, &location, op);
             resp
         }
         _ => arm_error(405, "MethodNotAllowed", "The method is not allowed."),

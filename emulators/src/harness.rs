@@ -120,6 +120,20 @@ pub fn start_azure() -> (String, std::path::PathBuf) {
 
 /// Calls the Azure emulator's admin API over HTTPS, trusting its certificate.
 pub fn azure_admin(endpoint: &str, pem: &std::path::Path, method: &str, route: &str, body: Option<serde_json::Value>) -> serde_json::Value {
+    let answer = azure_call(endpoint, pem, method, &format!("/_admin/{route}"), body, &[]);
+    assert_eq!(answer["status"], 200, "{method} {route}: {answer}");
+    answer["body"].clone()
+}
+
+/// One HTTPS call to the Azure emulator (bearer token, its certificate trusted): `{"status", "body"}`.
+pub fn azure_call(
+    endpoint: &str,
+    pem: &std::path::Path,
+    method: &str,
+    path_and_query: &str,
+    body: Option<serde_json::Value>,
+    extra: &[(&str, &str)],
+) -> serde_json::Value {
     use std::sync::Arc;
     let pem = std::fs::read(pem).expect("the certificate");
     let mut roots = rustls::RootCertStore::empty();
@@ -136,9 +150,10 @@ pub fn azure_admin(endpoint: &str, pem: &std::path::Path, method: &str, route: &
     let tcp = TcpStream::connect(addr).expect("connect to the emulator");
     let mut tls = rustls::StreamOwned::new(conn, tcp);
     let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let extra: String = extra.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     write!(
         tls,
-        "{method} /_admin/{route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path_and_query} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer emulator\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .expect("write the request");
@@ -146,8 +161,9 @@ pub fn azure_admin(endpoint: &str, pem: &std::path::Path, method: &str, route: &
     let _ = tls.read_to_end(&mut response);
     let text = String::from_utf8_lossy(&response).into_owned();
     let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    assert!(head.starts_with("HTTP/1.1 200"), "{method} {route}: {head}\n{payload}");
-    serde_json::from_str(payload.trim()).unwrap_or_else(|e| panic!("{route}: {e}: {payload}"))
+    let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json = payload.find('{').and_then(|i| payload.rfind('}').map(|j| &payload[i..=j])).unwrap_or("null");
+    serde_json::json!({"status": status, "body": serde_json::from_str::<serde_json::Value>(json).unwrap_or(serde_json::Value::Null)})
 }
 
 /// The API signing key `start_oci` registers: OCI's key id is `<tenancy>/<user>/<fingerprint>`.

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod azure;
+pub mod conformance;
 pub mod gcp;
 pub mod gcp_lustre;
 pub mod harness;

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SUB: &str = "/subscriptions/00000000-0000-0000-0000-000000000001";
-const V: &str = "api-version=2024-07-01";
+/// The api-versions azure-mgmt-compute and azure-mgmt-resource define these operations in.
+const V: &str = "api-version=2026-04-01";
+const V_GROUP: &str = "api-version=2025-04-01";
 
 struct Client {
     addr: std::net::SocketAddr,
@@ -62,13 +64,37 @@ impl Client {
         Reply { status, headers, body: serde_json::from_str(payload).unwrap_or(Value::Null) }
     }
 
+    /// Follows a long-running operation the way its spec declares: the Azure-AsyncOperation status
+    /// resource, or the Location (202 until done); the outcome as `{"status", "error"}`.
     async fn wait(&self, reply: &Reply) -> Value {
-        let url = reply.header("azure-asyncoperation").expect("an Azure-AsyncOperation header").to_owned();
-        let path = url.split_once("://").unwrap().1.split_once('/').unwrap().1;
+        let path = |url: &str| format!("/{}", url.split_once("://").unwrap().1.split_once('/').unwrap().1);
+        if let Some(url) = reply.header("azure-asyncoperation") {
+            let url = path(url);
+            loop {
+                let status = self.call("GET", &url, None, true).await.body;
+                if status["status"] != "InProgress" {
+                    return status;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+        let url = path(reply.header("location").expect("an Azure-AsyncOperation or Location header"));
         loop {
-            let status = self.call("GET", &format!("/{path}"), None, true).await.body;
-            if status["status"] != "InProgress" {
-                return status;
+            let r = self.call("GET", &url, None, true).await;
+            match r.status {
+                202 => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+                200..=299 => return json!({"status": "Succeeded"}),
+                _ => return json!({"status": "Failed", "error": r.body["error"]}),
+            }
+        }
+    }
+
+    /// An update answered 200 declares no monitor: the resource's provisioningState settles.
+    async fn settle(&self, path_and_query: &str) -> Value {
+        loop {
+            let r = self.call("GET", path_and_query, None, true).await.body;
+            if !matches!(r["properties"]["provisioningState"].as_str(), Some("Creating" | "Updating")) {
+                return r;
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
@@ -92,12 +118,12 @@ async fn scale_sets_through_long_running_operations_with_faults_and_drift() {
     let rg = format!("{SUB}/resourceGroups/train-rg");
     let vmss = format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/train-0");
 
-    assert_eq!(c.call("GET", &format!("{rg}?{V}"), None, false).await.status, 401);
+    assert_eq!(c.call("GET", &format!("{rg}?{V_GROUP}"), None, false).await.status, 401);
     assert_eq!(c.call("GET", &rg, None, true).await.body["error"]["code"], "MissingApiVersionParameter");
     let orphan = c.call("PUT", &format!("{vmss}?{V}"), Some(vmss_body(1)), true).await;
     assert_eq!((orphan.status, orphan.body["error"]["code"].as_str()), (404, Some("ResourceGroupNotFound")));
 
-    assert_eq!(c.call("PUT", &format!("{rg}?{V}"), Some(json!({"location": "eastus"})), true).await.status, 201);
+    assert_eq!(c.call("PUT", &format!("{rg}?{V_GROUP}"), Some(json!({"location": "eastus"})), true).await.status, 201);
     let ppg = c
         .call(
             "PUT",
@@ -106,7 +132,8 @@ async fn scale_sets_through_long_running_operations_with_faults_and_drift() {
             true,
         )
         .await;
-    assert_eq!(ppg.body["properties"]["provisioningState"], "Succeeded");
+    // ProximityPlacementGroupProperties has no provisioningState: the PUT answers the group at once.
+    assert_eq!((ppg.status, ppg.body["properties"].get("provisioningState")), (201, None));
 
     let created = c.call("PUT", &format!("{vmss}?{V}"), Some(vmss_body(4)), true).await;
     assert_eq!(created.status, 201);
@@ -122,7 +149,8 @@ async fn scale_sets_through_long_running_operations_with_faults_and_drift() {
     assert_eq!(vms.body["value"].as_array().unwrap().len(), 4);
     let scaled = c.call("PUT", &format!("{vmss}?{V}"), Some(vmss_body(6)), true).await;
     assert_eq!((scaled.status, scaled.body["properties"]["provisioningState"].as_str()), (200, Some("Updating")));
-    c.wait(&scaled).await;
+    assert!(scaled.header("location").is_none() && scaled.header("azure-asyncoperation").is_none());
+    assert_eq!(c.settle(&format!("{vmss}?{V}")).await["properties"]["provisioningState"], "Succeeded");
     assert_eq!(c.call("GET", &format!("{vmss}/virtualMachines?{V}"), None, true).await.body["value"].as_array().unwrap().len(), 6);
 
     // Out of band: one VM deleted.
@@ -164,7 +192,97 @@ async fn scale_sets_through_long_running_operations_with_faults_and_drift() {
     let deleting = c.call("DELETE", &format!("{vmss}?{V}"), None, true).await;
     assert_eq!(deleting.status, 202);
     assert_eq!(c.wait(&deleting).await["status"], "Succeeded");
-    c.call("DELETE", &format!("{rg}?{V}"), None, true).await;
+    c.call("DELETE", &format!("{rg}?{V_GROUP}"), None, true).await;
     let (_, inventory) = emu.admin.handle("GET", "inventory", b"", emu.as_ref());
     assert_eq!(inventory["empty"], true, "{inventory}");
+}
+
+/// Rules Azure writes in its field descriptions, which no schema expresses, refused as ARM refuses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documented_rules_are_refused_as_arm_refuses_them() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let rg = format!("{SUB}/resourceGroups/rules-rg");
+    assert_eq!(c.call("PUT", &format!("{rg}?{V_GROUP}"), Some(json!({"location": "eastus"})), true).await.status, 201);
+    let vmss = format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/rules-0?{V}");
+    let with_os = |os: Value, extra: Value| {
+        let mut b = vmss_body(2);
+        b["properties"]["virtualMachineProfile"] = json!({"osProfile": os});
+        b["properties"].as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        b
+    };
+    let key = json!({"publicKeys": [{"path": "/home/azureuser/.ssh/authorized_keys", "keyData": "ssh-ed25519 AAAA x"}]});
+
+    let no_login = with_os(json!({"computerNamePrefix": "rules-0-", "adminUsername": "azureuser",
+                                  "linuxConfiguration": {"disablePasswordAuthentication": true}}), json!({}));
+    let refused = c.call("PUT", &vmss, Some(no_login), true).await;
+    assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (400, Some("InvalidParameter")), "{}", refused.body);
+    assert!(refused.body["error"]["message"].as_str().unwrap().contains("Authentication using either SSH or by user name and password"));
+
+    let long_prefix = with_os(json!({"computerNamePrefix": "a-very-long-prefix", "adminUsername": "azureuser",
+                                     "linuxConfiguration": {"disablePasswordAuthentication": true, "ssh": key}}), json!({}));
+    let refused = c.call("PUT", &vmss, Some(long_prefix), true).await;
+    assert_eq!((refused.status, refused.body["error"]["target"].as_str()), (400, Some("computerNamePrefix")));
+
+    let mut reserved = with_os(json!({"computerNamePrefix": "rules-0-", "adminUsername": "azureuser",
+                                      "linuxConfiguration": {"disablePasswordAuthentication": true, "ssh": key}}), json!({}));
+    reserved["properties"]["virtualMachineProfile"]["capacityReservation"] = json!({"capacityReservationGroup": {"id": format!("{rg}/providers/Microsoft.Compute/capacityReservationGroups/crg")}});
+    let refused = c.call("PUT", &vmss, Some(reserved.clone()), true).await;
+    assert_eq!((refused.status, refused.body["error"]["target"].as_str()), (400, Some("singlePlacementGroup")));
+    reserved["properties"]["singlePlacementGroup"] = json!(false);
+    assert_eq!(c.call("PUT", &vmss, Some(reserved), true).await.status, 201);
+
+    // AMLFS: the HSM container is a resource id, and the logging container another one in the same account.
+    let fs = format!("{rg}/providers/Microsoft.StorageCache/amlFilesystems/rules-fs?api-version=2026-08-01");
+    let account = format!("{SUB}/resourceGroups/data/providers/Microsoft.Storage/storageAccounts/acct/blobServices/default/containers");
+    let amlfs = |container: String, logging: String| {
+        json!({"location": "eastus", "zones": ["1"], "sku": {"name": "AMLFS-Durable-Premium-125"},
+               "properties": {"storageCapacityTiB": 16.0, "filesystemSubnet": format!("{rg}/providers/Microsoft.Network/virtualNetworks/v/subnets/s"),
+                              "maintenanceWindow": {"dayOfWeek": "Sunday", "timeOfDayUTC": "02:00"},
+                              "hsm": {"settings": {"container": container, "loggingContainer": logging}}}})
+    };
+    let url = c.call("PUT", &fs, Some(amlfs("https://acct.blob.core.windows.net/data".into(), format!("{account}/logs"))), true).await;
+    assert_eq!((url.status, url.body["error"]["target"].as_str()), (400, Some("hsm.settings.container")), "{}", url.body);
+    let same = c.call("PUT", &fs, Some(amlfs(format!("{account}/data"), format!("{account}/data"))), true).await;
+    assert_eq!((same.status, same.body["error"]["target"].as_str()), (400, Some("hsm.settings.loggingContainer")));
+    let good = c.call("PUT", &fs, Some(amlfs(format!("{account}/data"), format!("{account}/data-logs"))), true).await;
+    assert_eq!(good.status, 201, "{}", good.body);
+}
+
+/// Resource groups are deleted as ARM's spec declares: 202 with a Location (no Azure-AsyncOperation) that
+/// answers 202 while the delete runs, then 200 or 204 with no `status` in any body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_group_delete_is_followed_through_its_location() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let rg = format!("{SUB}/resourceGroups/lro-rg");
+    assert_eq!(c.call("PUT", &format!("{rg}?{V_GROUP}"), Some(json!({"location": "eastus"})), true).await.status, 201);
+    let deleting = c.call("DELETE", &format!("{rg}?{V_GROUP}"), None, true).await;
+    assert_eq!(deleting.status, 202);
+    assert!(deleting.header("azure-asyncoperation").is_none());
+    let location = deleting.header("location").expect("a Location header").to_owned();
+    let path = format!("/{}", location.split_once("://").unwrap().1.split_once('/').unwrap().1);
+    let first = c.call("GET", &path, None, true).await;
+    assert_eq!(first.status, 202);
+    let last = loop {
+        let r = c.call("GET", &path, None, true).await;
+        if r.status != 202 {
+            break r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(matches!(last.status, 200 | 204), "{}", last.status);
+    assert!(last.body.get("status").is_none());
+    // Network writes are long-running too: a PUT answers with an Azure-AsyncOperation to follow.
+    assert_eq!(c.call("PUT", &format!("{rg}?{V_GROUP}"), Some(json!({"location": "eastus"})), true).await.status, 201);
+    let vnet = c
+        .call(
+            "PUT",
+            &format!("{rg}/providers/Microsoft.Network/virtualNetworks/v?api-version=2026-03-01"),
+            Some(json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}}})),
+            true,
+        )
+        .await;
+    assert_eq!(vnet.status, 201);
+    assert_eq!(c.wait(&vnet).await["status"], "Succeeded");
 }

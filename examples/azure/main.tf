@@ -33,6 +33,8 @@ resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 4
+  # Azure needs a key or a password for Linux VMs, and the provider keeps password login off.
+  ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc example" # e.g. file("~/.ssh/id_ed25519.pub")
 }
 
 resource "hpc_parallel_filesystem" "scratch" {

@@ -86,9 +86,8 @@ variable "maintenance_window" {
 }
 
 variable "ssh_public_key" {
-  description = "SSH public key for the VMs' admin user."
+  description = "SSH public key (OpenSSH format) for the VMs' admin user: Azure needs a key or a password for Linux VMs, and password login stays off."
   type        = string
-  default     = null
 }
 
 variable "user_data" {

@@ -44,7 +44,7 @@ pub fn schema() -> Schema {
             "Throughput tier in MB/s per TiB: 125, 250, 500 or 1000 (Azure: 40, 125, 250 or 500).",
         ))
         .attribute(Attribute::optional_computed("filesystem_name", Type::String, "Lustre filesystem name clients mount (1-8 letters or digits)."))
-        .attribute(Attribute::optional("data_repository", Type::String, "Object store to link: s3://, gs://, https://<account>.blob.core.windows.net/<container>, oci://."))
+        .attribute(Attribute::optional("data_repository", Type::String, "Object store to link: s3://, gs://, a blob container's resource id (/subscriptions/.../storageAccounts/<account>/blobServices/default/containers/<container>; its logging container is <container>-logs in the same account), oci://."))
         .attribute(Attribute::optional("metadata_iops", Type::Number, "AWS: provisioned metadata IOPS (1500, 3000, 6000, 12000 or multiples of 12000)."))
         .attribute(Attribute::optional_computed("maintenance_window", Type::String, "Azure: weekly maintenance window, e.g. `Sunday 02:00` (UTC)."))
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))

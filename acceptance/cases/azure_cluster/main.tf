@@ -29,8 +29,9 @@ resource "hpc_gpu_fabric" "f" {
 
 resource "hpc_gpu_cluster" "c" {
   name       = "acc"
-  fabric     = hpc_gpu_fabric.f
-  node_count = var.node_count
+  fabric         = hpc_gpu_fabric.f
+  node_count     = var.node_count
+  ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc acceptance"
 }
 
 resource "hpc_parallel_filesystem" "fs" {

@@ -22,6 +22,7 @@ resource "hpc_gpu_cluster" "c" {
   gpu        = "A10"
   node_count = 3
   workload   = "inference"
+  ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc acceptance"
   image      = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/ml/images/ubuntu-a10-grid"
 }
 

@@ -33,6 +33,7 @@ module "cluster" {
   storage_capacity_gib       = 16384 # AMLFS-Durable-Premium-125 grows in 16 TiB steps
   storage_throughput_per_tib = 125
   maintenance_window         = "Saturday 23:00"
+  ssh_public_key             = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc example" # e.g. file("~/.ssh/id_ed25519.pub")
 }
 
 output "node_private_ips" {

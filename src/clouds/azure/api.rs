@@ -88,10 +88,19 @@ fn build(settings: &CloudSettings) -> Result<Arm, String> {
     })
 }
 
-/// An ARM answer: status, the async-operation URL if any, and the JSON body.
+/// How ARM says a long-running operation is to be followed (each operation's spec declares which).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Monitor {
+    /// `Azure-AsyncOperation`: a status resource, `{"status": "InProgress" | "Succeeded" | "Failed" | "Canceled"}`.
+    AsyncOperation(String),
+    /// `Location` only: 202 while running, then the final answer (200 or 204, often with no body at all).
+    Location(String),
+}
+
+/// An ARM answer: status, how to follow it if it is long-running, and the JSON body.
 pub struct Reply {
     pub status: u16,
-    pub async_url: Option<String>,
+    pub monitor: Option<Monitor>,
     pub retry_after: Option<Duration>,
     pub body: Json,
 }
@@ -152,10 +161,12 @@ impl Arm {
                 Ok(r) => {
                     let status = r.status().as_u16();
                     let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
-                    let async_url = header("azure-asyncoperation").or_else(|| header("location"));
+                    let monitor = header("azure-asyncoperation")
+                        .map(Monitor::AsyncOperation)
+                        .or_else(|| header("location").filter(|_| status == 202 || status == 201).map(Monitor::Location));
                     let retry_after = header("retry-after").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs);
                     let text = r.text().await.unwrap_or_default();
-                    Reply { status, async_url, retry_after, body: serde_json::from_str(&text).unwrap_or(Json::Null) }
+                    Reply { status, monitor, retry_after, body: serde_json::from_str(&text).unwrap_or(Json::Null) }
                 }
                 Err(e) if attempt < ATTEMPTS && (e.is_connect() || e.is_timeout()) => {
                     tokio::time::sleep(delay).await;
@@ -214,22 +225,45 @@ impl Arm {
         if !(200..=202).contains(&reply.status) {
             return Err(format!("creating {}: {}", short(id), reply.error()));
         }
-        if let Some(url) = &reply.async_url {
-            self.wait(ctx, url, &format!("creating {}", short(id)), timeout).await?;
+        if let Some(monitor) = &reply.monitor {
+            self.wait(ctx, monitor, &format!("creating {}", short(id)), timeout).await?;
         }
-        // ARM reads may lag a write for a moment: NotFound right after it is retried a few times.
+        // Without a monitor (an update answered 200, say), the resource's own provisioningState tells when
+        // the write is done, as azure-core's pollers read it.
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut delay = Duration::from_millis(200);
-        for _ in 0..5 {
-            if let Some(found) = self.get(ctx, id, api).await? {
-                return Ok(found);
+        let mut missing = 0;
+        loop {
+            let Some(found) = self.get(ctx, id, api).await? else {
+                // ARM reads may lag a write for a moment: NotFound right after it is retried a few times.
+                missing += 1;
+                if missing >= 5 {
+                    return Err(format!("{} vanished after it was created", short(id)));
+                }
+                tokio::select! {
+                    _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay *= 2;
+                continue;
+            };
+            match found["properties"]["provisioningState"].as_str() {
+                None => return Ok(found),
+                Some(s) if s.eq_ignore_ascii_case("Succeeded") => return Ok(found),
+                Some(s) if s.eq_ignore_ascii_case("Failed") || s.eq_ignore_ascii_case("Canceled") => {
+                    return Err(format!("creating {}: provisioning {s}", short(id)));
+                }
+                Some(_) => {}
+            }
+            if tokio::time::Instant::now() + delay > deadline {
+                return Err(format!("timed out after {} while creating {}", crate::clouds::aws::api::human(timeout), short(id)));
             }
             tokio::select! {
                 _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
                 _ = tokio::time::sleep(delay) => {}
             }
-            delay *= 2;
+            delay = (delay * 2).min(Duration::from_secs(5));
         }
-        Err(format!("{} vanished after it was created", short(id)))
     }
 
     /// DELETE a resource and wait until it is gone; a missing resource is fine.
@@ -237,31 +271,52 @@ impl Arm {
         let reply = self.send(ctx, reqwest::Method::DELETE, &format!("{id}?api-version={api}"), None).await?;
         match reply.status {
             200 | 204 | 404 => Ok(()),
-            202 | 201 => match &reply.async_url {
-                Some(url) => self.wait(ctx, url, &format!("deleting {}", short(id)), timeout).await,
+            202 | 201 => match &reply.monitor {
+                Some(monitor) => self.wait(ctx, monitor, &format!("deleting {}", short(id)), timeout).await,
                 None => Ok(()),
             },
             _ => Err(format!("deleting {}: {}", short(id), reply.error())),
         }
     }
 
-    /// Polls an async operation until Succeeded; Failed or Canceled report ARM's error.
-    async fn wait(&self, ctx: &Context, url: &str, what: &str, timeout: Duration) -> Result<(), String> {
+    /// Follows a long-running operation to its end. An `Azure-AsyncOperation` status resource is polled
+    /// until its `status` is terminal (Failed or Canceled report ARM's error). A `Location` URL answers 202
+    /// while the operation runs and then its final answer: 200 or 204 (with or without a body) is done, an
+    /// error status carries ARM's error.
+    async fn wait(&self, ctx: &Context, monitor: &Monitor, what: &str, timeout: Duration) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut delay = Duration::from_millis(200);
+        let mut url = match monitor {
+            Monitor::AsyncOperation(u) | Monitor::Location(u) => u.clone(),
+        };
         loop {
-            let reply = self.send(ctx, reqwest::Method::GET, url, None).await?;
-            match reply.body["status"].as_str().unwrap_or("InProgress") {
-                "Succeeded" => return Ok(()),
-                "Failed" | "Canceled" => {
-                    let e = &reply.body["error"];
-                    return Err(format!(
-                        "{what} failed: {}: {}",
-                        e["code"].as_str().unwrap_or("Failed"),
-                        e["message"].as_str().unwrap_or("ARM gave no detail")
-                    ));
-                }
-                _ => {}
+            let reply = self.send(ctx, reqwest::Method::GET, &url, None).await?;
+            let failed = |e: &Json, fallback: &str| {
+                format!(
+                    "{what} failed: {}: {}",
+                    e["code"].as_str().unwrap_or(fallback),
+                    e["message"].as_str().unwrap_or("ARM gave no detail")
+                )
+            };
+            match monitor {
+                Monitor::AsyncOperation(_) => match reply.body["status"].as_str() {
+                    Some(s) if s.eq_ignore_ascii_case("Succeeded") => return Ok(()),
+                    Some(s) if s.eq_ignore_ascii_case("Failed") || s.eq_ignore_ascii_case("Canceled") => {
+                        return Err(failed(&reply.body["error"], s));
+                    }
+                    _ if reply.status >= 400 => return Err(failed(&reply.body["error"], "Failed")),
+                    _ => {}
+                },
+                Monitor::Location(_) => match reply.status {
+                    202 => {
+                        // The service may move the monitor along.
+                        if let Some(Monitor::Location(next)) = &reply.monitor {
+                            url = next.clone();
+                        }
+                    }
+                    200..=299 => return Ok(()),
+                    _ => return Err(failed(&reply.body["error"], &format!("HTTP {}", reply.status))),
+                },
             }
             if tokio::time::Instant::now() + delay > deadline {
                 return Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout)));

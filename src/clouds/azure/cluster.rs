@@ -125,14 +125,25 @@ async fn subnet_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Resul
     })
 }
 
-fn body(arm: &Arm, spec: &ClusterSpec, group: &str, subnet: &str, size: u32, tags: &BTreeMap<String, String>) -> Json {
+/// The host-name prefix of scale set `index`: Azure allows 1 to 15 characters ("Computer name prefixes must
+/// be 1 to 15 characters long") and appends each VM's instance id, so every set of a cluster gets its own.
+pub fn computer_name_prefix(cluster: &str, index: usize) -> String {
+    let suffix = format!("-{index}-");
+    let room = 15usize.saturating_sub(suffix.len());
+    let base: String = cluster.chars().take(room).collect();
+    format!("{}{suffix}", base.trim_end_matches('-'))
+}
+
+/// A scale set's body. `prefix` is its host-name prefix: Azure never changes it after the set is made.
+fn body(arm: &Arm, spec: &ClusterSpec, group: &str, subnet: &str, size: u32, prefix: &str, tags: &BTreeMap<String, String>) -> Json {
     let f = &spec.fabric;
-    let mut os = json!({"computerNamePrefix": spec.name, "adminUsername": "azureuser"});
+    let mut os = json!({"computerNamePrefix": prefix, "adminUsername": "azureuser"});
     match &spec.ssh_public_key {
         Some(key) => {
             os["linuxConfiguration"] = json!({"disablePasswordAuthentication": true,
                 "ssh": {"publicKeys": [{"path": "/home/azureuser/.ssh/authorized_keys", "keyData": key.trim()}]}});
         }
+        // Refused at plan time (Azure needs a key or a password); kept well-formed for state written before.
         None => os["linuxConfiguration"] = json!({"disablePasswordAuthentication": true}),
     }
     if let Some(u) = &spec.user_data {
@@ -151,9 +162,12 @@ fn body(arm: &Arm, spec: &ClusterSpec, group: &str, subnet: &str, size: u32, tag
     if let Some(r) = &spec.reservation_id {
         profile["capacityReservation"] = json!({"capacityReservationGroup": {"id": r}});
     }
+    // A capacity reservation group takes only scale sets without a single placement group (the planner
+    // refuses reservations for InfiniBand sizes, which need one).
+    let single = spec.reservation_id.is_none();
     let mut props = json!({
         "orchestrationMode": "Uniform",
-        "singlePlacementGroup": true,
+        "singlePlacementGroup": single,
         "platformFaultDomainCount": 1,
         "overprovision": false,
         "upgradePolicy": {"mode": "Manual"},
@@ -189,9 +203,13 @@ pub async fn converge(
     let all = sizes.len().max(previous_sets);
     let mut mine = Vec::new();
     let mut taken = Vec::new();
+    let mut prefixes = Vec::new();
     for i in 0..all {
         let id = scale_set_id(arm, group, &spec.name, i);
         let exists = arm.get(ctx, &id, COMPUTE_API).await?;
+        // A set keeps the host-name prefix it was made with (ARM refuses to change it).
+        let kept = exists.as_ref().and_then(|s| s.pointer("/properties/virtualMachineProfile/osProfile/computerNamePrefix")?.as_str());
+        prefixes.push(kept.map_or_else(|| computer_name_prefix(&spec.name, i), str::to_owned));
         let ours = exists.as_ref().is_some_and(|s| census.admit(SCALE_SET, &super::api::short(&id), marker_in_json(&s["tags"]), None));
         if exists.is_some() && !ours {
             taken.push(format!("{}-{i}", spec.name));
@@ -211,7 +229,7 @@ pub async fn converge(
     let tags = &tags;
     let puts = sizes.iter().enumerate().map(|(i, size)| {
         let id = scale_set_id(arm, group, &spec.name, i);
-        let b = body(arm, spec, group, &subnet, *size, tags);
+        let b = body(arm, spec, group, &subnet, *size, &prefixes[i], tags);
         async move { arm.put(ctx, &id, COMPUTE_API, &b, timeout).await.map(|_| ()) }
     });
     futures::future::try_join_all(puts).await?;

@@ -14,9 +14,9 @@ use crate::framework::{Context, Value};
 use crate::ownership::{Census, marker_in_json};
 use crate::planner::{FabricSpec, Network, Placement};
 
-pub const NETWORK_API: &str = "2024-05-01";
-pub const COMPUTE_API: &str = "2024-07-01";
-pub const GROUP_API: &str = "2021-04-01";
+pub const NETWORK_API: &str = "2026-03-01";
+pub const COMPUTE_API: &str = "2026-04-01";
+pub const GROUP_API: &str = "2025-04-01";
 
 /// The ids of a fabric's pieces.
 pub struct Ids {

@@ -14,7 +14,7 @@ use crate::framework::{Context, Value};
 use crate::ownership::{Census, marker_in_json};
 use crate::planner::FilesystemSpec;
 
-pub const API: &str = "2024-07-01";
+pub const API: &str = "2026-08-01";
 
 pub fn filesystem_id(arm: &Arm, group: &str, name: &str) -> String {
     format!("{}/providers/Microsoft.StorageCache/amlFilesystems/{name}", arm.group_id(group))
@@ -74,7 +74,7 @@ pub async fn converge(
         "maintenanceWindow": {"dayOfWeek": day, "timeOfDayUTC": time},
     });
     if let Some(container) = &spec.data_repository {
-        props["hsm"] = json!({"settings": {"container": container, "loggingContainer": container, "importPrefix": "/"}});
+        props["hsm"] = json!({"settings": {"container": container, "loggingContainer": logging_container(container), "importPrefix": "/"}});
     }
     let body = json!({
         "location": spec.fabric.region,
@@ -87,6 +87,27 @@ pub async fn converge(
 }
 
 const KIND: &str = "azurerm_managed_lustre_file_system";
+
+/// A blob container's resource id split into (account id, container name): AMLFS's HSM settings take
+/// resource ids ("Resource ID of storage container"), not URLs.
+pub fn container_parts(id: &str) -> Option<(&str, &str)> {
+    let (account, container) = id.trim_end_matches('/').rsplit_once("/blobServices/default/containers/")?;
+    let segs: Vec<&str> = account.trim_start_matches('/').split('/').collect();
+    let shaped = segs.len() == 8
+        && segs[0].eq_ignore_ascii_case("subscriptions")
+        && segs[2].eq_ignore_ascii_case("resourceGroups")
+        && segs[4].eq_ignore_ascii_case("providers")
+        && segs[5].eq_ignore_ascii_case("Microsoft.Storage")
+        && segs[6].eq_ignore_ascii_case("storageAccounts")
+        && segs.iter().all(|s| !s.is_empty());
+    (shaped && account.starts_with('/') && !container.is_empty() && !container.contains('/')).then_some((account, container))
+}
+
+/// The logging container beside the data container: AMLFS wants a separate container of the same storage
+/// account ("Must be a separate container in the same storage account"), `<container>-logs`.
+pub fn logging_container(container: &str) -> String {
+    format!("{}-logs", container.trim_end_matches('/'))
+}
 
 /// The filesystem, if it exists and the census admits it.
 pub async fn observe(ctx: &Context, arm: &Arm, group: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {

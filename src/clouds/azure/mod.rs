@@ -134,7 +134,10 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
         .set("maintenance_window", format!("{day} {time} UTC"))
         .set("tags", &tags);
     if let Some(repo) = &spec.data_repository {
-        lustre = lustre.set("hsm_setting.container_id", repo).set(
+        lustre = lustre
+            .set("hsm_setting.container_id", repo)
+            .set("hsm_setting.logging_container_id", crate::clouds::azure::filesystem::logging_container(repo))
+            .set(
             "hsm_setting.required_roles",
             "Contributor and Storage Blob Data Contributor for \"HPC Cache Resource Provider\" on the storage account",
         );
