@@ -12,6 +12,7 @@ mod oci;
 mod ownership;
 mod postgres;
 mod security;
+mod vendor_clients;
 
 use cli::{Cli, Workdir, example_dirs, fold};
 

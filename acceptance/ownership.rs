@@ -229,7 +229,17 @@ pub fn state_from_the_previous_release(cli: &Cli, cloud: &str) {
         std::fs::write(w.dir.path().join("cli.tfrc"), config).unwrap();
     };
     overrides(std::path::Path::new(&previous));
-    apply(&w, &[]).expect_code(0);
+    // The previous release predates the conformance work (older Azure api-versions, say): the vendors'
+    // definitions judge this release's calls, not its.
+    t.admin("POST", "conformance", Some(serde_json::json!({"judge": false})));
+    // The previous release adds OCI security rules before the group is AVAILABLE, which OCI (and now the
+    // emulator) refuses with 409 IncorrectState; its user's second apply completes the fabric.
+    let first = apply(&w, &[]);
+    if first.code != Some(0) {
+        assert!(cloud == "oci" && first.output().contains("IncorrectState"), "{cloud}: {}", first.output());
+        apply(&w, &[]).expect_code(0);
+    }
+    t.admin("POST", "conformance", Some(serde_json::json!({"judge": true})));
     let written: Value = serde_json::from_str(&std::fs::read_to_string(w.path().join("terraform.tfstate")).unwrap()).unwrap();
     let versions: Vec<i64> = written["resources"]
         .as_array()

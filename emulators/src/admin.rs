@@ -86,9 +86,17 @@ pub struct Admin {
     faults: Mutex<Vec<FaultRule>>,
     rng: Mutex<Option<Rng>>,
     counters: Mutex<BTreeMap<String, u64>>,
+    /// Off while a test drives a client this release does not answer for (the previous release, with the
+    /// api-versions it was built with): `POST /_admin/conformance {"judge": false}`.
+    unjudged: std::sync::atomic::AtomicBool,
 }
 
 impl Admin {
+    /// Whether the vendors' definitions judge this emulator's calls (when `HPC_CONFORMANCE=strict`).
+    pub fn judging(&self) -> bool {
+        !self.unjudged.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Counts the call and returns the fault to inject, if a rule fires.
     pub fn on_request(&self, service: &str, operation: &str) -> Option<FaultRule> {
         *self.counters.lock().unwrap().entry(format!("{service}:{operation}")).or_default() += 1;
@@ -148,6 +156,12 @@ impl Admin {
                 (200, json!({"reset": true}))
             }
             ("GET", "inventory") => (200, emulator.inventory()),
+            ("POST", "conformance") => {
+                let judge = parsed.get("judge").and_then(Value::as_bool).unwrap_or(true);
+                self.unjudged.store(!judge, std::sync::atomic::Ordering::SeqCst);
+                (200, json!({"judge": judge}))
+            }
+            ("GET", "conformance") => (200, json!({"judge": self.judging()})),
             ("GET", "snapshot") => (200, emulator.snapshot()),
             ("GET", "counters") => (200, json!({"counters": *self.counters.lock().unwrap()})),
             ("DELETE", "counters") => {

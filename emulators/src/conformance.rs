@@ -268,7 +268,10 @@ pub fn judge_with(defs: &Definitions, cloud: Cloud, call: &Call<'_>) -> Result<A
     // Query parameters: the operation's own (Google's system parameters are among them), and Azure's
     // api-version.
     for (key, _) in call.query {
-        let global = cloud == Cloud::Azure && key == "api-version";
+        // `$alt` is the form of the `alt` system parameter Google's REST clients send (google-cloud-rust and
+        // the Python GAPIC clients send `$alt=json;enum-encoding=int`); Google's front end takes both.
+        let alias = cloud == Cloud::Gcp && key == "$alt" && op.query.iter().any(|q| q == "alt");
+        let global = (cloud == Cloud::Azure && key == "api-version") || alias;
         if !global && !op.query.iter().any(|q| q == key) {
             return Err(Violation {
                 kind: Kind::UnknownQuery,
