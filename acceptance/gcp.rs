@@ -48,7 +48,10 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     // Managed Lustre is reached through private service access on the host network.
     let inv = admin(&ep, "GET", "inventory", None);
     assert_eq!(inv["resources"]["compute"]["addresses"], json!(["projects/ml-prod/global/addresses/accfs-psa"]), "{inv}");
-    assert_eq!(inv["resources"]["servicenetworking"]["connections"], json!(["projects/ml-prod/global/networks/accfab-vpc"]), "{inv}");
+    // Service Networking names the network by project number ("{project} is a project number"), which the
+    // provider looks up through Resource Manager.
+    let number = admin_project_number(&ep);
+    assert_eq!(inv["resources"]["servicenetworking"]["connections"], json!([format!("projects/{number}/global/networks/accfab-vpc")]), "{inv}");
 
     // Each node: the host NIC plus one gVNIC in each of the 8 GPU VPCs, the compact placement policy.
     let nodes = instances(&ep);
@@ -203,3 +206,17 @@ pub fn a3_ultra_roce_layout(cli: &Cli) {
     w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
     assert_eq!(admin(&ep, "GET", "inventory", None)["empty"], true);
 }
+
+/// The project number Resource Manager gives for ml-prod (`GET /v3/projects/ml-prod` answers `projects/<number>`).
+fn admin_project_number(ep: &str) -> String {
+    let addr = ep.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    use std::io::{Read, Write};
+    write!(stream, "GET /v3/projects/ml-prod HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    let project: Value = serde_json::from_str(body).unwrap();
+    project["name"].as_str().unwrap().trim_start_matches("projects/").to_owned()
+}
+

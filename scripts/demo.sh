@@ -21,7 +21,12 @@ write_cli_config "$WORK/cli.tfrc" "$PROVIDER_DIR"
 export TF_CLI_CONFIG_FILE="$WORK/cli.tfrc"
 log "$("$TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}') with terraform-provider-hpc from $PROVIDER_DIR"
 
-log "starting the cloud emulators on 127.0.0.1"
+# The emulators judge every call by the vendors' published definitions (docs/api-conformance.md).
+HPC_CONFORMANCE=${HPC_CONFORMANCE:-strict}
+HPC_CONFORMANCE_DEFS=$(ensure_conformance_defs)
+HPC_CONFORMANCE_LOG="$WORK/conformance"
+export HPC_CONFORMANCE HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_LOG
+log "starting the cloud emulators on 127.0.0.1 (calls judged by the vendors' definitions: HPC_CONFORMANCE=$HPC_CONFORMANCE)"
 "$ROOT/scripts/emulators.sh" start "$ENDPOINTS" >/dev/null
 AWS_ENDPOINT_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aws"])' "$ENDPOINTS")
 export AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo
@@ -81,4 +86,8 @@ log "tofu destroy"
 "$TOFU" destroy -input=false -auto-approve -no-color | grep -E 'Destroy complete'
 log "the emulator's inventory after destroy"
 admin GET inventory | python3 -c 'import json,sys; print("  empty:", json.load(sys.stdin)["empty"])'
+if [ "$HPC_CONFORMANCE" = strict ]; then
+  log "every call judged by botocore's EC2 and FSx models"
+  python3 "$ROOT/scripts/conformance_report.py" --violations "$HPC_CONFORMANCE_LOG" "$ROOT/docs/api-conformance.md" "$HPC_CONFORMANCE_DEFS" | sed 's/^/  /'
+fi
 log "done"

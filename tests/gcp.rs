@@ -33,10 +33,15 @@ async fn apply(ctx: &Context, resource: &dyn Resource, prior: &Value, config: &V
 
 /// A GET on the emulator's Compute API.
 fn get(endpoint: &str, path: &str) -> Json {
+    get_at(endpoint, &format!("/compute/v1/projects/ml-prod/{path}"))
+}
+
+/// A GET of any path on the emulator.
+fn get_at(endpoint: &str, path: &str) -> Json {
     use std::io::{Read, Write};
     let host = endpoint.trim_start_matches("http://");
     let mut s = std::net::TcpStream::connect(host).unwrap();
-    write!(s, "GET /compute/v1/projects/ml-prod/{path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer t\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer t\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap()
@@ -95,8 +100,12 @@ async fn an_existing_host_network_by_self_link_spot_nodes_and_a_capacity_error()
     let networks = get(&ep, "global/networks");
     let names: Vec<&str> = networks["items"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["corp-vpc", "est-gpu-0", "est-gpu-1", "est-gpu-2", "est-gpu-3"]);
-    let policy = get(&ep, "regions/us-central1/resourcePolicies/est-placement");
-    assert_eq!(policy["groupPlacementPolicy"]["maxDistance"], 2);
+    // maxDistance exists in Compute Engine's beta API only: the policy was made there, and v1 shows none.
+    let policy = get_at(&ep, "/compute/beta/projects/ml-prod/regions/us-central1/resourcePolicies/est-placement");
+    assert_eq!(policy["groupPlacementPolicy"]["maxDistance"], 2, "{policy}");
+    assert_eq!(policy["status"], "READY");
+    let v1 = get(&ep, "regions/us-central1/resourcePolicies/est-placement");
+    assert!(v1["groupPlacementPolicy"].get("maxDistance").is_none(), "{v1}");
 
     // Spot nodes join the estate's network on nic0.
     let config = value(
@@ -174,4 +183,78 @@ async fn an_existing_host_network_by_self_link_spot_nodes_and_a_capacity_error()
     let inv = admin(&ep, "GET", "inventory", None);
     assert_eq!(inv["resources"]["compute"]["networks"], json!(["projects/ml-prod/global/networks/corp-vpc"]), "{inv}");
     assert_eq!(inv["resources"]["compute"]["instances"], json!([]), "{inv}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_lustre_through_private_service_access_by_project_number() {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "lfab", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g",
+               "cidr_block": "10.20.0.0/16"}),
+    );
+    let (_, fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let fabric_ref = json!({"id": "gcp/us-central1-a/lfab", "name": "lfab", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+                            "instance_type": "a3-highgpu-8g", "placement": "cluster"});
+    let fs_config = |name: &str| {
+        value(
+            &ParallelFilesystem,
+            json!({"name": name, "fabric": fabric_ref, "capacity_gib": 18000, "throughput_per_tib": 500, "data_repository": "gs://ml-datasets/tokenized"}),
+        )
+    };
+    let (_, fs, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config("lfs")).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    // Service Networking names the network by the project's number (Cloud Resource Manager's answer).
+    let number = get_at(&ep, "/v3/projects/ml-prod")["name"].as_str().unwrap().trim_start_matches("projects/").to_owned();
+    let snapshot = admin(&ep, "GET", "snapshot", None);
+    let network = format!("projects/{number}/global/networks/lfab-vpc");
+    assert_eq!(snapshot["servicenetworking"][&network]["reservedPeeringRanges"], json!(["lfs-psa"]), "{}", snapshot["servicenetworking"]);
+    // Managed Lustre keeps the project id, and imports from a path that ends with '/'.
+    let instance = &snapshot["lustre"]["projects/ml-prod/locations/us-central1-a/instances/lfs"];
+    assert_eq!(instance["network"], "projects/ml-prod/global/networks/lfab-vpc");
+    assert_eq!(instance["_imported_from"], "gs://ml-datasets/tokenized/");
+
+    // A connection change that fails in its operation is an error that says why.
+    admin(
+        &ep,
+        "POST",
+        "faults",
+        Some(json!({"service": "servicenetworking", "operation": "connections.write", "kind": "capacity", "times": 1})),
+    );
+    let (_, failed, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config("lfs2")).await;
+    assert!(diags.iter().any(|d| d.contains("Allocated IP range exhausted")), "{diags:?}");
+
+    // Destroy: the last range leaves with deleteConnection; nothing of the filesystem stays.
+    let mut d = Diagnostics::new();
+    for (r, s) in [(&ParallelFilesystem as &dyn Resource, &failed), (&ParallelFilesystem, &fs), (&GpuFabric, &fabric)] {
+        if s.is_null() {
+            continue;
+        }
+        let out = r.apply(&ctx, ApplyRequest { prior: s, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut d).await;
+        assert!(out.new_state.is_null(), "{:?}", d.iter().collect::<Vec<_>>());
+    }
+    let inv = admin(&ep, "GET", "inventory", None);
+    assert_eq!(inv["empty"], true, "{inv}");
+}
+
+#[tokio::test]
+async fn default_tags_that_cannot_be_google_labels_are_refused_at_plan() {
+    let provider = json!({"default_tags": {"CostCenter": "ML-42"}, "gcp": {"project": "ml-prod", "endpoint": "http://127.0.0.1:9"}});
+    let config = decode_json(provider.to_string().as_bytes(), &hpc_provider::config::schema().value_type()).unwrap();
+    let ctx = Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&config, "test"))));
+    let fabric = value(
+        &GpuFabric,
+        json!({"name": "lbl", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g",
+               "cidr_block": "10.20.0.0/16"}),
+    );
+    let mut diags = Diagnostics::new();
+    GpuFabric.plan(&ctx, PlanRequest { prior: &Value::Null, proposed: &fabric, config: &fabric, prior_private: &[] }, &mut diags);
+    let found: Vec<String> = diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect();
+    assert!(
+        found.iter().any(|d| d.contains("Invalid Google Cloud label") && d.contains("default_tags") && d.contains("CostCenter")),
+        "{found:?}"
+    );
 }

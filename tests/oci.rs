@@ -194,3 +194,85 @@ async fn throttling_capacity_cluster_networks_and_credentials() {
     let inv = admin("GET", "inventory", None);
     assert_eq!(inv["empty"], true, "{inv}");
 }
+
+/// Every resource of a kind in the emulator's snapshot.
+fn snapshot_of(ep: &str, kind: &str) -> Vec<Json> {
+    let snap = admin(ep, "GET", "snapshot", None);
+    snap["resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(id, _)| id.starts_with(&format!("ocid1.{kind}.")))
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lustre_links_name_namespace_and_bucket_and_import_their_data() {
+    let (ep, key) = start_oci();
+    let admin = |method: &str, route: &str, body: Option<Json>| admin(&ep, method, route, body);
+    let ctx = context(key_block(&ep, &key));
+    // The security group is used only once it is AVAILABLE (the emulator refuses rules before).
+    let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config("data", "none")).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let fs_config = value(
+        &ParallelFilesystem,
+        json!({"name": "datasets", "fabric": fabric_ref("data", "none"), "capacity_gib": 31_200, "throughput_per_tib": 250,
+               "data_repository": "oci://imagenet@tenancyns/train/shards", "timeouts": {"create": "60s"}}),
+    );
+    let (fs, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    // OCI's form: namespace:/bucket/prefix; and the data is imported (one sync job, polled to SUCCEEDED).
+    let links = snapshot_of(&ep, "objectstoragelink");
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert_eq!(links[0]["objectStoragePrefix"], "tenancyns:/imagenet/train/shards");
+    assert!(links[0]["lastJobId"].as_str().is_some(), "the import ran: {}", links[0]);
+    let counters = admin("GET", "counters", None)["counters"].clone();
+    assert_eq!(counters["lustre:StartImportFromObject"], 1, "{counters}");
+    assert!(counters["lustre:GetSyncJob"].as_u64().is_some_and(|n| n >= 1), "{counters}");
+    // An import reads the link back in the provider's form.
+    let mut d = Diagnostics::new();
+    let imported = ParallelFilesystem.import(&ctx, &format!("oci/us-ashburn-1/{COMPARTMENT}/datasets"), &mut d).await;
+    assert!(d.is_empty(), "{:?}", d.iter().map(|d| d.detail.clone()).collect::<Vec<_>>());
+    assert_eq!(imported.unwrap().get("data_repository").as_str(), Some("oci://imagenet@tenancyns/train/shards"));
+    destroy(&ctx, &ParallelFilesystem, &fs).await;
+
+    // An import that fails is reported (the emulator fails the sync job on a capacity fault).
+    admin("POST", "faults", Some(json!({"service": "lustre", "operation": "StartImportFromObject", "kind": "capacity", "times": 1})));
+    let (_, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config).await;
+    let failure = diags.iter().find(|d| d.contains("FAILED")).unwrap_or_else(|| panic!("{diags:?}"));
+    assert!(failure.contains("import") && failure.contains("tenancyns:/imagenet/train/shards"), "{failure}");
+    let mut d = Diagnostics::new();
+    let leftover = ParallelFilesystem.import(&ctx, &format!("oci/us-ashburn-1/{COMPARTMENT}/datasets"), &mut d).await.unwrap();
+    destroy(&ctx, &ParallelFilesystem, &leftover).await;
+    destroy(&ctx, &GpuFabric, &fabric).await;
+    let inv = admin("GET", "inventory", None);
+    assert_eq!(inv["empty"], true, "{inv}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_network_nodes_in_the_services_casing_are_running() {
+    let (ep, key) = start_oci();
+    let ctx = context(key_block(&ep, &key));
+    let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config("cased", "cluster-network")).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    // ListClusterNetworkInstances says "Running", not "RUNNING": the apply still sees its nodes run.
+    let config = |n: u32| {
+        value(
+            &GpuCluster,
+            json!({"name": "cased", "fabric": fabric_ref("cased", "cluster-network"), "node_count": n, "timeouts": {"create": "30s", "update": "30s"}}),
+        )
+    };
+    let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config(3)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(node_names(&cluster), ["cased-0", "cased-1", "cased-2"]);
+    // Terminated pool instances ("Terminated") are not counted as nodes.
+    let (cluster, diags) = apply(&ctx, &GpuCluster, &cluster, &config(1)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let mut d = Diagnostics::new();
+    let ReadOutcome::Found { state: read, .. } = GpuCluster.read(&ctx, &cluster, &[], &mut d).await else { panic!("cluster network gone") };
+    assert_eq!(node_names(&read), ["cased-0"]);
+    destroy(&ctx, &GpuCluster, &read).await;
+    destroy(&ctx, &GpuFabric, &fabric).await;
+}

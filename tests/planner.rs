@@ -104,7 +104,9 @@ fn cases() -> Vec<Case> {
         base
     };
     let cl = |fabric: J, extra: J| {
-        let mut base = json!({"name": "train", "fabric": fabric, "node_count": 4});
+        // Azure refuses Linux VMs without a key or password: every Azure cluster here carries a key.
+        let key = if fabric["cloud"] == "azure" { json!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x") } else { J::Null };
+        let mut base = json!({"name": "train", "fabric": fabric, "node_count": 4, "ssh_public_key": key});
         base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         base
     };
@@ -215,7 +217,7 @@ fn cases() -> Vec<Case> {
             "filesystem",
             fs(
                 azure_h100(),
-                json!({"capacity_gib": 16384, "throughput_per_tib": 125, "data_repository": "https://acct.blob.core.windows.net/data"}),
+                json!({"capacity_gib": 16384, "throughput_per_tib": 125, "data_repository": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/data-rg/providers/Microsoft.Storage/storageAccounts/acct/blobServices/default/containers/data"}),
             ),
             &[
                 r#""sku_name": "AMLFS-Durable-Premium-125""#,
@@ -677,8 +679,16 @@ fn cases() -> Vec<Case> {
         case(
             "single_node_finetuning_without_a_fabric",
             "cluster",
-            json!({"name": "tune", "cloud": "azure", "region": "eastus", "gpu": "H100", "node_count": 1, "workload": "finetuning"}),
+            json!({"name": "tune", "cloud": "azure", "region": "eastus", "gpu": "H100", "node_count": 1, "workload": "finetuning",
+                   "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x"}),
             &[r#""kind": "azurerm_resource_group""#, r#""id": "azure/tune-rg/tune""#],
+        ),
+        // Azure: "Authentication using either SSH or by user name and password must be enabled in Linux profile."
+        case(
+            "invalid_azure_cluster_without_ssh_key",
+            "cluster",
+            json!({"name": "train", "fabric": azure_h100(), "node_count": 4}),
+            &["error [ssh_public_key] Missing SSH key", "neither an SSH key nor a password"],
         ),
         case(
             "invalid_fabric_oci_vm_in_compute_cluster",

@@ -239,6 +239,8 @@ def gcp_discovery(doc_name, ns, lro_kind):
                         "response": f"{ns}/{response}" if response else None,
                         "long_running": long_running,
                         "doc": d.get("documentationLink"),
+                        # The interface version the method is at ($apiVersion / X-Goog-Api-Version).
+                        "interface_version": m.get("apiVersion"),
                     }
                 )
             visit(r.get("resources") or {})
@@ -1037,7 +1039,8 @@ def azure():
 OCI_SERVICES = [
     ("core", "oci.core"),
     ("lustre", "oci.lustre_file_storage"),
-    ("identity", "oci.identity"),
+    # Core's work requests (GetWorkRequest, its errors and logs) are a client of their own on the iaas host.
+    ("work_requests", "oci.work_requests"),
 ]
 
 OCI_SCALARS = {

@@ -232,8 +232,18 @@ fn namespace_of(kind: &str) -> &'static str {
     }
 }
 
+/// Where a long-running operation's monitors live: the request's host, subscription, resource kind and
+/// location.
+struct Scope<'a> {
+    host: &'a str,
+    sub: &'a str,
+    kind: &'a str,
+    location: &'a str,
+}
+
 /// Starts a long-running operation and puts its monitor headers on `resp`.
-fn begin(store: &mut Store, resp: &mut Response, lro: Lro, host: &str, sub: &str, kind: &str, location: &str, op: AsyncOp) {
+fn begin(store: &mut Store, resp: &mut Response, lro: Lro, scope: &Scope<'_>, op: AsyncOp) {
+    let Scope { host, sub, kind, location } = *scope;
     if lro == Lro::Sync {
         return;
     }
@@ -320,7 +330,7 @@ async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
     }
     let op = match crate::conformance::gate(crate::conformance::Cloud::Azure, method.as_str(), &uri, &headers, &body) {
         Ok(op) => op,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let response = api(State(az), method.clone(), uri.clone(), headers, body.clone()).await;
     crate::conformance::checked(op, crate::conformance::Cloud::Azure, response).await
@@ -390,7 +400,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         let lower: Vec<String> = group_segs.iter().map(|s| s.to_lowercase()).collect();
         lower.iter().rposition(|s| s == "providers").is_some_and(|p| {
             let rest = group_segs.len() - p - 1;
-            rest >= 2 && rest % 2 == 0
+            rest >= 2 && rest.is_multiple_of(2)
         })
     };
     let kind = if listing_group {
@@ -564,7 +574,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             let location = value["location"].as_str().unwrap_or("eastus").to_lowercase();
             let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
             let op = AsyncOp { started: Instant::now(), error: capacity_error, result: Some(key.clone()) };
-            begin(&mut store, &mut resp, lro, &host, segs.get(1).unwrap_or(&""), &kind, &location, op);
+            begin(&mut store, &mut resp, lro, &Scope { host: &host, sub: segs.get(1).unwrap_or(&""), kind: &kind, location: &location }, op);
             resp
         }
         "DELETE" => {
@@ -579,7 +589,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
             let mut resp = StatusCode::ACCEPTED.into_response();
             let op = AsyncOp { started: Instant::now(), error: None, result: None };
-            begin(&mut store, &mut resp, lro, &host, segs.get(1).unwrap_or(&""), &kind, &location, op);
+            begin(&mut store, &mut resp, lro, &Scope { host: &host, sub: segs.get(1).unwrap_or(&""), kind: &kind, location: &location }, op);
             resp
         }
         _ => arm_error(405, "MethodNotAllowed", "The method is not allowed."),

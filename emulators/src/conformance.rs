@@ -58,6 +58,9 @@ pub struct Operation {
     pub response: Option<String>,
     #[serde(default)]
     pub long_running: Option<Value>,
+    /// Google: the dated interface version the method is at (`$apiVersion`), when it has one.
+    #[serde(default)]
+    pub interface_version: Option<String>,
     #[serde(skip)]
     segments: Vec<Segment>,
 }
@@ -205,7 +208,7 @@ pub struct Call<'a> {
 pub fn judge_request(cloud: Cloud, call: &Call<'_>) -> Result<Option<Arc<Operation>>, Violation> {
     // A test's deliberate mistake is judged whenever definitions are given, so the tests that prove the judge
     // refuses run with or without the switch.
-    if !strict() && !(call.probe && std::env::var_os("HPC_CONFORMANCE_DEFS").is_some()) {
+    if !(strict() || call.probe && std::env::var_os("HPC_CONFORMANCE_DEFS").is_some()) {
         return Ok(None);
     }
     // ARM's long-running-operation monitors (the URLs an Azure-AsyncOperation or Location header hands out)
@@ -267,10 +270,32 @@ pub fn judge_with(defs: &Definitions, cloud: Cloud, call: &Call<'_>) -> Result<A
     let op = *op;
     // Query parameters: the operation's own (Google's system parameters are among them), and Azure's
     // api-version.
-    for (key, _) in call.query {
-        // `$alt` is the form of the `alt` system parameter Google's REST clients send (google-cloud-rust and
-        // the Python GAPIC clients send `$alt=json;enum-encoding=int`); Google's front end takes both.
-        let alias = cloud == Cloud::Gcp && key == "$alt" && op.query.iter().any(|q| q == "alt");
+    for (key, value) in call.query {
+        // Google's system parameters have a `$` form ("$alt, alt", "$fields, fields", ... in Google's
+        // System parameters page); google-cloud-rust and the Python GAPIC clients send `$alt=json;enum-encoding=int`.
+        let alias = cloud == Cloud::Gcp && key.strip_prefix('$').is_some_and(|plain| op.query.iter().any(|q| q == plain));
+        // `$apiVersion` picks one of a method's dated interface versions; the definition names the newest,
+        // and a client built against an earlier one is answered in it.
+        if cloud == Cloud::Gcp && key == "$apiVersion" {
+            let dated = value.len() == 10 && value.chars().all(|c| c.is_ascii_digit() || c == '-');
+            match &op.interface_version {
+                Some(newest) if dated && value.as_str() <= newest.as_str() => continue,
+                Some(newest) => {
+                    return Err(Violation {
+                        kind: Kind::UnknownVersion,
+                        field: key.clone(),
+                        message: format!("{} has no interface version {value} (the newest is {newest})", op.id),
+                    });
+                }
+                None => {
+                    return Err(Violation {
+                        kind: Kind::UnknownQuery,
+                        field: key.clone(),
+                        message: format!("{} has no dated interface versions, so no $apiVersion", op.id),
+                    });
+                }
+            }
+        }
         let global = (cloud == Cloud::Azure && key == "api-version") || alias;
         if !global && !op.query.iter().any(|q| q == key) {
             return Err(Violation {
@@ -293,7 +318,10 @@ pub fn judge_with(defs: &Definitions, cloud: Cloud, call: &Call<'_>) -> Result<A
             field: String::new(),
             message: format!("the request body is not JSON: {e}"),
         })?;
-        let judge = Judge { schemas: &cd.schemas, direction: Direction::Request, method: &op.id, cloud };
+        // An update (PATCH with a field mask) may carry the resource as read, output-only fields and all:
+        // Google's services ignore those (AIP-203); a create may not send them.
+        let direction = if call.method.eq_ignore_ascii_case("PATCH") { Direction::Update } else { Direction::Request };
+        let judge = Judge { schemas: &cd.schemas, direction, method: &op.id, cloud };
         judge.value(&json!({"ref": schema}), &body, &root_name(cloud))?;
     }
     Ok(Arc::new(op.clone()))
@@ -365,6 +393,8 @@ pub fn judge_protocol(cloud: Cloud, op: &Operation, status: u16, headers: &[Stri
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
     Request,
+    /// A PATCH: as a request, but output-only fields are let through and required ones are not demanded.
+    Update,
     Response,
 }
 
@@ -432,6 +462,9 @@ impl Judge<'_> {
                 let format = node.get("format").and_then(Value::as_str).unwrap_or_default();
                 let s = match v {
                     Value::String(s) => s.as_str(),
+                    // proto3 JSON takes an enum's number as well as its name (the Google clients send numbers
+                    // with `$alt=json;enum-encoding=int`).
+                    Value::Number(n) if self.cloud == Cloud::Gcp && node.get("enum").is_some() && n.is_i64() => return Ok(()),
                     // proto3 JSON (Google) reads 64-bit integers from numbers as well as strings.
                     Value::Number(n) if self.cloud == Cloud::Gcp && matches!(format, "int64" | "uint64") && n.is_i64() => return Ok(()),
                     _ => return Err(self.wrong(at, "string", v)),
@@ -529,7 +562,7 @@ impl Judge<'_> {
     fn unknown(&self, at: &str, key: &str, props: &serde_json::Map<String, Value>) -> Violation {
         let here = if at.is_empty() { key.to_owned() } else { format!("{at}.{key}") };
         let direction = match self.direction {
-            Direction::Request => "",
+            Direction::Request | Direction::Update => "",
             Direction::Response => "the emulator answered with a field the published definition does not have: ",
         };
         let message = match self.cloud {
@@ -616,10 +649,10 @@ pub async fn checked(op: Option<Arc<Operation>>, cloud: Cloud, response: Respons
 /// Judges a request before the emulator handles it: `Err` is the refusal to send back.
 /// A request carrying the `x-hpc-conformance-probe` header is a test's deliberate mistake: its refusal is
 /// recorded as a probe, not as a violation of the run.
-pub fn gate(cloud: Cloud, method: &str, uri: &axum::http::Uri, headers: &axum::http::HeaderMap, body: &Bytes) -> Result<Option<Arc<Operation>>, Response> {
+pub fn gate(cloud: Cloud, method: &str, uri: &axum::http::Uri, headers: &axum::http::HeaderMap, body: &Bytes) -> Result<Option<Arc<Operation>>, Box<Response>> {
     let query = parse_query(uri.query().unwrap_or_default());
     let call = Call { method, path: uri.path(), query: &query, body, probe: headers.contains_key(PROBE_HEADER) };
-    judge_request(cloud, &call).map_err(|v| refusal(cloud, &v))
+    judge_request(cloud, &call).map_err(|v| Box::new(refusal(cloud, &v)))
 }
 
 /// The header that marks a deliberately wrong request.

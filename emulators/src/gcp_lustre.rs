@@ -17,6 +17,9 @@ const SETTLE_SECONDS: f64 = 0.3;
 pub struct Stored {
     pub value: Value,
     changed: Instant,
+    /// The Cloud Storage path of the last importData: the emulator's own record (the API reports imports
+    /// only through their operations), shown in the admin snapshot, never in an answer.
+    imported_from: Option<String>,
 }
 
 #[derive(Default)]
@@ -56,7 +59,11 @@ fn capacity_ok(tier: i64, gib: i64) -> Result<(), String> {
 impl Lustre {
     /// An instance as a client reading it would see it.
     pub fn snapshot_of(&mut self, key: &str) -> Option<Value> {
-        self.view(key)
+        let mut v = self.view(key)?;
+        if let Some(uri) = self.instances.get(key).and_then(|s| s.imported_from.clone()) {
+            v["_imported_from"] = json!(uri);
+        }
+        Some(v)
     }
 
     fn view(&mut self, key: &str) -> Option<Value> {
@@ -150,13 +157,20 @@ impl Lustre {
                 if let Err(e) = serde_json::from_value::<model::Instance>(value.clone()) {
                     return Some(error(500, "INTERNAL", &format!("emulator bug: {e}")));
                 }
-                self.instances.insert(key.clone(), Stored { value, changed: Instant::now() });
+                self.instances.insert(key.clone(), Stored { value, changed: Instant::now(), imported_from: None });
                 self.operation(&parent, &key, "create", Some(json!({}))).pipe_ok()
             }
             ("GET", "instances", None) => {
                 let keys: Vec<String> = self.instances.keys().filter(|k| k.starts_with(&format!("{parent}/instances/"))).cloned().collect();
-                let items: Vec<Value> = keys.iter().filter_map(|k| self.view(k)).collect();
-                ok(json!({"instances": items}))
+                let start: usize = query.get("pageToken").and_then(|t| t.parse().ok()).unwrap_or(0);
+                let size = query.get("pageSize").and_then(|s| s.parse::<usize>().ok()).filter(|s| *s > 0).unwrap_or(50).min(1000);
+                let page: Vec<String> = keys.iter().skip(start).take(size).cloned().collect();
+                let items: Vec<Value> = page.iter().filter_map(|k| self.view(k)).collect();
+                let mut out = json!({"instances": items});
+                if keys.len() > start + size {
+                    out["nextPageToken"] = json!((start + size).to_string());
+                }
+                ok(out)
             }
             ("GET", "instances", Some(_)) => match self.view(rest) {
                 Some(v) => ok(v),
@@ -186,7 +200,7 @@ impl Lustre {
                     value["labels"] = json!(update.labels);
                 }
                 value["state"] = json!("UPDATING");
-                self.instances.insert(rest.to_owned(), Stored { value, changed: Instant::now() });
+                self.instances.insert(rest.to_owned(), Stored { value, changed: Instant::now(), imported_from: None });
                 self.operation(&parent, rest, "update", Some(json!({}))).pipe_ok()
             }
             ("POST", "instances", Some(verb)) if verb.ends_with(":importData") => {
@@ -197,11 +211,19 @@ impl Lustre {
                 }
                 let request: Value = serde_json::from_slice(body).unwrap_or(json!({}));
                 let uri = request["gcsPath"]["uri"].as_str().unwrap_or_default();
-                if !uri.starts_with("gs://") {
+                let Some(location) = uri.strip_prefix("gs://").filter(|l| !l.is_empty() && !l.starts_with('/')) else {
                     return Some(error(400, "INVALID_ARGUMENT", "gcs_path.uri must be a gs:// URI"));
+                };
+                // A path inside the bucket ends with '/': `gs://bucket/path/`.
+                if location.contains('/') && !location.ends_with('/') {
+                    return Some(error(
+                        400,
+                        "INVALID_ARGUMENT",
+                        &format!("gcs_path.uri {uri:?}: a path inside the bucket must end with '/'"),
+                    ));
                 }
                 if let Some(stored) = self.instances.get_mut(&target) {
-                    stored.value["_imported_from"] = json!(uri);
+                    stored.imported_from = Some(uri.to_owned());
                 }
                 let response = json!({"@type": "type.googleapis.com/google.cloud.lustre.v1.ImportDataResponse"});
                 self.operation(&parent, &target, "importData", Some(response)).pipe_ok()

@@ -41,12 +41,13 @@ fn admin(emulator: &gcp::Gcp, method: &str, route: &str, body: serde_json::Value
     out
 }
 
-fn a3_mega(pattern: &str, count: i64) -> model::BulkInsertInstanceResource {
+/// A3 Mega nodes; `policy` names a resource policy in the region (names, not URLs).
+fn a3_mega(pattern: &str, count: i64, policy: Option<&str>) -> model::BulkInsertInstanceResource {
     let properties: model::InstanceProperties = serde_json::from_value(json!({
         "machineType": "a3-megagpu-8g",
         "labels": {"hpc_cluster": "train", "hpc_fabric": "train"},
         "scheduling": {"onHostMaintenance": "TERMINATE"},
-        "resourcePolicies": [format!("projects/{P}/regions/{REGION}/resourcePolicies/train-placement")],
+        "resourcePolicies": policy.into_iter().collect::<Vec<_>>(),
         "networkInterfaces": (0..9).map(|i| json!({"network": format!("projects/{P}/global/networks/train-gpu-{i}"), "nicType": "GVNIC"})).collect::<Vec<_>>(),
     }))
     .unwrap();
@@ -71,7 +72,15 @@ async fn networks_policies_and_bulk_created_instances_round_trip() {
     policies.insert().set_project(P).set_region(REGION).set_body(policy).poller().until_done().await.unwrap();
 
     let instances = client!(Instances, &emu.endpoint);
-    let op = instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(a3_mega("train-#", 4)).poller().until_done().await.unwrap();
+    let op = instances
+        .bulk_insert()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_body(a3_mega("train-#", 4, Some("train-placement")))
+        .poller()
+        .until_done()
+        .await
+        .unwrap();
     assert_eq!(op.status, Some(model::operation::Status::Done));
 
     // Refresh finds every node with one filtered list call.
@@ -109,7 +118,7 @@ async fn capacity_throttling_and_out_of_band_changes() {
         "faults",
         json!({"service": "compute", "operation": "instances.bulkInsert", "kind": "capacity", "times": 1}),
     );
-    let op = instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(a3_mega("cap-#", 2)).poller().until_done().await.unwrap();
+    let op = instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(a3_mega("cap-#", 2, None)).poller().until_done().await.unwrap();
     let errors = op.error.expect("a failed operation").errors;
     assert_eq!(errors[0].code.as_deref(), Some("ZONE_RESOURCE_POOL_EXHAUSTED"));
     assert!(errors[0].message.as_deref().unwrap().contains("us-central1-a"));
@@ -145,7 +154,7 @@ async fn capacity_throttling_and_out_of_band_changes() {
     assert!(started.elapsed() >= Duration::from_millis(300));
 
     // Out-of-band delete: gone from the API, and the inventory is empty again.
-    instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(a3_mega("oob-#", 1)).poller().until_done().await.unwrap();
+    instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(a3_mega("oob-#", 1, None)).poller().until_done().await.unwrap();
     admin(&emu.emulator, "POST", "out-of-band", json!({"action": "delete", "id": format!("projects/{P}/zones/{ZONE}/instances/oob-1")}));
     let gone = instances.get().set_project(P).set_zone(ZONE).set_instance("oob-1").send().await.unwrap_err();
     assert_eq!(gone.http_status_code(), Some(404));
@@ -209,4 +218,205 @@ async fn managed_lustre_create_grow_delete_through_long_running_operations() {
     admin(&emu.emulator, "POST", "faults", json!({"service": "lustre", "operation": "instances.list", "kind": "throttle", "times": 1}));
     let throttled = lustre.list_instances().set_parent(&parent).send().await.unwrap_err();
     assert_eq!(throttled.http_status_code(), Some(429));
+}
+
+/// A raw call on the emulator's port: the HTTP status and the JSON answer.
+fn raw(endpoint: &str, method: &str, path: &str, body: Option<serde_json::Value>) -> (u16, serde_json::Value) {
+    raw_with(endpoint, method, path, body, false)
+}
+
+/// A deliberate mistake (`probe`): marked so that, with the definitions judging, its refusal is not counted
+/// as a violation of the run.
+fn raw_with(endpoint: &str, method: &str, path: &str, body: Option<serde_json::Value>, probe: bool) -> (u16, serde_json::Value) {
+    use std::io::{Read, Write};
+    let addr = endpoint.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mark = if probe { format!("{}: 1\r\n", hpc_emulators::conformance::PROBE_HEADER) } else { String::new() };
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer t\r\n{mark}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, payload) = out.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, serde_json::from_str(payload).unwrap_or(serde_json::Value::Null))
+}
+
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+// raw() blocks its thread: the emulator serves from another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_distance_is_refused_by_compute_v1_and_kept_by_beta() {
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let ep = &emu.endpoint;
+    let body = json!({"name": "train-placement", "groupPlacementPolicy": {"collocation": "COLLOCATED", "maxDistance": 2}});
+    let v1 = format!("/compute/v1/projects/{P}/regions/{REGION}/resourcePolicies");
+    let (status, out) = raw_with(ep, "POST", &v1, Some(body.clone()), true);
+    assert_eq!(status, 400, "{out}");
+    assert_eq!(
+        out["error"]["message"],
+        "Invalid JSON payload received. Unknown name \"maxDistance\" at 'resource.groupPlacementPolicy': Cannot find field."
+    );
+    // The same policy through the beta API, whose ResourcePolicyGroupPlacementPolicy has maxDistance.
+    let (status, op) = raw(ep, "POST", &format!("/compute/beta/projects/{P}/regions/{REGION}/resourcePolicies"), Some(body));
+    assert_eq!(status, 200, "{op}");
+    assert_eq!(op["kind"], "compute#operation");
+    settle().await;
+    let (_, beta) = raw(ep, "GET", &format!("/compute/beta/projects/{P}/regions/{REGION}/resourcePolicies/train-placement"), None);
+    assert_eq!(beta["groupPlacementPolicy"]["maxDistance"], 2, "{beta}");
+    assert_eq!(beta["status"], "READY");
+    // A v1 read knows no maxDistance.
+    let policies = client!(ResourcePolicies, ep);
+    let got = policies.get().set_project(P).set_region(REGION).set_resource_policy("train-placement").send().await.unwrap();
+    let got = serde_json::to_value(got).unwrap();
+    assert!(got["groupPlacementPolicy"].get("maxDistance").is_none(), "{got}");
+    assert_eq!(got["status"], "READY");
+    let (_, list) = raw(ep, "GET", &format!("/compute/v1/projects/{P}/regions/{REGION}/resourcePolicies"), None);
+    assert_eq!(list["kind"], "compute#resourcePolicyList");
+}
+
+#[tokio::test]
+async fn bulk_insert_takes_resource_policy_names_that_exist_in_the_region() {
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let instances = client!(Instances, &emu.endpoint);
+    let with_policy = |policy: &str| {
+        let mut body = serde_json::to_value(a3_mega("n-#", 1, None)).unwrap();
+        body["instanceProperties"]["resourcePolicies"] = json!([policy]);
+        serde_json::from_value::<model::BulkInsertInstanceResource>(body).unwrap()
+    };
+    let url = format!("projects/{P}/regions/{REGION}/resourcePolicies/train-placement");
+    let refused = instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(with_policy(&url)).send().await.unwrap_err();
+    assert_eq!(refused.http_status_code(), Some(400), "{refused:?}");
+    let missing = instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(with_policy("train-placement")).send().await.unwrap_err();
+    assert_eq!(missing.http_status_code(), Some(400), "{missing:?}");
+    assert!(format!("{missing:?}").contains("train-placement"), "{missing:?}");
+    let policies = client!(ResourcePolicies, &emu.endpoint);
+    let policy: model::ResourcePolicy =
+        serde_json::from_value(json!({"name": "train-placement", "groupPlacementPolicy": {"collocation": "COLLOCATED"}})).unwrap();
+    policies.insert().set_project(P).set_region(REGION).set_body(policy).poller().until_done().await.unwrap();
+    instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(with_policy("train-placement")).poller().until_done().await.unwrap();
+    let node = instances.get().set_project(P).set_zone(ZONE).set_instance("n-1").send().await.unwrap();
+    assert!(node.label_fingerprint.as_deref().is_some_and(|f| !f.is_empty()), "every instance has a label fingerprint");
+}
+
+// raw() blocks its thread: the emulator serves from another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn addresses_have_their_kinds() {
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let ep = &emu.endpoint;
+    let body = json!({"name": "fs-psa", "purpose": "VPC_PEERING", "addressType": "INTERNAL", "prefixLength": 20,
+                      "network": format!("projects/{P}/global/networks/train-vpc")});
+    let (status, out) = raw(ep, "POST", &format!("/compute/v1/projects/{P}/global/addresses"), Some(body));
+    assert_eq!(status, 200, "{out}");
+    let (_, one) = raw(ep, "GET", &format!("/compute/v1/projects/{P}/global/addresses/fs-psa"), None);
+    assert_eq!(one["kind"], "compute#address");
+    let (_, list) = raw(ep, "GET", &format!("/compute/v1/projects/{P}/global/addresses"), None);
+    assert_eq!(list["kind"], "compute#addressList");
+}
+
+// raw() blocks its thread: the emulator serves from another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_networking_wants_project_numbers_and_answers_with_operations() {
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let ep = &emu.endpoint;
+    // Cloud Resource Manager gives the project's number.
+    let (status, project) = raw(ep, "GET", &format!("/v3/projects/{P}"), None);
+    assert_eq!(status, 200, "{project}");
+    assert_eq!(project["projectId"], P);
+    let number = project["name"].as_str().unwrap().strip_prefix("projects/").unwrap().to_owned();
+    assert!(!number.is_empty() && number.chars().all(|c| c.is_ascii_digit()), "{project}");
+    assert_eq!(raw(ep, "GET", &format!("/v3/projects/{P}"), None).1, project, "the number is stable");
+
+    let connections = "/v1/services/servicenetworking.googleapis.com/connections";
+    let by_id = json!({"network": format!("projects/{P}/global/networks/train-vpc"), "reservedPeeringRanges": ["a-psa"]});
+    let (status, out) = raw(ep, "POST", connections, Some(by_id));
+    assert_eq!(status, 400, "{out}");
+    assert_eq!(out["error"]["status"], "INVALID_ARGUMENT");
+    let network = format!("projects/{number}/global/networks/train-vpc");
+    let (status, op) = raw(ep, "POST", connections, Some(json!({"network": network, "reservedPeeringRanges": ["a-psa"]})));
+    assert_eq!(status, 200, "{op}");
+    assert_eq!(op["done"], false, "{op}");
+    let name = op["name"].as_str().unwrap().to_owned();
+    assert!(name.starts_with("operations/"), "{name}");
+    let (status, polled) = raw(ep, "GET", &format!("/v1/{name}"), None);
+    assert_eq!(status, 200, "{polled}");
+    assert_eq!(polled["done"], false);
+    settle().await;
+    let (_, polled) = raw(ep, "GET", &format!("/v1/{name}"), None);
+    assert_eq!(polled["done"], true, "{polled}");
+    let (_, listed) = raw(ep, "GET", &format!("{connections}?network={network}"), None);
+    assert_eq!(listed["connections"][0]["reservedPeeringRanges"], json!(["a-psa"]));
+
+    // Patch and deleteConnection at the documented connection name only.
+    let documented = format!("{connections}/servicenetworking-googleapis-com");
+    let two = json!({"network": network, "reservedPeeringRanges": ["a-psa", "b-psa"]});
+    let (status, _) = raw(ep, "PATCH", &format!("{connections}/-?updateMask=reservedPeeringRanges&force=true"), Some(two.clone()));
+    assert_eq!(status, 404);
+    let (status, op) = raw(ep, "PATCH", &format!("{documented}?updateMask=reservedPeeringRanges&force=true"), Some(two));
+    assert_eq!(status, 200, "{op}");
+    settle().await;
+    let (_, listed) = raw(ep, "GET", &format!("{connections}?network={network}"), None);
+    assert_eq!(listed["connections"][0]["reservedPeeringRanges"], json!(["a-psa", "b-psa"]));
+
+    // An operation can fail: done with an error and nothing changed.
+    admin(
+        &emu.emulator,
+        "POST",
+        "faults",
+        json!({"service": "servicenetworking", "operation": "connections.write", "kind": "capacity", "times": 1}),
+    );
+    let (status, op) = raw(ep, "POST", &documented, Some(json!({"consumerNetwork": network})));
+    assert_eq!(status, 200, "{op}");
+    settle().await;
+    let (_, failed) = raw(ep, "GET", &format!("/v1/{}", op["name"].as_str().unwrap()), None);
+    assert_eq!(failed["done"], true);
+    assert!(failed["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{failed}");
+    let (_, listed) = raw(ep, "GET", &format!("{connections}?network={network}"), None);
+    assert_eq!(listed["connections"].as_array().unwrap().len(), 1);
+
+    let (status, _) = raw(ep, "POST", &format!("{documented}:deleteConnection"), Some(json!({"consumerNetwork": network})));
+    assert_eq!(status, 404);
+    let (status, op) = raw(ep, "POST", &documented, Some(json!({"consumerNetwork": network})));
+    assert_eq!(status, 200, "{op}");
+    settle().await;
+    let (_, listed) = raw(ep, "GET", &format!("{connections}?network={network}"), None);
+    assert_eq!(listed["connections"].as_array().map_or(0, Vec::len), 0, "{listed}");
+}
+
+#[tokio::test]
+async fn lustre_import_paths_end_with_a_slash_and_lists_page() {
+    use google_cloud_lustre_v1::client::Lustre;
+    use google_cloud_lustre_v1::model::{GcsPath, Instance, LustrePath};
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let lustre = client!(Lustre, &emu.endpoint);
+    let parent = format!("projects/{P}/locations/{ZONE}");
+    for id in ["a", "b", "c"] {
+        let spec = Instance::new()
+            .set_filesystem(id)
+            .set_capacity_gib(18_000)
+            .set_per_unit_storage_throughput(500)
+            .set_network(format!("projects/{P}/global/networks/train-vpc"));
+        lustre.create_instance().set_parent(&parent).set_instance_id(id).set_instance(spec).poller().until_done().await.unwrap();
+    }
+    let first = lustre.list_instances().set_parent(&parent).set_page_size(2).send().await.unwrap();
+    assert_eq!(first.instances.len(), 2);
+    assert!(!first.next_page_token.is_empty());
+    let rest = lustre.list_instances().set_parent(&parent).set_page_size(2).set_page_token(&first.next_page_token).send().await.unwrap();
+    assert_eq!(rest.instances.len(), 1);
+    assert!(rest.next_page_token.is_empty());
+
+    let name = format!("{parent}/instances/a");
+    let import = |uri: &str| {
+        lustre.import_data().set_name(&name).set_gcs_path(GcsPath::new().set_uri(uri)).set_lustre_path(LustrePath::new().set_path("/"))
+    };
+    let refused = import("gs://bucket/prefix").send().await.unwrap_err();
+    assert_eq!(refused.http_status_code(), Some(400), "{refused:?}");
+    import("gs://bucket/prefix/").poller().until_done().await.unwrap();
+    import("gs://bucket").poller().until_done().await.unwrap();
 }

@@ -13,6 +13,7 @@ use aws_lc_rs::encoding::{AsDer, Pkcs8V1Der};
 use aws_lc_rs::rsa::KeySize;
 use aws_lc_rs::signature::{KeyPair, RsaKeyPair};
 use base64::Engine;
+use hpc_emulators::conformance::PROBE_HEADER;
 use hpc_emulators::{harness, oci};
 use hpc_provider::clouds::oci::signing::{Request, Signer};
 use serde_json::{Value, json};
@@ -107,6 +108,12 @@ fn admin(emu: &oci::Oci, method: &str, route: &str, body: Value) -> Value {
     out
 }
 
+/// Whether the vendor's definition judges a probe: whenever `HPC_CONFORMANCE_DEFS` is given (strict or
+/// not), so a deliberate mistake is refused by the judge before the emulator sees it.
+fn judged() -> bool {
+    std::env::var_os("HPC_CONFORMANCE_DEFS").is_some()
+}
+
 /// Lets lifecycle states and work requests move on by `steps` steps of 0.3 s.
 fn settle(steps: u64) {
     std::thread::sleep(Duration::from_millis(350 * steps));
@@ -139,6 +146,12 @@ impl Api {
 
     fn post(&self, path: &str, body: Value) -> (u16, Value) {
         call(self.addr, &self.signer, "POST", path, Some(body), false)
+    }
+
+    /// A deliberate mistake: sent with the probe header, so the judge's refusal is a probe, not a violation.
+    fn probe(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        let (status, body, _) = call_with_headers(self.addr, &self.signer, method, path, Some(body), false, &[(PROBE_HEADER, "1")]);
+        (status, body)
     }
 
     fn post_head(&self, path: &str, body: Value) -> (u16, Value, String) {
@@ -194,7 +207,7 @@ impl Api {
         let config = self.created(
             "/20160918/instanceConfigurations",
             json!({
-                "compartmentId": COMPARTMENT, "displayName": "train-ic",
+                "compartmentId": COMPARTMENT, "displayName": "train-ic", "source": "NONE",
                 "instanceDetails": {"instanceType": "compute", "launchDetails": {
                     "compartmentId": COMPARTMENT, "shape": SHAPE, "freeformTags": {"hpc:cluster": "train"},
                     "sourceDetails": {"sourceType": "image", "imageId": IMAGE}}},
@@ -367,16 +380,16 @@ async fn cluster_networks_launch_their_pool_and_lustre_goes_through_work_request
         let network_wr = header(&head, "opc-work-request-id").expect("a work request id");
         let network_id = network["id"].as_str().unwrap().to_owned();
         assert_eq!((network["lifecycleState"].as_str(), network["instancePools"][0]["size"].as_u64()), (Some("PROVISIONING"), Some(4)));
-        let pool_id = network["instancePools"][0]["id"].as_str().unwrap().to_owned();
+        assert!(network["instancePools"][0]["id"].as_str().unwrap().starts_with("ocid1.instancepool."), "{network}");
         // All nodes of the cluster network in one call, named and tagged as OCI's pool instances are.
         let nodes = api.network_instances(&network_id);
         assert_eq!(nodes.len(), 4);
         let mut names = std::collections::BTreeSet::new();
         for node in &nodes {
             assert_eq!(node["shape"], SHAPE);
-            assert_eq!((node["instancePoolId"].as_str(), node["clusterNetworkId"].as_str()), (Some(pool_id.as_str()), Some(network_id.as_str())));
-            assert_eq!(node["freeformTags"], json!({"hpc:cluster": "train"}));
-            assert_eq!(node["state"], node["lifecycleState"]);
+            assert_eq!((node["instanceConfigurationId"].as_str(), node["state"].as_str()), (Some(config_id.as_str()), Some("Provisioning")));
+            let (_, instance) = api.get(&format!("/20160918/instances/{}", node["id"].as_str().unwrap()));
+            assert_eq!(instance["freeformTags"], json!({"hpc:cluster": "train"}));
             let name = node["displayName"].as_str().unwrap();
             let suffix = name.strip_prefix("inst-").and_then(|n| n.strip_suffix("-pool")).unwrap_or_else(|| panic!("{name}"));
             assert!(suffix.len() == 5 && suffix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()), "{name}");
@@ -436,7 +449,7 @@ async fn cluster_networks_launch_their_pool_and_lustre_goes_through_work_request
         let (status, _, head) = api.delete(&format!("/20160918/clusterNetworks/{network_id}"));
         assert_eq!(status, 204);
         assert!(header(&head, "opc-work-request-id").is_some(), "{head}");
-        assert!(api.network_instances(&network_id).iter().all(|n| n["state"] == "TERMINATING"));
+        assert!(api.network_instances(&network_id).iter().all(|n| n["state"] == "Terminating"));
         // The instance configuration is in use until the cluster network is TERMINATED.
         let (status, err, _) = api.delete(&format!("/20160918/instanceConfigurations/{config_id}"));
         assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")));
@@ -467,8 +480,8 @@ fn network_security_groups_take_rules_and_lists_filter() {
     let vcn = api.vcn("10.0.0.0/16");
     let other_vcn = api.vcn("10.1.0.0/16");
     let nsgs = "/20160918/networkSecurityGroups";
-    let (status, err) = api.post(nsgs, json!({"compartmentId": COMPARTMENT, "displayName": "x"}));
-    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")));
+    let (status, err) = api.probe("POST", nsgs, json!({"compartmentId": COMPARTMENT, "displayName": "x"}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")), "{err}");
     let (status, err) = api.post(nsgs, json!({"compartmentId": COMPARTMENT, "vcnId": "ocid1.vcn.oc1..nope"}));
     assert_eq!((status, err["code"].as_str()), (404, Some("NotAuthorizedOrNotFound")));
     let nsg = api.created(
@@ -517,8 +530,11 @@ fn network_security_groups_take_rules_and_lists_filter() {
     assert_eq!(egress.as_array().unwrap().len(), 1);
     assert_eq!(egress[0]["id"], added_ids[1]);
 
-    let (status, err) = api.post(&add, json!({"securityRules": [{"direction": "SIDEWAYS", "protocol": "all", "source": "10.0.0.0/16"}]}));
-    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
+    // SIDEWAYS is outside the direction enum: the judge refuses it before the emulator counts the call.
+    let (status, err) =
+        api.probe("POST", &add, json!({"securityRules": [{"direction": "SIDEWAYS", "protocol": "all", "source": "10.0.0.0/16"}]}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("SIDEWAYS"), "{err}");
     let (status, err) = api.post(
         &add,
         json!({"securityRules": [{"direction": "INGRESS", "protocol": "all", "source": "ocid1.networksecuritygroup.oc1..nope",
@@ -529,7 +545,7 @@ fn network_security_groups_take_rules_and_lists_filter() {
     let (status, _) = api.get(&format!("{nsgs}/ocid1.networksecuritygroup.oc1..nope/securityRules"));
     assert_eq!(status, 404);
     let counters = api.admin("GET", "counters", None);
-    assert_eq!(counters["counters"]["core:AddNetworkSecurityGroupSecurityRules"], 3);
+    assert_eq!(counters["counters"]["core:AddNetworkSecurityGroupSecurityRules"], 2 + u64::from(!judged()));
     assert_eq!(counters["counters"]["core:ListNetworkSecurityGroupSecurityRules"], 4);
 
     let (status, err, _) = api.delete(&format!("/20160918/vcns/{vcn}"));
@@ -624,8 +640,8 @@ fn cluster_networks_resize_through_put() {
     let work_request = header(&head, "opc-work-request-id").expect("a work request id");
     let nodes = api.network_instances(&id);
     assert_eq!(nodes.len(), 4);
-    assert_eq!(nodes.iter().filter(|n| n["state"] == "PROVISIONING").count(), 2, "two new nodes");
-    assert!(nodes.iter().all(|n| n["instancePoolId"] == pool_id.as_str() && n["freeformTags"] == json!({"hpc:cluster": "train"})));
+    assert_eq!(nodes.iter().filter(|n| n["state"] == "Provisioning").count(), 2, "two new nodes");
+    assert!(nodes.iter().all(|n| n["instanceConfigurationId"] == config.as_str()));
     let before: Vec<String> = nodes.iter().map(|n| n["id"].as_str().unwrap().to_owned()).collect();
     let (status, err, _) = api.put(&path, json!({"instancePools": [{"id": pool_id, "size": 1}]}));
     assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "no resize while SCALING");
@@ -638,7 +654,7 @@ fn cluster_networks_resize_through_put() {
     assert_eq!((shrunk["instancePools"][0]["size"].as_u64(), shrunk["lifecycleState"].as_str()), (Some(1), Some("SCALING")));
     assert_eq!(shrunk["freeformTags"], json!({"hpc:cluster": "train", "size": "4"}), "tags not given are kept");
     let nodes = api.network_instances(&id);
-    let terminating: Vec<&str> = nodes.iter().filter(|n| n["state"] == "TERMINATING").map(|n| n["id"].as_str().unwrap()).collect();
+    let terminating: Vec<&str> = nodes.iter().filter(|n| n["state"] == "Terminating").map(|n| n["id"].as_str().unwrap()).collect();
     assert_eq!(terminating, before[1..], "the newest three go");
     settle(1);
     let (_, after) = api.get(&path);
@@ -648,8 +664,8 @@ fn cluster_networks_resize_through_put() {
         .iter()
         .map(|n| (n["id"].as_str().unwrap().to_owned(), n["state"].as_str().unwrap().to_owned()))
         .collect();
-    assert_eq!(states[0], (before[0].clone(), "RUNNING".to_owned()));
-    assert!(states[1..].iter().all(|(_, s)| s == "TERMINATED"), "{states:?}");
+    assert_eq!(states[0], (before[0].clone(), "Running".to_owned()));
+    assert!(states[1..].iter().all(|(_, s)| s == "Terminated"), "{states:?}");
 
     // Renaming alone rescales nothing.
     let (status, renamed, _) = api.put(&path, json!({"displayName": "train-cn-2"}));
@@ -680,10 +696,10 @@ fn lustre_grows_but_never_shrinks_and_links_hold_it() {
     assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")));
     assert!(err["message"].as_str().unwrap().contains("steps of 10400"), "{err}");
     let (status, grown, head) = api.put(&path, json!({"capacityInGBs": 41_600}));
-    assert_eq!(status, 202, "{grown}");
-    assert_eq!((grown["capacityInGBs"].as_u64(), grown["lifecycleState"].as_str()), (Some(41_600), Some("UPDATING")));
+    assert_eq!((status, grown), (202, Value::Null));
     let work_request = header(&head, "opc-work-request-id").expect("a work request id");
-    assert_eq!(api.get(&path).1["lifecycleState"], "UPDATING");
+    let (_, updating) = api.get(&path);
+    assert_eq!((updating["capacityInGBs"].as_u64(), updating["lifecycleState"].as_str()), (Some(41_600), Some("UPDATING")));
     settle(1);
     let (_, now) = api.get(&path);
     assert_eq!((now["capacityInGBs"].as_u64(), now["lifecycleState"].as_str()), (Some(41_600), Some("ACTIVE")));
@@ -709,8 +725,9 @@ fn lustre_grows_but_never_shrinks_and_links_hold_it() {
     assert_eq!((status, err["code"].as_str()), (404, Some("NotAuthorizedOrNotFound")));
     let mut no_overwrite = link_body(&fs_id);
     no_overwrite.as_object_mut().unwrap().remove("isOverwrite");
-    let (status, err) = api.post("/20250228/objectStorageLinks", no_overwrite);
-    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")));
+    let (status, err) = api.probe("POST", "/20250228/objectStorageLinks", no_overwrite);
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("isOverwrite"), "{err}");
     let (status, link) = api.post("/20250228/objectStorageLinks", link_body(&fs_id));
     assert_eq!((status, link["lifecycleState"].as_str()), (200, Some("CREATING")), "{link}");
     let link_id = link["id"].as_str().unwrap().to_owned();
@@ -868,7 +885,7 @@ fn launches_check_their_references() {
     let cc = api.created("/20160918/computeClusters", json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD2}));
     let cc = cc["id"].as_str().unwrap().to_owned();
     let refused = |body: Value, status: u16, code: &str| {
-        let (got, err) = api.post("/20160918/instances", body.clone());
+        let (got, err) = api.probe("POST", "/20160918/instances", body.clone());
         assert_eq!((got, err["code"].as_str()), (status, Some(code)), "{body}: {err}");
         err["message"].as_str().unwrap().to_owned()
     };
@@ -899,10 +916,16 @@ fn launches_check_their_references() {
     let mut same_ad = with("/availabilityDomain", json!(AD2));
     same_ad["computeClusterId"] = json!(cc);
     let (status, launched) = api.post("/20160918/instances", same_ad);
-    assert_eq!((status, launched["computeClusterId"].as_str()), (200, Some(cc.as_str())), "{launched}");
+    assert_eq!(status, 200, "{launched}");
+    let (_, in_cluster) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}&computeClusterId={cc}"));
+    assert_eq!(in_cluster[0]["id"], launched["id"]);
 
-    let (status, err) = api.post("/20160918/instanceConfigurations", json!({"compartmentId": COMPARTMENT, "instanceDetails": {}}));
-    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")));
+    let (status, err) = api.probe(
+        "POST",
+        "/20160918/instanceConfigurations",
+        json!({"compartmentId": COMPARTMENT, "source": "NONE", "instanceDetails": {}}),
+    );
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")), "{err}");
     for (body, code) in [
         (json!({"compartmentId": COMPARTMENT, "cidrBlock": "10.0.2.0/24"}), (400, "MissingParameter")),
         (json!({"compartmentId": COMPARTMENT, "vcnId": vcn}), (400, "MissingParameter")),
@@ -911,8 +934,8 @@ fn launches_check_their_references() {
             (404, "NotAuthorizedOrNotFound"),
         ),
     ] {
-        let (status, err) = api.post("/20160918/subnets", body.clone());
-        assert_eq!((status, err["code"].as_str().unwrap()), code, "{body}");
+        let (status, err) = api.probe("POST", "/20160918/subnets", body.clone());
+        assert_eq!((status, err["code"].as_str().unwrap()), code, "{body}: {err}");
     }
 }
 
@@ -958,10 +981,18 @@ fn updates_rename_and_retag_and_out_of_band_changes_show() {
     let id = created["id"].as_str().unwrap().to_owned();
     let path = format!("/20160918/instances/{id}");
     let tags = json!({"hpc:cluster": "train", "hpc:node": "7"});
-    let (status, renamed, head) = api.put(&path, json!({"displayName": "train-7", "freeformTags": tags, "availabilityDomain": AD2}));
+    // UpdateInstanceDetails has no availabilityDomain: OCI refuses the unknown field (the judge does, when the
+    // definitions are given).
+    if judged() {
+        let (status, err) = api.probe("PUT", &path, json!({"displayName": "train-7", "availabilityDomain": AD2}));
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{err}");
+        assert!(err["message"].as_str().unwrap().contains("availabilityDomain"), "{err}");
+        assert_eq!(api.get(&path).1["displayName"], "train-0", "nothing changed");
+    }
+    let (status, renamed, head) = api.put(&path, json!({"displayName": "train-7", "freeformTags": tags}));
     assert_eq!(status, 200, "{renamed}");
     assert_eq!((renamed["displayName"].as_str(), &renamed["freeformTags"]), (Some("train-7"), &tags));
-    assert_eq!(renamed["availabilityDomain"], AD, "not changed by an update");
+    assert_eq!(renamed["availabilityDomain"], AD);
     assert_ne!(header(&head, "etag"), header(&created_head, "etag"));
     assert_eq!(api.get(&path).1["displayName"], "train-7");
     // A stale etag in if-match is refused.
@@ -998,4 +1029,157 @@ fn updates_rename_and_retag_and_out_of_band_changes_show() {
     let counters = api.admin("GET", "counters", None);
     assert_eq!(counters["counters"]["core:UpdateInstance"], 3);
     assert_eq!(counters["counters"]["core:UpdateVcn"], 2);
+}
+
+/// The JSON fields of OCI's response models (the `oci` SDK's `attribute_map`s) that the checks below use.
+#[rustfmt::skip]
+const INSTANCE_FIELDS: &[&str] = &[
+    "agentConfig", "availabilityConfig", "availabilityDomain", "capacityReservationId", "clusterPlacementGroupId", "compartmentId",
+    "dedicatedVmHostId", "definedTags", "displayName", "extendedMetadata", "faultDomain", "freeformTags", "id", "imageId",
+    "instanceConfigurationId", "instanceOptions", "ipxeScript", "isAIEnterpriseEnabled", "isCrossNumaNode", "launchMode",
+    "launchOptions", "licensingConfigs", "lifecycleState", "metadata", "placementConstraintDetails", "platformConfig",
+    "preemptibleInstanceConfig", "region", "securityAttributes", "securityAttributesState", "shape", "shapeConfig",
+    "sourceDetails", "systemTags", "timeCreated", "timeMaintenanceRebootDue",
+];
+#[rustfmt::skip]
+const INSTANCE_SUMMARY_FIELDS: &[&str] = &[
+    "availabilityDomain", "compartmentId", "displayName", "faultDomain", "id", "instanceConfigurationId", "loadBalancerBackends",
+    "region", "shape", "state", "timeCreated",
+];
+#[rustfmt::skip]
+const INSTANCE_POOL_SUMMARY_FIELDS: &[&str] = &[
+    "availabilityDomains", "compartmentId", "currentSize", "definedTags", "displayName", "freeformTags", "id",
+    "instanceConfigurationId", "lifecycleState", "poolType", "size", "timeCreated",
+];
+#[rustfmt::skip]
+const SYNC_JOB_FIELDS: &[&str] = &[
+    "id", "parentId", "jobType", "lifecycleState", "lifecycleDetails", "freeformTags", "definedTags", "systemTags", "isOverwrite",
+    "totalObjectsScanned", "objectsTransferred", "bytesTransferred", "skippedErrorCount", "timeStarted", "timeFinished",
+    "lustreFileSystemPath", "objectStoragePath",
+];
+
+/// The fields of `v` that `model` does not have.
+fn foreign(v: &Value, model: &[&str]) -> Vec<String> {
+    v.as_object().unwrap_or_else(|| panic!("{v}")).keys().filter(|k| !model.contains(&k.as_str())).cloned().collect()
+}
+
+#[test]
+fn answers_carry_only_the_fields_of_the_response_models() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    // Every answer has its own opc-request-id.
+    let ids: std::collections::BTreeSet<String> =
+        (0..3).map(|_| header(&api.get_head(&format!("/20160918/subnets/{subnet}")).2, "opc-request-id").unwrap()).collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+
+    // An instance is answered as an Instance: no createVnicDetails, subnetId or computeClusterId.
+    let cc = api.created("/20160918/computeClusters", json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD}));
+    let cc = cc["id"].as_str().unwrap().to_owned();
+    let mut body = Api::launch_body(&subnet, "node");
+    body["computeClusterId"] = json!(cc);
+    let launched = api.created("/20160918/instances", body.clone());
+    assert_eq!(foreign(&launched, INSTANCE_FIELDS), Vec::<String>::new(), "{launched}");
+    let id = launched["id"].as_str().unwrap().to_owned();
+    assert_eq!(foreign(&api.get(&format!("/20160918/instances/{id}")).1, INSTANCE_FIELDS), Vec::<String>::new());
+    let (_, in_cluster) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}&computeClusterId={cc}"));
+    assert_eq!(in_cluster.as_array().map(Vec::len), Some(1), "ListInstances still filters by computeClusterId");
+    // Fields only an instance configuration's launch details have are refused by LaunchInstance.
+    for (field, value) in [("launchMode", json!("NATIVE")), ("preferredMaintenanceAction", json!("LIVE_MIGRATE"))] {
+        let mut bad = body.clone();
+        bad[field] = value;
+        let (status, err) = api.probe("POST", "/20160918/instances", bad);
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{field}: {err}");
+        assert!(err["message"].as_str().unwrap().contains(field), "{err}");
+    }
+    // ListComputeClusters answers a ComputeClusterCollection.
+    let (_, clusters) = api.get(&format!("/20160918/computeClusters?compartmentId={COMPARTMENT}"));
+    assert_eq!(clusters["items"].as_array().map(Vec::len), Some(1), "{clusters}");
+
+    // Cluster network instances are InstanceSummary items, whose state is written as the service does.
+    let config = api.instance_configuration();
+    let (_, summaries) = api.get(&format!("/20160918/instanceConfigurations?compartmentId={COMPARTMENT}"));
+    assert!(summaries[0]["instanceDetails"].is_null(), "a summary has no instance details: {summaries}");
+    let network = api.cluster_network(&config, &subnet, 2);
+    for pool in network["instancePools"].as_array().unwrap() {
+        assert_eq!(foreign(pool, INSTANCE_POOL_SUMMARY_FIELDS), Vec::<String>::new(), "{pool}");
+    }
+    let network_id = network["id"].as_str().unwrap().to_owned();
+    let nodes = api.network_instances(&network_id);
+    for node in &nodes {
+        assert_eq!(foreign(node, INSTANCE_SUMMARY_FIELDS), Vec::<String>::new(), "{node}");
+        assert_eq!(node["state"], "Provisioning");
+    }
+    settle(2);
+    assert!(api.network_instances(&network_id).iter().all(|n| n["state"] == "Running"));
+
+    // UpdateLustreFileSystem answers 202 with no body and the work request.
+    let (_, fs, _) = api.lustre(&subnet, 31_200);
+    let fs_id = fs["id"].as_str().unwrap().to_owned();
+    settle(1);
+    let (status, body, head) = api.put(&format!("/20250228/lustreFileSystems/{fs_id}"), json!({"capacityInGBs": 41_600}));
+    assert_eq!((status, body), (202, Value::Null));
+    assert!(header(&head, "opc-work-request-id").is_some(), "{head}");
+}
+
+#[test]
+fn security_rules_wait_for_an_available_group() {
+    let api = Api::start();
+    let vcn = api.vcn("10.0.0.0/16");
+    let nsg = api.created("/20160918/networkSecurityGroups", json!({"compartmentId": COMPARTMENT, "vcnId": vcn}));
+    let add = format!("/20160918/networkSecurityGroups/{}/actions/addSecurityRules", nsg["id"].as_str().unwrap());
+    let rules = json!({"securityRules": [{"direction": "INGRESS", "protocol": "all", "source": "10.0.0.0/16"}]});
+    let (status, err) = api.post(&add, rules.clone());
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "{err}");
+    settle(1);
+    assert_eq!(api.post(&add, rules).0, 200);
+}
+
+#[test]
+fn object_storage_links_take_namespace_paths_and_import_through_sync_jobs() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let (_, fs, _) = api.lustre(&subnet, 31_200);
+    let fs_id = fs["id"].as_str().unwrap().to_owned();
+    settle(1);
+    let link = |prefix: &str| {
+        api.post(
+            "/20250228/objectStorageLinks",
+            json!({"availabilityDomain": AD, "compartmentId": COMPARTMENT, "lustreFileSystemId": fs_id, "fileSystemPath": "/",
+                   "objectStoragePrefix": prefix, "isOverwrite": false}),
+        )
+    };
+    for bad in ["oci://bucket@ns/data", "bucket/data", "ns:/", "ns:bucket", ":/bucket"] {
+        let (status, err) = link(bad);
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{bad}: {err}");
+    }
+    let (status, created) = link("ns:/bucket/data");
+    assert_eq!(status, 200, "{created}");
+    let link_id = created["id"].as_str().unwrap().to_owned();
+    let start = format!("/20250228/objectStorageLinks/{link_id}/actions/startImportFromObject");
+    let (status, err) = api.post(&start, json!({}));
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "not while CREATING: {err}");
+    settle(1);
+    let (status, job) = api.post(&start, json!({}));
+    assert_eq!(status, 200, "{job}");
+    assert_eq!(foreign(&job, SYNC_JOB_FIELDS), Vec::<String>::new(), "{job}");
+    assert_eq!(
+        (job["jobType"].as_str(), job["lifecycleState"].as_str(), job["parentId"].as_str()),
+        (Some("IMPORT"), Some("IN_PROGRESS"), Some(link_id.as_str()))
+    );
+    let job_id = job["id"].as_str().unwrap().to_owned();
+    let link_path = format!("/20250228/objectStorageLinks/{link_id}");
+    assert_eq!(api.get(&link_path).1["currentJobId"], job_id.as_str());
+    let (status, err) = api.post(&start, json!({}));
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "one job at a time: {err}");
+    let job_path = format!("{link_path}/syncJobs/{job_id}");
+    assert_eq!(api.get(&job_path).1["lifecycleState"], "IN_PROGRESS");
+    settle(1);
+    let (_, done) = api.get(&job_path);
+    assert_eq!(done["lifecycleState"], "SUCCEEDED", "{done}");
+    assert!(done["timeFinished"].as_str().is_some(), "{done}");
+    let (_, linked) = api.get(&link_path);
+    assert_eq!((linked["lastJobId"].as_str(), linked.get("currentJobId")), (Some(job_id.as_str()), None), "{linked}");
+    assert_eq!(api.get(&format!("{link_path}/syncJobs/ocid1.lustresyncjob.oc1..nope")).0, 404);
+    let counters = api.admin("GET", "counters", None);
+    assert_eq!(counters["counters"]["lustre:StartImportFromObject"], 3);
 }

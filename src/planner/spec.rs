@@ -407,6 +407,19 @@ fn check_gcp_labels(tags: &BTreeMap<String, String>, diags: &mut Diagnostics) ->
     ok
 }
 
+/// The provider's `default_tags` go on every Google Cloud piece as labels too, so they follow the same rule.
+pub(crate) fn check_gcp_default_labels(tags: &BTreeMap<String, String>, diags: &mut Diagnostics) {
+    let ok_chars = |s: &str| s.len() <= 63 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    for (k, v) in tags {
+        if !ok_chars(k) || !k.starts_with(|c: char| c.is_ascii_lowercase()) || !ok_chars(v) {
+            diags.error(
+                "Invalid Google Cloud label",
+                format!("default_tags[{k:?}] = {v:?} in the provider block cannot be a Google Cloud label: keys and values take lowercase letters, digits, '_' and '-' (at most 63), and keys start with a letter."),
+            );
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------- fabric
 
 pub fn parse_fabric(c: &Value, diags: &mut Diagnostics) -> Option<FabricSpec> {
@@ -749,6 +762,18 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         ok = false;
     }
 
+    // Azure refuses a Linux scale set that can be logged into neither by key nor by password ("Authentication
+    // using either SSH or by user name and password must be enabled in Linux profile"); the provider never
+    // turns password login on.
+    if cloud == Cloud::Azure && ssh_public_key.as_deref().is_none_or(|k| k.trim().is_empty()) {
+        diags.error_at(
+            AttributePath::attr("ssh_public_key"),
+            "Missing SSH key",
+            "Azure refuses a Linux scale set with neither an SSH key nor a password, and the provider keeps password login off. Set \
+             ssh_public_key to an OpenSSH public key (\"ssh-ed25519 AAAA...\" or \"ssh-rsa AAAA...\", RSA at least 2048 bits).",
+        );
+        ok = false;
+    }
     if !capacity.offered_on(cloud) {
         let valid: Vec<&str> =
             CapacityType::NAMES.iter().copied().filter(|n| CapacityType::parse(n).is_some_and(|c| c.offered_on(cloud))).collect();
@@ -986,12 +1011,13 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
     if let Some(repo) = &data_repository {
         let (good, example) = match cloud {
             Cloud::Aws => (repo.starts_with("s3://"), "s3://bucket/prefix"),
-            Cloud::Gcp => (repo.starts_with("gs://"), "gs://bucket/prefix"),
+            Cloud::Gcp => (repo.starts_with("gs://"), "gs://bucket/prefix/"),
+            // AMLFS takes the container's resource id ("Resource ID of storage container"), not its URL.
             Cloud::Azure => (
-                repo.starts_with("https://") && repo.contains(".blob.core.windows.net/"),
-                "https://account.blob.core.windows.net/container",
+                crate::clouds::azure::filesystem::container_parts(repo).is_some(),
+                "/subscriptions/<subscription>/resourceGroups/<group>/providers/Microsoft.Storage/storageAccounts/<account>/blobServices/default/containers/<container>",
             ),
-            Cloud::Oci => (repo.starts_with("oci://"), "oci://bucket@namespace/prefix"),
+            Cloud::Oci => (crate::clouds::oci::filesystem::object_storage_prefix(repo).is_some(), "oci://bucket@namespace/prefix"),
         };
         if !good {
             diags.error_at(

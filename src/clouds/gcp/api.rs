@@ -30,6 +30,8 @@ pub struct Gcp {
     pub http: reqwest::Client,
     pub credentials: google_cloud_auth::credentials::Credentials,
     pub endpoint: Option<String>,
+    /// The project's number (Service Networking names networks by it), looked up once per client.
+    number: std::sync::Arc<tokio::sync::OnceCell<String>>,
     zone_ops: ZoneOperations,
     region_ops: RegionOperations,
     global_ops: GlobalOperations,
@@ -123,10 +125,91 @@ async fn build(settings: &CloudSettings) -> Result<Gcp, String> {
         http: reqwest::Client::new(),
         credentials: creds.clone(),
         endpoint: settings.endpoint.clone(),
+        number: Default::default(),
         zone_ops: client!(ZoneOperations, settings, creds),
         region_ops: client!(RegionOperations, settings, creds),
         global_ops: client!(GlobalOperations, settings, creds),
     })
+}
+
+/// The base URL of a Google API (`https://compute.googleapis.com`), or the endpoint override.
+pub fn base(gcp: &Gcp, default: &str) -> String {
+    gcp.endpoint.clone().unwrap_or_else(|| default.to_owned()).trim_end_matches('/').to_owned()
+}
+
+pub const COMPUTE: &str = "https://compute.googleapis.com";
+pub const RESOURCE_MANAGER: &str = "https://cloudresourcemanager.googleapis.com";
+
+/// One JSON call to a Google REST API without a client crate (Compute beta, Service Networking, Cloud
+/// Resource Manager), with the headers the client crates send for the same credentials; 429 and 5xx
+/// retried with capped backoff as `call` does; cancelled by StopProvider. `what` names the call in errors.
+pub async fn rest(
+    ctx: &Context,
+    gcp: &Gcp,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<&serde_json::Value>,
+    what: &str,
+) -> Result<serde_json::Value, String> {
+    let headers = match gcp.credentials.headers(http::Extensions::new()).await {
+        Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => data,
+        Ok(_) => http::HeaderMap::new(),
+        Err(e) => return Err(format!("{what}: getting Google credentials: {e}")),
+    };
+    let mut delay = Duration::from_millis(250);
+    let mut attempt = 1;
+    let (status, text) = loop {
+        crate::clouds::throttle::GCP.take(ctx.cancelled()).await;
+        let mut request = gcp.http.request(method.clone(), url).headers(headers.clone());
+        if let Some(b) = body {
+            request = request.header("content-type", "application/json").body(b.to_string());
+        }
+        let sent = tokio::select! {
+            _ = ctx.cancelled() => return Err(format!("{what}: interrupted (the CLI asked the provider to stop)")),
+            r = async { match request.send().await { Ok(r) => Ok((r.status(), r.text().await.unwrap_or_default())), Err(e) => Err(e) } } => r,
+        };
+        let (status, text) = match sent {
+            Ok(answer) => answer,
+            Err(e) if attempt < ATTEMPTS && (e.is_connect() || e.is_timeout()) => (reqwest::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            Err(e) => return Err(format!("{what}: {e}")),
+        };
+        if !(status.as_u16() == 429 || status.is_server_error()) || attempt == ATTEMPTS {
+            break (status, text);
+        }
+        attempt += 1;
+        tokio::select! {
+            _ = ctx.cancelled() => return Err(format!("{what}: interrupted (the CLI asked the provider to stop)")),
+            _ = tokio::time::sleep(crate::clouds::throttle::jitter(delay)) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(8));
+    };
+    if !status.is_success() {
+        let message = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|j| j["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or(text);
+        return Err(format!("{what}: {message} (HTTP {})", status.as_u16()));
+    }
+    serde_json::from_str(&text).map_err(|e| format!("{what}: the answer is not JSON: {e}"))
+}
+
+/// The project's number, from Cloud Resource Manager v3 (`projects.get` answers `name: projects/<number>`);
+/// asked once per client.
+pub async fn project_number(ctx: &Context, gcp: &Gcp) -> Result<String, String> {
+    gcp.number
+        .get_or_try_init(|| async {
+            let url = format!("{}/v3/projects/{}", base(gcp, RESOURCE_MANAGER), gcp.project);
+            let what = format!("reading the number of project {}", gcp.project);
+            let project = rest(ctx, gcp, reqwest::Method::GET, &url, None, &what).await?;
+            project["name"]
+                .as_str()
+                .and_then(|n| n.strip_prefix("projects/"))
+                .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{what}: Cloud Resource Manager answered no project number: {project}"))
+        })
+        .await
+        .cloned()
 }
 
 /// An error in the API's words.

@@ -57,9 +57,10 @@ pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: 
     Ok(out)
 }
 
-/// Whether a node is up (or coming up): a stopped (TERMINATED), stopping or suspended VM trains nothing.
+/// Whether a node is up (or coming up): a stopped (TERMINATED, STOPPED), stopping, suspended or
+/// deprovisioning VM trains nothing.
 pub fn is_up(node: &Node) -> bool {
-    !matches!(node.status.as_str(), "STOPPING" | "TERMINATED" | "SUSPENDING" | "SUSPENDED")
+    !matches!(node.status.as_str(), "STOPPING" | "PENDING_STOP" | "STOPPED" | "TERMINATED" | "SUSPENDING" | "SUSPENDED" | "DEPROVISIONING")
 }
 
 /// The nodes that are up, for a refresh: a stopped node counts as missing, and the next apply starts it.
@@ -187,7 +188,8 @@ fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &B
         "metadata": {"items": metadata},
     });
     if f.placement == Placement::Cluster {
-        props["resourcePolicies"] = json!([format!("projects/{p}/regions/{r}/resourcePolicies/{}-placement", f.name)]);
+        // Names, not URLs: the policy is the one of that name in the zone's region.
+        props["resourcePolicies"] = json!([format!("{}-placement", f.name)]);
     }
     props
 }
@@ -377,4 +379,23 @@ pub async fn imported_config(
         .map(|(k, v)| (k.to_owned(), v)),
     );
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(status: &str) -> Node {
+        Node { name: "train-0".into(), status: status.into(), instance: model::Instance::new() }
+    }
+
+    #[test]
+    fn stopped_stopping_and_deprovisioning_nodes_are_not_up() {
+        for status in ["STOPPED", "PENDING_STOP", "DEPROVISIONING", "STOPPING", "TERMINATED", "SUSPENDING", "SUSPENDED"] {
+            assert!(!is_up(&node(status)), "{status}");
+        }
+        for status in ["PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "PENDING"] {
+            assert!(is_up(&node(status)), "{status}");
+        }
+    }
 }

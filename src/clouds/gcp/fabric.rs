@@ -70,7 +70,6 @@ pub fn parse_description(text: &str) -> Option<BTreeMap<String, String>> {
 pub fn desired(spec: &FabricSpec, project: &str, gpu: Option<&str>, owner: Option<&str>) -> Vec<Item> {
     let n = &spec.name;
     let desc = description(spec, gpu, owner);
-    let region = &spec.region;
     let net = |name: &str| format!("projects/{project}/global/networks/{name}");
     let sku = spec.sku;
     let roce = sku.fabric == Fabric::Roce;
@@ -101,8 +100,9 @@ pub fn desired(spec: &FabricSpec, project: &str, gpu: Option<&str>, owner: Optio
             json!({"networkProfile": super::roce_profile(project, spec.zone.as_deref().unwrap_or_default())}),
         );
     }
+    // The region is in the request's path (the body's `region` is a URL, and set by the service).
     let mut subnet = |piece: String, name: String, network: String, range: String| {
-        let body = json!({"name": name, "description": desc, "network": net(&network), "ipCidrRange": range, "region": region});
+        let body = json!({"name": name, "description": desc, "network": net(&network), "ipCidrRange": range});
         out.push(Item { kind: Kind::Subnetwork, name, piece, body });
     };
     if let Network::Create { cidr } = &spec.network {
@@ -140,7 +140,7 @@ pub fn desired(spec: &FabricSpec, project: &str, gpu: Option<&str>, owner: Optio
             kind: Kind::Policy,
             name: format!("{n}-placement"),
             piece: format!("{n}-placement"),
-            body: json!({"name": format!("{n}-placement"), "description": desc, "region": region, "groupPlacementPolicy": group}),
+            body: json!({"name": format!("{n}-placement"), "description": desc, "groupPlacementPolicy": group}),
         });
     }
     out
@@ -267,6 +267,12 @@ async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Du
         Kind::Firewall => {
             let body: model::Firewall = serde_json::from_value(item.body.clone()).map_err(bad)?;
             call(ctx, &what, || gcp.firewalls.insert().set_project(p).set_body(body.clone()).send()).await?
+        }
+        // maxDistance is a field of Compute Engine's beta API only (v1's group placement policy has none).
+        Kind::Policy if item.body["groupPlacementPolicy"].get("maxDistance").is_some() => {
+            let url = format!("{}/compute/beta/projects/{p}/regions/{region}/resourcePolicies", api::base(gcp, api::COMPUTE));
+            let answer = api::rest(ctx, gcp, reqwest::Method::POST, &url, Some(&item.body), &what).await?;
+            serde_json::from_value::<model::Operation>(answer).map_err(|e| format!("{what}: the answer is not an operation: {e}"))?
         }
         Kind::Policy => {
             let body: model::ResourcePolicy = serde_json::from_value(item.body.clone()).map_err(bad)?;

@@ -76,90 +76,106 @@ pub async fn host_network(ctx: &Context, gcp: &Gcp, fabric: &str, region: &str) 
 // ------------------------------------------------------------------------------------ Service Networking
 
 const SERVICE_NETWORKING: &str = "https://servicenetworking.googleapis.com";
+/// The parent of the connections and the one connection Google's services use (servicenetworking v1).
+const CONNECTIONS: &str = "services/servicenetworking.googleapis.com/connections";
+const CONNECTION: &str = "services/servicenetworking.googleapis.com/connections/servicenetworking-googleapis-com";
 
-async fn psa_request(gcp: &Gcp, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json, String> {
-    let base = gcp.endpoint.clone().unwrap_or_else(|| SERVICE_NETWORKING.to_owned());
-    let url = format!("{}/v1/{path}", base.trim_end_matches('/'));
-    let headers = match gcp.credentials.headers(http::Extensions::new()).await {
-        Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => data,
-        Ok(_) => http::HeaderMap::new(),
-        Err(e) => return Err(format!("getting Google credentials for Service Networking: {e}")),
-    };
-    // 429 and 5xx are retried with capped backoff, as the client libraries do for the other APIs.
-    let mut delay = std::time::Duration::from_millis(250);
-    let mut attempt = 1;
-    let (status, text) = loop {
-        let mut request = gcp.http.request(method.clone(), &url).headers(headers.clone());
-        if let Some(b) = &body {
-            request = request.header("content-type", "application/json").body(b.to_string());
+/// A network as Service Networking names it: `projects/<project number>/global/networks/<name>` (Compute
+/// and Managed Lustre take the project id; Service Networking wants the number).
+async fn numbered(ctx: &Context, gcp: &Gcp, network: &str) -> Result<String, String> {
+    let number = api::project_number(ctx, gcp).await?;
+    Ok(format!("projects/{number}/global/networks/{}", api::short_name(network)))
+}
+
+async fn psa_request(ctx: &Context, gcp: &Gcp, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json, String> {
+    let url = format!("{}/v1/{path}", api::base(gcp, SERVICE_NETWORKING));
+    api::rest(ctx, gcp, method, &url, body.as_ref(), "calling Service Networking").await
+}
+
+/// Waits for a Service Networking operation (google.longrunning) to be done, polling `operations.get` with
+/// backoff; a done operation's `error` is the call's failure.
+async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = Duration::from_millis(100);
+    loop {
+        if op["done"].as_bool() == Some(true) {
+            return match op.get("error").filter(|e| !e.is_null()) {
+                Some(e) => Err(format!("{what} failed: {}", e["message"].as_str().unwrap_or("the operation failed"))),
+                None => Ok(()),
+            };
         }
-        let (status, text) = match request.send().await {
-            Ok(response) => (response.status(), response.text().await.unwrap_or_default()),
-            Err(e) if attempt < 6 && (e.is_connect() || e.is_timeout()) => (reqwest::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-            Err(e) => return Err(format!("calling Service Networking: {e}")),
+        let Some(name) = op["name"].as_str().filter(|n| !n.is_empty()).map(str::to_owned) else {
+            return Err(format!("{what}: Service Networking answered an operation without a name: {op}"));
         };
-        let again = status.as_u16() == 429 || status.is_server_error();
-        if !again || attempt == 6 {
-            break (status, text);
+        if tokio::time::Instant::now() + delay > deadline {
+            return Err(format!("timed out after {} waiting for {what}", crate::clouds::aws::api::human(timeout)));
         }
-        attempt += 1;
-        tokio::time::sleep(crate::clouds::throttle::jitter(delay)).await;
-        delay = (delay * 2).min(std::time::Duration::from_secs(8));
-    };
-    if !status.is_success() {
-        let message =
-            serde_json::from_str::<Json>(&text).ok().and_then(|j| j["error"]["message"].as_str().map(str::to_owned)).unwrap_or(text);
-        return Err(format!("Service Networking answered HTTP {}: {message}", status.as_u16()));
+        tokio::select! {
+            _ = ctx.cancelled() => return Err(format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+        op = psa_request(ctx, gcp, reqwest::Method::GET, &name, None).await?;
     }
-    serde_json::from_str(&text).map_err(|e| format!("Service Networking's answer: {e}"))
 }
 
 /// The reserved ranges of the network's private-service-access connection, if it has one.
-async fn psa_ranges(gcp: &Gcp, network: &str) -> Result<Option<Vec<String>>, String> {
-    let out =
-        psa_request(gcp, reqwest::Method::GET, &format!("services/servicenetworking.googleapis.com/connections?network={network}"), None)
-            .await?;
+async fn psa_ranges(ctx: &Context, gcp: &Gcp, network: &str) -> Result<Option<Vec<String>>, String> {
+    let network = numbered(ctx, gcp, network).await?;
+    let out = psa_request(ctx, gcp, reqwest::Method::GET, &format!("{CONNECTIONS}?network={network}"), None).await?;
     Ok(out["connections"].as_array().and_then(|c| c.first()).map(|c| {
         c["reservedPeeringRanges"].as_array().map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
     }))
 }
 
+/// Sets the connection's reserved ranges (`force` when one is removed) and waits for it.
+async fn psa_patch(ctx: &Context, gcp: &Gcp, network: &str, ranges: Vec<String>, force: bool, timeout: Duration) -> Result<(), String> {
+    let body = json!({"network": network, "reservedPeeringRanges": ranges});
+    let path = format!("{CONNECTION}?updateMask=reservedPeeringRanges&force={force}");
+    let op = psa_request(ctx, gcp, reqwest::Method::PATCH, &path, Some(body)).await?;
+    psa_wait(ctx, gcp, op, "updating the private service access connection", timeout).await
+}
+
 /// Adds `range` to the network's connection (creating it if there is none).
-async fn psa_connect(gcp: &Gcp, network: &str, range: &str) -> Result<(), String> {
-    let path = "services/servicenetworking.googleapis.com/connections";
-    match psa_ranges(gcp, network).await? {
+async fn psa_connect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeout: Duration) -> Result<(), String> {
+    let numbered = numbered(ctx, gcp, network).await?;
+    match psa_ranges(ctx, gcp, network).await? {
         Some(ranges) if ranges.iter().any(|r| r == range) => Ok(()),
         Some(mut ranges) => {
             ranges.push(range.to_owned());
-            let body = json!({"network": network, "reservedPeeringRanges": ranges});
-            psa_request(gcp, reqwest::Method::PATCH, &format!("{path}/-?updateMask=reservedPeeringRanges&force=false"), Some(body))
-                .await
-                .map(|_| ())
+            psa_patch(ctx, gcp, &numbered, ranges, false, timeout).await
         }
-        None => psa_request(gcp, reqwest::Method::POST, path, Some(json!({"network": network, "reservedPeeringRanges": [range]})))
-            .await
-            .map(|_| ()),
+        None => {
+            let body = json!({"network": numbered, "reservedPeeringRanges": [range]});
+            let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTIONS, Some(body)).await?;
+            psa_wait(ctx, gcp, op, "creating the private service access connection", timeout).await
+        }
     }
 }
 
 /// Removes `range` from the network's connection, deleting the connection when it was the last one.
-async fn psa_disconnect(gcp: &Gcp, network: &str, range: &str) -> Result<(), String> {
-    let path = "services/servicenetworking.googleapis.com/connections";
-    let Some(ranges) = psa_ranges(gcp, network).await? else { return Ok(()) };
+async fn psa_disconnect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeout: Duration) -> Result<(), String> {
+    let Some(ranges) = psa_ranges(ctx, gcp, network).await? else { return Ok(()) };
     if !ranges.iter().any(|r| r == range) {
         return Ok(());
     }
+    let numbered = numbered(ctx, gcp, network).await?;
     let rest: Vec<String> = ranges.into_iter().filter(|r| r != range).collect();
     if rest.is_empty() {
-        let body = json!({"consumerNetwork": network});
-        psa_request(gcp, reqwest::Method::POST, &format!("{path}/servicenetworking-googleapis-com:deleteConnection"), Some(body))
-            .await
-            .map(|_| ())
+        // deleteConnection: POST on the connection's name (servicenetworking v1).
+        let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTION, Some(json!({"consumerNetwork": numbered}))).await?;
+        psa_wait(ctx, gcp, op, "deleting the private service access connection", timeout).await
     } else {
-        let body = json!({"network": network, "reservedPeeringRanges": rest});
-        psa_request(gcp, reqwest::Method::PATCH, &format!("{path}/-?updateMask=reservedPeeringRanges&force=true"), Some(body))
-            .await
-            .map(|_| ())
+        psa_patch(ctx, gcp, &numbered, rest, true, timeout).await
+    }
+}
+
+/// Cloud Storage import paths: a path inside the bucket ends with '/' (lustre v1 GcsPath.uri); a bare
+/// bucket stays as it is.
+pub fn gcs_uri(uri: &str) -> String {
+    match uri.strip_prefix("gs://") {
+        Some(location) if location.contains('/') && !location.ends_with('/') => format!("{uri}/"),
+        _ => uri.to_owned(),
     }
 }
 
@@ -191,7 +207,7 @@ pub async fn observe(
     let network = network.map(str::to_owned).unwrap_or_else(|| instance.network.clone());
     let psa = psa_name(name);
     let address = own_range(ctx, gcp, name, census).await?;
-    let peered = psa_ranges(gcp, &network).await?.is_some_and(|r| r.contains(&psa));
+    let peered = psa_ranges(ctx, gcp, &network).await?.is_some_and(|r| r.contains(&psa));
     Ok(Some(FsLive { instance, address, peered }))
 }
 
@@ -252,7 +268,7 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
         api::wait(ctx, gcp, op, &what, o.timeout).await?;
     }
     if !live.as_ref().is_some_and(|l| l.peered) {
-        psa_connect(gcp, &network, &psa).await?;
+        psa_connect(ctx, gcp, &network, &psa, o.timeout).await?;
     }
     let path = instance_path(p, &zone, &spec.name);
     match &live {
@@ -287,7 +303,7 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
                     gcp.lustre
                         .import_data()
                         .set_name(&path)
-                        .set_gcs_path(google_cloud_lustre_v1::model::GcsPath::new().set_uri(uri))
+                        .set_gcs_path(google_cloud_lustre_v1::model::GcsPath::new().set_uri(gcs_uri(uri)))
                         .set_lustre_path(google_cloud_lustre_v1::model::LustrePath::new().set_path("/"))
                         .poller()
                         .until_done()
@@ -356,10 +372,10 @@ pub async fn delete(
             Err(e) => return Err(e),
         }
         if range {
-            psa_disconnect(gcp, &l.instance.network, &psa_name(name)).await?;
+            psa_disconnect(ctx, gcp, &l.instance.network, &psa_name(name), timeout).await?;
         }
     } else if let (Some(network), true) = (network, range) {
-        psa_disconnect(gcp, network, &psa_name(name)).await?;
+        psa_disconnect(ctx, gcp, network, &psa_name(name), timeout).await?;
     }
     if !range {
         // Another owner's range (or none) of the same name stays as it is.
@@ -395,4 +411,14 @@ pub fn imported_config(zone: &str, live: &FsLive, fabric_ref: Value, defaults: &
         ("filesystem_name", Value::from(i.filesystem.as_str())),
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cloud_storage_paths_end_with_a_slash() {
+        assert_eq!(super::gcs_uri("gs://ml-datasets/tokenized"), "gs://ml-datasets/tokenized/");
+        assert_eq!(super::gcs_uri("gs://ml-datasets/tokenized/"), "gs://ml-datasets/tokenized/");
+        assert_eq!(super::gcs_uri("gs://ml-datasets"), "gs://ml-datasets");
+    }
 }

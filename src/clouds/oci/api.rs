@@ -279,8 +279,9 @@ impl Oci {
                 .map_err(|e| e.to_string())?;
             let mut request = self.http.request(method.clone(), parsed.clone());
             for (k, v) in &headers {
-                // reqwest sets host and content-length itself, to the same values.
-                if k != "host" && k != "content-length" {
+                // reqwest sets host and, for a body, content-length itself, to the same values; an empty POST
+                // goes out without content-length unless it is given, and the signature covers it.
+                if k != "host" && (k != "content-length" || payload.is_none()) {
                     request = request.header(k.as_str(), v.as_str());
                 }
             }
@@ -348,7 +349,7 @@ impl Oci {
         let mut out = Vec::new();
         let mut page: Option<String> = None;
         loop {
-            let mut path = format!("/{collection}?{query}&limit=1000");
+            let mut path = if query.is_empty() { format!("/{collection}?limit=1000") } else { format!("/{collection}?{query}&limit=1000") };
             if let Some(p) = &page {
                 path.push_str(&format!("&page={}", encode(p)));
             }
@@ -383,9 +384,9 @@ impl Oci {
         Ok((reply.body, reply.work_request))
     }
 
-    /// POST an action (`/networkSecurityGroups/<id>/actions/addSecurityRules`).
-    pub async fn action(&self, ctx: &Context, service: Service, path: &str, body: &Json, what: &str) -> Result<Json, String> {
-        let reply = self.send(ctx, reqwest::Method::POST, service, path, Some(body)).await?;
+    /// POST an action (`/networkSecurityGroups/<id>/actions/addSecurityRules`); some take no body.
+    pub async fn action(&self, ctx: &Context, service: Service, path: &str, body: Option<&Json>, what: &str) -> Result<Json, String> {
+        let reply = self.send(ctx, reqwest::Method::POST, service, path, body).await?;
         if !(200..=202).contains(&reply.status) {
             return Err(format!("{what}: {}", reply.error()));
         }
@@ -444,22 +445,19 @@ impl Oci {
             if reply.status != 200 {
                 return Err(format!("{what}: reading work request {id}: {}", reply.error()));
             }
-            match reply.body["status"].as_str().unwrap_or("IN_PROGRESS") {
-                "SUCCEEDED" => return Ok(()),
-                "FAILED" | "CANCELED" => {
-                    let errors = self.send(ctx, reqwest::Method::GET, service, &format!("/workRequests/{id}/errors"), None).await?;
-                    let items = match &errors.body {
-                        Json::Array(a) => a.clone(),
-                        other => other["items"].as_array().cloned().unwrap_or_default(),
-                    };
+            match work_request_outcome(reply.body["status"].as_str().unwrap_or("IN_PROGRESS")) {
+                Outcome::Done => return Ok(()),
+                Outcome::Failed => {
+                    let status = reply.body["status"].as_str().unwrap_or_default();
+                    let items = self.list(ctx, service, &format!("workRequests/{id}/errors"), "").await?;
                     let detail: Vec<String> = items
                         .iter()
                         .map(|e| format!("{}: {}", e["code"].as_str().unwrap_or("Error"), e["message"].as_str().unwrap_or_default()))
                         .collect();
                     let detail = if detail.is_empty() { "OCI gave no detail".to_owned() } else { detail.join("; ") };
-                    return Err(format!("{what} failed (work request {id}): {detail}"));
+                    return Err(format!("{what} failed (work request {id}, {status}): {detail}"));
                 }
-                _ => {}
+                Outcome::Pending => {}
             }
             self.pause(ctx, &mut delay, deadline, what, timeout).await?;
         }
@@ -523,6 +521,24 @@ impl Oci {
     }
 }
 
+/// Where a work request stands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    Failed,
+    Pending,
+}
+
+/// A work request's `status`: SUCCEEDED is done; FAILED, CANCELED and (Lustre) NEEDS_ATTENTION will not
+/// finish by themselves; ACCEPTED, IN_PROGRESS, WAITING, CANCELING and anything new are waited on.
+pub fn work_request_outcome(status: &str) -> Outcome {
+    match status {
+        "SUCCEEDED" => Outcome::Done,
+        "FAILED" | "CANCELED" | "NEEDS_ATTENTION" => Outcome::Failed,
+        _ => Outcome::Pending,
+    }
+}
+
 /// Lifecycle states after which a resource no longer counts as existing.
 pub fn is_gone(item: &Json) -> bool {
     matches!(item["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED" | "DELETING" | "DELETED"))
@@ -561,6 +577,17 @@ mod tests {
         assert_eq!(http_date(UNIX_EPOCH), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(http_date(UNIX_EPOCH + Duration::from_secs(1_795_982_400)), "Sun, 29 Nov 2026 20:00:00 GMT");
         assert_eq!(http_date(UNIX_EPOCH + Duration::from_secs(951_782_400)), "Tue, 29 Feb 2000 00:00:00 GMT");
+    }
+
+    #[test]
+    fn work_requests_needing_attention_fail_and_waiting_ones_are_waited_on() {
+        assert_eq!(work_request_outcome("SUCCEEDED"), Outcome::Done);
+        for failed in ["FAILED", "CANCELED", "NEEDS_ATTENTION"] {
+            assert_eq!(work_request_outcome(failed), Outcome::Failed, "{failed}");
+        }
+        for pending in ["ACCEPTED", "IN_PROGRESS", "WAITING", "CANCELING"] {
+            assert_eq!(work_request_outcome(pending), Outcome::Pending, "{pending}");
+        }
     }
 
     #[test]

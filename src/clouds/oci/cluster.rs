@@ -81,11 +81,17 @@ pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Censu
                 .collect()
         }
     };
-    nodes.retain(|n| !is_gone(n) && !matches!(n["state"].as_str(), Some("TERMINATING" | "TERMINATED")));
+    nodes.retain(|n| !is_gone(n) && !matches!(node_state(n).as_str(), "TERMINATING" | "TERMINATED"));
     nodes.sort_by_key(|n| {
         (index_of(at.name, n["displayName"].as_str().unwrap_or_default()).unwrap_or(u32::MAX), n["displayName"].to_string())
     });
     Ok(nodes)
+}
+
+/// A node's state in capitals: an Instance's `lifecycleState` (`RUNNING`), or a cluster network
+/// InstanceSummary's `state`, which has no fixed set of values and which the service writes as `Running`.
+pub fn node_state(n: &Json) -> String {
+    n["lifecycleState"].as_str().or(n["state"].as_str()).unwrap_or_default().to_ascii_uppercase()
 }
 
 /// The nodes `observe` found, with their instance OCIDs and their primary VNIC's private address: one list
@@ -143,7 +149,8 @@ async fn default_image(ctx: &Context, oci: &Oci, compartment: &str, shape: &str)
         .ok_or_else(|| format!("OCI offers no image for shape {shape} in this region: set image to an image OCID"))
 }
 
-/// The launch details every node gets (the instance configuration's, and each launched instance's).
+/// The launch details every node gets: the instance configuration's (InstanceConfigurationLaunchInstanceDetails)
+/// and, with [`launch_instance_details`], each launched node's. Only fields both models have.
 fn launch_details(spec: &ClusterSpec, compartment: &str, image: &str, joined: &Joined, tags: &BTreeMap<String, String>) -> Json {
     let f = &spec.fabric;
     let mut metadata = serde_json::Map::new();
@@ -172,6 +179,17 @@ fn launch_details(spec: &ClusterSpec, compartment: &str, image: &str, joined: &J
     }
     if let Some(r) = &spec.reservation_id {
         d["capacityReservationId"] = json!(r);
+    }
+    d
+}
+
+/// A node's LaunchInstance body, a LaunchInstanceDetails built from the cluster rather than the instance
+/// configuration's launch details replayed: those are another model, with fields LaunchInstance does not
+/// take (launchMode, preferredMaintenanceAction) and nested types of their own.
+fn launch_instance_details(spec: &ClusterSpec, compartment: &str, image: &str, joined: &Joined, tags: &BTreeMap<String, String>) -> Json {
+    let mut d = launch_details(spec, compartment, image, joined, tags);
+    if let Some(cc) = &joined.compute_cluster {
+        d["computeClusterId"] = json!(cc);
     }
     d
 }
@@ -229,17 +247,24 @@ pub async fn converge(
     if spec.image.is_none() {
         config_tags.insert("hpc:default-image".into(), "true".into());
     }
+    // The image the configuration was made with; a new configuration's is resolved now.
+    let known =
+        existing.as_ref().and_then(|c| c["instanceDetails"]["launchDetails"]["sourceDetails"]["imageId"].as_str().map(str::to_owned));
+    let image = match (known, &spec.image) {
+        (Some(i), _) => i,
+        (None, Some(i)) => i.clone(),
+        (None, None) => default_image(ctx, oci, compartment, f.sku.name).await?,
+    };
     let config = match existing {
         Some(c) => {
             retag(ctx, oci, "instanceConfigurations", &c, &config_tags).await?;
             c
         }
         None => {
-            let image = match &spec.image {
-                Some(i) => i.clone(),
-                None => default_image(ctx, oci, compartment, f.sku.name).await?,
-            };
+            // `source` says which CreateInstanceConfiguration* model the body is (NONE: the details given
+            // here), as the OCI SDK always sends it.
             let body = json!({
+                "source": "NONE",
                 "compartmentId": compartment,
                 "displayName": format!("{}-ic", spec.name),
                 "freeformTags": config_tags,
@@ -252,18 +277,8 @@ pub async fn converge(
     match f.placement {
         Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout, census).await,
         _ => {
-            converge_nodes(
-                ctx,
-                oci,
-                spec,
-                &at,
-                &config["instanceDetails"]["launchDetails"],
-                joined.compute_cluster.as_deref(),
-                tags,
-                timeout,
-                census,
-            )
-            .await
+            let details = launch_instance_details(spec, compartment, &image, &joined, tags);
+            converge_nodes(ctx, oci, spec, &at, &details, tags, timeout, census).await
         }
     }
 }
@@ -275,7 +290,6 @@ async fn converge_nodes(
     spec: &ClusterSpec,
     at: &Location<'_>,
     details: &Json,
-    compute_cluster: Option<&str>,
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
@@ -304,9 +318,6 @@ async fn converge_nodes(
         let mut body = details.clone();
         body["displayName"] = json!(format!("{}-{i}", at.name));
         body["freeformTags"] = json!(tags);
-        if let Some(cc) = compute_cluster {
-            body["computeClusterId"] = json!(cc);
-        }
         let what = format!("node {}-{i}", at.name);
         async move { oci.create(ctx, Service::Core, "instances", &body, &what).await.map(|_| ()) }
     }))
@@ -336,7 +347,7 @@ async fn wait_running(
             let why = format!("only {} of {want} nodes came up (OCI terminated the others while launching them)", nodes.len());
             return Err(capacity_message(spec, &why, nodes.len()));
         }
-        let running = nodes.iter().filter(|n| n["lifecycleState"].as_str().or(n["state"].as_str()) == Some("RUNNING")).count();
+        let running = nodes.iter().filter(|n| node_state(n) == "RUNNING").count();
         Ok((running >= want).then_some(()))
     })
     .await
@@ -513,4 +524,21 @@ pub async fn imported_config(
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ]);
     Ok((config, placement))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_network_states_are_read_in_any_casing() {
+        for (node, state) in [
+            (json!({"state": "Running"}), "RUNNING"),
+            (json!({"state": "Terminated"}), "TERMINATED"),
+            (json!({"lifecycleState": "RUNNING"}), "RUNNING"),
+            (json!({}), ""),
+        ] {
+            assert_eq!(node_state(&node), state, "{node}");
+        }
+    }
 }

@@ -70,13 +70,9 @@ pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &
     }
     live.nsg = find_nsg(ctx, oci, compartment, n, census).await?;
     if let Some(nsg) = id(&live.nsg) {
-        let rules = oci.get(ctx, Service::Core, &format!("/networkSecurityGroups/{nsg}/securityRules")).await?;
-        live.rules = rules
-            .and_then(|r| r.as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|r| r["direction"].as_str().map(str::to_owned))
-            .collect();
+        // A group can hold more rules than one page.
+        let rules = oci.list(ctx, Service::Core, &format!("networkSecurityGroups/{nsg}/securityRules"), "").await?;
+        live.rules = rules.iter().filter_map(|r| r["direction"].as_str().map(str::to_owned)).collect();
     }
     if spec.placement == Placement::Cluster {
         let ad = encode(spec.zone.as_deref().unwrap_or_default());
@@ -179,17 +175,30 @@ pub async fn converge(
         }
     };
     let nsg_tags = nsg_tags(spec, gpu, tags);
-    let nsg = match &live.nsg {
+    let (nsg, available) = match &live.nsg {
         Some(g) => {
             retag(ctx, oci, "networkSecurityGroups", g, &nsg_tags).await?;
-            g["id"].as_str().unwrap_or_default().to_owned()
+            (g["id"].as_str().unwrap_or_default().to_owned(), g["lifecycleState"].as_str() == Some("AVAILABLE"))
         }
         None => {
             let body = json!({"compartmentId": compartment, "vcnId": vcn, "displayName": format!("{n}-nsg"), "freeformTags": nsg_tags});
             let (g, _) = oci.create(ctx, Service::Core, "networkSecurityGroups", &body, &format!("network security group {n}-nsg")).await?;
-            g["id"].as_str().unwrap_or_default().to_owned()
+            (g["id"].as_str().unwrap_or_default().to_owned(), false)
         }
     };
+    // Rules go in once the group is AVAILABLE (OCI refuses them while it is PROVISIONING).
+    if !available {
+        oci.wait_state(
+            ctx,
+            Service::Core,
+            &format!("/networkSecurityGroups/{nsg}"),
+            &["AVAILABLE"],
+            &["TERMINATING", "TERMINATED"],
+            &format!("creating network security group {n}-nsg"),
+            timeout,
+        )
+        .await?;
+    }
     let purpose = format!("{n}: nodes of the fabric reach each other (RDMA, NCCL bootstrap)");
     let mut rules = Vec::new();
     if !live.rules.iter().any(|d| d == "INGRESS") {
@@ -201,7 +210,7 @@ pub async fn converge(
     }
     if !rules.is_empty() {
         let path = format!("/networkSecurityGroups/{nsg}/actions/addSecurityRules");
-        oci.action(ctx, Service::Core, &path, &json!({"securityRules": rules}), "adding the security rules").await?;
+        oci.action(ctx, Service::Core, &path, Some(&json!({"securityRules": rules})), "adding the security rules").await?;
     }
     if spec.placement == Placement::Cluster {
         match &live.compute_cluster {

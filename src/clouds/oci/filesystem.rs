@@ -2,8 +2,10 @@
 //! subnet, behind the fabric's security group, with its performance tier (MB/s per TB) and capacity in GB
 //! (at least 31,200 GB, in steps of 10,400 GB up to 124,800 GB and of 41,600 GB above: OCI "Managing Lustre
 //! file systems" and "Increasing File System Capacity", checked at plan time), grown in place, and an
-//! optional Object Storage link. Create, update and delete are work requests, polled to the end. Only a
-//! filesystem whose `hpc:owner` freeform tag the census admits is changed or deleted.
+//! optional Object Storage link (`data_repository = "oci://bucket@namespace/prefix"`, which OCI writes
+//! `namespace:/bucket/prefix`) whose data is imported once it is ACTIVE (a sync job, polled to the end).
+//! Create, update and delete are work requests, polled to the end. Only a filesystem whose `hpc:owner`
+//! freeform tag the census admits is changed or deleted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -28,6 +30,32 @@ pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str, ce
         // The list holds summaries; the full resource has the mount address.
         Some(s) => oci.get(ctx, Service::Lustre, &format!("/lustreFileSystems/{}", s["id"].as_str().unwrap_or_default())).await,
         None => Ok(None),
+    }
+}
+
+/// `oci://bucket@namespace/prefix` (the provider's form) as OCI's `objectStoragePrefix`,
+/// `namespace:/bucket/prefix`; None when it names no bucket and namespace.
+pub fn object_storage_prefix(repo: &str) -> Option<String> {
+    let rest = repo.strip_prefix("oci://")?;
+    let (location, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let (bucket, namespace) = location.split_once('@')?;
+    let name_ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !name_ok(bucket) || !name_ok(namespace) {
+        return None;
+    }
+    let prefix = prefix.trim_end_matches('/');
+    Some(if prefix.is_empty() { format!("{namespace}:/{bucket}") } else { format!("{namespace}:/{bucket}/{prefix}") })
+}
+
+/// OCI's `namespace:/bucket/prefix` in the provider's form, `oci://bucket@namespace/prefix`; anything else
+/// as it is.
+pub fn data_repository(prefix: &str) -> String {
+    match prefix.split_once(":/") {
+        Some((namespace, rest)) if !namespace.is_empty() && !namespace.contains('/') => {
+            let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
+            if path.is_empty() { format!("oci://{bucket}@{namespace}") } else { format!("oci://{bucket}@{namespace}/{path}") }
+        }
+        _ => prefix.to_owned(),
     }
 }
 
@@ -120,22 +148,76 @@ pub async fn converge(
             timeout,
         )
         .await?;
-    if let Some(repo) = &spec.data_repository
-        && links(ctx, oci, compartment, &id).await?.is_empty()
-    {
-        let body = json!({
-            "compartmentId": compartment,
-            "availabilityDomain": zone,
-            "displayName": format!("{}-link", spec.name),
-            "lustreFileSystemId": id,
-            "fileSystemPath": "/",
-            "objectStoragePrefix": repo,
-            "isOverwrite": false,
-            "freeformTags": tags,
-        });
-        oci.create(ctx, Service::Lustre, "objectStorageLinks", &body, &format!("the Object Storage link of {what}")).await?;
+    if let Some(repo) = &spec.data_repository {
+        let prefix = object_storage_prefix(repo)
+            .ok_or_else(|| format!("data_repository {repo:?} is not an Object Storage location oci://bucket@namespace/prefix"))?;
+        let link = match links(ctx, oci, compartment, &id).await?.into_iter().next() {
+            Some(l) => l,
+            None => {
+                let body = json!({
+                    "compartmentId": compartment,
+                    "availabilityDomain": zone,
+                    "displayName": format!("{}-link", spec.name),
+                    "lustreFileSystemId": id,
+                    "fileSystemPath": "/",
+                    "objectStoragePrefix": prefix,
+                    "isOverwrite": false,
+                    "freeformTags": tags,
+                });
+                oci.create(ctx, Service::Lustre, "objectStorageLinks", &body, &format!("the Object Storage link of {what}")).await?.0
+            }
+        };
+        import(ctx, oci, &link, &prefix, &what, timeout).await?;
     }
     Ok(fs)
+}
+
+/// Imports the link's data into the filesystem, once: when the link is ACTIVE and has run no sync job, one
+/// is started; a job already running (an earlier apply was interrupted) is waited for. A job that ends
+/// FAILED or CANCELED is an error naming OCI's details.
+async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str, timeout: Duration) -> Result<(), String> {
+    let link_id = link["id"].as_str().unwrap_or_default();
+    let path = format!("/objectStorageLinks/{link_id}");
+    let link = oci
+        .wait_state(ctx, Service::Lustre, &path, &["ACTIVE"], &["FAILED", "DELETED"], &format!("linking {prefix} to {what}"), timeout)
+        .await?;
+    let start = async || -> Result<String, String> {
+        let job = oci
+            .action(
+                ctx,
+                Service::Lustre,
+                &format!("{path}/actions/startImportFromObject"),
+                None,
+                &format!("importing {prefix} into {what}"),
+            )
+            .await?;
+        job["id"].as_str().map(str::to_owned).ok_or_else(|| format!("importing {prefix} into {what}: OCI answered no sync job"))
+    };
+    let job_id = match (link["currentJobId"].as_str(), link["lastJobId"].as_str()) {
+        (Some(current), _) => current.to_owned(),
+        // Imported before; an import that failed is tried again.
+        (None, Some(last)) => match oci.get(ctx, Service::Lustre, &format!("{path}/syncJobs/{last}")).await? {
+            Some(job) if matches!(job["lifecycleState"].as_str(), Some("FAILED" | "CANCELED")) => start().await?,
+            _ => return Ok(()),
+        },
+        (None, None) => start().await?,
+    };
+    let doing = format!("importing {prefix} into {what}");
+    crate::clouds::aws::api::wait_for(ctx, &doing, timeout, || async {
+        let job = oci
+            .get(ctx, Service::Lustre, &format!("{path}/syncJobs/{job_id}"))
+            .await?
+            .ok_or_else(|| format!("{doing}: sync job {job_id} vanished"))?;
+        match job["lifecycleState"].as_str().unwrap_or_default() {
+            "SUCCEEDED" => Ok(Some(())),
+            state @ ("FAILED" | "CANCELED") => Err(format!(
+                "{doing}: sync job {job_id} ended {state}: {}",
+                job["lifecycleDetails"].as_str().unwrap_or("OCI gave no detail")
+            )),
+            _ => Ok(None),
+        }
+    })
+    .await
 }
 
 /// Deletes the link, then the filesystem (if it is the census's), and waits for the work request.
@@ -184,7 +266,7 @@ pub async fn imported_config(
         None => Value::Null,
     };
     let id = fs["id"].as_str().unwrap_or_default();
-    let repo = links(ctx, oci, compartment, id).await?.first().and_then(|l| l["objectStoragePrefix"].as_str().map(str::to_owned));
+    let repo = links(ctx, oci, compartment, id).await?.first().and_then(|l| l["objectStoragePrefix"].as_str().map(data_repository));
     let user = crate::clouds::aws::api::user_tags(&tags, defaults);
     Ok(Value::object([
         ("name", Value::from(fs["displayName"].as_str().unwrap_or_default())),
@@ -196,4 +278,25 @@ pub async fn imported_config(
         ("data_repository", Value::from(repo)),
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_storage_locations_translate_both_ways() {
+        for (repo, prefix) in [
+            ("oci://datasets@tenancyns/imagenet/train", "tenancyns:/datasets/imagenet/train"),
+            ("oci://datasets@tenancyns", "tenancyns:/datasets"),
+            ("oci://datasets@tenancyns/", "tenancyns:/datasets"),
+        ] {
+            assert_eq!(object_storage_prefix(repo).as_deref(), Some(prefix), "{repo}");
+            assert_eq!(data_repository(prefix), repo.trim_end_matches('/'), "{prefix}");
+        }
+        for bad in ["oci://datasets/imagenet", "oci://@ns/x", "oci://b@/x", "s3://b@ns", "tenancyns:/datasets"] {
+            assert_eq!(object_storage_prefix(bad), None, "{bad}");
+        }
+        assert_eq!(data_repository("something-else"), "something-else");
+    }
 }

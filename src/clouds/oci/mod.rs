@@ -148,7 +148,7 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
             Piece::new("oci_lustre_file_storage_object_storage_link", format!("{n}-link"))
                 .set("lustre_file_system_id", format!("oci_lustre_file_storage_lustre_file_system.{n}"))
                 .set("file_system_path", "/")
-                .set("object_storage_prefix", repo),
+                .set("object_storage_prefix", filesystem::object_storage_prefix(repo).unwrap_or_else(|| repo.clone())),
         );
     }
     out
