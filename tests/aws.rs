@@ -110,6 +110,8 @@ async fn capacity_block_with_ssh_key_and_user_data_lands_in_the_launch_template_
     let user_data = base64::engine::general_purpose::STANDARD.decode(data.user_data().unwrap()).unwrap();
     assert_eq!(user_data, b"#!/bin/sh\necho ready\n");
     assert_eq!(data.network_interfaces().len(), 16);
+    // EC2 refuses AssociatePublicIpAddress, even false, once a launch has more than one interface.
+    assert!(data.network_interfaces().iter().all(|n| n.associate_public_ip_address().is_none()), "{:?}", data.network_interfaces());
     assert!(data.placement().and_then(|p| p.group_name()).is_none_or(str::is_empty), "placement = none: no group");
 
     // Every node carries the user's tags, the provider's defaults and ours.
@@ -256,4 +258,57 @@ async fn throttling_is_retried_and_a_persistent_error_is_a_diagnostic() {
     assert!(matches!(outcome, ReadOutcome::Found { state, .. } if state == fabric));
     let text: Vec<String> = diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect();
     assert!(text.iter().any(|t| t.starts_with("Reading the fabric failed") && t.contains("InternalError")), "{text:?}");
+}
+
+#[tokio::test]
+async fn a_new_data_repository_replaces_the_old_association_once_fsx_has_deleted_it() {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let Env { emulator, ctx } = env();
+    let ep = emulator.endpoint.as_str();
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
+    );
+    let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let fs_config = |repo: &str| {
+        value(
+            &ParallelFilesystem,
+            json!({"name": "data", "fabric": FABRIC_REF(), "capacity_gib": 1200, "throughput_per_tib": 250, "data_repository": repo}),
+        )
+    };
+    let (fs, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config("s3://datasets/v1")).await;
+    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    let fs_id = fs.get("id").as_str().unwrap().rsplit('/').next().unwrap().to_owned();
+
+    // FSx deletes an association asynchronously, and "/" holds one at a time: the new one is made once the
+    // old one is gone.
+    let (fs, diags) = apply(&ctx, &ParallelFilesystem, &fs, &fs_config("s3://datasets/v2")).await;
+    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    assert_eq!(fs.get("data_repository").as_str(), Some("s3://datasets/v2"));
+    let snapshot = admin(ep, "GET", "snapshot", None);
+    let associations: Vec<serde_json::Value> = snapshot["resources"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|r| r["kind"] == "data_repository_association")
+        .map(|r| serde_json::from_str(r["body"].as_str().unwrap()).unwrap())
+        .collect();
+    assert_eq!(associations.len(), 1, "{associations:?}");
+    assert_eq!(associations[0]["FileSystemId"], fs_id.as_str());
+    assert_eq!(associations[0]["FileSystemPath"], "/");
+    assert_eq!(associations[0]["DataRepositoryPath"], "s3://datasets/v2");
+    // A refresh reads the new association, not the one being deleted.
+    let mut diags = Diagnostics::new();
+    match ParallelFilesystem.read(&ctx, &fs, &[], &mut diags).await {
+        ReadOutcome::Found { state, .. } => assert_eq!(state.get("data_repository").as_str(), Some("s3://datasets/v2")),
+        ReadOutcome::Gone => panic!("gone"),
+    }
+
+    let mut diags = Diagnostics::new();
+    for (r, state) in [(&ParallelFilesystem as &dyn Resource, &fs), (&GpuFabric, &fabric)] {
+        r.apply(&ctx, ApplyRequest { prior: state, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut diags).await;
+    }
+    assert!(!diags.has_errors(), "{:?}", diags.iter().collect::<Vec<_>>());
+    assert_eq!(admin(ep, "GET", "inventory", None)["empty"], true);
 }

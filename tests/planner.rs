@@ -949,6 +949,10 @@ fn every_catalog_node_type_plans() {
         }
         let mut cluster =
             json!({"name": "c", "node_count": 2, "fabric": fabric_ref(sku.cloud.as_str(), region, zone, sku.name, placement)});
+        if sku.cloud == Cloud::Azure {
+            // Azure needs a key (or a password) to let anyone into a Linux VM.
+            cluster["ssh_public_key"] = json!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x");
+        }
         if sku.name.starts_with("Standard_NV") {
             // GRID-driver sizes have no default image.
             cluster["image"] = json!("/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/a10-grid");

@@ -36,6 +36,7 @@ def main():
             os._exit(0)
         threading.Thread(target=watch, daemon=True).start()
     hpc_moto.apply_patches()
+    hpc_moto.conformance.preload()
     app = hpc_moto.AdminMiddleware(DomainDispatcherApplication(create_backend_app), reset)
     server = make_server("127.0.0.1", args.port, app, threaded=True)
     port = server.server_port

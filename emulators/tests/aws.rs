@@ -334,7 +334,15 @@ async fn fsx_lustre_lifecycle_update_associations_and_not_found() {
         .unwrap();
     assert_eq!(listed.associations().len(), 1);
     fsx.delete_data_repository_association().association_id(&dra_id).send().await.unwrap();
-    let missing_dra = fsx.describe_data_repository_associations().association_ids(&dra_id).send().await.unwrap_err();
+    // Deleting takes a while (DELETING); then the association is not found.
+    let started = Instant::now();
+    let missing_dra = loop {
+        match fsx.describe_data_repository_associations().association_ids(&dra_id).send().await {
+            Err(e) => break e,
+            Ok(_) => assert!(started.elapsed() < Duration::from_secs(10), "{dra_id} never went away"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(missing_dra.code(), Some("DataRepositoryAssociationNotFound"));
 
     fsx.delete_file_system().file_system_id(&id).send().await.unwrap();
@@ -389,4 +397,226 @@ async fn the_deep_learning_base_gpu_ami_is_offered_for_clusters_without_an_image
     let names: Vec<&str> = out.images().iter().filter_map(|i| i.name()).collect();
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].starts_with("Deep Learning Base OSS Nvidia Driver GPU AMI"));
+}
+
+fn in_cidr(ip: &str, cidr: &str) -> bool {
+    let (net, len) = cidr.split_once('/').unwrap();
+    let (ip, net): (std::net::Ipv4Addr, std::net::Ipv4Addr) = (ip.parse().unwrap(), net.parse().unwrap());
+    let mask = u32::MAX.checked_shl(32 - len.parse::<u32>().unwrap()).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
+#[tokio::test]
+async fn a_public_ip_setting_on_a_multi_interface_launch_is_refused_as_ec2_does() {
+    let ep = aws();
+    let client = ec2(ep, "ap-south-1");
+    let (_, subnet, sg) = network(&client, "ap-south-1a").await;
+    let template = |name: &str, cards: i32| {
+        let mut nics = efa_layout(cards, &subnet, &sg);
+        nics[0].associate_public_ip_address = Some(false);
+        let data = RequestLaunchTemplateData::builder()
+            .instance_type(InstanceType::P548xlarge)
+            .image_id(AMI)
+            .set_network_interfaces(Some(nics))
+            .build();
+        let client = client.clone();
+        let name = name.to_owned();
+        async move {
+            client.create_launch_template().launch_template_name(&name).launch_template_data(data).send().await.unwrap();
+            client
+                .run_instances()
+                .launch_template(LaunchTemplateSpecification::builder().launch_template_name(&name).build())
+                .min_count(1)
+                .max_count(1)
+                .send()
+                .await
+        }
+    };
+    // EC2: "The associatePublicIPAddress parameter cannot be specified when launching with multiple network
+    // interfaces", even when it is false.
+    let refused = template("many-nics", 4).await.unwrap_err();
+    assert_eq!(code(&refused), "InvalidParameterCombination");
+    assert!(message(&refused).contains("multiple network interfaces"), "{}", message(&refused));
+    // One interface may carry it.
+    template("one-nic", 1).await.unwrap();
+}
+
+#[tokio::test]
+async fn launch_template_interfaces_take_unique_addresses_from_their_subnet_and_efa_only_ones_none() {
+    let ep = aws();
+    let client = ec2(ep, "ap-southeast-2");
+    let vpc = client.create_vpc().cidr_block("10.1.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
+    let cidr = "10.1.4.0/26";
+    let subnet = client
+        .create_subnet()
+        .vpc_id(&vpc)
+        .cidr_block(cidr)
+        .availability_zone("ap-southeast-2a")
+        .send()
+        .await
+        .unwrap()
+        .subnet
+        .unwrap()
+        .subnet_id
+        .unwrap();
+    let sg = client.create_security_group().group_name("efa").description("efa").vpc_id(&vpc).send().await.unwrap().group_id.unwrap();
+    // Card 0 EFA, card 1 a second EFA (with IP), cards 2-3 EFA-only (no IP).
+    let mut nics = efa_layout(4, &subnet, &sg);
+    nics[1].interface_type = Some("efa".into());
+    let data = RequestLaunchTemplateData::builder()
+        .instance_type(InstanceType::P548xlarge)
+        .image_id(AMI)
+        .set_network_interfaces(Some(nics))
+        .build();
+    client.create_launch_template().launch_template_name("ips-lt").launch_template_data(data).send().await.unwrap();
+    for _ in 0..2 {
+        client
+            .run_instances()
+            .launch_template(LaunchTemplateSpecification::builder().launch_template_name("ips-lt").build())
+            .min_count(3)
+            .max_count(3)
+            .send()
+            .await
+            .unwrap();
+    }
+    let found = client.describe_instances().send().await.unwrap();
+    let instances: Vec<_> = found.reservations().iter().flat_map(|r| r.instances()).collect();
+    assert_eq!(instances.len(), 6);
+    let (network, broadcast) = ("10.1.4.0", "10.1.4.63");
+    let mut primaries = std::collections::BTreeSet::new();
+    let mut all = std::collections::BTreeSet::new();
+    for instance in &instances {
+        let ip = instance.private_ip_address().unwrap();
+        assert!(in_cidr(ip, cidr) && ip != network && ip != broadcast, "{ip} is not a host address of {cidr}");
+        assert!(primaries.insert(ip.to_owned()), "{ip} given to two instances");
+        assert_eq!(instance.subnet_id(), Some(subnet.as_str()));
+        assert_eq!(instance.vpc_id(), Some(vpc.as_str()));
+        for nic in instance.network_interfaces() {
+            let kind = nic.interface_type().unwrap_or_default();
+            if kind == "efa-only" {
+                assert!(nic.private_ip_address().is_none_or(str::is_empty), "an EFA-only interface got {:?}", nic.private_ip_address());
+                assert!(nic.private_ip_addresses().iter().all(|a| a.private_ip_address().is_none_or(str::is_empty)));
+                continue;
+            }
+            let ip = nic.private_ip_address().unwrap();
+            assert!(
+                in_cidr(ip, cidr) && ip != network && ip != broadcast,
+                "{kind} interface got {ip}, outside the host addresses of {cidr}"
+            );
+            assert!(all.insert(ip.to_owned()), "{ip} given to two interfaces");
+        }
+    }
+    assert_eq!(all.len(), 12, "two addressed interfaces per instance: {all:?}");
+}
+
+#[tokio::test]
+async fn data_repository_associations_delete_asynchronously_and_a_path_holds_one() {
+    use aws_sdk_fsx::error::ProvideErrorMetadata;
+    use aws_sdk_fsx::types::{CreateFileSystemLustreConfiguration, FileSystemType, LustreDeploymentType};
+    let ep = aws();
+    let client = ec2(ep, "eu-north-1");
+    let (_, subnet, sg) = network(&client, "eu-north-1a").await;
+    let fsx = fsx(ep, "eu-north-1");
+    let id = fsx
+        .create_file_system()
+        .file_system_type(FileSystemType::Lustre)
+        .storage_capacity(1200)
+        .subnet_ids(&subnet)
+        .security_group_ids(&sg)
+        .lustre_configuration(
+            CreateFileSystemLustreConfiguration::builder()
+                .deployment_type(LustreDeploymentType::Persistent2)
+                .per_unit_storage_throughput(125)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .file_system
+        .unwrap()
+        .file_system_id
+        .unwrap();
+    let link = |path: &str, repo: &str| {
+        fsx.create_data_repository_association().file_system_id(&id).file_system_path(path).data_repository_path(repo).send()
+    };
+    let root = link("/", "s3://bucket/a").await.unwrap().association.unwrap().association_id.unwrap();
+    // One path, one association; nested paths overlap.
+    let same = link("/", "s3://bucket/b").await.unwrap_err();
+    assert_eq!(same.code(), Some("BadRequest"), "{same:?}");
+    let nested = link("/data", "s3://bucket/c").await.unwrap_err();
+    assert_eq!(nested.code(), Some("BadRequest"), "{nested:?}");
+
+    // Deletion takes a while: DELETING, the path still taken, then NotFound.
+    let deleted = fsx.delete_data_repository_association().association_id(&root).delete_data_in_file_system(false).send().await.unwrap();
+    assert_eq!(deleted.lifecycle().map(|l| l.as_str()), Some("DELETING"));
+    let described = fsx.describe_data_repository_associations().association_ids(&root).send().await.unwrap();
+    assert_eq!(described.associations()[0].lifecycle().map(|l| l.as_str()), Some("DELETING"));
+    let while_deleting = link("/", "s3://bucket/b").await.unwrap_err();
+    assert_eq!(while_deleting.code(), Some("BadRequest"), "{while_deleting:?}");
+    let started = Instant::now();
+    loop {
+        match fsx.describe_data_repository_associations().association_ids(&root).send().await {
+            Err(e) if e.code() == Some("DataRepositoryAssociationNotFound") => break,
+            Ok(_) => assert!(started.elapsed() < Duration::from_secs(10), "still there"),
+            Err(e) => panic!("{e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // At most 8 associations per file system; /p1 and /p10 are different paths.
+    for i in 1..=8 {
+        link(&format!("/p{i}"), &format!("s3://bucket/p{i}")).await.unwrap();
+    }
+    let ninth = link("/p10", "s3://bucket/p10").await.unwrap_err();
+    assert_eq!(ninth.code(), Some("BadRequest"), "{ninth:?}");
+    assert!(ninth.message().unwrap_or_default().contains('8'), "{ninth:?}");
+    fsx.delete_file_system().file_system_id(&id).send().await.unwrap();
+}
+
+#[tokio::test]
+async fn file_system_sizes_tiers_and_capacity_steps_fsx_does_not_offer_are_refused() {
+    use aws_sdk_fsx::error::ProvideErrorMetadata;
+    use aws_sdk_fsx::types::{CreateFileSystemLustreConfiguration, FileSystemLifecycle, FileSystemType, LustreDeploymentType};
+    let ep = aws();
+    let client = ec2(ep, "us-east-2");
+    let (_, subnet, sg) = network(&client, "us-east-2a").await;
+    let fsx = fsx(ep, "us-east-2");
+    let create = |capacity: i32, deployment: LustreDeploymentType, throughput: i32| {
+        fsx.create_file_system()
+            .file_system_type(FileSystemType::Lustre)
+            .storage_capacity(capacity)
+            .subnet_ids(&subnet)
+            .security_group_ids(&sg)
+            .lustre_configuration(
+                CreateFileSystemLustreConfiguration::builder().deployment_type(deployment).per_unit_storage_throughput(throughput).build(),
+            )
+            .send()
+    };
+    // StorageCapacity for PERSISTENT_2, PERSISTENT_1 and SCRATCH_2 SSD: 1200, 2400, or a multiple of 2400 GiB.
+    for (capacity, deployment, throughput) in [
+        (3000, LustreDeploymentType::Persistent2, 250),
+        (1000, LustreDeploymentType::Persistent2, 250),
+        (3600, LustreDeploymentType::Persistent1, 200),
+    ] {
+        let e = create(capacity, deployment.clone(), throughput).await.unwrap_err();
+        assert_eq!(e.code(), Some("BadRequest"), "{capacity} {deployment:?}: {e:?}");
+        assert!(e.message().unwrap_or_default().contains("2400"), "{e:?}");
+    }
+    // PERSISTENT_2 throughput per TiB: 125, 250, 500 or 1000.
+    let e = create(2400, LustreDeploymentType::Persistent2, 200).await.unwrap_err();
+    assert_eq!(e.code(), Some("BadRequest"), "{e:?}");
+    assert!(e.message().unwrap_or_default().contains("125, 250, 500"), "{e:?}");
+    // The good ones.
+    let id = create(1200, LustreDeploymentType::Persistent2, 1000).await.unwrap().file_system.unwrap().file_system_id.unwrap();
+    create(7200, LustreDeploymentType::Persistent2, 125).await.unwrap();
+    let started = Instant::now();
+    while fsx.describe_file_systems().file_system_ids(&id).send().await.unwrap().file_systems()[0].lifecycle()
+        != Some(&FileSystemLifecycle::Available)
+    {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Growing goes in steps of 2400 GiB: 1200 -> 3600 is no multiple of 2400, 1200 -> 2400 is.
+    let e = fsx.update_file_system().file_system_id(&id).storage_capacity(3600).send().await.unwrap_err();
+    assert_eq!(e.code(), Some("BadRequest"), "{e:?}");
+    fsx.update_file_system().file_system_id(&id).storage_capacity(2400).send().await.unwrap();
 }

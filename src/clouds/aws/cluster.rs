@@ -188,7 +188,10 @@ fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateI
             .groups(sg)
             .delete_on_termination(true)
     };
-    let mut out = vec![nic(0, 0, if card0_ena_only { "interface" } else { "efa" }).associate_public_ip_address(false).build()];
+    let primary = nic(0, 0, if card0_ena_only { "interface" } else { "efa" });
+    // EC2 refuses AssociatePublicIpAddress, even false, on a launch with more than one interface
+    // (InvalidParameterCombination); there the private subnet (no public IPv4 on launch) decides.
+    let mut out = vec![if extra == 0 { primary.associate_public_ip_address(false) } else { primary }.build()];
     out.extend((1..=extra).map(|card| nic(card, 1, "efa-only").build()));
     out
 }

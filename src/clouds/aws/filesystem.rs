@@ -97,7 +97,9 @@ pub async fn observe(aws: &Aws, fs_id: &str, census: &Census) -> Result<Option<F
         .send()
         .await
         .map_err(|e| format!("reading data repository associations of {fs_id}: {}", why(&e)))?;
-    Ok(Some(FsLive { fs, dra: dras.associations().first().cloned() }))
+    // One being deleted (FSx deletes asynchronously) is no longer the filesystem's link.
+    let dra = dras.associations().iter().find(|d| d.lifecycle().is_none_or(|l| l.as_str() != "DELETING")).cloned();
+    Ok(Some(FsLive { fs, dra }))
 }
 
 /// A file system tagged with this name that the census admits (for a create whose id never reached the
@@ -295,6 +297,9 @@ pub async fn converge(
             .send()
             .await
             .map_err(|e| err(format!("unlinking {path} from {fs_id}: {}", why(&e))))?;
+        // FSx deletes it asynchronously (DELETING) and a path holds one association: the new one can only
+        // be made once the old one is gone.
+        wait_dra_gone(ctx, aws, aid, o.timeout).await.map_err(err)?;
     }
     if let Some(repo) = wanted
         && current.as_ref().map(|c| c.1.as_str()) != Some(repo)
@@ -316,6 +321,25 @@ pub async fn converge(
         live = wait_available(ctx, aws, &fs_id, o.timeout).await.map_err(err)?;
     }
     Ok(live)
+}
+
+/// Waits until FSx no longer knows the data repository association (DataRepositoryAssociationNotFound).
+async fn wait_dra_gone(ctx: &Context, aws: &Aws, aid: &str, timeout: Duration) -> Result<(), String> {
+    api::wait_for(ctx, &format!("data repository association {aid} to be deleted"), timeout, || async move {
+        match aws.fsx.describe_data_repository_associations().association_ids(aid).send().await {
+            Err(e) if api::code(&e) == Some("DataRepositoryAssociationNotFound") => Ok(Some(())),
+            Ok(out) if out.associations().is_empty() => Ok(Some(())),
+            Ok(out) => match out.associations().iter().find(|d| d.lifecycle().is_some_and(|l| l.as_str() == "FAILED")) {
+                Some(d) => Err(format!(
+                    "data repository association {aid} failed to delete: {}",
+                    d.failure_details().and_then(|f| f.message()).unwrap_or("FSx gave no detail")
+                )),
+                None => Ok(None),
+            },
+            Err(e) => Err(format!("reading data repository association {aid}: {}", why(&e))),
+        }
+    })
+    .await
 }
 
 /// Deletes the file system if it is the census's (its associations go with it, data in S3 stays) and waits

@@ -68,15 +68,14 @@ fn network_interfaces(spec: &ClusterSpec, template: &str) -> Vec<Piece> {
     // Without EFA (inference node types such as g6.xlarge) the primary interface is plain ENA.
     let card0_ena_only = sku.name.starts_with("p6-b300") || sku.fabric != crate::catalog::Fabric::Efa;
     let kind = "aws_launch_template.network_interfaces";
-    let mut out = vec![
-        Piece::new(kind, format!("{template} card 0"))
-            .set("network_card_index", 0)
-            .set("device_index", 0)
-            .set("interface_type", if card0_ena_only { "interface" } else { "efa" })
-            .set("security_groups", &sg)
-            .set("associate_public_ip_address", false),
-    ];
     let extra = if card0_ena_only { spec.rdma_interfaces } else { spec.rdma_interfaces.saturating_sub(1) };
+    let primary = Piece::new(kind, format!("{template} card 0"))
+        .set("network_card_index", 0)
+        .set("device_index", 0)
+        .set("interface_type", if card0_ena_only { "interface" } else { "efa" })
+        .set("security_groups", &sg);
+    // EC2 refuses associate_public_ip_address, even false, when a launch has several interfaces.
+    let mut out = vec![if extra == 0 { primary.set("associate_public_ip_address", false) } else { primary }];
     if extra > 0 {
         let cards = if extra == 1 { "1".to_string() } else { format!("1-{extra}") };
         out.push(
