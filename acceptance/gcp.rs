@@ -51,7 +51,11 @@ pub fn a3_mega_cluster_lifecycle(cli: &Cli) {
     // Service Networking names the network by project number ("{project} is a project number"), which the
     // provider looks up through Resource Manager.
     let number = admin_project_number(&ep);
-    assert_eq!(inv["resources"]["servicenetworking"]["connections"], json!([format!("projects/{number}/global/networks/accfab-vpc")]), "{inv}");
+    assert_eq!(
+        inv["resources"]["servicenetworking"]["connections"],
+        json!([format!("projects/{number}/global/networks/accfab-vpc")]),
+        "{inv}"
+    );
 
     // Each node: the host NIC plus one gVNIC in each of the 8 GPU VPCs, the compact placement policy.
     let nodes = instances(&ep);
@@ -219,4 +223,3 @@ fn admin_project_number(ep: &str) -> String {
     let project: Value = serde_json::from_str(body).unwrap();
     project["name"].as_str().unwrap().trim_start_matches("projects/").to_owned()
 }
-

@@ -194,7 +194,9 @@ fn documented_rules(kind: &str, body: &Value) -> Result<(), (String, String)> {
             return fail("adminPassword", "Required parameter 'adminPassword' is missing (null).");
         }
         // CapacityReservationProfile: reservation groups take scale sets without a single placement group.
-        if profile["capacityReservation"]["capacityReservationGroup"]["id"].is_string() && body["properties"]["singlePlacementGroup"] == true {
+        if profile["capacityReservation"]["capacityReservationGroup"]["id"].is_string()
+            && body["properties"]["singlePlacementGroup"] == true
+        {
             return fail(
                 "singlePlacementGroup",
                 "Virtual Machine Scale Set with Capacity Reservation Group must have singlePlacementGroup property set to false.",
@@ -216,7 +218,10 @@ fn documented_rules(kind: &str, body: &Value) -> Result<(), (String, String)> {
                 return fail("hsm.settings.container", "The container must be a storage container resource ID.");
             }
             if container.eq_ignore_ascii_case(logging) || data_account != log_account {
-                return fail("hsm.settings.loggingContainer", "The logging container must be a separate container in the same storage account.");
+                return fail(
+                    "hsm.settings.loggingContainer",
+                    "The logging container must be a separate container in the same storage account.",
+                );
             }
         }
     }
@@ -412,7 +417,8 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     } else {
         type_of(&path)
     };
-    let verb = if listing_vms || listing_nics || listing_group || listing_collection { "list".to_owned() } else { method.as_str().to_lowercase() };
+    let verb =
+        if listing_vms || listing_nics || listing_group || listing_collection { "list".to_owned() } else { method.as_str().to_lowercase() };
     let operation = format!("{kind}.{verb}");
     let mut capacity_error = None;
     if let Some(fault) = az.admin.on_request("arm", &operation) {
@@ -481,7 +487,11 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         "GET" if listing_collection => {
             let group = rg_id.to_lowercase();
             if !store.resources.contains_key(&group) {
-                return arm_error(404, "ResourceGroupNotFound", &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")));
+                return arm_error(
+                    404,
+                    "ResourceGroupNotFound",
+                    &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")),
+                );
             }
             let prefix = format!("{key}/");
             let items: Vec<Value> = store
@@ -574,7 +584,13 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             let location = value["location"].as_str().unwrap_or("eastus").to_lowercase();
             let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
             let op = AsyncOp { started: Instant::now(), error: capacity_error, result: Some(key.clone()) };
-            begin(&mut store, &mut resp, lro, &Scope { host: &host, sub: segs.get(1).unwrap_or(&""), kind: &kind, location: &location }, op);
+            begin(
+                &mut store,
+                &mut resp,
+                lro,
+                &Scope { host: &host, sub: segs.get(1).unwrap_or(&""), kind: &kind, location: &location },
+                op,
+            );
             resp
         }
         "DELETE" => {
@@ -589,7 +605,13 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
             let mut resp = StatusCode::ACCEPTED.into_response();
             let op = AsyncOp { started: Instant::now(), error: None, result: None };
-            begin(&mut store, &mut resp, lro, &Scope { host: &host, sub: segs.get(1).unwrap_or(&""), kind: &kind, location: &location }, op);
+            begin(
+                &mut store,
+                &mut resp,
+                lro,
+                &Scope { host: &host, sub: segs.get(1).unwrap_or(&""), kind: &kind, location: &location },
+                op,
+            );
             resp
         }
         _ => arm_error(405, "MethodNotAllowed", "The method is not allowed."),

@@ -192,7 +192,9 @@ fn asked_version(cloud: Cloud, path: &str, query: &[(String, String)]) -> Option
         Cloud::Azure => query.iter().find(|(k, _)| k == "api-version").map(|(_, v)| v.clone()),
         Cloud::Gcp | Cloud::Oci => None,
     }
-    .or_else(|| if cloud == Cloud::Azure { None } else { split(path).find(|s| s.starts_with('v') || s.starts_with("20")).map(str::to_owned) })
+    .or_else(|| {
+        if cloud == Cloud::Azure { None } else { split(path).find(|s| s.starts_with('v') || s.starts_with("20")).map(str::to_owned) }
+    })
 }
 
 /// A request as the judge sees it.
@@ -538,7 +540,8 @@ impl Judge<'_> {
             self.value(prop, x, &here)?;
         }
         if self.direction == Direction::Request {
-            let mut required: Vec<&str> = node.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+            let mut required: Vec<&str> =
+                node.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
             if let Some(per) = node.get("required_for").and_then(Value::as_object) {
                 required.extend(
                     per.iter()
@@ -637,9 +640,12 @@ pub async fn checked(op: Option<Arc<Operation>>, cloud: Cloud, response: Respons
         return (StatusCode::INTERNAL_SERVER_ERROR, "the emulator's answer could not be read").into_response();
     };
     let headers: Vec<String> = parts.headers.keys().map(|k| k.as_str().to_owned()).collect();
-    let verdict = judge_protocol(cloud, &op, parts.status.as_u16(), &headers).and_then(|()| judge_response(&op, parts.status.as_u16(), &bytes));
+    let verdict =
+        judge_protocol(cloud, &op, parts.status.as_u16(), &headers).and_then(|()| judge_response(&op, parts.status.as_u16(), &bytes));
     if let Err(v) = verdict {
-        record_line(json!({"cloud": cloud.key(), "operation": op.id, "version": op.version, "verdict": "bad_response", "field": v.field, "message": v.message}));
+        record_line(
+            json!({"cloud": cloud.key(), "operation": op.id, "version": op.version, "verdict": "bad_response", "field": v.field, "message": v.message}),
+        );
         let body = json!({"error": {"code": 500, "message": format!("EMULATOR CONFORMANCE: the answer to {} ({}) breaks its definition: {}", op.id, op.version, v.message)}});
         return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response();
     }
@@ -649,7 +655,13 @@ pub async fn checked(op: Option<Arc<Operation>>, cloud: Cloud, response: Respons
 /// Judges a request before the emulator handles it: `Err` is the refusal to send back.
 /// A request carrying the `x-hpc-conformance-probe` header is a test's deliberate mistake: its refusal is
 /// recorded as a probe, not as a violation of the run.
-pub fn gate(cloud: Cloud, method: &str, uri: &axum::http::Uri, headers: &axum::http::HeaderMap, body: &Bytes) -> Result<Option<Arc<Operation>>, Box<Response>> {
+pub fn gate(
+    cloud: Cloud,
+    method: &str,
+    uri: &axum::http::Uri,
+    headers: &axum::http::HeaderMap,
+    body: &Bytes,
+) -> Result<Option<Arc<Operation>>, Box<Response>> {
     let query = parse_query(uri.query().unwrap_or_default());
     let call = Call { method, path: uri.path(), query: &query, body, probe: headers.contains_key(PROBE_HEADER) };
     judge_request(cloud, &call).map_err(|v| Box::new(refusal(cloud, &v)))
@@ -688,8 +700,10 @@ fn decode(s: &str) -> String {
 fn record(cloud: Cloud, call: &Call<'_>, result: &Result<Arc<Operation>, Violation>) {
     let line = match result {
         Ok(op) => json!({"cloud": cloud.key(), "operation": op.id, "version": op.version, "verdict": "ok"}),
-        Err(v) => json!({"cloud": cloud.key(), "method": call.method, "path": call.path, "verdict": if call.probe { "probe_refused" } else { "refused" },
-                         "kind": format!("{:?}", v.kind), "field": v.field, "message": v.message}),
+        Err(v) => {
+            json!({"cloud": cloud.key(), "method": call.method, "path": call.path, "verdict": if call.probe { "probe_refused" } else { "refused" },
+                         "kind": format!("{:?}", v.kind), "field": v.field, "message": v.message})
+        }
     };
     record_line(line);
 }

@@ -598,7 +598,11 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             for (i, policy) in bulk.instance_properties.as_ref().map(|p| p.resource_policies.clone()).unwrap_or_default().iter().enumerate()
             {
                 // Unjudged (the previous release, which gave URLs), the name is taken from the URL.
-                let policy = if policy.contains('/') && !gcp.admin.judging() { policy.rsplit('/').next().unwrap_or_default() } else { policy.as_str() };
+                let policy = if policy.contains('/') && !gcp.admin.judging() {
+                    policy.rsplit('/').next().unwrap_or_default()
+                } else {
+                    policy.as_str()
+                };
                 if policy.contains('/') {
                     return error(
                         400,

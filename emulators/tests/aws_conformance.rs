@@ -3,6 +3,7 @@
 //! the probe header, so it is judged whenever `HPC_CONFORMANCE_DEFS` is set (strict or not) and its refusal
 //! is logged as a probe, not as a violation of the run.
 
+#[allow(unused_imports)]
 mod common;
 
 use std::io::{Read, Write};

@@ -213,20 +213,30 @@ async fn documented_rules_are_refused_as_arm_refuses_them() {
     };
     let key = json!({"publicKeys": [{"path": "/home/azureuser/.ssh/authorized_keys", "keyData": "ssh-ed25519 AAAA x"}]});
 
-    let no_login = with_os(json!({"computerNamePrefix": "rules-0-", "adminUsername": "azureuser",
-                                  "linuxConfiguration": {"disablePasswordAuthentication": true}}), json!({}));
+    let no_login = with_os(
+        json!({"computerNamePrefix": "rules-0-", "adminUsername": "azureuser",
+                                  "linuxConfiguration": {"disablePasswordAuthentication": true}}),
+        json!({}),
+    );
     let refused = c.call("PUT", &vmss, Some(no_login), true).await;
     assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (400, Some("InvalidParameter")), "{}", refused.body);
     assert!(refused.body["error"]["message"].as_str().unwrap().contains("Authentication using either SSH or by user name and password"));
 
-    let long_prefix = with_os(json!({"computerNamePrefix": "a-very-long-prefix", "adminUsername": "azureuser",
-                                     "linuxConfiguration": {"disablePasswordAuthentication": true, "ssh": key}}), json!({}));
+    let long_prefix = with_os(
+        json!({"computerNamePrefix": "a-very-long-prefix", "adminUsername": "azureuser",
+                                     "linuxConfiguration": {"disablePasswordAuthentication": true, "ssh": key}}),
+        json!({}),
+    );
     let refused = c.call("PUT", &vmss, Some(long_prefix), true).await;
     assert_eq!((refused.status, refused.body["error"]["target"].as_str()), (400, Some("computerNamePrefix")));
 
-    let mut reserved = with_os(json!({"computerNamePrefix": "rules-0-", "adminUsername": "azureuser",
-                                      "linuxConfiguration": {"disablePasswordAuthentication": true, "ssh": key}}), json!({}));
-    reserved["properties"]["virtualMachineProfile"]["capacityReservation"] = json!({"capacityReservationGroup": {"id": format!("{rg}/providers/Microsoft.Compute/capacityReservationGroups/crg")}});
+    let mut reserved = with_os(
+        json!({"computerNamePrefix": "rules-0-", "adminUsername": "azureuser",
+                                      "linuxConfiguration": {"disablePasswordAuthentication": true, "ssh": key}}),
+        json!({}),
+    );
+    reserved["properties"]["virtualMachineProfile"]["capacityReservation"] =
+        json!({"capacityReservationGroup": {"id": format!("{rg}/providers/Microsoft.Compute/capacityReservationGroups/crg")}});
     let refused = c.call("PUT", &vmss, Some(reserved.clone()), true).await;
     assert_eq!((refused.status, refused.body["error"]["target"].as_str()), (400, Some("singlePlacementGroup")));
     reserved["properties"]["singlePlacementGroup"] = json!(false);

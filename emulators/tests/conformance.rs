@@ -85,14 +85,30 @@ fn azure_resource_manager_refuses_unknown_fields_wrong_types_and_versions_it_has
     };
     let group = format!("{sub}/resourceGroups/probe-rg");
     let vnet = format!("{group}/providers/Microsoft.Network/virtualNetworks/v");
-    let unknown = call("PUT", &format!("{vnet}?api-version=2026-03-01"), Some(json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}, "turbo": true}})));
-    assert_eq!((unknown["status"].as_u64(), unknown["body"]["error"]["code"].as_str()), (Some(400), Some("InvalidRequestContent")), "{unknown}");
+    let unknown = call(
+        "PUT",
+        &format!("{vnet}?api-version=2026-03-01"),
+        Some(json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}, "turbo": true}})),
+    );
+    assert_eq!(
+        (unknown["status"].as_u64(), unknown["body"]["error"]["code"].as_str()),
+        (Some(400), Some("InvalidRequestContent")),
+        "{unknown}"
+    );
     assert!(unknown["body"]["error"]["message"].as_str().unwrap().contains("turbo"));
-    let wrong_type = call("PUT", &format!("{vnet}?api-version=2026-03-01"), Some(json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": "10.0.0.0/16"}}})));
+    let wrong_type = call(
+        "PUT",
+        &format!("{vnet}?api-version=2026-03-01"),
+        Some(json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": "10.0.0.0/16"}}})),
+    );
     assert_eq!(wrong_type["status"].as_u64(), Some(400), "{wrong_type}");
     let old = call("PUT", &format!("{vnet}?api-version=2019-13-01"), Some(json!({"location": "eastus"})));
     assert_eq!((old["status"].as_u64(), old["body"]["error"]["code"].as_str()), (Some(400), Some("NoRegisteredProviderFound")), "{old}");
-    let read_only = call("PUT", &format!("{group}?api-version=2025-04-01"), Some(json!({"location": "eastus", "properties": {"provisioningState": "Succeeded"}})));
+    let read_only = call(
+        "PUT",
+        &format!("{group}?api-version=2025-04-01"),
+        Some(json!({"location": "eastus", "properties": {"provisioningState": "Succeeded"}})),
+    );
     assert_eq!(read_only["status"].as_u64(), Some(400), "{read_only}");
 }
 
@@ -100,7 +116,8 @@ fn azure_resource_manager_refuses_unknown_fields_wrong_types_and_versions_it_has
 fn oci_refuses_unknown_fields_missing_required_ones_and_bad_enums_once_signed() {
     definitions_given();
     let (endpoint, key) = harness::start_oci();
-    let signer = hpc_provider::clouds::oci::signing::Signer::from_pem(&key.private_key_pem, &key.tenancy, &key.user, &key.fingerprint).unwrap();
+    let signer =
+        hpc_provider::clouds::oci::signing::Signer::from_pem(&key.private_key_pem, &key.tenancy, &key.user, &key.fingerprint).unwrap();
     let host = endpoint.trim_start_matches("http://").to_owned();
     let signed = |method: &str, path: &str, body: Value| {
         let bytes = body.to_string().into_bytes();
@@ -118,7 +135,8 @@ fn oci_refuses_unknown_fields_missing_required_ones_and_bad_enums_once_signed() 
         probe(&endpoint, method, path, Some(body), &headers)
     };
     let compartment = "ocid1.compartment.oc1..probe";
-    let (status, body) = signed("POST", "/20160918/vcns", json!({"compartmentId": compartment, "cidrBlocks": ["10.0.0.0/16"], "colour": "blue"}));
+    let (status, body) =
+        signed("POST", "/20160918/vcns", json!({"compartmentId": compartment, "cidrBlocks": ["10.0.0.0/16"], "colour": "blue"}));
     assert_eq!((status, body["code"].as_str()), (400, Some("InvalidParameter")), "{body}");
     assert!(body["message"].as_str().unwrap().contains("colour"));
     let (status, body) = signed("POST", "/20160918/vcns", json!({"cidrBlocks": ["10.0.0.0/16"]}));

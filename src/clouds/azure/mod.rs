@@ -138,9 +138,9 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
             .set("hsm_setting.container_id", repo)
             .set("hsm_setting.logging_container_id", crate::clouds::azure::filesystem::logging_container(repo))
             .set(
-            "hsm_setting.required_roles",
-            "Contributor and Storage Blob Data Contributor for \"HPC Cache Resource Provider\" on the storage account",
-        );
+                "hsm_setting.required_roles",
+                "Contributor and Storage Blob Data Contributor for \"HPC Cache Resource Provider\" on the storage account",
+            );
     }
     vec![lustre]
 }
