@@ -41,7 +41,9 @@ def read_log(log_dir):
             verdict = rec.get("verdict")
             if verdict == "ok":
                 key = (rec["cloud"], rec["operation"], rec["version"])
-                calls[key].add(rec.get("program") or "?")
+                program = rec.get("program") or "?"
+                # A call of one of the vendors' own SDKs (the vendor-client tests), not of the provider.
+                calls[key].add(f"{program} (vendor SDK)" if rec.get("client") == "vendor-sdk" else program)
                 counts[key] += 1
             elif verdict == "probe_refused":
                 probes += 1

@@ -73,10 +73,11 @@ set +e
 "$TOFU" plan -input=false -detailed-exitcode -no-color | sed -n '/will perform/,/^Plan:/p' | grep -E '^  # |node_count|"train-1"|^Plan:'
 echo "  exit code: ${PIPESTATUS[0]}"
 set -e
-log "tofu apply restores the node (a new instance, so a new address in the hostfile)"
+log "tofu apply restores the node (a new instance; EC2 may give it the address its predecessor freed)"
 "$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Modifications complete|Apply complete'
 "$TOFU" output -raw hostfile | sed 's/^/  /'
-echo
+NEW=$(admin GET inventory | python3 -c 'import json,sys; print([i["id"] for i in json.load(sys.stdin)["resources"]["ec2"]["instances"] if i["tags"].get("hpc:node") == "train-1" and i.get("state") != "terminated"][0])')
+echo "  train-1 is now $NEW (was $NODE)"
 "$TOFU" plan -input=false -detailed-exitcode -no-color | tail -1
 
 log "a mistake caught at plan time: a GPU model that cloud does not offer"

@@ -83,6 +83,15 @@ def program():
     return exe
 
 
+# The vendors' own Python clients, by the User-Agent they send (the vendor-client tests drive them).
+VENDOR_SDKS = ("Boto3/", "Botocore/", "botocore/")
+
+
+def client_of(user_agent):
+    """"vendor-sdk" for the vendor's own client, "provider" for everything else (the provider, Rust SDKs)."""
+    return "vendor-sdk" if any(s in user_agent for s in VENDOR_SDKS) else "provider"
+
+
 def record(line):
     global _log_file
     directory = os.environ.get("HPC_CONFORMANCE_LOG")
@@ -480,7 +489,8 @@ def judge_request(environ, body):
         record({"operation": f"{service}.{name}", "version": version, "verdict": "probe_refused" if probe else "refused",
                 "code": v.code, "message": v.message})
         return None, error_response(service, v)
-    record({"operation": judged.operation, "version": version, "verdict": "ok", "message": ""})
+    record({"operation": judged.operation, "version": version, "verdict": "ok", "message": "",
+            "client": client_of(environ.get("HTTP_USER_AGENT", ""))})
     return judged, None
 
 
@@ -495,7 +505,7 @@ def judge_response(judged, status, headers, body):
             fsx_response(judged.op, status, headers, body)
     except Violation as v:
         record({"operation": judged.operation, "version": judged.version, "verdict": "bad_response", "message": v.message})
-        if not strict() or os.environ.get("HPC_CONFORMANCE_AWS_LOG_ONLY"):
+        if not strict():
             return None
         message = (f"EMULATOR CONFORMANCE: the answer to {judged.operation} ({judged.version}) breaks botocore's model: "
                    f"{v.message}")

@@ -291,8 +291,9 @@ def run_instances(self):
         err = _layout_error(itype, nics)
         if err:
             raise EC2ClientError(*err)
-        # EC2 refuses the setting itself, even false, as soon as there is more than one interface.
-        if len(nics) > 1 and any(n.get("AssociatePublicIpAddress") is not None for n in nics):
+        # EC2 refuses the setting itself, even false, as soon as there is more than one interface. Unjudged
+        # (POST /_admin/conformance {"judge": false}: the previous release, which sent it), it is let through.
+        if len(nics) > 1 and JUDGING[0] and any(n.get("AssociatePublicIpAddress") is not None for n in nics):
             raise EC2ClientError("InvalidParameterCombination",
                                  "The associatePublicIPAddress parameter cannot be specified when launching with multiple network interfaces.")
     _tls.template_nics = nics if not self._get_param("NetworkInterfaces", []) else None
@@ -879,6 +880,10 @@ def out_of_band(change):
     return None
 
 
+# Whether the emulator holds calls to the vendor's rules (the admin API's `conformance` route turns it off).
+JUDGING = [True]
+
+
 class AdminMiddleware:
     """The emulators' common admin API under /_admin/, request counters, and fault injection."""
 
@@ -964,6 +969,7 @@ class AdminMiddleware:
             out = {"reset": True}
         elif route == "conformance" and method == "POST":
             self.judging = bool(body.get("judge", True)) if isinstance(body, dict) else True
+            JUDGING[0] = self.judging
             out = {"judge": self.judging}
         elif route == "conformance":
             out = {"judge": self.judging}

@@ -204,6 +204,16 @@ pub struct Call<'a> {
     pub query: &'a [(String, String)],
     pub body: &'a [u8],
     pub probe: bool,
+    /// Who sent it: `provider` (the provider, or a test's own Rust client) or `vendor-sdk`.
+    pub client: &'static str,
+}
+
+/// The vendors' own Python clients, by the User-Agent they send (the vendor-client tests drive them).
+const VENDOR_SDKS: &[&str] = &["google-api-python-client", "gl-python/", "azsdk-python-", "Oracle-PythonSDK", "Boto3/", "Botocore/"];
+
+/// `vendor-sdk` for one of the vendors' own clients, `provider` otherwise.
+pub fn client_of(user_agent: &str) -> &'static str {
+    if VENDOR_SDKS.iter().any(|s| user_agent.contains(s)) { "vendor-sdk" } else { "provider" }
 }
 
 /// Finds the operation a call is and judges its query and body. `Ok(None)` when the judge is off.
@@ -663,7 +673,11 @@ pub fn gate(
     body: &Bytes,
 ) -> Result<Option<Arc<Operation>>, Box<Response>> {
     let query = parse_query(uri.query().unwrap_or_default());
-    let call = Call { method, path: uri.path(), query: &query, body, probe: headers.contains_key(PROBE_HEADER) };
+    // Google's clients name themselves in x-goog-api-client too.
+    let named = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let user_agent = format!("{} {}", named("user-agent"), named("x-goog-api-client"));
+    let probe = headers.contains_key(PROBE_HEADER);
+    let call = Call { method, path: uri.path(), query: &query, body, probe, client: client_of(&user_agent) };
     judge_request(cloud, &call).map_err(|v| Box::new(refusal(cloud, &v)))
 }
 
@@ -699,7 +713,7 @@ fn decode(s: &str) -> String {
 
 fn record(cloud: Cloud, call: &Call<'_>, result: &Result<Arc<Operation>, Violation>) {
     let line = match result {
-        Ok(op) => json!({"cloud": cloud.key(), "operation": op.id, "version": op.version, "verdict": "ok"}),
+        Ok(op) => json!({"cloud": cloud.key(), "operation": op.id, "version": op.version, "verdict": "ok", "client": call.client}),
         Err(v) => {
             json!({"cloud": cloud.key(), "method": call.method, "path": call.path, "verdict": if call.probe { "probe_refused" } else { "refused" },
                          "kind": format!("{:?}", v.kind), "field": v.field, "message": v.message})

@@ -265,10 +265,20 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     {
         import_key(aws, name, key, o.tags).await?;
     }
-    if live.template.is_none() {
-        let image = match &spec.image {
-            Some(i) => i.clone(),
-            None => default_image(aws).await?,
+    // A template an earlier release made sets AssociatePublicIpAddress on a launch with several interfaces,
+    // which EC2 refuses ("cannot be specified when launching with multiple network interfaces"): it gets a
+    // new version without it (launches take the latest), with the image it was made with.
+    let stale =
+        live.template.as_ref().and_then(|t| t.launch_template_data()).filter(|d| {
+            d.network_interfaces().len() > 1 && d.network_interfaces().iter().any(|n| n.associate_public_ip_address().is_some())
+        });
+    let repair =
+        stale.map(|d| (d.image_id().map(str::to_owned), live.template.as_ref().and_then(|t| t.launch_template_id()).map(str::to_owned)));
+    if live.template.is_none() || repair.is_some() {
+        let image = match (&spec.image, repair.as_ref().and_then(|(i, _)| i.clone())) {
+            (_, Some(kept)) => kept,
+            (Some(i), None) => i.clone(),
+            (None, None) => default_image(aws).await?,
         };
         let mut data = RequestLaunchTemplateData::builder()
             .image_id(image)
@@ -304,14 +314,24 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         if let Some(u) = &spec.user_data {
             data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u));
         }
-        aws.ec2
-            .create_launch_template()
-            .launch_template_name(template_name(name))
-            .launch_template_data(data.build())
-            .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &fabric::named(&lt_tags, &template_name(name))))
-            .send()
-            .await
-            .map_err(|e| format!("creating launch template {}: {}", template_name(name), why(&e)))?;
+        if let Some((_, Some(id))) = &repair {
+            aws.ec2
+                .create_launch_template_version()
+                .launch_template_id(id)
+                .launch_template_data(data.build())
+                .send()
+                .await
+                .map_err(|e| format!("updating launch template {}: {}", template_name(name), why(&e)))?;
+        } else {
+            aws.ec2
+                .create_launch_template()
+                .launch_template_name(template_name(name))
+                .launch_template_data(data.build())
+                .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &fabric::named(&lt_tags, &template_name(name))))
+                .send()
+                .await
+                .map_err(|e| format!("creating launch template {}: {}", template_name(name), why(&e)))?;
+        }
         live.template = template(aws, name, census).await?;
         live.has_template = live.template.is_some();
     } else if o.retag {
