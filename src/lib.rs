@@ -6,6 +6,7 @@ pub mod clock;
 pub mod clouds;
 pub mod config;
 pub mod framework;
+pub mod model;
 pub mod ownership;
 pub mod planner;
 pub mod protocol;

@@ -36,6 +36,16 @@ impl Cloud {
     pub fn parse(s: &str) -> Option<Cloud> {
         Cloud::ALL.into_iter().find(|c| c.as_str() == s)
     }
+
+    /// The vendor's own name for its cloud, for messages.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Cloud::Aws => "AWS",
+            Cloud::Azure => "Azure",
+            Cloud::Gcp => "Google Cloud",
+            Cloud::Oci => "OCI",
+        }
+    }
 }
 
 impl fmt::Display for Cloud {

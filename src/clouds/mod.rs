@@ -5,20 +5,15 @@
 
 pub mod aws;
 pub mod azure;
+pub mod backend;
 pub mod gcp;
 pub mod oci;
+pub mod shared;
 pub mod throttle;
 
-use crate::planner::Network;
+use crate::model::Network;
 
-/// A live node as the cluster's `nodes` attribute shows it: its name, the cloud's id for it, and the
-/// private address of its primary interface (what hostfiles and job launchers use).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodeAddress {
-    pub name: String,
-    pub id: String,
-    pub private_ip: Option<String>,
-}
+pub use shared::NodeAddress;
 
 /// Splits a network's CIDR into the subnet the fabric creates: the first block four bits longer
 /// (at most /24), e.g. 10.0.0.0/16 -> 10.0.0.0/20.
@@ -32,7 +27,7 @@ pub fn first_subnet(cidr: &str) -> String {
 /// group): the given tags plus node type, placement, GPU, zone, and the created CIDR or the joined network
 /// under `network_keys` (the VNet/VCN key, the subnet key).
 pub fn recorded_config(
-    spec: &crate::planner::FabricSpec,
+    spec: &crate::model::FabricSpec,
     gpu: Option<&str>,
     tags: &std::collections::BTreeMap<String, String>,
     network_keys: (&str, &str),

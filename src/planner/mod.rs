@@ -12,86 +12,11 @@ use std::collections::BTreeMap;
 
 use crate::catalog::{self, Cloud, Fabric};
 use crate::clouds;
-use crate::framework::{AttributePath, Diagnostics, Type, Value};
-pub use spec::{CapacityType, ClusterSpec, FabricSpec, FilesystemSpec, Network, Placement, Workload};
-
-/// One vendor piece of an expansion, named in the official providers' vocabulary.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Piece {
-    pub kind: String,
-    pub name: String,
-    pub count: u32,
-    pub settings: BTreeMap<String, String>,
-}
-
-impl Piece {
-    pub fn new(kind: &str, name: impl Into<String>) -> Piece {
-        Piece { kind: kind.to_owned(), name: name.into(), count: 1, settings: BTreeMap::new() }
-    }
-
-    pub fn count(mut self, n: u32) -> Piece {
-        self.count = n;
-        self
-    }
-
-    pub fn set(mut self, key: &str, value: impl ToString) -> Piece {
-        self.settings.insert(key.to_owned(), value.to_string());
-        self
-    }
-
-    pub fn set_opt(self, key: &str, value: Option<impl ToString>) -> Piece {
-        match value {
-            Some(v) => self.set(key, v),
-            None => self,
-        }
-    }
-}
-
-/// The type of the `expansion` attribute: a plain list of objects, which every supported CLI renders
-/// element by element (protocol-6 nested attributes render badly in Terraform 1.0).
-pub fn expansion_type() -> Type {
-    Type::list(Type::object([
-        ("kind", Type::String),
-        ("name", Type::String),
-        ("count", Type::Number),
-        ("settings", Type::map(Type::String)),
-    ]))
-}
-
-pub fn expansion_value(pieces: &[Piece]) -> Value {
-    Value::list(pieces.iter().map(|p| {
-        Value::object([
-            ("kind", Value::from(p.kind.as_str())),
-            ("name", Value::from(p.name.as_str())),
-            ("count", Value::int(i64::from(p.count))),
-            ("settings", Value::Map(p.settings.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect())),
-        ])
-    }))
-}
-
-/// What the planner needs from the provider configuration.
-#[derive(Clone, Debug, Default)]
-pub struct Defaults {
-    pub default_tags: BTreeMap<String, String>,
-    pub gcp_project: Option<String>,
-    /// The provider's `prices`: USD per node-hour by instance type, per GB-month by `<cloud>-lustre-<tier>`.
-    pub prices: BTreeMap<String, f64>,
-}
-
-impl Defaults {
-    /// Tags on every piece: provider defaults, then the resource's, then ours (which find pieces again).
-    pub fn tags(&self, own: &BTreeMap<String, String>, ours: &[(&str, &str)]) -> BTreeMap<String, String> {
-        let mut all = self.default_tags.clone();
-        all.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
-        all.extend(ours.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        all
-    }
-}
-
-/// `k=v, k2=v2`, for a piece's settings.
-pub fn tag_string(tags: &BTreeMap<String, String>) -> String {
-    tags.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
-}
+use crate::framework::{AttributePath, Diagnostics};
+pub use crate::model::{
+    CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, Workload, expansion_type, expansion_value,
+    node_names, tag_string,
+};
 
 pub struct FabricPlan {
     pub spec: FabricSpec,
@@ -124,11 +49,6 @@ pub struct ClusterPlan {
     pub gpus_total: u32,
     pub node_environment: BTreeMap<String, String>,
     pub expected_busbw: Option<catalog::BusBandwidth>,
-}
-
-/// Node names are stable and known at plan time: `<cluster>-0` .. `<cluster>-(n-1)`.
-pub fn node_names(cluster: &str, count: u32) -> Vec<String> {
-    (0..count).map(|i| format!("{cluster}-{i}")).collect()
 }
 
 /// Tags on every piece: the provider's defaults, the resource's own, and ours must fit the cloud's limit.

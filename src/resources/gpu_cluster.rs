@@ -646,7 +646,7 @@ fn with_nodes(state: &Value, cloud: Cloud, instance_piece: &str, nodes: &[NodeAd
         state.get("expansion"),
         instance_piece,
         Some(names.len() as i64),
-        &[("names", aws::cluster::names_setting(name, &names))],
+        &[("names", crate::clouds::shared::names_setting(name, &names))],
     );
     out.insert("expansion".into(), expansion);
     Value::Map(out)
@@ -658,7 +658,7 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     let client = aws::api::connect(ctx, &region).await;
     if req.planned.is_null() {
         let name = req.prior.get("name").as_str().unwrap_or_default();
-        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
+        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
         return match aws::cluster::delete(ctx, &client, name, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
@@ -683,7 +683,7 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
         tags: &tags,
         stale_tags: &stale,
         retag: !creating && before != tags,
-        timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
+        timeout: crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
     };
     let id = aws::api::resource_id(&region, &spec.name);
     census.set_import_id(&id);
@@ -758,7 +758,7 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     if req.planned.is_null() {
         let name = req.prior.get("name").as_str().unwrap_or_default();
         let zone = req.prior.get("fabric").get("zone").as_str().unwrap_or_default();
-        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
+        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
         return match gcp::cluster::delete(ctx, &client, zone, name, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
@@ -787,7 +787,7 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     let options = gcp::cluster::Options {
         labels: &labels,
         relabel,
-        timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
+        timeout: crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
     };
     let id = gcp::api::resource_id(&zone, &spec.name);
     census.set_import_id(&id);
@@ -894,7 +894,7 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, dia
     let previous_sets = azure_sizes(req.prior).len();
     if req.planned.is_null() {
         let name = req.prior.get("name").as_str().unwrap_or_default();
-        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
+        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
         return match azure::cluster::delete(ctx, &arm, &group, name, previous_sets, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
@@ -909,7 +909,7 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, dia
     let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
     let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
-    let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
+    let timeout = crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
     let id = azure::api::resource_id(&group, &spec.name);
     census.set_import_id(&id);
     let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
@@ -1028,7 +1028,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
         Err(_) => state.clone(),
     };
     if req.planned.is_null() {
-        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
+        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
         return match oci::cluster::delete(ctx, &client, &at, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
@@ -1041,7 +1041,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
     let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
-    let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
+    let timeout = crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
     let id = oci::api::resource_id(&region, &compartment, &spec.name);
     census.set_import_id(&id);
     let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);

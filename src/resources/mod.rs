@@ -5,5 +5,6 @@ pub mod gpu_catalog;
 pub mod gpu_cluster;
 pub mod gpu_fabric;
 pub mod gpu_selfcheck;
+pub mod lifecycle;
 pub mod nccl_check;
 pub mod parallel_filesystem;

@@ -229,7 +229,7 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     let name = target.get("name").as_str().unwrap_or_default().to_owned();
     if req.planned.is_null() {
         let Some(fs_id) = fs_id_of(req.prior) else { return Value::Null };
-        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
         return match aws::filesystem::delete(ctx, &client, &fs_id, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
@@ -248,7 +248,7 @@ async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     let options = aws::filesystem::Options {
         tags: &tags,
         stale_tags: &stale,
-        timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60)),
+        timeout: crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60)),
     };
     let known = fs_id_of(req.prior);
     match aws::filesystem::converge(ctx, &client, &spec, known.as_deref(), &options, census).await {
@@ -371,7 +371,7 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     let name = target.get("name").as_str().unwrap_or_default().to_owned();
     let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
     if req.planned.is_null() {
-        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
         let fabric = req.prior.get("fabric").get("name").as_str().unwrap_or_default();
         let region = zone.rsplit_once('-').map_or(zone.as_str(), |(r, _)| r);
         let network = gcp::filesystem::host_network(ctx, &client, fabric, region).await.ok();
@@ -391,7 +391,7 @@ async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     let labels = gcp_labels(ctx, req.config, census);
     let options = gcp::filesystem::Options {
         labels: &labels,
-        timeout: aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60)),
+        timeout: crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60)),
     };
     census.set_import_id(gcp::api::resource_id(&zone, &name));
     let learned = BTreeMap::from([("id".to_owned(), Value::from(gcp::api::resource_id(&zone, &name)))]);
@@ -525,7 +525,7 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, dia
         return req.prior.clone();
     };
     if req.planned.is_null() {
-        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
         return match azure::filesystem::delete(ctx, &arm, &group, &name, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
@@ -539,7 +539,7 @@ async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, dia
     }
     let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
-    let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60));
+    let timeout = crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60));
     census.set_import_id(azure::api::resource_id(&group, &name));
     match azure::filesystem::converge(ctx, &arm, &spec, &group, &all_tags(ctx, req.config, census), timeout, census).await {
         Ok(fs) => {
@@ -648,7 +648,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     };
     let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return req.prior.clone() };
     if req.planned.is_null() {
-        let timeout = aws::api::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
+        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(60 * 60));
         return match oci::filesystem::delete(ctx, &client, &compartment, &name, timeout, census).await {
             Ok(()) => Value::Null,
             Err(e) => {
@@ -663,7 +663,7 @@ async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags
     }
     let Some(spec) = spec::parse_filesystem(req.config, diags) else { return req.prior.clone() };
     let creating = req.prior.is_null();
-    let timeout = aws::api::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60));
+    let timeout = crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(2 * 60 * 60));
     let id = Value::from(oci::api::resource_id(&region, &compartment, &name));
     census.set_import_id(oci::api::resource_id(&region, &compartment, &name));
     match oci::filesystem::converge(ctx, &client, &spec, &compartment, &all_tags(ctx, req.config, census), timeout, census).await {

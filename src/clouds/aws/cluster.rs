@@ -18,8 +18,8 @@ use base64::Engine;
 use super::api::{self, Aws, filter, tag_filter, tag_spec, why};
 use super::fabric;
 use crate::framework::{Context, Value};
+use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::ownership::{Census, marker_in};
-use crate::planner::{CapacityType, ClusterSpec, Placement};
 
 pub const TAG: &str = "hpc:cluster";
 pub const NODE_TAG: &str = "hpc:node";
@@ -340,7 +340,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     }
 
     // Which nodes to keep, launch and terminate.
-    let wanted: Vec<String> = crate::planner::node_names(name, spec.node_count);
+    let wanted: Vec<String> = crate::model::node_names(name, spec.node_count);
     let mut keep: BTreeMap<String, Node> = BTreeMap::new();
     let mut extra: Vec<String> = Vec::new();
     for node in live.nodes {
@@ -438,7 +438,7 @@ async fn launch(ctx: &Context, aws: &Aws, spec: &ClusterSpec, names: &[String], 
         }
     }
     let what = format!("{n} node(s) of {} to run", spec.name);
-    let waited = api::wait_for(ctx, &what, o.timeout, || {
+    let waited = crate::clouds::shared::wait_for(ctx, &what, o.timeout, || {
         let ids = ids.clone();
         async move {
             let out = aws
@@ -486,7 +486,7 @@ pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Durati
             .map_err(|e| format!("terminating {} node(s): {}", chunk.len(), why(&e)))?;
     }
     let ids = ids.to_vec();
-    api::wait_for(ctx, &format!("{} node(s) to terminate", ids.len()), timeout, || {
+    crate::clouds::shared::wait_for(ctx, &format!("{} node(s) to terminate", ids.len()), timeout, || {
         let ids = ids.clone();
         async move {
             let out = aws
@@ -584,7 +584,7 @@ pub async fn imported_config(
             .and_then(|o| o.key_pairs().first().and_then(|p| p.public_key()).map(|p| p.trim().to_owned())),
         None => None,
     };
-    let user = api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Aws, &tags, defaults);
     let fabric_ref = Value::object([
         ("id", Value::from(api::resource_id(&aws.region, &fabric_name))),
         ("cloud", Value::from("aws")),

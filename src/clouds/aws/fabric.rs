@@ -10,8 +10,8 @@ use aws_sdk_ec2::types::{AttributeBooleanValue, IpPermission, PlacementStrategy,
 
 use super::api::{self, Aws, ec2_tags, filter, tag_filter, tag_spec, why};
 use crate::framework::{Context, Value};
+use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::Census;
-use crate::planner::{FabricSpec, Network, Placement};
 
 pub const TAG: &str = "hpc:fabric";
 
@@ -349,7 +349,7 @@ pub async fn delete(
     if let Some(sg) = live.sg_id() {
         // Interfaces of terminating instances hold the group for a while: retry DependencyViolation.
         let sg = sg.to_owned();
-        api::wait_for(ctx, &format!("security group {sg} to be released"), timeout, || {
+        crate::clouds::shared::wait_for(ctx, &format!("security group {sg} to be released"), timeout, || {
             let sg = sg.clone();
             async move {
                 match aws.ec2.delete_security_group().group_id(&sg).send().await {
@@ -431,7 +431,7 @@ pub fn imported_config(region: &str, name: &str, live: &FabricLive, defaults: &B
         }
         None => return Err(format!("the VPC of fabric {name} no longer exists")),
     };
-    let user = api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Aws, &tags, defaults);
     Ok(Value::object([
         ("name", Value::from(name)),
         ("cloud", Value::from("aws")),

@@ -16,8 +16,8 @@ use aws_sdk_fsx::types::{
 use super::api::{self, Aws, why};
 use super::fabric;
 use crate::framework::{Context, Value};
+use crate::model::FilesystemSpec;
 use crate::ownership::{Census, marker_in};
-use crate::planner::FilesystemSpec;
 
 pub const TAG: &str = "hpc:filesystem";
 
@@ -138,7 +138,7 @@ async fn wait_available(ctx: &Context, aws: &Aws, fs_id: &str, timeout: Duration
     // The file system was just made or adopted by this owner.
     let reading = Census::reading();
     let reading = &reading;
-    api::wait_for(ctx, &format!("file system {fs_id} to become AVAILABLE"), timeout, || async move {
+    crate::clouds::shared::wait_for(ctx, &format!("file system {fs_id} to become AVAILABLE"), timeout, || async move {
         let Some(live) = observe(aws, fs_id, reading).await? else {
             return Err(format!("file system {fs_id} disappeared while being created or updated"));
         };
@@ -325,7 +325,7 @@ pub async fn converge(
 
 /// Waits until FSx no longer knows the data repository association (DataRepositoryAssociationNotFound).
 async fn wait_dra_gone(ctx: &Context, aws: &Aws, aid: &str, timeout: Duration) -> Result<(), String> {
-    api::wait_for(ctx, &format!("data repository association {aid} to be deleted"), timeout, || async move {
+    crate::clouds::shared::wait_for(ctx, &format!("data repository association {aid} to be deleted"), timeout, || async move {
         match aws.fsx.describe_data_repository_associations().association_ids(aid).send().await {
             Err(e) if api::code(&e) == Some("DataRepositoryAssociationNotFound") => Ok(Some(())),
             Ok(out) if out.associations().is_empty() => Ok(Some(())),
@@ -354,7 +354,7 @@ pub async fn delete(ctx: &Context, aws: &Aws, fs_id: &str, timeout: Duration, ce
         Err(e) if api::code(&e) == Some("FileSystemNotFound") => return Ok(()),
         Err(e) => return Err(format!("deleting file system {fs_id}: {}", why(&e))),
     }
-    api::wait_for(ctx, &format!("file system {fs_id} to be deleted"), timeout, || async move {
+    crate::clouds::shared::wait_for(ctx, &format!("file system {fs_id} to be deleted"), timeout, || async move {
         match aws.fsx.describe_file_systems().file_system_ids(fs_id).send().await {
             Err(e) if api::code(&e) == Some("FileSystemNotFound") => Ok(Some(())),
             Ok(out) if out.file_systems().is_empty() => Ok(Some(())),
@@ -417,7 +417,7 @@ pub async fn imported_config(aws: &Aws, live: &FsLive, defaults: &BTreeMap<Strin
         }
         None => Value::Null,
     };
-    let user = api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Aws, &tags, defaults);
     Ok(Value::object([
         ("name", Value::from(name)),
         ("fabric", fabric_ref),

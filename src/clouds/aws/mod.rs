@@ -3,6 +3,7 @@
 //! FSx for Lustre PERSISTENT_2 with an optional S3 data repository association.
 
 pub mod api;
+pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
@@ -10,7 +11,7 @@ pub mod filesystem;
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
-use crate::planner::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
+use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
 
 fn placement_group(fabric: &str) -> String {
     format!("aws_placement_group.{fabric}-pg")

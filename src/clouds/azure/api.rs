@@ -256,7 +256,7 @@ impl Arm {
                 Some(_) => {}
             }
             if tokio::time::Instant::now() + delay > deadline {
-                return Err(format!("timed out after {} while creating {}", crate::clouds::aws::api::human(timeout), short(id)));
+                return Err(format!("timed out after {} while creating {}", crate::clouds::shared::human(timeout), short(id)));
             }
             tokio::select! {
                 _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
@@ -319,7 +319,7 @@ impl Arm {
                 },
             }
             if tokio::time::Instant::now() + delay > deadline {
-                return Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout)));
+                return Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout)));
             }
             let wait = reply.retry_after.unwrap_or(delay).min(Duration::from_secs(10));
             tokio::select! {
@@ -344,13 +344,12 @@ pub fn same_id(a: &str, b: &str) -> bool {
 
 /// Ids the resources use on Azure: `azure/<resource group>/<name>`.
 pub fn resource_id(group: &str, name: &str) -> String {
-    format!("azure/{group}/{name}")
+    crate::clouds::shared::resource_id(crate::catalog::Cloud::Azure, &[group], name)
 }
 
+/// Splits `azure/<resource group>/<name>`.
 pub fn parse_id(id: &str) -> Option<(&str, &str)> {
-    let rest = id.strip_prefix("azure/")?;
-    let (group, name) = rest.split_once('/')?;
-    (!group.is_empty() && !name.is_empty() && !name.contains('/')).then_some((group, name))
+    crate::clouds::shared::parse_id(crate::catalog::Cloud::Azure, id).map(|[group, name]| (group, name))
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use super::api::Arm;
 use super::fabric::{COMPUTE_API, NETWORK_API};
 use crate::clouds::NodeAddress;
 use crate::framework::Context;
+use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::ownership::{Census, marker_in_json};
-use crate::planner::{CapacityType, ClusterSpec, Placement};
 
 /// The Azure HPC image (Ubuntu 22.04 with the InfiniBand and GPU drivers) used when a cluster sets none.
 pub const DEFAULT_IMAGE: &str = "microsoft-dsvm:ubuntu-hpc:2204:latest";
@@ -339,7 +339,7 @@ pub async fn imported_config(
         .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
         .and_then(|b| String::from_utf8(b).ok());
     let ssh = os["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().map(str::to_owned);
-    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Azure, &tags, defaults);
     Ok(Value::object([
         ("name", Value::from(cluster)),
         ("fabric", fabric_ref(ctx, arm, group, fabric).await?),

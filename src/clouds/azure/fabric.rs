@@ -11,8 +11,8 @@ use serde_json::{Value as Json, json};
 
 use super::api::{Arm, same_id, short};
 use crate::framework::{Context, Value};
+use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::{Census, marker_in_json};
-use crate::planner::{FabricSpec, Network, Placement};
 
 pub const NETWORK_API: &str = "2026-03-01";
 pub const COMPUTE_API: &str = "2026-04-01";
@@ -263,7 +263,7 @@ pub fn imported_config(
         .unwrap_or_default();
     let get = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
     let instance_type = tags.get("hpc:instance-type").ok_or_else(|| format!("security group {name}-nsg has no hpc:instance-type tag"))?;
-    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Azure, &tags, defaults);
     Ok(Value::object([
         ("name", Value::from(name)),
         ("cloud", Value::from("azure")),

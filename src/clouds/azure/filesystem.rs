@@ -11,8 +11,8 @@ use serde_json::{Value as Json, json};
 
 use super::api::Arm;
 use crate::framework::{Context, Value};
+use crate::model::FilesystemSpec;
 use crate::ownership::{Census, marker_in_json};
-use crate::planner::FilesystemSpec;
 
 pub const API: &str = "2026-08-01";
 
@@ -159,7 +159,7 @@ pub async fn imported_config(
         }
         None => Value::Null,
     };
-    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Azure, &tags, defaults);
     let w = &fs["properties"]["maintenanceWindow"];
     Ok(Value::object([
         ("name", Value::from(fs["name"].as_str().unwrap_or_default())),

@@ -3,6 +3,7 @@
 //! one fault domain, no overprovisioning); Azure Managed Lustre.
 
 pub mod api;
+pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, network_refs};
 use crate::catalog::limits::AZURE_VMSS_MAX_IB_NODES;
-use crate::planner::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
+use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
 
 fn resource_group(spec: &FabricSpec) -> String {
     spec.resource_group.clone().unwrap_or_else(|| format!("azurerm_resource_group.{}-rg", spec.name))

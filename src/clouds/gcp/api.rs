@@ -318,7 +318,7 @@ pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: 
             return Ok(());
         }
         if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {what}", super::super::aws::api::human(timeout)));
+            return Err(format!("timed out after {} waiting for {what}", crate::clouds::shared::human(timeout)));
         }
         tokio::select! {
             _ = ctx.cancelled() => return Err(format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")),
@@ -342,14 +342,12 @@ pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: 
 
 /// Ids the resources use on Google Cloud: `gcp/<zone or region>/<name>`.
 pub fn resource_id(location: &str, name: &str) -> String {
-    format!("gcp/{location}/{name}")
+    crate::clouds::shared::resource_id(crate::catalog::Cloud::Gcp, &[location], name)
 }
 
 /// Splits `gcp/<location>/<name>`.
 pub fn parse_id(id: &str) -> Option<(&str, &str)> {
-    let rest = id.strip_prefix("gcp/")?;
-    let (location, name) = rest.split_once('/')?;
-    (!location.is_empty() && !name.is_empty() && !name.contains('/')).then_some((location, name))
+    crate::clouds::shared::parse_id(crate::catalog::Cloud::Gcp, id).map(|[location, name]| (location, name))
 }
 
 /// The short name of a network or subnetwork given by name, partial URL or full self link.

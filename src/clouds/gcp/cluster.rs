@@ -14,8 +14,8 @@ use super::api::{self, Gcp, call};
 use super::fabric;
 use crate::catalog::Fabric;
 use crate::framework::{Context, Value};
+use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::ownership::Census;
-use crate::planner::{CapacityType, ClusterSpec, Placement};
 
 /// Nodes per bulkInsert: all-or-nothing within a batch.
 pub const BATCH: usize = 100;
@@ -100,7 +100,7 @@ async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(S
     let p = &gcp.project;
     // A cluster without a fabric that joins a network names it itself (an Ethernet fabric on a given
     // network has no pieces of its own to record it).
-    if let Some(crate::planner::Network::Existing { vpc_id: vpc, subnet_id: subnet }) = spec.own_fabric.as_ref().map(|f| &f.network) {
+    if let Some(crate::model::Network::Existing { vpc_id: vpc, subnet_id: subnet }) = spec.own_fabric.as_ref().map(|f| &f.network) {
         return Ok((
             format!("projects/{p}/global/networks/{}", api::short_name(vpc)),
             format!("projects/{p}/regions/{}/subnetworks/{}", f.region, api::short_name(subnet)),
@@ -207,7 +207,7 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
     let zone = spec.fabric.zone.clone().unwrap_or_default();
     let live = nodes(ctx, gcp, &zone, &spec.name, census).await?;
     census.gate()?;
-    let wanted = crate::planner::node_names(&spec.name, spec.node_count);
+    let wanted = crate::model::node_names(&spec.name, spec.node_count);
     let missing: Vec<&String> = wanted.iter().filter(|w| !live.iter().any(|n| &n.name == *w)).collect();
     // Wanted nodes that exist but are stopped are started again, under their own names.
     let stopped = live.iter().filter(|n| wanted.contains(&n.name) && !is_up(n)).map(|n| start_node(ctx, gcp, &zone, &n.name, o.timeout));
@@ -284,7 +284,7 @@ async fn delete_nodes(
     .try_collect::<Vec<()>>()
     .await?;
     let what = format!("{} node(s) of {cluster} to be deleted", names.len());
-    crate::clouds::aws::api::wait_for(ctx, &what, timeout, || async {
+    crate::clouds::shared::wait_for(ctx, &what, timeout, || async {
         let left = nodes(ctx, gcp, zone, cluster, census).await?.into_iter().filter(|n| names.contains(&n.name)).count();
         Ok((left == 0).then_some(()))
     })

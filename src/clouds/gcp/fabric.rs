@@ -14,8 +14,8 @@ use serde_json::{Value as Json, json};
 use super::api::{self, Gcp, call};
 use crate::catalog::Fabric;
 use crate::framework::{Context, Value};
+use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::Census;
-use crate::planner::{FabricSpec, Network, Placement};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -368,7 +368,7 @@ pub fn refreshed_expansion(expansion: &Value, spec: &FabricSpec, project: &str, 
         let mut out = p.as_map().cloned().unwrap_or_default();
         if present == 0 {
             if let Some(Value::Map(settings)) = out.get_mut("settings") {
-                settings.insert("missing".into(), Value::from(crate::resources::common::MISSING));
+                settings.insert("missing".into(), Value::from(crate::clouds::shared::MISSING));
             }
         } else {
             out.insert("count".into(), Value::int(present as i64));

@@ -13,8 +13,8 @@ use serde_json::{Value as Json, json};
 
 use super::api::{self, Gcp, call};
 use crate::framework::{Context, Value};
+use crate::model::FilesystemSpec;
 use crate::ownership::Census;
-use crate::planner::FilesystemSpec;
 
 /// What exists of a filesystem: the Lustre instance and its private-service-access pieces.
 #[derive(Clone, Debug)]
@@ -108,7 +108,7 @@ async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: D
             return Err(format!("{what}: Service Networking answered an operation without a name: {op}"));
         };
         if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {what}", crate::clouds::aws::api::human(timeout)));
+            return Err(format!("timed out after {} waiting for {what}", crate::clouds::shared::human(timeout)));
         }
         tokio::select! {
             _ = ctx.cancelled() => return Err(format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")),
@@ -219,7 +219,7 @@ async fn wait_lro<T>(
 ) -> Result<T, String> {
     tokio::select! {
         _ = ctx.cancelled() => Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
-        _ = tokio::time::sleep(timeout) => Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout))),
+        _ = tokio::time::sleep(timeout) => Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout))),
         out = poll => out.map_err(|e| format!("{what}: {}", api::why(&e))),
     }
 }
@@ -232,7 +232,7 @@ where
     Fut: std::future::Future<Output = Result<T, api::GaxError>>,
 {
     match tokio::time::timeout(timeout, call(ctx, what, f)).await {
-        Err(_) => Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout))),
+        Err(_) => Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout))),
         Ok(result) => result.map_err(String::from),
     }
 }

@@ -4,6 +4,7 @@
 //! with one NIC per GPU VPC; Google Cloud Managed Lustre with private service access.
 
 pub mod api;
+pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, name_range};
 use crate::catalog::{Fabric, Sku};
-use crate::planner::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement};
+use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement};
 
 /// GCP labels: lowercase keys and values; our `hpc:` keys become `hpc_`.
 fn labels(tags: &BTreeMap<String, String>) -> String {

@@ -510,7 +510,7 @@ impl Oci {
         timeout: Duration,
     ) -> Result<(), String> {
         if tokio::time::Instant::now() + *delay > deadline {
-            return Err(format!("timed out after {} while {what}", crate::clouds::aws::api::human(timeout)));
+            return Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout)));
         }
         tokio::select! {
             _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
@@ -554,18 +554,13 @@ pub fn tags_of(item: &Json) -> BTreeMap<String, String> {
 
 /// Ids the resources use on OCI: `oci/<region>/<compartment OCID>/<name>`.
 pub fn resource_id(region: &str, compartment: &str, name: &str) -> String {
-    format!("oci/{region}/{compartment}/{name}")
+    crate::clouds::shared::resource_id(crate::catalog::Cloud::Oci, &[region, compartment], name)
 }
 
 /// `(region, compartment, name)` of an id.
 pub fn parse_id(id: &str) -> Option<(&str, &str, &str)> {
-    let mut parts = id.strip_prefix("oci/")?.split('/');
-    let (region, compartment, name) = (parts.next()?, parts.next()?, parts.next()?);
-    (parts.next().is_none() && !region.is_empty() && compartment.starts_with("ocid1.") && !name.is_empty()).then_some((
-        region,
-        compartment,
-        name,
-    ))
+    let [region, compartment, name] = crate::clouds::shared::parse_id(crate::catalog::Cloud::Oci, id)?;
+    compartment.starts_with("ocid1.").then_some((region, compartment, name))
 }
 
 #[cfg(test)]

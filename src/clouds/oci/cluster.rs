@@ -16,8 +16,8 @@ use serde_json::{Value as Json, json};
 use super::api::{Oci, Service, encode, is_gone, tags_of};
 use super::fabric::{Joined, join, retag};
 use crate::framework::{Context, Value};
+use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::ownership::{Census, marker_in};
-use crate::planner::{CapacityType, ClusterSpec, Placement};
 
 /// Launch calls in flight at once (OCI publishes no rate; 429s are retried with backoff).
 const PARALLEL: usize = 8;
@@ -341,7 +341,7 @@ async fn wait_running(
     census: &Census,
 ) -> Result<(), String> {
     let want = spec.node_count as usize;
-    crate::clouds::aws::api::wait_for(ctx, &format!("{want} node(s) to run"), timeout, || async {
+    crate::clouds::shared::wait_for(ctx, &format!("{want} node(s) to run"), timeout, || async {
         let nodes = observe(ctx, oci, at, census).await?;
         if nodes.len() < want {
             let why = format!("only {} of {want} nodes came up (OCI terminated the others while launching them)", nodes.len());
@@ -462,7 +462,7 @@ async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeo
 /// Waits until no node of the cluster (this owner's) is left but terminated ones (one list per round).
 async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
     let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
-    crate::clouds::aws::api::wait_for(ctx, &format!("the nodes of {} to terminate", at.name), timeout, || async {
+    crate::clouds::shared::wait_for(ctx, &format!("the nodes of {} to terminate", at.name), timeout, || async {
         let all = oci.list(ctx, Service::Core, "instances", &q).await?;
         let left = all.iter().any(|i| {
             let tags = tags_of(i);
@@ -510,7 +510,7 @@ pub async fn imported_config(
         .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
         .and_then(|b| String::from_utf8(b).ok());
     let ssh = d["metadata"]["ssh_authorized_keys"].as_str().map(str::to_owned);
-    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Oci, &tags, defaults);
     let config = Value::object([
         ("name", Value::from(name)),
         ("fabric", fabric_ref),

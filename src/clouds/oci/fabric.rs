@@ -13,8 +13,8 @@ use serde_json::{Value as Json, json};
 
 use super::api::{Oci, Service, encode, is_gone, tags_of};
 use crate::framework::{Context, Value};
+use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::Census;
-use crate::planner::{FabricSpec, Network, Placement};
 
 /// What exists of a fabric, by piece.
 #[derive(Debug, Default)]
@@ -296,7 +296,7 @@ pub fn imported_config(
     let tags = tags_of(nsg);
     let get = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
     let instance_type = tags.get("hpc:instance-type").ok_or_else(|| format!("security group {name}-nsg has no hpc:instance-type tag"))?;
-    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Oci, &tags, defaults);
     Ok(Value::object([
         ("name", Value::from(name)),
         ("cloud", Value::from("oci")),

@@ -14,8 +14,8 @@ use serde_json::{Value as Json, json};
 
 use super::api::{Oci, Service, encode, is_gone, tags_of};
 use crate::framework::{Context, Value};
+use crate::model::FilesystemSpec;
 use crate::ownership::{Census, marker_in};
-use crate::planner::FilesystemSpec;
 
 /// The filesystem named `name` in the compartment the census admits, if it exists.
 pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
@@ -203,7 +203,7 @@ async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str,
         (None, None) => start().await?,
     };
     let doing = format!("importing {prefix} into {what}");
-    crate::clouds::aws::api::wait_for(ctx, &doing, timeout, || async {
+    crate::clouds::shared::wait_for(ctx, &doing, timeout, || async {
         let job = oci
             .get(ctx, Service::Lustre, &format!("{path}/syncJobs/{job_id}"))
             .await?
@@ -267,7 +267,7 @@ pub async fn imported_config(
     };
     let id = fs["id"].as_str().unwrap_or_default();
     let repo = links(ctx, oci, compartment, id).await?.first().and_then(|l| l["objectStoragePrefix"].as_str().map(data_repository));
-    let user = crate::clouds::aws::api::user_tags(&tags, defaults);
+    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Oci, &tags, defaults);
     Ok(Value::object([
         ("name", Value::from(fs["displayName"].as_str().unwrap_or_default())),
         ("fabric", fabric_ref),

@@ -3,6 +3,7 @@
 //! the RDMA agent plugins enabled and the instances; File Storage with Lustre.
 
 pub mod api;
+pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
@@ -11,7 +12,7 @@ pub mod signing;
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
-use crate::planner::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
+use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
 
 /// The Oracle Cloud Agent plugins RDMA clusters need; without them the RDMA NICs stay unconfigured.
 pub const RDMA_PLUGINS: [&str; 3] =

@@ -1,0 +1,176 @@
+//! The one interface between the lifecycle (`resources::lifecycle`) and a cloud: a backend per resource
+//! kind, implemented by `clouds/<cloud>/backend.rs` and chosen by [`fabric`], [`cluster`] and
+//! [`filesystem`], each one exhaustive match on the cloud, so a cloud added to `Cloud` does not compile
+//! until it provides every operation.
+//!
+//! The lifecycle owns what is the same everywhere (create, update and delete told apart, timeouts and
+//! their defaults, tags and `default_tags`, the owner's marker, diagnostics and their wording, a failed
+//! create keeping what exists, imported state built from the configuration an import reconstructs); a
+//! backend only speaks to its cloud: it converges, deletes, observes and reconstructs.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{aws, azure, gcp, oci};
+use crate::catalog::Cloud;
+use crate::framework::{Context, Value};
+use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec};
+use crate::ownership::Census;
+
+/// What every step hands a backend besides its inputs.
+pub struct Step<'a> {
+    pub ctx: &'a Context,
+    /// The owner's view of the cloud: admits only the owner's pieces and gates every create.
+    pub census: &'a Census,
+    /// The provider's `default_tags`, which an import leaves out of the user's tags.
+    pub default_tags: &'a BTreeMap<String, String>,
+    /// How long the step may take, from the resource's `timeouts` block or its default.
+    pub timeout: Duration,
+}
+
+/// A create (`prior` null) or an update.
+pub struct Change<'a, S> {
+    pub spec: &'a S,
+    pub config: &'a Value,
+    pub prior: &'a Value,
+    /// The plan; `state` is it with the id filled in and every unknown null.
+    pub planned: &'a Value,
+    pub state: &'a Value,
+    /// Every tag the pieces get now: `default_tags`, the resource's, the provider's own, the owner's marker.
+    pub tags: &'a BTreeMap<String, String>,
+    /// The same for the prior state (empty on a create): a key in it and not in `tags` is removed.
+    pub prior_tags: &'a BTreeMap<String, String>,
+}
+
+impl<S> Change<'_, S> {
+    pub fn creating(&self) -> bool {
+        self.prior.is_null()
+    }
+
+    /// The tag keys the pieces had and no longer get.
+    pub fn stale_tags(&self) -> Vec<String> {
+        super::shared::stale_tags(self.prior_tags, self.tags)
+    }
+
+    /// Whether any tag changed (a create counts as none).
+    pub fn retag(&self) -> bool {
+        !self.creating() && self.prior_tags != self.tags
+    }
+}
+
+/// What an apply or delete leaves: the new state (null when nothing exists any more) and the error that
+/// stopped it, if one did. A failed step still returns everything that exists, so nothing is lost.
+pub struct Outcome {
+    pub state: Value,
+    pub error: Option<String>,
+}
+
+impl Outcome {
+    pub fn done(state: Value) -> Outcome {
+        Outcome { state, error: None }
+    }
+
+    pub fn failed(state: Value, error: impl Into<String>) -> Outcome {
+        Outcome { state, error: Some(error.into()) }
+    }
+
+    /// `Ok` becomes `done(on_ok)`, `Err` becomes `failed(on_err)`.
+    pub fn of(result: Result<(), String>, on_ok: Value, on_err: impl FnOnce() -> Value) -> Outcome {
+        match result {
+            Ok(()) => Outcome::done(on_ok),
+            Err(e) => Outcome::failed(on_err(), e),
+        }
+    }
+}
+
+/// What an import found: the configuration that would make the object, and the attributes the cloud
+/// assigned (ids), which the lifecycle combines with what the planner derives from that configuration.
+pub struct Imported {
+    pub config: Value,
+    pub assigned: BTreeMap<String, Value>,
+}
+
+pub enum ImportError {
+    /// The id has the wrong form; the text shows the right one with an example.
+    BadId(String),
+    /// Nothing importable answers to the id, or the cloud said no.
+    Failed(String),
+}
+
+/// The resource's own parser, lent to a backend that needs a spec from a state or a reconstructed
+/// configuration (the planner sits above the clouds, so a backend cannot call it itself).
+pub type Parse<'a, S> = dyn Fn(&Value) -> Option<S> + Send + Sync + 'a;
+
+/// One resource kind on one cloud.
+#[async_trait]
+pub trait Backend<S: Send + Sync>: Send + Sync {
+    /// Whether the provider's block for this cloud can make a client; the text says what is wrong.
+    async fn configured(&self, ctx: &Context) -> Result<(), String>;
+
+    /// The id a create assigns (`<cloud>/<location>/<name>`), known before any call so an interrupted create
+    /// resumes under it; `None` where the cloud assigns it (the lifecycle then leaves it to `apply`).
+    fn id(&self, spec: &S) -> Option<String>;
+
+    /// Where the object of a state or configuration lives, for messages: `in us-east-1`.
+    fn place(&self, v: &Value) -> String;
+
+    /// A diagnostic summary that says more than the lifecycle's for this detail (e.g. failed authentication).
+    fn summary(&self, _detail: &str) -> Option<&'static str> {
+        None
+    }
+
+    /// Creates or updates everything the spec describes; the state returned carries what the cloud assigned.
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, S>) -> Outcome;
+
+    /// Deletes what `prior` describes; on failure, the state of what is left (or `prior`).
+    async fn delete(&self, step: &Step<'_>, prior: &Value, parse: &Parse<'_, S>) -> Outcome;
+
+    /// The state brought to what exists, `None` when nothing does.
+    async fn read(&self, step: &Step<'_>, state: &Value, parse: &Parse<'_, S>) -> Result<Option<Value>, String>;
+
+    /// Reconstructs the configuration of what answers to `id`.
+    async fn import(&self, step: &Step<'_>, id: &str, parse: &Parse<'_, S>) -> Result<Imported, ImportError>;
+}
+
+/// What a cluster's backend provides beyond the common steps.
+#[async_trait]
+pub trait ClusterBackend: Backend<ClusterSpec> {
+    /// The kind of the node piece in a cluster's expansion.
+    fn node_piece(&self) -> &'static str;
+
+    /// Before a cluster without a fabric makes its network: whether its nodes' names are free (another
+    /// owner's nodes refuse the create here, so that not even the network is made).
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String>;
+}
+
+/// The fabric backend of `cloud`.
+pub fn fabric(cloud: Cloud) -> &'static dyn Backend<FabricSpec> {
+    match cloud {
+        Cloud::Aws => &aws::backend::Aws,
+        Cloud::Azure => &azure::backend::Azure,
+        Cloud::Gcp => &gcp::backend::Gcp,
+        Cloud::Oci => &oci::backend::Oci,
+    }
+}
+
+/// The cluster backend of `cloud`.
+pub fn cluster(cloud: Cloud) -> &'static dyn ClusterBackend {
+    match cloud {
+        Cloud::Aws => &aws::backend::Aws,
+        Cloud::Azure => &azure::backend::Azure,
+        Cloud::Gcp => &gcp::backend::Gcp,
+        Cloud::Oci => &oci::backend::Oci,
+    }
+}
+
+/// The filesystem backend of `cloud`.
+pub fn filesystem(cloud: Cloud) -> &'static dyn Backend<FilesystemSpec> {
+    match cloud {
+        Cloud::Aws => &aws::backend::Aws,
+        Cloud::Azure => &azure::backend::Azure,
+        Cloud::Gcp => &gcp::backend::Gcp,
+        Cloud::Oci => &oci::backend::Oci,
+    }
+}

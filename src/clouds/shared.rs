@@ -1,0 +1,327 @@
+//! What every cloud's backend shares, written once: the waiter (backoff, deadline, cancellation), duration
+//! formatting, timeouts from a `timeouts` block, the `<cloud>/<location>/<name>` ids, the user's tags with
+//! each cloud's own reserved keys left out, and the edits a refresh makes to a state (pieces marked
+//! missing, node lists brought to what exists). No cloud's vocabulary here.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::catalog::Cloud;
+use crate::framework::{Context, Value};
+
+/// How a waiter polls: from `first`, doubling up to `max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    pub first: Duration,
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// The one schedule every wait uses: 200 ms doubling to 5 s.
+    pub const STANDARD: Backoff = Backoff { first: Duration::from_millis(200), max: Duration::from_secs(5) };
+
+    /// The delay after `delay`.
+    pub fn next(self, delay: Duration) -> Duration {
+        (delay * 2).min(self.max)
+    }
+}
+
+/// What a timed-out wait says.
+pub fn timed_out(timeout: Duration, what: &str) -> String {
+    format!(
+        "timed out after {} waiting for {what}; raise the timeout in the resource's timeouts block if the cloud is slow",
+        human(timeout)
+    )
+}
+
+/// What a wait the CLI interrupted says.
+pub fn interrupted(what: &str) -> String {
+    format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")
+}
+
+/// Polls `check` until it yields a value, on [`Backoff::STANDARD`], until `timeout` passes or StopProvider
+/// cancels. `check` returns `Ok(None)` to keep waiting and `Err` for a terminal failure.
+pub async fn wait_for<T, F, Fut>(ctx: &Context, what: &str, timeout: Duration, mut check: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, String>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let backoff = Backoff::STANDARD;
+    let mut delay = backoff.first;
+    loop {
+        // The check's own API call is abandoned too when the CLI asks the provider to stop.
+        let checked = tokio::select! {
+            _ = ctx.cancelled() => return Err(interrupted(what)),
+            c = check() => c,
+        };
+        if let Some(done) = checked? {
+            return Ok(done);
+        }
+        if tokio::time::Instant::now() + delay > deadline {
+            return Err(timed_out(timeout, what));
+        }
+        tokio::select! {
+            _ = ctx.cancelled() => return Err(interrupted(what)),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = backoff.next(delay);
+    }
+}
+
+/// `90m`, `2h`, `45s`, `200ms`: a duration as a timeouts block would write it.
+pub fn human(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    match d.as_secs() {
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// A resource's timeout for `op` from its `timeouts` block, or `default`.
+pub fn timeout(state: &Value, op: &str, default: Duration) -> Duration {
+    state.get("timeouts").get(op).as_str().and_then(crate::model::parse_duration).map_or(default, Duration::from_secs)
+}
+
+/// The ids the resources use: `<cloud>/<location...>/<name>`; the location says which API to ask.
+pub fn resource_id(cloud: Cloud, location: &[&str], name: &str) -> String {
+    let mut parts = vec![cloud.as_str()];
+    parts.extend_from_slice(location);
+    parts.push(name);
+    parts.join("/")
+}
+
+/// The `N` parts after `<cloud>/` of an id written by [`resource_id`], each non-empty, or `None`.
+pub fn parse_id<const N: usize>(cloud: Cloud, id: &str) -> Option<[&str; N]> {
+    let rest = id.strip_prefix(cloud.as_str())?.strip_prefix('/')?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    let parts: [&str; N] = parts.try_into().ok()?;
+    parts.iter().all(|p| !p.is_empty()).then_some(parts)
+}
+
+/// Tag keys a cloud or its consoles write themselves, which are never the user's: on AWS the `aws:`
+/// prefix and the console's `Name`; elsewhere none beyond the provider's own `hpc:` keys.
+pub fn reserved_tag(cloud: Cloud, key: &str) -> bool {
+    if key.starts_with("hpc:") {
+        return true;
+    }
+    match cloud {
+        Cloud::Aws => key.starts_with("aws:") || key == "Name",
+        Cloud::Azure | Cloud::Gcp | Cloud::Oci => false,
+    }
+}
+
+/// The user's own tags: those on a piece, less the ones this provider or the cloud writes and the
+/// provider's defaults.
+pub fn user_tags(cloud: Cloud, live: &BTreeMap<String, String>, defaults: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    live.iter().filter(|(k, v)| !reserved_tag(cloud, k) && defaults.get(*k) != Some(*v)).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// Keys of the tags a piece had before a change and no longer gets: removed from the cloud.
+pub fn stale_tags(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
+    before.keys().filter(|k| !after.contains_key(*k)).cloned().collect()
+}
+
+/// A string map attribute as a BTreeMap.
+pub fn string_map(v: &Value) -> BTreeMap<String, String> {
+    v.as_map().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()).unwrap_or_default()
+}
+
+// ------------------------------------------------------------------------------------ state edits
+
+/// What a refresh writes into a piece that no longer exists; the plan then shows it going away again.
+pub const MISSING: &str = "deleted outside; the next apply recreates it";
+
+/// One piece marked missing.
+pub fn marked_missing(piece: &Value) -> Value {
+    let mut piece = piece.as_map().cloned().unwrap_or_default();
+    if let Some(Value::Map(settings)) = piece.get_mut("settings") {
+        settings.insert("missing".into(), Value::from(MISSING));
+    }
+    Value::Map(piece)
+}
+
+/// The expansion with the pieces whose kind `exists` rejects marked `missing`: what a refresh found.
+/// Marking rather than dropping keeps the list aligned, so the plan shows exactly the missing pieces.
+pub fn mark_missing(expansion: &Value, exists: impl Fn(&str) -> bool) -> Value {
+    let Some(items) = expansion.as_list() else { return expansion.clone() };
+    Value::list(items.iter().map(|p| if p.get("kind").as_str().is_none_or(&exists) { p.clone() } else { marked_missing(p) }))
+}
+
+/// The expansion with one piece's `count` and settings replaced by what a refresh found.
+pub fn patch_piece(expansion: &Value, kind: &str, count: Option<i64>, settings: &[(&str, String)]) -> Value {
+    let Some(items) = expansion.as_list() else { return expansion.clone() };
+    Value::list(items.iter().map(|p| {
+        if p.get("kind").as_str() != Some(kind) {
+            return p.clone();
+        }
+        let mut piece = p.as_map().cloned().unwrap_or_default();
+        if let Some(n) = count {
+            piece.insert("count".into(), Value::int(n));
+        }
+        if let Some(Value::Map(map)) = piece.get_mut("settings") {
+            for (k, v) in settings {
+                if map.contains_key(*k) {
+                    map.insert((*k).to_owned(), Value::from(v.as_str()));
+                }
+            }
+        }
+        Value::Map(piece)
+    }))
+}
+
+/// A state with one attribute replaced.
+pub fn with_attr(state: &Value, name: &str, value: Value) -> Value {
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert(name.into(), value);
+    Value::Map(out)
+}
+
+/// A state with its expansion's pieces whose kind `exists` rejects marked missing.
+pub fn with_missing(state: &Value, exists: impl Fn(&str) -> bool) -> Value {
+    with_attr(state, "expansion", mark_missing(state.get("expansion"), exists))
+}
+
+/// A live node as the cluster's `nodes` attribute shows it: its name, the cloud's id for it, and the
+/// private address of its primary interface (what hostfiles and job launchers use).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeAddress {
+    pub name: String,
+    pub id: String,
+    pub private_ip: Option<String>,
+}
+
+/// The `nodes` attribute.
+pub fn nodes_value(nodes: &[NodeAddress]) -> Value {
+    Value::list(nodes.iter().map(|n| {
+        Value::object([
+            ("name", Value::from(n.name.as_str())),
+            ("id", Value::from(n.id.as_str())),
+            ("private_ip", n.private_ip.as_deref().map_or(Value::Null, Value::from)),
+        ])
+    }))
+}
+
+/// Node names written compactly when they run from 0 without gaps, else listed.
+pub fn names_setting(cluster: &str, names: &[String]) -> String {
+    if names.iter().enumerate().all(|(i, n)| *n == format!("{cluster}-{i}")) {
+        crate::clouds::name_range(cluster, names.len() as u32)
+    } else {
+        names.join(", ")
+    }
+}
+
+/// A cluster state brought to the nodes that exist: count, names, addresses and GPUs as found, and the
+/// node piece (`node_piece`) of the expansion too.
+pub fn with_nodes(state: &Value, cloud: Cloud, node_piece: &str, nodes: &[NodeAddress]) -> Value {
+    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    let name = state.get("name").as_str().unwrap_or_default();
+    let per_node =
+        state.get("instance_type").as_str().and_then(|t| crate::catalog::find_sku(cloud, t)).map_or(0, |s| i64::from(s.gpu_count));
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert("node_count".into(), Value::int(names.len() as i64));
+    out.insert("gpus_total".into(), Value::int(names.len() as i64 * per_node));
+    out.insert("node_names".into(), Value::list(names.iter().map(|n| Value::from(n.as_str()))));
+    out.insert("nodes".into(), nodes_value(nodes));
+    let expansion = patch_piece(state.get("expansion"), node_piece, Some(names.len() as i64), &[("names", names_setting(name, &names))]);
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Context {
+        Context::new(tokio_util::sync::CancellationToken::new(), None)
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_when_stop_provider_cancels_it() {
+        let c = ctx();
+        let token = c.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            token.cancel();
+        });
+        let started = std::time::Instant::now();
+        let out: Result<(), String> = wait_for(&c, "nodes to run", Duration::from_secs(3600), || async { Ok(None) }).await;
+        let err = out.unwrap_err();
+        assert!(err.contains("interrupted while waiting for nodes to run"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2), "cancellation took {:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_wait_times_out_with_the_timeout_named() {
+        let out: Result<(), String> = wait_for(&ctx(), "fs-1 to become AVAILABLE", Duration::from_millis(500), || async { Ok(None) }).await;
+        let err = out.unwrap_err();
+        assert!(err.contains("timed out after 500ms waiting for fs-1 to become AVAILABLE") && err.contains("timeouts block"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_wait_returns_the_first_answer_and_stops_at_a_terminal_failure() {
+        let mut polls = 0;
+        let out = wait_for(&ctx(), "x", Duration::from_secs(10), || {
+            polls += 1;
+            let n = polls;
+            async move { Ok((n == 3).then_some(n)) }
+        })
+        .await;
+        assert_eq!(out, Ok(3));
+        let failed: Result<(), String> = wait_for(&ctx(), "x", Duration::from_secs(10), || async {
+            Err("node went to terminated: Server.InsufficientInstanceCapacity".to_owned())
+        })
+        .await;
+        assert_eq!(failed.unwrap_err(), "node went to terminated: Server.InsufficientInstanceCapacity");
+    }
+
+    #[test]
+    fn timeouts_come_from_the_timeouts_block() {
+        let state = Value::object([("timeouts", Value::object([("create", Value::from("90m"))]))]);
+        assert_eq!(timeout(&state, "create", Duration::from_secs(60)), Duration::from_secs(5400));
+        assert_eq!(timeout(&state, "delete", Duration::from_secs(60)), Duration::from_secs(60));
+        assert_eq!(timeout(&Value::Null, "create", Duration::from_secs(7)), Duration::from_secs(7));
+    }
+
+    #[test]
+    fn ids_round_trip_on_every_cloud() {
+        for cloud in Cloud::ALL {
+            let id = resource_id(cloud, &["here"], "train");
+            assert_eq!(parse_id::<2>(cloud, &id), Some(["here", "train"]), "{id}");
+            assert_eq!(parse_id::<3>(cloud, &id), None);
+        }
+        assert_eq!(parse_id::<2>(Cloud::Aws, "gcp/us-central1-a/x"), None);
+        assert_eq!(parse_id::<2>(Cloud::Aws, "aws//x"), None);
+        assert_eq!(parse_id::<2>(Cloud::Aws, "aws/us-east-1/a/b"), None);
+    }
+
+    #[test]
+    fn only_aws_reserves_the_name_tag() {
+        let live: BTreeMap<String, String> = [("Name", "n"), ("hpc:owner", "o"), ("aws:cloudformation:stack", "s"), ("team", "ml")]
+            .map(|(k, v)| (k.into(), v.into()))
+            .into();
+        let kept = |c| user_tags(c, &live, &BTreeMap::new()).into_keys().collect::<Vec<_>>();
+        assert_eq!(kept(Cloud::Aws), ["team"]);
+        assert_eq!(kept(Cloud::Azure), ["Name", "aws:cloudformation:stack", "team"]);
+        assert_eq!(kept(Cloud::Oci), ["Name", "aws:cloudformation:stack", "team"]);
+    }
+
+    #[test]
+    fn durations_read_as_written() {
+        assert_eq!(human(Duration::from_millis(200)), "200ms");
+        assert_eq!(human(Duration::from_secs(5400)), "90m");
+        assert_eq!(human(Duration::from_secs(7200)), "2h");
+        assert_eq!(human(Duration::from_secs(61)), "61s");
+        assert_eq!(Backoff::STANDARD.next(Duration::from_secs(4)), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn node_names_compact_only_without_gaps() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(names_setting("n", &names(&["n-0", "n-1", "n-2"])), "n-0 .. n-2");
+        assert_eq!(names_setting("n", &names(&["n-0", "n-2"])), "n-0, n-2");
+    }
+}

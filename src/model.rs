@@ -1,0 +1,292 @@
+//! The neutral model every layer shares: the validated specs a configuration becomes, the vendor pieces
+//! an expansion lists, and the provider settings the planner needs. Plain data, no IO and no cloud
+//! vocabulary; the planner (`planner/spec.rs`) builds the specs, the clouds' expanders and backends read them.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{Cloud, Sku};
+use crate::framework::{Type, Value};
+
+/// Placement policy of a fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Proximity placement: AWS cluster placement group, Azure PPG, GCP compact policy, OCI compute cluster.
+    Cluster,
+    /// OCI only: a cluster network (RDMA placement through an instance pool).
+    ClusterNetwork,
+    None,
+}
+
+impl Placement {
+    pub const NAMES: [&'static str; 3] = ["cluster", "cluster-network", "none"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Cluster => "cluster",
+            Placement::ClusterNetwork => "cluster-network",
+            Placement::None => "none",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Placement> {
+        [Placement::Cluster, Placement::ClusterNetwork, Placement::None].into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Network {
+    Existing { vpc_id: String, subnet_id: String },
+    Create { cidr: String },
+}
+
+#[derive(Clone, Debug)]
+pub struct FabricSpec {
+    pub name: String,
+    pub cloud: Cloud,
+    pub region: String,
+    pub zone: Option<String>,
+    pub sku: &'static Sku,
+    pub network: Network,
+    pub placement: Placement,
+    pub max_distance: Option<i64>,
+    pub resource_group: Option<String>,
+    pub compartment_id: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl ClusterSpec {
+    /// How the plan names the subnet (`what` = "subnet") or Google host network (`what` = "host network")
+    /// the nodes join: the fabric's, the one given to a cluster without a fabric, or the one it makes.
+    pub fn network_label(&self, what: &str) -> String {
+        match self.own_fabric.as_ref().map(|f| &f.network) {
+            Some(Network::Existing { vpc_id, subnet_id }) => {
+                if what == "subnet" {
+                    subnet_id.clone()
+                } else {
+                    vpc_id.clone()
+                }
+            }
+            Some(Network::Create { .. }) => {
+                format!("{what} {}-{} (made with this cluster)", self.name, if what == "subnet" { "subnet" } else { "vpc" })
+            }
+            None => format!("{what} of fabric {}", self.fabric.name),
+        }
+    }
+}
+
+/// What a cluster or filesystem knows of its fabric (the `fabric = hpc_gpu_fabric.x` object).
+#[derive(Clone, Debug)]
+pub struct FabricRef {
+    pub name: String,
+    pub cloud: Cloud,
+    pub region: String,
+    pub zone: Option<String>,
+    pub sku: &'static Sku,
+    pub placement: Placement,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapacityType {
+    OnDemand,
+    Spot,
+    Reservation,
+    CapacityBlock,
+    FlexStart,
+}
+
+impl CapacityType {
+    pub const NAMES: [&'static str; 5] = ["on-demand", "spot", "reservation", "capacity-block", "flex-start"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityType::OnDemand => "on-demand",
+            CapacityType::Spot => "spot",
+            CapacityType::Reservation => "reservation",
+            CapacityType::CapacityBlock => "capacity-block",
+            CapacityType::FlexStart => "flex-start",
+        }
+    }
+    pub fn parse(s: &str) -> Option<CapacityType> {
+        [Self::OnDemand, Self::Spot, Self::Reservation, Self::CapacityBlock, Self::FlexStart].into_iter().find(|c| c.as_str() == s)
+    }
+    /// Which clouds offer it: capacity blocks are AWS's; flex start (DWS) is Google's.
+    pub fn offered_on(self, cloud: Cloud) -> bool {
+        match self {
+            CapacityType::CapacityBlock => cloud == Cloud::Aws,
+            CapacityType::FlexStart => cloud == Cloud::Gcp,
+            _ => true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    Pretraining,
+    Finetuning,
+    Inference,
+    /// Video transcoding: needs hardware video encoders (NVENC).
+    Media,
+}
+
+impl Workload {
+    pub const NAMES: [&'static str; 4] = ["pretraining", "finetuning", "inference", "media"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Workload::Pretraining => "pretraining",
+            Workload::Finetuning => "finetuning",
+            Workload::Inference => "inference",
+            Workload::Media => "media",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Workload> {
+        [Self::Pretraining, Self::Finetuning, Self::Inference, Self::Media].into_iter().find(|w| w.as_str() == s)
+    }
+
+    /// Whether the nodes train together (and so want RDMA and proximity placement).
+    pub fn trains(self) -> bool {
+        matches!(self, Workload::Pretraining | Workload::Finetuning)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    pub name: String,
+    pub fabric: FabricRef,
+    /// No fabric was given: the fabric the cluster makes for itself (its own network, or the one it joins,
+    /// with no proximity placement).
+    pub own_fabric: Option<FabricSpec>,
+    /// Without a fabric, the `gpu` it names (recorded where the cloud has nowhere else to keep it).
+    pub gpu: Option<String>,
+    pub node_count: u32,
+    pub capacity: CapacityType,
+    pub reservation_id: Option<String>,
+    pub image: Option<String>,
+    pub user_data: Option<String>,
+    pub ssh_public_key: Option<String>,
+    pub workload: Workload,
+    pub rdma_interfaces: u32,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What a filesystem knows of the cluster it feeds (the `cluster = hpc_gpu_cluster.x` object).
+#[derive(Clone, Debug)]
+pub struct ClusterRef {
+    pub name: String,
+    pub gpus_total: u32,
+    pub workload: Workload,
+}
+
+#[derive(Clone, Debug)]
+pub struct FilesystemSpec {
+    pub name: String,
+    pub filesystem_name: String,
+    pub fabric: FabricRef,
+    pub cluster: Option<ClusterRef>,
+    pub capacity_gib: u64,
+    pub throughput_per_tib: u32,
+    pub data_repository: Option<String>,
+    pub metadata_iops: Option<u64>,
+    pub maintenance_window: Option<(String, String)>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// One vendor piece of an expansion, named in the official providers' vocabulary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub kind: String,
+    pub name: String,
+    pub count: u32,
+    pub settings: BTreeMap<String, String>,
+}
+
+impl Piece {
+    pub fn new(kind: &str, name: impl Into<String>) -> Piece {
+        Piece { kind: kind.to_owned(), name: name.into(), count: 1, settings: BTreeMap::new() }
+    }
+
+    pub fn count(mut self, n: u32) -> Piece {
+        self.count = n;
+        self
+    }
+
+    pub fn set(mut self, key: &str, value: impl ToString) -> Piece {
+        self.settings.insert(key.to_owned(), value.to_string());
+        self
+    }
+
+    pub fn set_opt(self, key: &str, value: Option<impl ToString>) -> Piece {
+        match value {
+            Some(v) => self.set(key, v),
+            None => self,
+        }
+    }
+}
+
+/// The type of the `expansion` attribute: a plain list of objects, which every supported CLI renders
+/// element by element (protocol-6 nested attributes render badly in Terraform 1.0).
+pub fn expansion_type() -> Type {
+    Type::list(Type::object([
+        ("kind", Type::String),
+        ("name", Type::String),
+        ("count", Type::Number),
+        ("settings", Type::map(Type::String)),
+    ]))
+}
+
+pub fn expansion_value(pieces: &[Piece]) -> Value {
+    Value::list(pieces.iter().map(|p| {
+        Value::object([
+            ("kind", Value::from(p.kind.as_str())),
+            ("name", Value::from(p.name.as_str())),
+            ("count", Value::int(i64::from(p.count))),
+            ("settings", Value::Map(p.settings.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect())),
+        ])
+    }))
+}
+
+/// What the planner needs from the provider configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Defaults {
+    pub default_tags: BTreeMap<String, String>,
+    pub gcp_project: Option<String>,
+    /// The provider's `prices`: USD per node-hour by instance type, per GB-month by `<cloud>-lustre-<tier>`.
+    pub prices: BTreeMap<String, f64>,
+}
+
+impl Defaults {
+    /// Tags on every piece: provider defaults, then the resource's, then ours (which find pieces again).
+    pub fn tags(&self, own: &BTreeMap<String, String>, ours: &[(&str, &str)]) -> BTreeMap<String, String> {
+        let mut all = self.default_tags.clone();
+        all.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+        all.extend(ours.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        all
+    }
+}
+
+/// `k=v, k2=v2`, for a piece's settings.
+pub fn tag_string(tags: &BTreeMap<String, String>) -> String {
+    tags.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Node names are stable and known at plan time: `<cluster>-0` .. `<cluster>-(n-1)`.
+pub fn node_names(cluster: &str, count: u32) -> Vec<String> {
+    (0..count).map(|i| format!("{cluster}-{i}")).collect()
+}
+
+/// `90m`, `2h`, `1h30m`, `45s` -> seconds.
+pub fn parse_duration(s: &str) -> Option<u64> {
+    let mut total = 0u64;
+    let mut num = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_digit() {
+            num.push(ch);
+        } else {
+            let n: u64 = num.parse().ok()?;
+            num.clear();
+            total += n * match ch {
+                'h' => 3600,
+                'm' => 60,
+                's' => 1,
+                _ => return None,
+            };
+        }
+    }
+    (num.is_empty() && total > 0).then_some(total)
+}
