@@ -137,7 +137,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
         let out = backend.apply(&step, &change).await;
         if let Some(e) = out.error {
             let summary = format!("{} the {} failed", if creating { "Creating" } else { "Updating" }, self.kind.noun.to_lowercase());
-            self.report(backend, diags, summary, format!("{}: {e}. {}", self.what(backend, req.planned), self.kept));
+            self.report(backend, diags, summary, sentences(&self.what(backend, req.planned), &e, self.kept));
         }
         out.state
     }
@@ -152,7 +152,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
         let out = backend.delete(&step, prior, &self.parse_state).await;
         if let Some(e) = out.error {
             let summary = format!("Deleting the {} failed", self.kind.noun.to_lowercase());
-            self.report(backend, diags, summary, format!("{}: {e}. {}", self.what(backend, prior), self.left));
+            self.report(backend, diags, summary, sentences(&self.what(backend, prior), &e, self.left));
         }
         out.state
     }
@@ -179,7 +179,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
             Ok(Some(state)) => ReadOutcome::Found { state, private: private.to_vec() },
             Err(e) => {
                 let summary = format!("Reading the {} failed", self.kind.noun.to_lowercase());
-                self.report(backend, diags, summary, format!("{}: {e}.", self.what(backend, state)));
+                self.report(backend, diags, summary, sentences(&self.what(backend, state), &e, ""));
                 unchanged()
             }
         }
@@ -209,4 +209,9 @@ impl<S: Send + Sync + 'static> Kind<S> {
             }
         }
     }
+}
+
+/// `Fabric train in us-east-1: <error>. <then>`.
+fn sentences(what: &str, error: &str, then: &str) -> String {
+    if then.is_empty() { format!("{what}: {error}.") } else { format!("{what}: {error}. {then}") }
 }
