@@ -7,14 +7,16 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
 use super::gpu_fabric;
+use super::lifecycle::{Kind, Timeouts};
 use crate::catalog::Cloud;
-use crate::clouds::{NodeAddress, aws, azure, gcp, oci};
+use crate::clouds::backend::{self, Backend, Step};
+use crate::clouds::shared;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, ReadOutcome, Resource,
     Schema, Type, Value,
 };
 use crate::ownership::Census;
-use crate::planner::{self, expansion_type, expansion_value, spec};
+use crate::planner::{self, ClusterSpec, expansion_type, expansion_value, spec};
 
 pub struct GpuCluster;
 
@@ -141,16 +143,6 @@ fn nodes_type() -> Type {
     Type::list(Type::object([("name", Type::String), ("id", Type::String), ("private_ip", Type::String)]))
 }
 
-fn nodes_value(nodes: &[NodeAddress]) -> Value {
-    Value::list(nodes.iter().map(|n| {
-        Value::object([
-            ("name", Value::from(n.name.as_str())),
-            ("id", Value::from(n.id.as_str())),
-            ("private_ip", n.private_ip.as_deref().map_or(Value::Null, Value::from)),
-        ])
-    }))
-}
-
 /// `nodes` is kept from the prior state while the node list stays the same; when nodes come or go (a
 /// scale, a repair of drift) or the prior state never had it, it is known only after apply.
 fn plan_nodes(prior: &Value, planned: &mut Value) {
@@ -162,22 +154,6 @@ fn plan_nodes(prior: &Value, planned: &mut Value) {
     if !same_nodes || prior.get("nodes").is_null() {
         map.insert("nodes".into(), Value::Unknown);
     }
-}
-
-/// The state after a successful apply: where the plan left `nodes` unknown, the nodes as they now are.
-async fn with_addresses<F>(state: Value, planned: &Value, found: F) -> Value
-where
-    F: std::future::Future<Output = Result<Vec<NodeAddress>, String>>,
-{
-    if !planned.get("nodes").is_unknown() {
-        return state;
-    }
-    let Value::Map(mut map) = state else { return state };
-    // A failed lookup leaves it null: the next refresh fills it in.
-    if let Ok(nodes) = found.await {
-        map.insert("nodes".into(), nodes_value(&nodes));
-    }
-    Value::Map(map)
 }
 
 /// The nccl-tests all-reduce job for the planned nodes, as a Slurm script and a Kubernetes Job.
@@ -203,12 +179,7 @@ fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
 
 /// The identifier of a fabric (and of the cluster that owns it, which has the same name): `<cloud>/<location>/<name>`.
 fn fabric_id(f: &spec::FabricSpec) -> String {
-    match f.cloud {
-        Cloud::Aws => aws::api::resource_id(&f.region, &f.name),
-        Cloud::Gcp => gcp::api::resource_id(f.zone.as_deref().unwrap_or_default(), &f.name),
-        Cloud::Azure => azure::api::resource_id(&azure::fabric::group_name(&f.name, f.resource_group.as_deref()), &f.name),
-        Cloud::Oci => oci::api::resource_id(&f.region, f.compartment_id.as_deref().unwrap_or_default(), &f.name),
-    }
+    backend::fabric(f.cloud).id(f).unwrap_or_default()
 }
 
 /// For a cluster without a fabric: the fabric it makes for itself, as the `fabric` object, and its pieces.
@@ -311,7 +282,7 @@ impl Resource for GpuCluster {
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
         common::read_with(common::CLUSTER, state, private, diags, async |cloud, census, d| {
-            let nodes = read_on_fabric(ctx, state, private, cloud, census, d).await;
+            let nodes = LIFECYCLE.read_in(ctx, state, private, cloud, census, d).await;
             if !owns_network(state) {
                 return nodes;
             }
@@ -322,12 +293,7 @@ impl Resource for GpuCluster {
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
         common::import_with(common::CLUSTER, "aws/us-east-1/train-nodes", id, diags, async |cloud, census, d| {
-            let state = match cloud {
-                Cloud::Aws => aws_import(ctx, id, census, d).await,
-                Cloud::Gcp => gcp_import(ctx, id, census, d).await,
-                Cloud::Azure => azure_import(ctx, id, census, d).await,
-                Cloud::Oci => oci_import(ctx, id, census, d).await,
-            }?;
+            let state = LIFECYCLE.import_in(ctx, id, cloud, census, d).await?;
             with_own_network(ctx, state, cloud, census, d).await
         })
         .await
@@ -382,7 +348,7 @@ async fn with_own_network(ctx: &Context, state: Value, cloud: Cloud, census: &Ce
         map.insert("network".into(), joined);
         return Some(Value::Map(map));
     }
-    let own = gpu_fabric::import_in(ctx, fabric.get("id").as_str().unwrap_or_default(), cloud, census, diags).await?;
+    let own = gpu_fabric::LIFECYCLE.import_in(ctx, fabric.get("id").as_str().unwrap_or_default(), cloud, census, diags).await?;
     for attr in spec::OWN_NETWORK {
         map.insert(attr.into(), own.get(attr).clone());
     }
@@ -402,21 +368,7 @@ async fn with_own_network(ctx: &Context, state: Value, cloud: Cloud, census: &Ce
 }
 
 async fn apply_on_fabric(ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, d: &mut Diagnostics) -> Value {
-    match cloud {
-        Cloud::Aws => aws_apply(ctx, req, census, d).await,
-        Cloud::Gcp => gcp_apply(ctx, req, census, d).await,
-        Cloud::Azure => azure_apply(ctx, req, census, d).await,
-        Cloud::Oci => oci_apply(ctx, req, census, d).await,
-    }
-}
-
-async fn read_on_fabric(ctx: &Context, state: &Value, private: &[u8], cloud: Cloud, census: &Census, d: &mut Diagnostics) -> ReadOutcome {
-    match cloud {
-        Cloud::Aws => aws_read(ctx, state, private, census, d).await,
-        Cloud::Gcp => gcp_read(ctx, state, private, census, d).await,
-        Cloud::Azure => azure_read(ctx, state, private, census, d).await,
-        Cloud::Oci => oci_read(ctx, state, private, census, d).await,
-    }
+    LIFECYCLE.apply_in(ctx, req, cloud, census, d).await
 }
 
 // ------------------------------------------------------------------------------- without a fabric
@@ -457,22 +409,12 @@ fn own_fabric_state(ctx: &Context, cluster: &Value) -> Value {
     common::imported_state(&gpu_fabric::schema(), &config, &derived.unwrap_or_default(), &assigned)
 }
 
-/// The node piece of a cluster's expansion on each cloud.
-fn node_piece(cloud: Option<Cloud>) -> &'static str {
-    match cloud {
-        Some(Cloud::Gcp) => "google_compute_instance",
-        Some(Cloud::Azure) => SCALE_SET,
-        Some(Cloud::Oci) => OCI_NODES,
-        _ => "aws_instance",
-    }
-}
-
 /// A cluster whose nodes are all gone while its network is not: no nodes, every node piece marked missing.
-fn without_nodes(state: &Value, network_pieces: usize) -> Value {
-    let out = with_nodes(state, common::cloud_of(state).unwrap_or(Cloud::Aws), node_piece(common::cloud_of(state)), &[]);
+fn without_nodes(state: &Value, cloud: Cloud, network_pieces: usize) -> Value {
+    let out = shared::with_nodes(state, cloud, backend::cluster(cloud).node_piece(), &[]);
     let pieces = out.get("expansion").as_list().unwrap_or_default();
     let (network, nodes) = pieces.split_at(network_pieces.min(pieces.len()));
-    let nodes = common::mark_missing(&Value::list(nodes.iter().cloned()), |_| false);
+    let nodes = shared::mark_missing(&Value::list(nodes.iter().cloned()), |_| false);
     with_expansion(&out, network.iter().cloned().chain(nodes.as_list().unwrap_or_default().iter().cloned()))
 }
 
@@ -492,29 +434,9 @@ fn with_network_pieces(state: &Value, network: &Value) -> Value {
 /// Before a cluster without a fabric makes its network: whether its nodes' names are free (another owner's
 /// nodes refuse the create here, so that not even the network is made).
 async fn look_for_nodes(ctx: &Context, spec: &spec::ClusterSpec, cloud: Cloud, census: &Census) -> Result<(), String> {
-    let f = &spec.fabric;
-    let zone = f.zone.clone().unwrap_or_default();
-    match cloud {
-        Cloud::Aws => aws::cluster::observe(&aws::api::connect(ctx, &f.region).await, &spec.name, census).await.map(|_| ())?,
-        Cloud::Gcp => {
-            let client = gcp::api::connect(ctx).await?;
-            gcp::cluster::nodes(ctx, &client, &zone, &spec.name, census).await.map(|_| ())?
-        }
-        Cloud::Azure => {
-            let arm = azure::api::connect(ctx).await?;
-            let given = spec.own_fabric.as_ref().and_then(|o| o.resource_group.as_deref());
-            let group = azure::fabric::group_name(&f.name, given);
-            let sets = azure::scale_set_sizes(spec.node_count).len();
-            azure::cluster::observe(ctx, &arm, &group, &spec.name, sets, census).await.map(|_| ())?
-        }
-        Cloud::Oci => {
-            let client = oci::api::connect(ctx, &f.region)?;
-            let compartment = spec.own_fabric.as_ref().and_then(|o| o.compartment_id.clone()).unwrap_or_default();
-            let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name: &spec.name, placement: f.placement };
-            oci::cluster::observe(ctx, &client, &at, census).await?;
-            oci::cluster::find_configuration(ctx, &client, &compartment, &spec.name, census).await.map(|_| ())?
-        }
-    }
+    let default_tags = common::defaults(ctx).default_tags;
+    let step = Step { ctx, census, default_tags: &default_tags, timeout: LIFECYCLE.timeouts.create };
+    backend::cluster(cloud).look_for_nodes(&step, spec).await?;
     census.look_ahead()
 }
 
@@ -529,13 +451,13 @@ async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, cloud: Clou
             return nodes_left;
         }
         let request = ApplyRequest { prior: &fabric_prior, planned: &Value::Null, config: &Value::Null, private: &[] };
-        let gone = gpu_fabric::apply_in(ctx, &request, cloud, census, diags).await;
+        let gone = gpu_fabric::LIFECYCLE.apply_in(ctx, &request, cloud, census, diags).await;
         if gone.is_null() {
             return nodes_left;
         }
         // The nodes are gone and the network is not: it stays in state (with no nodes) for the next destroy.
         let pieces = fabric_prior.get("expansion").as_list().map_or(0, <[Value]>::len);
-        return without_nodes(req.prior, pieces);
+        return without_nodes(req.prior, cloud, pieces);
     }
     if census.is_creating()
         && let Some(spec) = spec::parse_cluster(req.config, &mut Diagnostics::new())
@@ -557,7 +479,7 @@ async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, cloud: Clou
         None
     } else {
         let request = ApplyRequest { prior: &fabric_prior, planned: &plan.planned, config: &config, private: &[] };
-        Some(gpu_fabric::apply_in(ctx, &request, cloud, census, &mut network_diags).await)
+        Some(gpu_fabric::LIFECYCLE.apply_in(ctx, &request, cloud, census, &mut network_diags).await)
     };
     let network = made.as_ref().map_or(Value::Null, network_of);
     if network_diags.has_errors() {
@@ -599,512 +521,36 @@ async fn read_owned_network(
     diags: &mut Diagnostics,
 ) -> ReadOutcome {
     let fabric = own_fabric_state(ctx, state);
-    let network = gpu_fabric::read_in(ctx, &fabric, &[], cloud, census, diags).await;
+    let network = gpu_fabric::LIFECYCLE.read_in(ctx, &fabric, &[], cloud, census, diags).await;
     let planned_network = fabric.get("expansion");
     match (nodes, network) {
         (ReadOutcome::Found { state: s, private }, ReadOutcome::Found { state: f, .. }) => {
             ReadOutcome::Found { state: with_network_pieces(&s, f.get("expansion")), private }
         }
         (ReadOutcome::Found { state: s, private }, ReadOutcome::Gone) => {
-            ReadOutcome::Found { state: with_network_pieces(&s, &common::mark_missing(planned_network, |_| false)), private }
+            ReadOutcome::Found { state: with_network_pieces(&s, &shared::mark_missing(planned_network, |_| false)), private }
         }
         (ReadOutcome::Gone, ReadOutcome::Found { state: f, .. }) => {
             let pieces = planned_network.as_list().map_or(0, <[Value]>::len);
-            ReadOutcome::Found { state: with_network_pieces(&without_nodes(state, pieces), f.get("expansion")), private: Vec::new() }
+            ReadOutcome::Found { state: with_network_pieces(&without_nodes(state, cloud, pieces), f.get("expansion")), private: Vec::new() }
         }
         (ReadOutcome::Gone, ReadOutcome::Gone) => ReadOutcome::Gone,
     }
 }
 
-fn all_tags(ctx: &Context, name: &str, fabric: &str, own: &Value, census: &Census) -> BTreeMap<String, String> {
-    common::owned_tags(ctx, own, &[("hpc:cluster", name), ("hpc:fabric", fabric)], census)
-}
-
-/// A state brought to what exists: node count, names and GPUs as found; pieces that are gone dropped.
-fn refreshed(state: &Value, live: &aws::cluster::ClusterLive) -> Value {
-    let out = with_nodes(state, Cloud::Aws, "aws_instance", &live.addresses());
-    if live.has_template {
-        return out;
-    }
-    let mut map = out.as_map().cloned().unwrap_or_default();
-    map.insert("expansion".into(), common::mark_missing(out.get("expansion"), |k| !k.starts_with("aws_launch_template")));
-    Value::Map(map)
-}
-
-/// A state brought to the nodes that exist: count, names, addresses and GPUs as found, in the expansion too.
-fn with_nodes(state: &Value, cloud: Cloud, instance_piece: &str, nodes: &[NodeAddress]) -> Value {
-    let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-    let name = state.get("name").as_str().unwrap_or_default();
-    let per_node =
-        state.get("instance_type").as_str().and_then(|t| crate::catalog::find_sku(cloud, t)).map_or(0, |s| i64::from(s.gpu_count));
-    let mut out = state.as_map().cloned().unwrap_or_default();
-    out.insert("node_count".into(), Value::int(names.len() as i64));
-    out.insert("gpus_total".into(), Value::int(names.len() as i64 * per_node));
-    out.insert("node_names".into(), Value::list(names.iter().map(|n| Value::from(n.as_str()))));
-    out.insert("nodes".into(), nodes_value(nodes));
-    let expansion = common::patch_piece(
-        state.get("expansion"),
-        instance_piece,
-        Some(names.len() as i64),
-        &[("names", crate::clouds::shared::names_setting(name, &names))],
-    );
-    out.insert("expansion".into(), expansion);
-    Value::Map(out)
-}
-
-async fn aws_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
-    let fabric = if req.planned.is_null() { req.prior.get("fabric") } else { req.planned.get("fabric") };
-    let region = fabric.get("region").as_str().unwrap_or_default().to_owned();
-    let client = aws::api::connect(ctx, &region).await;
-    if req.planned.is_null() {
-        let name = req.prior.get("name").as_str().unwrap_or_default();
-        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
-        return match aws::cluster::delete(ctx, &client, name, timeout, census).await {
-            Ok(()) => Value::Null,
-            Err(e) => {
-                diags.error(
-                    "Deleting the cluster failed",
-                    format!("Cluster {name} in {region}: {e}. What is left stays in state; run destroy again."),
-                );
-                match aws::cluster::observe(&client, name, census).await {
-                    Ok(live) if live.is_empty() => Value::Null,
-                    Ok(live) => refreshed(req.prior, &live),
-                    Err(_) => req.prior.clone(),
-                }
-            }
-        };
-    }
-    let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
-    let creating = req.prior.is_null();
-    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
-    let before = if creating { BTreeMap::new() } else { all_tags(ctx, &spec.name, &spec.fabric.name, req.prior.get("tags"), census) };
-    let stale = if creating { Vec::new() } else { common::stale_tags(&before, &tags) };
-    let options = aws::cluster::Options {
-        tags: &tags,
-        stale_tags: &stale,
-        retag: !creating && before != tags,
-        timeout: crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
-    };
-    let id = aws::api::resource_id(&region, &spec.name);
-    census.set_import_id(&id);
-    let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-    let state = common::fill(req.planned, &learned);
-    match aws::cluster::converge(ctx, &client, &spec, &options, census).await {
-        Ok(converged) => {
-            let live = aws::cluster::ClusterLive { has_template: true, template: None, nodes: converged.nodes, key: false };
-            with_addresses(state, req.planned, async { Ok(live.addresses()) }).await
-        }
-        Err(e) => {
-            diags.error(
-                if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
-                format!(
-                    "Cluster {} in {region}: {e}. The nodes that exist are kept in state; apply again to finish, or destroy.",
-                    spec.name
-                ),
-            );
-            match aws::cluster::observe(&client, &spec.name, census).await {
-                Ok(live) => refreshed(&state, &live),
-                Err(_) => state,
-            }
-        }
-    }
-}
-
-async fn aws_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
-    let region = state.get("fabric").get("region").as_str().unwrap_or_default();
-    let name = state.get("name").as_str().unwrap_or_default();
-    let client = aws::api::connect(ctx, region).await;
-    match aws::cluster::refresh(&client, name, census).await {
-        Ok(live) if live.is_empty() => ReadOutcome::Gone,
-        Ok(live) => ReadOutcome::Found { state: refreshed(state, &live), private: private.to_vec() },
-        Err(e) => {
-            diags.error("Reading the cluster failed", format!("Cluster {name} in {region}: {e}."));
-            ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
-        }
-    }
-}
-
-async fn aws_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
-    let Some((region, name)) = aws::api::parse_id(id) else {
-        diags.error(
-            "Invalid import id",
-            format!("{id:?} is not an AWS cluster id: give \"aws/<region>/<cluster name>\", e.g. \"aws/us-east-1/train-nodes\"."),
-        );
-        return None;
-    };
-    let client = aws::api::connect(ctx, region).await;
-    let found = match aws::cluster::observe(&client, name, census).await {
-        Ok(live) => aws::cluster::imported_config(&client, name, &live, &common::defaults(ctx).default_tags).await,
-        Err(e) => Err(e),
-    };
-    let config = match found {
-        Ok((config, _)) => config,
-        Err(e) => {
-            diags.error("Cannot import the cluster", format!("{id}: {e}."));
-            return None;
-        }
-    };
-    let derived = derive(ctx, &config, diags)?;
-    let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-    Some(common::imported_state(&schema(), &config, &derived, &assigned))
-}
-
-fn gcp_labels(ctx: &Context, name: &str, fabric: &str, own: &Value, census: &Census) -> BTreeMap<String, String> {
-    gcp::api::labels(&all_tags(ctx, name, fabric, own, census))
-}
-
-async fn gcp_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
-    let Some(client) = gcp::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
-    if req.planned.is_null() {
-        let name = req.prior.get("name").as_str().unwrap_or_default();
-        let zone = req.prior.get("fabric").get("zone").as_str().unwrap_or_default();
-        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
-        return match gcp::cluster::delete(ctx, &client, zone, name, timeout, census).await {
-            Ok(()) => Value::Null,
-            Err(e) => {
-                diags.error(
-                    "Deleting the cluster failed",
-                    format!("Cluster {name} in {zone}: {e}. What is left stays in state; run destroy again."),
-                );
-                match gcp::cluster::nodes(ctx, &client, zone, name, census).await {
-                    Ok(live) if live.is_empty() => Value::Null,
-                    Ok(live) => with_nodes(
-                        req.prior,
-                        Cloud::Gcp,
-                        "google_compute_instance",
-                        &gcp::cluster::addresses(&client.project, zone, name, &live),
-                    ),
-                    Err(_) => req.prior.clone(),
-                }
-            }
-        };
-    }
-    let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
-    let creating = req.prior.is_null();
-    let zone = spec.fabric.zone.clone().unwrap_or_default();
-    let labels = gcp_labels(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
-    let relabel = !creating && gcp_labels(ctx, &spec.name, &spec.fabric.name, req.prior.get("tags"), census) != labels;
-    let options = gcp::cluster::Options {
-        labels: &labels,
-        relabel,
-        timeout: crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60)),
-    };
-    let id = gcp::api::resource_id(&zone, &spec.name);
-    census.set_import_id(&id);
-    let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-    let state = common::fill(req.planned, &learned);
-    match gcp::cluster::converge(ctx, &client, &spec, &options, census).await {
-        Ok(()) => {
-            let found = async {
-                let live = gcp::cluster::up(gcp::cluster::nodes(ctx, &client, &zone, &spec.name, census).await?);
-                Ok(gcp::cluster::addresses(&client.project, &zone, &spec.name, &live))
-            };
-            with_addresses(state, req.planned, found).await
-        }
-        Err(e) => {
-            diags.error(
-                if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
-                format!("Cluster {} in {zone}: {e}. The nodes that exist are kept in state; apply again to finish, or destroy.", spec.name),
-            );
-            match gcp::cluster::nodes(ctx, &client, &zone, &spec.name, census).await {
-                Ok(live) => with_nodes(
-                    &state,
-                    Cloud::Gcp,
-                    "google_compute_instance",
-                    &gcp::cluster::addresses(&client.project, &zone, &spec.name, &gcp::cluster::up(live)),
-                ),
-                Err(_) => state,
-            }
-        }
-    }
-}
-
-async fn gcp_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
-    let zone = state.get("fabric").get("zone").as_str().unwrap_or_default();
-    let name = state.get("name").as_str().unwrap_or_default();
-    let Some(client) = gcp::api::connect_or_report(ctx, diags).await else {
-        return ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
-    };
-    match gcp::cluster::nodes(ctx, &client, zone, name, census).await {
-        Ok(live) if live.is_empty() => ReadOutcome::Gone,
-        Ok(live) => ReadOutcome::Found {
-            // A stopped node is shown as missing; the repair starts it.
-            state: with_nodes(
-                state,
-                Cloud::Gcp,
-                "google_compute_instance",
-                &gcp::cluster::addresses(&client.project, zone, name, &gcp::cluster::up(live)),
-            ),
-            private: private.to_vec(),
-        },
-        Err(e) => {
-            diags.error("Reading the cluster failed", format!("Cluster {name} in {zone}: {e}."));
-            ReadOutcome::Found { state: state.clone(), private: private.to_vec() }
-        }
-    }
-}
-
-async fn gcp_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
-    let Some((zone, name)) = gcp::api::parse_id(id) else {
-        diags.error(
-            "Invalid import id",
-            format!("{id:?} is not a Google Cloud cluster id: give \"gcp/<zone>/<cluster name>\", e.g. \"gcp/us-central1-a/train\"."),
-        );
-        return None;
-    };
-    let client = gcp::api::connect_or_report(ctx, diags).await?;
-    let defaults = gcp::api::labels(&common::defaults(ctx).default_tags);
-    let found = match gcp::cluster::nodes(ctx, &client, zone, name, census).await {
-        Ok(live) => gcp::cluster::imported_config(ctx, &client, zone, name, &live, &defaults).await,
-        Err(e) => Err(e),
-    };
-    let config = match found {
-        Ok(c) => c,
-        Err(e) => {
-            diags.error("Cannot import the cluster", format!("{id}: {e}."));
-            return None;
-        }
-    };
-    let derived = derive(ctx, &config, diags)?;
-    let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-    Some(common::imported_state(&schema(), &config, &derived, &assigned))
-}
-
-const SCALE_SET: &str = "azurerm_linux_virtual_machine_scale_set";
-
-/// The scale-set sizes a state was planned with (from its expansion).
-fn azure_sizes(state: &Value) -> Vec<u32> {
-    state
-        .get("expansion")
-        .as_list()
-        .unwrap_or_default()
-        .iter()
-        .filter(|p| p.get("kind").as_str() == Some(SCALE_SET))
-        .filter_map(|p| p.get("settings").get("instances").as_str().and_then(|n| n.parse().ok()))
-        .collect()
-}
-
-async fn azure_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
-    let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return req.prior.clone() };
-    let target = if req.planned.is_null() { req.prior } else { req.planned };
-    let Some(group) = target.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else {
-        diags.error("Unknown fabric", "The cluster's fabric has no Azure id (azure/<resource group>/<name>): apply the fabric first.");
-        return req.prior.clone();
-    };
-    let previous_sets = azure_sizes(req.prior).len();
-    if req.planned.is_null() {
-        let name = req.prior.get("name").as_str().unwrap_or_default();
-        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
-        return match azure::cluster::delete(ctx, &arm, &group, name, previous_sets, timeout, census).await {
-            Ok(()) => Value::Null,
-            Err(e) => {
-                diags.error(
-                    "Deleting the cluster failed",
-                    format!("Cluster {name} in {group}: {e}. What is left stays in state; run destroy again."),
-                );
-                req.prior.clone()
-            }
-        };
-    }
-    let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
-    let creating = req.prior.is_null();
-    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
-    let timeout = crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
-    let id = azure::api::resource_id(&group, &spec.name);
-    census.set_import_id(&id);
-    let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-    let state = common::fill(req.planned, &learned);
-    let sizes = azure::scale_set_sizes(spec.node_count);
-    match azure::cluster::converge(ctx, &arm, &spec, &group, &tags, previous_sets, timeout, census).await {
-        Ok(()) => {
-            let found = async {
-                let live = azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await?;
-                Ok(azure::cluster::nodes(&spec.name, &sizes, &live))
-            };
-            with_addresses(state, req.planned, found).await
-        }
-        Err(e) => {
-            diags.error(
-                if creating { "Creating the cluster failed" } else { "Updating the cluster failed" },
-                format!(
-                    "Cluster {} in {group}: {e}. The nodes that exist are kept in state; apply again to finish, or destroy.",
-                    spec.name
-                ),
-            );
-            match azure::cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await {
-                Ok(live) => with_nodes(&state, Cloud::Azure, SCALE_SET, &azure::cluster::nodes(&spec.name, &sizes, &live)),
-                Err(_) => state,
-            }
-        }
-    }
-}
-
-async fn azure_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
-    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
-    let name = state.get("name").as_str().unwrap_or_default();
-    let Some(group) = state.get("fabric").get("id").as_str().and_then(azure::cluster::group_of_fabric) else { return unchanged() };
-    let Some(arm) = azure::api::connect_or_report(ctx, diags).await else { return unchanged() };
-    let sizes = azure_sizes(state);
-    match azure::cluster::observe(ctx, &arm, &group, name, sizes.len(), census).await {
-        Ok(live) if live.iter().all(Option::is_none) => ReadOutcome::Gone,
-        Ok(live) => {
-            let nodes = azure::cluster::nodes(name, &sizes, &live);
-            let mut out = with_nodes(state, Cloud::Azure, "(scale sets keep their planned sizes)", &nodes);
-            // A scale set deleted outside is marked; the next apply recreates it.
-            let gone: Vec<String> = live.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(i, _)| format!("{name}-{i}")).collect();
-            if !gone.is_empty()
-                && let Value::Map(m) = &mut out
-            {
-                let expansion = m.get("expansion").cloned().unwrap_or(Value::Null);
-                let marked = Value::list(expansion.as_list().unwrap_or_default().iter().map(|p| {
-                    let missing = p.get("name").as_str().is_some_and(|n| gone.iter().any(|g| g == n));
-                    if missing {
-                        common::mark_missing(&Value::list([p.clone()]), |_| false).as_list().unwrap()[0].clone()
-                    } else {
-                        p.clone()
-                    }
-                }));
-                m.insert("expansion".into(), marked);
-            }
-            ReadOutcome::Found { state: out, private: private.to_vec() }
-        }
-        Err(e) => {
-            diags.error("Reading the cluster failed", format!("Cluster {name} in {group}: {e}."));
-            unchanged()
-        }
-    }
-}
-
-async fn azure_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
-    let Some((group, name)) = azure::api::parse_id(id) else {
-        diags.error(
-            "Invalid import id",
-            format!("{id:?} is not an Azure cluster id: give \"azure/<resource group>/<cluster name>\", e.g. \"azure/train-rg/train\"."),
-        );
-        return None;
-    };
-    let arm = azure::api::connect_or_report(ctx, diags).await?;
-    let config = match azure::cluster::imported_config(ctx, &arm, group, name, &common::defaults(ctx).default_tags, census).await {
-        Ok(c) => c,
-        Err(e) => {
-            diags.error("Cannot import the cluster", format!("{id}: {e}."));
-            return None;
-        }
-    };
-    let derived = derive(ctx, &config, diags)?;
-    let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-    Some(common::imported_state(&schema(), &config, &derived, &assigned))
-}
-
-/// Where an OCI cluster lives, from its fabric reference: region, compartment, availability domain, placement.
-fn oci_location(state: &Value) -> Option<(String, String, String, planner::Placement)> {
-    let fabric = state.get("fabric");
-    let (region, compartment, _) = oci::api::parse_id(fabric.get("id").as_str()?)?;
-    let placement = match fabric.get("placement").as_str() {
-        Some("cluster-network") => planner::Placement::ClusterNetwork,
-        Some("none") => planner::Placement::None,
-        _ => planner::Placement::Cluster,
-    };
-    Some((region.to_owned(), compartment.to_owned(), fabric.get("zone").as_str().unwrap_or_default().to_owned(), placement))
-}
-
-const OCI_NODES: &str = "oci_core_instance";
-
-async fn oci_apply(ctx: &Context, req: &ApplyRequest<'_>, census: &Census, diags: &mut Diagnostics) -> Value {
-    let target = if req.planned.is_null() { req.prior } else { req.planned };
-    let Some((region, compartment, zone, placement)) = oci_location(target) else {
-        diags.error("Unknown fabric", "The cluster's fabric has no OCI id (oci/<region>/<compartment>/<name>): apply the fabric first.");
-        return req.prior.clone();
-    };
-    let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return req.prior.clone() };
-    let name = target.get("name").as_str().unwrap_or_default().to_owned();
-    let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name: &name, placement };
-    let live_nodes = async || {
-        let nodes = oci::cluster::observe(ctx, &client, &at, census).await?;
-        oci::cluster::addresses(ctx, &client, &at, &nodes).await
-    };
-    let with_live = async |state: &Value| match live_nodes().await {
-        Ok(nodes) => with_nodes(state, Cloud::Oci, OCI_NODES, &nodes),
-        Err(_) => state.clone(),
-    };
-    if req.planned.is_null() {
-        let timeout = crate::clouds::shared::timeout(req.prior, "delete", Duration::from_secs(30 * 60));
-        return match oci::cluster::delete(ctx, &client, &at, timeout, census).await {
-            Ok(()) => Value::Null,
-            Err(e) => {
-                let detail = format!("Cluster {name} in {region}: {e}. What is left stays in state; run destroy again.");
-                oci::api::report(diags, "Deleting the cluster failed", detail);
-                with_live(req.prior).await
-            }
-        };
-    }
-    let Some(spec) = spec::parse_cluster(req.config, diags) else { return req.prior.clone() };
-    let creating = req.prior.is_null();
-    let tags = all_tags(ctx, &spec.name, &spec.fabric.name, req.config.get("tags"), census);
-    let timeout = crate::clouds::shared::timeout(req.config, if creating { "create" } else { "update" }, Duration::from_secs(60 * 60));
-    let id = oci::api::resource_id(&region, &compartment, &spec.name);
-    census.set_import_id(&id);
-    let learned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-    let state = common::fill(req.planned, &learned);
-    match oci::cluster::converge(ctx, &client, &spec, &compartment, &tags, timeout, census).await {
-        Ok(()) => with_addresses(state, req.planned, live_nodes()).await,
-        Err(e) => {
-            let detail = format!(
-                "Cluster {} in {region} ({zone}): {e}. The nodes that exist are kept in state; apply again to finish, or destroy.",
-                spec.name
-            );
-            oci::api::report(diags, if creating { "Creating the cluster failed" } else { "Updating the cluster failed" }, detail);
-            with_live(&state).await
-        }
-    }
-}
-
-async fn oci_read(ctx: &Context, state: &Value, private: &[u8], census: &Census, diags: &mut Diagnostics) -> ReadOutcome {
-    let unchanged = || ReadOutcome::Found { state: state.clone(), private: private.to_vec() };
-    let Some((region, compartment, zone, placement)) = oci_location(state) else { return unchanged() };
-    let name = state.get("name").as_str().unwrap_or_default();
-    let Some(client) = oci::api::connect_or_report(ctx, &region, diags) else { return unchanged() };
-    let at = oci::cluster::Location { compartment: &compartment, zone: &zone, name, placement };
-    let nodes = oci::cluster::observe(ctx, &client, &at, census).await;
-    let config = oci::cluster::find_configuration(ctx, &client, &compartment, name, census).await;
-    match (nodes, config) {
-        (Ok(nodes), Ok(None)) if nodes.is_empty() => ReadOutcome::Gone,
-        (Ok(nodes), Ok(config)) => {
-            let nodes = match oci::cluster::addresses(ctx, &client, &at, &nodes).await {
-                Ok(n) => n,
-                Err(e) => {
-                    oci::api::report(diags, "Reading the cluster failed", format!("Cluster {name} in {region}: {e}."));
-                    return unchanged();
-                }
-            };
-            let out = with_nodes(state, Cloud::Oci, OCI_NODES, &nodes);
-            let out = if config.is_none() {
-                let mut map = out.as_map().cloned().unwrap_or_default();
-                map.insert("expansion".into(), common::mark_missing(out.get("expansion"), |k| k != "oci_core_instance_configuration"));
-                Value::Map(map)
-            } else {
-                out
-            };
-            ReadOutcome::Found { state: out, private: private.to_vec() }
-        }
-        (Err(e), _) | (_, Err(e)) => {
-            oci::api::report(diags, "Reading the cluster failed", format!("Cluster {name} in {region}: {e}."));
-            unchanged()
-        }
-    }
-}
-
-async fn oci_import(ctx: &Context, id: &str, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
-    let (region, compartment, name) = common::oci_import_id(id, "cluster", "train", diags)?;
-    let client = oci::api::connect_or_report(ctx, region, diags)?;
-    let config = match oci::cluster::imported_config(ctx, &client, compartment, name, &common::defaults(ctx).default_tags, census).await {
-        Ok((c, _)) => c,
-        Err(e) => {
-            oci::api::report(diags, "Cannot import the cluster", format!("{id}: {e}."));
-            return None;
-        }
-    };
-    let derived = derive(ctx, &config, diags)?;
-    let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-    Some(common::imported_state(&schema(), &config, &derived, &assigned))
-}
+/// A cluster's lifecycle: its schema, parser, derivation and tag keys over the cloud's cluster backend.
+static LIFECYCLE: Kind<ClusterSpec> = Kind {
+    kind: common::CLUSTER,
+    schema,
+    parse: spec::parse_cluster,
+    parse_state: |v| spec::parse_cluster(v, &mut Diagnostics::new()),
+    derive,
+    ours: |v| {
+        let name = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        vec![("hpc:cluster", name(v.get("name"))), ("hpc:fabric", name(v.get("fabric").get("name")))]
+    },
+    backend: |cloud| backend::cluster(cloud) as &dyn Backend<ClusterSpec>,
+    timeouts: Timeouts { create: Duration::from_secs(60 * 60), update: Duration::from_secs(60 * 60), delete: Duration::from_secs(30 * 60) },
+    kept: "The nodes that exist are kept in state; apply again to finish, or destroy.",
+    left: "What is left stays in state; run destroy again.",
+};
