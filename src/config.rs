@@ -98,6 +98,11 @@ pub struct ProviderConfig {
 }
 
 impl ProviderConfig {
+    /// The Google Cloud project the `gcp` block names, which the planner needs for network profiles.
+    pub fn gcp_project(&self) -> Option<String> {
+        self.clouds.get(&Cloud::Gcp).and_then(|g| g.settings.get("project").cloned())
+    }
+
     pub fn from_value(config: &Value, terraform_version: &str) -> Self {
         let default_tags = config
             .get("default_tags")

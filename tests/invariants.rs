@@ -35,11 +35,11 @@ fn only_the_protocol_module_sees_tonic_and_prost() {
 fn the_planner_and_expanders_do_no_io() {
     let mut files = sources("src/planner");
     // The expanders are `clouds/<cloud>.rs` or `clouds/<cloud>/mod.rs`; the API clients beside them
-    // (`clouds/<cloud>/signing.rs`, ...) talk to clouds and are exempt, as is the clients' rate limiter
-    // (`clouds/throttle.rs`).
+    // (`clouds/<cloud>/signing.rs`, ...) talk to clouds and are exempt, as are the clients' rate limiter
+    // (`clouds/throttle.rs`) and the backends' shared waiter (`clouds/shared.rs`).
     files.extend(sources("src/clouds").into_iter().filter(|(p, _)| {
         let parent = p.parent().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        (parent == "clouds" && !p.ends_with("throttle.rs")) || p.file_name().is_some_and(|f| f == "mod.rs")
+        (parent == "clouds" && !p.ends_with("throttle.rs") && !p.ends_with("shared.rs")) || p.file_name().is_some_and(|f| f == "mod.rs")
     }));
     files.extend(sources("src/catalog"));
     assert!(files.len() >= 8);
@@ -51,10 +51,140 @@ fn the_planner_and_expanders_do_no_io() {
 }
 
 #[test]
-fn vendor_piece_names_stay_in_clouds_and_catalog() {
-    for (path, text) in sources("src/planner") {
-        for prefix in ["\"aws_", "\"azurerm_", "\"google_", "\"oci_"] {
-            assert!(!text.contains(prefix), "{} names a vendor piece ({prefix}...): that belongs in src/clouds", path.display());
+fn vendor_vocabulary_stays_in_clouds_and_catalog() {
+    let pieces = ["\"aws_", "\"azurerm_", "\"google_", "\"oci_"];
+    let services = ["amazonaws.com", "Microsoft.", "googleapis.com", "oraclecloud.com"];
+    let mut files: Vec<(PathBuf, String, Vec<&str>)> = sources("src/planner").into_iter().map(|(p, t)| (p, t, pieces.to_vec())).collect();
+    let neutral = sources("src/resources").into_iter().chain(
+        sources("src")
+            .into_iter()
+            .filter(|(p, _)| p.ends_with("model.rs") || p.ends_with("ownership.rs") || p.ends_with("clouds/shared.rs")),
+    );
+    files.extend(neutral.map(|(p, t)| (p, t, pieces.iter().chain(&services).copied().collect())));
+    assert!(files.len() >= 12);
+    for (path, text, words) in files {
+        for word in words {
+            assert!(
+                !text.contains(word),
+                "{} names a vendor piece or service ({word}...): that belongs in src/clouds or src/catalog",
+                path.display()
+            );
+        }
+    }
+}
+
+/// The code of a source file, without its unit tests (which may reach anywhere to build fixtures).
+fn code(text: &str) -> &str {
+    text.find("#[cfg(test)]").map_or(text, |at| &text[..at])
+}
+
+/// The top-level module a source file belongs to: `src/clouds/aws/api.rs` -> `clouds`.
+fn module_of(path: &Path) -> String {
+    let rel = path.strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")).join("src")).unwrap();
+    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// Layers point down only: protocol and provider -> resources -> planner -> clouds -> model, config,
+/// ownership -> catalog -> framework, clock. A module imports only modules of a lower layer (or itself).
+#[test]
+fn layers_only_point_down() {
+    let rank = |m: &str| match m {
+        "framework" | "clock" => 0,
+        "catalog" | "ownership" => 1,
+        "model" | "config" => 2,
+        "clouds" => 3,
+        "planner" => 4,
+        "resources" => 5,
+        "protocol" | "provider" | "main" | "lib" => 6,
+        other => panic!("src/{other} has no layer: add it to ARCHITECTURE.md and to this test"),
+    };
+    let mut checked = 0;
+    for (path, text) in sources("src") {
+        let from = module_of(&path);
+        for (at, _) in code(&text).match_indices("crate::") {
+            let to: String = text[at + 7..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if to.is_empty() || to == from {
+                continue;
+            }
+            assert!(rank(&to) < rank(&from), "{} (layer {from}) imports crate::{to}, a layer above or beside it", path.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 100, "only {checked} imports seen");
+}
+
+/// A cloud's module uses only neutral modules and its own files, never another cloud's; the neutral files
+/// of `src/clouds` (shared helpers, rate limiter) name no cloud's module; only the selectors do.
+#[test]
+fn no_cloud_imports_another_cloud() {
+    const CLOUDS: [&str; 4] = ["aws", "azure", "gcp", "oci"];
+    for (path, text) in sources("src/clouds") {
+        let dir = path.parent().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let code = code(&text);
+        if let Some(own) = CLOUDS.iter().find(|c| **c == dir) {
+            for other in CLOUDS.iter().filter(|c| *c != own) {
+                for form in [format!("clouds::{other}"), format!("super::super::{other}"), format!("use super::{other}")] {
+                    assert!(!code.contains(&form), "{} uses {form}: use crate::clouds::shared for what clouds share", path.display());
+                }
+            }
+        } else if !["backend.rs", "rules.rs", "mod.rs"].contains(&file.as_str()) {
+            for cloud in CLOUDS {
+                for form in [format!("{cloud}::"), format!("super::{cloud}")] {
+                    assert!(!code.contains(&form), "{} is neutral but uses {form}", path.display());
+                }
+            }
+        }
+    }
+}
+
+/// `src/resources` holds no per-cloud CRUD and chooses no cloud: every per-cloud step is a backend's.
+#[test]
+fn resources_hold_no_per_cloud_steps() {
+    for (path, text) in sources("src/resources") {
+        let code = code(&text);
+        for word in [
+            "fn aws_",
+            "fn gcp_",
+            "fn azure_",
+            "fn oci_",
+            "Cloud::Aws",
+            "Cloud::Azure",
+            "Cloud::Gcp",
+            "Cloud::Oci",
+            "clouds::aws",
+            "clouds::azure",
+            "clouds::gcp",
+            "clouds::oci",
+        ] {
+            assert!(!code.contains(word), "{} has {word}: per-cloud steps belong in src/clouds/<cloud>/backend.rs", path.display());
+        }
+    }
+}
+
+/// No match on the cloud ends in a catch-all arm: a cloud added to `Cloud` must fail to compile wherever
+/// it is not handled, never silently take another cloud's branch.
+#[test]
+fn no_match_on_the_cloud_has_a_fallback() {
+    for (path, text) in sources("src") {
+        let lines: Vec<&str> = code(&text).lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            if !trimmed.starts_with("_ =>") {
+                continue;
+            }
+            let indent = line.len() - trimmed.len();
+            for earlier in lines[..i].iter().rev() {
+                let t = earlier.trim_start();
+                let at = earlier.len() - t.len();
+                if at < indent && !t.is_empty() {
+                    break; // left the match
+                }
+                if at == indent && t.split("=>").next().is_some_and(|arm| arm.contains("Cloud::")) {
+                    panic!("{}:{}: a match on the cloud falls back with `_ =>`; name every cloud", path.display(), i + 1);
+                }
+            }
         }
     }
 }

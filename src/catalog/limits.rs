@@ -14,6 +14,33 @@ pub fn lustre_throughput_tiers(cloud: Cloud) -> &'static [u32] {
     }
 }
 
+/// How a cloud's managed Lustre behaves where a plan must know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LustreService {
+    /// The name clients mount is fixed by the service (AMLFS: `lustrefs`).
+    pub fixed_name: Option<&'static str>,
+    /// The service picks the name clients mount itself (FSx: the mount name), known once it exists.
+    pub names_itself: bool,
+    /// Capacity grows in place (never shrinks anywhere).
+    pub grows_in_place: bool,
+    /// The throughput tier changes in place.
+    pub tier_in_place: bool,
+    /// A weekly maintenance window is part of the filesystem.
+    pub maintenance_window: bool,
+}
+
+pub fn lustre_service(cloud: Cloud) -> LustreService {
+    let base =
+        LustreService { fixed_name: None, names_itself: false, grows_in_place: true, tier_in_place: false, maintenance_window: false };
+    match cloud {
+        // FSx for Lustre: UpdateFileSystem changes StorageCapacity and PerUnitStorageThroughput; MountName is FSx's.
+        Cloud::Aws => LustreService { names_itself: true, tier_in_place: true, ..base },
+        // AMLFS is sized at creation, serves `lustrefs`, and has a maintenance window.
+        Cloud::Azure => LustreService { fixed_name: Some("lustrefs"), grows_in_place: false, maintenance_window: true, ..base },
+        Cloud::Gcp | Cloud::Oci => base,
+    }
+}
+
 /// Why a capacity is not accepted, with the valid alternatives around it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct CapacityError {

@@ -103,6 +103,15 @@ impl Fabric {
             Fabric::None => "none",
         }
     }
+
+    /// The extended resource a Kubernetes pod requests for this fabric's devices, where the cloud's device
+    /// plugin schedules them as one (EKS: EFA); elsewhere the devices come with the node.
+    pub fn kubernetes_resource(self) -> Option<&'static str> {
+        match self {
+            Fabric::Efa => Some("vpc.amazonaws.com/efa"),
+            _ => None,
+        }
+    }
 }
 
 /// Where one figure of a SKU comes from.

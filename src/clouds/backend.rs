@@ -143,6 +143,12 @@ pub trait ClusterBackend: Backend<ClusterSpec> {
     /// Before a cluster without a fabric makes its network: whether its nodes' names are free (another
     /// owner's nodes refuse the create here, so that not even the network is made).
     async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String>;
+
+    /// A state stored under an older schema version, brought to what this release plans for this cloud
+    /// (nothing changes in the cloud).
+    fn upgrade(&self, _version: i64, state: Value) -> Value {
+        state
+    }
 }
 
 /// The fabric backend of `cloud`.

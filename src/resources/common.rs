@@ -30,11 +30,7 @@ pub fn cluster_ref_type() -> Type {
 
 pub fn defaults(ctx: &Context) -> Defaults {
     let Some(config) = ctx.configured::<ProviderConfig>() else { return Defaults::default() };
-    Defaults {
-        prices: config.prices.clone(),
-        default_tags: config.default_tags.clone(),
-        gcp_project: config.clouds.get(&crate::catalog::Cloud::Gcp).and_then(|g| g.settings.get("project").cloned()),
-    }
+    Defaults { prices: config.prices.clone(), default_tags: config.default_tags.clone(), gcp_project: config.gcp_project() }
 }
 
 /// How a resource's attributes behave in a plan.
@@ -88,24 +84,6 @@ pub fn plan(
     PlanResponse { planned: Value::Map(planned), requires_replace, private: Vec::new() }
 }
 
-/// Apply is not available until the cloud's API client lands (issues #5 to #8): refuse clearly, create
-/// nothing, and keep whatever state exists.
-pub fn apply_not_available(kind: &str, req: &crate::framework::ApplyRequest<'_>, diags: &mut Diagnostics) -> Value {
-    if req.planned.is_null() {
-        // Destroying something this build never created: nothing exists in any cloud, drop it from state.
-        return Value::Null;
-    }
-    let cloud = req.planned.get("cloud").as_str().or_else(|| req.planned.get("fabric").get("cloud").as_str()).unwrap_or("this cloud");
-    diags.error(
-        "Apply not available yet",
-        format!(
-            "This build of terraform-provider-hpc plans {kind} on {cloud} (see the expansion in the plan) but cannot create it yet: the {cloud} \
-             API client is not part of this release. Nothing was created."
-        ),
-    );
-    req.prior.clone()
-}
-
 /// The cloud a resource (or the fabric it references) lives on.
 pub fn cloud_of(v: &Value) -> Option<crate::catalog::Cloud> {
     v.get("cloud").as_str().or_else(|| v.get("fabric").get("cloud").as_str()).and_then(crate::catalog::Cloud::parse)
@@ -150,64 +128,6 @@ pub fn imported_state(schema: &Schema, config: &Value, derived: &BTreeMap<String
     Value::Map(out)
 }
 
-/// Keys of the tags a piece had before this change and no longer gets: removed from the cloud.
-pub fn stale_tags(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
-    before.keys().filter(|k| !after.contains_key(*k)).cloned().collect()
-}
-
-/// A string map attribute as a BTreeMap.
-pub fn string_map(v: &Value) -> BTreeMap<String, String> {
-    v.as_map().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()).unwrap_or_default()
-}
-
-/// What a refresh writes into a piece that no longer exists; the plan then shows it going away again.
-pub const MISSING: &str = "deleted outside; the next apply recreates it";
-
-/// The expansion with the pieces whose kind `exists` rejects marked `missing`: what a refresh found.
-/// Marking rather than dropping keeps the list aligned, so the plan shows exactly the missing pieces.
-pub fn mark_missing(expansion: &Value, exists: impl Fn(&str) -> bool) -> Value {
-    let Some(items) = expansion.as_list() else { return expansion.clone() };
-    Value::list(items.iter().map(|p| {
-        if p.get("kind").as_str().is_none_or(&exists) {
-            return p.clone();
-        }
-        let mut piece = p.as_map().cloned().unwrap_or_default();
-        if let Some(Value::Map(settings)) = piece.get_mut("settings") {
-            settings.insert("missing".into(), Value::from(MISSING));
-        }
-        Value::Map(piece)
-    }))
-}
-
-/// The expansion with one piece's `count` and settings replaced by what a refresh found.
-pub fn patch_piece(expansion: &Value, kind: &str, count: Option<i64>, settings: &[(&str, String)]) -> Value {
-    let Some(items) = expansion.as_list() else { return expansion.clone() };
-    Value::list(items.iter().map(|p| {
-        if p.get("kind").as_str() != Some(kind) {
-            return p.clone();
-        }
-        let mut piece = p.as_map().cloned().unwrap_or_default();
-        if let Some(n) = count {
-            piece.insert("count".into(), Value::int(n));
-        }
-        if let Some(map) = piece.get_mut("settings").and_then(|s| match s {
-            Value::Map(m) => Some(m),
-            _ => None,
-        }) {
-            for (k, v) in settings {
-                if map.contains_key(*k) {
-                    map.insert((*k).to_owned(), Value::from(v.as_str()));
-                }
-            }
-        }
-        Value::Map(piece)
-    }))
-}
-
-/// The clouds whose API clients this build has (every resource supports the same ones).
-pub const LIVE: &[crate::catalog::Cloud] =
-    &[crate::catalog::Cloud::Aws, crate::catalog::Cloud::Gcp, crate::catalog::Cloud::Azure, crate::catalog::Cloud::Oci];
-
 /// Which managed resource a lifecycle step serves: its type name and how diagnostics name it.
 #[derive(Clone, Copy, Debug)]
 pub struct Kind {
@@ -247,7 +167,7 @@ pub fn owned_tags(ctx: &Context, own: &Value, ours: &[(&str, &str)], census: &Ce
     if let Some(marker) = census.marker() {
         ours.push((crate::ownership::KEY, marker));
     }
-    defaults(ctx).tags(&string_map(own), &ours)
+    defaults(ctx).tags(&crate::clouds::shared::string_map(own), &ours)
 }
 
 /// State upgrade to schema version 1: state written before owner markers records the legacy owner of its
@@ -288,9 +208,9 @@ pub async fn apply_with(
 ) -> crate::framework::ApplyResponse {
     use crate::ownership::{Owner, journal};
     let target = if req.planned.is_null() { req.prior } else { req.planned };
-    let Some(cloud) = cloud_of(target).filter(|c| LIVE.contains(c)) else {
-        let what = format!("this {}", kind.noun.to_lowercase());
-        return crate::framework::ApplyResponse { new_state: apply_not_available(&what, req, diags), private: Vec::new() };
+    let Some(cloud) = cloud_of(target) else {
+        // Planned, so the cloud was valid: only a state with no cloud at all (nothing was ever made) gets here.
+        return crate::framework::ApplyResponse { new_state: Value::Null, private: Vec::new() };
     };
     let creating = req.prior.is_null() && req.planned.is_present();
     let key = journal_key(kind, target);
@@ -347,7 +267,7 @@ pub async fn read_with(
     client: impl AsyncFnOnce(crate::catalog::Cloud, &Census, &mut Diagnostics) -> crate::framework::ReadOutcome,
 ) -> crate::framework::ReadOutcome {
     match cloud_of(state) {
-        Some(cloud) if LIVE.contains(&cloud) && state.get("id").is_present() => {
+        Some(cloud) if state.get("id").is_present() => {
             let census = Census::owned(crate::ownership::Owner::of_state(kind.type_name, state));
             match client(cloud, &census, diags).await {
                 crate::framework::ReadOutcome::Found { state, private } => {
@@ -373,18 +293,11 @@ pub async fn import_with(
 ) -> Option<Value> {
     let what = kind.noun.to_lowercase();
     match cloud_of_id(id) {
-        Some(cloud) if LIVE.contains(&cloud) => {
+        Some(cloud) => {
             let census = Census::adopting();
             let state = client(cloud, &census, diags).await?;
             let owner = adopted_owner(kind, id, &census, diags)?;
             Some(with_owner(state, &owner))
-        }
-        Some(cloud) => {
-            diags.error(
-                "Import not available yet",
-                format!("Importing a {what} on {cloud} needs its API client, which is not part of this release."),
-            );
-            None
         }
         None => {
             diags.error(
@@ -417,19 +330,4 @@ pub fn adopted_owner(kind: Kind, id: &str, census: &Census, diags: &mut Diagnost
             None
         }
     }
-}
-
-/// The `(region, compartment, name)` of an OCI import id, or a diagnostic showing the form.
-pub fn oci_import_id<'a>(id: &'a str, what: &str, example: &str, diags: &mut Diagnostics) -> Option<(&'a str, &'a str, &'a str)> {
-    let parsed = crate::clouds::oci::api::parse_id(id);
-    if parsed.is_none() {
-        diags.error(
-            "Invalid import id",
-            format!(
-                "{id:?} is not an OCI {what} id: give \"oci/<region>/<compartment OCID>/<{what} name>\", e.g. \
-                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/{example}\"."
-            ),
-        );
-    }
-    parsed
 }

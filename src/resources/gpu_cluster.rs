@@ -170,8 +170,10 @@ fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
     };
     // EKS schedules EFA devices as an extended resource; other clouds' devices come with the node.
     let mut devices = BTreeMap::new();
-    if sku.fabric == crate::catalog::Fabric::Efa && plan.spec.rdma_interfaces > 0 {
-        devices.insert("vpc.amazonaws.com/efa".to_owned(), plan.spec.rdma_interfaces);
+    if let Some(resource) = sku.fabric.kubernetes_resource()
+        && plan.spec.rdma_interfaces > 0
+    {
+        devices.insert(resource.to_owned(), plan.spec.rdma_interfaces);
     }
     let text = |r: Result<String, String>| r.map_or(Value::Null, Value::from);
     (text(planner::nccl::slurm_script(&job)), text(planner::nccl::kubernetes_job(&job, None, &devices)))

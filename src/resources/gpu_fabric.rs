@@ -8,7 +8,6 @@ use super::common::{self, PlanShape};
 use std::time::Duration;
 
 use super::lifecycle::{Kind, Timeouts};
-use crate::catalog::Cloud;
 use crate::clouds::backend;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource, Schema, Type,
@@ -129,23 +128,23 @@ pub(crate) fn plan(ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics)
     common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags))
 }
 
-/// On Google Cloud an Ethernet fabric with no placement on an existing network has no piece of its own
-/// (no network, GPU NIC VPCs or placement policy), so nothing would record for its clusters which network
-/// it joined: refused, pointing at the cluster's own network settings.
+/// A fabric whose expansion is empty (on Google Cloud: Ethernet, no placement, an existing network: no
+/// network, GPU NIC VPCs or placement policy) has no piece of its own, so nothing would record for its
+/// clusters which network it joined: refused, pointing at the cluster's own network settings.
 fn check_something_to_build(spec: &spec::FabricSpec, diags: &mut Diagnostics) {
-    if spec.cloud == Cloud::Gcp
-        && matches!(spec.network, Network::Existing { .. })
-        && spec.placement == planner::Placement::None
-        && spec.sku.fabric == crate::catalog::Fabric::None
-    {
+    let mut quiet = Diagnostics::new();
+    let empty = planner::plan_fabric(spec.clone(), &planner::Defaults::default(), &mut quiet).is_some_and(|p| p.pieces.is_empty());
+    if empty {
+        let ethernet = if spec.sku.fabric == crate::catalog::Fabric::None { " (Ethernet)" } else { "" };
         diags.error_at(
             crate::framework::AttributePath::attr("vpc_id"),
             "Nothing for this fabric to build",
             format!(
-                "A Google Cloud fabric for {} (Ethernet) with placement = \"none\" on an existing network makes nothing. Leave the \
-                 fabric out and give the hpc_gpu_cluster cloud, region, zone, gpu, vpc_id and subnet_id itself (inference and media \
-                 need no fabric).",
-                spec.sku.name
+                "A {} fabric for {}{ethernet} with placement = \"{}\" on an existing network makes nothing. Leave the fabric out and \
+                 give the hpc_gpu_cluster cloud, region, zone, gpu, vpc_id and subnet_id itself (inference and media need no fabric).",
+                spec.cloud.display_name(),
+                spec.sku.name,
+                spec.placement.as_str(),
             ),
         );
     }

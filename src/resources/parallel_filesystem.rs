@@ -7,7 +7,6 @@ use async_trait::async_trait;
 
 use super::common::{self, PlanShape, cluster_ref_type, fabric_ref_type};
 use super::lifecycle::{Kind, Timeouts};
-use crate::catalog::Cloud;
 use crate::clouds::backend;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
@@ -69,13 +68,13 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     let plan = planner::plan_filesystem(spec, &common::defaults(ctx), diags);
     let s = &plan.spec;
     let mut out = BTreeMap::new();
-    // Azure Managed Lustre always serves the filesystem as "lustrefs".
-    let fs_name = if s.fabric.cloud == Cloud::Azure { "lustrefs" } else { s.filesystem_name.as_str() };
+    let service = crate::catalog::limits::lustre_service(s.fabric.cloud);
+    let fs_name = service.fixed_name.unwrap_or(s.filesystem_name.as_str());
     out.insert("filesystem_name".into(), Value::from(fs_name));
     out.insert(
         "maintenance_window".into(),
-        match (&s.maintenance_window, s.fabric.cloud) {
-            (Some((day, time)), Cloud::Azure) => Value::from(format!("{day} {time}")),
+        match &s.maintenance_window {
+            Some((day, time)) if service.maintenance_window => Value::from(format!("{day} {time}")),
             _ => Value::Null,
         },
     );
@@ -107,11 +106,11 @@ impl Resource for ParallelFilesystem {
         if let (Some(before), Some(after)) = (req.prior.get("capacity_gib").as_number(), req.config.get("capacity_gib").as_number())
             && before != after
         {
-            let cloud = req.config.get("fabric").get("cloud").as_str().unwrap_or_default();
-            if after.as_f64() < before.as_f64() || cloud == "azure" {
+            let grows = service(req.config).is_none_or(|s| s.grows_in_place);
+            if after.as_f64() < before.as_f64() || !grows {
                 resp.requires_replace.push(AttributePath::attr("capacity_gib"));
             }
-            if after.as_f64() < before.as_f64() && cloud != "azure" {
+            if after.as_f64() < before.as_f64() && grows {
                 diags.warning_at(
                     AttributePath::attr("capacity_gib"),
                     "Filesystem capacity cannot shrink",
@@ -122,8 +121,8 @@ impl Resource for ParallelFilesystem {
                 );
             }
         }
-        // FSx for Lustre names the mount itself: known once it exists.
-        if req.config.get("fabric").get("cloud").as_str() == Some("aws")
+        // A service that names the mount itself (FSx): known once it exists.
+        if service(req.config).is_some_and(|s| s.names_itself)
             && req.config.get("filesystem_name").is_null()
             && let Value::Map(planned) = &mut resp.planned
             && planned.contains_key("filesystem_name")
@@ -132,10 +131,10 @@ impl Resource for ParallelFilesystem {
             planned.insert("filesystem_name".into(), if prior.is_present() { prior.clone() } else { Value::Unknown });
             resp.requires_replace.retain(|p| *p != AttributePath::attr("filesystem_name"));
         }
-        // The tier is an in-place update on FSx only.
+        // The tier is an in-place update only where the service says so.
         if req.prior.is_present()
             && req.prior.get("throughput_per_tib") != req.config.get("throughput_per_tib")
-            && req.config.get("fabric").get("cloud").as_str() != Some("aws")
+            && !service(req.config).is_some_and(|s| s.tier_in_place)
         {
             resp.requires_replace.push(AttributePath::attr("throughput_per_tib"));
         }
@@ -157,6 +156,11 @@ impl Resource for ParallelFilesystem {
     fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
         common::upgrade_owner(common::FILESYSTEM, version, state)
     }
+}
+
+/// The managed Lustre service of a configuration's cloud.
+fn service(config: &Value) -> Option<crate::catalog::limits::LustreService> {
+    common::cloud_of(config).map(crate::catalog::limits::lustre_service)
 }
 
 /// A filesystem's lifecycle: its schema, parser, derivation and tag keys over the cloud's filesystem backend.
