@@ -302,37 +302,12 @@ impl Resource for GpuCluster {
     }
 
     fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
-        common::upgrade_owner(common::CLUSTER, version, without_public_ip_flag(version, state))
+        let state = match common::cloud_of(&state) {
+            Some(cloud) => backend::cluster(cloud).upgrade(version, state),
+            None => state,
+        };
+        common::upgrade_owner(common::CLUSTER, version, state)
     }
-}
-
-/// State written before schema version 1 describes an AWS launch template whose primary interface sets
-/// associate_public_ip_address beside the EFA interfaces; EC2 refuses that, this release sends no such flag
-/// (and gives an existing template a new version without it), so the description loses it too.
-fn without_public_ip_flag(version: i64, state: Value) -> Value {
-    if version >= 1 {
-        return state;
-    }
-    let Value::Map(mut map) = state else { return state };
-    let Some(Value::List(pieces)) = map.get("expansion").cloned() else { return Value::Map(map) };
-    let several = pieces.iter().filter(|p| p.get("kind").as_str() == Some("aws_launch_template.network_interfaces")).count() > 1;
-    if !several {
-        return Value::Map(map);
-    }
-    let pieces = pieces
-        .into_iter()
-        .map(|p| match p {
-            Value::Map(mut piece) => {
-                if let Some(Value::Map(settings)) = piece.get_mut("settings") {
-                    settings.remove("associate_public_ip_address");
-                }
-                Value::Map(piece)
-            }
-            other => other,
-        })
-        .collect();
-    map.insert("expansion".into(), Value::List(pieces));
-    Value::Map(map)
 }
 
 /// An imported cluster with the network it made for itself, when it has no fabric of its own declaring:

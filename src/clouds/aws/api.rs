@@ -1,6 +1,6 @@
 //! The AWS API clients (aws-sdk-ec2, aws-sdk-fsx) as the resources use them: one client pair per region
 //! and configuration, the standard credential chain for real use, static credentials and the endpoint
-//! override for emulators; errors turned into the cloud's own words; a cancellable waiter.
+//! override for emulators; errors turned into the cloud's own words (the waiter is `shared::wait_for`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

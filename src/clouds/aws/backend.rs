@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::{api, fabric};
+use super::{api, cluster, fabric, filesystem};
+use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
@@ -98,64 +99,400 @@ impl Backend<FabricSpec> for Aws {
     }
 }
 
-// PLACEHOLDER below: being ported.
+// ------------------------------------------------------------------------------------------ clusters
+
+/// The node piece of a cluster's expansion.
+const NODES: &str = "aws_instance";
+
+/// The region a cluster or filesystem lives in, from its fabric reference.
+fn fabric_region(v: &Value) -> &str {
+    v.get("fabric").get("region").as_str().unwrap_or_default()
+}
+
+/// A cluster state brought to what exists: node count, names and GPUs as found; a launch template that is
+/// gone (with its interfaces) marked missing.
+fn refreshed_cluster(state: &Value, live: &cluster::ClusterLive) -> Value {
+    let out = shared::with_nodes(state, Cloud::Aws, NODES, &live.addresses());
+    if live.has_template {
+        return out;
+    }
+    shared::with_missing(&out, |k| !k.starts_with("aws_launch_template"))
+}
+
+/// The state after a successful apply: where the plan left `nodes` unknown, the nodes as they now are.
+fn with_addresses(state: &Value, planned: &Value, nodes: &[shared::NodeAddress]) -> Value {
+    if !planned.get("nodes").is_unknown() {
+        return state.clone();
+    }
+    shared::with_attr(state, "nodes", shared::nodes_value(nodes))
+}
 
 #[async_trait]
 impl Backend<ClusterSpec> for Aws {
     async fn configured(&self, _ctx: &Context) -> Result<(), String> {
-        unimplemented!()
+        // The SDK's credential chain is resolved per call; a client is always made.
+        Ok(())
     }
-    fn id(&self, _spec: &ClusterSpec) -> Option<String> {
-        unimplemented!()
+
+    fn id(&self, spec: &ClusterSpec) -> Option<String> {
+        Some(api::resource_id(&spec.fabric.region, &spec.name))
     }
-    fn place(&self, _v: &Value) -> String {
-        unimplemented!()
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", fabric_region(v))
     }
-    async fn apply(&self, _step: &Step<'_>, _change: &Change<'_, ClusterSpec>) -> Outcome {
-        unimplemented!()
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
+        let spec = change.spec;
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        let stale = change.stale_tags();
+        let options = cluster::Options { tags: change.tags, stale_tags: &stale, retag: change.retag(), timeout: step.timeout };
+        match cluster::converge(step.ctx, &client, spec, &options, step.census).await {
+            Ok(converged) => {
+                let live = cluster::ClusterLive { has_template: true, template: None, nodes: converged.nodes, key: false };
+                Outcome::done(with_addresses(change.state, change.planned, &live.addresses()))
+            }
+            // The nodes that exist are kept in state.
+            Err(e) => match cluster::observe(&client, &spec.name, step.census).await {
+                Ok(live) => Outcome::failed(refreshed_cluster(change.state, &live), e),
+                Err(_) => Outcome::failed(change.state.clone(), e),
+            },
+        }
     }
-    async fn delete(&self, _step: &Step<'_>, _prior: &Value, _parse: &Parse<'_, ClusterSpec>) -> Outcome {
-        unimplemented!()
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, ClusterSpec>) -> Outcome {
+        let name = prior.get("name").as_str().unwrap_or_default();
+        let client = api::connect(step.ctx, fabric_region(prior)).await;
+        let Err(e) = cluster::delete(step.ctx, &client, name, step.timeout, step.census).await else {
+            return Outcome::done(Value::Null);
+        };
+        // What is left stays in state.
+        let left = match cluster::observe(&client, name, step.census).await {
+            Ok(live) if live.is_empty() => Value::Null,
+            Ok(live) => refreshed_cluster(prior, &live),
+            Err(_) => prior.clone(),
+        };
+        Outcome::failed(left, e)
     }
-    async fn read(&self, _step: &Step<'_>, _state: &Value, _parse: &Parse<'_, ClusterSpec>) -> Result<Option<Value>, String> {
-        unimplemented!()
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, ClusterSpec>) -> Result<Option<Value>, String> {
+        let name = state.get("name").as_str().unwrap_or_default();
+        let client = api::connect(step.ctx, fabric_region(state)).await;
+        let live = cluster::refresh(&client, name, step.census).await?;
+        Ok((!live.is_empty()).then(|| refreshed_cluster(state, &live)))
     }
-    async fn import(&self, _step: &Step<'_>, _id: &str, _parse: &Parse<'_, ClusterSpec>) -> Result<Imported, ImportError> {
-        unimplemented!()
+
+    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, ClusterSpec>) -> Result<Imported, ImportError> {
+        let Some((region, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an AWS cluster id: give \"aws/<region>/<cluster name>\", e.g. \"aws/us-east-1/train-nodes\"."
+            )));
+        };
+        let client = api::connect(step.ctx, region).await;
+        let live = cluster::observe(&client, name, step.census).await.map_err(ImportError::Failed)?;
+        let (config, _) = cluster::imported_config(&client, name, &live, step.default_tags).await.map_err(ImportError::Failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
     }
 }
 
 #[async_trait]
 impl ClusterBackend for Aws {
     fn node_piece(&self) -> &'static str {
-        unimplemented!()
+        NODES
     }
-    async fn look_for_nodes(&self, _step: &Step<'_>, _spec: &ClusterSpec) -> Result<(), String> {
-        unimplemented!()
+
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        cluster::observe(&client, &spec.name, step.census).await.map(|_| ())
     }
+
+    fn upgrade(&self, version: i64, state: Value) -> Value {
+        without_public_ip_flag(version, state)
+    }
+}
+
+/// State written before schema version 1 describes an AWS launch template whose primary interface sets
+/// associate_public_ip_address beside the EFA interfaces; EC2 refuses that, this release sends no such flag
+/// (and gives an existing template a new version without it), so the description loses it too.
+fn without_public_ip_flag(version: i64, state: Value) -> Value {
+    if version >= 1 {
+        return state;
+    }
+    let Value::Map(mut map) = state else { return state };
+    let Some(Value::List(pieces)) = map.get("expansion").cloned() else { return Value::Map(map) };
+    let several = pieces.iter().filter(|p| p.get("kind").as_str() == Some("aws_launch_template.network_interfaces")).count() > 1;
+    if !several {
+        return Value::Map(map);
+    }
+    let pieces = pieces
+        .into_iter()
+        .map(|p| match p {
+            Value::Map(mut piece) => {
+                if let Some(Value::Map(settings)) = piece.get_mut("settings") {
+                    settings.remove("associate_public_ip_address");
+                }
+                Value::Map(piece)
+            }
+            other => other,
+        })
+        .collect();
+    map.insert("expansion".into(), Value::List(pieces));
+    Value::Map(map)
+}
+
+// --------------------------------------------------------------------------------------- filesystems
+
+/// The FSx file system id in a filesystem state's `aws/<region>/<fs id>`.
+fn fs_id_of(state: &Value) -> Option<String> {
+    api::parse_id(state.get("id").as_str()?).map(|(_, id)| id.to_owned())
+}
+
+/// A filesystem state brought to what exists: capacity, tier and mount point as found; a vanished data
+/// repository association marked missing.
+fn refreshed_filesystem(state: &Value, live: &filesystem::FsLive) -> Value {
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    let capacity = live.capacity();
+    let tier = live.throughput_per_tib().unwrap_or_default();
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("filesystem_name".into(), Value::from(live.mount_name()));
+    out.insert("mount_target".into(), Value::from(live.dns()));
+    out.insert("mount_command".into(), Value::from(live.mount_command()));
+    if state.get("metadata_iops").is_present() {
+        out.insert("metadata_iops".into(), Value::from(live.metadata_iops()));
+    }
+    let mut expansion = shared::patch_piece(
+        state.get("expansion"),
+        "aws_fsx_lustre_file_system",
+        None,
+        &[("storage_capacity", capacity.to_string()), ("per_unit_storage_throughput", tier.to_string())],
+    );
+    if live.dra.is_none() {
+        expansion = shared::mark_missing(&expansion, |k| k != "aws_fsx_data_repository_association");
+    } else if let Some(path) = live.dra.as_ref().and_then(|d| d.data_repository_path()) {
+        out.insert("data_repository".into(), Value::from(path));
+        expansion =
+            shared::patch_piece(&expansion, "aws_fsx_data_repository_association", None, &[("data_repository_path", path.to_owned())]);
+    }
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+/// What FSx assigned: the id, the mount name, the DNS name and the mount command made of them.
+fn assigned_by_fsx(region: &str, live: &filesystem::FsLive) -> [(&'static str, Value); 4] {
+    [
+        ("id", Value::from(api::resource_id(region, live.id()))),
+        ("filesystem_name", Value::from(live.mount_name())),
+        ("mount_target", Value::from(live.dns())),
+        ("mount_command", Value::from(live.mount_command())),
+    ]
 }
 
 #[async_trait]
 impl Backend<FilesystemSpec> for Aws {
     async fn configured(&self, _ctx: &Context) -> Result<(), String> {
-        unimplemented!()
+        // The SDK's credential chain is resolved per call; a client is always made.
+        Ok(())
     }
+
+    /// FSx assigns the id; `apply` writes it.
     fn id(&self, _spec: &FilesystemSpec) -> Option<String> {
-        unimplemented!()
+        None
     }
-    fn place(&self, _v: &Value) -> String {
-        unimplemented!()
+
+    fn place(&self, v: &Value) -> String {
+        match fs_id_of(v) {
+            Some(fs_id) => format!("({fs_id}) in {}", fabric_region(v)),
+            None => format!("in {}", fabric_region(v)),
+        }
     }
-    async fn apply(&self, _step: &Step<'_>, _change: &Change<'_, FilesystemSpec>) -> Outcome {
-        unimplemented!()
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FilesystemSpec>) -> Outcome {
+        let spec = change.spec;
+        let region = spec.fabric.region.as_str();
+        let client = api::connect(step.ctx, region).await;
+        let stale = change.stale_tags();
+        let options = filesystem::Options { tags: change.tags, stale_tags: &stale, timeout: step.timeout };
+        let known = fs_id_of(change.prior);
+        match filesystem::converge(step.ctx, &client, spec, known.as_deref(), &options, step.census).await {
+            Ok(live) => {
+                let state = assigned_by_fsx(region, &live).into_iter().fold(change.state.clone(), |s, (k, v)| shared::with_attr(&s, k, v));
+                Outcome::done(state)
+            }
+            Err((id, e)) => {
+                let state = match id {
+                    // Keep track of what exists: a failed create is tainted and replaced by the next apply.
+                    Some(fs_id) => {
+                        let state = shared::with_attr(change.state, "id", Value::from(api::resource_id(region, &fs_id)));
+                        match filesystem::observe(&client, &fs_id, step.census).await {
+                            Ok(Some(live)) => refreshed_filesystem(&state, &live),
+                            _ => state,
+                        }
+                    }
+                    None if change.creating() => Value::Null,
+                    None => change.prior.clone(),
+                };
+                Outcome::failed(state, e)
+            }
+        }
     }
-    async fn delete(&self, _step: &Step<'_>, _prior: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Outcome {
-        unimplemented!()
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Outcome {
+        let client = api::connect(step.ctx, fabric_region(prior)).await;
+        let Some(fs_id) = fs_id_of(prior) else { return Outcome::done(Value::Null) };
+        let done = filesystem::delete(step.ctx, &client, &fs_id, step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
     }
-    async fn read(&self, _step: &Step<'_>, _state: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Result<Option<Value>, String> {
-        unimplemented!()
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Result<Option<Value>, String> {
+        let Some(fs_id) = fs_id_of(state) else { return Ok(None) };
+        let client = api::connect(step.ctx, fabric_region(state)).await;
+        let live = filesystem::observe(&client, &fs_id, step.census).await?;
+        Ok(live.map(|live| refreshed_filesystem(state, &live)))
     }
-    async fn import(&self, _step: &Step<'_>, _id: &str, _parse: &Parse<'_, FilesystemSpec>) -> Result<Imported, ImportError> {
-        unimplemented!()
+
+    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, FilesystemSpec>) -> Result<Imported, ImportError> {
+        let Some((region, key)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an AWS filesystem id: give \"aws/<region>/<file system id or name>\", e.g. \"aws/us-east-1/fs-0123456789abcdef0\"."
+            )));
+        };
+        let client = api::connect(step.ctx, region).await;
+        let fs_id = if key.starts_with("fs-") {
+            Some(key.to_owned())
+        } else {
+            filesystem::find_by_name(&client, key, step.census).await.map_err(ImportError::Failed)?
+        };
+        let live = match fs_id {
+            Some(fs_id) => filesystem::observe(&client, &fs_id, step.census).await.map_err(ImportError::Failed)?,
+            None => None,
+        };
+        let Some(live) = live else {
+            return Err(ImportError::Failed(format!("no such FSx for Lustre file system in {region}")));
+        };
+        let config = filesystem::imported_config(&client, &live, step.default_tags).await.map_err(ImportError::Failed)?;
+        let assigned = assigned_by_fsx(region, &live).into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        Ok(Imported { config, assigned })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(kind: &str, name: &str) -> Value {
+        Value::object([
+            ("kind", Value::from(kind)),
+            ("name", Value::from(name)),
+            ("count", Value::int(1)),
+            ("settings", Value::object([("names", Value::from("x")), ("data_repository_path", Value::from("s3://old"))])),
+        ])
+    }
+
+    fn missing(state: &Value) -> Vec<String> {
+        let pieces = state.get("expansion").as_list().unwrap_or_default().to_vec();
+        pieces
+            .iter()
+            .filter(|p| p.get("settings").get("missing").is_present())
+            .map(|p| p.get("kind").as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn cluster_state() -> Value {
+        Value::object([
+            ("name", Value::from("train")),
+            ("fabric", Value::object([("region", Value::from("us-east-1"))])),
+            ("instance_type", Value::from("p5.48xlarge")),
+            ("node_count", Value::int(3)),
+            (
+                "expansion",
+                Value::list([
+                    piece("aws_key_pair", "train-key"),
+                    piece("aws_launch_template", "train-lt"),
+                    piece("aws_launch_template.network_interfaces", "train-lt card 0"),
+                    piece("aws_instance", "train"),
+                ]),
+            ),
+        ])
+    }
+
+    fn live(has_template: bool) -> cluster::ClusterLive {
+        let node = |i: u32| cluster::Node {
+            id: format!("i-{i}"),
+            name: format!("train-{i}"),
+            index: Some(i),
+            private_ip: Some(format!("10.0.0.{i}")),
+        };
+        cluster::ClusterLive { has_template, template: None, nodes: vec![node(1), node(0)], key: false }
+    }
+
+    #[test]
+    fn a_cluster_refresh_marks_a_deleted_launch_template_and_its_interfaces_missing() {
+        let out = refreshed_cluster(&cluster_state(), &live(false));
+        assert_eq!(missing(&out), ["aws_launch_template", "aws_launch_template.network_interfaces"]);
+        assert_eq!(out.get("node_count"), &Value::int(2));
+        let names: Vec<&str> = out.get("node_names").as_list().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert_eq!(names, ["train-0", "train-1"]);
+        let instances = &out.get("expansion").as_list().unwrap()[3];
+        assert_eq!(instances.get("count"), &Value::int(2));
+        assert_eq!(instances.get("settings").get("names").as_str(), Some("train-0 .. train-1"));
+    }
+
+    #[test]
+    fn a_cluster_refresh_with_its_launch_template_marks_nothing() {
+        let out = refreshed_cluster(&cluster_state(), &live(true));
+        assert!(missing(&out).is_empty(), "{:?}", missing(&out));
+        assert_eq!(out.get("nodes").as_list().unwrap()[0].get("id").as_str(), Some("i-0"));
+    }
+
+    #[test]
+    fn nodes_are_filled_in_only_where_the_plan_left_them_unknown() {
+        let nodes = live(true).addresses();
+        let state = Value::object([("nodes", Value::Null)]);
+        let unknown = Value::object([("nodes", Value::Unknown)]);
+        assert_eq!(with_addresses(&state, &unknown, &nodes).get("nodes").as_list().map(<[Value]>::len), Some(2));
+        assert_eq!(with_addresses(&state, &state, &nodes), state);
+    }
+
+    #[test]
+    fn the_fsx_id_comes_from_the_filesystem_id() {
+        let state = |id: Value| Value::object([("id", id), ("fabric", Value::object([("region", Value::from("us-east-1"))]))]);
+        assert_eq!(fs_id_of(&state(Value::from("aws/us-east-1/fs-0123"))), Some("fs-0123".to_owned()));
+        for bad in [Value::Null, Value::Unknown, Value::from("fs-0123"), Value::from("gcp/us-east-1/fs-0123")] {
+            assert_eq!(fs_id_of(&state(bad.clone())), None, "{bad:?}");
+        }
+        let fs: &dyn Backend<FilesystemSpec> = &Aws;
+        assert_eq!(fs.place(&state(Value::from("aws/us-east-1/fs-0123"))), "(fs-0123) in us-east-1");
+        assert_eq!(fs.place(&state(Value::Null)), "in us-east-1");
+    }
+
+    #[test]
+    fn a_filesystem_refresh_takes_fsx_values_and_marks_a_vanished_association_missing() {
+        use aws_sdk_fsx::types::{FileSystem, LustreFileSystemConfiguration};
+        let fs = FileSystem::builder()
+            .file_system_id("fs-0123")
+            .storage_capacity(2400)
+            .dns_name("fs-0123.fsx.us-east-1.amazonaws.com")
+            .lustre_configuration(LustreFileSystemConfiguration::builder().mount_name("abcd").per_unit_storage_throughput(250).build())
+            .build();
+        let state = Value::object([
+            ("capacity_gib", Value::int(1200)),
+            ("metadata_iops", Value::Null),
+            (
+                "expansion",
+                Value::list([piece("aws_fsx_lustre_file_system", "scratch"), piece("aws_fsx_data_repository_association", "scratch-dra")]),
+            ),
+        ]);
+        let out = refreshed_filesystem(&state, &filesystem::FsLive { fs, dra: None });
+        assert_eq!(out.get("capacity_gib"), &Value::int(2400));
+        assert_eq!(out.get("throughput_mbps"), &Value::int(2400 * 250 / 1024));
+        assert_eq!(out.get("filesystem_name").as_str(), Some("abcd"));
+        assert_eq!(out.get("metadata_iops"), &Value::Null);
+        assert_eq!(
+            out.get("mount_command").as_str(),
+            Some("sudo mkdir -p /fsx && sudo mount -t lustre -o relatime,flock fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd /fsx")
+        );
+        assert_eq!(missing(&out), ["aws_fsx_data_repository_association"]);
     }
 }

@@ -527,15 +527,6 @@ pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, 
     }
 }
 
-/// Node names written compactly when they run from 0 without gaps, else listed.
-pub fn names_setting(cluster: &str, names: &[String]) -> String {
-    if names.iter().enumerate().all(|(i, n)| *n == format!("{cluster}-{i}")) {
-        crate::clouds::name_range(cluster, names.len() as u32)
-    } else {
-        names.join(", ")
-    }
-}
-
 /// The configuration an import reconstructs from the launch template, its tags and the nodes.
 pub async fn imported_config(
     aws: &Aws,
