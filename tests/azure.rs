@@ -1,7 +1,7 @@
 //! The Azure resources through the provider's own Resource implementations against the ARM emulator
 //! (HTTPS, trusted through HPC_AZURE_CA_FILE): 429 with Retry-After honoured, an allocation failure
-//! reported with ARM's code and kept in state, the scale-set split the plan promised, and another owner's
-//! piece at a fabric's id left alone.
+//! reported with ARM's code and kept in state, the scale-set split the plan promised, imports keeping a
+//! user's tag named `Name`, and another owner's piece at a fabric's id left alone.
 
 use std::sync::Arc;
 
@@ -52,7 +52,8 @@ async fn throttling_allocation_failures_and_the_scale_set_split() {
     let fabric_ref = json!({"id": "azure/az-rg/az", "name": "az", "cloud": "azure", "region": "eastus", "zone": null,
                             "instance_type": "Standard_ND96isr_H100_v5", "placement": "cluster"});
     let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x";
-    let big = value(&GpuCluster, json!({"name": "big", "fabric": fabric_ref, "node_count": 150, "ssh_public_key": key}));
+    let big =
+        value(&GpuCluster, json!({"name": "big", "fabric": fabric_ref, "node_count": 150, "ssh_public_key": key, "tags": {"Name": "x"}}));
     let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &big).await;
     assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
     let inv = admin("GET", "inventory", None);
@@ -61,6 +62,9 @@ async fn throttling_allocation_failures_and_the_scale_set_split() {
     assert_eq!(inv["resources"]["arm"]["virtualMachines"].as_array().map(Vec::len), Some(150));
     let mut d = Diagnostics::new();
     assert!(matches!(GpuCluster.read(&ctx, &cluster, &[], &mut d).await, ReadOutcome::Found { .. }));
+    // Imported, the cluster keeps the user's own tag named Name (only AWS reserves that key).
+    let imported = GpuCluster.import(&ctx, "azure/az-rg/big", &mut d).await.unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+    assert_eq!(imported.get("tags").get("Name").as_str(), Some("x"), "{:?}", imported.get("tags"));
 
     // No capacity: the scale set's operation fails with AllocationFailed; the diagnostic says so.
     admin("POST", "faults", Some(json!({"service": "arm", "operation": "virtualMachineScaleSets.put", "kind": "capacity", "times": 1})));
@@ -71,9 +75,16 @@ async fn throttling_allocation_failures_and_the_scale_set_split() {
 
     // Another owner's piece where the fabric's own was (its security group deleted outside, another
     // fabric's copied to that id): the next apply does not PUT over it, says whose it is, and leaves it.
-    let other = value(&GpuFabric, json!({"name": "bz", "cloud": "azure", "region": "eastus", "instance_type": "Standard_ND96isr_H100_v5"}));
+    let other = value(
+        &GpuFabric,
+        json!({"name": "bz", "cloud": "azure", "region": "eastus", "instance_type": "Standard_ND96isr_H100_v5", "tags": {"Name": "x"}}),
+    );
     let (other_state, diags) = apply(&ctx, &GpuFabric, &Value::Null, &other).await;
     assert!(diags.is_empty(), "{diags:?}");
+    // Imported, the fabric keeps the user's own tag named Name too.
+    let mut d = Diagnostics::new();
+    let imported = GpuFabric.import(&ctx, "azure/bz-rg/bz", &mut d).await.unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+    assert_eq!(imported.get("tags").get("Name").as_str(), Some("x"), "{:?}", imported.get("tags"));
     let groups = "/subscriptions/00000000-0000-0000-0000-0000000000aa/resourceGroups";
     let ours = format!("{groups}/az-rg/providers/Microsoft.Network/networkSecurityGroups/az-nsg");
     admin("POST", "out-of-band", Some(json!({"action": "delete", "id": ours})));

@@ -276,3 +276,31 @@ async fn cluster_network_nodes_in_the_services_casing_are_running() {
     destroy(&ctx, &GpuCluster, &read).await;
     destroy(&ctx, &GpuFabric, &fabric).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imports_keep_a_user_tag_called_name() {
+    // `Name` is only AWS's console tag; on OCI it is the user's like any other and survives an import.
+    let (ep, key) = start_oci();
+    let ctx = context(key_block(&ep, &key));
+    let tags = json!({"Name": "x", "team": "ml"});
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "named", "cloud": "oci", "region": "us-ashburn-1", "zone": AD, "compartment_id": COMPARTMENT,
+               "instance_type": "BM.GPU.H100.8", "placement": "none", "tags": tags}),
+    );
+    let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let cluster_config =
+        value(&GpuCluster, json!({"name": "named-nodes", "fabric": fabric_ref("named", "none"), "node_count": 1, "tags": tags}));
+    let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &cluster_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    for (resource, name) in [(&GpuFabric as &dyn Resource, "named"), (&GpuCluster, "named-nodes")] {
+        let mut d = Diagnostics::new();
+        let imported = resource.import(&ctx, &format!("oci/us-ashburn-1/{COMPARTMENT}/{name}"), &mut d).await;
+        assert!(d.is_empty(), "{}: {:?}", resource.type_name(), d.iter().map(|d| d.detail.clone()).collect::<Vec<_>>());
+        let imported = imported.unwrap_or_else(|| panic!("{} not imported", resource.type_name()));
+        assert_eq!(imported.get("tags"), &value(&GpuFabric, json!({"tags": tags})).get("tags").clone(), "{}", resource.type_name());
+    }
+    destroy(&ctx, &GpuCluster, &cluster).await;
+    destroy(&ctx, &GpuFabric, &fabric).await;
+}

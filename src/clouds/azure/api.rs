@@ -12,8 +12,9 @@ use azure_core::credentials::TokenCredential;
 use serde_json::Value as Json;
 
 use crate::catalog::Cloud;
+use crate::clouds::shared::Backoff;
 use crate::config::{CloudSettings, ProviderConfig};
-use crate::framework::Context;
+use crate::framework::{Context, Value};
 
 const ARM: &str = "https://management.azure.com";
 const SCOPE: &str = "https://management.azure.com/.default";
@@ -231,7 +232,8 @@ impl Arm {
         // Without a monitor (an update answered 200, say), the resource's own provisioningState tells when
         // the write is done, as azure-core's pollers read it.
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Duration::from_millis(200);
+        let backoff = Backoff::STANDARD;
+        let mut delay = backoff.first;
         let mut missing = 0;
         loop {
             let Some(found) = self.get(ctx, id, api).await? else {
@@ -244,7 +246,7 @@ impl Arm {
                     _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
                     _ = tokio::time::sleep(delay) => {}
                 }
-                delay *= 2;
+                delay = backoff.next(delay);
                 continue;
             };
             match found["properties"]["provisioningState"].as_str() {
@@ -262,7 +264,7 @@ impl Arm {
                 _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
                 _ = tokio::time::sleep(delay) => {}
             }
-            delay = (delay * 2).min(Duration::from_secs(5));
+            delay = backoff.next(delay);
         }
     }
 
@@ -285,7 +287,8 @@ impl Arm {
     /// error status carries ARM's error.
     async fn wait(&self, ctx: &Context, monitor: &Monitor, what: &str, timeout: Duration) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Duration::from_millis(200);
+        let backoff = Backoff::STANDARD;
+        let mut delay = backoff.first;
         let mut url = match monitor {
             Monitor::AsyncOperation(u) | Monitor::Location(u) => u.clone(),
         };
@@ -321,12 +324,13 @@ impl Arm {
             if tokio::time::Instant::now() + delay > deadline {
                 return Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout)));
             }
+            // Retry-After as the service gives it (at most 10 s), else the standard backoff.
             let wait = reply.retry_after.unwrap_or(delay).min(Duration::from_secs(10));
             tokio::select! {
                 _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
                 _ = tokio::time::sleep(wait) => {}
             }
-            delay = (delay * 2).min(Duration::from_secs(5));
+            delay = backoff.next(delay);
         }
     }
 }
@@ -350,6 +354,22 @@ pub fn resource_id(group: &str, name: &str) -> String {
 /// Splits `azure/<resource group>/<name>`.
 pub fn parse_id(id: &str) -> Option<(&str, &str)> {
     crate::clouds::shared::parse_id(crate::catalog::Cloud::Azure, id).map(|[group, name]| (group, name))
+}
+
+/// An ARM resource's `tags` object (string values only).
+pub fn tags_of(resource: &Json) -> BTreeMap<String, String> {
+    resource["tags"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .unwrap_or_default()
+}
+
+/// The `tags` attribute an import rebuilds from a piece's tags: the user's own (Azure reserves no key of
+/// its own, so a user's `Name` is kept), less the provider's `hpc:` keys and its `default_tags`; null
+/// when none are left.
+pub fn imported_tags(tags: &BTreeMap<String, String>, defaults: &BTreeMap<String, String>) -> Value {
+    let user = crate::clouds::shared::user_tags(Cloud::Azure, tags, defaults);
+    if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }
 }
 
 #[cfg(test)]

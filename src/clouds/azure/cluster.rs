@@ -47,7 +47,8 @@ async fn own_set(ctx: &Context, arm: &Arm, id: &str, census: &Census) -> Result<
     Ok(set.filter(|s| census.admit(SCALE_SET, &super::api::short(id), marker_in_json(&s["tags"]), None)))
 }
 
-const SCALE_SET: &str = "azurerm_linux_virtual_machine_scale_set";
+/// The node piece of a cluster's expansion: one scale set.
+pub const SCALE_SET: &str = "azurerm_linux_virtual_machine_scale_set";
 
 /// Each scale set's live VMs (in instance-id order), in scale-set order; `None` for a scale set that does
 /// not exist or is not the census's. Per scale set: one read, one VM list, one NIC list.
@@ -305,10 +306,7 @@ pub async fn imported_config(
     let Some((first, _)) = sets.first() else {
         return Err(format!("no cluster named {cluster:?} in {group}: no scale set {cluster}-0"));
     };
-    let tags: BTreeMap<String, String> = first["tags"]
-        .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
-        .unwrap_or_default();
+    let tags = super::api::tags_of(first);
     let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("scale set {cluster}-0 has no hpc:fabric tag"))?;
     let profile = &first["properties"]["virtualMachineProfile"];
     let reservation = profile["capacityReservation"]["capacityReservationGroup"]["id"].as_str().map(str::to_owned);
@@ -339,7 +337,6 @@ pub async fn imported_config(
         .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
         .and_then(|b| String::from_utf8(b).ok());
     let ssh = os["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().map(str::to_owned);
-    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Azure, &tags, defaults);
     Ok(Value::object([
         ("name", Value::from(cluster)),
         ("fabric", fabric_ref(ctx, arm, group, fabric).await?),
@@ -350,6 +347,6 @@ pub async fn imported_config(
         ("user_data", Value::from(user_data)),
         ("ssh_public_key", Value::from(ssh)),
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
-        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+        ("tags", super::api::imported_tags(&tags, defaults)),
     ]))
 }

@@ -257,13 +257,9 @@ pub fn imported_config(
     given_group: bool,
     defaults: &BTreeMap<String, String>,
 ) -> Result<Value, String> {
-    let tags: BTreeMap<String, String> = nsg["tags"]
-        .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
-        .unwrap_or_default();
+    let tags = super::api::tags_of(nsg);
     let get = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
     let instance_type = tags.get("hpc:instance-type").ok_or_else(|| format!("security group {name}-nsg has no hpc:instance-type tag"))?;
-    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Azure, &tags, defaults);
     Ok(Value::object([
         ("name", Value::from(name)),
         ("cloud", Value::from("azure")),
@@ -276,6 +272,6 @@ pub fn imported_config(
         ("cidr_block", get("hpc:cidr")),
         ("placement", get("hpc:placement")),
         ("resource_group", if given_group { Value::from(group) } else { Value::Null }),
-        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+        ("tags", super::api::imported_tags(&tags, defaults)),
     ]))
 }

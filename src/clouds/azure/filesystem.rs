@@ -132,10 +132,7 @@ pub async fn imported_config(
     defaults: &BTreeMap<String, String>,
 ) -> Result<Value, String> {
     let (capacity, tier) = size_of(fs);
-    let tags: BTreeMap<String, String> = fs["tags"]
-        .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
-        .unwrap_or_default();
+    let tags = super::api::tags_of(fs);
     let fabric = tags.get("hpc:fabric").ok_or_else(|| "the filesystem has no hpc:fabric tag naming its fabric".to_owned())?;
     let fabric_ref = super::cluster::fabric_ref(ctx, arm, group, fabric).await?;
     let cluster_ref = match tags.get("hpc:cluster") {
@@ -159,7 +156,6 @@ pub async fn imported_config(
         }
         None => Value::Null,
     };
-    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Azure, &tags, defaults);
     let w = &fs["properties"]["maintenanceWindow"];
     Ok(Value::object([
         ("name", Value::from(fs["name"].as_str().unwrap_or_default())),
@@ -172,6 +168,6 @@ pub async fn imported_config(
             "maintenance_window",
             Value::from(format!("{} {}", w["dayOfWeek"].as_str().unwrap_or("Sunday"), w["timeOfDayUTC"].as_str().unwrap_or("02:00"))),
         ),
-        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
+        ("tags", super::api::imported_tags(&tags, defaults)),
     ]))
 }

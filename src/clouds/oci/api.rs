@@ -5,8 +5,9 @@
 //! winning attribute by attribute. 429 (OCI sends no Retry-After) and 5xx are retried with capped
 //! exponential backoff and jitter; creates carry an `opc-retry-token`, so a retried create never makes a
 //! second resource. "Out of host capacity" is not retried: it is reported at once and the apply can be
-//! run again. Lists follow `opc-next-page`; work requests and lifecycle states are polled with backoff,
-//! and every wait ends on the resource's timeout or on StopProvider.
+//! run again. Lists follow `opc-next-page`; work requests, lifecycle states and deletes OCI answers with
+//! 409 (a dependant still terminating) are polled on the shared `Backoff::STANDARD`, and every wait ends
+//! on the resource's timeout or on StopProvider.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,9 +17,10 @@ use serde_json::Value as Json;
 
 use super::signing::{Request, Signer};
 use crate::catalog::Cloud;
+use crate::clouds::shared::Backoff;
 use crate::clouds::throttle::jitter;
 use crate::config::{CloudSettings, ProviderConfig};
-use crate::framework::{Context, Diagnostics};
+use crate::framework::Context;
 
 /// The two OCI services the resources call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,17 +64,6 @@ pub fn connect(ctx: &Context, region: &str) -> Result<Oci, String> {
     let client = build(&settings, region)?;
     CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).insert(key, client.clone());
     Ok(client)
-}
-
-/// [`connect`], with a failure reported as a diagnostic.
-pub fn connect_or_report(ctx: &Context, region: &str, diags: &mut Diagnostics) -> Option<Oci> {
-    match connect(ctx, region) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            diags.error("OCI is not configured", e);
-            None
-        }
-    }
 }
 
 /// A profile of an OCI config file (INI: `[PROFILE]` then `key=value` lines).
@@ -186,17 +177,8 @@ impl Reply {
     }
 }
 
-/// The sentence every authentication failure carries; resources turn it into its own diagnostic.
+/// The sentence every authentication failure carries; the backend's `summary` gives it its own diagnostic.
 pub const AUTH_FAILED: &str = "OCI refused the request's signature (401 NotAuthenticated)";
-
-/// Reports an OCI error: authentication failures under their own summary, the rest under `summary`.
-pub fn report(diags: &mut Diagnostics, summary: &str, detail: String) {
-    if detail.contains(AUTH_FAILED) {
-        diags.error("OCI authentication failed", detail);
-    } else {
-        diags.error(summary, detail);
-    }
-}
 
 const ATTEMPTS: u32 = 8;
 
@@ -420,7 +402,7 @@ impl Oci {
         timeout: Duration,
     ) -> Result<Option<String>, String> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Duration::from_millis(200);
+        let mut delay = Backoff::STANDARD.first;
         loop {
             let reply = self.send(ctx, reqwest::Method::DELETE, service, path, None).await?;
             match reply.status {
@@ -432,14 +414,14 @@ impl Oci {
                 _ = ctx.cancelled() => return Err(format!("interrupted while deleting {what} (the CLI asked the provider to stop)")),
                 _ = tokio::time::sleep(delay) => {}
             }
-            delay = (delay * 2).min(Duration::from_secs(10));
+            delay = Backoff::STANDARD.next(delay);
         }
     }
 
     /// Polls a work request until it succeeds; a failure reports OCI's errors for it.
     pub async fn wait_work_request(&self, ctx: &Context, service: Service, id: &str, what: &str, timeout: Duration) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Duration::from_millis(100);
+        let mut delay = Backoff::STANDARD.first;
         loop {
             let reply = self.send(ctx, reqwest::Method::GET, service, &format!("/workRequests/{id}"), None).await?;
             if reply.status != 200 {
@@ -477,7 +459,7 @@ impl Oci {
         timeout: Duration,
     ) -> Result<Json, String> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Duration::from_millis(100);
+        let mut delay = Backoff::STANDARD.first;
         // Reads may lag a create: a few NotFound answers in a row are waited out before "vanished".
         let mut misses = 0;
         loop {
@@ -516,7 +498,7 @@ impl Oci {
             _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
             _ = tokio::time::sleep(*delay) => {}
         }
-        *delay = (*delay * 2).min(Duration::from_secs(10));
+        *delay = Backoff::STANDARD.next(*delay);
         Ok(())
     }
 }

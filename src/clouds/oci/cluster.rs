@@ -531,6 +531,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn node_indices_come_only_from_the_clusters_own_names() {
+        assert_eq!(index_of("lib", "lib-0"), Some(0));
+        assert_eq!(index_of("lib", "lib-12"), Some(12));
+        // A cluster whose name has a hyphen: the index is after the whole name.
+        assert_eq!(index_of("lib-a", "lib-a-3"), Some(3));
+        for other in ["lib", "lib-", "lib-x", "lib-a-3", "library-1", "xlib-1", "lib_1", "lib--1", "lib-1-2"] {
+            assert_eq!(index_of("lib", other), None, "{other}");
+        }
+    }
+
+    #[test]
     fn cluster_network_states_are_read_in_any_casing() {
         for (node, state) in [
             (json!({"state": "Running"}), "RUNNING"),

@@ -381,3 +381,20 @@ pub async fn join(
     };
     Ok(Joined { subnet, nsg: nsg["id"].as_str().unwrap_or_default().to_owned(), compute_cluster })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_imported_fabric_keeps_the_users_name_tag() {
+        // `Name` is reserved on AWS (its console writes it) but is an ordinary user tag on OCI.
+        let nsg = json!({"freeformTags": {"Name": "x", "team": "ml", "env": "prod", "hpc:owner": "o", "hpc:fabric": "lib",
+                                          "hpc:instance-type": "BM.GPU.H100.8", "hpc:placement": "cluster", "hpc:cidr": "10.0.0.0/16"}});
+        let defaults = BTreeMap::from([("env".to_owned(), "prod".to_owned())]);
+        let config = imported_config("us-ashburn-1", "ocid1.compartment.oc1..lib", "lib", &nsg, &defaults).unwrap();
+        let tags = config.get("tags").as_map().map(|m| m.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+        assert_eq!(tags, ["Name", "team"], "the provider's keys and the provider's default_tags are left out, the user's kept");
+        assert_eq!(config.get("tags").get("Name").as_str(), Some("x"));
+    }
+}

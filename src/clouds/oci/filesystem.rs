@@ -299,4 +299,17 @@ mod tests {
         }
         assert_eq!(data_repository("something-else"), "something-else");
     }
+
+    #[test]
+    fn object_storage_names_are_checked_and_prefixes_keep_their_depth() {
+        // Bucket and namespace may hold letters, digits, '-', '_' and '.'; the prefix loses only trailing slashes.
+        assert_eq!(object_storage_prefix("oci://my_data.v2@ns-1/a/b/c//").as_deref(), Some("ns-1:/my_data.v2/a/b/c"));
+        for bad in ["oci://da ta@ns/x", "oci://data@n:s/x", "oci://data", "oci://", "OCI://data@ns"] {
+            assert_eq!(object_storage_prefix(bad), None, "{bad}");
+        }
+        // Only `namespace:/...` with a plain namespace is OCI's form; a path or URL stays as written.
+        assert_eq!(data_repository("ns:/bucket"), "oci://bucket@ns");
+        assert_eq!(data_repository("/abs:/path"), "/abs:/path");
+        assert_eq!(data_repository(":/bucket"), ":/bucket");
+    }
 }
