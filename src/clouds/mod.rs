@@ -1,7 +1,9 @@
-//! One module per cloud. Today each holds its expander: the pure function from a validated neutral spec to
-//! the vendor pieces, named in the official providers' vocabulary (`aws_placement_group`, ...). The API
-//! clients of the per-cloud issues live beside them. Names of pieces other pieces refer to are written as
-//! `<kind>.<name>` so the plan shows the wiring without cloud-assigned ids.
+//! The clouds: one directory per cloud (its expander in `mod.rs`, its rules, its backend, its API client and
+//! the observe/converge/delete of each resource kind) and the neutral files every cloud shares: the backend
+//! interface and its selectors (`backend.rs`), the shared helpers (`shared.rs`) and the rate limiter
+//! (`throttle.rs`). Expanders name pieces in the official providers' vocabulary (`aws_placement_group`, ...);
+//! pieces other pieces refer to are written as `<kind>.<name>`, so the plan shows the wiring without
+//! cloud-assigned ids. See ARCHITECTURE.md.
 
 pub mod aws;
 pub mod azure;
