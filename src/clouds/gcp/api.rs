@@ -13,6 +13,7 @@ use google_cloud_compute_v1::client::{
 use google_cloud_compute_v1::model::Operation;
 
 use crate::catalog::Cloud;
+use crate::clouds::shared::Backoff;
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::Context;
 
@@ -102,7 +103,8 @@ macro_rules! client {
         let mut b = <$ty>::builder()
             .with_credentials($creds.clone())
             .with_retry_policy(google_cloud_gax::retry_policy::NeverRetry)
-            .with_polling_error_policy(PollThroughTransient.with_attempt_limit(50));
+            .with_polling_error_policy(PollThroughTransient.with_attempt_limit(50))
+            .with_polling_backoff_policy(polling());
         if let Some(ep) = &$settings.endpoint {
             b = b.with_endpoint(ep.trim_end_matches('/'));
         }
@@ -298,13 +300,25 @@ fn last(url: &str) -> &str {
     url.rsplit('/').next().unwrap_or(url)
 }
 
+/// How long-running operations are polled: Compute Engine's here ([`wait`]), Managed Lustre's by the
+/// client's poller, both on the one schedule every wait uses ([`Backoff::STANDARD`]).
+fn polling() -> google_cloud_gax::exponential_backoff::ExponentialBackoff {
+    let Backoff { first, max } = Backoff::STANDARD;
+    google_cloud_gax::exponential_backoff::ExponentialBackoffBuilder::new()
+        .with_initial_delay(first)
+        .with_maximum_delay(max)
+        .with_scaling(2.0)
+        .clamp()
+}
+
 /// Waits for an operation to finish (polling its zone, region or global collection with backoff), and
 /// returns Compute Engine's error if it failed: a DONE operation can carry one.
 pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<(), String> {
     let name = op.name.clone().unwrap_or_default();
     let mut current = op;
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut delay = Duration::from_millis(100);
+    let backoff = Backoff::STANDARD;
+    let mut delay = backoff.first;
     loop {
         if current.status == Some(google_cloud_compute_v1::model::operation::Status::Done) {
             if let Some(err) = current.error.as_ref().filter(|e| !e.errors.is_empty()) {
@@ -321,10 +335,10 @@ pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: 
             return Err(format!("timed out after {} waiting for {what}", crate::clouds::shared::human(timeout)));
         }
         tokio::select! {
-            _ = ctx.cancelled() => return Err(format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")),
+            _ = ctx.cancelled() => return Err(crate::clouds::shared::interrupted(what)),
             _ = tokio::time::sleep(delay) => {}
         }
-        delay = (delay * 2).min(Duration::from_secs(5));
+        delay = backoff.next(delay);
         let project = gcp.project.clone();
         current = if let Some(zone) = current.zone.clone() {
             call(ctx, "reading an operation", || gcp.zone_ops.get().set_project(&project).set_zone(last(&zone)).set_operation(&name).send())

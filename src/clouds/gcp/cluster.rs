@@ -11,7 +11,7 @@ use google_cloud_compute_v1::model;
 use serde_json::json;
 
 use super::api::{self, Gcp, call};
-use super::fabric;
+use super::{fabric, topology};
 use crate::catalog::Fabric;
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
@@ -128,9 +128,10 @@ fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &B
     let net = |n: &str| format!("projects/{p}/global/networks/{n}");
     let sub = |n: &str| format!("projects/{p}/regions/{r}/subnetworks/{n}");
     let mut nics = vec![json!({"network": host.0, "subnetwork": host.1, "nicType": "GVNIC"})];
+    // One NIC per network of the fabric's topology (super::topology), in its order.
     match f.sku.fabric {
         Fabric::GpuDirectTcpx | Fabric::GpuDirectTcpxo => {
-            for i in 0..f.sku.rdma_interfaces.unwrap_or(0) {
+            for i in 0..topology::gpu_vpcs(f.sku) {
                 let name = format!("{}-gpu-{i}", f.name);
                 nics.push(json!({"network": net(&name), "subnetwork": sub(&name), "nicType": "GVNIC"}));
             }
@@ -138,7 +139,7 @@ fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &B
         Fabric::Roce => {
             let gvnic = format!("{}-gvnic-1", f.name);
             nics.push(json!({"network": net(&gvnic), "subnetwork": sub(&gvnic), "nicType": "GVNIC"}));
-            for i in 0..8 {
+            for i in 0..topology::RDMA_SUBNETS {
                 nics.push(json!({"network": net(&format!("{}-rdma", f.name)), "subnetwork": sub(&format!("{}-rdma-{i}", f.name)), "nicType": "MRDMA"}));
             }
         }

@@ -12,18 +12,12 @@ use google_cloud_compute_v1::model;
 use serde_json::{Value as Json, json};
 
 use super::api::{self, Gcp, call};
-use crate::catalog::Fabric;
+use super::topology::{Shape, topology};
 use crate::framework::{Context, Value};
-use crate::model::{FabricSpec, Network, Placement};
+use crate::model::{FabricSpec, Network};
 use crate::ownership::Census;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
-    Network,
-    Subnetwork,
-    Firewall,
-    Policy,
-}
+pub use super::topology::Kind;
 
 /// One piece to exist: its kind, name, the expansion piece it belongs to, and its body.
 #[derive(Clone, Debug)]
@@ -66,83 +60,42 @@ pub fn parse_description(text: &str) -> Option<BTreeMap<String, String>> {
     Some(rest.split_whitespace().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect())
 }
 
-/// Every piece of the fabric, in creation order (networks before what lives in them).
+/// Every piece of the fabric, in creation order (networks before what lives in them): the fabric's
+/// [`topology`](super::topology), each resource with its request body.
 pub fn desired(spec: &FabricSpec, project: &str, gpu: Option<&str>, owner: Option<&str>) -> Vec<Item> {
-    let n = &spec.name;
     let desc = description(spec, gpu, owner);
     let net = |name: &str| format!("projects/{project}/global/networks/{name}");
-    let sku = spec.sku;
-    let roce = sku.fabric == Fabric::Roce;
-    let mut out = Vec::new();
-    let mut network = |piece: &str, name: String, mtu: i64, extra: Json| {
-        let mut body = json!({"name": name, "description": desc, "autoCreateSubnetworks": false, "mtu": mtu});
-        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
-            b.extend(e.clone());
-        }
-        out.push(Item { kind: Kind::Network, name, piece: piece.to_owned(), body });
-    };
-    if let Network::Create { .. } = &spec.network {
-        network(&format!("{n}-vpc"), format!("{n}-vpc"), if roce { 8896 } else { 8244 }, json!({}));
-    }
-    let gpu_vpcs = match sku.fabric {
-        Fabric::GpuDirectTcpx | Fabric::GpuDirectTcpxo => sku.rdma_interfaces.unwrap_or(0),
-        _ => 0,
-    };
-    for i in 0..gpu_vpcs {
-        network(&format!("{n}-gpu"), format!("{n}-gpu-{i}"), 8244, json!({}));
-    }
-    if roce {
-        network(&format!("{n}-gvnic-1"), format!("{n}-gvnic-1"), 8896, json!({}));
-        network(
-            &format!("{n}-rdma"),
-            format!("{n}-rdma"),
-            8896,
-            json!({"networkProfile": super::roce_profile(project, spec.zone.as_deref().unwrap_or_default())}),
-        );
-    }
-    // The region is in the request's path (the body's `region` is a URL, and set by the service).
-    let mut subnet = |piece: String, name: String, network: String, range: String| {
-        let body = json!({"name": name, "description": desc, "network": net(&network), "ipCidrRange": range});
-        out.push(Item { kind: Kind::Subnetwork, name, piece, body });
-    };
-    if let Network::Create { cidr } = &spec.network {
-        subnet(format!("{n}-subnet"), format!("{n}-subnet"), format!("{n}-vpc"), crate::clouds::first_subnet(cidr));
-    }
-    for i in 0..gpu_vpcs {
-        subnet(format!("{n}-gpu"), format!("{n}-gpu-{i}"), format!("{n}-gpu-{i}"), format!("192.168.{i}.0/24"));
-    }
-    if roce {
-        subnet(format!("{n}-gvnic-1"), format!("{n}-gvnic-1"), format!("{n}-gvnic-1"), "192.168.64.0/24".into());
-        for i in 0..8 {
-            subnet(format!("{n}-rdma"), format!("{n}-rdma-{i}"), format!("{n}-rdma"), format!("192.168.{}.0/24", 128 + i));
-        }
-    }
-    let mut firewall = |piece: String, name: String, network: String, range: String| {
-        let body = json!({"name": name, "description": desc, "network": net(&network), "direction": "INGRESS",
-                          "allowed": [{"IPProtocol": "all"}], "sourceRanges": [range]});
-        out.push(Item { kind: Kind::Firewall, name, piece, body });
-    };
-    if let Network::Create { cidr } = &spec.network {
-        firewall(format!("{n}-internal"), format!("{n}-internal"), format!("{n}-vpc"), cidr.clone());
-    }
-    for i in 0..gpu_vpcs {
-        firewall(format!("{n}-gpu-internal"), format!("{n}-gpu-{i}-internal"), format!("{n}-gpu-{i}"), "192.168.0.0/16".into());
-    }
-    if roce {
-        firewall(format!("{n}-gvnic-1-internal"), format!("{n}-gvnic-1-internal"), format!("{n}-gvnic-1"), "192.168.64.0/24".into());
-    }
-    if spec.placement == Placement::Cluster {
-        let mut group = json!({"collocation": "COLLOCATED"});
-        if let Some(d) = spec.max_distance {
-            group["maxDistance"] = json!(d);
-        }
-        out.push(Item {
-            kind: Kind::Policy,
-            name: format!("{n}-placement"),
-            piece: format!("{n}-placement"),
-            body: json!({"name": format!("{n}-placement"), "description": desc, "groupPlacementPolicy": group}),
-        });
-    }
+    let mut out: Vec<Item> = topology(spec, project)
+        .resources()
+        .map(|(group, r)| {
+            let name = r.name.clone();
+            let body = match &r.shape {
+                Shape::Network { mtu, profile } => {
+                    let mut body = json!({"name": name, "description": desc, "autoCreateSubnetworks": false, "mtu": mtu});
+                    if let Some(p) = profile {
+                        body["networkProfile"] = json!(p);
+                    }
+                    body
+                }
+                // The region is in the request's path (the body's `region` is a URL, and set by the service).
+                Shape::Subnetwork { network, range } => {
+                    json!({"name": name, "description": desc, "network": net(network), "ipCidrRange": range})
+                }
+                Shape::Firewall { network, source } => json!({"name": name, "description": desc, "network": net(network),
+                    "direction": "INGRESS", "allowed": [{"IPProtocol": "all"}], "sourceRanges": [source]}),
+                Shape::Policy { max_distance } => {
+                    let mut group = json!({"collocation": "COLLOCATED"});
+                    if let Some(d) = max_distance {
+                        group["maxDistance"] = json!(d);
+                    }
+                    json!({"name": name, "description": desc, "groupPlacementPolicy": group})
+                }
+            };
+            Item { kind: group.kind, name, piece: group.piece.clone(), body }
+        })
+        .collect();
+    // Kind by kind, each in the topology's order (a stable sort).
+    out.sort_by_key(|i| i.kind);
     out
 }
 
@@ -379,22 +332,11 @@ pub fn refreshed_expansion(expansion: &Value, spec: &FabricSpec, project: &str, 
 
 /// The official provider's name for a kind of piece.
 fn piece_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Network => "google_compute_network",
-        Kind::Subnetwork => "google_compute_subnetwork",
-        Kind::Firewall => "google_compute_firewall",
-        Kind::Policy => "google_compute_resource_policy",
-    }
+    kind.piece_kind()
 }
 
 fn piece_kind(kind: Option<&str>) -> Option<Kind> {
-    Some(match kind? {
-        "google_compute_network" => Kind::Network,
-        "google_compute_subnetwork" => Kind::Subnetwork,
-        "google_compute_firewall" => Kind::Firewall,
-        "google_compute_resource_policy" => Kind::Policy,
-        _ => return None,
-    })
+    Kind::of_piece(kind?)
 }
 
 /// The configuration an import rebuilds from the pieces' descriptions.
@@ -430,4 +372,70 @@ pub fn fabric_ref(zone: &str, region: &str, name: &str, description: &BTreeMap<S
         ("instance_type", Value::from(description.get("instance_type").cloned())),
         ("placement", Value::from(description.get("placement").cloned())),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Cloud;
+    use crate::model::Placement;
+
+    fn spec(network: Network, max_distance: Option<i64>) -> FabricSpec {
+        FabricSpec {
+            name: "train".into(),
+            cloud: Cloud::Gcp,
+            region: "us-central1".into(),
+            zone: Some("us-central1-a".into()),
+            sku: crate::catalog::find_sku(Cloud::Gcp, "a3-megagpu-8g").unwrap(),
+            network,
+            placement: Placement::Cluster,
+            max_distance,
+            resource_group: None,
+            compartment_id: None,
+            tags: Default::default(),
+        }
+    }
+
+    fn live_with(description: String) -> FabricLive {
+        let mut live = FabricLive::default();
+        live.found.insert((Kind::Network, "train-gpu-0".into()), Some(description));
+        live
+    }
+
+    #[test]
+    fn a_description_reads_back_as_written() {
+        let text = description(&spec(Network::Create { cidr: "10.20.0.0/16".into() }, Some(2)), Some("h100"), Some("o-1"));
+        let d = parse_description(&text).unwrap();
+        let expected = [
+            ("fabric", "train"),
+            ("instance_type", "a3-megagpu-8g"),
+            ("zone", "us-central1-a"),
+            ("placement", "cluster"),
+            ("gpu", "h100"),
+            ("max_distance", "2"),
+            ("cidr", "10.20.0.0/16"),
+            ("owner", "o-1"),
+        ];
+        assert_eq!(d, expected.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
+        assert_eq!(parse_description("made by hand"), None);
+    }
+
+    #[test]
+    fn an_import_rebuilds_the_configuration_from_the_description() {
+        let given = Network::Existing { vpc_id: "projects/p/global/networks/corp".into(), subnet_id: "corp-gpu".into() };
+        let live = live_with(description(&spec(given, None), None, None));
+        let config = imported_config("us-central1-a", "train", "us-central1", &live).unwrap();
+        assert_eq!(config.get("vpc_id").as_str(), Some("projects/p/global/networks/corp"));
+        assert_eq!(config.get("subnet_id").as_str(), Some("corp-gpu"));
+        assert!(config.get("cidr_block").is_null() && config.get("max_distance").is_null() && config.get("gpu").is_null());
+        assert_eq!(config.get("instance_type").as_str(), Some("a3-megagpu-8g"));
+        assert_eq!(config.get("placement").as_str(), Some("cluster"));
+
+        let live = live_with(description(&spec(Network::Create { cidr: "10.20.0.0/16".into() }, Some(3)), Some("h100"), None));
+        let config = imported_config("us-central1-a", "train", "us-central1", &live).unwrap();
+        assert_eq!(config.get("cidr_block").as_str(), Some("10.20.0.0/16"));
+        assert_eq!(config.get("max_distance"), &Value::int(3));
+        assert_eq!(config.get("gpu").as_str(), Some("h100"));
+        assert!(imported_config("us-central1-a", "train", "us-central1", &FabricLive::default()).is_err());
+    }
 }

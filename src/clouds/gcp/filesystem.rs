@@ -96,7 +96,8 @@ async fn psa_request(ctx: &Context, gcp: &Gcp, method: reqwest::Method, path: &s
 /// backoff; a done operation's `error` is the call's failure.
 async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: Duration) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut delay = Duration::from_millis(100);
+    let backoff = crate::clouds::shared::Backoff::STANDARD;
+    let mut delay = backoff.first;
     loop {
         if op["done"].as_bool() == Some(true) {
             return match op.get("error").filter(|e| !e.is_null()) {
@@ -111,10 +112,10 @@ async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: D
             return Err(format!("timed out after {} waiting for {what}", crate::clouds::shared::human(timeout)));
         }
         tokio::select! {
-            _ = ctx.cancelled() => return Err(format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")),
+            _ = ctx.cancelled() => return Err(crate::clouds::shared::interrupted(what)),
             _ = tokio::time::sleep(delay) => {}
         }
-        delay = (delay * 2).min(Duration::from_secs(5));
+        delay = backoff.next(delay);
         op = psa_request(ctx, gcp, reqwest::Method::GET, &name, None).await?;
     }
 }

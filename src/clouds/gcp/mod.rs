@@ -8,116 +8,24 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod topology;
 
 use std::collections::BTreeMap;
 
-use super::{DEFAULT_IMAGE, first_subnet, name_range};
-use crate::catalog::{Fabric, Sku};
-use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement};
+use super::{DEFAULT_IMAGE, name_range};
+use crate::catalog::Fabric;
+use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Piece, Placement};
 
 /// GCP labels: lowercase keys and values; our `hpc:` keys become `hpc_`.
 fn labels(tags: &BTreeMap<String, String>) -> String {
     tags.iter().map(|(k, v)| format!("{}={v}", k.replace(':', "_"))).collect::<Vec<_>>().join(", ")
 }
 
-/// The GPU NIC VPCs of a machine family: (count, MTU) for TCPX/TCPXO families.
-fn gpu_vpcs(sku: &Sku) -> Option<u32> {
-    match sku.fabric {
-        Fabric::GpuDirectTcpx | Fabric::GpuDirectTcpxo => sku.rdma_interfaces,
-        _ => None,
-    }
-}
+use topology::{gpu_vpcs, is_roce};
 
-fn is_roce(sku: &Sku) -> bool {
-    sku.fabric == Fabric::Roce
-}
-
-/// Full URL of the zone's RoCE network profile (partial URLs without the project are rejected).
-pub fn roce_profile(project: &str, zone: &str) -> String {
-    format!("https://www.googleapis.com/compute/v1/projects/{project}/global/networkProfiles/{zone}-vpc-roce")
-}
-
+/// The fabric's pieces, as its [`topology`] describes them (the same one apply creates).
 pub fn fabric(spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
-    let n = &spec.name;
-    let project = d.gcp_project.clone().unwrap_or_default();
-    let zone = spec.zone.clone().unwrap_or_default();
-    let sku = spec.sku;
-    let mtu = if is_roce(sku) { 8896 } else { 8244 };
-    let mut out = Vec::new();
-    if let Network::Create { cidr } = &spec.network {
-        out.push(Piece::new("google_compute_network", format!("{n}-vpc")).set("auto_create_subnetworks", false).set("mtu", mtu));
-        out.push(
-            Piece::new("google_compute_subnetwork", format!("{n}-subnet"))
-                .set("network", format!("google_compute_network.{n}-vpc"))
-                .set("region", &spec.region)
-                .set("ip_cidr_range", first_subnet(cidr)),
-        );
-        out.push(
-            Piece::new("google_compute_firewall", format!("{n}-internal"))
-                .set("network", format!("google_compute_network.{n}-vpc"))
-                .set("allow", "all protocols")
-                .set("source_ranges", cidr),
-        );
-    }
-    if let Some(count) = gpu_vpcs(sku) {
-        let names = name_range(&format!("{n}-gpu"), count);
-        out.push(
-            Piece::new("google_compute_network", format!("{n}-gpu"))
-                .count(count)
-                .set("names", &names)
-                .set("mtu", 8244)
-                .set("auto_create_subnetworks", false),
-        );
-        out.push(
-            Piece::new("google_compute_subnetwork", format!("{n}-gpu"))
-                .count(count)
-                .set("names", &names)
-                .set("region", &spec.region)
-                .set("ip_cidr_range", format!("192.168.0.0/24 .. 192.168.{}.0/24", count - 1)),
-        );
-        out.push(
-            Piece::new("google_compute_firewall", format!("{n}-gpu-internal"))
-                .count(count)
-                .set("allow", "all protocols")
-                .set("source_ranges", "192.168.0.0/16"),
-        );
-    }
-    if is_roce(sku) {
-        // Two gVNIC VPCs in all: the host VPC and this one; then the RDMA VPC for the 8 MRDMA NICs.
-        out.push(Piece::new("google_compute_network", format!("{n}-gvnic-1")).set("mtu", 8896).set("auto_create_subnetworks", false));
-        out.push(
-            Piece::new("google_compute_subnetwork", format!("{n}-gvnic-1"))
-                .set("region", &spec.region)
-                .set("ip_cidr_range", "192.168.64.0/24"),
-        );
-        out.push(
-            Piece::new("google_compute_firewall", format!("{n}-gvnic-1-internal"))
-                .set("allow", "all protocols")
-                .set("source_ranges", "192.168.64.0/24"),
-        );
-        out.push(
-            Piece::new("google_compute_network", format!("{n}-rdma"))
-                .set("network_profile", roce_profile(&project, &zone))
-                .set("mtu", 8896)
-                .set("auto_create_subnetworks", false),
-        );
-        out.push(
-            Piece::new("google_compute_subnetwork", format!("{n}-rdma"))
-                .count(8)
-                .set("names", name_range(&format!("{n}-rdma"), 8))
-                .set("region", &spec.region)
-                .set("ip_cidr_range", "192.168.128.0/24 .. 192.168.135.0/24"),
-        );
-    }
-    if spec.placement == Placement::Cluster {
-        out.push(
-            Piece::new("google_compute_resource_policy", format!("{n}-placement"))
-                .set("region", &spec.region)
-                .set("group_placement_policy.collocation", "COLLOCATED")
-                .set_opt("group_placement_policy.max_distance", spec.max_distance),
-        );
-    }
-    out
+    topology::topology(spec, d.gcp_project.as_deref().unwrap_or_default()).pieces()
 }
 
 pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
@@ -155,7 +63,8 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
     ];
     let nic = "google_compute_instance.network_interface";
     out.push(Piece::new(nic, format!("{n} nic0")).set("network", spec.network_label("host network")).set("nic_type", "GVNIC"));
-    if let Some(count) = gpu_vpcs(sku) {
+    let count = gpu_vpcs(sku);
+    if count > 0 {
         out.push(
             Piece::new(nic, format!("{n} gpu nics"))
                 .count(count)
@@ -167,9 +76,9 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         out.push(Piece::new(nic, format!("{n} nic1")).set("network", format!("{}-gvnic-1", f.name)).set("nic_type", "GVNIC"));
         out.push(
             Piece::new(nic, format!("{n} rdma nics"))
-                .count(8)
+                .count(topology::RDMA_SUBNETS)
                 .set("network", format!("{}-rdma", f.name))
-                .set("subnetworks", name_range(&format!("{}-rdma", f.name), 8))
+                .set("subnetworks", name_range(&format!("{}-rdma", f.name), topology::RDMA_SUBNETS))
                 .set("nic_type", "MRDMA"),
         );
     }
