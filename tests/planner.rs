@@ -979,3 +979,52 @@ fn every_catalog_node_type_plans() {
         }
     }
 }
+
+/// Diagnostics of validating and of planning (on create) `config` as a `kind`, and the planned state.
+fn validate_and_plan(kind: &str, config: &J) -> (Diagnostics, Diagnostics, Value) {
+    let r = resource(kind);
+    let schema = r.schema();
+    let config = config_value(&schema, config);
+    let mut validated = Diagnostics::new();
+    r.validate(&config, &mut validated);
+    let mut planned = Diagnostics::new();
+    let resp = r.plan(
+        &context(true),
+        PlanRequest { prior: &Value::Null, proposed: &proposed(&schema, &Value::Null, &config), config: &config, prior_private: &[] },
+        &mut planned,
+    );
+    (validated, planned, resp.planned)
+}
+
+/// Azure Managed Lustre always mounts as "lustrefs": another filesystem_name is refused at filesystem_name
+/// (at validation and at plan), not silently replaced; "lustrefs", or no name, plans as the AMLFS golden.
+#[test]
+fn azure_filesystem_name_must_be_lustrefs() {
+    let fs = |name: Option<&str>| {
+        let mut c = json!({"name": "scratch", "fabric": azure_h100(), "capacity_gib": 16384, "throughput_per_tib": 125,
+            "data_repository": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/data-rg/providers/Microsoft.Storage/storageAccounts/acct/blobServices/default/containers/data"});
+        if let Some(n) = name {
+            c["filesystem_name"] = json!(n);
+        }
+        c
+    };
+    let (validated, planned, _) = validate_and_plan("filesystem", &fs(Some("abc")));
+    for (when, diags) in [("validate", &validated), ("plan", &planned)] {
+        let errors: Vec<String> = diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| format!("[{}] {}", d.path.as_ref().map(|p| p.to_string()).unwrap_or_default(), d.summary))
+            .collect();
+        assert_eq!(errors, ["[filesystem_name] Filesystem name fixed by Azure Managed Lustre"], "{when}");
+    }
+    let golden =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens/azure_filesystem_amlfs.txt")).unwrap();
+    let golden_planned = golden.split_once("## planned\n").unwrap().1;
+    for name in [None, Some("lustrefs")] {
+        let (validated, planned, state) = validate_and_plan("filesystem", &fs(name));
+        assert!(validated.is_empty() && planned.is_empty(), "{name:?}: {validated:?} {planned:?}");
+        assert_eq!(state.get("filesystem_name").as_str(), Some("lustrefs"), "{name:?}");
+        let text = serde_json::to_string_pretty(&to_json(&state)).unwrap() + "\n";
+        assert_eq!(text, golden_planned, "{name:?}");
+    }
+}

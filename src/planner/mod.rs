@@ -53,9 +53,7 @@ pub struct ClusterPlan {
 
 /// Tags on every piece: the provider's defaults, the resource's own, and ours must fit the cloud's limit.
 fn check_tag_count(cloud: Cloud, own: &BTreeMap<String, String>, defaults: &Defaults, diags: &mut Diagnostics) {
-    if cloud == Cloud::Gcp {
-        spec::check_gcp_default_labels(&defaults.default_tags, diags);
-    }
+    clouds::rules::rules(cloud).default_tags(&defaults.default_tags, diags);
     let mut all = defaults.default_tags.clone();
     all.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
     let limit = catalog::limits::tag_limit(cloud);

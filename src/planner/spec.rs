@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::catalog::limits;
 use crate::catalog::{self, Cloud, Fabric, Sku};
+use crate::clouds::rules::{Reported, rules};
 use crate::config::validate_tags;
 use crate::framework::{AttributePath, Diagnostics, Value, one_of};
 pub use crate::model::{
@@ -212,37 +213,6 @@ fn parse_fabric_ref(v: &Value, path: AttributePath, diags: &mut Diagnostics) -> 
     Ok(FabricRef { name, cloud, region, zone, sku, placement })
 }
 
-/// Google Cloud labels are stricter than tags elsewhere: lowercase letters, digits, `_` and `-`, at most
-/// 63 characters, keys starting with a letter.
-fn check_gcp_labels(tags: &BTreeMap<String, String>, diags: &mut Diagnostics) -> bool {
-    let ok_chars = |s: &str| s.len() <= 63 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    let mut ok = true;
-    for (k, v) in tags {
-        if !ok_chars(k) || !k.starts_with(|c: char| c.is_ascii_lowercase()) || !ok_chars(v) {
-            diags.error_at(
-                AttributePath::attr("tags").and_key(k),
-                "Invalid Google Cloud label",
-                format!("{k}={v:?} cannot be a Google Cloud label: keys and values take lowercase letters, digits, '_' and '-' (at most 63), and keys start with a letter."),
-            );
-            ok = false;
-        }
-    }
-    ok
-}
-
-/// The provider's `default_tags` go on every Google Cloud piece as labels too, so they follow the same rule.
-pub(crate) fn check_gcp_default_labels(tags: &BTreeMap<String, String>, diags: &mut Diagnostics) {
-    let ok_chars = |s: &str| s.len() <= 63 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
-    for (k, v) in tags {
-        if !ok_chars(k) || !k.starts_with(|c: char| c.is_ascii_lowercase()) || !ok_chars(v) {
-            diags.error(
-                "Invalid Google Cloud label",
-                format!("default_tags[{k:?}] = {v:?} in the provider block cannot be a Google Cloud label: keys and values take lowercase letters, digits, '_' and '-' (at most 63), and keys start with a letter."),
-            );
-        }
-    }
-}
-
 // ------------------------------------------------------------------------------------------- fabric
 
 pub fn parse_fabric(c: &Value, diags: &mut Diagnostics) -> Option<FabricSpec> {
@@ -255,27 +225,9 @@ fn fabric(c: &Value, diags: &mut Diagnostics) -> Result<FabricSpec, ()> {
     let cloud = parse_cloud(c.get("cloud"), AttributePath::attr("cloud"), diags)?;
     let region = string(c.get("region"))?.ok_or(())?;
     let zone = string(c.get("zone"))?;
+    let rules = rules(cloud);
     let mut ok = name_ok;
-    match (&zone, cloud) {
-        (None, Cloud::Aws | Cloud::Gcp | Cloud::Oci) => {
-            let what = match cloud {
-                Cloud::Aws => "an availability zone such as \"us-east-1a\": a cluster placement group lives in one zone",
-                Cloud::Gcp => "a zone such as \"us-central1-a\": GPU instances and compact placement are zonal",
-                _ => "an availability domain such as \"Uocm:US-ASHBURN-AD-1\": cluster networks and Lustre are per AD",
-            };
-            diags.error_at(AttributePath::attr("zone"), "Missing zone", format!("On {cloud} the fabric needs {what}."));
-            ok = false;
-        }
-        (Some(z), Cloud::Aws | Cloud::Gcp) if !z.starts_with(&region) => {
-            diags.error_at(
-                AttributePath::attr("zone"),
-                "Zone outside region",
-                format!("Zone {z:?} is not in region {region:?}: zones of {region} are named \"{region}a\"/\"{region}-a\" and so on."),
-            );
-            ok = false;
-        }
-        _ => {}
-    }
+    ok &= rules.fabric_zone(&region, zone.as_deref(), diags);
     let gpu = string(c.get("gpu"))?;
     let instance_type = string(c.get("instance_type"))?;
     let sku = resolve_sku(cloud, gpu.as_deref(), instance_type.as_deref(), diags);
@@ -320,14 +272,6 @@ fn fabric(c: &Value, diags: &mut Diagnostics) -> Result<FabricSpec, ()> {
 
     let placement_name = string(c.get("placement"))?.unwrap_or_else(|| "cluster".into());
     let placement = match Placement::parse(&placement_name) {
-        Some(Placement::ClusterNetwork) if cloud != Cloud::Oci => {
-            diags.error_at(
-                AttributePath::attr("placement"),
-                "Placement not offered",
-                format!("\"cluster-network\" is OCI's RDMA placement. On {cloud} use \"cluster\" or \"none\"."),
-            );
-            return Err(());
-        }
         Some(p) => p,
         None => {
             diags.error_at(
@@ -338,81 +282,19 @@ fn fabric(c: &Value, diags: &mut Diagnostics) -> Result<FabricSpec, ()> {
             return Err(());
         }
     };
-    // OCI compute clusters and cluster networks take bare-metal RDMA shapes only.
-    if cloud == Cloud::Oci
-        && placement != Placement::None
-        && let Some(s) = sku.filter(|s| s.fabric == crate::catalog::Fabric::None)
-    {
-        diags.error_at(
-            AttributePath::attr("placement"),
-            "Placement not offered",
-            format!(
-                "{} has no RDMA network, and OCI compute clusters and cluster networks take bare-metal RDMA shapes only. Use placement = \"none\".",
-                s.name
-            ),
-        );
-        ok = false;
-    }
+    ok &= rules.placement(placement, sku, diags).map_err(|Reported| ())?;
     let max_distance = whole_number(c.get("max_distance"), AttributePath::attr("max_distance"), i64::MIN, i64::MAX, diags)?;
     if let Some(d) = max_distance {
-        if cloud != Cloud::Gcp || placement != Placement::Cluster {
-            diags.error_at(
-                AttributePath::attr("max_distance"),
-                "Attribute not valid here",
-                "max_distance tunes Google Cloud's compact placement policy; it only applies with cloud = \"gcp\" and placement = \"cluster\".",
-            );
-            ok = false;
-        } else if !(1..=3).contains(&d) {
-            diags.error_at(AttributePath::attr("max_distance"), "Value out of range", format!("max_distance takes 1, 2 or 3; got {d}."));
-            ok = false;
-        } else if d == 1
-            && let Some(s) = sku.filter(|s| matches!(s.name, "a3-ultragpu-8g" | "a4-highgpu-8g"))
-        {
-            diags.error_at(
-                AttributePath::attr("max_distance"),
-                "Placement distance not allowed",
-                format!("max_distance = 1 is not allowed for {} (A3 Ultra and A4 accept 2 or 3; Compute Engine rejects 1 with \"No more than 0 instances\")", s.name),
-            );
-            ok = false;
-        }
+        ok &= rules.max_distance(d, placement, sku, diags);
     }
     let resource_group = string(c.get("resource_group"))?;
-    if resource_group.is_some() && cloud != Cloud::Azure {
-        diags.error_at(
-            AttributePath::attr("resource_group"),
-            "Attribute not valid here",
-            "resource_group is an Azure setting; remove it or set cloud = \"azure\".",
-        );
-        ok = false;
+    if resource_group.is_some() {
+        ok &= rules.resource_group(diags);
     }
     let compartment_id = string(c.get("compartment_id"))?;
-    match (&compartment_id, cloud) {
-        (None, Cloud::Oci) => {
-            diags.error_at(AttributePath::attr("compartment_id"), "Missing compartment", "On OCI the fabric needs compartment_id, the OCID of the compartment to build in (ocid1.compartment... or the tenancy OCID).");
-            ok = false;
-        }
-        (Some(_), c) if c != Cloud::Oci => {
-            diags.error_at(
-                AttributePath::attr("compartment_id"),
-                "Attribute not valid here",
-                "compartment_id is an OCI setting; remove it or set cloud = \"oci\".",
-            );
-            ok = false;
-        }
-        _ => {}
-    }
+    ok &= rules.compartment_id(compartment_id.as_deref(), diags);
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
-    if cloud == Cloud::Azure && c.get("filesystem_name").as_str().is_some_and(|n| n != "lustrefs") {
-        diags.error_at(
-            AttributePath::attr("filesystem_name"),
-            "Filesystem name fixed by Azure Managed Lustre",
-            "Azure Managed Lustre filesystems are always mounted as \"lustrefs\"; remove filesystem_name.",
-        );
-        ok = false;
-    }
-    if cloud == Cloud::Gcp {
-        ok &= check_gcp_labels(&tags, diags);
-    }
+    ok &= rules.tags(&tags, diags);
     let sku = sku.ok_or(())?;
     if !ok {
         return Err(());
@@ -550,9 +432,8 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     let fabric = fabric?;
     let cloud = fabric.cloud;
     let sku = fabric.sku;
-    if cloud == Cloud::Gcp {
-        ok &= check_gcp_labels(&tags, diags);
-    }
+    let rules = rules(cloud);
+    ok &= rules.tags(&tags, diags);
     if own_network && workload.trains() && node_count > 1 {
         diags.error_at(
             AttributePath::attr("fabric"),
@@ -570,33 +451,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     if workload == Workload::Media {
         ok &= check_video_encoders(cloud, sku, diags);
     }
-    // NVadsA10 v5 runs NVIDIA's GRID driver, which the default Azure HPC image (datacenter driver) lacks.
-    if cloud == Cloud::Azure && sku.name.starts_with("Standard_NV") && image.is_none() {
-        diags.error_at(
-            AttributePath::attr("image"),
-            "Missing image",
-            format!(
-                "{} needs NVIDIA's GRID driver, which the provider's default image ({}) does not carry. Set image to an image with the GRID \
-                 driver (e.g. one built with the NVIDIA GPU Driver Extension), as a publisher:offer:sku:version URN or a gallery image id.",
-                sku.name,
-                crate::clouds::azure::cluster::DEFAULT_IMAGE
-            ),
-        );
-        ok = false;
-    }
-
-    // Azure refuses a Linux scale set that can be logged into neither by key nor by password ("Authentication
-    // using either SSH or by user name and password must be enabled in Linux profile"); the provider never
-    // turns password login on.
-    if cloud == Cloud::Azure && ssh_public_key.as_deref().is_none_or(|k| k.trim().is_empty()) {
-        diags.error_at(
-            AttributePath::attr("ssh_public_key"),
-            "Missing SSH key",
-            "Azure refuses a Linux scale set with neither an SSH key nor a password, and the provider keeps password login off. Set \
-             ssh_public_key to an OpenSSH public key (\"ssh-ed25519 AAAA...\" or \"ssh-rsa AAAA...\", RSA at least 2048 bits).",
-        );
-        ok = false;
-    }
+    ok &= rules.cluster_nodes(sku, image.as_deref(), ssh_public_key.as_deref(), diags);
     if !capacity.offered_on(cloud) {
         let valid: Vec<&str> =
             CapacityType::NAMES.iter().copied().filter(|n| CapacityType::parse(n).is_some_and(|c| c.offered_on(cloud))).collect();
@@ -609,12 +464,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     }
     match (capacity, &reservation_id) {
         (CapacityType::Reservation | CapacityType::CapacityBlock, None) => {
-            let what = match cloud {
-                Cloud::Aws => "the capacity reservation id (cr-...)",
-                Cloud::Azure => "the capacity reservation group id",
-                Cloud::Gcp => "the reservation name",
-                Cloud::Oci => "the capacity reservation OCID",
-            };
+            let what = rules.reservation_target();
             diags.error_at(
                 AttributePath::attr("reservation_id"),
                 "Missing reservation",
@@ -643,25 +493,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         );
         ok = false;
     }
-    if cloud == Cloud::Azure && capacity == CapacityType::Reservation && sku.fabric == Fabric::InfiniBand {
-        diags.error_at(
-            AttributePath::attr("capacity_type"),
-            "Reservation conflicts with InfiniBand",
-            format!("Azure capacity reservation groups require single_placement_group = false, but InfiniBand between {} VMs needs a single placement group. Use \"on-demand\" or \"spot\".", sku.name),
-        );
-        ok = false;
-    }
-    if cloud == Cloud::Gcp && fabric.placement == Placement::Cluster && node_count > limits::GCP_COMPACT_PLACEMENT_MAX_VMS {
-        diags.error_at(
-            AttributePath::attr("node_count"),
-            "Too many nodes for compact placement",
-            format!(
-                "A Google Cloud compact placement policy holds at most {} VMs; node_count is {node_count}.",
-                limits::GCP_COMPACT_PLACEMENT_MAX_VMS
-            ),
-        );
-        ok = false;
-    }
+    ok &= rules.cluster_capacity(capacity, sku, fabric.placement, node_count, diags);
     let max_rdma = sku.rdma_interfaces.unwrap_or(0);
     let rdma_interfaces = match rdma_wanted {
         None => max_rdma,
@@ -747,7 +579,8 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
     };
     let capacity_gib = whole_number(c.get("capacity_gib"), AttributePath::attr("capacity_gib"), 1, i64::MAX, diags)?.ok_or(())? as u64;
     let tier = whole_number(c.get("throughput_per_tib"), AttributePath::attr("throughput_per_tib"), 1, 100_000, diags)?.ok_or(())? as u32;
-    let filesystem_name = string(c.get("filesystem_name"))?.unwrap_or_else(|| default_filesystem_name(&name));
+    let given_filesystem_name = string(c.get("filesystem_name"))?;
+    let filesystem_name = given_filesystem_name.clone().unwrap_or_else(|| default_filesystem_name(&name));
     let data_repository = string(c.get("data_repository"))?;
     let metadata_iops = whole_number(c.get("metadata_iops"), AttributePath::attr("metadata_iops"), 1, i64::MAX, diags)?.map(|i| i as u64);
     let window = string(c.get("maintenance_window"))?;
@@ -763,18 +596,9 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
     }
     let fabric = fabric?;
     let cloud = fabric.cloud;
-    if cloud == Cloud::Aws && c.get("filesystem_name").is_present() {
-        diags.error_at(
-            AttributePath::attr("filesystem_name"),
-            "Filesystem name assigned by FSx",
-            "FSx for Lustre chooses the mount name of a PERSISTENT_2 filesystem itself; remove filesystem_name and read it (or \
-             mount_command) after apply.",
-        );
-        ok = false;
-    }
-    if cloud == Cloud::Gcp {
-        ok &= check_gcp_labels(&tags, diags);
-    }
+    let rules = rules(cloud);
+    ok &= rules.filesystem_name(given_filesystem_name.as_deref(), diags);
+    ok &= rules.tags(&tags, diags);
     let tiers = limits::lustre_throughput_tiers(cloud);
     if !tiers.contains(&tier) {
         let valid: Vec<String> = tiers.iter().map(u32::to_string).collect();
@@ -794,66 +618,24 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
         ok = false;
     }
     if let Some(iops) = metadata_iops {
-        if cloud != Cloud::Aws {
-            diags.error_at(
-                AttributePath::attr("metadata_iops"),
-                "Attribute not valid here",
-                "metadata_iops provisions FSx for Lustre metadata performance; it only applies on aws.",
-            );
-            ok = false;
-        } else if !limits::aws_metadata_iops_valid(iops) {
-            diags.error_at(
-                AttributePath::attr("metadata_iops"),
-                "Unsupported metadata IOPS",
-                format!("{iops} is not an FSx metadata IOPS value: use 1500, 3000, 6000, 12000, or a multiple of 12000 up to 192000."),
-            );
-            ok = false;
-        }
+        ok &= rules.metadata_iops(iops, diags);
     }
-    if let Some(repo) = &data_repository {
-        let (good, example) = match cloud {
-            Cloud::Aws => (repo.starts_with("s3://"), "s3://bucket/prefix"),
-            Cloud::Gcp => (repo.starts_with("gs://"), "gs://bucket/prefix/"),
-            // AMLFS takes the container's resource id ("Resource ID of storage container"), not its URL.
-            Cloud::Azure => (
-                crate::clouds::azure::filesystem::container_parts(repo).is_some(),
-                "/subscriptions/<subscription>/resourceGroups/<group>/providers/Microsoft.Storage/storageAccounts/<account>/blobServices/default/containers/<container>",
-            ),
-            Cloud::Oci => (crate::clouds::oci::filesystem::object_storage_prefix(repo).is_some(), "oci://bucket@namespace/prefix"),
-        };
-        if !good {
-            diags.error_at(
-                AttributePath::attr("data_repository"),
-                "Unsupported data repository",
-                format!("{repo:?} is not a {cloud} object store location. Use the form \"{example}\"."),
-            );
-            ok = false;
-        }
+    if let Some(repo) = &data_repository
+        && !rules.data_repository_ok(repo)
+    {
+        diags.error_at(
+            AttributePath::attr("data_repository"),
+            "Unsupported data repository",
+            format!("{repo:?} is not a {cloud} object store location. Use the form \"{}\".", rules.data_repository_form()),
+        );
+        ok = false;
     }
-    let maintenance_window = match (&window, cloud) {
-        (Some(w), Cloud::Azure) => match parse_window(w) {
-            Some(p) => Some(p),
-            None => {
-                diags.error_at(
-                    AttributePath::attr("maintenance_window"),
-                    "Invalid maintenance window",
-                    format!("{w:?} is not a weekly window. Use a day and a UTC time: \"Sunday 02:00\"."),
-                );
-                ok = false;
-                None
-            }
-        },
-        (None, Cloud::Azure) => Some(("Sunday".into(), "02:00".into())),
-        (Some(_), _) => {
-            diags.error_at(
-                AttributePath::attr("maintenance_window"),
-                "Attribute not valid here",
-                "maintenance_window is required by Azure Managed Lustre only; remove it on other clouds.",
-            );
+    let maintenance_window = match rules.maintenance_window(window.as_deref(), diags) {
+        Ok(w) => w,
+        Err(Reported) => {
             ok = false;
             None
         }
-        (None, _) => None,
     };
     if !ok {
         return Err(());
@@ -872,15 +654,6 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
     })
 }
 
-fn parse_window(w: &str) -> Option<(String, String)> {
-    const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
-    let (day, time) = w.split_once(' ')?;
-    let day = DAYS.iter().find(|d| d.eq_ignore_ascii_case(day))?;
-    let (h, m) = time.split_once(':')?;
-    let (h, m): (u8, u8) = (h.parse().ok()?, m.parse().ok()?);
-    (h < 24 && m < 60 && time.len() == 5).then(|| (day.to_string(), format!("{h:02}:{m:02}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -894,9 +667,7 @@ mod tests {
     }
 
     #[test]
-    fn windows_and_names() {
-        assert_eq!(parse_window("sunday 02:00"), Some(("Sunday".into(), "02:00".into())));
-        assert_eq!(parse_window("Funday 02:00"), None);
+    fn names_and_cidrs() {
         assert_eq!(default_filesystem_name("train-lustre-1"), "trainlus");
         assert!(valid_cidr("10.0.0.0/16", 16, 24) && !valid_cidr("10.0.0/16", 16, 24) && !valid_cidr("10.0.0.0/8", 16, 24));
     }

@@ -8,6 +8,7 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod rules;
 pub mod topology;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,117 @@
+//! Google Cloud's validation rules (see `clouds/rules.rs`): GPU instances and compact placement are zonal,
+//! `max_distance` tunes compact placement (which holds a bounded number of VMs), tags become labels with
+//! their stricter rule, and Managed Lustre links Cloud Storage.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{Cloud, Sku, limits};
+use crate::clouds::rules::{MAX_DISTANCE_GCP_COMPACT_ONLY, Rules, missing_zone, not_valid_here, zone_in_region};
+use crate::framework::{AttributePath, Diagnostics};
+use crate::model::{CapacityType, Placement};
+
+pub struct Gcp;
+
+/// Google Cloud labels are stricter than tags elsewhere: lowercase letters, digits, `_` and `-`, at most
+/// 63 characters, keys starting with a letter.
+fn label_ok(k: &str, v: &str) -> bool {
+    let ok_chars = |s: &str| s.len() <= 63 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    ok_chars(k) && k.starts_with(|c: char| c.is_ascii_lowercase()) && ok_chars(v)
+}
+
+impl Rules for Gcp {
+    fn cloud(&self) -> Cloud {
+        Cloud::Gcp
+    }
+
+    fn fabric_zone(&self, region: &str, zone: Option<&str>, diags: &mut Diagnostics) -> bool {
+        match zone {
+            None => missing_zone(self.cloud(), "a zone such as \"us-central1-a\": GPU instances and compact placement are zonal", diags),
+            Some(z) => zone_in_region(region, z, diags),
+        }
+    }
+
+    fn max_distance(&self, distance: i64, placement: Placement, sku: Option<&Sku>, diags: &mut Diagnostics) -> bool {
+        if placement != Placement::Cluster {
+            return not_valid_here("max_distance", MAX_DISTANCE_GCP_COMPACT_ONLY, diags);
+        }
+        if !(1..=3).contains(&distance) {
+            diags.error_at(
+                AttributePath::attr("max_distance"),
+                "Value out of range",
+                format!("max_distance takes 1, 2 or 3; got {distance}."),
+            );
+            return false;
+        }
+        if distance == 1
+            && let Some(s) = sku.filter(|s| matches!(s.name, "a3-ultragpu-8g" | "a4-highgpu-8g"))
+        {
+            diags.error_at(
+                AttributePath::attr("max_distance"),
+                "Placement distance not allowed",
+                format!("max_distance = 1 is not allowed for {} (A3 Ultra and A4 accept 2 or 3; Compute Engine rejects 1 with \"No more than 0 instances\")", s.name),
+            );
+            return false;
+        }
+        true
+    }
+
+    fn tags(&self, tags: &BTreeMap<String, String>, diags: &mut Diagnostics) -> bool {
+        let mut ok = true;
+        for (k, v) in tags {
+            if !label_ok(k, v) {
+                diags.error_at(
+                    AttributePath::attr("tags").and_key(k),
+                    "Invalid Google Cloud label",
+                    format!("{k}={v:?} cannot be a Google Cloud label: keys and values take lowercase letters, digits, '_' and '-' (at most 63), and keys start with a letter."),
+                );
+                ok = false;
+            }
+        }
+        ok
+    }
+
+    fn default_tags(&self, tags: &BTreeMap<String, String>, diags: &mut Diagnostics) {
+        for (k, v) in tags {
+            if !label_ok(k, v) {
+                diags.error(
+                    "Invalid Google Cloud label",
+                    format!("default_tags[{k:?}] = {v:?} in the provider block cannot be a Google Cloud label: keys and values take lowercase letters, digits, '_' and '-' (at most 63), and keys start with a letter."),
+                );
+            }
+        }
+    }
+
+    fn reservation_target(&self) -> &'static str {
+        "the reservation name"
+    }
+
+    fn cluster_capacity(
+        &self,
+        _capacity: CapacityType,
+        _sku: &Sku,
+        placement: Placement,
+        node_count: u32,
+        diags: &mut Diagnostics,
+    ) -> bool {
+        if placement == Placement::Cluster && node_count > limits::GCP_COMPACT_PLACEMENT_MAX_VMS {
+            diags.error_at(
+                AttributePath::attr("node_count"),
+                "Too many nodes for compact placement",
+                format!(
+                    "A Google Cloud compact placement policy holds at most {} VMs; node_count is {node_count}.",
+                    limits::GCP_COMPACT_PLACEMENT_MAX_VMS
+                ),
+            );
+            return false;
+        }
+        true
+    }
+
+    fn data_repository_ok(&self, repo: &str) -> bool {
+        repo.starts_with("gs://")
+    }
+
+    fn data_repository_form(&self) -> &'static str {
+        "gs://bucket/prefix/"
+    }
+}

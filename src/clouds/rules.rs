@@ -1,0 +1,182 @@
+//! The per-cloud validation rules. The neutral spec parser (`planner/spec.rs`) parses and checks what every
+//! cloud shares and calls these hooks where a rule depends on the cloud; each cloud implements them in
+//! `clouds/<cloud>/rules.rs`, and [`rules`] finds a cloud's. A hook reports at the attribute it is about and
+//! returns whether the value passed. Where a hook has a default, the default is the rule for the clouds
+//! that lack the feature (the attribute is refused), so a cloud overrides only what it offers.
+
+use std::collections::BTreeMap;
+
+use crate::catalog::{Cloud, Sku};
+use crate::framework::{AttributePath, Diagnostics};
+use crate::model::{CapacityType, Placement};
+
+/// A hook refused a value and reported why; the parser cannot go on with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reported;
+
+/// What a cloud adds to the neutral checks, in the order the parser calls the hooks.
+pub trait Rules: Sync {
+    fn cloud(&self) -> Cloud;
+
+    // -------------------------------------------------------------------------------------- fabric
+
+    /// The fabric's `zone` (none when not set) in `region`.
+    fn fabric_zone(&self, region: &str, zone: Option<&str>, diags: &mut Diagnostics) -> bool {
+        let _ = (region, zone, diags);
+        true
+    }
+
+    /// A valid `placement` for the fabric's node type (`sku`, none when it did not resolve). `Err` stops
+    /// the fabric there (the placement does not exist on this cloud); `Ok(false)` refuses it and goes on.
+    fn placement(&self, placement: Placement, sku: Option<&Sku>, diags: &mut Diagnostics) -> Result<bool, Reported> {
+        let _ = sku;
+        if placement == Placement::ClusterNetwork {
+            diags.error_at(
+                AttributePath::attr("placement"),
+                "Placement not offered",
+                format!("\"cluster-network\" is OCI's RDMA placement. On {} use \"cluster\" or \"none\".", self.cloud()),
+            );
+            return Err(Reported);
+        }
+        Ok(true)
+    }
+
+    /// A `max_distance` that is set.
+    fn max_distance(&self, distance: i64, placement: Placement, sku: Option<&Sku>, diags: &mut Diagnostics) -> bool {
+        let _ = (distance, placement, sku);
+        not_valid_here("max_distance", MAX_DISTANCE_GCP_COMPACT_ONLY, diags)
+    }
+
+    /// A `resource_group` that is set.
+    fn resource_group(&self, diags: &mut Diagnostics) -> bool {
+        not_valid_here("resource_group", "resource_group is an Azure setting; remove it or set cloud = \"azure\".", diags)
+    }
+
+    /// The fabric's `compartment_id` (none when not set).
+    fn compartment_id(&self, compartment_id: Option<&str>, diags: &mut Diagnostics) -> bool {
+        compartment_id.is_none()
+            || not_valid_here("compartment_id", "compartment_id is an OCI setting; remove it or set cloud = \"oci\".", diags)
+    }
+
+    // ------------------------------------------------------------------------------ every resource
+
+    /// The resource's own `tags`, as the cloud will carry them.
+    fn tags(&self, tags: &BTreeMap<String, String>, diags: &mut Diagnostics) -> bool {
+        let _ = (tags, diags);
+        true
+    }
+
+    /// The provider's `default_tags`, which go on every piece on this cloud too (no attribute path: they
+    /// are set in the provider block).
+    fn default_tags(&self, tags: &BTreeMap<String, String>, diags: &mut Diagnostics) {
+        let _ = (tags, diags);
+    }
+
+    // ------------------------------------------------------------------------------------- cluster
+
+    /// The cluster's nodes: their type, `image` and `ssh_public_key` (none when not set).
+    fn cluster_nodes(&self, sku: &Sku, image: Option<&str>, ssh_public_key: Option<&str>, diags: &mut Diagnostics) -> bool {
+        let _ = (sku, image, ssh_public_key, diags);
+        true
+    }
+
+    /// What `reservation_id` names on this cloud, completing "set reservation_id to ...".
+    fn reservation_target(&self) -> &'static str;
+
+    /// The capacity the cluster launches into, with the fabric's placement, checked once the capacity
+    /// type is known to be offered and the reservation settled.
+    fn cluster_capacity(&self, capacity: CapacityType, sku: &Sku, placement: Placement, node_count: u32, diags: &mut Diagnostics) -> bool {
+        let _ = (capacity, sku, placement, node_count, diags);
+        true
+    }
+
+    // ---------------------------------------------------------------------------------- filesystem
+
+    /// The `filesystem_name` as configured (none when not set; it already passed the neutral Lustre rule
+    /// or was reported against it).
+    fn filesystem_name(&self, given: Option<&str>, diags: &mut Diagnostics) -> bool {
+        let _ = (given, diags);
+        true
+    }
+
+    /// A `metadata_iops` that is set.
+    fn metadata_iops(&self, iops: u64, diags: &mut Diagnostics) -> bool {
+        let _ = iops;
+        not_valid_here("metadata_iops", "metadata_iops provisions FSx for Lustre metadata performance; it only applies on aws.", diags)
+    }
+
+    /// Whether `repo` is an object store location this cloud's managed Lustre can link to.
+    fn data_repository_ok(&self, repo: &str) -> bool;
+
+    /// The form of a data repository location on this cloud, for the diagnostic.
+    fn data_repository_form(&self) -> &'static str;
+
+    /// The filesystem's weekly maintenance window from `maintenance_window` (none when not set), as (day,
+    /// "HH:MM" UTC) where the cloud has one. `Err` when refused (reported).
+    fn maintenance_window(&self, window: Option<&str>, diags: &mut Diagnostics) -> Result<Option<(String, String)>, Reported> {
+        match window {
+            Some(_) => {
+                not_valid_here(
+                    "maintenance_window",
+                    "maintenance_window is required by Azure Managed Lustre only; remove it on other clouds.",
+                    diags,
+                );
+                Err(Reported)
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+/// The rules of `cloud`.
+pub fn rules(cloud: Cloud) -> &'static dyn Rules {
+    match cloud {
+        Cloud::Aws => &super::aws::rules::Aws,
+        Cloud::Azure => &super::azure::rules::Azure,
+        Cloud::Gcp => &super::gcp::rules::Gcp,
+        Cloud::Oci => &super::oci::rules::Oci,
+    }
+}
+
+// ---------------------------------------------------------------------------- shared by the clouds
+
+/// Refuses `attr`, an attribute that does not apply here; always false.
+pub fn not_valid_here(attr: &str, detail: &str, diags: &mut Diagnostics) -> bool {
+    diags.error_at(AttributePath::attr(attr), "Attribute not valid here", detail);
+    false
+}
+
+/// Why `max_distance` is refused outside Google Cloud's compact placement.
+pub const MAX_DISTANCE_GCP_COMPACT_ONLY: &str =
+    "max_distance tunes Google Cloud's compact placement policy; it only applies with cloud = \"gcp\" and placement = \"cluster\".";
+
+/// A fabric on `cloud` needs a zone; `what` says which and why.
+pub fn missing_zone(cloud: Cloud, what: &str, diags: &mut Diagnostics) -> bool {
+    diags.error_at(AttributePath::attr("zone"), "Missing zone", format!("On {cloud} the fabric needs {what}."));
+    false
+}
+
+/// Zones named after their region ("us-east-1a", "us-central1-a"): `zone` must start with `region`.
+pub fn zone_in_region(region: &str, zone: &str, diags: &mut Diagnostics) -> bool {
+    if zone.starts_with(region) {
+        return true;
+    }
+    diags.error_at(
+        AttributePath::attr("zone"),
+        "Zone outside region",
+        format!("Zone {zone:?} is not in region {region:?}: zones of {region} are named \"{region}a\"/\"{region}-a\" and so on."),
+    );
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cloud_has_its_rules() {
+        for cloud in Cloud::ALL {
+            assert_eq!(rules(cloud).cloud(), cloud);
+        }
+    }
+}
