@@ -14,9 +14,36 @@ pub mod rules;
 pub mod shared;
 pub mod throttle;
 
-use crate::model::Network;
+use std::collections::BTreeMap;
+
+use crate::catalog::Cloud;
+use crate::model::{ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece};
 
 pub use shared::NodeAddress;
+
+/// What a cloud's expander gives the planner: pure functions from a neutral spec to the cloud's pieces,
+/// the node environment, and what to check when a cluster's all-reduce falls short.
+pub trait Expander: Sync {
+    fn fabric(&self, spec: &FabricSpec, defaults: &Defaults) -> Vec<Piece>;
+    fn cluster(&self, spec: &ClusterSpec, defaults: &Defaults) -> Vec<Piece>;
+    /// NCCL/libfabric settings jobs on the nodes need.
+    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String>;
+    fn filesystem(&self, spec: &FilesystemSpec, defaults: &Defaults) -> Vec<Piece>;
+    /// What to check when the bus bandwidth points at placement or drivers.
+    fn placement_advice(&self) -> &'static str;
+    /// What to check when the bus bandwidth says the RDMA fabric is not in use.
+    fn fabric_advice(&self) -> &'static str;
+}
+
+/// The expander of `cloud`.
+pub fn expander(cloud: Cloud) -> &'static dyn Expander {
+    match cloud {
+        Cloud::Aws => &aws::Expansion,
+        Cloud::Azure => &azure::Expansion,
+        Cloud::Gcp => &gcp::Expansion,
+        Cloud::Oci => &oci::Expansion,
+    }
+}
 
 /// Splits a network's CIDR into the subnet the fabric creates: the first block four bits longer
 /// (at most /24), e.g. 10.0.0.0/16 -> 10.0.0.0/20.

@@ -33,12 +33,7 @@ pub fn plan_fabric(spec: FabricSpec, defaults: &Defaults, diags: &mut Diagnostic
         );
         return None;
     }
-    let pieces = match spec.cloud {
-        Cloud::Aws => clouds::aws::fabric(&spec, defaults),
-        Cloud::Azure => clouds::azure::fabric(&spec, defaults),
-        Cloud::Gcp => clouds::gcp::fabric(&spec, defaults),
-        Cloud::Oci => clouds::oci::fabric(&spec, defaults),
-    };
+    let pieces = clouds::expander(spec.cloud).fabric(&spec, defaults);
     Some(FabricPlan { spec, pieces })
 }
 
@@ -75,12 +70,8 @@ fn check_tag_count(cloud: Cloud, own: &BTreeMap<String, String>, defaults: &Defa
 pub fn plan_cluster(spec: ClusterSpec, defaults: &Defaults, diags: &mut Diagnostics) -> ClusterPlan {
     check_tag_count(spec.fabric.cloud, &spec.tags, defaults, diags);
     cluster_checklist(&spec, diags);
-    let (pieces, node_environment) = match spec.fabric.cloud {
-        Cloud::Aws => (clouds::aws::cluster(&spec, defaults), clouds::aws::node_environment(&spec)),
-        Cloud::Azure => (clouds::azure::cluster(&spec, defaults), clouds::azure::node_environment(&spec)),
-        Cloud::Gcp => (clouds::gcp::cluster(&spec, defaults), clouds::gcp::node_environment(&spec)),
-        Cloud::Oci => (clouds::oci::cluster(&spec, defaults), clouds::oci::node_environment(&spec)),
-    };
+    let expander = clouds::expander(spec.fabric.cloud);
+    let (pieces, node_environment) = (expander.cluster(&spec, defaults), expander.node_environment(&spec));
     ClusterPlan {
         node_names: node_names(&spec.name, spec.node_count),
         gpus_total: spec.node_count * spec.fabric.sku.gpu_count,
@@ -206,11 +197,6 @@ pub fn plan_filesystem(spec: FilesystemSpec, defaults: &Defaults, diags: &mut Di
             );
         }
     }
-    let pieces = match spec.fabric.cloud {
-        Cloud::Aws => clouds::aws::filesystem(&spec, defaults),
-        Cloud::Azure => clouds::azure::filesystem(&spec, defaults),
-        Cloud::Gcp => clouds::gcp::filesystem(&spec, defaults),
-        Cloud::Oci => clouds::oci::filesystem(&spec, defaults),
-    };
+    let pieces = clouds::expander(spec.fabric.cloud).filesystem(&spec, defaults);
     FilesystemPlan { spec, pieces, throughput_mbps }
 }

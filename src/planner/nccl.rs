@@ -346,61 +346,17 @@ pub fn assess(measured_gbs: f64, expected_gbs: f64, wrong: u64, cloud: Option<Cl
     Assessment { verdict, ratio, shortfall_percent, healthy: verdict == Verdict::Healthy && wrong == 0, message }
 }
 
-/// What to check, per verdict and cloud.
+/// What to check, per verdict and cloud (each cloud's own checks come from its expander).
 fn advice(verdict: Verdict, cloud: Option<Cloud>) -> &'static str {
-    match (verdict, cloud) {
+    match (verdict, cloud.map(crate::clouds::expander)) {
         (Verdict::Healthy, _) => "",
-        (Verdict::PlacementOrDriver, Some(Cloud::Aws)) => {
-            "On AWS, check: every instance in one cluster placement group (or one capacity block); every EFA interface \
-             attached and up (fi_info -p efa lists them; p5.48xlarge has 32); FI_PROVIDER=efa and FI_EFA_USE_DEVICE_RDMA=1 \
-             set and the aws-ofi-nccl plugin loaded (NCCL_DEBUG=INFO names it); the same GPU driver, EFA installer and \
-             NCCL versions on every node."
-        }
-        (Verdict::PlacementOrDriver, Some(Cloud::Azure)) => {
-            "On Azure, check: every VM in one InfiniBand VM scale set with a single placement group (a scale set of more \
-             than 100 VMs spans several); all InfiniBand ports Active (ibstat); NCCL_IB_PCI_RELAXED_ORDERING=1 and the \
-             VM size's NCCL_TOPO_FILE set; the same GPU driver, OFED and NCCL versions on every node \
-             (Azure/azurehpc-health-checks runs these checks)."
-        }
-        (Verdict::PlacementOrDriver, Some(Cloud::Gcp)) => {
-            "On Google Cloud, check: every VM in one compact placement policy; every GPU NIC attached on its own VPC \
-             network; on A3 Mega the GPUDirect-TCPXO plugin and its receive-datapath manager running with NCCL_FASTRAK_* \
-             set, on A3 Ultra and A4 the RoCE NICs with the gIB plugin (NCCL_NET=gIB); the same GPU driver and NCCL \
-             plugin versions on every node."
-        }
-        (Verdict::PlacementOrDriver, Some(Cloud::Oci)) => {
-            "On OCI, check: every node in the same cluster network or compute cluster; the RDMA plugins (Compute HPC \
-             RDMA Authentication and Auto-Configuration) enabled and every RDMA interface up with an address \
-             (ibdev2netdev; BM.GPU.H100.8 has 16); NCCL_IB_HCA and NCCL_IB_GID_INDEX set as the shape needs; the same \
-             GPU driver, OFED and NCCL versions on every node (oracle-quickstart/oci-hpc's health check runs these checks)."
-        }
+        (Verdict::PlacementOrDriver, Some(cloud)) => cloud.placement_advice(),
         (Verdict::PlacementOrDriver, None) => {
             "Check: every node in one placement group (or topology domain); every RDMA interface up; the cloud's NCCL \
              network plugin loaded (NCCL_DEBUG=INFO); the same GPU driver, NCCL and plugin versions on every node. Set \
              `cloud` for checks specific to the cloud."
         }
-        (Verdict::Fabric, Some(Cloud::Aws)) => {
-            "On AWS, check: NCCL_DEBUG=INFO shows the Libfabric network of aws-ofi-nccl with the efa provider, not \
-             Socket; FI_PROVIDER=efa set; the EFA interfaces attached (fi_info -p efa); the security group allowing all \
-             traffic to and from itself (EFA needs it); every instance in one cluster placement group."
-        }
-        (Verdict::Fabric, Some(Cloud::Azure)) => {
-            "On Azure, check: NCCL_DEBUG=INFO shows the IB network, not Socket; the VM size has InfiniBand (the \"r\" \
-             in ND96isr) and its driver is loaded (ibstat lists the ports); every VM in one InfiniBand VM scale set with \
-             a single placement group (VMs in different scale sets share no InfiniBand fabric); NCCL_IB_* not pointing at \
-             missing devices."
-        }
-        (Verdict::Fabric, Some(Cloud::Gcp)) => {
-            "On Google Cloud, check: NCCL_DEBUG=INFO shows the GPUDirect (FasTrak/TCPXO) or gIB network, not Socket; \
-             the GPU NICs attached on their own VPC networks (MTU 8244); on A3 Mega the receive-datapath manager running \
-             and NCCL_FASTRAK_* set, on A3 Ultra and A4 the RoCE network profile and NCCL_NET=gIB; every VM in one \
-             compact placement policy."
-        }
-        (Verdict::Fabric, Some(Cloud::Oci)) => {
-            "On OCI, check: NCCL_DEBUG=INFO shows the IB network, not Socket; the nodes launched in a cluster network or \
-             compute cluster (outside one they have only the front-end VNIC); the RDMA plugins (Compute HPC RDMA \
-             Authentication and Auto-Configuration) enabled and the RDMA interfaces configured with addresses."
-        }
+        (Verdict::Fabric, Some(cloud)) => cloud.fabric_advice(),
         (Verdict::Fabric, None) => {
             "Check: NCCL_DEBUG=INFO shows the RDMA network (IB, EFA's Libfabric, GPUDirect), not Socket; the RDMA \
              interfaces attached and up on every node; every node in one placement group on the RDMA fabric. Set \

@@ -175,3 +175,37 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
     }
     out
 }
+
+/// This cloud's expander, as the planner sees it.
+pub struct Expansion;
+
+impl super::Expander for Expansion {
+    fn fabric(&self, spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
+        fabric(spec, d)
+    }
+
+    fn cluster(&self, spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
+        cluster(spec, d)
+    }
+
+    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String> {
+        node_environment(spec)
+    }
+
+    fn filesystem(&self, spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
+        filesystem(spec, d)
+    }
+
+    fn placement_advice(&self) -> &'static str {
+        "On AWS, check: every instance in one cluster placement group (or one capacity block); every EFA interface \
+         attached and up (fi_info -p efa lists them; p5.48xlarge has 32); FI_PROVIDER=efa and FI_EFA_USE_DEVICE_RDMA=1 \
+         set and the aws-ofi-nccl plugin loaded (NCCL_DEBUG=INFO names it); the same GPU driver, EFA installer and \
+         NCCL versions on every node."
+    }
+
+    fn fabric_advice(&self) -> &'static str {
+        "On AWS, check: NCCL_DEBUG=INFO shows the Libfabric network of aws-ofi-nccl with the efa provider, not \
+         Socket; FI_PROVIDER=efa set; the EFA interfaces attached (fi_info -p efa); the security group allowing all \
+         traffic to and from itself (EFA needs it); every instance in one cluster placement group."
+    }
+}

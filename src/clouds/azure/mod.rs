@@ -157,3 +157,38 @@ mod tests {
         assert_eq!(super::scale_set_sizes(201), vec![67, 67, 67]);
     }
 }
+
+/// This cloud's expander, as the planner sees it.
+pub struct Expansion;
+
+impl super::Expander for Expansion {
+    fn fabric(&self, spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
+        fabric(spec, d)
+    }
+
+    fn cluster(&self, spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
+        cluster(spec, d)
+    }
+
+    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String> {
+        node_environment(spec)
+    }
+
+    fn filesystem(&self, spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
+        filesystem(spec, d)
+    }
+
+    fn placement_advice(&self) -> &'static str {
+        "On Azure, check: every VM in one InfiniBand VM scale set with a single placement group (a scale set of more \
+         than 100 VMs spans several); all InfiniBand ports Active (ibstat); NCCL_IB_PCI_RELAXED_ORDERING=1 and the \
+         VM size's NCCL_TOPO_FILE set; the same GPU driver, OFED and NCCL versions on every node \
+         (Azure/azurehpc-health-checks runs these checks)."
+    }
+
+    fn fabric_advice(&self) -> &'static str {
+        "On Azure, check: NCCL_DEBUG=INFO shows the IB network, not Socket; the VM size has InfiniBand (the \"r\" \
+         in ND96isr) and its driver is loaded (ibstat lists the ports); every VM in one InfiniBand VM scale set with \
+         a single placement group (VMs in different scale sets share no InfiniBand fabric); NCCL_IB_* not pointing at \
+         missing devices."
+    }
+}

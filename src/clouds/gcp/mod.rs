@@ -148,3 +148,38 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
             .set("labels", tags),
     ]
 }
+
+/// This cloud's expander, as the planner sees it.
+pub struct Expansion;
+
+impl super::Expander for Expansion {
+    fn fabric(&self, spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
+        fabric(spec, d)
+    }
+
+    fn cluster(&self, spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
+        cluster(spec, d)
+    }
+
+    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String> {
+        node_environment(spec)
+    }
+
+    fn filesystem(&self, spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
+        filesystem(spec, d)
+    }
+
+    fn placement_advice(&self) -> &'static str {
+        "On Google Cloud, check: every VM in one compact placement policy; every GPU NIC attached on its own VPC \
+         network; on A3 Mega the GPUDirect-TCPXO plugin and its receive-datapath manager running with NCCL_FASTRAK_* \
+         set, on A3 Ultra and A4 the RoCE NICs with the gIB plugin (NCCL_NET=gIB); the same GPU driver and NCCL \
+         plugin versions on every node."
+    }
+
+    fn fabric_advice(&self) -> &'static str {
+        "On Google Cloud, check: NCCL_DEBUG=INFO shows the GPUDirect (FasTrak/TCPXO) or gIB network, not Socket; \
+         the GPU NICs attached on their own VPC networks (MTU 8244); on A3 Mega the receive-datapath manager running \
+         and NCCL_FASTRAK_* set, on A3 Ultra and A4 the RoCE network profile and NCCL_NET=gIB; every VM in one \
+         compact placement policy."
+    }
+}

@@ -155,3 +155,37 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
     }
     out
 }
+
+/// This cloud's expander, as the planner sees it.
+pub struct Expansion;
+
+impl super::Expander for Expansion {
+    fn fabric(&self, spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
+        fabric(spec, d)
+    }
+
+    fn cluster(&self, spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
+        cluster(spec, d)
+    }
+
+    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String> {
+        node_environment(spec)
+    }
+
+    fn filesystem(&self, spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
+        filesystem(spec, d)
+    }
+
+    fn placement_advice(&self) -> &'static str {
+        "On OCI, check: every node in the same cluster network or compute cluster; the RDMA plugins (Compute HPC \
+         RDMA Authentication and Auto-Configuration) enabled and every RDMA interface up with an address \
+         (ibdev2netdev; BM.GPU.H100.8 has 16); NCCL_IB_HCA and NCCL_IB_GID_INDEX set as the shape needs; the same \
+         GPU driver, OFED and NCCL versions on every node (oracle-quickstart/oci-hpc's health check runs these checks)."
+    }
+
+    fn fabric_advice(&self) -> &'static str {
+        "On OCI, check: NCCL_DEBUG=INFO shows the IB network, not Socket; the nodes launched in a cluster network or \
+         compute cluster (outside one they have only the front-end VNIC); the RDMA plugins (Compute HPC RDMA \
+         Authentication and Auto-Configuration) enabled and the RDMA interfaces configured with addresses."
+    }
+}
