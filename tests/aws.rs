@@ -1,63 +1,65 @@
 //! The AWS resources through the provider's own Resource implementations against the AWS emulator: the
 //! options the acceptance case does not cover (capacity blocks, spot, SSH keys, user data, scale-down,
 //! tags), what they become in EC2, and that an import gives back exactly the created state.
+//!
+//! Each test starts its own emulator (moto in a child process): faults and the inventory are an
+//! emulator's, so tests never see each other's.
 
-use std::sync::Arc;
+mod common;
 
-use aws_sdk_ec2::types::MarketType;
+use aws_sdk_ec2::types::{MarketType, ResponseLaunchTemplateData};
 use base64::Engine;
+use common::{apply, destroy, diagnostic, import_and_read, lines, provider_context, read, read_found, try_import, value};
 use hpc_emulators::harness::{AwsEmulator, admin, start_aws};
-use hpc_provider::config::ProviderConfig;
-use hpc_provider::framework::codec::decode_json;
-use hpc_provider::framework::{ApplyRequest, Context, Diagnostics, PlanRequest, ReadOutcome, Resource, Value};
+use hpc_provider::framework::{Context, ReadOutcome, Value};
 use hpc_provider::resources::gpu_cluster::GpuCluster;
 use hpc_provider::resources::gpu_fabric::GpuFabric;
+use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
+/// An AWS emulator and a provider configured for it (with default tags).
 struct Env {
     emulator: AwsEmulator,
     ctx: Context,
 }
 
-fn env() -> Env {
-    let emulator = start_aws();
-    let provider = json!({"default_tags": {"cost-center": "42"},
-        "aws": {"region": "us-east-1", "endpoint": emulator.endpoint, "access_key": "t", "secret_key": "t"}});
-    let config = decode_json(provider.to_string().as_bytes(), &hpc_provider::config::schema().value_type()).unwrap();
-    let ctx = Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&config, "test"))));
-    Env { emulator, ctx }
-}
-
-fn value(resource: &dyn Resource, json: serde_json::Value) -> Value {
-    decode_json(json.to_string().as_bytes(), &resource.schema().value_type()).unwrap()
-}
-
-/// Plans and applies as the CLI would; returns the new state and the diagnostics' summaries.
-async fn apply(ctx: &Context, resource: &dyn Resource, prior: &Value, config: &Value) -> (Value, Vec<String>) {
-    let mut diags = Diagnostics::new();
-    let planned = resource.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut diags).planned;
-    let out = resource.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut diags).await;
-    (out.new_state, diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect())
-}
-
-async fn import_and_read(ctx: &Context, resource: &dyn Resource, id: &str) -> Value {
-    let mut diags = Diagnostics::new();
-    let imported = resource.import(ctx, id, &mut diags).await.unwrap_or_else(|| panic!("{:?}", diags.iter().collect::<Vec<_>>()));
-    match resource.read(ctx, &imported, &[], &mut diags).await {
-        ReadOutcome::Found { state, .. } => state,
-        ReadOutcome::Gone => panic!("{id} gone after import"),
+impl Env {
+    fn start() -> Self {
+        let emulator = start_aws();
+        let ctx = provider_context(json!({"default_tags": {"cost-center": "42"},
+            "aws": {"region": "us-east-1", "endpoint": emulator.endpoint, "access_key": "t", "secret_key": "t"}}));
+        Env { emulator, ctx }
     }
-}
 
-fn ec2(endpoint: &str) -> aws_sdk_ec2::Client {
-    let config = aws_sdk_ec2::Config::builder()
-        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
-        .region(aws_sdk_ec2::config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new("t", "t", None, None, "static"))
-        .endpoint_url(endpoint)
-        .build();
-    aws_sdk_ec2::Client::from_conf(config)
+    fn admin(&self, method: &str, route: &str, body: Option<serde_json::Value>) -> serde_json::Value {
+        admin(&self.emulator.endpoint, method, route, body)
+    }
+
+    fn ec2(&self) -> aws_sdk_ec2::Client {
+        let config = aws_sdk_ec2::Config::builder()
+            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+            .credentials_provider(aws_credential_types::Credentials::new("t", "t", None, None, "static"))
+            .endpoint_url(&self.emulator.endpoint)
+            .build();
+        aws_sdk_ec2::Client::from_conf(config)
+    }
+
+    /// The EC2 instances in the emulator's inventory.
+    fn nodes(&self) -> Vec<serde_json::Value> {
+        self.admin("GET", "inventory", None)["resources"]["ec2"]["instances"].as_array().unwrap().clone()
+    }
+
+    /// Fabric `cb`, created without a diagnostic.
+    async fn fabric(&self) -> Value {
+        let fabric_config = value(
+            &GpuFabric,
+            json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
+        );
+        let (fabric, diags) = apply(&self.ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+        assert!(diags.is_empty(), "{diags:?}");
+        fabric
+    }
 }
 
 const FABRIC_REF: fn() -> serde_json::Value = || {
@@ -65,12 +67,19 @@ const FABRIC_REF: fn() -> serde_json::Value = || {
            "instance_type": "p5en.48xlarge", "placement": "none"})
 };
 
-#[tokio::test]
-async fn capacity_block_with_ssh_key_and_user_data_lands_in_the_launch_template_and_imports_back() {
-    let Env { emulator, ctx } = env();
-    let ep = emulator.endpoint.as_str();
-    let client = ec2(ep);
-    let reservation = client
+/// Cluster `cbc`: two p5en nodes in a capacity block, with an SSH key, user data and a tag of the user's.
+struct CapacityBlock {
+    env: Env,
+    reservation: String,
+    fabric: Value,
+    config: Value,
+    cluster: Value,
+}
+
+async fn capacity_block_cluster() -> CapacityBlock {
+    let env = Env::start();
+    let reservation = env
+        .ec2()
         .create_capacity_reservation()
         .instance_type("p5en.48xlarge")
         .instance_platform("Linux/UNIX".into())
@@ -83,12 +92,7 @@ async fn capacity_block_with_ssh_key_and_user_data_lands_in_the_launch_template_
         .unwrap()
         .capacity_reservation_id
         .unwrap();
-    let fabric_config = value(
-        &GpuFabric,
-        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
-    );
-    let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
-    assert!(diags.is_empty(), "{diags:?}");
+    let fabric = env.fabric().await;
     let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGv1ZcBc1wOuYkqHsKPbRnSLQzBhEo5f6QWq1Yb5Kx5O ml@example";
     let config = value(
         &GpuCluster,
@@ -96,105 +100,175 @@ async fn capacity_block_with_ssh_key_and_user_data_lands_in_the_launch_template_
                "image": "ami-12c6146b", "ssh_public_key": key, "user_data": "#!/bin/sh\necho ready\n", "workload": "finetuning",
                "tags": {"team": "ml"}}),
     );
-    let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config).await;
+    let (cluster, diags) = apply(&env.ctx, &GpuCluster, &Value::Null, &config).await;
     assert!(diags.iter().all(|d| !d.starts_with("Creating")), "{diags:?}");
     assert_eq!(cluster.get("id").as_str(), Some("aws/us-east-1/cbc"));
+    CapacityBlock { env, reservation, fabric, config, cluster }
+}
 
-    // What EC2 got: the capacity block through the market and reservation options, 16 EFA cards (p5en).
-    let lt = client.describe_launch_template_versions().launch_template_name("cbc-lt").versions("$Latest").send().await.unwrap();
-    let data = lt.launch_template_versions()[0].launch_template_data().unwrap();
+impl CapacityBlock {
+    /// What EC2 got: the latest version of the cluster's launch template.
+    async fn launch_template(&self) -> ResponseLaunchTemplateData {
+        let lt =
+            self.env.ec2().describe_launch_template_versions().launch_template_name("cbc-lt").versions("$Latest").send().await.unwrap();
+        lt.launch_template_versions()[0].launch_template_data().unwrap().clone()
+    }
+
+    /// The cluster's configuration with `node_count` and the user's tags changed.
+    fn resized(&self, nodes: i64, team: &str) -> Value {
+        let mut config = self.config.as_map().unwrap().clone();
+        config.insert("node_count".into(), Value::int(nodes));
+        config.insert("tags".into(), Value::Map([("team".to_owned(), Value::from(team))].into()));
+        Value::Map(config)
+    }
+}
+
+#[tokio::test]
+async fn a_capacity_block_reaches_ec2_through_the_market_and_reservation_options() {
+    let cb = capacity_block_cluster().await;
+    let data = cb.launch_template().await;
     assert_eq!(data.instance_market_options().and_then(|m| m.market_type()), Some(&MarketType::CapacityBlock));
     let target = data.capacity_reservation_specification().and_then(|c| c.capacity_reservation_target()).unwrap();
-    assert_eq!(target.capacity_reservation_id(), Some(reservation.as_str()));
-    assert_eq!(data.key_name(), Some("cbc-key"));
+    assert_eq!(target.capacity_reservation_id(), Some(cb.reservation.as_str()));
+}
+
+#[tokio::test]
+async fn an_ssh_public_key_becomes_the_nodes_key_pair() {
+    let cb = capacity_block_cluster().await;
+    assert_eq!(cb.launch_template().await.key_name(), Some("cbc-key"));
+}
+
+#[tokio::test]
+async fn user_data_reaches_the_launch_template_unchanged() {
+    let cb = capacity_block_cluster().await;
+    let data = cb.launch_template().await;
     let user_data = base64::engine::general_purpose::STANDARD.decode(data.user_data().unwrap()).unwrap();
     assert_eq!(user_data, b"#!/bin/sh\necho ready\n");
+}
+
+#[tokio::test]
+async fn a_p5en_node_gets_16_efa_cards_and_no_public_ip_setting() {
+    let cb = capacity_block_cluster().await;
+    let data = cb.launch_template().await;
     assert_eq!(data.network_interfaces().len(), 16);
     // EC2 refuses AssociatePublicIpAddress, even false, once a launch has more than one interface.
     assert!(data.network_interfaces().iter().all(|n| n.associate_public_ip_address().is_none()), "{:?}", data.network_interfaces());
-    assert!(data.placement().and_then(|p| p.group_name()).is_none_or(str::is_empty), "placement = none: no group");
+}
 
-    // Every node carries the user's tags, the provider's defaults and ours.
-    let inv = admin(ep, "GET", "inventory", None);
-    let nodes = inv["resources"]["ec2"]["instances"].as_array().unwrap();
+#[tokio::test]
+async fn placement_none_puts_the_nodes_in_no_placement_group() {
+    let cb = capacity_block_cluster().await;
+    let data = cb.launch_template().await;
+    assert!(data.placement().and_then(|p| p.group_name()).is_none_or(str::is_empty), "placement = none: no group");
+}
+
+#[tokio::test]
+async fn every_node_carries_the_users_tags_the_default_tags_and_the_providers() {
+    let cb = capacity_block_cluster().await;
+    let nodes = cb.env.nodes();
     assert_eq!(nodes.len(), 2);
-    for n in nodes {
+    for n in &nodes {
         for (k, v) in [("team", "ml"), ("cost-center", "42"), ("hpc:cluster", "cbc"), ("hpc:fabric", "cb")] {
             assert_eq!(n["tags"][k], v, "{n}");
         }
     }
+}
 
-    // Import gives back exactly what the create wrote.
-    let imported = import_and_read(&ctx, &GpuCluster, "aws/us-east-1/cbc").await;
-    assert_eq!(imported, cluster);
-    let imported_fabric = import_and_read(&ctx, &GpuFabric, "aws/us-east-1/cb").await;
-    assert_eq!(imported_fabric, fabric);
+#[tokio::test]
+async fn an_import_gives_back_exactly_the_created_cluster_and_fabric() {
+    let cb = capacity_block_cluster().await;
+    let imported = import_and_read(&cb.env.ctx, &GpuCluster, "aws/us-east-1/cbc").await;
+    assert_eq!(imported, cb.cluster);
+    let imported_fabric = import_and_read(&cb.env.ctx, &GpuFabric, "aws/us-east-1/cb").await;
+    assert_eq!(imported_fabric, cb.fabric);
+}
 
-    // Scale down removes the highest-numbered node; a tag change reaches the nodes that stay.
-    let mut smaller = config.as_map().unwrap().clone();
-    smaller.insert("node_count".into(), Value::int(1));
-    smaller.insert("tags".into(), Value::Map([("team".to_owned(), Value::from("research"))].into()));
-    let (cluster, diags) = apply(&ctx, &GpuCluster, &cluster, &Value::Map(smaller)).await;
+#[tokio::test]
+async fn scaling_down_removes_the_highest_numbered_node() {
+    let cb = capacity_block_cluster().await;
+    let (cluster, diags) = apply(&cb.env.ctx, &GpuCluster, &cb.cluster, &cb.resized(1, "ml")).await;
     assert!(diags.iter().all(|d| !d.starts_with("Updating")), "{diags:?}");
     assert_eq!(cluster.get("node_names"), &Value::list([Value::from("cbc-0")]));
-    let inv = admin(ep, "GET", "inventory", None);
-    let nodes = inv["resources"]["ec2"]["instances"].as_array().unwrap();
+    let nodes = cb.env.nodes();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(nodes[0]["tags"]["hpc:node"], "cbc-0");
+}
+
+#[tokio::test]
+async fn a_tag_change_reaches_the_nodes_that_stay_after_a_scale_down() {
+    let cb = capacity_block_cluster().await;
+    let (cluster, diags) = apply(&cb.env.ctx, &GpuCluster, &cb.cluster, &cb.resized(1, "research")).await;
+    assert!(diags.iter().all(|d| !d.starts_with("Updating")), "{diags:?}");
+    assert_eq!(cluster.get("node_names"), &Value::list([Value::from("cbc-0")]));
+    let nodes = cb.env.nodes();
     assert_eq!(nodes.len(), 1);
     assert_eq!(nodes[0]["tags"]["hpc:node"], "cbc-0");
     assert_eq!(nodes[0]["tags"]["team"], "research");
+}
 
-    // Destroy: nothing left, the key pair included.
-    let mut diags = Diagnostics::new();
-    for (r, state) in [(&GpuCluster as &dyn Resource, &cluster), (&GpuFabric, &fabric)] {
-        let out = r.apply(&ctx, ApplyRequest { prior: state, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut diags).await;
-        assert!(out.new_state.is_null());
-    }
-    assert!(!diags.has_errors());
-    let inv = admin(ep, "GET", "inventory", None);
+#[tokio::test]
+async fn destroy_leaves_nothing_behind_the_key_pair_included() {
+    let cb = capacity_block_cluster().await;
+    destroy(&cb.env.ctx, &GpuCluster, &cb.cluster).await;
+    destroy(&cb.env.ctx, &GpuFabric, &cb.fabric).await;
+    let inv = cb.env.admin("GET", "inventory", None);
     assert_eq!(inv["resources"]["ec2"]["key_pairs"], json!([]));
     assert_eq!(inv["resources"]["ec2"]["instances"], json!([]));
 }
 
 #[tokio::test]
-async fn a_missing_fabric_and_bad_ids_are_diagnostics_not_failures() {
-    let Env { emulator: _emulator, ctx } = env();
-    // A cluster whose fabric was never built: the apply says what to do and creates nothing.
+async fn a_cluster_whose_fabric_was_never_built_says_to_apply_the_fabric_first() {
+    let env = Env::start();
+    // The apply says what to do and creates nothing.
     let config = value(&GpuCluster, json!({"name": "orphan", "fabric": FABRIC_REF(), "node_count": 1, "image": "ami-12c6146b"}));
-    let (state, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config).await;
+    let (state, diags) = apply(&env.ctx, &GpuCluster, &Value::Null, &config).await;
     assert!(diags.iter().any(|d| d.contains("fabric cb has no security group") && d.contains("apply the fabric first")), "{diags:?}");
     assert_eq!(state.get("node_count"), &Value::int(0), "nothing launched: {state:?}");
-
-    let mut diags = Diagnostics::new();
-    assert!(GpuCluster.import(&ctx, "us-east-1/train", &mut diags).await.is_none());
-    assert!(GpuFabric.import(&ctx, "aws/us-east-1/nope", &mut diags).await.is_none());
-    let text: Vec<String> = diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect();
-    assert!(text[0].contains("Invalid import id") && text[0].contains("aws/us-east-1/train-nodes"), "{text:?}");
-    assert!(text[1].contains("Cannot import the fabric") && text[1].contains("no fabric named \"nope\""), "{text:?}");
 }
 
 #[tokio::test]
-async fn a_cluster_or_fabric_deleted_outside_reads_as_gone_so_the_plan_creates_it() {
-    let Env { emulator, ctx } = env();
-    let ep = emulator.endpoint.as_str();
-    let fabric_config = value(
-        &GpuFabric,
-        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
-    );
-    let (fabric, _) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+async fn an_import_id_in_the_wrong_form_is_a_diagnostic_naming_the_right_one() {
+    let env = Env::start();
+    let (imported, text) = try_import(&env.ctx, &GpuCluster, "us-east-1/train").await;
+    assert!(imported.is_none());
+    assert!(text[0].contains("Invalid import id") && text[0].contains("aws/us-east-1/train-nodes"), "{text:?}");
+}
+
+#[tokio::test]
+async fn importing_a_fabric_that_does_not_exist_is_a_diagnostic() {
+    let env = Env::start();
+    let (imported, text) = try_import(&env.ctx, &GpuFabric, "aws/us-east-1/nope").await;
+    assert!(imported.is_none());
+    assert!(text[0].contains("Cannot import the fabric") && text[0].contains("no fabric named \"nope\""), "{text:?}");
+}
+
+#[tokio::test]
+async fn a_cluster_deleted_outside_reads_as_gone_so_the_plan_creates_it() {
+    let env = Env::start();
+    env.fabric().await;
     let config = value(&GpuCluster, json!({"name": "gone", "fabric": FABRIC_REF(), "node_count": 2, "image": "ami-12c6146b"}));
-    let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config).await;
+    let (cluster, diags) = apply(&env.ctx, &GpuCluster, &Value::Null, &config).await;
     assert!(diags.iter().all(|d| d.starts_with("No proximity placement")), "{diags:?}");
 
     // Someone deletes the whole cluster by hand: every node and the launch template.
-    for node in admin(ep, "GET", "inventory", None)["resources"]["ec2"]["instances"].as_array().unwrap() {
-        admin(ep, "POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": node["id"]})));
+    for node in env.nodes() {
+        env.admin("POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": node["id"]})));
     }
-    ec2(ep).delete_launch_template().launch_template_name("gone-lt").send().await.unwrap();
-    let mut diags = Diagnostics::new();
-    assert!(matches!(GpuCluster.read(&ctx, &cluster, &[], &mut diags).await, ReadOutcome::Gone));
+    env.ec2().delete_launch_template().launch_template_name("gone-lt").send().await.unwrap();
+    let (outcome, diags) = read(&env.ctx, &GpuCluster, &cluster).await;
+    assert!(matches!(outcome, ReadOutcome::Gone));
+    assert!(!diags.has_errors(), "{:?}", lines(&diags));
+    // Nothing of the cluster is left (the fabric is).
+    let inv = env.admin("GET", "inventory", None);
+    assert_eq!((&inv["resources"]["ec2"]["instances"], &inv["resources"]["ec2"]["launch_templates"]), (&json!([]), &json!([])), "{inv}");
+}
 
-    // And the fabric: its security group, then its network.
-    let client = ec2(ep);
+#[tokio::test]
+async fn a_fabric_deleted_outside_reads_as_gone_so_the_plan_creates_it() {
+    let env = Env::start();
+    let fabric = env.fabric().await;
+    // Someone deletes the fabric by hand: its security group, then its network.
+    let client = env.ec2();
     let groups = client
         .describe_security_groups()
         .filters(aws_sdk_ec2::types::Filter::builder().name("group-name").values("cb-efa").build())
@@ -206,87 +280,102 @@ async fn a_cluster_or_fabric_deleted_outside_reads_as_gone_so_the_plan_creates_i
     let subnet = fabric.get("subnet_id").as_str().unwrap();
     client.delete_subnet().subnet_id(subnet).send().await.unwrap();
     client.delete_vpc().vpc_id(fabric.get("vpc_id").as_str().unwrap()).send().await.unwrap();
-    assert!(matches!(GpuFabric.read(&ctx, &fabric, &[], &mut diags).await, ReadOutcome::Gone));
-    assert!(!diags.has_errors());
-    assert_eq!(admin(ep, "GET", "inventory", None)["empty"], true);
+    let (outcome, diags) = read(&env.ctx, &GpuFabric, &fabric).await;
+    assert!(matches!(outcome, ReadOutcome::Gone));
+    assert!(!diags.has_errors(), "{:?}", lines(&diags));
+    assert_eq!(env.admin("GET", "inventory", None)["empty"], true);
+}
+
+/// A one-node cluster `dies` whose node EC2 terminates right after the launch: its configuration, the
+/// state the apply left and its diagnostics.
+async fn a_node_dies_at_launch(env: &Env) -> (Value, Value, Vec<String>) {
+    env.fabric().await;
+    env.admin("POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "terminate_at_launch", "times": 1})));
+    let config = value(&GpuCluster, json!({"name": "dies", "fabric": FABRIC_REF(), "node_count": 1, "image": "ami-12c6146b"}));
+    let (state, diags) = apply(&env.ctx, &GpuCluster, &Value::Null, &config).await;
+    (config, state, diags)
 }
 
 #[tokio::test]
-async fn nodes_that_die_at_launch_fail_the_apply_with_ec2s_reason_and_stay_tracked() {
-    let Env { emulator, ctx } = env();
-    let ep = emulator.endpoint.as_str();
-    let fabric_config = value(
-        &GpuFabric,
-        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
-    );
-    apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
-    admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "terminate_at_launch", "times": 1})));
-    let config = value(&GpuCluster, json!({"name": "dies", "fabric": FABRIC_REF(), "node_count": 1, "image": "ami-12c6146b"}));
-    let (state, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config).await;
-    let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
+async fn nodes_that_die_at_launch_fail_the_apply_with_ec2s_reason() {
+    let env = Env::start();
+    let (_, _, diags) = a_node_dies_at_launch(&env).await;
+    let failure = diagnostic(&diags, "Creating the cluster failed");
     assert!(failure.contains("node dies-0") && failure.contains("went to terminated instead of running"), "{failure}");
     assert!(failure.contains("Server.InsufficientInstanceCapacity: Insufficient capacity."), "{failure}");
+}
+
+#[tokio::test]
+async fn a_cluster_whose_nodes_died_at_launch_stays_in_state_with_the_nodes_that_exist() {
+    let env = Env::start();
+    let (_, state, _) = a_node_dies_at_launch(&env).await;
     // The state keeps the cluster (its launch template exists) with the nodes that really exist: none.
     assert_eq!(state.get("id").as_str(), Some("aws/us-east-1/dies"));
     assert_eq!(state.get("node_count"), &Value::int(0));
-    // Applying again (the CLI replaces the tainted cluster; converging in place works too) finishes the job.
-    let (state, diags) = apply(&ctx, &GpuCluster, &state, &config).await;
+}
+
+#[tokio::test]
+async fn the_apply_after_nodes_died_at_launch_finishes_the_cluster() {
+    let env = Env::start();
+    let (config, state, _) = a_node_dies_at_launch(&env).await;
+    // The CLI replaces the tainted cluster; converging in place works too.
+    let (state, diags) = apply(&env.ctx, &GpuCluster, &state, &config).await;
     assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
     assert_eq!(state.get("node_names"), &Value::list([Value::from("dies-0")]));
 }
 
 #[tokio::test]
-async fn throttling_is_retried_and_a_persistent_error_is_a_diagnostic() {
-    let Env { emulator, ctx } = env();
-    let ep = emulator.endpoint.as_str();
-    let fabric_config = value(
-        &GpuFabric,
-        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
-    );
-    let (fabric, _) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+async fn a_throttled_ec2_read_is_retried() {
+    let env = Env::start();
+    let fabric = env.fabric().await;
     // EC2 throttles twice (RequestLimitExceeded, HTTP 503): the SDK's standard retries absorb it.
-    admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "DescribeSecurityGroups", "kind": "throttle", "times": 2})));
-    let mut diags = Diagnostics::new();
-    assert!(matches!(GpuFabric.read(&ctx, &fabric, &[], &mut diags).await, ReadOutcome::Found { .. }));
+    env.admin("POST", "faults", Some(json!({"service": "ec2", "operation": "DescribeSecurityGroups", "kind": "throttle", "times": 2})));
+    let (outcome, diags) = read(&env.ctx, &GpuFabric, &fabric).await;
+    assert!(matches!(outcome, ReadOutcome::Found { .. }));
     assert!(!diags.has_errors());
-    let fired = admin(ep, "GET", "faults", None);
+    let fired = env.admin("GET", "faults", None);
     assert_eq!(fired["faults"][0]["fired"], 2, "{fired}");
-    // An error that does not go away reaches the user in EC2's words, and the state is kept as it was.
-    admin(ep, "DELETE", "faults", None);
-    admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "DescribeSecurityGroups", "kind": "server_error"})));
-    let outcome = GpuFabric.read(&ctx, &fabric, &[], &mut diags).await;
+}
+
+#[tokio::test]
+async fn an_ec2_error_that_does_not_go_away_is_a_diagnostic_and_the_state_is_kept() {
+    let env = Env::start();
+    let fabric = env.fabric().await;
+    // It reaches the user in EC2's words, and the state is kept as it was.
+    env.admin("POST", "faults", Some(json!({"service": "ec2", "operation": "DescribeSecurityGroups", "kind": "server_error"})));
+    let (outcome, diags) = read(&env.ctx, &GpuFabric, &fabric).await;
     assert!(matches!(outcome, ReadOutcome::Found { state, .. } if state == fabric));
-    let text: Vec<String> = diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect();
+    let text = lines(&diags);
     assert!(text.iter().any(|t| t.starts_with("Reading the fabric failed") && t.contains("InternalError")), "{text:?}");
+}
+
+fn data_config(repo: &str) -> Value {
+    value(
+        &ParallelFilesystem,
+        json!({"name": "data", "fabric": FABRIC_REF(), "capacity_gib": 1200, "throughput_per_tib": 250, "data_repository": repo}),
+    )
+}
+
+/// Fabric `cb` and filesystem `data`, moved from data repository v1 to v2: the fabric, the id FSx gave the
+/// filesystem, and its state.
+async fn data_repository_moved(env: &Env) -> (Value, String, Value) {
+    let fabric = env.fabric().await;
+    let (fs, diags) = apply(&env.ctx, &ParallelFilesystem, &Value::Null, &data_config("s3://datasets/v1")).await;
+    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    let fs_id = fs.get("id").as_str().unwrap().rsplit('/').next().unwrap().to_owned();
+    let (fs, diags) = apply(&env.ctx, &ParallelFilesystem, &fs, &data_config("s3://datasets/v2")).await;
+    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    (fabric, fs_id, fs)
 }
 
 #[tokio::test]
 async fn a_new_data_repository_replaces_the_old_association_once_fsx_has_deleted_it() {
-    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
-    let Env { emulator, ctx } = env();
-    let ep = emulator.endpoint.as_str();
-    let fabric_config = value(
-        &GpuFabric,
-        json!({"name": "cb", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge", "placement": "none"}),
-    );
-    let (fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
-    assert!(diags.is_empty(), "{diags:?}");
-    let fs_config = |repo: &str| {
-        value(
-            &ParallelFilesystem,
-            json!({"name": "data", "fabric": FABRIC_REF(), "capacity_gib": 1200, "throughput_per_tib": 250, "data_repository": repo}),
-        )
-    };
-    let (fs, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config("s3://datasets/v1")).await;
-    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
-    let fs_id = fs.get("id").as_str().unwrap().rsplit('/').next().unwrap().to_owned();
-
+    let env = Env::start();
     // FSx deletes an association asynchronously, and "/" holds one at a time: the new one is made once the
     // old one is gone.
-    let (fs, diags) = apply(&ctx, &ParallelFilesystem, &fs, &fs_config("s3://datasets/v2")).await;
-    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    let (fabric, fs_id, fs) = data_repository_moved(&env).await;
     assert_eq!(fs.get("data_repository").as_str(), Some("s3://datasets/v2"));
-    let snapshot = admin(ep, "GET", "snapshot", None);
+    let snapshot = env.admin("GET", "snapshot", None);
     let associations: Vec<serde_json::Value> = snapshot["resources"]
         .as_object()
         .unwrap()
@@ -298,17 +387,16 @@ async fn a_new_data_repository_replaces_the_old_association_once_fsx_has_deleted
     assert_eq!(associations[0]["FileSystemId"], fs_id.as_str());
     assert_eq!(associations[0]["FileSystemPath"], "/");
     assert_eq!(associations[0]["DataRepositoryPath"], "s3://datasets/v2");
-    // A refresh reads the new association, not the one being deleted.
-    let mut diags = Diagnostics::new();
-    match ParallelFilesystem.read(&ctx, &fs, &[], &mut diags).await {
-        ReadOutcome::Found { state, .. } => assert_eq!(state.get("data_repository").as_str(), Some("s3://datasets/v2")),
-        ReadOutcome::Gone => panic!("gone"),
-    }
 
-    let mut diags = Diagnostics::new();
-    for (r, state) in [(&ParallelFilesystem as &dyn Resource, &fs), (&GpuFabric, &fabric)] {
-        r.apply(&ctx, ApplyRequest { prior: state, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut diags).await;
-    }
-    assert!(!diags.has_errors(), "{:?}", diags.iter().collect::<Vec<_>>());
-    assert_eq!(admin(ep, "GET", "inventory", None)["empty"], true);
+    destroy(&env.ctx, &ParallelFilesystem, &fs).await;
+    destroy(&env.ctx, &GpuFabric, &fabric).await;
+    assert_eq!(env.admin("GET", "inventory", None)["empty"], true);
+}
+
+#[tokio::test]
+async fn a_refresh_reads_the_new_data_repository_association_not_the_one_being_deleted() {
+    let env = Env::start();
+    let (_, _, fs) = data_repository_moved(&env).await;
+    let state = read_found(&env.ctx, &ParallelFilesystem, &fs).await;
+    assert_eq!(state.get("data_repository").as_str(), Some("s3://datasets/v2"));
 }

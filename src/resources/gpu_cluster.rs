@@ -531,3 +531,56 @@ static LIFECYCLE: Kind<ClusterSpec> = Kind {
     kept: "The nodes that exist are kept in state; apply again to finish, or destroy.",
     left: "What is left stays in state; run destroy again.",
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(kind: &str, name: &str) -> Value {
+        Value::object([
+            ("kind", Value::from(kind)),
+            ("name", Value::from(name)),
+            ("count", Value::int(1)),
+            ("settings", Value::object([("names", Value::from("n-0 .. n-1"))])),
+        ])
+    }
+
+    fn cluster_state(pieces: Vec<Value>) -> Value {
+        Value::object([
+            ("name", Value::from("n")),
+            ("cloud", Value::from("aws")),
+            ("instance_type", Value::from("p5.48xlarge")),
+            ("node_count", Value::int(2)),
+            ("expansion", Value::list(pieces)),
+        ])
+    }
+
+    fn missing(state: &Value) -> Vec<bool> {
+        state.get("expansion").as_list().unwrap().iter().map(|p| p.get("settings").get("missing").is_present()).collect()
+    }
+
+    #[test]
+    fn a_cluster_whose_nodes_are_gone_keeps_its_network_pieces_and_marks_every_node_piece_missing() {
+        let state = cluster_state(vec![piece("net", "n-vpc"), piece("net", "n-subnet"), piece("nodes", "n"), piece("template", "n-lt")]);
+        let out = without_nodes(&state, Cloud::parse("aws").unwrap(), 2);
+        assert_eq!(missing(&out), [false, false, true, true]);
+        assert_eq!(out.get("node_count"), &Value::int(0));
+        assert_eq!(out.get("nodes"), &Value::list([]));
+    }
+
+    #[test]
+    fn the_network_refresh_replaces_only_the_leading_pieces() {
+        let state = cluster_state(vec![piece("net", "n-vpc"), piece("nodes", "n")]);
+        let refreshed = shared::mark_missing(&Value::list([piece("net", "n-vpc")]), |_| false);
+        let out = with_network_pieces(&state, &refreshed);
+        assert_eq!(missing(&out), [true, false]);
+        assert_eq!(out.get("expansion").as_list().unwrap()[1], piece("nodes", "n"));
+    }
+
+    #[test]
+    fn the_network_attribute_is_null_when_the_fabric_state_has_no_ids() {
+        assert_eq!(network_of(&Value::object([("vpc_id", Value::Null), ("subnet_id", Value::Null)])), Value::Null);
+        let made = network_of(&Value::object([("vpc_id", Value::from("vpc-1")), ("subnet_id", Value::from("subnet-1"))]));
+        assert_eq!(made.get("subnet_id"), &Value::from("subnet-1"));
+    }
+}

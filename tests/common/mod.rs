@@ -1,5 +1,9 @@
-//! Shared helpers for the protocol tests: a CLI-like client identity, the provider process, and gRPC
-//! channels over mutual TLS exactly as go-plugin's client builds them.
+//! Shared helpers for the test binaries (each takes what it needs through `mod common;`):
+//!
+//! - for the protocol tests: a CLI-like client identity, the provider process, and gRPC channels over
+//!   mutual TLS exactly as go-plugin's client builds them;
+//! - for the per-cloud integration tests (aws, azure, oci): a configured provider's [`Context`], resource
+//!   values from JSON, and plan/apply, destroy, read and import called the way the CLI calls them.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -9,9 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
+use hpc_provider::config::ProviderConfig;
+use hpc_provider::framework::codec::decode_json;
+use hpc_provider::framework::{ApplyRequest, Context, Diagnostics, PlanRequest, ReadOutcome, Resource, Value};
 use hpc_provider::protocol::transport::{MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use serde_json::Value as Json;
+use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
 
 /// A client identity like the CLI's AutoMTLS one: ECDSA P-521, self-signed, CA:true.
@@ -111,4 +120,87 @@ pub async fn channel(
             }
         }))
         .await
+}
+
+// The provider's resources called directly, as the per-cloud integration tests drive them.
+
+/// The context of a provider configured with `provider`, the provider block as JSON
+/// (`{"aws": {...}, "default_tags": {...}}`).
+pub fn provider_context(provider: Json) -> Context {
+    let config = decode_json(provider.to_string().as_bytes(), &hpc_provider::config::schema().value_type()).unwrap();
+    Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&config, "test"))))
+}
+
+/// A configuration (or state) of `resource`, written as JSON.
+pub fn value(resource: &dyn Resource, json: Json) -> Value {
+    decode_json(json.to_string().as_bytes(), &resource.schema().value_type()).unwrap()
+}
+
+/// Diagnostics as `summary: detail` lines.
+pub fn lines(diags: &Diagnostics) -> Vec<String> {
+    diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect()
+}
+
+/// The diagnostic line that starts with `summary` (e.g. "Creating the cluster failed"); panics, listing
+/// them all, when there is none.
+pub fn diagnostic<'a>(diags: &'a [String], summary: &str) -> &'a str {
+    diags.iter().find(|d| d.starts_with(summary)).unwrap_or_else(|| panic!("no {summary:?} in {diags:?}"))
+}
+
+/// Plans and applies as the CLI would; returns the new state and the diagnostics as `summary: detail`.
+pub async fn apply(ctx: &Context, resource: &dyn Resource, prior: &Value, config: &Value) -> (Value, Vec<String>) {
+    let mut diags = Diagnostics::new();
+    let planned = resource.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut diags).planned;
+    let out = resource.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut diags).await;
+    (out.new_state, lines(&diags))
+}
+
+/// Destroys `state` as the CLI would; asserts that nothing is left in state and no error was reported.
+pub async fn destroy(ctx: &Context, resource: &dyn Resource, state: &Value) {
+    let mut d = Diagnostics::new();
+    let out = resource.apply(ctx, ApplyRequest { prior: state, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut d).await;
+    assert!(out.new_state.is_null(), "{} not destroyed: {:?}", resource.type_name(), lines(&d));
+    assert!(!d.has_errors(), "destroying the {}: {:?}", resource.type_name(), lines(&d));
+}
+
+/// Refreshes `state`: what the read found and its diagnostics.
+pub async fn read(ctx: &Context, resource: &dyn Resource, state: &Value) -> (ReadOutcome, Diagnostics) {
+    let mut d = Diagnostics::new();
+    let outcome = resource.read(ctx, state, &[], &mut d).await;
+    (outcome, d)
+}
+
+/// Refreshes `state`; panics when the object is gone.
+pub async fn read_found(ctx: &Context, resource: &dyn Resource, state: &Value) -> Value {
+    match read(ctx, resource, state).await {
+        (ReadOutcome::Found { state, .. }, _) => state,
+        (ReadOutcome::Gone, d) => panic!("the {} is gone: {:?}", resource.type_name(), lines(&d)),
+    }
+}
+
+/// Imports `id`: the state, if any, and the diagnostics as `summary: detail`.
+pub async fn try_import(ctx: &Context, resource: &dyn Resource, id: &str) -> (Option<Value>, Vec<String>) {
+    let mut d = Diagnostics::new();
+    let imported = resource.import(ctx, id, &mut d).await;
+    (imported, lines(&d))
+}
+
+/// Imports `id`; panics, with the diagnostics, when nothing is imported.
+pub async fn import(ctx: &Context, resource: &dyn Resource, id: &str) -> (Value, Vec<String>) {
+    let (imported, diags) = try_import(ctx, resource, id).await;
+    (imported.unwrap_or_else(|| panic!("{} {id} not imported: {diags:?}", resource.type_name())), diags)
+}
+
+/// Imports `id` and refreshes it, as `terraform import` does.
+pub async fn import_and_read(ctx: &Context, resource: &dyn Resource, id: &str) -> Value {
+    let (imported, _) = import(ctx, resource, id).await;
+    match read(ctx, resource, &imported).await {
+        (ReadOutcome::Found { state, .. }, _) => state,
+        (ReadOutcome::Gone, _) => panic!("{id} gone after import"),
+    }
+}
+
+/// A cluster's `node_names`.
+pub fn node_names(state: &Value) -> Vec<String> {
+    state.get("node_names").as_list().unwrap_or_default().iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
 }
