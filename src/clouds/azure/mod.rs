@@ -147,17 +147,6 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
     vec![lustre]
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn scale_sets_split_evenly_under_100() {
-        assert_eq!(super::scale_set_sizes(4), vec![4]);
-        assert_eq!(super::scale_set_sizes(100), vec![100]);
-        assert_eq!(super::scale_set_sizes(150), vec![75, 75]);
-        assert_eq!(super::scale_set_sizes(201), vec![67, 67, 67]);
-    }
-}
-
 /// This cloud's expander, as the planner sees it.
 pub struct Expansion;
 
@@ -190,5 +179,16 @@ impl super::Expander for Expansion {
          in ND96isr) and its driver is loaded (ibstat lists the ports); every VM in one InfiniBand VM scale set with \
          a single placement group (VMs in different scale sets share no InfiniBand fabric); NCCL_IB_* not pointing at \
          missing devices."
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn scale_sets_split_evenly_under_100() {
+        assert_eq!(super::scale_set_sizes(4), vec![4]);
+        assert_eq!(super::scale_set_sizes(100), vec![100]);
+        assert_eq!(super::scale_set_sizes(150), vec![75, 75]);
+        assert_eq!(super::scale_set_sizes(201), vec![67, 67, 67]);
     }
 }
