@@ -83,6 +83,38 @@ pub fn recorded_config(
     t
 }
 
+/// The configuration an import reads back from the tags [`recorded_config`] wrote (`network_keys` as
+/// there), for the fabric `name` in `region` on `cloud`, with the cloud's own location attributes in
+/// `location` (resource group, compartment).
+pub fn config_from_record(
+    cloud: crate::catalog::Cloud,
+    name: &str,
+    region: &str,
+    tags: &BTreeMap<String, String>,
+    network_keys: (&str, &str),
+    location: &[(&str, crate::framework::Value)],
+    defaults: &BTreeMap<String, String>,
+) -> Result<crate::framework::Value, String> {
+    use crate::framework::Value;
+    let get = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
+    let instance_type = tags.get("hpc:instance-type").ok_or_else(|| format!("security group {name}-nsg has no hpc:instance-type tag"))?;
+    let mut config = BTreeMap::from([
+        ("name".to_owned(), Value::from(name)),
+        ("cloud".to_owned(), Value::from(cloud.as_str())),
+        ("region".to_owned(), Value::from(region)),
+        ("zone".to_owned(), get("hpc:zone")),
+        ("gpu".to_owned(), get("hpc:gpu")),
+        ("instance_type".to_owned(), Value::from(instance_type.as_str())),
+        ("vpc_id".to_owned(), get(network_keys.0)),
+        ("subnet_id".to_owned(), get(network_keys.1)),
+        ("cidr_block".to_owned(), get("hpc:cidr")),
+        ("placement".to_owned(), get("hpc:placement")),
+        ("tags".to_owned(), shared::imported_tags(cloud, tags, defaults)),
+    ]);
+    config.extend(location.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+    Ok(Value::Map(config))
+}
+
 /// The reference for the fabric's network as a downstream piece sees it.
 pub fn network_refs(network: &Network, vpc_kind: &str, subnet_kind: &str, fabric: &str) -> (String, String) {
     match network {

@@ -120,6 +120,12 @@ pub fn user_tags(cloud: Cloud, live: &BTreeMap<String, String>, defaults: &BTree
     live.iter().filter(|(k, v)| !reserved_tag(cloud, k) && defaults.get(*k) != Some(*v)).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
+/// The `tags` attribute of an imported object: the user's own tags, null when there are none.
+pub fn imported_tags(cloud: Cloud, live: &BTreeMap<String, String>, defaults: &BTreeMap<String, String>) -> Value {
+    let user = user_tags(cloud, live, defaults);
+    if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }
+}
+
 /// Keys of the tags a piece had before a change and no longer gets: removed from the cloud.
 pub fn stale_tags(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
     before.keys().filter(|k| !after.contains_key(*k)).cloned().collect()

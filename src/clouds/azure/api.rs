@@ -368,8 +368,7 @@ pub fn tags_of(resource: &Json) -> BTreeMap<String, String> {
 /// its own, so a user's `Name` is kept), less the provider's `hpc:` keys and its `default_tags`; null
 /// when none are left.
 pub fn imported_tags(tags: &BTreeMap<String, String>, defaults: &BTreeMap<String, String>) -> Value {
-    let user = crate::clouds::shared::user_tags(Cloud::Azure, tags, defaults);
-    if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }
+    crate::clouds::shared::imported_tags(Cloud::Azure, tags, defaults)
 }
 
 #[cfg(test)]

@@ -258,20 +258,15 @@ pub fn imported_config(
     defaults: &BTreeMap<String, String>,
 ) -> Result<Value, String> {
     let tags = super::api::tags_of(nsg);
-    let get = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
-    let instance_type = tags.get("hpc:instance-type").ok_or_else(|| format!("security group {name}-nsg has no hpc:instance-type tag"))?;
-    Ok(Value::object([
-        ("name", Value::from(name)),
-        ("cloud", Value::from("azure")),
-        ("region", Value::from(nsg["location"].as_str().unwrap_or_default())),
-        ("zone", get("hpc:zone")),
-        ("gpu", get("hpc:gpu")),
-        ("instance_type", Value::from(instance_type.as_str())),
-        ("vpc_id", get("hpc:vnet")),
-        ("subnet_id", get("hpc:subnet")),
-        ("cidr_block", get("hpc:cidr")),
-        ("placement", get("hpc:placement")),
-        ("resource_group", if given_group { Value::from(group) } else { Value::Null }),
-        ("tags", super::api::imported_tags(&tags, defaults)),
-    ]))
+    let region = nsg["location"].as_str().unwrap_or_default();
+    let group = if given_group { Value::from(group) } else { Value::Null };
+    crate::clouds::config_from_record(
+        crate::catalog::Cloud::Azure,
+        name,
+        region,
+        &tags,
+        ("hpc:vnet", "hpc:subnet"),
+        &[("resource_group", group)],
+        defaults,
+    )
 }

@@ -294,23 +294,8 @@ pub fn imported_config(
     defaults: &BTreeMap<String, String>,
 ) -> Result<Value, String> {
     let tags = tags_of(nsg);
-    let get = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
-    let instance_type = tags.get("hpc:instance-type").ok_or_else(|| format!("security group {name}-nsg has no hpc:instance-type tag"))?;
-    let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Oci, &tags, defaults);
-    Ok(Value::object([
-        ("name", Value::from(name)),
-        ("cloud", Value::from("oci")),
-        ("region", Value::from(region)),
-        ("zone", get("hpc:zone")),
-        ("gpu", get("hpc:gpu")),
-        ("instance_type", Value::from(instance_type.as_str())),
-        ("vpc_id", get("hpc:vcn")),
-        ("subnet_id", get("hpc:subnet")),
-        ("cidr_block", get("hpc:cidr")),
-        ("placement", get("hpc:placement")),
-        ("compartment_id", Value::from(compartment)),
-        ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
-    ]))
+    let location = [("compartment_id", Value::from(compartment))];
+    crate::clouds::config_from_record(crate::catalog::Cloud::Oci, name, region, &tags, ("hpc:vcn", "hpc:subnet"), &location, defaults)
 }
 
 /// The fabric as the `fabric = hpc_gpu_fabric.x` object, from its security group.
