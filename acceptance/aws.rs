@@ -31,6 +31,31 @@ pub fn ec2(endpoint: &str) -> aws_sdk_ec2::Client {
     aws_sdk_ec2::Client::from_conf(config)
 }
 
+/// The user data of every launch template's latest version as EC2 returns it (base64), one per line:
+/// what the nodes launched from them get.
+pub fn launch_template_user_data(endpoint: &str) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = ec2(endpoint);
+        let templates = client.describe_launch_templates().send().await.unwrap();
+        let mut out = String::new();
+        for t in templates.launch_templates() {
+            let versions = client
+                .describe_launch_template_versions()
+                .launch_template_id(t.launch_template_id().unwrap())
+                .versions("$Latest")
+                .send()
+                .await
+                .unwrap();
+            for v in versions.launch_template_versions() {
+                out.push_str(v.launch_template_data().and_then(|d| d.user_data()).unwrap_or_default());
+                out.push('\n');
+            }
+        }
+        out
+    })
+}
+
 /// The cluster's live nodes as the emulator reports them: name -> (placement group, EFA cards).
 fn nodes(endpoint: &str) -> BTreeMap<String, (String, BTreeSet<i32>)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -163,7 +188,7 @@ pub fn cluster_lifecycle_on_the_emulator(cli: &Cli) {
     // No resource changes after the import (Terraform 1.0 still wants to write the outputs it dropped).
     let after = w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout;
     assert!(!after.contains("# hpc_"), "{after}");
-    if cli.name == "tofu" {
+    if cli.has_import_blocks() {
         // The same through import blocks.
         w.run(&["state", "rm", ADDRESSES[0], ADDRESSES[1], ADDRESSES[2]]).expect_code(0);
         let blocks: String = ADDRESSES.iter().map(|a| format!("import {{\n  to = {a}\n  id = \"{}\"\n}}\n", ids[a])).collect();

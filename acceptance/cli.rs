@@ -3,29 +3,81 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// One CLI under test.
+/// One CLI under test, with its version (features are decided by it).
 #[derive(Clone, Debug)]
 pub struct Cli {
     pub name: &'static str,
     pub bin: PathBuf,
+    pub opentofu: bool,
+    pub version: (u32, u32, u32),
+}
+
+/// The version a CLI reports (`version -json` has `terraform_version` on both CLIs).
+fn version_of(bin: &Path) -> (u32, u32, u32) {
+    let out = Command::new(bin).args(["version", "-json"]).env("CHECKPOINT_DISABLE", "1").output().unwrap();
+    // A CLI without a configuration file warns on stdout first.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let body = text.find("{\n").map_or(&*text, |at| &text[at..]);
+    let json: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{} version -json: {e}: {text}", bin.display()));
+    let text = json["terraform_version"].as_str().unwrap_or_else(|| panic!("{} version -json: {json}", bin.display()));
+    let mut parts = text.split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
 impl Cli {
-    /// The CLI named by `var` (set by `scripts/test.sh`, which installs both CLIs).
-    pub fn from_env(name: &'static str, var: &str) -> Cli {
-        let bin = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
-            panic!("{var} is not set: run the acceptance tests through ./scripts/test.sh, which builds OpenTofu and installs Terraform")
-        });
+    /// The CLI named by `var` (set by `scripts/test.sh`, which installs the CLIs); `None` when unset.
+    fn from_env(name: &'static str, var: &str, opentofu: bool) -> Option<Cli> {
+        let bin = std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)?;
         assert!(bin.is_file(), "{var}={} does not exist", bin.display());
-        Cli { name, bin }
+        let version = version_of(&bin);
+        Some(Cli { name, bin, opentofu, version })
     }
 
+    fn required(name: &'static str, var: &str, opentofu: bool) -> Cli {
+        Cli::from_env(name, var, opentofu).unwrap_or_else(|| {
+            panic!("{var} is not set: run the acceptance tests through ./scripts/test.sh, which builds OpenTofu and installs Terraform")
+        })
+    }
+
+    /// OpenTofu, the newest release the Go module proxy serves (built by `scripts/test.sh`).
     pub fn tofu() -> Cli {
-        Cli::from_env("tofu", "HPC_TOFU")
+        Cli::required("tofu", "HPC_TOFU", true)
     }
 
-    pub fn terraform() -> Cli {
-        Cli::from_env("terraform", "HPC_TERRAFORM")
+    /// The newest Terraform on the machine (the image's `/usr/local/bin/terraform`, 1.11 or later); `None`
+    /// when the machine has none, which `scripts/test.sh` says before the tests run.
+    pub fn terraform() -> Option<Cli> {
+        Cli::from_env("terraform", "HPC_TERRAFORM", false)
+    }
+
+    /// Terraform 1.0.3, the oldest CLI supported.
+    pub fn terraform_oldest() -> Cli {
+        Cli::required("terraform_1_0", "HPC_TERRAFORM_OLDEST", false)
+    }
+
+    fn at_least(&self, tofu: (u32, u32), terraform: (u32, u32)) -> bool {
+        let (major, minor) = if self.opentofu { tofu } else { terraform };
+        (self.version.0, self.version.1) >= (major, minor)
+    }
+
+    /// Provider-defined functions: OpenTofu 1.7, Terraform 1.8.
+    pub fn has_functions(&self) -> bool {
+        self.at_least((1, 7), (1, 8))
+    }
+
+    /// Write-only arguments and ephemeral variables: OpenTofu 1.11, Terraform 1.11.
+    pub fn has_write_only(&self) -> bool {
+        self.at_least((1, 11), (1, 11))
+    }
+
+    /// `import` blocks with `identity` instead of `id`: OpenTofu 1.12, Terraform 1.12.
+    pub fn has_import_identity(&self) -> bool {
+        self.at_least((1, 12), (1, 12))
+    }
+
+    /// `import`, `moved` blocks and `terraform_data`: OpenTofu 1.6, Terraform 1.5.
+    pub fn has_import_blocks(&self) -> bool {
+        self.at_least((1, 6), (1, 5))
     }
 }
 
@@ -46,10 +98,7 @@ impl Workdir {
     pub fn new(cli: &Cli, case: &str) -> Workdir {
         let dir = tempfile::Builder::new().prefix(&format!("hpc-acc-{}-{case}-", cli.name)).tempdir().unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("acceptance/cases").join(case);
-        for entry in std::fs::read_dir(&src).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-        }
+        copy_tree(&src, dir.path());
         let config = format!(
             "provider_installation {{\n  dev_overrides {{\n    \"hpc-platform/hpc\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
             provider_dir().display()

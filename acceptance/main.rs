@@ -1,20 +1,35 @@
 //! Acceptance tests: the real OpenTofu and Terraform CLIs drive the freshly built provider through
-//! dev_overrides. Every case runs against both CLIs. Run through `./scripts/test.sh` (it installs the CLIs
-//! and sets HPC_TOFU / HPC_TERRAFORM).
+//! dev_overrides. Every case runs with the two CLIs users run today, OpenTofu (the newest release the Go
+//! module proxy serves) and the newest Terraform on the machine; Terraform 1.0.3, the oldest CLI supported,
+//! runs a smoke set. Run through `./scripts/test.sh` (it installs the CLIs and sets HPC_TOFU,
+//! HPC_TERRAFORM and HPC_TERRAFORM_OLDEST).
 
 mod aws;
 mod azure;
 mod cli;
+mod emulated;
 mod examples;
 mod faults;
+mod functions;
 mod gcp;
+mod identity;
 mod oci;
 mod ownership;
 mod postgres;
 mod security;
 mod vendor_clients;
+mod write_only;
 
 use cli::{Cli, Workdir, example_dirs, fold};
+
+/// The modern Terraform, or a note that the machine has none (the case then checks nothing more).
+fn modern_terraform() -> Option<Cli> {
+    let cli = Cli::terraform();
+    if cli.is_none() {
+        eprintln!("no Terraform 1.11 or later on this machine (HPC_TERRAFORM unset): this Terraform case is skipped");
+    }
+    cli
+}
 
 macro_rules! for_both_clis {
     ($($case:ident),* $(,)?) => {
@@ -22,10 +37,30 @@ macro_rules! for_both_clis {
             $(#[test] fn $case() { super::$case(&super::Cli::tofu()); })*
         }
         mod terraform {
-            $(#[test] fn $case() { super::$case(&super::Cli::terraform()); })*
+            $(#[test] fn $case() { if let Some(cli) = super::modern_terraform() { super::$case(&cli); } })*
         }
     };
 }
+
+/// The oldest supported CLI: one lifecycle case per cloud, the examples' plans, and what it is refused.
+macro_rules! for_the_oldest_cli {
+    ($($case:ident),* $(,)?) => {
+        mod terraform_oldest {
+            $(#[test] fn $case() { super::$case(&super::Cli::terraform_oldest()); })*
+        }
+    };
+}
+
+for_the_oldest_cli!(
+    handshake_and_mutual_tls_with_the_real_cli,
+    every_example_validates_and_plans,
+    aws_cluster_lifecycle_on_the_emulator,
+    gcp_a3_mega_cluster_lifecycle,
+    azure_nd_h100_cluster_lifecycle,
+    oci_h100_cluster_lifecycle,
+    functions_are_refused_by_a_cli_without_them,
+    write_only_user_data_is_refused_by_a_cli_without_it,
+);
 
 for_both_clis!(
     catalog_data_source_plans_applies_and_replans_empty,
@@ -64,6 +99,17 @@ for_both_clis!(
     gcp_state_from_the_previous_release,
     azure_state_from_the_previous_release,
     oci_state_from_the_previous_release,
+    composition_example_with_an_existing_estate,
+    import_example_adopts_an_existing_cluster,
+    functions_compute_in_locals_validation_and_outputs,
+    aws_write_only_user_data_stays_out_of_state_and_plan,
+    gcp_write_only_user_data_stays_out_of_state_and_plan,
+    azure_write_only_user_data_stays_out_of_state_and_plan,
+    oci_write_only_user_data_stays_out_of_state_and_plan,
+    aws_import_blocks_by_identity,
+    gcp_import_blocks_by_identity,
+    azure_import_blocks_by_identity,
+    oci_import_blocks_by_identity,
 );
 
 /// The ownership cases, one test per cloud.
@@ -159,16 +205,36 @@ fn the_plan_shows_the_estimated_hourly_cost(cli: &Cli) {
     assert!(bad.contains("Error: Invalid price") && bad.contains("in provider \"hpc\""), "{bad}");
 }
 
-/// The composition and import examples use what OpenTofu has and Terraform 1.0 lacks (terraform_data,
-/// moved and import blocks), so they run with OpenTofu.
-#[test]
-fn composition_example_with_an_existing_estate() {
-    examples::composition_with_an_existing_estate(&Cli::tofu());
+/// The composition and import examples use terraform_data, moved and import blocks, which Terraform 1.0 lacks.
+fn composition_example_with_an_existing_estate(cli: &Cli) {
+    examples::composition_with_an_existing_estate(cli);
 }
 
-#[test]
-fn import_example_adopts_an_existing_cluster() {
-    examples::import_blocks_adopt_an_existing_cluster(&Cli::tofu());
+fn import_example_adopts_an_existing_cluster(cli: &Cli) {
+    examples::import_blocks_adopt_an_existing_cluster(cli);
+}
+
+fn functions_compute_in_locals_validation_and_outputs(cli: &Cli) {
+    functions::compute_in_locals_validation_and_outputs(cli);
+}
+
+fn functions_are_refused_by_a_cli_without_them(cli: &Cli) {
+    functions::refused_by_a_cli_without_them(cli);
+}
+
+fn write_only_user_data_is_refused_by_a_cli_without_it(cli: &Cli) {
+    write_only::refused_by_a_cli_without_it(cli);
+}
+
+on_cloud! {
+    aws_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "aws";
+    gcp_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "gcp";
+    azure_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "azure";
+    oci_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "oci";
+    aws_import_blocks_by_identity => identity::import_blocks_by_identity, "aws";
+    gcp_import_blocks_by_identity => identity::import_blocks_by_identity, "gcp";
+    azure_import_blocks_by_identity => identity::import_blocks_by_identity, "azure";
+    oci_import_blocks_by_identity => identity::import_blocks_by_identity, "oci";
 }
 
 /// The README's first command, as a fresh machine runs it (with the provider this test run built).
@@ -366,8 +432,10 @@ fn handshake_and_mutual_tls_with_the_real_cli(cli: &Cli) {
 fn every_example_validates_and_plans(cli: &Cli) {
     let examples = example_dirs();
     assert!(examples.len() >= 4, "examples found: {examples:?}");
-    // The composition and import examples need an estate (and OpenTofu); their own tests run them whole.
-    for example in examples.into_iter().filter(|e| !examples::needs_an_estate(e)) {
+    // The composition and import examples need an estate; their own tests run them whole. The functions'
+    // examples need a CLI with provider-defined functions (the oldest CLI's refusal is a case of its own).
+    let runnable = |e: &String| !examples::needs_an_estate(e) && (cli.has_functions() || !e.starts_with("functions/"));
+    for example in examples.into_iter().filter(runnable) {
         let w = Workdir::for_example(cli, &example);
         // Documentation snippets (examples/data-sources/...) leave out the terraform block, as registry
         // examples do; give them the one every configuration of this provider needs.

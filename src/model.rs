@@ -53,6 +53,12 @@ pub struct FabricSpec {
 }
 
 impl ClusterSpec {
+    /// What the plan shows of the user data: its size, or only that it is write-only.
+    pub fn user_data_summary(&self) -> Option<String> {
+        let text = self.user_data.as_ref()?;
+        Some(if self.user_data_write_only { "write-only (not stored)".to_owned() } else { format!("{} bytes", text.len()) })
+    }
+
     /// How the plan names the subnet (`what` = "subnet") or Google host network (`what` = "host network")
     /// the nodes join: the fabric's, the one given to a cluster without a fabric, or the one it makes.
     pub fn network_label(&self, what: &str) -> String {
@@ -159,6 +165,8 @@ pub struct ClusterSpec {
     pub reservation_id: Option<String>,
     pub image: Option<String>,
     pub user_data: Option<String>,
+    /// `user_data` came from the write-only `user_data_wo`: plans and states never show anything of it.
+    pub user_data_write_only: bool,
     pub ssh_public_key: Option<String>,
     pub workload: Workload,
     pub rdma_interfaces: u32,

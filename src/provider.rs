@@ -4,7 +4,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::config::{self, ProviderConfig};
-use crate::framework::{DataSource, Diagnostics, ProviderDefinition, Resource, Schema, Value};
+use crate::framework::{DataSource, Diagnostics, Function, ProviderDefinition, Resource, Schema, Value};
+use crate::resources::functions;
 use crate::resources::gpu_catalog::GpuCatalog;
 use crate::resources::gpu_cluster::GpuCluster;
 use crate::resources::gpu_fabric::GpuFabric;
@@ -40,5 +41,9 @@ impl ProviderDefinition for HpcProvider {
 
     fn resources(&self) -> Vec<Arc<dyn Resource>> {
         vec![Arc::new(GpuFabric), Arc::new(GpuCluster), Arc::new(ParallelFilesystem)]
+    }
+
+    fn functions(&self) -> Vec<Arc<dyn Function>> {
+        functions::all()
     }
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use hpc_provider::framework::ProviderDefinition;
-use hpc_provider::framework::docs::{Kind, render};
+use hpc_provider::framework::docs::{Kind, render, render_function};
 use hpc_provider::provider::HpcProvider;
 
 fn root() -> PathBuf {
@@ -35,6 +35,11 @@ fn pages() -> Vec<(PathBuf, String)> {
         let import = read(&root().join(format!("examples/resources/{name}/import.md")));
         let short = name.trim_start_matches("hpc_");
         pages.push((PathBuf::from(format!("resources/{short}.md")), render(Kind::Resource, name, &r.schema(), &example, Some(&import))));
+    }
+    for f in p.functions() {
+        let name = f.name();
+        let example = read(&root().join(format!("examples/functions/{name}/function.tf")));
+        pages.push((PathBuf::from(format!("functions/{name}.md")), render_function(name, &f.signature(), &example)));
     }
     pages
 }

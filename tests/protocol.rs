@@ -115,13 +115,110 @@ async fn health_says_serving_and_optional_rpcs_answer_unimplemented() {
     assert_eq!(health.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
 
     let mut client = ProviderClient::new(ch);
-    let status = client.get_resource_identity_schemas(pb::get_resource_identity_schemas::Request {}).await.unwrap_err();
-    assert_eq!(status.code(), tonic::Code::Unimplemented);
     let status = client.move_resource_state(pb::move_resource_state::Request::default()).await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::Unimplemented);
-    // Functions: an empty list, not an error.
-    let functions = client.get_functions(pb::get_functions::Request {}).await.unwrap().into_inner();
-    assert!(functions.functions.is_empty() && functions.diagnostics.is_empty());
+    // Every managed resource has an identity: cloud, location, compartment (OCI) and name.
+    let identities = client.get_resource_identity_schemas(pb::get_resource_identity_schemas::Request {}).await.unwrap().into_inner();
+    let mut types: Vec<&str> = identities.identity_schemas.keys().map(String::as_str).collect();
+    types.sort_unstable();
+    assert_eq!(types, ["hpc_gpu_cluster", "hpc_gpu_fabric", "hpc_parallel_filesystem"]);
+    let fabric = &identities.identity_schemas["hpc_gpu_fabric"];
+    let attrs: Vec<(&str, bool)> = fabric.identity_attributes.iter().map(|a| (a.name.as_str(), a.required_for_import)).collect();
+    assert_eq!(attrs, [("cloud", true), ("location", true), ("compartment_id", false), ("name", true)]);
+}
+
+async fn call(client: &mut ProviderClient<tonic::transport::Channel>, name: &str, args: &[(Value, Type)]) -> pb::call_function::Response {
+    let arguments = args.iter().map(|(v, t)| msgpack(v, t).unwrap()).collect();
+    client.call_function(pb::call_function::Request { name: name.into(), arguments }).await.unwrap().into_inner()
+}
+
+#[tokio::test]
+async fn functions_are_declared_and_called_with_errors_at_their_argument() {
+    let id = cli_like_identity();
+    let p = spawn_provider(&id.pem);
+    let mut client = ProviderClient::new(channel(p.addr, &p.server_cert_der, Some(&id)).await.unwrap());
+    let declared = client.get_functions(pb::get_functions::Request {}).await.unwrap().into_inner();
+    let mut names: Vec<&str> = declared.functions.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["lustre_capacity", "nccl_verdict", "node_type"]);
+    let lustre = &declared.functions["lustre_capacity"];
+    let params: Vec<&str> = lustre.parameters.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(params, ["cloud", "throughput_per_tib", "at_least_gib"]);
+    assert!(lustre.parameters.iter().all(|p| !p.allow_null_value && !p.allow_unknown_values));
+    assert_eq!(String::from_utf8_lossy(&lustre.r#return.as_ref().unwrap().r#type), r#""number""#);
+    // The schema carries the same declarations (CLIs read them from there).
+    let schema = client.get_provider_schema(pb::get_provider_schema::Request {}).await.unwrap().into_inner();
+    assert_eq!(schema.functions.len(), 3);
+
+    let args = [(Value::from("gcp"), Type::String), (Value::int(500), Type::Number), (Value::int(30000), Type::Number)];
+    let ok = call(&mut client, "lustre_capacity", &args).await;
+    assert!(ok.error.is_none(), "{:?}", ok.error);
+    assert_eq!(decode_msgpack(&ok.result.unwrap().msgpack, &Type::Number).unwrap(), Value::int(36000));
+    let bad = call(&mut client, "lustre_capacity", &[args[0].clone(), (Value::int(600), Type::Number), args[2].clone()]).await;
+    let e = bad.error.unwrap();
+    assert_eq!(e.function_argument, Some(1));
+    assert!(e.text.contains("valid values are 125, 250, 500, 1000") && !e.text.ends_with('.'), "{}", e.text);
+    let unknown = call(&mut client, "lustre_size", &args).await;
+    assert!(unknown.error.unwrap().text.contains("\"lustre_capacity\", \"nccl_verdict\" or \"node_type\""));
+    let short = call(&mut client, "node_type", &args[..1]).await;
+    assert!(short.error.unwrap().text.contains("node_type takes 2 arguments, not 1"));
+}
+
+#[tokio::test]
+async fn write_only_arguments_are_refused_to_a_cli_without_them_and_never_planned() {
+    let id = cli_like_identity();
+    let p = spawn_provider(&id.pem);
+    let mut client = ProviderClient::new(channel(p.addr, &p.server_cert_der, Some(&id)).await.unwrap());
+    let schema = client.get_provider_schema(pb::get_provider_schema::Request {}).await.unwrap().into_inner();
+    let cluster = schema.resource_schemas["hpc_gpu_cluster"].block.as_ref().unwrap();
+    let wo = cluster.attributes.iter().find(|a| a.name == "user_data_wo").unwrap();
+    assert!(wo.write_only && wo.optional && !wo.computed);
+    let ty = hpc_provider::resources::gpu_cluster::schema().value_type();
+    let Type::Object(attrs) = &ty else { panic!() };
+    let mut config: std::collections::BTreeMap<String, Value> = attrs.keys().map(|k| (k.clone(), Value::Null)).collect();
+    for (k, v) in [
+        ("name", "c"),
+        ("cloud", "aws"),
+        ("region", "us-east-1"),
+        ("zone", "us-east-1a"),
+        ("gpu", "L4"),
+        ("user_data_wo", "#!/bin/sh\nsecret\n"),
+    ] {
+        config.insert(k.into(), Value::from(v));
+    }
+    config.insert("node_count".into(), Value::int(1));
+    config.insert("user_data_wo_version".into(), Value::int(1));
+    let config = Value::Map(config);
+    let validate = |caps: Option<pb::ClientCapabilities>| pb::validate_resource_config::Request {
+        type_name: "hpc_gpu_cluster".into(),
+        config: msgpack(&config, &ty),
+        client_capabilities: caps,
+    };
+    let old = client.validate_resource_config(validate(None)).await.unwrap().into_inner();
+    assert_eq!(old.diagnostics.len(), 1, "{:?}", old.diagnostics);
+    assert_eq!(old.diagnostics[0].summary, "Write-only argument not supported by this CLI");
+    let caps = pb::ClientCapabilities { write_only_attributes_allowed: true, ..Default::default() };
+    let new = client.validate_resource_config(validate(Some(caps))).await.unwrap().into_inner();
+    assert!(new.diagnostics.is_empty(), "{:?}", new.diagnostics);
+    // The plan takes the value from the configuration and never returns it.
+    let plan = client
+        .plan_resource_change(pb::plan_resource_change::Request {
+            type_name: "hpc_gpu_cluster".into(),
+            prior_state: msgpack(&Value::Null, &ty),
+            proposed_new_state: msgpack(&config, &ty),
+            config: msgpack(&config, &ty),
+            client_capabilities: Some(caps),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(plan.diagnostics.iter().all(|d| d.severity != pb::diagnostic::Severity::Error as i32), "{:?}", plan.diagnostics);
+    let planned = decode_msgpack(&plan.planned_state.unwrap().msgpack, &ty).unwrap();
+    assert!(planned.get("user_data_wo").is_null(), "{planned:?}");
+    assert_eq!(planned.get("user_data_wo_version"), &Value::int(1));
+    let expansion = format!("{:?}", planned.get("expansion"));
+    assert!(expansion.contains("write-only (not stored)") && !expansion.contains("secret"), "{expansion}");
 }
 
 #[tokio::test]

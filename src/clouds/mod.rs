@@ -16,7 +16,7 @@ pub mod throttle;
 
 use std::collections::BTreeMap;
 
-use crate::catalog::Cloud;
+use crate::catalog::{Cloud, Sku};
 use crate::model::{ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece};
 
 pub use shared::NodeAddress;
@@ -27,12 +27,21 @@ pub trait Expander: Sync {
     fn fabric(&self, spec: &FabricSpec, defaults: &Defaults) -> Vec<Piece>;
     fn cluster(&self, spec: &ClusterSpec, defaults: &Defaults) -> Vec<Piece>;
     /// NCCL/libfabric settings jobs on the nodes need.
-    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String>;
+    fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String>;
     fn filesystem(&self, spec: &FilesystemSpec, defaults: &Defaults) -> Vec<Piece>;
     /// What to check when the bus bandwidth points at placement or drivers.
     fn placement_advice(&self) -> &'static str;
     /// What to check when the bus bandwidth says the RDMA fabric is not in use.
     fn fabric_advice(&self) -> &'static str;
+}
+
+/// Whether the cloud's import ids name a compartment between the location and the name
+/// (`oci/<region>/<compartment OCID>/<name>`; elsewhere `<cloud>/<location>/<name>`).
+pub fn id_has_compartment(cloud: Cloud) -> bool {
+    match cloud {
+        Cloud::Oci => true,
+        Cloud::Aws | Cloud::Azure | Cloud::Gcp => false,
+    }
 }
 
 /// The expander of `cloud`.

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::function::Signature;
 use super::schema::{Attribute, Block, Nesting, Schema};
 use super::value::Type;
 
@@ -44,10 +45,68 @@ pub fn render(kind: Kind, name: &str, schema: &Schema, example: &str, import: Op
             }
         }
     }
+    if schema.block.write_only().next().is_some() {
+        let _ = writeln!(
+            out,
+            "## Write-only arguments\n\nWrite-only arguments are used while applying and never stored in state or plan files. They \
+             need OpenTofu 1.11 or Terraform 1.11 or later; older CLIs are refused with an error at the argument. Each comes \
+             with a version argument: change it to apply a new value.\n"
+        );
+    }
     if let Some(import) = import {
         let _ = writeln!(out, "## Import\n\n{import}\n");
     }
     out.trim_end().to_owned() + "\n"
+}
+
+/// A function's page, in the registry's layout: signature, example, arguments and return type.
+pub fn render_function(name: &str, sig: &Signature, example: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "---\npage_title: \"{name} function - terraform-provider-hpc\"\nsubcategory: \"\"\ndescription: |-\n  {}\n---\n",
+        sig.summary
+    );
+    let _ = writeln!(out, "<!-- Generated from the function's signature by `HPC_UPDATE_DOCS=1 cargo test --test docs`; do not edit. -->\n");
+    let _ = writeln!(out, "# function: {name}\n\n{}\n\n{}\n", sig.summary, sig.description);
+    let _ = writeln!(
+        out,
+        "Provider-defined functions need OpenTofu 1.7 or Terraform 1.8 or later, and the provider in `required_providers`. They \
+         run without credentials or network, wherever an expression may be used.\n"
+    );
+    let _ = writeln!(out, "## Example Usage\n\n```terraform\n{}\n```\n", example.trim_end());
+    let params: Vec<String> = sig.parameters.iter().map(|p| format!("{} {}", p.name, hcl_type(&p.ty))).collect();
+    let _ = writeln!(out, "## Signature\n\n```text\n{name}({}) {}\n```\n", params.join(", "), hcl_type(&sig.returns));
+    let _ = writeln!(out, "## Arguments\n");
+    for (i, p) in sig.parameters.iter().enumerate() {
+        let _ = writeln!(out, "{}. `{}` ({}) {}", i + 1, p.name, type_name(&p.ty), p.description);
+    }
+    let _ = writeln!(out, "\n## Return Type\n\n`{}`", hcl_type(&sig.returns));
+    if let Some(attrs) = object_attributes(&sig.returns) {
+        let _ = writeln!(out, "\nAttributes:\n");
+        for (name, ty) in attrs {
+            let _ = writeln!(out, "- `{name}` ({})", type_name(&ty));
+        }
+    }
+    out.trim_end().to_owned() + "\n"
+}
+
+/// A type as HCL writes a type constraint: `string`, `map(string)`, `object({...})`.
+fn hcl_type(ty: &Type) -> String {
+    match ty {
+        Type::Bool => "bool".into(),
+        Type::Number => "number".into(),
+        Type::String => "string".into(),
+        Type::Dynamic => "any".into(),
+        Type::Object(attrs) => {
+            let fields: Vec<String> = attrs.iter().map(|(k, t)| format!("{k} = {}", hcl_type(t))).collect();
+            format!("object({{ {} }})", fields.join(", "))
+        }
+        Type::Tuple(items) => format!("tuple([{}])", items.iter().map(hcl_type).collect::<Vec<_>>().join(", ")),
+        Type::List(e) => format!("list({})", hcl_type(e)),
+        Type::Set(e) => format!("set({})", hcl_type(e)),
+        Type::Map(e) => format!("map({})", hcl_type(e)),
+    }
 }
 
 enum Nested {
@@ -69,7 +128,8 @@ fn block_section(out: &mut String, block: &Block, prefix: &str, nested: &mut Vec
         let _ = writeln!(out, "### {title}\n");
         for a in attrs {
             let sensitive = if a.sensitive { ", Sensitive" } else { "" };
-            let _ = writeln!(out, "- `{}` ({}{sensitive}) {}", a.name, type_name(&a.ty), a.description);
+            let write_only = if a.write_only { ", [Write-only](#write-only-arguments)" } else { "" };
+            let _ = writeln!(out, "- `{}` ({}{sensitive}{write_only}) {}", a.name, type_name(&a.ty), a.description);
             if let Some(attrs) = object_attributes(&a.ty) {
                 let path = join(prefix, &a.name);
                 let _ = writeln!(out, "  See [below for nested schema](#nestedblock--{}).", path.replace('.', "--"));

@@ -4,13 +4,16 @@
 pub mod codec;
 pub mod diagnostics;
 pub mod docs;
+pub mod function;
 pub mod resource;
 pub mod schema;
 pub mod value;
 
 pub use diagnostics::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity, one_of};
+pub use function::{Function, FunctionError, Parameter, Signature};
 pub use resource::{
-    ApplyRequest, ApplyResponse, Context, DataSource, PlanRequest, PlanResponse, ProviderDefinition, ReadOutcome, Resource,
+    ApplyRequest, ApplyResponse, Context, DataSource, IdentityAttribute, IdentitySchema, PlanRequest, PlanResponse, ProviderDefinition,
+    ReadOutcome, Resource,
 };
 pub use schema::{Attribute, Block, NestedBlock, Nesting, Schema};
 pub use value::{Number, Type, Value};

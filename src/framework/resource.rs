@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::diagnostics::{AttributePath, Diagnostics};
+use super::function::Function;
 use super::schema::Schema;
-use super::value::Value;
+use super::value::{Type, Value};
 
 /// Per-call context: the provider's configuration (once `ConfigureProvider` ran) and the one
 /// cancellation token that `StopProvider` fires. Long waits must select on [`Context::cancelled`].
@@ -100,6 +101,40 @@ pub trait Resource: Send + Sync {
     fn upgrade(&self, _version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
         state
     }
+    /// The identity schema, for resources importable by identity.
+    fn identity_schema(&self) -> Option<IdentitySchema> {
+        None
+    }
+    /// The identity of the object a state describes; `None` while it is not known (before a create).
+    fn identity(&self, _state: &Value) -> Option<Value> {
+        None
+    }
+    /// The import id an identity stands for, or why the identity names nothing.
+    fn import_id(&self, _identity: &Value) -> Result<String, String> {
+        Err("this resource cannot be imported by identity".into())
+    }
+}
+
+/// One attribute of a resource's identity: what an `import` block's `identity = { ... }` names.
+#[derive(Clone, Debug)]
+pub struct IdentityAttribute {
+    pub name: &'static str,
+    pub ty: Type,
+    pub required_for_import: bool,
+    pub description: &'static str,
+}
+
+/// The identity of a resource's objects (CLIs from OpenTofu 1.12 and Terraform 1.12 on).
+#[derive(Clone, Debug)]
+pub struct IdentitySchema {
+    pub version: i64,
+    pub attributes: Vec<IdentityAttribute>,
+}
+
+impl IdentitySchema {
+    pub fn value_type(&self) -> Type {
+        Type::object(self.attributes.iter().map(|a| (a.name, a.ty.clone())))
+    }
 }
 
 /// The provider itself: its configuration block and what it serves.
@@ -110,4 +145,8 @@ pub trait ProviderDefinition: Send + Sync {
     fn configure(&self, config: &Value, terraform_version: &str, diags: &mut Diagnostics) -> Option<Arc<dyn Any + Send + Sync>>;
     fn data_sources(&self) -> Vec<Arc<dyn DataSource>>;
     fn resources(&self) -> Vec<Arc<dyn Resource>>;
+    /// Provider-defined functions; none unless the provider offers some.
+    fn functions(&self) -> Vec<Arc<dyn Function>> {
+        Vec::new()
+    }
 }

@@ -1,7 +1,7 @@
 //! Schemas as the provider declares them: blocks, attributes and nested blocks. The protocol layer turns
 //! these into the wire form; the docs generator turns them into Markdown; the codec uses [`Block::value_type`].
 
-use super::value::Type;
+use super::value::{Type, Value};
 
 #[derive(Clone, Debug, Default)]
 pub struct Schema {
@@ -60,6 +60,26 @@ impl Block {
     pub fn find_attribute(&self, name: &str) -> Option<&Attribute> {
         self.attributes.iter().find(|a| a.name == name)
     }
+
+    /// The write-only attributes of this block (never nested ones: none are declared).
+    pub fn write_only(&self) -> impl Iterator<Item = &Attribute> {
+        self.attributes.iter().filter(|a| a.write_only)
+    }
+
+    /// `v` with every write-only attribute null: what a plan, a state or an import may hold.
+    pub fn without_write_only(&self, v: Value) -> Value {
+        match v {
+            Value::Map(mut m) => {
+                for a in self.write_only() {
+                    if let Some(slot) = m.get_mut(&a.name) {
+                        *slot = Value::Null;
+                    }
+                }
+                Value::Map(m)
+            }
+            other => other,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +91,9 @@ pub struct Attribute {
     pub optional: bool,
     pub computed: bool,
     pub sensitive: bool,
+    /// Taken from the configuration at plan and apply time and never kept: null in every plan and state
+    /// (CLIs from OpenTofu 1.11 and Terraform 1.11 on).
+    pub write_only: bool,
 }
 
 impl Attribute {
@@ -83,6 +106,7 @@ impl Attribute {
             optional: false,
             computed: false,
             sensitive: false,
+            write_only: false,
         }
     }
 
@@ -106,6 +130,12 @@ impl Attribute {
 
     pub fn sensitive(mut self) -> Self {
         self.sensitive = true;
+        self
+    }
+
+    /// Write-only: never stored in a plan or state (see [`Attribute::write_only`]).
+    pub fn write_only(mut self) -> Self {
+        self.write_only = true;
         self
     }
 }

@@ -71,7 +71,7 @@ pub fn plan_cluster(spec: ClusterSpec, defaults: &Defaults, diags: &mut Diagnost
     check_tag_count(spec.fabric.cloud, &spec.tags, defaults, diags);
     cluster_checklist(&spec, diags);
     let expander = clouds::expander(spec.fabric.cloud);
-    let (pieces, node_environment) = (expander.cluster(&spec, defaults), expander.node_environment(&spec));
+    let (pieces, node_environment) = (expander.cluster(&spec, defaults), expander.node_environment(spec.fabric.sku));
     ClusterPlan {
         node_names: node_names(&spec.name, spec.node_count),
         gpus_total: spec.node_count * spec.fabric.sku.gpu_count,

@@ -411,7 +411,33 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         return Err(());
     };
     let image = string(c.get("image"))?;
-    let user_data = string(c.get("user_data"))?;
+    let (stored, write_only) = (string(c.get("user_data"))?, string(c.get("user_data_wo"))?);
+    let user_data_version = c.get("user_data_wo_version");
+    if stored.is_some() && write_only.is_some() {
+        diags.error_at(
+            AttributePath::attr("user_data_wo"),
+            "Conflicting user data",
+            "Set user_data or user_data_wo, not both: user_data_wo is the same user data, kept out of state.",
+        );
+    }
+    if write_only.is_some() && user_data_version.is_null() {
+        diags.error_at(
+            AttributePath::attr("user_data_wo"),
+            "Missing user_data_wo_version",
+            "user_data_wo is never stored, so a change to it cannot be seen: set user_data_wo_version (e.g. 1) and change it whenever \
+             user_data_wo changes, to roll the new user data onto the nodes.",
+        );
+    }
+    if user_data_version.is_present() && c.get("user_data_wo").is_null() {
+        diags.warning_at(
+            AttributePath::attr("user_data_wo_version"),
+            "Version without write-only user data",
+            "user_data_wo_version is set but user_data_wo is not: the version only matters with user_data_wo.",
+        );
+    }
+    let user_data_path = if write_only.is_some() { "user_data_wo" } else { "user_data" };
+    let user_data_write_only = write_only.is_some();
+    let user_data = stored.or(write_only);
     let ssh_public_key = string(c.get("ssh_public_key"))?;
     let rdma_wanted = whole_number(c.get("rdma_interfaces"), AttributePath::attr("rdma_interfaces"), 0, 1024, diags)?;
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
@@ -521,7 +547,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     {
         let (max, rule) = limits::user_data_limit(cloud);
         diags.error_at(
-            AttributePath::attr("user_data"),
+            AttributePath::attr(user_data_path),
             "User data too large",
             format!(
                 "{rule}; this is {} bytes (the limit here is {max}). Keep a small bootstrap that fetches the rest (from object storage \
@@ -544,6 +570,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         reservation_id,
         image,
         user_data,
+        user_data_write_only,
         ssh_public_key,
         workload,
         rdma_interfaces,

@@ -1,7 +1,9 @@
 //! Translation between the framework's types and the generated protocol messages.
 
 use crate::framework::codec::{self, CodecError};
-use crate::framework::{AttributePath, Block, Diagnostic, Diagnostics, Nesting, PathStep, Schema, Severity, Type, Value};
+use crate::framework::{
+    AttributePath, Block, Diagnostic, Diagnostics, IdentitySchema, Nesting, PathStep, Schema, Severity, Signature, Type, Value,
+};
 
 use super::tfplugin6 as pb;
 
@@ -29,7 +31,7 @@ fn block(b: &Block, version: i64) -> pb::schema::Block {
                 sensitive: a.sensitive,
                 description_kind: pb::StringKind::Markdown as i32,
                 deprecated: false,
-                write_only: false,
+                write_only: a.write_only,
             })
             .collect(),
         block_types: b
@@ -53,6 +55,48 @@ fn block(b: &Block, version: i64) -> pb::schema::Block {
                 }
             })
             .collect(),
+    }
+}
+
+pub fn identity_schema(i: &IdentitySchema) -> pb::ResourceIdentitySchema {
+    pb::ResourceIdentitySchema {
+        version: i.version,
+        identity_attributes: i
+            .attributes
+            .iter()
+            .map(|a| pb::resource_identity_schema::IdentityAttribute {
+                name: a.name.to_owned(),
+                r#type: a.ty.to_json().to_string().into_bytes(),
+                required_for_import: a.required_for_import,
+                optional_for_import: !a.required_for_import,
+                description: a.description.to_owned(),
+            })
+            .collect(),
+    }
+}
+
+/// A function's declaration. Null and unknown arguments are refused: the CLI then rejects a null itself
+/// and answers unknown for an unknown argument, so a call always has known values.
+pub fn function(sig: &Signature) -> pb::Function {
+    pb::Function {
+        parameters: sig
+            .parameters
+            .iter()
+            .map(|p| pb::function::Parameter {
+                name: p.name.to_owned(),
+                r#type: p.ty.to_json().to_string().into_bytes(),
+                allow_null_value: false,
+                allow_unknown_values: false,
+                description: p.description.to_owned(),
+                description_kind: pb::StringKind::Markdown as i32,
+            })
+            .collect(),
+        variadic_parameter: None,
+        r#return: Some(pb::function::Return { r#type: sig.returns.to_json().to_string().into_bytes() }),
+        summary: sig.summary.to_owned(),
+        description: sig.description.to_owned(),
+        description_kind: pb::StringKind::Markdown as i32,
+        deprecation_message: String::new(),
     }
 }
 

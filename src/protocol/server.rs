@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::framework::{
-    ApplyRequest, Context, DataSource, Diagnostic, Diagnostics, PlanRequest, ProviderDefinition, ReadOutcome, Resource, Schema, Severity,
-    Type, Value, one_of,
+    ApplyRequest, Context, DataSource, Diagnostic, Diagnostics, Function, PlanRequest, ProviderDefinition, ReadOutcome, Resource, Schema,
+    Severity, Type, Value, one_of,
 };
 
 use super::convert;
@@ -26,6 +26,12 @@ use super::tfplugin6::provider_server::Provider;
 struct Registered<T: ?Sized> {
     imp: Arc<T>,
     schema: Schema,
+    ty: Type,
+}
+
+/// A resource's identity schema, as declared and as its value type.
+struct Identity {
+    schema: pb::ResourceIdentitySchema,
     ty: Type,
 }
 
@@ -41,6 +47,8 @@ struct Inner {
     schema_response: pb::get_provider_schema::Response,
     data_sources: BTreeMap<String, Registered<dyn DataSource>>,
     resources: BTreeMap<String, Registered<dyn Resource>>,
+    functions: BTreeMap<String, Arc<dyn Function>>,
+    identities: BTreeMap<String, Identity>,
     configured: RwLock<Option<Arc<dyn Any + Send + Sync>>>,
     cancel: CancellationToken,
 }
@@ -66,8 +74,16 @@ impl ProviderService {
                 (imp.type_name().to_owned(), Registered { imp, schema, ty })
             })
             .collect();
+        let identities: BTreeMap<_, _> = resources
+            .iter()
+            .filter_map(|(k, r)| {
+                r.imp.identity_schema().map(|i| (k.clone(), Identity { schema: convert::identity_schema(&i), ty: i.value_type() }))
+            })
+            .collect();
+        let functions: BTreeMap<_, _> = definition.functions().into_iter().map(|f| (f.name().to_owned(), f)).collect();
         // The schema never changes for the life of the process: build the answer once.
         let schema_response = pb::get_provider_schema::Response {
+            functions: functions.iter().map(|(k, f)| (k.clone(), convert::function(&f.signature()))).collect(),
             provider: Some(convert::schema(&provider_schema)),
             resource_schemas: resources.iter().map(|(k, r)| (k.clone(), convert::schema(&r.schema))).collect(),
             data_source_schemas: data_sources.iter().map(|(k, d)| (k.clone(), convert::schema(&d.schema))).collect(),
@@ -81,6 +97,8 @@ impl ProviderService {
                 schema_response,
                 data_sources,
                 resources,
+                functions,
+                identities,
                 configured: RwLock::new(None),
                 cancel: CancellationToken::new(),
             }),
@@ -124,6 +142,8 @@ from_diagnostic!(
     pb::import_resource_state::Response,
     pb::read_data_source::Response,
     pb::get_functions::Response,
+    pb::get_resource_identity_schemas::Response,
+    pb::upgrade_resource_identity::Response,
 );
 
 /// Runs one RPC body; a panic becomes a provider-bug diagnostic in an otherwise empty response.
@@ -131,11 +151,7 @@ async fn guarded<R: FromDiagnostic>(rpc: &'static str, body: impl Future<Output 
     match AssertUnwindSafe(body).catch_unwind().await {
         Ok(resp) => Ok(Response::new(resp)),
         Err(payload) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic payload".into());
+            let message = panic_message(payload.as_ref());
             tracing::error!(rpc, panic = %message, "provider panicked; reported as a diagnostic");
             let d = Diagnostic {
                 severity: Severity::Error,
@@ -151,7 +167,55 @@ async fn guarded<R: FromDiagnostic>(rpc: &'static str, body: impl Future<Output 
     }
 }
 
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".into())
+}
+
+/// A CLI that does not declare write-only support would keep a write-only argument in its state and plan
+/// files: refuse the argument there, naming the stored alternative when there is one.
+fn refuse_write_only(schema: &Schema, config: &Value, diags: &mut Diagnostics) {
+    for attr in schema.block.write_only() {
+        let v = config.get(&attr.name);
+        if v.is_null() {
+            continue;
+        }
+        let stored = attr.name.strip_suffix("_wo").filter(|s| schema.block.find_attribute(s).is_some());
+        let instead = stored.map(|s| format!(", or set {s} instead (kept in state, marked sensitive)")).unwrap_or_default();
+        diags.error_at(
+            crate::framework::AttributePath::attr(&attr.name),
+            "Write-only argument not supported by this CLI",
+            format!(
+                "{} is write-only: the provider uses it while applying and never stores it. This CLI does not support write-only \
+                 arguments and would keep the value in its state and plan files. Use OpenTofu 1.11 or Terraform 1.11 or later{instead}.",
+                attr.name
+            ),
+        );
+    }
+}
+
+/// Both CLIs end the text with their own period ("Invalid value for \"cloud\" parameter: <text>."), so it
+/// goes without one.
+fn function_error(text: String, argument: Option<usize>) -> pb::call_function::Response {
+    let text = text.trim_end().trim_end_matches('.').to_owned();
+    pb::call_function::Response { result: None, error: Some(pb::FunctionError { text, function_argument: argument.map(|i| i as i64) }) }
+}
+
 impl Inner {
+    /// The identity of the object `state` describes, encoded, when the resource has one and it is known.
+    fn identity_of(&self, type_name: &str, r: &Registered<dyn Resource>, state: &Value) -> Option<pb::ResourceIdentityData> {
+        let identity = self.identities.get(type_name)?;
+        if state.is_null() {
+            return None;
+        }
+        let value = r.imp.identity(state)?;
+        let encoded = crate::framework::codec::encode_msgpack(&value, &identity.ty).ok()?;
+        Some(pb::ResourceIdentityData { identity_data: Some(pb::DynamicValue { msgpack: encoded, json: Vec::new() }) })
+    }
+
     fn context(&self) -> Context {
         let configured = self.configured.read().map(|c| c.clone()).unwrap_or_else(|poisoned| poisoned.into_inner().clone());
         Context::new(self.cancel.clone(), configured)
@@ -234,6 +298,10 @@ impl Inner {
         if let Some(r) = self.resource(&req.type_name, &mut diags)
             && let Some(config) = convert::decode(req.config.as_ref(), &r.ty, "resource configuration", &mut diags)
         {
+            let write_only_allowed = req.client_capabilities.as_ref().is_some_and(|c| c.write_only_attributes_allowed);
+            if !write_only_allowed {
+                refuse_write_only(&r.schema, &config, &mut diags);
+            }
             r.imp.validate(&config, &mut diags);
         }
         pb::validate_resource_config::Response { diagnostics: convert::diagnostics(&diags) }
@@ -255,6 +323,7 @@ impl Inner {
                 if let Some(state) = convert::decode(Some(&dv), &r.ty, "stored state", &mut diags) {
                     let state = r.imp.upgrade(req.version, state, &mut diags);
                     if !diags.has_errors() {
+                        let state = r.schema.block.without_write_only(state);
                         upgraded_state = convert::encode(&state, &r.ty, "upgraded state", &mut diags);
                     }
                 }
@@ -271,6 +340,8 @@ impl Inner {
         {
             match r.imp.read(&self.context(), &state, &req.private, &mut diags).await {
                 ReadOutcome::Found { state: new_state, private } => {
+                    let new_state = r.schema.block.without_write_only(new_state);
+                    resp.new_identity = self.identity_of(&req.type_name, r, &new_state);
                     resp.new_state = convert::encode(&new_state, &r.ty, "refreshed state", &mut diags);
                     resp.private = private;
                 }
@@ -281,6 +352,7 @@ impl Inner {
             if diags.has_errors() {
                 resp.new_state = req.current_state;
                 resp.private = req.private;
+                resp.new_identity = req.current_identity;
             }
         }
         resp.diagnostics = convert::diagnostics(&diags);
@@ -301,7 +373,9 @@ impl Inner {
                     &mut diags,
                 );
                 if !diags.has_errors() {
-                    resp.planned_state = convert::encode(&plan.planned, &r.ty, "planned state", &mut diags);
+                    let planned = r.schema.block.without_write_only(plan.planned);
+                    resp.planned_identity = self.identity_of(&req.type_name, r, &planned);
+                    resp.planned_state = convert::encode(&planned, &r.ty, "planned state", &mut diags);
                     resp.requires_replace = plan.requires_replace.iter().map(convert::path).collect();
                     resp.planned_private = plan.private;
                 }
@@ -328,7 +402,9 @@ impl Inner {
                     )
                     .await;
                 // Encoded even on error: after a partial create this is what lets the CLI track what exists.
-                resp.new_state = convert::encode(&applied.new_state, &r.ty, "new state", &mut diags);
+                let new_state = r.schema.block.without_write_only(applied.new_state);
+                resp.new_identity = self.identity_of(&req.type_name, r, &new_state);
+                resp.new_state = convert::encode(&new_state, &r.ty, "new state", &mut diags);
                 resp.private = applied.private;
             } else {
                 resp.new_state = req.prior_state;
@@ -338,23 +414,102 @@ impl Inner {
         resp
     }
 
+    /// Identities have had one version so far: a stored one is read back as it is.
+    fn upgrade_resource_identity(&self, req: pb::upgrade_resource_identity::Request) -> pb::upgrade_resource_identity::Response {
+        let mut diags = Diagnostics::new();
+        let mut upgraded_identity = None;
+        match self.identities.get(&req.type_name) {
+            None => diags.error("Unknown resource identity", format!("{} has no identity.", req.type_name)),
+            Some(identity) => {
+                let raw = req.raw_identity.unwrap_or_default();
+                let dv = pb::DynamicValue { msgpack: Vec::new(), json: raw.json };
+                if let Some(value) = convert::decode(Some(&dv), &identity.ty, "stored identity", &mut diags)
+                    && let Some(data) = convert::encode(&value, &identity.ty, "upgraded identity", &mut diags)
+                {
+                    upgraded_identity = Some(pb::ResourceIdentityData { identity_data: Some(data) });
+                }
+            }
+        }
+        pb::upgrade_resource_identity::Response { upgraded_identity, diagnostics: convert::diagnostics(&diags) }
+    }
+
+    fn call_function(&self, req: pb::call_function::Request) -> pb::call_function::Response {
+        let Some(function) = self.functions.get(&req.name) else {
+            let valid: Vec<&str> = self.functions.keys().map(String::as_str).collect();
+            return function_error(format!("terraform-provider-hpc has no function {:?}; it offers {}.", req.name, one_of(&valid)), None);
+        };
+        let signature = function.signature();
+        if req.arguments.len() != signature.parameters.len() {
+            return function_error(
+                format!("{} takes {} arguments, not {}.", req.name, signature.parameters.len(), req.arguments.len()),
+                None,
+            );
+        }
+        let mut args = Vec::with_capacity(req.arguments.len());
+        for (i, (dv, param)) in req.arguments.iter().zip(&signature.parameters).enumerate() {
+            let mut diags = Diagnostics::new();
+            match convert::decode(Some(dv), &param.ty, &format!("argument {:?}", param.name), &mut diags) {
+                Some(v) if !diags.has_errors() => args.push(v),
+                _ => {
+                    let why = diags.iter().map(|d| d.detail.clone()).collect::<Vec<_>>().join(" ");
+                    return function_error(why, Some(i));
+                }
+            }
+        }
+        match function.call(&args) {
+            Ok(value) => {
+                let mut diags = Diagnostics::new();
+                match convert::encode(&value, &signature.returns, &format!("result of {}", req.name), &mut diags) {
+                    Some(result) => pb::call_function::Response { result: Some(result), error: None },
+                    None => function_error(diags.iter().map(|d| d.detail.clone()).collect::<Vec<_>>().join(" "), None),
+                }
+            }
+            Err(e) => function_error(e.text, e.argument),
+        }
+    }
+
     async fn import_resource_state(&self, req: pb::import_resource_state::Request) -> pb::import_resource_state::Response {
         let mut diags = Diagnostics::new();
         let mut resp = pb::import_resource_state::Response::default();
         if let Some(r) = self.resource(&req.type_name, &mut diags)
-            && let Some(state) = r.imp.import(&self.context(), &req.id, &mut diags).await
+            && let Some(id) = self.import_id(&req, r, &mut diags)
+            && let Some(state) = r.imp.import(&self.context(), &id, &mut diags).await
             && !diags.has_errors()
-            && let Some(state) = convert::encode(&state, &r.ty, "imported state", &mut diags)
         {
-            resp.imported_resources.push(pb::import_resource_state::ImportedResource {
-                type_name: req.type_name.clone(),
-                state: Some(state),
-                private: Vec::new(),
-                identity: None,
-            });
+            let state = r.schema.block.without_write_only(state);
+            let identity = self.identity_of(&req.type_name, r, &state);
+            if let Some(state) = convert::encode(&state, &r.ty, "imported state", &mut diags) {
+                resp.imported_resources.push(pb::import_resource_state::ImportedResource {
+                    type_name: req.type_name.clone(),
+                    state: Some(state),
+                    private: Vec::new(),
+                    identity,
+                });
+            }
         }
         resp.diagnostics = convert::diagnostics(&diags);
         resp
+    }
+
+    /// The id to import by: the one given, or the one an `import` block's `identity` stands for.
+    fn import_id(&self, req: &pb::import_resource_state::Request, r: &Registered<dyn Resource>, diags: &mut Diagnostics) -> Option<String> {
+        let given = req.identity.as_ref().and_then(|i| i.identity_data.as_ref());
+        let (Some(data), true) = (given, req.id.is_empty()) else { return Some(req.id.clone()) };
+        let Some(identity) = self.identities.get(&req.type_name) else {
+            diags.error(
+                "Import by identity not supported",
+                format!("{} cannot be imported by identity; import it by its id.", req.type_name),
+            );
+            return None;
+        };
+        let value = convert::decode(Some(data), &identity.ty, "import identity", diags)?;
+        match r.imp.import_id(&value) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                diags.error("Invalid import identity", format!("{e}."));
+                None
+            }
+        }
     }
 }
 
@@ -373,6 +528,7 @@ impl Provider for ProviderService {
                 server_capabilities: inner.schema_response.server_capabilities,
                 data_sources: inner.data_sources.keys().map(|k| pb::get_metadata::DataSourceMetadata { type_name: k.clone() }).collect(),
                 resources: inner.resources.keys().map(|k| pb::get_metadata::ResourceMetadata { type_name: k.clone() }).collect(),
+                functions: inner.functions.keys().map(|k| pb::get_metadata::FunctionMetadata { name: k.clone() }).collect(),
                 ..Default::default()
             }
         })
@@ -418,14 +574,21 @@ impl Provider for ProviderService {
         &self,
         _: Request<pb::get_resource_identity_schemas::Request>,
     ) -> Result<Response<pb::get_resource_identity_schemas::Response>, Status> {
-        unimplemented("GetResourceIdentitySchemas")
+        let inner = &self.inner;
+        guarded("GetResourceIdentitySchemas", async {
+            pb::get_resource_identity_schemas::Response {
+                identity_schemas: inner.identities.iter().map(|(k, i)| (k.clone(), i.schema.clone())).collect(),
+                diagnostics: Vec::new(),
+            }
+        })
+        .await
     }
 
     async fn upgrade_resource_identity(
         &self,
-        _: Request<pb::upgrade_resource_identity::Request>,
+        req: Request<pb::upgrade_resource_identity::Request>,
     ) -> Result<Response<pb::upgrade_resource_identity::Response>, Status> {
-        unimplemented("UpgradeResourceIdentity")
+        guarded("UpgradeResourceIdentity", async { self.inner.upgrade_resource_identity(req.into_inner()) }).await
     }
 
     async fn configure_provider(
@@ -523,16 +686,23 @@ impl Provider for ProviderService {
     }
 
     async fn get_functions(&self, _: Request<pb::get_functions::Request>) -> Result<Response<pb::get_functions::Response>, Status> {
-        // No provider functions yet: an empty answer is clearer to every CLI version than UNIMPLEMENTED.
-        guarded("GetFunctions", async { pb::get_functions::Response::default() }).await
+        let functions = self.inner.schema_response.functions.clone();
+        guarded("GetFunctions", async { pb::get_functions::Response { functions, diagnostics: Vec::new() } }).await
     }
 
     async fn call_function(&self, req: Request<pb::call_function::Request>) -> Result<Response<pb::call_function::Response>, Status> {
-        let name = req.into_inner().name;
-        Ok(Response::new(pb::call_function::Response {
-            result: None,
-            error: Some(pb::FunctionError { text: format!("terraform-provider-hpc has no function {name:?}"), function_argument: None }),
-        }))
+        let req = req.into_inner();
+        let name = req.name.clone();
+        // A panic becomes a function error: the response has no diagnostics to carry it.
+        let resp = match AssertUnwindSafe(async { self.inner.call_function(req) }).catch_unwind().await {
+            Ok(resp) => resp,
+            Err(payload) => {
+                let message = panic_message(payload.as_ref());
+                tracing::error!(function = %name, panic = %message, "provider panicked in a function; reported as its error");
+                function_error(format!("terraform-provider-hpc hit an internal error in {name}: {message}. Please report this."), None)
+            }
+        };
+        Ok(Response::new(resp))
     }
 
     async fn validate_state_store_config(

@@ -331,3 +331,84 @@ pub fn adopted_owner(kind: Kind, id: &str, census: &Census, diags: &mut Diagnost
         }
     }
 }
+
+// ------------------------------------------------------------------------------------------- identity
+
+/// The identity of every managed resource: the parts of its import id (`<cloud>/<location>/<name>`, on
+/// OCI `oci/<region>/<compartment OCID>/<name>`), so an `import` block can say
+/// `identity = { cloud = "aws", location = "us-east-1", name = "train" }`.
+pub fn identity_schema() -> crate::framework::IdentitySchema {
+    use crate::framework::IdentityAttribute as A;
+    let attr = |name, required_for_import, description| A { name, ty: Type::String, required_for_import, description };
+    crate::framework::IdentitySchema {
+        version: 0,
+        attributes: vec![
+            attr("cloud", true, "`aws`, `azure`, `gcp` or `oci`."),
+            attr("location", true, "AWS and OCI: the region; Google Cloud: the zone; Azure: the resource group."),
+            attr("compartment_id", false, "OCI only: the compartment OCID."),
+            attr("name", true, "The resource's name (an AWS filesystem: its name or its file system id)."),
+        ],
+    }
+}
+
+/// The identity of the object a state describes, read from its id; `None` until the id is known.
+pub fn identity(state: &Value) -> Option<Value> {
+    let id = state.get("id").as_str()?;
+    let parts: Vec<&str> = id.split('/').collect();
+    let cloud = crate::catalog::Cloud::parse(parts.first()?)?;
+    let (location, compartment, name) = match (crate::clouds::id_has_compartment(cloud), parts.as_slice()) {
+        (true, [_, region, compartment, name]) => (*region, Value::from(*compartment), *name),
+        (false, [_, location, name]) => (*location, Value::Null, *name),
+        _ => return None,
+    };
+    Some(Value::object([
+        ("cloud", Value::from(cloud.as_str())),
+        ("location", Value::from(location)),
+        ("compartment_id", compartment),
+        ("name", Value::from(name)),
+    ]))
+}
+
+/// The import id an identity stands for.
+pub fn import_id(identity: &Value) -> Result<String, String> {
+    let part = |k: &str| identity.get(k).as_str().filter(|v| !v.is_empty() && !v.contains('/'));
+    let missing = |k: &str| format!("identity.{k} must be set, without a \"/\"");
+    let cloud = part("cloud").ok_or_else(|| missing("cloud"))?;
+    let Some(cloud) = crate::catalog::Cloud::parse(cloud) else {
+        return Err(format!(
+            "identity.cloud {cloud:?} is not a cloud this provider supports; valid values are {}",
+            crate::framework::one_of(&crate::catalog::Cloud::NAMES)
+        ));
+    };
+    let location = part("location").ok_or_else(|| missing("location"))?;
+    let name = part("name").ok_or_else(|| missing("name"))?;
+    match (crate::clouds::id_has_compartment(cloud), part("compartment_id")) {
+        (true, Some(c)) => Ok(format!("{}/{location}/{c}/{name}", cloud.as_str())),
+        (true, None) => Err(missing("compartment_id")),
+        (false, None) => Ok(format!("{}/{location}/{name}", cloud.as_str())),
+        (false, Some(_)) => Err(format!("identity.compartment_id is for OCI only; leave it out on {}", cloud.as_str())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_and_its_import_id_stand_for_each_other() {
+        for id in
+            ["aws/us-east-1/train", "gcp/us-central1-a/train", "azure/train-rg/train", "oci/us-ashburn-1/ocid1.compartment.oc1..x/train"]
+        {
+            let identity = identity(&Value::object([("id", Value::from(id))])).unwrap_or_else(|| panic!("{id}"));
+            assert_eq!(import_id(&identity).as_deref(), Ok(id));
+        }
+        assert!(identity(&Value::object([("id", Value::Unknown)])).is_none(), "no identity before the id is known");
+        assert!(identity(&Value::object([("id", Value::from("oci/us-ashburn-1/train"))])).is_none());
+        let bare = |c: &str, comp: Value| {
+            Value::object([("cloud", Value::from(c)), ("location", Value::from("r")), ("compartment_id", comp), ("name", Value::from("n"))])
+        };
+        assert!(import_id(&bare("oci", Value::Null)).unwrap_err().contains("compartment_id must be set"));
+        assert!(import_id(&bare("aws", Value::from("c"))).unwrap_err().contains("for OCI only"));
+        assert!(import_id(&bare("gpc", Value::Null)).unwrap_err().contains("\"aws\", \"azure\", \"gcp\" or \"oci\""));
+    }
+}

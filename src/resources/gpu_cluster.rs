@@ -37,6 +37,7 @@ const SHAPE: PlanShape = PlanShape {
         "reservation_id",
         "image",
         "user_data",
+        "user_data_wo_version",
         "ssh_public_key",
         "rdma_interfaces",
     ],
@@ -83,7 +84,24 @@ pub fn schema() -> Schema {
             ))
             .attribute(Attribute::optional("reservation_id", Type::String, "Reservation to launch into, for `reservation` and `capacity-block`."))
             .attribute(Attribute::optional("image", Type::String, "Image (AMI, image URN, image self link, image OCID); the cloud's GPU image by default."))
-            .attribute(Attribute::optional("user_data", Type::String, "Cloud-init or script passed to every node unchanged.").sensitive())
+            .attribute(Attribute::optional("user_data", Type::String, "Cloud-init or script passed to every node unchanged. Kept in state (marked sensitive); to keep it out of state and plan files, set `user_data_wo` instead.").sensitive())
+            .attribute(
+                Attribute::optional(
+                    "user_data_wo",
+                    Type::String,
+                    "Write-only `user_data`: passed to every node when they are created and never stored in state or plan files, so it \
+                     can hold a secret (or an ephemeral value). Needs OpenTofu 1.11 or Terraform 1.11 or later, and `user_data_wo_version`. \
+                     Changes to it are applied only when `user_data_wo_version` changes (which replaces the nodes, as a change to \
+                     `user_data` does); a refresh cannot see it.",
+                )
+                .sensitive()
+                .write_only(),
+            )
+            .attribute(Attribute::optional(
+                "user_data_wo_version",
+                Type::Number,
+                "The version of `user_data_wo`: change it (e.g. increment it) to roll a new `user_data_wo` onto the nodes, which replaces them.",
+            ))
             .attribute(Attribute::optional("ssh_public_key", Type::String, "SSH public key for the nodes' default user."))
             .attribute(Attribute::optional_computed(
                 "workload",
@@ -283,14 +301,32 @@ impl Resource for GpuCluster {
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        common::read_with(common::CLUSTER, state, private, diags, async |cloud, census, d| {
+        let found = common::read_with(common::CLUSTER, state, private, diags, async |cloud, census, d| {
             let nodes = LIFECYCLE.read_in(ctx, state, private, cloud, census, d).await;
             if !owns_network(state) {
                 return nodes;
             }
             read_owned_network(ctx, state, nodes, cloud, census, d).await
         })
-        .await
+        .await;
+        match found {
+            ReadOutcome::Found { state: refreshed, private } => {
+                ReadOutcome::Found { state: keep_write_only_out(state, refreshed), private }
+            }
+            gone => gone,
+        }
+    }
+
+    fn identity_schema(&self) -> Option<crate::framework::IdentitySchema> {
+        Some(common::identity_schema())
+    }
+
+    fn identity(&self, state: &Value) -> Option<Value> {
+        common::identity(state)
+    }
+
+    fn import_id(&self, identity: &Value) -> Result<String, String> {
+        common::import_id(identity)
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
@@ -308,6 +344,18 @@ impl Resource for GpuCluster {
         };
         common::upgrade_owner(common::CLUSTER, version, state)
     }
+}
+
+/// The nodes of a cluster given `user_data_wo` carry it, and the cloud hands it back on a read: it must
+/// not reach the state through `user_data`. (A refresh cannot see a change to it; its version says when.)
+fn keep_write_only_out(prior: &Value, mut refreshed: Value) -> Value {
+    if prior.get("user_data_wo_version").is_present()
+        && prior.get("user_data").is_null()
+        && let Value::Map(m) = &mut refreshed
+    {
+        m.insert("user_data".into(), Value::Null);
+    }
+    refreshed
 }
 
 /// An imported cluster with the network it made for itself, when it has no fabric of its own declaring:

@@ -114,6 +114,18 @@ impl Resource for GpuFabric {
         LIFECYCLE.read(ctx, state, private, diags).await
     }
 
+    fn identity_schema(&self) -> Option<crate::framework::IdentitySchema> {
+        Some(common::identity_schema())
+    }
+
+    fn identity(&self, state: &Value) -> Option<Value> {
+        common::identity(state)
+    }
+
+    fn import_id(&self, identity: &Value) -> Result<String, String> {
+        common::import_id(identity)
+    }
+
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
         LIFECYCLE.import(ctx, id, "aws/us-east-1/train", diags).await
     }

@@ -149,6 +149,18 @@ impl Resource for ParallelFilesystem {
         LIFECYCLE.read(ctx, state, private, diags).await
     }
 
+    fn identity_schema(&self) -> Option<crate::framework::IdentitySchema> {
+        Some(common::identity_schema())
+    }
+
+    fn identity(&self, state: &Value) -> Option<Value> {
+        common::identity(state)
+    }
+
+    fn import_id(&self, identity: &Value) -> Result<String, String> {
+        common::import_id(identity)
+    }
+
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
         LIFECYCLE.import(ctx, id, "aws/us-east-1/fs-0123456789abcdef0", diags).await
     }

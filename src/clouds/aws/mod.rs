@@ -12,6 +12,7 @@ pub mod rules;
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
+use crate::catalog::Sku;
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
 
 fn placement_group(fabric: &str) -> String {
@@ -115,7 +116,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             .set("instance_market_options.market_type", market.unwrap_or("on-demand"))
             .set_opt("capacity_reservation_specification.capacity_reservation_target", spec.reservation_id.as_deref())
             .set_opt("key_name", spec.ssh_public_key.as_ref().map(|_| format!("aws_key_pair.{n}-key")))
-            .set_opt("user_data", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
+            .set_opt("user_data", spec.user_data_summary())
             .set("metadata_options.http_tokens", "required")
             .set("efa_interfaces", spec.rdma_interfaces)
             .set("tags", &tags),
@@ -133,8 +134,8 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
     out
 }
 
-pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
-    if spec.fabric.sku.fabric != crate::catalog::Fabric::Efa {
+pub fn node_environment(sku: &Sku) -> BTreeMap<String, String> {
+    if sku.fabric != crate::catalog::Fabric::Efa {
         // No EFA: NCCL's socket transport over the primary ENA interface.
         return super::env(&[("NCCL_SOCKET_IFNAME", "^lo,docker")]);
     }
@@ -188,8 +189,8 @@ impl super::Expander for Expansion {
         cluster(spec, d)
     }
 
-    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String> {
-        node_environment(spec)
+    fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String> {
+        node_environment(sku)
     }
 
     fn filesystem(&self, spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {

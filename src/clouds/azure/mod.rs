@@ -12,6 +12,7 @@ pub mod rules;
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, network_refs};
+use crate::catalog::Sku;
 use crate::catalog::limits::AZURE_VMSS_MAX_IB_NODES;
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
 
@@ -99,14 +100,14 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
                 .set("source_image", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
                 .set_opt("zones", f.zone.as_deref())
                 .set("subnet_id", spec.network_label("subnet"))
-                .set_opt("custom_data", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
+                .set_opt("custom_data", spec.user_data_summary())
                 .set("tags", &tags)
         })
         .collect()
 }
 
-pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
-    if spec.fabric.sku.fabric == crate::catalog::Fabric::None {
+pub fn node_environment(sku: &Sku) -> BTreeMap<String, String> {
+    if sku.fabric == crate::catalog::Fabric::None {
         // NV-series on Ethernet: NCCL's socket transport over the primary NIC.
         return super::env(&[("NCCL_SOCKET_IFNAME", "eth0")]);
     }
@@ -117,7 +118,7 @@ pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
         ("NCCL_SOCKET_IFNAME", "eth0"),
         ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
     ]);
-    if matches!(spec.fabric.sku.name, "Standard_ND96isr_H100_v5" | "Standard_ND96isr_H200_v5") {
+    if matches!(sku.name, "Standard_ND96isr_H100_v5" | "Standard_ND96isr_H200_v5") {
         env.insert("NCCL_TOPO_FILE".into(), "/opt/microsoft/ndv5-topo.xml".into());
     }
     env
@@ -159,8 +160,8 @@ impl super::Expander for Expansion {
         cluster(spec, d)
     }
 
-    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String> {
-        node_environment(spec)
+    fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String> {
+        node_environment(sku)
     }
 
     fn filesystem(&self, spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {

@@ -14,7 +14,7 @@ pub mod topology;
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, name_range};
-use crate::catalog::Fabric;
+use crate::catalog::{Fabric, Sku};
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Piece, Placement};
 
 /// GCP labels: lowercase keys and values; our `hpc:` keys become `hpc_`.
@@ -59,7 +59,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             .set("scheduling.provisioning_model", model)
             .set("reservation_affinity", reservation)
             .set("boot_disk.image", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
-            .set_opt("metadata.startup-script", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
+            .set_opt("metadata.startup-script", spec.user_data_summary())
             .set("labels", tags),
     ];
     let nic = "google_compute_instance.network_interface";
@@ -86,8 +86,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
     out
 }
 
-pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
-    let sku = spec.fabric.sku;
+pub fn node_environment(sku: &Sku) -> BTreeMap<String, String> {
     let ifnames = |count: u32| (1..=count).map(|i| format!("eth{i}")).collect::<Vec<_>>().join(",");
     let pairs: Vec<(&str, String)> = match sku.fabric {
         // GPUDirect-TCPX (A3 High), as the cluster toolkit's a3high blueprints set it.
@@ -161,8 +160,8 @@ impl super::Expander for Expansion {
         cluster(spec, d)
     }
 
-    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String> {
-        node_environment(spec)
+    fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String> {
+        node_environment(sku)
     }
 
     fn filesystem(&self, spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {

@@ -13,6 +13,7 @@ pub mod signing;
 use std::collections::BTreeMap;
 
 use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
+use crate::catalog::Sku;
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
 
 /// The Oracle Cloud Agent plugins RDMA clusters need; without them the RDMA NICs stay unconfigured.
@@ -86,7 +87,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             )
             .set_opt("preemptible_instance_config", preemptible.then_some("TERMINATE, preserve_boot_volume = false"))
             .set_opt("capacity_reservation_id", spec.reservation_id.as_deref())
-            .set_opt("metadata.user_data", spec.user_data.as_ref().map(|u| format!("{} bytes", u.len())))
+            .set_opt("metadata.user_data", spec.user_data_summary())
             .set("freeform_tags", &tags),
     ];
     match f.placement {
@@ -115,8 +116,8 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
     out
 }
 
-pub fn node_environment(spec: &ClusterSpec) -> BTreeMap<String, String> {
-    if spec.fabric.sku.fabric == crate::catalog::Fabric::None {
+pub fn node_environment(sku: &Sku) -> BTreeMap<String, String> {
+    if sku.fabric == crate::catalog::Fabric::None {
         // A VM shape on Ethernet: NCCL's socket transport over the primary VNIC.
         return super::env(&[("NCCL_SOCKET_IFNAME", "ens3")]);
     }
@@ -168,8 +169,8 @@ impl super::Expander for Expansion {
         cluster(spec, d)
     }
 
-    fn node_environment(&self, spec: &ClusterSpec) -> BTreeMap<String, String> {
-        node_environment(spec)
+    fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String> {
+        node_environment(sku)
     }
 
     fn filesystem(&self, spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
