@@ -118,12 +118,13 @@ pub fn runnable_examples() -> Vec<String> {
     crate::cli::example_dirs().into_iter().filter(|e| !is_snippet(e) && !needs_an_estate(e)).map(|e| format!("examples/{e}")).collect()
 }
 
-/// Documentation snippets: the provider block and the per-resource and data-source pages.
+/// Documentation snippets: the provider block and the per-resource, data-source and function pages (these
+/// are validated and planned, not applied).
 pub fn is_snippet(example: &str) -> bool {
-    example == "provider" || example.starts_with("resources") || example.starts_with("data-sources")
+    example == "provider" || example.starts_with("resources") || example.starts_with("data-sources") || example.starts_with("functions")
 }
 
-/// Examples that need something made before them (and OpenTofu): they have tests of their own. The
+/// Examples that need something made before them: they have tests of their own. The
 /// hpc_nccl_check snippet needs a cluster and an nccl-tests log (and postconditions, which Terraform 1.0
 /// lacks).
 pub fn needs_an_estate(example: &str) -> bool {
