@@ -10,6 +10,8 @@ use crate::framework::{Diagnostics, Function, FunctionError, Parameter, Signatur
 use crate::planner::nccl;
 use crate::planner::spec;
 
+use super::gpu_catalog;
+
 /// Every function the provider offers.
 pub fn all() -> Vec<std::sync::Arc<dyn Function>> {
     vec![std::sync::Arc::new(LustreCapacity), std::sync::Arc::new(NodeType), std::sync::Arc::new(NcclVerdict)]
@@ -111,36 +113,24 @@ impl Function for LustreCapacity {
 
 pub struct NodeType;
 
+/// A catalog entry (as `hpc_gpu_catalog` lists it) with the NCCL environment and expected bus bandwidth.
 fn node_type_result() -> Type {
-    Type::object([
-        ("name", Type::String),
-        ("gpu_model", Type::String),
-        ("gpu_count", Type::Number),
-        ("gpu_memory_gb", Type::Number),
-        ("rdma_fabric", Type::String),
-        ("rdma_interfaces", Type::Number),
-        ("network_bandwidth_gbps", Type::Number),
-        ("nccl_env", Type::map(Type::String)),
-        ("expected_busbw_gbs", Type::Number),
-    ])
+    let Type::Object(mut attrs) = gpu_catalog::instance_type_object() else { unreachable!("an object type") };
+    attrs.insert("nccl_env".into(), Type::map(Type::String));
+    attrs.insert("expected_busbw_gbs".into(), Type::Number);
+    Type::Object(attrs)
 }
 
 impl NodeType {
     pub fn value(sku: &Sku) -> Value {
-        let num = |n: Option<u32>| n.map_or(Value::Null, |n| Value::int(i64::from(n)));
         let env: BTreeMap<String, Value> =
             clouds::expander(sku.cloud).node_environment(sku).into_iter().map(|(k, v)| (k, Value::from(v))).collect();
-        Value::object([
-            ("name", Value::from(sku.name)),
-            ("gpu_model", Value::from(sku.gpu_model)),
-            ("gpu_count", Value::int(i64::from(sku.gpu_count))),
-            ("gpu_memory_gb", num(sku.gpu_memory_gb)),
-            ("rdma_fabric", Value::from(sku.fabric.as_str())),
-            ("rdma_interfaces", num(sku.rdma_interfaces)),
-            ("network_bandwidth_gbps", num(sku.network_bandwidth_gbps)),
-            ("nccl_env", Value::Map(env)),
-            ("expected_busbw_gbs", catalog::expected_busbw(sku).map_or(Value::Null, |b| Value::float(b.gbytes_per_sec))),
-        ])
+        let mut value = gpu_catalog::sku_value(sku);
+        if let Value::Map(m) = &mut value {
+            m.insert("nccl_env".into(), Value::Map(env));
+            m.insert("expected_busbw_gbs".into(), catalog::expected_busbw(sku).map_or(Value::Null, |b| Value::float(b.gbytes_per_sec)));
+        }
+        value
     }
 }
 
@@ -158,8 +148,9 @@ impl Function for NodeType {
             returns: node_type_result(),
             summary: "The node type for a cloud and GPU model, its RDMA interfaces and NCCL environment",
             description: "Returns the instance type (machine type, VM size, shape) `hpc_gpu_fabric` picks for the GPU model on the \
-                 cloud (the one with the most inter-node bandwidth), with `gpu_count`, `gpu_memory_gb`, `rdma_fabric`, \
-                 `rdma_interfaces` (EFA interfaces, InfiniBand HCAs, RoCE NICs or GPU NICs per node), `network_bandwidth_gbps`, \
+                 cloud (the one with the most inter-node bandwidth) as `hpc_gpu_catalog` lists it (`gpu_count`, `gpu_memory_gb`, \
+                 `rdma_fabric`, `rdma_interfaces`: EFA interfaces, InfiniBand HCAs, RoCE NICs or GPU NICs per node, \
+                 `network_bandwidth_gbps`, `local_nvme_gb`, and the `sources` of the figures), with \
                  `nccl_env` (the NCCL and libfabric settings jobs on such nodes need, as `hpc_gpu_cluster.node_environment` has \
                  them) and `expected_busbw_gbs` (a published all-reduce bus bandwidth, or null). Figures the catalog has no \
                  source for are null.",

@@ -11,7 +11,7 @@ use crate::planner::spec;
 
 pub struct GpuCatalog;
 
-fn instance_type_object() -> Type {
+pub fn instance_type_object() -> Type {
     Type::object([
         ("name", Type::String),
         ("gpu_model", Type::String),
@@ -29,7 +29,7 @@ fn instance_type_object() -> Type {
 const SOURCED_FIELDS: [&str; 6] =
     ["gpu_count", "gpu_memory_gb", "rdma_fabric", "rdma_interfaces", "network_bandwidth_gbps", "local_nvme_gb"];
 
-fn sku_value(sku: &Sku) -> Value {
+pub fn sku_value(sku: &Sku) -> Value {
     let num = |n: Option<u32>| n.map_or(Value::Null, |n| Value::int(i64::from(n)));
     let sources: BTreeMap<String, Value> = SOURCED_FIELDS
         .iter()
