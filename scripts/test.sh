@@ -22,8 +22,8 @@ export HPC_TOFU HPC_TERRAFORM HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_LOCAL_MIR
 export HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON HPC_CONFORMANCE HPC_CONFORMANCE_LOG
 log "CLIs under test: every case with OpenTofu and the newest Terraform; a smoke set with the oldest supported"
 "$HPC_TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}'
-if [ -n "$HPC_TERRAFORM" ]; then "$HPC_TERRAFORM" version | sed -n 1p; else echo "Terraform 1.11 or later: absent (its cases are skipped)"; fi
-echo "$("$HPC_TERRAFORM_OLDEST" version | sed -n 1p) (oldest supported: smoke set)"
+if [ -n "$HPC_TERRAFORM" ]; then "$HPC_TERRAFORM" version 2>/dev/null | awk '/^Terraform v/ && !n {print; n=1}'; else echo "Terraform 1.11 or later: absent (its cases are skipped)"; fi
+echo "$("$HPC_TERRAFORM_OLDEST" version 2>/dev/null | awk '/^Terraform v/ && !n {print; n=1}') (oldest supported: smoke set)"
 "$HPC_PG_BIN/postgres" --version
 
 log "cargo fmt --check"
@@ -36,7 +36,7 @@ log "licences of everything linked (cargo deny)"
 "$(ensure_cargo_deny)" check licenses 2>&1 | grep -v '^warning\|^ *[┌│━]\|^$' || true
 "$(ensure_cargo_deny)" check licenses >/dev/null 2>&1
 
-log "tests: unit, protocol, planner goldens, docs, emulators (aws-sdk-ec2/fsx on moto; google-cloud-compute/lustre, ARM over HTTPS, signed OCI on ours), acceptance (tofu + terraform)"
+log "tests: unit, protocol, planner goldens, docs, emulators (aws-sdk-ec2/fsx on moto; google-cloud-compute/lustre, ARM over HTTPS, signed OCI on ours), acceptance (OpenTofu and the newest Terraform; Terraform 1.0.3 smoke set)"
 # Benches are left out on purpose: they print figures (./scripts/bench.sh) and never gate a build.
 cargo test --workspace --lib --bins --tests -- --skip fault_suite
 
