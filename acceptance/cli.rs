@@ -12,8 +12,23 @@ pub struct Cli {
     pub version: (u32, u32, u32),
 }
 
-/// The version a CLI reports (`version -json` has `terraform_version` on both CLIs).
-fn version_of(bin: &Path) -> (u32, u32, u32) {
+/// A CLI's version: major, minor, patch.
+type Version = (u32, u32, u32);
+
+/// The version a CLI reports, asked once per binary for the whole test run.
+fn version_of(bin: &Path) -> Version {
+    static SEEN: std::sync::Mutex<Vec<(PathBuf, Version)>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, v)) = seen.iter().find(|(b, _)| b == bin) {
+        return *v;
+    }
+    let version = ask_version(bin);
+    seen.push((bin.to_path_buf(), version));
+    version
+}
+
+/// `version -json` has `terraform_version` on both CLIs.
+fn ask_version(bin: &Path) -> (u32, u32, u32) {
     let out = Command::new(bin).args(["version", "-json"]).env("CHECKPOINT_DISABLE", "1").output().unwrap();
     // A CLI without a configuration file warns on stdout first.
     let text = String::from_utf8_lossy(&out.stdout);

@@ -128,6 +128,14 @@ on_cloud! {
     gcp_state_from_the_previous_release => ownership::state_from_the_previous_release, "gcp";
     azure_state_from_the_previous_release => ownership::state_from_the_previous_release, "azure";
     oci_state_from_the_previous_release => ownership::state_from_the_previous_release, "oci";
+    aws_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "aws";
+    gcp_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "gcp";
+    azure_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "azure";
+    oci_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "oci";
+    aws_import_blocks_by_identity => identity::import_blocks_by_identity, "aws";
+    gcp_import_blocks_by_identity => identity::import_blocks_by_identity, "gcp";
+    azure_import_blocks_by_identity => identity::import_blocks_by_identity, "azure";
+    oci_import_blocks_by_identity => identity::import_blocks_by_identity, "oci";
 }
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
@@ -224,17 +232,6 @@ fn functions_are_refused_by_a_cli_without_them(cli: &Cli) {
 
 fn write_only_user_data_is_refused_by_a_cli_without_it(cli: &Cli) {
     write_only::refused_by_a_cli_without_it(cli);
-}
-
-on_cloud! {
-    aws_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "aws";
-    gcp_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "gcp";
-    azure_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "azure";
-    oci_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "oci";
-    aws_import_blocks_by_identity => identity::import_blocks_by_identity, "aws";
-    gcp_import_blocks_by_identity => identity::import_blocks_by_identity, "gcp";
-    azure_import_blocks_by_identity => identity::import_blocks_by_identity, "azure";
-    oci_import_blocks_by_identity => identity::import_blocks_by_identity, "oci";
 }
 
 /// The README's first command, as a fresh machine runs it (with the provider this test run built).

@@ -41,10 +41,6 @@ impl FunctionError {
     pub fn argument(index: usize, text: impl Into<String>) -> Self {
         Self { text: text.into(), argument: Some(index) }
     }
-
-    pub fn call(text: impl Into<String>) -> Self {
-        Self { text: text.into(), argument: None }
-    }
 }
 
 pub trait Function: Send + Sync {

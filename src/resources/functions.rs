@@ -3,6 +3,7 @@
 //! the same catalog and rules the planner checks, so a value a function gives is one the plan accepts.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::catalog::{self, Cloud, Sku, limits};
 use crate::clouds;
@@ -13,8 +14,8 @@ use crate::planner::spec;
 use super::gpu_catalog;
 
 /// Every function the provider offers.
-pub fn all() -> Vec<std::sync::Arc<dyn Function>> {
-    vec![std::sync::Arc::new(LustreCapacity), std::sync::Arc::new(NodeType), std::sync::Arc::new(NcclVerdict)]
+pub fn all() -> Vec<Arc<dyn Function>> {
+    vec![Arc::new(LustreCapacity), Arc::new(NodeType), Arc::new(NcclVerdict)]
 }
 
 fn cloud_arg(index: usize, v: &Value) -> Result<Cloud, FunctionError> {
