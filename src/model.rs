@@ -53,6 +53,24 @@ pub struct FabricSpec {
 }
 
 impl ClusterSpec {
+    /// Nodes per NVLink domain for a rack-scale node type (GB200/GB300 NVL72), `None` otherwise.
+    pub fn nvlink_domain_nodes(&self) -> Option<u32> {
+        self.fabric.sku.nvlink_domain.map(|d| d.nodes)
+    }
+
+    /// The cluster's NVLink domains in order, each with its nodes' indices (`<name>-<i>`): whole domains of
+    /// consecutive nodes. Empty for a node type whose NVLink stays inside the node.
+    pub fn nvlink_domains(&self) -> Vec<NvlinkDomainPlan> {
+        let Some(per) = self.nvlink_domain_nodes() else { return Vec::new() };
+        (0..self.node_count.div_ceil(per))
+            .map(|d| NvlinkDomainPlan {
+                index: d,
+                name: domain_name(&self.name, d),
+                nodes: (d * per..((d + 1) * per).min(self.node_count)).collect(),
+            })
+            .collect()
+    }
+
     /// What the plan shows of the user data: its size, or only that it is write-only.
     pub fn user_data_summary(&self) -> Option<String> {
         let text = self.user_data.as_ref()?;
@@ -274,6 +292,25 @@ pub fn tag_string(tags: &BTreeMap<String, String>) -> String {
 }
 
 /// Node names are stable and known at plan time: `<cluster>-0` .. `<cluster>-(n-1)`.
+/// One NVLink domain of a cluster as planned: its position, its name (`<cluster>-nvl<k>`, the name each
+/// cloud's per-domain piece carries and the block `topology.conf` lists) and the indices of its nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NvlinkDomainPlan {
+    pub index: u32,
+    pub name: String,
+    pub nodes: Vec<u32>,
+}
+
+/// The name of NVLink domain `index` of `cluster`.
+pub fn domain_name(cluster: &str, index: u32) -> String {
+    format!("{cluster}-nvl{index}")
+}
+
+/// The domain a node index belongs to, given the nodes per domain.
+pub fn domain_of(node: u32, per_domain: u32) -> u32 {
+    node / per_domain.max(1)
+}
+
 pub fn node_names(cluster: &str, count: u32) -> Vec<String> {
     (0..count).map(|i| format!("{cluster}-{i}")).collect()
 }

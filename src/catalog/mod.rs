@@ -139,11 +139,27 @@ pub struct Sku {
     pub network_bandwidth_gbps: Option<u32>,
     /// Local NVMe per node in GB.
     pub local_nvme_gb: Option<u32>,
+    /// Rack-scale node types (GB200/GB300 NVL72): the NVLink domain several nodes share.
+    pub nvlink_domain: Option<NvlinkDomain>,
     pub sources: &'static [Source],
+}
+
+/// An NVLink domain that spans nodes (a GB200/GB300 NVL72 rack): `nodes` nodes whose GPUs share one NVLink
+/// fabric. Clusters of such a node type are planned as whole domains.
+#[derive(Clone, Copy, Debug)]
+pub struct NvlinkDomain {
+    pub nodes: u32,
+    pub source: &'static str,
+    pub confidence: Confidence,
 }
 
 impl Sku {
     /// The source of one figure, falling back to the SKU's general source.
+    /// GPUs in one NVLink domain: the node's own, or the rack's for a rack-scale type.
+    pub fn nvlink_domain_gpus(&self) -> u32 {
+        self.nvlink_domain.map_or(self.gpu_count, |d| d.nodes * self.gpu_count)
+    }
+
     pub fn source_of(&self, field: &str) -> Option<&Source> {
         self.sources.iter().find(|s| s.field == field).or_else(|| self.sources.iter().find(|s| s.field == "*"))
     }
@@ -219,7 +235,7 @@ mod tests {
 pub fn video_encoders(gpu_model: &str) -> Option<(u32, &'static str, Confidence)> {
     const DYNAMO: &str = "NVIDIA Dynamo docs, \"Video Decode GPU Requirements\" (NVENC per GPU)";
     match gpu_model {
-        "A100" | "H100" | "H200" | "B200" | "B300" | "GB200" => Some((0, DYNAMO, Confidence::Confirmed)),
+        "A100" | "H100" | "H200" | "B200" | "B300" | "GB200" | "GB300" => Some((0, DYNAMO, Confidence::Confirmed)),
         "L4" => Some((2, DYNAMO, Confidence::Confirmed)),
         "L40S" => Some((3, DYNAMO, Confidence::Confirmed)),
         "A10" | "A10G" => {

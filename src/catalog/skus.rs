@@ -4,13 +4,18 @@
 use super::Cloud::{Aws, Azure, Gcp, Oci};
 use super::Confidence::{Confirmed, TwoSources, Unconfirmed};
 use super::Fabric::{Efa, GpuDirectTcpx, GpuDirectTcpxo, InfiniBand, None as Ethernet, Roce};
-use super::{Sku, Source};
+use super::{NvlinkDomain, Sku, Source};
 
 const AWS_SPECS: &str = "AWS EC2 docs, \"Specifications for accelerated computing instances\"";
 const AZURE_ND_H100: &str = "Microsoft Learn, \"ND H100 v5 series\"";
 const AZURE_ND_H200: &str = "MicrosoftDocs/azure-compute-docs, nd-h200-v5 size pages; AzNHC configuration";
 const GCP_GPU_NET: &str = "Google Cloud docs, \"Networking and GPU machines\" / GPU machine types";
 const OCI_HPC: &str = "oracle-quickstart/oci-hpc health checks (active_healthcheck.py, check_gpu_setup.py)";
+
+/// NVIDIA GB200/GB300 NVL72: 72 GPUs on one NVLink domain, 18 trays of 4 GPUs.
+const fn nvl72(source: &'static str, confidence: super::Confidence) -> Option<NvlinkDomain> {
+    Some(NvlinkDomain { nodes: 18, source, confidence })
+}
 
 const fn src(field: &'static str, text: &'static str, confidence: super::Confidence) -> Source {
     Source { field, text, confidence }
@@ -28,6 +33,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(32),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(30_400),
+        nvlink_domain: None,
         sources: &[src("*", AWS_SPECS, Confirmed)],
     },
     Sku {
@@ -40,6 +46,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(32),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(30_400),
+        nvlink_domain: None,
         sources: &[src("*", AWS_SPECS, Confirmed)],
     },
     Sku {
@@ -52,6 +59,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(30_400),
+        nvlink_domain: None,
         sources: &[src("*", AWS_SPECS, Confirmed)],
     },
     Sku {
@@ -64,6 +72,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(30_400),
+        nvlink_domain: None,
         sources: &[
             src(
                 "rdma_interfaces",
@@ -84,6 +93,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: Some(6400),
         local_nvme_gb: Some(30_400),
+        nvlink_domain: None,
         sources: &[
             src(
                 "rdma_interfaces",
@@ -91,6 +101,45 @@ pub static SKUS: &[Sku] = &[
                 TwoSources,
             ),
             src("*", AWS_SPECS, Confirmed),
+        ],
+    },
+    Sku {
+        cloud: Aws,
+        name: "p6e-gb200.36xlarge",
+        gpu_model: "GB200",
+        gpu_count: 4,
+        gpu_memory_gb: Some(185),
+        fabric: Efa,
+        // 17 network cards: card 0 ENA-only, cards 1-16 EFA (MaximumEfaInterfaces 16).
+        rdma_interfaces: Some(16),
+        network_bandwidth_gbps: Some(1600),
+        local_nvme_gb: None,
+        nvlink_domain: nvl72(
+            "u-p6e-gb200x72 is 18 p6e-gb200.36xlarge instances on one NVLink domain (EKS docs, ml-eks-nvidia-ultraserver; quoted in NVIDIA/aicr#2743)",
+            TwoSources,
+        ),
+        sources: &[
+            src(
+                "gpu_count",
+                "EKS docs, ml-eks-nvidia-ultraserver: 4 Blackwell GPUs per instance; botocore InstanceType enum lists the type",
+                Confirmed,
+            ),
+            src(
+                "gpu_memory_gb",
+                "740 GB HBM3e per instance across 4 GPUs, as AWS announcements are quoted; not found in the EC2 specifications",
+                Unconfirmed,
+            ),
+            src(
+                "rdma_interfaces",
+                "describe-instance-types MaximumEfaInterfaces 16 as reported in NVIDIA/aicr#1256 (one secondary source); card 0 ENA-only as on p6-b300",
+                Unconfirmed,
+            ),
+            src(
+                "network_bandwidth_gbps",
+                "28.8 Tbps EFAv4 per 72-GPU UltraServer (AWS ML blog, as summarized by a secondary source): 1,600 Gbps per node",
+                Unconfirmed,
+            ),
+            src("local_nvme_gb", "not found", Unconfirmed),
         ],
     },
     Sku {
@@ -103,6 +152,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(400),
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[
             src("*", "AWS EC2 docs, \"Maximize network bandwidth\" / EFA supported instance types", Confirmed),
             src("local_nvme_gb", "not found", Unconfirmed),
@@ -120,6 +170,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: None,
         local_nvme_gb: Some(250),
+        nvlink_domain: None,
         sources: &[
             src("*", AWS_SPECS, Confirmed),
             src("rdma_interfaces", "no EFA on this size (AWS specifications list EFA for the largest G6 sizes only)", Unconfirmed),
@@ -136,6 +187,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: None,
         local_nvme_gb: Some(250),
+        nvlink_domain: None,
         sources: &[
             src("*", AWS_SPECS, Confirmed),
             src("rdma_interfaces", "no EFA on this size (AWS specifications list EFA for g5.48xlarge only)", Unconfirmed),
@@ -153,6 +205,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[
             src("*", "MicrosoftDocs/azure-compute-docs, NVadsA10 v5 series (full A10 at 36 vCPUs; GRID driver required)", Confirmed),
             src("network_bandwidth_gbps", "not found", Unconfirmed),
@@ -168,6 +221,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(28_000),
+        nvlink_domain: None,
         sources: &[src("*", AZURE_ND_H100, Confirmed)],
     },
     Sku {
@@ -180,6 +234,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(28_000),
+        nvlink_domain: None,
         sources: &[src("*", AZURE_ND_H200, Confirmed)],
     },
     Sku {
@@ -192,6 +247,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[src("*", "third-party benchmark README quoting the ND MI300X v5 size page", Unconfirmed)],
     },
     Sku {
@@ -204,9 +260,29 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(1600),
         local_nvme_gb: Some(16_000),
+        nvlink_domain: nvl72(
+            "MicrosoftDocs/azure-compute-docs, nd-gb200-v6 size page: NVLink up to 72 GPUs per domain, 18 VMs per rack",
+            Confirmed,
+        ),
         sources: &[
             src("*", "MicrosoftDocs/azure-compute-docs nd-gb200-v6 pages; AzNHC configuration", Confirmed),
             src("gpu_memory_gb", "Microsoft Learn as quoted by a secondary source", Unconfirmed),
+        ],
+    },
+    Sku {
+        cloud: Azure,
+        name: "Standard_ND128isr_GB300_v6",
+        gpu_model: "GB300",
+        gpu_count: 4,
+        gpu_memory_gb: Some(288),
+        fabric: InfiniBand,
+        rdma_interfaces: Some(4),
+        network_bandwidth_gbps: Some(3200),
+        local_nvme_gb: None,
+        nvlink_domain: nvl72("MicrosoftDocs/azure-compute-docs, nd-gb300-v6 size page: 18 VMs per NVL72 rack", TwoSources),
+        sources: &[
+            src("*", "MicrosoftDocs/azure-compute-docs, nd-gb300-v6 size page (4x B300 288 GB, 800 Gb/s InfiniBand per GPU)", TwoSources),
+            src("local_nvme_gb", "not found", Unconfirmed),
         ],
     },
     // ------------------------------------------------------------------------------------------ GCP
@@ -221,6 +297,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: Some(10),
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[
             src("*", "Google Cloud docs, \"GPU machine types\" (G2 machine series)", Confirmed),
             src("network_bandwidth_gbps", "default egress bandwidth of a 4-vCPU G2 VM, per the same page", Unconfirmed),
@@ -236,6 +313,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(1000),
         local_nvme_gb: Some(6_000),
+        nvlink_domain: None,
         sources: &[src("*", GCP_GPU_NET, Confirmed), src("local_nvme_gb", "dstackai/gpuhunt gcp.py", Unconfirmed)],
     },
     Sku {
@@ -248,6 +326,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(1800),
         local_nvme_gb: Some(6_000),
+        nvlink_domain: None,
         sources: &[
             src("*", GCP_GPU_NET, Confirmed),
             src("network_bandwidth_gbps", "GCP page versions give 1,600 and 1,800 Gbps; the newer figure is kept", Unconfirmed),
@@ -264,6 +343,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[src("*", GCP_GPU_NET, Confirmed), src("local_nvme_gb", "not found", Unconfirmed)],
     },
     Sku {
@@ -276,7 +356,33 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[src("*", GCP_GPU_NET, Confirmed), src("local_nvme_gb", "not found", Unconfirmed)],
+    },
+    Sku {
+        cloud: Gcp,
+        name: "a4x-highgpu-4g",
+        gpu_model: "GB200",
+        gpu_count: 4,
+        gpu_memory_gb: Some(186),
+        fabric: Roce,
+        // 4 CX-7 RDMA NICs (1,600 Gbps) besides 2 Titanium NICs (400 Gbps).
+        rdma_interfaces: Some(4),
+        network_bandwidth_gbps: Some(2000),
+        local_nvme_gb: None,
+        nvlink_domain: nvl72(
+            "Google Cloud AI Hypercomputer terminology: an A4X sub-block is 18 instances (72 GPUs) on one NVLink domain",
+            Confirmed,
+        ),
+        sources: &[
+            src("*", GCP_GPU_NET, Confirmed),
+            src(
+                "gpu_memory_gb",
+                "GB200 HBM3e per GPU as Google Cloud's A4X announcement is quoted; not in the bandwidth table",
+                Unconfirmed,
+            ),
+            src("local_nvme_gb", "not found", Unconfirmed),
+        ],
     },
     // ------------------------------------------------------------------------------------------ OCI
     Sku {
@@ -289,6 +395,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[
             src("*", OCI_HPC, TwoSources),
             src("network_bandwidth_gbps", "README copying OCI compute shapes: 8x2x200 Gbps RDMA", TwoSources),
@@ -305,6 +412,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[src("*", OCI_HPC, TwoSources), src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed)],
     },
     Sku {
@@ -317,6 +425,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[src("*", OCI_HPC, TwoSources), src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed)],
     },
     Sku {
@@ -329,6 +438,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[src("*", OCI_HPC, TwoSources), src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed)],
     },
     Sku {
@@ -341,10 +451,51 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[
             src("*", OCI_HPC, TwoSources),
             src("gpu_memory_gb", "not found for this shape", Unconfirmed),
             src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
+        ],
+    },
+    Sku {
+        cloud: Oci,
+        name: "BM.GPU.GB200.4",
+        gpu_model: "GB200",
+        gpu_count: 4,
+        gpu_memory_gb: Some(192),
+        fabric: Roce,
+        rdma_interfaces: Some(4),
+        network_bandwidth_gbps: Some(1600),
+        local_nvme_gb: None,
+        nvlink_domain: nvl72(
+            "OCI docs, GPU memory fabric: a GPU memory cluster of up to 18 BM.GPU.GB200.4 hosts shares one NVLink domain",
+            TwoSources,
+        ),
+        sources: &[
+            src("*", "OCI compute shapes table as copied by a third party: 4x B200, 4x400 Gbps RDMA (+2x200 Gbps front end)", TwoSources),
+            src("gpu_memory_gb", "not found for this shape; GB200's 192 GB HBM3e per GPU assumed", Unconfirmed),
+            src("local_nvme_gb", "not found", Unconfirmed),
+        ],
+    },
+    Sku {
+        cloud: Oci,
+        name: "BM.GPU.GB300.4",
+        gpu_model: "GB300",
+        gpu_count: 4,
+        gpu_memory_gb: Some(288),
+        fabric: Roce,
+        rdma_interfaces: Some(4),
+        network_bandwidth_gbps: None,
+        local_nvme_gb: None,
+        nvlink_domain: nvl72(
+            "OCI docs, GPU memory fabric: supported shapes are BM.GPU.GB200.4 and BM.GPU.GB300.4, up to 18 hosts",
+            TwoSources,
+        ),
+        sources: &[
+            src("*", "oracle-quickstart/oci-hpc code names BM.GPU.GB300.4; OCI GPU memory fabric docs", Unconfirmed),
+            src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
+            src("local_nvme_gb", "not found", Unconfirmed),
         ],
     },
     // A10 VM shape for inference and media: Ethernet only, no compute cluster.
@@ -358,6 +509,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[
             src("*", "README copying OCI compute shapes (VM.GPU.A10.x); oracle-quickstart/oci-hpc schema.yaml", TwoSources),
             src("network_bandwidth_gbps", "not found", Unconfirmed),
@@ -373,6 +525,7 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: Some(800),
         local_nvme_gb: None,
+        nvlink_domain: None,
         sources: &[
             src("*", "README copying OCI compute shapes (1x200G + 800 Gbps RDMA); oracle-quickstart/oci-hpc schema.yaml", TwoSources),
             src("rdma_interfaces", "not found", Unconfirmed),

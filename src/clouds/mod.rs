@@ -141,6 +141,15 @@ pub fn name_range(name: &str, n: u32) -> String {
     }
 }
 
+/// The names of the nodes at `indices` (consecutive) of cluster `name`: `name-18 .. name-35`.
+pub fn node_range(name: &str, indices: &[u32]) -> String {
+    match indices {
+        [] => String::from("(none)"),
+        [one] => format!("{name}-{one}"),
+        [first, .., last] => format!("{name}-{first} .. {name}-{last}"),
+    }
+}
+
 /// A node environment from literal pairs.
 pub fn env(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()

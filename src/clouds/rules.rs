@@ -83,6 +83,12 @@ pub trait Rules: Sync {
     /// What `reservation_id` names on this cloud, completing "set reservation_id to ...".
     fn reservation_target(&self) -> &'static str;
 
+    /// A `reservation_id` that is set, with the capacity type it goes with.
+    fn reservation_id(&self, capacity: CapacityType, sku: &Sku, id: &str, diags: &mut Diagnostics) -> bool {
+        let _ = (capacity, sku, id, diags);
+        true
+    }
+
     /// The capacity the cluster launches into, with the fabric's placement, checked once the capacity
     /// type is known to be offered and the reservation settled.
     fn cluster_capacity(&self, capacity: CapacityType, sku: &Sku, placement: Placement, node_count: u32, diags: &mut Diagnostics) -> bool {

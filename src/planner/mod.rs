@@ -83,7 +83,7 @@ pub fn plan_cluster(spec: ClusterSpec, defaults: &Defaults, diags: &mut Diagnost
 }
 
 /// GPUs that are built for training at scale; inference on them is usually a costly mistake.
-const TRAINING_GPUS: [&str; 6] = ["H100", "H200", "B200", "B300", "GB200", "MI300X"];
+const TRAINING_GPUS: [&str; 7] = ["H100", "H200", "B200", "B300", "GB200", "GB300", "MI300X"];
 
 /// The reference architecture's checklist, as warnings (the user may know better).
 fn cluster_checklist(spec: &ClusterSpec, diags: &mut Diagnostics) {

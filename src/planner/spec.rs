@@ -511,7 +511,8 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         }
         _ => {}
     }
-    if capacity == CapacityType::CapacityBlock && node_count > limits::AWS_CAPACITY_BLOCK_MAX_INSTANCES {
+    // An UltraServer block is counted in UltraServers, not instances.
+    if capacity == CapacityType::CapacityBlock && sku.nvlink_domain.is_none() && node_count > limits::AWS_CAPACITY_BLOCK_MAX_INSTANCES {
         diags.error_at(
             AttributePath::attr("node_count"),
             "Too many nodes for a capacity block",
@@ -519,6 +520,10 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         );
         ok = false;
     }
+    if let Some(id) = &reservation_id {
+        ok &= rules.reservation_id(capacity, sku, id, diags);
+    }
+    ok &= check_whole_domains(sku, node_count, diags);
     ok &= rules.cluster_capacity(capacity, sku, fabric.placement, node_count, diags);
     let max_rdma = sku.rdma_interfaces.unwrap_or(0);
     let rdma_interfaces = match rdma_wanted {
@@ -576,6 +581,37 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         rdma_interfaces,
         tags,
     })
+}
+
+/// A rack-scale node type (GB200/GB300 NVL72) is planned as whole NVLink domains: a partial domain leaves
+/// GPUs of a rack idle that are paid for, and its NVLink fabric is not the one jobs were sized for.
+fn check_whole_domains(sku: &Sku, node_count: u32, diags: &mut Diagnostics) -> bool {
+    let Some(domain) = sku.nvlink_domain else { return true };
+    if node_count % domain.nodes == 0 {
+        return true;
+    }
+    let below = node_count / domain.nodes * domain.nodes;
+    let valid: Vec<String> = [below, below + domain.nodes, below + 2 * domain.nodes]
+        .into_iter()
+        .filter(|n| *n > 0)
+        .map(|n| format!("{n} ({} domain{})", n / domain.nodes, if n == domain.nodes { "" } else { "s" }))
+        .collect();
+    let valid = match valid.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => valid.join(""),
+    };
+    diags.error_at(
+        AttributePath::attr("node_count"),
+        "Not a whole number of NVLink domains",
+        format!(
+            "{} is a rack-scale node type: {} nodes ({} GPUs) share one NVLink domain, and a cluster of it is made of whole domains. \
+             node_count is {node_count}; valid counts near it: {valid}.",
+            sku.name,
+            domain.nodes,
+            sku.nvlink_domain_gpus(),
+        ),
+    );
+    false
 }
 
 // --------------------------------------------------------------------------------------- filesystem

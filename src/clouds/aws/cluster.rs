@@ -174,26 +174,25 @@ pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<Cluste
     Ok(ClusterLive { has_template, template: None, nodes: nodes(aws, cluster, census).await?, key: false })
 }
 
-/// The interfaces of the launch template: card 0 carries the primary interface (EFA, or ENA where card 0
-/// is ENA-only as on p6-b300); every further card one EFA-only interface at device index 1.
+/// The interfaces of the launch template, as [`super::efa_layout`] lays them out (the plan shows the same).
 fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> {
-    let card0_ena_only = spec.fabric.sku.name.starts_with("p6-b300") || spec.fabric.sku.fabric != crate::catalog::Fabric::Efa;
-    let extra = if card0_ena_only { spec.rdma_interfaces } else { spec.rdma_interfaces.saturating_sub(1) };
-    let nic = |card: u32, device: u32, kind: &str| {
-        LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-            .network_card_index(card as i32)
-            .device_index(device as i32)
-            .interface_type(kind)
-            .subnet_id(subnet)
-            .groups(sg)
-            .delete_on_termination(true)
-    };
-    let primary = nic(0, 0, if card0_ena_only { "interface" } else { "efa" });
-    // EC2 refuses AssociatePublicIpAddress, even false, on a launch with more than one interface
-    // (InvalidParameterCombination); there the private subnet (no public IPv4 on launch) decides.
-    let mut out = vec![if extra == 0 { primary.associate_public_ip_address(false) } else { primary }.build()];
-    out.extend((1..=extra).map(|card| nic(card, 1, "efa-only").build()));
-    out
+    let layout = super::efa_layout(spec);
+    let single = layout.len() == 1;
+    layout
+        .into_iter()
+        .map(|nic| {
+            let request = LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .network_card_index(nic.card as i32)
+                .device_index(nic.device as i32)
+                .interface_type(nic.kind)
+                .subnet_id(subnet)
+                .groups(sg)
+                .delete_on_termination(true);
+            // EC2 refuses AssociatePublicIpAddress, even false, on a launch with more than one interface
+            // (InvalidParameterCombination); there the private subnet (no public IPv4 on launch) decides.
+            if single { request.associate_public_ip_address(false) } else { request }.build()
+        })
+        .collect()
 }
 
 async fn default_image(aws: &Aws) -> Result<String, String> {

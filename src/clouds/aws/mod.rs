@@ -11,7 +11,7 @@ pub mod rules;
 
 use std::collections::BTreeMap;
 
-use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
+use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs, node_range};
 use crate::catalog::Sku;
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
 
@@ -62,31 +62,75 @@ pub fn fabric(spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
     out
 }
 
-/// The launch template's interfaces: card 0 carries the primary interface (EFA with ENA, or plain ENA
-/// where card 0 is ENA-only, as on p6-b300); every further card gets one EFA-only interface at device
-/// index 1 (AWS "Maximize network bandwidth ... with multiple network cards").
-fn network_interfaces(spec: &ClusterSpec, template: &str) -> Vec<Piece> {
+/// The UltraServer type an UltraServer-only node type is sold as: 18 instances on one NVLink domain.
+pub fn ultraserver_type(sku: &Sku) -> Option<&'static str> {
+    match sku.name {
+        "p6e-gb200.36xlarge" => Some("u-p6e-gb200x72"),
+        _ => None,
+    }
+}
+
+/// One network interface of the launch template: network card, device index, interface type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nic {
+    pub card: u32,
+    pub device: u32,
+    pub kind: &'static str,
+}
+
+/// The launch template's interfaces, the one layout the plan shows and apply sends:
+/// - card 0 carries the primary interface: EFA with ENA, or plain ENA where card 0 is ENA-only (p6-b300,
+///   p6e-gb200) or the type has no EFA;
+/// - every further card one interface at device index 1, EFA-only (AWS "Maximize network bandwidth ...
+///   with multiple network cards"); on p6e-gb200 even cards take EFA with ENA and odd cards EFA-only, as
+///   aws-parallelcluster lays them out.
+pub fn efa_layout(spec: &ClusterSpec) -> Vec<Nic> {
     let sku = spec.fabric.sku;
-    let sg = efa_security_group(&spec.fabric.name);
-    // Without EFA (inference node types such as g6.xlarge) the primary interface is plain ENA.
-    let card0_ena_only = sku.name.starts_with("p6-b300") || sku.fabric != crate::catalog::Fabric::Efa;
-    let kind = "aws_launch_template.network_interfaces";
+    let card0_ena_only = sku.name.starts_with("p6-b300") || ultraserver_type(sku).is_some() || sku.fabric != crate::catalog::Fabric::Efa;
     let extra = if card0_ena_only { spec.rdma_interfaces } else { spec.rdma_interfaces.saturating_sub(1) };
-    let primary = Piece::new(kind, format!("{template} card 0"))
+    let alternate = ultraserver_type(sku).is_some();
+    let primary = Nic { card: 0, device: 0, kind: if card0_ena_only { "interface" } else { "efa" } };
+    std::iter::once(primary)
+        .chain((1..=extra).map(|card| Nic { card, device: 1, kind: if alternate && card % 2 == 0 { "efa" } else { "efa-only" } }))
+        .collect()
+}
+
+/// Cards listed compactly: `1`, `1-16`, `2, 4, .., 16`.
+fn card_list(cards: &[u32]) -> String {
+    match cards {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [first, .., last] if cards.windows(2).all(|w| w[1] == w[0] + 1) => format!("{first}-{last}"),
+        [first, second, .., last] => format!("{first}, {second}, .., {last}"),
+        [first, last] => format!("{first}, {last}"),
+    }
+}
+
+/// The launch template's interfaces as pieces: the primary one, then one piece per interface type.
+fn network_interfaces(spec: &ClusterSpec, template: &str) -> Vec<Piece> {
+    let sg = efa_security_group(&spec.fabric.name);
+    let layout = efa_layout(spec);
+    let kind = "aws_launch_template.network_interfaces";
+    let primary = layout[0];
+    let piece = Piece::new(kind, format!("{template} card 0"))
         .set("network_card_index", 0)
         .set("device_index", 0)
-        .set("interface_type", if card0_ena_only { "interface" } else { "efa" })
+        .set("interface_type", primary.kind)
         .set("security_groups", &sg);
     // EC2 refuses associate_public_ip_address, even false, when a launch has several interfaces.
-    let mut out = vec![if extra == 0 { primary.set("associate_public_ip_address", false) } else { primary }];
-    if extra > 0 {
-        let cards = if extra == 1 { "1".to_string() } else { format!("1-{extra}") };
+    let mut out = vec![if layout.len() == 1 { piece.set("associate_public_ip_address", false) } else { piece }];
+    for interface_type in ["efa", "efa-only"] {
+        let cards: Vec<u32> = layout[1..].iter().filter(|n| n.kind == interface_type).map(|n| n.card).collect();
+        if cards.is_empty() {
+            continue;
+        }
+        let list = card_list(&cards);
         out.push(
-            Piece::new(kind, format!("{template} cards {cards}"))
-                .count(extra)
-                .set("network_card_index", &cards)
+            Piece::new(kind, format!("{template} cards {list}"))
+                .count(cards.len() as u32)
+                .set("network_card_index", &list)
                 .set("device_index", 1)
-                .set("interface_type", "efa-only")
+                .set("interface_type", interface_type)
                 .set("security_groups", &sg),
         );
     }
@@ -122,6 +166,34 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             .set("tags", &tags),
     );
     out.extend(network_interfaces(spec, &template));
+    if let Some(ultraserver) = ultraserver_type(f.sku) {
+        let block = spec.reservation_id.as_deref().unwrap_or_default();
+        let domains = spec.nvlink_domains();
+        out.push(
+            Piece::new("aws_ec2_capacity_block", block)
+                .set("ultraserver_type", ultraserver)
+                .set("ultraservers_used", domains.len())
+                .set("capacity_reservations", "one per UltraServer (DescribeCapacityBlocks), in the order listed")
+                .set("read", "found, never created or deleted: the block is bought outside this configuration"),
+        );
+        for d in &domains {
+            out.push(
+                Piece::new("aws_instance", d.name.as_str())
+                    .count(d.nodes.len() as u32)
+                    .set("instance_type", f.sku.name)
+                    .set("launch_template", format!("aws_launch_template.{template}"))
+                    .set("subnet_id", spec.network_label("subnet"))
+                    .set("names", node_range(n, &d.nodes))
+                    .set(
+                        "capacity_reservation_target",
+                        format!("UltraServer {} of {block} (its capacity reservation {})", d.index + 1, d.index + 1),
+                    )
+                    .set("nvlink_domain", &d.name)
+                    .set("launch", "RunInstances with MinCount = MaxCount per batch, into the domain's UltraServer"),
+            );
+        }
+        return out;
+    }
     out.push(
         Piece::new("aws_instance", n.as_str())
             .count(spec.node_count)

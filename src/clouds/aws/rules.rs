@@ -1,9 +1,10 @@
 //! AWS's validation rules (see `clouds/rules.rs`): a fabric lives in one availability zone of its region,
 //! FSx for Lustre names its mount itself, takes provisioned metadata IOPS and links S3.
 
-use crate::catalog::{Cloud, limits};
+use crate::catalog::{Cloud, Sku, limits};
 use crate::clouds::rules::{Rules, missing_zone, zone_in_region};
 use crate::framework::{AttributePath, Diagnostics};
+use crate::model::{CapacityType, Placement};
 
 pub struct Aws;
 
@@ -24,7 +25,52 @@ impl Rules for Aws {
     }
 
     fn reservation_target(&self) -> &'static str {
-        "the capacity reservation id (cr-...)"
+        "the capacity reservation id (cr-...), or for an UltraServer node type the Capacity Block id (cb-...)"
+    }
+
+    /// UltraServer node types (p6e-gb200) are sold only as UltraServers in Capacity Blocks, and the cluster
+    /// launches each NVLink domain into one UltraServer of the block: `reservation_id` names the block.
+    fn cluster_capacity(
+        &self,
+        capacity: CapacityType,
+        sku: &Sku,
+        _placement: Placement,
+        _node_count: u32,
+        diags: &mut Diagnostics,
+    ) -> bool {
+        let Some(ultraserver) = super::ultraserver_type(sku) else { return true };
+        if capacity != CapacityType::CapacityBlock {
+            diags.error_at(
+                AttributePath::attr("capacity_type"),
+                "UltraServer without a Capacity Block",
+                format!(
+                    "{} is sold only as UltraServers ({ultraserver}), bought through EC2 Capacity Blocks by UltraServer type: capacity_type \
+                     {:?} cannot launch it. Buy a Capacity Block for {ultraserver} (DescribeCapacityBlockOfferings with UltraserverType, then \
+                     PurchaseCapacityBlock) and set capacity_type = \"capacity-block\" with reservation_id = its id (cb-...).",
+                    sku.name,
+                    capacity.as_str()
+                ),
+            );
+            return false;
+        }
+        true
+    }
+
+    fn reservation_id(&self, capacity: CapacityType, sku: &Sku, id: &str, diags: &mut Diagnostics) -> bool {
+        let Some(ultraserver) = super::ultraserver_type(sku) else { return true };
+        if capacity == CapacityType::CapacityBlock && !id.starts_with("cb-") {
+            diags.error_at(
+                AttributePath::attr("reservation_id"),
+                "Capacity Block id expected",
+                format!(
+                    "{} launches one NVLink domain into each UltraServer ({ultraserver}) of a Capacity Block: set reservation_id to the \
+                     Capacity Block's id (cb-...), not {id:?}. DescribeCapacityBlocks lists yours.",
+                    sku.name
+                ),
+            );
+            return false;
+        }
+        true
     }
 
     fn filesystem_name(&self, given: Option<&str>, diags: &mut Diagnostics) -> bool {

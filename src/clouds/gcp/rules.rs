@@ -85,14 +85,34 @@ impl Rules for Gcp {
         "the reservation name"
     }
 
-    fn cluster_capacity(
-        &self,
-        _capacity: CapacityType,
-        _sku: &Sku,
-        placement: Placement,
-        node_count: u32,
-        diags: &mut Diagnostics,
-    ) -> bool {
+    fn cluster_capacity(&self, capacity: CapacityType, sku: &Sku, placement: Placement, node_count: u32, diags: &mut Diagnostics) -> bool {
+        // A4X comes only in reservations (all-capacity mode), and its instances must be bound to one.
+        if sku.nvlink_domain.is_some() && capacity != CapacityType::Reservation {
+            diags.error_at(
+                AttributePath::attr("capacity_type"),
+                "A4X without a reservation",
+                format!(
+                    "{} capacity comes only from a reservation in all-capacity mode, and its instances must consume it \
+                     (SPECIFIC_RESERVATION): capacity_type {:?} cannot get it. Set capacity_type = \"reservation\" and reservation_id \
+                     to the reservation's name.",
+                    sku.name,
+                    capacity.as_str()
+                ),
+            );
+            return false;
+        }
+        if sku.nvlink_domain.is_some() && placement != Placement::Cluster {
+            diags.error_at(
+                AttributePath::attr("fabric"),
+                "A4X without compact placement",
+                format!(
+                    "{} instances find their NVLink domain through a compact placement policy with gpuTopology 1x72: the fabric needs \
+                     placement = \"cluster\".",
+                    sku.name
+                ),
+            );
+            return false;
+        }
         if placement == Placement::Cluster && node_count > limits::GCP_COMPACT_PLACEMENT_MAX_VMS {
             diags.error_at(
                 AttributePath::attr("node_count"),
