@@ -291,7 +291,7 @@ impl Node {
         // PATH holds the fakes and only the ordinary tools the script uses, so whatever GPU, RDMA or
         // container tools the machine running the tests has stay out of it.
         std::fs::create_dir_all(node.path("host")).unwrap();
-        for tool in ["cat", "date", "grep", "mkdir", "readlink", "sleep", "sort", "sync", "tee", "wc"] {
+        for tool in ["awk", "cat", "cut", "date", "grep", "mkdir", "readlink", "sleep", "sort", "sync", "tee", "wc"] {
             let found = host_tool(tool).unwrap_or_else(|| panic!("{tool} not found on PATH"));
             std::os::unix::fs::symlink(found, node.path("host").join(tool)).unwrap();
         }
@@ -318,6 +318,39 @@ impl Node {
     fn nvidia_gpus(&self, n: usize) {
         let lines: String = (0..n).map(|i| format!("echo 'GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000{i})'\n")).collect();
         self.tool("nvidia-smi", &format!("[ \"$1\" = -L ] || exit 9\n{lines}"));
+    }
+
+    /// `nvidia-smi -L` listing `n` GB200s, and `nvidia-smi -q` with each GPU's Fabric section: `states[i]`
+    /// its State, all in clique `clique` of one cluster UUID.
+    fn nvlink_gpus(&self, states: &[&str], clique: &str) {
+        let list: String = (0..states.len()).map(|i| format!("echo 'GPU {i}: NVIDIA GB200 (UUID: GPU-0000000{i})'\n")).collect();
+        let query: String = states
+            .iter()
+            .enumerate()
+            .map(|(i, state)| {
+                format!(
+                    "echo 'GPU 0000000{i}:01:00.0'\necho '    Product Name                          : NVIDIA GB200'\necho '    Fabric'\n\
+                     echo '        State                             : {state}'\necho '        Status                            : Success'\n\
+                     echo '        CliqueId                          : {clique}'\n\
+                     echo '        ClusterUUID                       : 5a1d3c7e-0b6f-4a44-9c1e-2f6d8e9a7b10'\n\
+                     echo '        Health'\necho '            Bandwidth                     : Full'\n\
+                     echo '    Processes                             : None'\n"
+                )
+            })
+            .collect();
+        self.tool("nvidia-smi", &format!("if [ \"$1\" = -L ]; then\n{list}exit 0\nfi\n[ \"$1\" = -q ] || exit 9\n{query}"));
+    }
+
+    /// `systemctl is-active` answering `active` for the units given, recording every call.
+    fn active_units(&self, units: &[&str]) {
+        let cases: String = units.iter().map(|u| format!("  *\" {u}\"*) exit 0 ;;\n")).collect();
+        self.tool(
+            "systemctl",
+            &format!(
+                "echo \"systemctl $*\" >> \"{}\"\ncase \" $*\" in\n{cases}  *is-active*) exit 3 ;;\nesac",
+                self.path("calls").display()
+            ),
+        );
     }
 
     fn rdma_devices(&self, names: impl IntoIterator<Item = String>) {
@@ -377,7 +410,7 @@ impl Run {
 
     /// Whether the script called a power-off tool (the fakes record their calls).
     fn powered_off(&self) -> bool {
-        self.calls.lines().any(|l| ["systemctl", "poweroff", "shutdown"].iter().any(|t| l.starts_with(t)))
+        self.calls.lines().any(|l| ["systemctl poweroff", "poweroff", "shutdown"].iter().any(|t| l.starts_with(t)))
     }
 
     /// The failure line, on stdout (the console) and in the log, and the dry-run power-off.
@@ -431,6 +464,47 @@ async fn p5_passes_with_8_gpus_and_32_efa_devices_and_starts_the_exporter() {
         "docker run -d --name hpc-dcgm-exporter --gpus all --restart unless-stopped --cap-add SYS_ADMIN -p 9400:9400 {DEFAULT_DCGM_EXPORTER_IMAGE}"
     );
     assert!(run.calls.lines().any(|l| l == docker_run), "{run:#?}");
+}
+
+#[tokio::test]
+async fn a_gb200_node_checks_its_nvlink_domain_and_imex() {
+    let script = script_of("azure", "Standard_ND128isr_NDR_GB200_v6", &[]).await;
+    assert!(script.contains("NVLINK_DOMAIN_NODES=18"), "{script}");
+    let node = Node::new();
+    node.nvlink_gpus(&["Completed"; 4], "32766");
+    node.rdma_devices((0..4).map(|i| format!("mlx5_ib{i}")));
+    node.active_units(&["nvidia-imex"]);
+    let run = node.run(&script);
+    run.passed();
+    assert!(run.log.contains("NVLink domain 5a1d3c7e-0b6f-4a44-9c1e-2f6d8e9a7b10.32766"), "{run:#?}");
+    assert!(run.calls.contains("systemctl is-active --quiet nvidia-imex"), "{run:#?}");
+}
+
+#[tokio::test]
+async fn a_gb200_node_outside_its_nvlink_fabric_or_without_imex_takes_itself_out() {
+    let script = script_of("oci", "BM.GPU.GB200.4", &[]).await;
+    let node = Node::new();
+    node.nvlink_gpus(&["Completed", "Completed", "In Progress", "Completed"], "32766");
+    node.rdma_devices((0..4).map(|i| format!("mlx5_{i}")));
+    node.active_units(&[]);
+    node.run(&script).failed_with(
+        "NVLink fabric not completed: 3 of 4 GPUs report State Completed (nvidia-smi -q, Fabric); the nvidia-imex service is not \
+         active: multi-node NVLink jobs need IMEX on every node of the domain",
+    );
+    // A clique id of all zeros' UUID, or two cliques, is no domain.
+    let split = Node::new();
+    split.nvlink_gpus(&["Completed"; 4], "32766");
+    split.tool(
+        "nvidia-smi",
+        &format!(
+            "if [ \"$1\" = -L ]; then\n{}exit 0\nfi\nfor i in 0 1 2 3; do echo '    Fabric'; echo '        State : Completed'; echo '        Status : Success'; \
+             echo \"        CliqueId : $((i % 2))\"; echo '        ClusterUUID : 5a1d3c7e-0b6f-4a44-9c1e-2f6d8e9a7b10'; done",
+            (0..4).map(|i| format!("echo 'GPU {i}: NVIDIA GB200 (UUID: GPU-{i})'\n")).collect::<String>()
+        ),
+    );
+    split.rdma_devices((0..4).map(|i| format!("mlx5_{i}")));
+    split.active_units(&["nvidia-imex"]);
+    split.run(&script).failed_with("GPUs are not in one NVLink domain: 1 ClusterUUIDs, 2 CliqueIds");
 }
 
 #[tokio::test]

@@ -155,6 +155,11 @@ pub struct NvlinkDomain {
 
 impl Sku {
     /// The source of one figure, falling back to the SKU's general source.
+    /// Whether the node's CPUs are Arm (NVIDIA Grace, on every GB200/GB300 node type): x86-64 images do not boot.
+    pub fn arm64(&self) -> bool {
+        self.gpu_model.starts_with("GB")
+    }
+
     /// GPUs in one NVLink domain: the node's own, or the rack's for a rack-scale type.
     pub fn nvlink_domain_gpus(&self) -> u32 {
         self.nvlink_domain.map_or(self.gpu_count, |d| d.nodes * self.gpu_count)

@@ -6,6 +6,7 @@
 
 pub mod cost;
 pub mod nccl;
+pub mod rack;
 pub mod spec;
 
 use std::collections::BTreeMap;
@@ -46,6 +47,15 @@ pub struct ClusterPlan {
     pub expected_busbw: Option<catalog::BusBandwidth>,
 }
 
+/// The NCCL environment jobs on nodes of `sku` need: the cloud's, plus multi-node NVLink on a rack-scale type.
+pub fn node_environment(sku: &catalog::Sku) -> BTreeMap<String, String> {
+    let mut env = clouds::expander(sku.cloud).node_environment(sku);
+    if sku.nvlink_domain.is_some() {
+        env.extend(rack::mnnvl_environment().iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    }
+    env
+}
+
 /// Tags on every piece: the provider's defaults, the resource's own, and ours must fit the cloud's limit.
 fn check_tag_count(cloud: Cloud, own: &BTreeMap<String, String>, defaults: &Defaults, diags: &mut Diagnostics) {
     clouds::rules::rules(cloud).default_tags(&defaults.default_tags, diags);
@@ -71,7 +81,7 @@ pub fn plan_cluster(spec: ClusterSpec, defaults: &Defaults, diags: &mut Diagnost
     check_tag_count(spec.fabric.cloud, &spec.tags, defaults, diags);
     cluster_checklist(&spec, diags);
     let expander = clouds::expander(spec.fabric.cloud);
-    let (pieces, node_environment) = (expander.cluster(&spec, defaults), expander.node_environment(spec.fabric.sku));
+    let (pieces, node_environment) = (expander.cluster(&spec, defaults), node_environment(spec.fabric.sku));
     ClusterPlan {
         node_names: node_names(&spec.name, spec.node_count),
         gpus_total: spec.node_count * spec.fabric.sku.gpu_count,

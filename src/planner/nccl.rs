@@ -389,6 +389,9 @@ pub struct NcclJob<'a> {
     pub env: &'a BTreeMap<String, String>,
     /// The node type's expected all-reduce bus bandwidth, GB/s, written in a comment.
     pub expected_busbw_gbs: Option<f64>,
+    /// Rack-scale node types: the nodes per NVLink domain, which a Slurm job keeps its nodes within
+    /// (`--segment`, with the topology/block plugin).
+    pub segment: Option<u32>,
 }
 
 /// The node label the Kubernetes Job selects this cluster's nodes by (`<label>=<cluster name>`).
@@ -475,6 +478,9 @@ pub fn slurm_script(job: &NcclJob) -> Result<String, String> {
     let _ = writeln!(s, "#SBATCH --ntasks-per-node={g}");
     let _ = writeln!(s, "#SBATCH --gpus-per-node={g}");
     s.push_str("#SBATCH --exclusive\n");
+    if let Some(segment) = job.segment.filter(|n| *n > 0 && job.nodes.len() as u32 % *n == 0) {
+        let _ = writeln!(s, "#SBATCH --segment={segment}");
+    }
     let _ = writeln!(s, "#SBATCH --nodelist={}", job.nodes.join(","));
     let _ = writeln!(s, "#SBATCH --output={name}-%j.log");
     s.push_str("#\n");
@@ -819,7 +825,7 @@ mod tests {
     }
 
     fn job<'a>(nodes: &'a [String], env: &'a BTreeMap<String, String>) -> NcclJob<'a> {
-        NcclJob { name: "nccl-allreduce", nodes, cluster: "train", gpus_per_node: 8, env, expected_busbw_gbs: Some(365.0) }
+        NcclJob { name: "nccl-allreduce", nodes, cluster: "train", gpus_per_node: 8, env, expected_busbw_gbs: Some(365.0), segment: None }
     }
 
     fn nodes(n: usize) -> Vec<String> {

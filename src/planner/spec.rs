@@ -478,6 +478,18 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         ok &= check_video_encoders(cloud, sku, diags);
     }
     ok &= rules.cluster_nodes(sku, image.as_deref(), ssh_public_key.as_deref(), diags);
+    if sku.arm64() && image.is_none() {
+        diags.error_at(
+            AttributePath::attr("image"),
+            "Missing Arm64 image",
+            format!(
+                "{} has Arm64 (NVIDIA Grace) CPUs, and the default GPU image on {cloud} is built for x86-64: nodes would not boot. Set image \
+                 to an arm64 GPU image with the NVIDIA driver, IMEX and the fabric's RDMA drivers.",
+                sku.name
+            ),
+        );
+        ok = false;
+    }
     if !capacity.offered_on(cloud) {
         let valid: Vec<&str> =
             CapacityType::NAMES.iter().copied().filter(|n| CapacityType::parse(n).is_some_and(|c| c.offered_on(cloud))).collect();

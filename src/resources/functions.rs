@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::catalog::{self, Cloud, Sku, limits};
-use crate::clouds;
 use crate::framework::{Diagnostics, Function, FunctionError, Parameter, Signature, Type, Value, one_of};
 use crate::planner::nccl;
 use crate::planner::spec;
@@ -124,8 +123,7 @@ fn node_type_result() -> Type {
 
 impl NodeType {
     pub fn value(sku: &Sku) -> Value {
-        let env: BTreeMap<String, Value> =
-            clouds::expander(sku.cloud).node_environment(sku).into_iter().map(|(k, v)| (k, Value::from(v))).collect();
+        let env: BTreeMap<String, Value> = crate::planner::node_environment(sku).into_iter().map(|(k, v)| (k, Value::from(v))).collect();
         let mut value = gpu_catalog::sku_value(sku);
         if let Value::Map(m) = &mut value {
             m.insert("nccl_env".into(), Value::Map(env));

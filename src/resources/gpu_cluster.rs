@@ -153,6 +153,28 @@ pub fn schema() -> Schema {
                 Type::String,
                 "The same all-reduce as a Kubernetes indexed Job (one pod per node), with the headless Service it needs in its comments and the cloud's RDMA device limits.",
             ))
+            .attribute(Attribute::computed(
+                "nvlink_domains",
+                Type::list(Type::object([("name", Type::String), ("nodes", Type::list(Type::String)), ("gpus", Type::Number)])),
+                "Rack-scale node types (GB200/GB300 NVL72): the NVLink domains in order, each with its `name` (`<name>-nvl<k>`, the name of the \
+                 cloud's per-domain piece), its `nodes` and `gpus`. Empty for node types whose NVLink stays inside the node.",
+            ))
+            .attribute(Attribute::computed(
+                "slurm_topology_conf",
+                Type::String,
+                "Rack-scale node types: Slurm's `topology.conf` for the `topology/block` plugin, one block per NVLink domain. Null otherwise.",
+            ))
+            .attribute(Attribute::computed(
+                "slurm_conf",
+                Type::String,
+                "Rack-scale node types: the `slurm.conf` lines the block topology needs (`TopologyPlugin=topology/block`, the nodes and their GPUs). Null otherwise.",
+            ))
+            .attribute(Attribute::computed(
+                "kubernetes_node_labels",
+                Type::map(Type::map(Type::String)),
+                "Labels per node name for Kubernetes (kubelet `--node-labels`): `hpc-platform/cluster`, and on rack-scale node types \
+                 `hpc-platform/nvlink-domain` with the node's NVLink domain.",
+            ))
             .block(NestedBlock::single("timeouts", timeouts)),
     )
 }
@@ -185,6 +207,7 @@ fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
         gpus_per_node: sku.gpu_count,
         env: &plan.node_environment,
         expected_busbw_gbs: plan.expected_busbw.map(|b| b.gbytes_per_sec),
+        segment: plan.spec.nvlink_domain_nodes(),
     };
     // EKS schedules EFA devices as an extended resource; other clouds' devices come with the node.
     let mut devices = BTreeMap::new();
@@ -248,6 +271,28 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
         Value::Map(plan.node_environment.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect()),
     );
     out.insert("expected_busbw_gbs".into(), plan.expected_busbw.map_or(Value::Null, |b| Value::float(b.gbytes_per_sec)));
+    let rows = planner::rack::domain_rows(s);
+    out.insert(
+        "nvlink_domains".into(),
+        Value::list(rows.into_iter().map(|(name, nodes, gpus)| {
+            Value::object([
+                ("name", Value::from(name)),
+                ("nodes", Value::list(nodes.into_iter().map(Value::from))),
+                ("gpus", Value::int(i64::from(gpus))),
+            ])
+        })),
+    );
+    out.insert("slurm_topology_conf".into(), planner::rack::topology_conf(s).map_or(Value::Null, Value::from));
+    out.insert("slurm_conf".into(), planner::rack::slurm_conf(s).map_or(Value::Null, Value::from));
+    out.insert(
+        "kubernetes_node_labels".into(),
+        Value::Map(
+            planner::rack::node_labels(s)
+                .into_iter()
+                .map(|(node, labels)| (node, Value::Map(labels.into_iter().map(|(k, v)| (k, Value::from(v))).collect())))
+                .collect(),
+        ),
+    );
     let (slurm, kubernetes) = nccl_jobs(&plan);
     out.insert("nccl_test_slurm".into(), slurm);
     out.insert("nccl_test_kubernetes".into(), kubernetes);

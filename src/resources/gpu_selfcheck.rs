@@ -19,6 +19,15 @@
 //!   between images (`eth1`, `ens5`, ...), so the check counts the entries of `/sys/class/net` whose
 //!   driver is `gve`: the GPU NICs plus the host NIC.
 //!
+//! - Rack-scale NVLink (GB200/GB300 NVL72): every GPU must have joined the NVLink fabric of its rack
+//!   (`nvidia-smi -q`, section `Fabric`: `State` Completed and `Status` Success on every GPU, one
+//!   `ClusterUUID` and one `CliqueId` for all of them, the UUID not all zeros), and the IMEX service that
+//!   shares GPU memory across the domain's nodes must run (`systemctl is-active nvidia-imex`). Where
+//!   `nvidia-imex-ctl` is installed, the IMEX domain must have every node of the NVLink domain connected
+//!   (`nvidia-imex-ctl -N`, lines saying READY; the output format is UNCONFIRMED against a real node). The
+//!   node logs its `ClusterUUID.CliqueId`, the same id NVIDIA's GPU feature discovery labels as
+//!   `nvidia.com/gpu.clique`, so the domain it landed in can be compared with the planned one.
+//!
 //! Devices can appear some time into the boot (driver load, link training), so the script polls for up to
 //! five minutes before it decides. The sysfs root, the log file, the wait and the failure action can be
 //! overridden through `HPC_SELFCHECK_*` environment variables, so the script can be tested off a GPU node.
@@ -220,6 +229,7 @@ fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_expo
          FABRIC={fabric}\n\
          RDMA_MIN={rdma_min}\n\
          RDMA_WHAT={rdma_what_q}\n\
+         NVLINK_DOMAIN_NODES={domain_nodes}\n\
          ON_FAILURE={action}\n\
          DCGM_EXPORTER_IMAGE={image}\n",
         name = sku.name,
@@ -231,6 +241,7 @@ fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_expo
         action = on_failure.as_str(),
         vendor = if is_amd(sku) { "amd" } else { "nvidia" },
         rdma_what_q = shell_quote(rdma_what),
+        domain_nodes = sku.nvlink_domain.map_or(0, |d| d.nodes),
         image = dcgm_exporter_image.map(shell_quote).unwrap_or_default(),
     );
     let _ = write!(
@@ -308,12 +319,25 @@ count_rdma() {
   echo "${#devs[@]}"
 }
 
+# Rack-scale NVLink: the "Fabric" section of each GPU in nvidia-smi -q, as "key=value" lines.
+nvlink_fabric() {
+  nvidia-smi -q 2>/dev/null | awk '
+    /^ *Fabric *$/ { inside = 1; depth = index($0, "F"); next }
+    inside { d = match($0, /[^ ]/); if (d <= depth) { inside = 0; next } }
+    inside && /:/ { k = $0; sub(/ *:.*/, "", k); sub(/^ */, "", k); v = $0; sub(/^[^:]*: */, "", v); print k "=" v }' || true
+}
+fabric_completed() {
+  if (( NVLINK_DOMAIN_NODES == 0 )); then echo "$EXPECTED_GPUS"; return; fi
+  nvlink_fabric | grep -c '^State=Completed$' || true
+}
+
 log "checking $INSTANCE_TYPE: $EXPECTED_GPUS GPUs, at least $RDMA_MIN $RDMA_WHAT; waiting up to ${WAIT_SECONDS}s"
 deadline=$((SECONDS + WAIT_SECONDS))
 while :; do
   gpus=$(count_gpus)
   rdma=$(count_rdma)
-  if (( (gpus == EXPECTED_GPUS && rdma >= RDMA_MIN) || SECONDS >= deadline )); then break; fi
+  joined=$(fabric_completed)
+  if (( (gpus == EXPECTED_GPUS && rdma >= RDMA_MIN && joined >= EXPECTED_GPUS) || SECONDS >= deadline )); then break; fi
   sleep 5
 done
 
@@ -324,6 +348,24 @@ reasons=()
 if [[ $FABRIC == efa ]] && command -v fi_info >/dev/null; then
   domains=$(fi_info -p efa -t FI_EP_RDM 2>/dev/null | grep -oE 'domain: *[^ ]+' | sort -u | wc -l || true)
   (( domains >= RDMA_MIN )) || reasons+=("expected libfabric to open at least $RDMA_MIN EFA devices, fi_info -p efa lists $domains")
+fi
+if (( NVLINK_DOMAIN_NODES > 0 )); then
+  fabric=$(nvlink_fabric)
+  (( joined >= EXPECTED_GPUS )) || reasons+=("NVLink fabric not completed: $joined of $EXPECTED_GPUS GPUs report State Completed (nvidia-smi -q, Fabric)")
+  failed=$(grep '^Status=' <<<"$fabric" | grep -vc '^Status=Success$' || true)
+  (( failed == 0 )) || reasons+=("NVLink fabric Status not Success on $failed GPUs")
+  uuids=$(grep '^ClusterUUID=' <<<"$fabric" | sort -u | wc -l || true)
+  cliques=$(grep '^CliqueId=' <<<"$fabric" | sort -u | wc -l || true)
+  domain="$(grep -m1 '^ClusterUUID=' <<<"$fabric" | cut -d= -f2-).$(grep -m1 '^CliqueId=' <<<"$fabric" | cut -d= -f2-)"
+  if (( uuids != 1 || cliques != 1 )) || [[ $domain == 00000000-0000-0000-0000-000000000000.* ]]; then
+    reasons+=("GPUs are not in one NVLink domain: $uuids ClusterUUIDs, $cliques CliqueIds")
+  fi
+  systemctl is-active --quiet nvidia-imex || reasons+=("the nvidia-imex service is not active: multi-node NVLink jobs need IMEX on every node of the domain")
+  if command -v nvidia-imex-ctl >/dev/null; then
+    ready=$(nvidia-imex-ctl -N 2>/dev/null | grep -c 'READY' || true)
+    (( ready >= NVLINK_DOMAIN_NODES )) || reasons+=("IMEX domain has $ready of $NVLINK_DOMAIN_NODES nodes READY (nvidia-imex-ctl -N)")
+  fi
+  log "NVLink domain $domain"
 fi
 if (( ${#reasons[@]} > 0 )); then
   msg=$(printf '%s; ' "${reasons[@]}")

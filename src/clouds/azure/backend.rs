@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::api::{self, Arm};
 use super::cluster::SCALE_SET;
-use super::{cluster, fabric, filesystem, scale_set_sizes};
+use super::{cluster, fabric, filesystem};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
 use crate::clouds::shared;
@@ -203,7 +203,7 @@ impl Backend<ClusterSpec> for Azure {
         let id = api::resource_id(&group, &spec.name);
         census.set_import_id(&id);
         let state = shared::with_attr(change.state, "id", Value::from(id));
-        let sizes = scale_set_sizes(spec.node_count);
+        let sizes = super::cluster_scale_sets(spec);
         match cluster::converge(ctx, &arm, spec, &group, change.tags, previous_sets, step.timeout, census).await {
             Ok(()) => {
                 if !change.planned.get("nodes").is_unknown() {
@@ -279,7 +279,7 @@ impl ClusterBackend for Azure {
         let f = &spec.fabric;
         let given = spec.own_fabric.as_ref().and_then(|o| o.resource_group.as_deref());
         let group = fabric::group_name(&f.name, given);
-        let sets = scale_set_sizes(spec.node_count).len();
+        let sets = super::cluster_scale_sets(spec).len();
         // The census notes another owner's scale sets; the caller's look ahead refuses them.
         cluster::observe(step.ctx, &arm, &group, &spec.name, sets, step.census).await.map(|_| ())
     }
@@ -376,6 +376,7 @@ impl Backend<FilesystemSpec> for Azure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clouds::azure::scale_set_sizes;
 
     fn set(name: &str, instances: &str) -> Value {
         Value::object([

@@ -200,7 +200,7 @@ pub async fn converge(
     timeout: Duration,
     census: &Census,
 ) -> Result<(), String> {
-    let sizes = super::scale_set_sizes(spec.node_count);
+    let sizes = super::cluster_scale_sets(spec);
     let all = sizes.len().max(previous_sets);
     let mut mine = Vec::new();
     let mut taken = Vec::new();

@@ -69,11 +69,29 @@ pub fn scale_set_sizes(nodes: u32) -> Vec<u32> {
     (0..sets).map(|i| nodes / sets + u32::from(i < nodes % sets)).collect()
 }
 
+/// The scale sets of a cluster: [`scale_set_sizes`], except that a rack-scale node type (18 VMs per NVL72
+/// rack) is split only between racks, so no NVLink domain spans two scale sets: at most 90 VMs (5 racks) each.
+pub fn cluster_scale_sets(spec: &ClusterSpec) -> Vec<u32> {
+    let Some(per) = spec.nvlink_domain_nodes() else { return scale_set_sizes(spec.node_count) };
+    let racks = spec.node_count.div_ceil(per);
+    let racks_per_set = (AZURE_VMSS_MAX_IB_NODES / per).max(1);
+    let sets = racks.div_ceil(racks_per_set).max(1);
+    (0..sets).map(|i| (racks / sets + u32::from(i < racks % sets)) * per).collect()
+}
+
 pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
     let n = &spec.name;
     let f = &spec.fabric;
     let tags = tag_string(&d.tags(&spec.tags, &[("hpc:cluster", n), ("hpc:fabric", &f.name)]));
-    let sizes = scale_set_sizes(spec.node_count);
+    let sizes = cluster_scale_sets(spec);
+    let racks = |size: u32| {
+        spec.nvlink_domain_nodes().map(|per| {
+            format!(
+                "{} NVL72 rack(s) of {per} VMs; Azure places the VMs in racks (no API selects one), the self-check logs each VM's NVLink domain",
+                size / per
+            )
+        })
+    };
     sizes
         .iter()
         .enumerate()
@@ -81,6 +99,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             Piece::new("azurerm_linux_virtual_machine_scale_set", format!("{n}-{i}"))
                 .set("sku", f.sku.name)
                 .set("instances", size)
+                .set_opt("nvlink_domains", racks(*size))
                 .set("orchestration", "Uniform")
                 .set("single_placement_group", true)
                 .set("platform_fault_domain_count", 1)
@@ -191,5 +210,33 @@ mod tests {
         assert_eq!(super::scale_set_sizes(100), vec![100]);
         assert_eq!(super::scale_set_sizes(150), vec![75, 75]);
         assert_eq!(super::scale_set_sizes(201), vec![67, 67, 67]);
+        let gb200 = crate::catalog::find_sku(crate::catalog::Cloud::Azure, "Standard_ND128isr_NDR_GB200_v6").unwrap();
+        let cluster = |nodes: u32| crate::model::ClusterSpec {
+            name: "t".into(),
+            fabric: crate::model::FabricRef {
+                name: "f".into(),
+                cloud: crate::catalog::Cloud::Azure,
+                region: "eastus".into(),
+                zone: None,
+                sku: gb200,
+                placement: crate::model::Placement::Cluster,
+            },
+            own_fabric: None,
+            gpu: None,
+            node_count: nodes,
+            capacity: crate::model::CapacityType::OnDemand,
+            reservation_id: None,
+            image: None,
+            user_data: None,
+            user_data_write_only: false,
+            ssh_public_key: None,
+            workload: crate::model::Workload::Pretraining,
+            rdma_interfaces: 4,
+            tags: Default::default(),
+        };
+        // Racks are never split: 36 VMs stay in one scale set, 108 (6 racks) become 3 + 3 racks, not 100 + 8.
+        assert_eq!(super::cluster_scale_sets(&cluster(36)), vec![36]);
+        assert_eq!(super::cluster_scale_sets(&cluster(90)), vec![90]);
+        assert_eq!(super::cluster_scale_sets(&cluster(108)), vec![54, 54]);
     }
 }
