@@ -782,6 +782,96 @@ fn cases() -> Vec<Case> {
             fs(gcp_mega(), json!({"capacity_gib": 36000})),
             &["## requires_replace\nthroughput_per_tib"],
         ),
+        // ------------------------------------------------- rack-scale NVLink domains (GB200/GB300 NVL72)
+        case(
+            "aws_cluster_gb200_ultraservers",
+            "cluster",
+            cl(
+                fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "none"),
+                json!({"node_count": 36, "capacity_type": "capacity-block", "reservation_id": "cb-0123", "image": "ami-0arm64"}),
+            ),
+            &[
+                r#""kind": "aws_ec2_capacity_block""#,
+                r#""ultraserver_type": "u-p6e-gb200x72""#,
+                r#""name": "train-nvl1""#,
+                r#""names": "train-18 .. train-35""#,
+                r#""interface_type": "efa-only""#,
+                "BlockName=train-nvl1 Nodes=train-[18-35]",
+                "TopologyPlugin=topology/block",
+                r#""NCCL_MNNVL_ENABLE": "1""#,
+                r#""hpc-platform/nvlink-domain": "train-nvl1""#,
+                "#SBATCH --segment=18",
+            ],
+        ),
+        case(
+            "aws_cluster_gb200_without_capacity_block",
+            "cluster",
+            cl(fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "none"), json!({"node_count": 18, "image": "ami-0arm64"})),
+            &["error [capacity_type] UltraServer without a Capacity Block", "u-p6e-gb200x72", "capacity-block"],
+        ),
+        case(
+            "aws_cluster_gb200_reservation_not_a_block",
+            "cluster",
+            cl(
+                fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "none"),
+                json!({"node_count": 18, "capacity_type": "capacity-block", "reservation_id": "cr-0123", "image": "ami-0arm64"}),
+            ),
+            &["error [reservation_id] Capacity Block id expected"],
+        ),
+        case(
+            "aws_cluster_gb200_partial_domain",
+            "cluster",
+            cl(
+                fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "none"),
+                json!({"node_count": 20, "capacity_type": "capacity-block", "reservation_id": "cb-0123", "image": "ami-0arm64"}),
+            ),
+            &["error [node_count] Not a whole number of NVLink domains", "18 (1 domain), 36 (2 domains) or 54 (3 domains)"],
+        ),
+        case(
+            "aws_cluster_gb200_without_arm64_image",
+            "cluster",
+            cl(
+                fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "none"),
+                json!({"node_count": 18, "capacity_type": "capacity-block", "reservation_id": "cb-0123"}),
+            ),
+            &["error [image] Missing Arm64 image"],
+        ),
+        case(
+            "gcp_cluster_a4x_two_domains",
+            "cluster",
+            cl(
+                fabric_ref("gcp", "us-central1", Some("us-central1-a"), "a4x-highgpu-4g", "cluster"),
+                json!({"node_count": 36, "capacity_type": "reservation", "reservation_id": "a4x-block", "image": "projects/p/global/images/arm64-gpu"}),
+            ),
+            &["BlockName=train-nvl0 Nodes=train-[0-17]", r#""NCCL_MNNVL_ENABLE": "1""#],
+        ),
+        case(
+            "gcp_cluster_a4x_without_reservation",
+            "cluster",
+            cl(
+                fabric_ref("gcp", "us-central1", Some("us-central1-a"), "a4x-highgpu-4g", "cluster"),
+                json!({"node_count": 18, "image": "projects/p/global/images/arm64-gpu"}),
+            ),
+            &["error [capacity_type] A4X without a reservation", "capacity_type = \"reservation\""],
+        ),
+        case(
+            "azure_cluster_gb300_two_racks",
+            "cluster",
+            cl(
+                fabric_ref("azure", "eastus", None, "Standard_ND128isr_GB300_v6", "cluster"),
+                json!({"node_count": 36, "image": "/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/arm64-hpc"}),
+            ),
+            &[r#""nvlink_domains": "2 NVL72 rack(s) of 18 VMs"#, "BlockSizes=18", r#""gpus_total": 144"#],
+        ),
+        case(
+            "oci_cluster_gb200_two_domains",
+            "cluster",
+            cl(
+                fabric_ref("oci", "us-ashburn-1", Some("AD-1"), "BM.GPU.GB200.4", "cluster"),
+                json!({"node_count": 36, "image": "ocid1.image.oc1..arm64gpu"}),
+            ),
+            &["BlockName=train-nvl1 Nodes=train-[18-35]", r#""NCCL_MNNVL_ENABLE": "1""#],
+        ),
     ]
 }
 
@@ -952,6 +1042,22 @@ fn every_catalog_node_type_plans() {
         if sku.cloud == Cloud::Azure {
             // Azure needs a key (or a password) to let anyone into a Linux VM.
             cluster["ssh_public_key"] = json!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x");
+        }
+        if let Some(domain) = sku.nvlink_domain {
+            // Rack-scale: whole NVLink domains, an Arm64 image, and the capacity each cloud sells them in.
+            cluster["node_count"] = json!(domain.nodes);
+            cluster["image"] = json!("arm64-gpu-image");
+            match sku.cloud {
+                Cloud::Aws => {
+                    cluster["capacity_type"] = json!("capacity-block");
+                    cluster["reservation_id"] = json!("cb-0123");
+                }
+                Cloud::Gcp => {
+                    cluster["capacity_type"] = json!("reservation");
+                    cluster["reservation_id"] = json!("a4x-block");
+                }
+                Cloud::Azure | Cloud::Oci => {}
+            }
         }
         if sku.name.starts_with("Standard_NV") {
             // GRID-driver sizes have no default image.
