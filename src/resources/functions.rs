@@ -149,7 +149,7 @@ impl Function for NodeType {
             description: "Returns the instance type (machine type, VM size, shape) `hpc_gpu_fabric` picks for the GPU model on the \
                  cloud (the one with the most inter-node bandwidth) as `hpc_gpu_catalog` lists it (`gpu_count`, `gpu_memory_gb`, \
                  `rdma_fabric`, `rdma_interfaces`: EFA interfaces, InfiniBand HCAs, RoCE NICs or GPU NICs per node, \
-                 `network_bandwidth_gbps`, `local_nvme_gb`, and the `sources` of the figures), with \
+                 `network_bandwidth_gbps`, `local_nvme_gb`, `nvlink_domain_nodes` and `nvlink_domain_gpus` (18 and 72 on a GB200/GB300 NVL72 rack, the node itself elsewhere), and the `sources` of the figures), with \
                  `nccl_env` (the NCCL and libfabric settings jobs on such nodes need, as `hpc_gpu_cluster.node_environment` has \
                  them) and `expected_busbw_gbs` (a published all-reduce bus bandwidth, or null). Figures the catalog has no \
                  source for are null.",

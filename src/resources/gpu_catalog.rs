@@ -21,6 +21,8 @@ pub fn instance_type_object() -> Type {
         ("rdma_interfaces", Type::Number),
         ("network_bandwidth_gbps", Type::Number),
         ("local_nvme_gb", Type::Number),
+        ("nvlink_domain_nodes", Type::Number),
+        ("nvlink_domain_gpus", Type::Number),
         ("sources", Type::map(Type::String)),
     ])
 }
@@ -34,6 +36,9 @@ pub fn sku_value(sku: &Sku) -> Value {
     let sources: BTreeMap<String, Value> = SOURCED_FIELDS
         .iter()
         .filter_map(|f| sku.source_of(f).map(|s| (f.to_string(), Value::from(format!("{} ({})", s.text, s.confidence.label())))))
+        .collect::<BTreeMap<String, Value>>()
+        .into_iter()
+        .chain(sku.nvlink_domain.map(|d| ("nvlink_domain".to_owned(), Value::from(format!("{} ({})", d.source, d.confidence.label())))))
         .collect();
     Value::object([
         ("name", Value::from(sku.name)),
@@ -44,6 +49,9 @@ pub fn sku_value(sku: &Sku) -> Value {
         ("rdma_interfaces", num(sku.rdma_interfaces)),
         ("network_bandwidth_gbps", num(sku.network_bandwidth_gbps)),
         ("local_nvme_gb", num(sku.local_nvme_gb)),
+        // Rack-scale node types: nodes and GPUs on one NVLink domain; otherwise the node itself (1 node).
+        ("nvlink_domain_nodes", Value::int(i64::from(sku.nvlink_domain.map_or(1, |d| d.nodes)))),
+        ("nvlink_domain_gpus", Value::int(i64::from(sku.nvlink_domain_gpus()))),
         ("sources", Value::Map(sources)),
     ])
 }
@@ -155,7 +163,7 @@ mod tests {
         let e = &d.0[0];
         assert_eq!(e.summary, "Unsupported GPU model");
         assert_eq!(e.path.as_ref().unwrap().to_string(), "gpu");
-        assert!(e.detail.contains(r#""B200", "H100", "H200" or "L4""#), "{}", e.detail);
+        assert!(e.detail.contains(r#""B200", "GB200", "H100", "H200" or "L4""#), "{}", e.detail);
         assert!(e.detail.contains(r#"MI300X is offered on "azure" or "oci""#), "{}", e.detail);
     }
 
