@@ -16,6 +16,7 @@ mod identity;
 mod oci;
 mod ownership;
 mod postgres;
+mod rack_scale;
 mod security;
 mod vendor_clients;
 mod write_only;
@@ -110,6 +111,8 @@ for_both_clis!(
     gcp_import_blocks_by_identity,
     azure_import_blocks_by_identity,
     oci_import_blocks_by_identity,
+    azure_gb200_nvl72_cluster_lifecycle,
+    nvl72_mistakes_are_refused_at_plan_time,
 );
 
 /// The ownership cases, one test per cloud.
@@ -133,6 +136,7 @@ on_cloud! {
     azure_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "azure";
     oci_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "oci";
     aws_import_blocks_by_identity => identity::import_blocks_by_identity, "aws";
+    azure_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "azure";
     gcp_import_blocks_by_identity => identity::import_blocks_by_identity, "gcp";
     azure_import_blocks_by_identity => identity::import_blocks_by_identity, "azure";
     oci_import_blocks_by_identity => identity::import_blocks_by_identity, "oci";
@@ -727,4 +731,8 @@ fn nccl_check_doc_example_validates_and_plans() {
     let plan = fold(&w.run(&["plan", "-no-color", "-input=false"]).expect_code(0).stdout);
     assert!(plan.contains("data.hpc_nccl_check.fabric will be read during apply"), "{plan}");
     assert!(plan.contains(r#"measured_verdict = "placement-or-driver""#), "{plan}");
+}
+
+fn nvl72_mistakes_are_refused_at_plan_time(cli: &Cli) {
+    rack_scale::nvl72_mistakes_are_refused_at_plan_time(cli);
 }
