@@ -112,6 +112,7 @@ for_both_clis!(
     azure_import_blocks_by_identity,
     oci_import_blocks_by_identity,
     azure_gb200_nvl72_cluster_lifecycle,
+    gcp_gb200_nvl72_cluster_lifecycle,
     nvl72_mistakes_are_refused_at_plan_time,
 );
 
@@ -137,6 +138,7 @@ on_cloud! {
     oci_write_only_user_data_stays_out_of_state_and_plan => write_only::user_data_stays_out_of_state_and_plan, "oci";
     aws_import_blocks_by_identity => identity::import_blocks_by_identity, "aws";
     azure_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "azure";
+    gcp_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "gcp";
     gcp_import_blocks_by_identity => identity::import_blocks_by_identity, "gcp";
     azure_import_blocks_by_identity => identity::import_blocks_by_identity, "azure";
     oci_import_blocks_by_identity => identity::import_blocks_by_identity, "oci";

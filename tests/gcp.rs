@@ -258,3 +258,178 @@ async fn default_tags_that_cannot_be_google_labels_are_refused_at_plan() {
         "{found:?}"
     );
 }
+
+/// A refresh as the CLI asks for one: the state found.
+async fn read(ctx: &Context, resource: &dyn Resource, state: &Value) -> Value {
+    let mut d = Diagnostics::new();
+    match resource.read(ctx, state, &[], &mut d).await {
+        hpc_provider::framework::ReadOutcome::Found { state, .. } => state,
+        _ => panic!("gone: {:?}", d.iter().collect::<Vec<_>>()),
+    }
+}
+
+/// Each node of a cluster as the emulator has it: name -> (its resource policy, its sub-block).
+fn placed(ep: &str) -> std::collections::BTreeMap<String, (String, String)> {
+    let nodes = get(ep, "zones/us-central1-a/instances");
+    nodes["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|n| {
+            let policy = n["resourcePolicies"][0].as_str().unwrap_or_default().rsplit('/').next().unwrap_or_default().to_owned();
+            let subblock = n["resourceStatus"]["physicalHostTopology"]["subblock"].as_str().unwrap_or_default().to_owned();
+            (n["name"].as_str().unwrap().to_owned(), (policy, subblock))
+        })
+        .collect()
+}
+
+/// The domain policies that exist: name -> gpuTopology.
+fn domain_policies(ep: &str) -> Vec<(String, String)> {
+    let list = get(ep, "regions/us-central1/resourcePolicies");
+    list["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_owned(), p["groupPlacementPolicy"]["gpuTopology"].as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// Every node `gb-<i>` in its NVLink domain's policy `gb-nvl<i/18>` and that domain's sub-block.
+fn assert_in_domains(ep: &str, count: u32) {
+    let found = placed(ep);
+    let expected: std::collections::BTreeMap<String, (String, String)> =
+        (0..count).map(|i| (format!("gb-{i}"), (format!("gb-nvl{}", i / 18), format!("gb-nvl{}-sb", i / 18)))).collect();
+    assert_eq!(found, expected);
+}
+
+fn piece<'a>(state: &'a Value, kind: &str, name: &str) -> &'a Value {
+    let pieces = state.get("expansion").as_list().unwrap();
+    pieces
+        .iter()
+        .find(|p| p.get("kind").as_str() == Some(kind) && p.get("name").as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a4x_cluster_puts_each_nvlink_domain_in_a_policy_of_its_own() {
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "gbf", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a4x-highgpu-4g",
+               "cidr_block": "10.30.0.0/16", "placement": "cluster"}),
+    );
+    let (_, fabric, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    // The fabric: 4 RDMA subnets for 4 MRDMA NICs, and no compact policy of its own (its clusters make them).
+    let subnets = get(&ep, "regions/us-central1/subnetworks");
+    let rdma = subnets["items"].as_array().unwrap().iter().filter(|s| s["name"].as_str().unwrap().starts_with("gbf-rdma-")).count();
+    assert_eq!(rdma, 4);
+    assert_eq!(domain_policies(&ep), []);
+
+    let fabric_ref = json!({"id": "gcp/us-central1-a/gbf", "name": "gbf", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+                            "instance_type": "a4x-highgpu-4g", "placement": "cluster"});
+    let config = |nodes: u32| {
+        value(
+            &GpuCluster,
+            json!({"name": "gb", "fabric": fabric_ref, "node_count": nodes, "capacity_type": "reservation", "reservation_id": "gb200-res",
+                   "image": "projects/ml-prod/global/images/gb200-arm64"}),
+        )
+    };
+    // Two domains: a policy each (gpuTopology 1x72), each domain's 18 nodes in theirs, bound to the reservation.
+    let (_, cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config(36)).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    assert_eq!(domain_policies(&ep), [("gb-nvl0".to_owned(), "1x72".to_owned()), ("gb-nvl1".to_owned(), "1x72".to_owned())]);
+    assert_in_domains(&ep, 36);
+    let policy = get(&ep, "regions/us-central1/resourcePolicies/gb-nvl1");
+    assert_eq!(policy["groupPlacementPolicy"], json!({"collocation": "COLLOCATED", "gpuTopology": "1x72"}));
+    let owner = cluster.get("owner").as_str().unwrap().to_owned();
+    assert!(policy["description"].as_str().unwrap().ends_with(&format!("owner={owner}")), "{policy}");
+    let node = get(&ep, "zones/us-central1-a/instances/gb-20");
+    assert_eq!(
+        node["reservationAffinity"],
+        json!({"consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name", "values": ["gb200-res"]})
+    );
+    let nics: Vec<&str> = node["networkInterfaces"].as_array().unwrap().iter().map(|n| n["nicType"].as_str().unwrap()).collect();
+    assert_eq!(nics, ["GVNIC", "GVNIC", "MRDMA", "MRDMA", "MRDMA", "MRDMA"]);
+    assert!(node["networkInterfaces"][5]["subnetwork"].as_str().unwrap().ends_with("/subnetworks/gbf-rdma-3"), "{node}");
+    assert_eq!(piece(&cluster, "google_compute_instance", "gb-nvl1").get("settings").get("names").as_str(), Some("gb-18 .. gb-35"));
+
+    // A refresh is one instances.list and one resourcePolicies.list, nothing per node or per domain, and
+    // finds nothing to change.
+    admin(&ep, "DELETE", "counters", None);
+    let refreshed = read(&ctx, &GpuCluster, &cluster).await;
+    assert_eq!(admin(&ep, "GET", "counters", None)["counters"], json!({"compute:instances.list": 1, "compute:resourcePolicies.list": 1}));
+    assert_eq!(refreshed, cluster);
+
+    // Scale to three domains: the third domain's policy and nodes.
+    let (_, cluster, diags) = apply(&ctx, &GpuCluster, &refreshed, &config(54)).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    assert_eq!(domain_policies(&ep).len(), 3);
+    assert_in_domains(&ep, 54);
+    admin(&ep, "DELETE", "counters", None);
+    assert_eq!(read(&ctx, &GpuCluster, &cluster).await, cluster);
+    assert_eq!(admin(&ep, "GET", "counters", None)["counters"], json!({"compute:instances.list": 1, "compute:resourcePolicies.list": 1}));
+
+    // A node lost: its domain is one short, and the repair puts it back into its own domain's policy.
+    admin(&ep, "POST", "out-of-band", Some(json!({"action": "delete", "id": "projects/ml-prod/zones/us-central1-a/instances/gb-20"})));
+    let refreshed = read(&ctx, &GpuCluster, &cluster).await;
+    let short = piece(&refreshed, "google_compute_instance", "gb-nvl1");
+    assert_eq!(short.get("count"), &Value::int(17));
+    assert_eq!(piece(&refreshed, "google_compute_instance", "gb-nvl0").get("count"), &Value::int(18));
+    assert_eq!(refreshed.get("node_count"), &Value::int(53));
+    let (_, cluster, diags) = apply(&ctx, &GpuCluster, &refreshed, &config(54)).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    assert_in_domains(&ep, 54);
+    assert_eq!(read(&ctx, &GpuCluster, &cluster).await, cluster);
+
+    // A domain's policy gone is drift, and apply makes it again.
+    admin(
+        &ep,
+        "POST",
+        "out-of-band",
+        Some(json!({"action": "delete", "id": "projects/ml-prod/regions/us-central1/resourcePolicies/gb-nvl2"})),
+    );
+    let refreshed = read(&ctx, &GpuCluster, &cluster).await;
+    assert!(piece(&refreshed, "google_compute_resource_policy", "gb-nvl2").get("settings").get("missing").is_present());
+    assert!(!piece(&refreshed, "google_compute_resource_policy", "gb-nvl1").get("settings").get("missing").is_present());
+    let (_, cluster, diags) = apply(&ctx, &GpuCluster, &refreshed, &config(54)).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    assert_eq!(domain_policies(&ep).len(), 3);
+    assert_eq!(read(&ctx, &GpuCluster, &cluster).await, cluster);
+
+    // Back to two domains: the third's nodes, then its policy.
+    let (_, cluster, diags) = apply(&ctx, &GpuCluster, &cluster, &config(36)).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    assert_in_domains(&ep, 36);
+    assert_eq!(domain_policies(&ep).len(), 2);
+    // Import gives back exactly the state apply made.
+    let mut d = Diagnostics::new();
+    let imported =
+        GpuCluster.import(&ctx, "gcp/us-central1-a/gb", &mut d).await.unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+    assert_eq!(read(&ctx, &GpuCluster, &imported).await, cluster);
+
+    // Destroy: the nodes, then the domain policies; a policy made by hand with a domain's name is not ours.
+    post(&ep, "regions/us-central1/resourcePolicies", json!({"name": "gb-nvl7", "groupPlacementPolicy": {"collocation": "COLLOCATED"}}));
+    let mut d = Diagnostics::new();
+    for (r, s) in [(&GpuCluster as &dyn Resource, &cluster), (&GpuFabric, &fabric)] {
+        let out = r.apply(&ctx, ApplyRequest { prior: s, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut d).await;
+        assert!(out.new_state.is_null(), "{:?}", d.iter().collect::<Vec<_>>());
+    }
+    let inv = admin(&ep, "GET", "inventory", None);
+    assert_eq!(
+        inv["resources"]["compute"]["resourcePolicies"],
+        json!(["projects/ml-prod/regions/us-central1/resourcePolicies/gb-nvl7"]),
+        "{inv}"
+    );
+    admin(
+        &ep,
+        "POST",
+        "out-of-band",
+        Some(json!({"action": "delete", "id": "projects/ml-prod/regions/us-central1/resourcePolicies/gb-nvl7"})),
+    );
+    let inv = admin(&ep, "GET", "inventory", None);
+    assert_eq!(inv["empty"], true, "{inv}");
+}

@@ -806,7 +806,10 @@ fn cases() -> Vec<Case> {
         case(
             "aws_cluster_gb200_without_capacity_block",
             "cluster",
-            cl(fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "none"), json!({"node_count": 18, "image": "ami-0arm64"})),
+            cl(
+                fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "none"),
+                json!({"node_count": 18, "image": "ami-0arm64"}),
+            ),
             &["error [capacity_type] UltraServer without a Capacity Block", "u-p6e-gb200x72", "capacity-block"],
         ),
         case(
@@ -844,6 +847,18 @@ fn cases() -> Vec<Case> {
                 json!({"node_count": 36, "capacity_type": "reservation", "reservation_id": "a4x-block", "image": "projects/p/global/images/arm64-gpu"}),
             ),
             &["BlockName=train-nvl0 Nodes=train-[0-17]", r#""NCCL_MNNVL_ENABLE": "1""#],
+        ),
+        case(
+            "gcp_fabric_a4x",
+            "fabric",
+            json!({"name": "train", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "GB200"}),
+            &[r#""instance_type": "a4x-highgpu-4g""#, "train-rdma-3"],
+        ),
+        case(
+            "gcp_fabric_a4x_max_distance",
+            "fabric",
+            json!({"name": "train", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "gpu": "GB200", "max_distance": 2}),
+            &["error [max_distance] Attribute not valid here", "gpuTopology 1x72"],
         ),
         case(
             "gcp_cluster_a4x_without_reservation",

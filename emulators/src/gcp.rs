@@ -1,6 +1,9 @@
 //! Google Cloud Compute Engine emulator: the REST subset the provider uses (networks, subnetworks,
 //! firewalls, resource policies, instances with insert/bulkInsert/get/list with filters/delete, and zone,
-//! region and global operations), in memory, on 127.0.0.1. Request bodies are read with
+//! region and global operations), in memory, on 127.0.0.1. GPU-topology placement (A4X, `gpuTopology`
+//! 1xN) as Compute Engine enforces it: compact only, a4x machine types bound to a specific reservation,
+//! N/4 instances per policy (one sub-block, shown in `resourceStatus.physicalHostTopology`); a policy
+//! instances still name is not deleted (resourceInUseByAnotherResource). Request bodies are read with
 //! google-cloud-compute-v1's own serde models and responses are written through them, so the wire format
 //! cannot drift from the client the provider uses; a key v1 does not define is refused as Compute Engine
 //! refuses it. Resource policies are served by the beta API too (its `maxDistance` stays out of v1
@@ -268,6 +271,132 @@ fn host_address(cidr: &str, n: u64) -> String {
         .unwrap_or((std::net::Ipv4Addr::new(10, 128, 0, 0), 20));
     let hosts = (1u64 << (32 - len.min(30))).saturating_sub(4).max(1);
     std::net::Ipv4Addr::from(u32::from(base) + 2 + (n % hosts) as u32).to_string()
+}
+
+/// The GPU slice of a placement policy body (`groupPlacementPolicy.gpuTopology`, `1xN`), checked as Compute
+/// Engine checks it: `1x` and a positive number of GPUs in multiples of 4 (A4X has 4 per instance), compact
+/// (`COLLOCATED`), and neither `vmCount` (the slice fixes the number of VMs) nor beta's `maxDistance`.
+fn check_gpu_topology(body: &Value) -> Result<(), ApiError> {
+    let group = &body["groupPlacementPolicy"];
+    let Some(topology) = group.get("gpuTopology") else { return Ok(()) };
+    let at = "resource.groupPlacementPolicy";
+    let shape = topology.as_str().unwrap_or_default();
+    if gpu_slice(shape).is_none() {
+        return Err(ApiError(
+            400,
+            "invalid",
+            format!(
+                "Invalid value for field '{at}.gpuTopology': '{shape}'. The GPU topology is 1xN: N GPUs on one NVLink domain, a multiple of 4 (e.g. 1x72 for an A4X sub-block)."
+            ),
+        ));
+    }
+    if group.get("vmCount").is_some() {
+        return Err(ApiError(
+            400,
+            "invalid",
+            format!(
+                "Invalid value for field '{at}.vmCount': {}. vmCount cannot be set with gpuTopology: the GPU topology fixes the number of VMs.",
+                group["vmCount"]
+            ),
+        ));
+    }
+    if group.get("collocation").and_then(Value::as_str) != Some("COLLOCATED") {
+        let given = group.get("collocation").map_or("unset".to_owned(), Value::to_string);
+        return Err(ApiError(
+            400,
+            "invalid",
+            format!(
+                "Invalid value for field '{at}.collocation': {given}. A policy with gpuTopology must be compact: set collocation to COLLOCATED."
+            ),
+        ));
+    }
+    if group.get("maxDistance").is_some() {
+        return Err(ApiError(
+            400,
+            "invalid",
+            format!("Invalid value for field '{at}.maxDistance': {}. maxDistance cannot be set with gpuTopology.", group["maxDistance"]),
+        ));
+    }
+    Ok(())
+}
+
+/// The GPUs of a `1xN` GPU topology (N a positive multiple of 4).
+fn gpu_slice(shape: &str) -> Option<u32> {
+    let digits = shape.strip_prefix("1x")?;
+    let n: u32 = digits.parse().ok().filter(|_| digits.chars().all(|c| c.is_ascii_digit()))?;
+    (n > 0 && n.is_multiple_of(4)).then_some(n)
+}
+
+/// GPUs per instance of the machine types a GPU-topology policy takes (A4X: `a4x-highgpu-4g`, 4 x GB200),
+/// by machine type; the one table of machine types this emulator keeps.
+const TOPOLOGY_MACHINE_TYPES: &[(&str, u32)] = &[("a4x-highgpu-4g", 4)];
+
+/// Why instances cannot go into the policies they name: a bad request (400), or no room left in a GPU
+/// topology's sub-block, which Compute Engine reports as it reports capacity (a DONE operation with the error).
+enum Refusal {
+    Invalid(ApiError),
+    Capacity(String),
+}
+
+/// Checks `adding` instances shaped like `instance` (its `machineType` and `reservationAffinity`; `field`
+/// is where they are in the request) against the policies at `keys`: a policy with a gpuTopology takes only
+/// A4X machine types, bound to a specific reservation, and at most N / (GPUs per instance) instances.
+/// Answers the key of that policy, if there is one (its instances share one sub-block).
+fn check_topology(store: &Store, keys: &[String], instance: &Value, adding: usize, field: &str) -> Result<Option<String>, Refusal> {
+    let mut found = None;
+    for key in keys {
+        let Some(policy) = store.resources.get(key) else { continue };
+        let Some(shape) = policy.value["groupPlacementPolicy"]["gpuTopology"].as_str() else { continue };
+        let name = key.rsplit('/').next().unwrap_or_default();
+        let machine = instance["machineType"].as_str().unwrap_or_default().rsplit('/').next().unwrap_or_default();
+        let Some(per_instance) = TOPOLOGY_MACHINE_TYPES.iter().find(|(m, _)| *m == machine).map(|(_, g)| *g) else {
+            return Err(Refusal::Invalid(ApiError(
+                400,
+                "invalid",
+                format!(
+                    "Invalid value for field '{field}.machineType': '{machine}'. Resource policy '{name}' has gpuTopology {shape}, which only A4X machine types (a4x-highgpu-4g) take."
+                ),
+            )));
+        };
+        let affinity = &instance["reservationAffinity"];
+        let consume = affinity["consumeReservationType"].as_str().unwrap_or("ANY_RESERVATION");
+        let named = affinity["values"].as_array().is_some_and(|v| !v.is_empty());
+        if consume != "SPECIFIC_RESERVATION" || !named {
+            return Err(Refusal::Invalid(ApiError(
+                400,
+                "invalid",
+                format!(
+                    "Invalid value for field '{field}.reservationAffinity.consumeReservationType': '{consume}'. A4X capacity is reservation-bound: instances in resource policy '{name}' (gpuTopology {shape}) must consume a specific reservation (SPECIFIC_RESERVATION, key compute.googleapis.com/reservation-name, the reservation's name in values)."
+                ),
+            )));
+        }
+        let room = gpu_slice(shape).unwrap_or(0) / per_instance;
+        let link = format!("{BASE}{key}");
+        let used = store.resources.values().filter(|s| s.kind == "instances" && uses_policy(&s.value, &link)).count();
+        if used + adding > room as usize {
+            return Err(Refusal::Capacity(format!(
+                "The resource policy '{key}' (gpuTopology {shape}) holds {room} {machine} instances, one sub-block, and has {used}: {adding} more do not fit."
+            )));
+        }
+        found = Some(key.clone());
+    }
+    Ok(found)
+}
+
+/// Whether an instance names the resource policy at `link` (its full URL).
+fn uses_policy(instance: &Value, link: &str) -> bool {
+    instance["resourcePolicies"].as_array().is_some_and(|a| a.iter().any(|p| p.as_str() == Some(link)))
+}
+
+/// Where an instance of a GPU-topology policy runs (`resourceStatus.physicalHostTopology`): the zone's
+/// cluster, the reservation's block, one sub-block per policy (an NVLink domain) and a host of its own.
+fn physical_host(zone_scope: &str, policy_key: &str, instance: &Value, name: &str) -> Value {
+    let zone = zone_scope.rsplit('/').next().unwrap_or_default();
+    let reservation = instance["reservationAffinity"]["values"][0].as_str().unwrap_or("reservation").rsplit('/').next().unwrap_or_default();
+    let policy = policy_key.rsplit('/').next().unwrap_or_default();
+    let (block, subblock, host) = (format!("{reservation}-block"), format!("{policy}-sb"), format!("{name}-host"));
+    json!({"physicalHost": format!("/{block}/{subblock}/{host}"),
+           "physicalHostTopology": {"cluster": format!("{zone}-cluster"), "block": block, "subblock": subblock, "host": host}})
 }
 
 impl Gcp {
@@ -560,16 +689,57 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
     let Some(kind) = kind_of(collection) else { return error(404, "notFound", &format!("unknown collection {collection}")) };
     match operation.rsplit('.').next().unwrap_or_default() {
         "insert" => {
-            let (body, beta_fields) = match serde_json::from_slice::<Value>(&body) {
-                Ok(v) if beta => split_beta(kind, v),
-                Ok(v) => (v, Vec::new()),
+            let whole = match serde_json::from_slice::<Value>(&body) {
+                Ok(v) => v,
                 Err(e) => return error(400, "parseError", &format!("Invalid JSON payload received. {e}")),
             };
-            let body = match typed_out(kind, body) {
+            let (body, beta_fields) = if beta { split_beta(kind, whole.clone()) } else { (whole.clone(), Vec::new()) };
+            let mut body = match typed_out(kind, body) {
                 Ok(b) => b,
                 Err(e) if e.starts_with("Invalid JSON payload") => return error(400, "invalid", &e),
                 Err(e) => return error(400, "invalid", &format!("Invalid value for {kind}: {e}")),
             };
+            if kind == "resourcePolicies"
+                && let Err(e) = check_gpu_topology(&whole)
+            {
+                return e.response();
+            }
+            if kind == "instances" {
+                // Resource policies by name or URL, of the zone's region; answered as their URLs.
+                let region = format!("{}/regions/{}", segs[..2].join("/"), segs[3].rsplit_once('-').map_or(segs[3], |(r, _)| r));
+                let mut keys = Vec::new();
+                for (i, policy) in body["resourcePolicies"].as_array().cloned().unwrap_or_default().iter().enumerate() {
+                    let policy = policy.as_str().unwrap_or_default();
+                    let key = match policy.split_once("/compute/v1/") {
+                        Some((_, path)) => path.to_owned(),
+                        None if policy.starts_with("projects/") => policy.to_owned(),
+                        None => format!("{region}/resourcePolicies/{}", policy.rsplit('/').next().unwrap_or_default()),
+                    };
+                    if !store.resources.contains_key(&key) {
+                        return error(
+                            400,
+                            "invalid",
+                            &format!(
+                                "Invalid value for field 'resource.resourcePolicies[{i}]': '{policy}'. The resource '{key}' was not found"
+                            ),
+                        );
+                    }
+                    keys.push(key);
+                }
+                let name = body["name"].as_str().unwrap_or_default().to_owned();
+                match check_topology(&store, &keys, &body, 1, "resource") {
+                    Err(Refusal::Invalid(e)) => return e.response(),
+                    Err(Refusal::Capacity(message)) => {
+                        let target = format!("{scope}/instances/{name}");
+                        return ok(Gcp::operation(&mut store, &scope, "insert", &target, Some(("ZONE_RESOURCE_POOL_EXHAUSTED", message))));
+                    }
+                    Ok(Some(policy)) => body["resourceStatus"] = physical_host(&scope, &policy, &body, &name),
+                    Ok(None) => {}
+                }
+                if !keys.is_empty() {
+                    body["resourcePolicies"] = json!(keys.iter().map(|k| format!("{BASE}{k}")).collect::<Vec<_>>());
+                }
+            }
             match Gcp::insert(&mut store, &scope, collection, body) {
                 Ok(path) => {
                     if let Some(stored) = store.resources.get_mut(&path) {
@@ -594,7 +764,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             let mut properties = serde_json::to_value(bulk.instance_properties.clone().unwrap_or_default()).unwrap_or(json!({}));
             // Resource policies are names of policies in the zone's region; instances show their URLs.
             let region = format!("{}/regions/{}", segs[..2].join("/"), segs[3].rsplit_once('-').map_or(segs[3], |(r, _)| r));
-            let mut links = Vec::new();
+            let (mut links, mut keys) = (Vec::new(), Vec::new());
             for (i, policy) in bulk.instance_properties.as_ref().map(|p| p.resource_policies.clone()).unwrap_or_default().iter().enumerate()
             {
                 // Unjudged (the previous release, which gave URLs), the name is taken from the URL.
@@ -623,6 +793,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                     );
                 }
                 links.push(json!(format!("{BASE}{key}")));
+                keys.push(key);
             }
             if !links.is_empty() {
                 properties["resourcePolicies"] = json!(links);
@@ -641,9 +812,21 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             if let Some(taken) = names.iter().find(|n| store.resources.contains_key(&format!("{scope}/instances/{n}"))) {
                 return error(409, "alreadyExists", &format!("The resource '{scope}/instances/{taken}' already exists"));
             }
+            // All or nothing: a GPU topology's sub-block that cannot take them all takes none.
+            let topology = match check_topology(&store, &keys, &properties, names.len(), "resource.instanceProperties") {
+                Ok(t) => t,
+                Err(Refusal::Invalid(e)) => return e.response(),
+                Err(Refusal::Capacity(message)) => {
+                    let target = format!("{scope}/instances");
+                    return ok(Gcp::operation(&mut store, &scope, "bulkInsert", &target, Some(("ZONE_RESOURCE_POOL_EXHAUSTED", message))));
+                }
+            };
             for name in &names {
                 let mut instance = properties.clone();
                 instance["name"] = json!(name);
+                if let Some(policy) = &topology {
+                    instance["resourceStatus"] = physical_host(&scope, policy, &properties, name);
+                }
                 if let Some(machine) = instance.get("machineType").and_then(Value::as_str)
                     && !machine.contains('/')
                 {
@@ -689,6 +872,17 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         }
         "delete" => {
             let key = format!("{scope}/{collection}/{}", tail[1]);
+            // A resource policy that instances still name cannot go.
+            let link = format!("{BASE}{key}");
+            if kind == "resourcePolicies"
+                && let Some((user, _)) = store.resources.iter().find(|(_, s)| s.kind == "instances" && uses_policy(&s.value, &link))
+            {
+                return error(
+                    400,
+                    "resourceInUseByAnotherResource",
+                    &format!("The resource_policy resource '{key}' is already being used by '{user}'"),
+                );
+            }
             if store.resources.remove(&key).is_none() {
                 return error(404, "notFound", &format!("The resource '{key}' was not found"));
             }

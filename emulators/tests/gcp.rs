@@ -420,3 +420,140 @@ async fn lustre_import_paths_end_with_a_slash_and_lists_page() {
     import("gs://bucket/prefix/").poller().until_done().await.unwrap();
     import("gs://bucket").poller().until_done().await.unwrap();
 }
+
+/// A4X nodes by name into `policy`, as bulkInsert takes them.
+fn a4x_bulk(names: &[String], policy: &str, machine: &str, affinity: serde_json::Value) -> serde_json::Value {
+    let per_instance: serde_json::Map<String, serde_json::Value> = names.iter().map(|n| (n.clone(), json!({}))).collect();
+    json!({"count": names.len().to_string(), "minCount": names.len().to_string(), "perInstanceProperties": per_instance,
+           "instanceProperties": a4x_properties(policy, machine, affinity)})
+}
+
+fn a4x_properties(policy: &str, machine: &str, affinity: serde_json::Value) -> serde_json::Value {
+    json!({"machineType": machine, "resourcePolicies": [policy], "reservationAffinity": affinity,
+           "scheduling": {"onHostMaintenance": "TERMINATE"},
+           "networkInterfaces": [{"network": format!("projects/{P}/global/networks/gb-vpc"), "nicType": "GVNIC"}]})
+}
+
+fn reserved() -> serde_json::Value {
+    json!({"consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name", "values": ["gb200-res"]})
+}
+
+fn names(prefix: &str, range: std::ops::Range<u32>) -> Vec<String> {
+    range.map(|i| format!("{prefix}-{i}")).collect()
+}
+
+// raw() blocks its thread: the emulator serves from another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_topology_policies_are_compact_and_checked_as_compute_engine_checks_them() {
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let ep = &emu.endpoint;
+    let v1 = format!("/compute/v1/projects/{P}/regions/{REGION}/resourcePolicies");
+    let policy = |name: &str, group: serde_json::Value| json!({"name": name, "groupPlacementPolicy": group});
+    // Refused, each naming the field: not 1xN in multiples of 4, with vmCount, not compact.
+    for (group, field) in [
+        (json!({"collocation": "COLLOCATED", "gpuTopology": "2x36"}), "gpuTopology"),
+        (json!({"collocation": "COLLOCATED", "gpuTopology": "1x70"}), "gpuTopology"),
+        (json!({"collocation": "COLLOCATED", "gpuTopology": "1x"}), "gpuTopology"),
+        (json!({"collocation": "COLLOCATED", "gpuTopology": "1x72", "vmCount": 18}), "vmCount"),
+        (json!({"gpuTopology": "1x72"}), "collocation"),
+        (json!({"collocation": "UNSPECIFIED_COLLOCATION", "gpuTopology": "1x72"}), "collocation"),
+    ] {
+        let (status, out) = raw(ep, "POST", &v1, Some(policy("bad", group.clone())));
+        assert_eq!(status, 400, "{group}: {out}");
+        assert_eq!(out["error"]["errors"][0]["reason"], "invalid", "{out}");
+        let message = out["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("resource.groupPlacementPolicy.{field}")), "{group}: {message}");
+    }
+    // The beta API's maxDistance conflicts with it.
+    let beta = format!("/compute/beta/projects/{P}/regions/{REGION}/resourcePolicies");
+    let (status, out) =
+        raw(ep, "POST", &beta, Some(policy("bad", json!({"collocation": "COLLOCATED", "gpuTopology": "1x72", "maxDistance": 2}))));
+    assert_eq!(status, 400, "{out}");
+    assert!(out["error"]["message"].as_str().unwrap().contains("maxDistance"), "{out}");
+    assert_eq!(admin(&emu.emulator, "GET", "inventory", json!({}))["empty"], true);
+
+    // Accepted: an NVLink domain of 18 A4X (1x72) and a slice of 2 (1x8).
+    for (name, shape) in [("gb-nvl0", "1x72"), ("small", "1x8"), ("gb-nvl1", "1x72")] {
+        let (status, op) = raw(ep, "POST", &v1, Some(policy(name, json!({"collocation": "COLLOCATED", "gpuTopology": shape}))));
+        assert_eq!(status, 200, "{op}");
+    }
+    settle().await;
+    let (_, got) = raw(ep, "GET", &format!("{v1}/gb-nvl0"), None);
+    assert_eq!((got["groupPlacementPolicy"]["gpuTopology"].as_str(), got["status"].as_str()), (Some("1x72"), Some("READY")), "{got}");
+
+    let bulk = format!("/compute/v1/projects/{P}/zones/{ZONE}/instances/bulkInsert");
+    let a4x = "a4x-highgpu-4g";
+    // Only A4X machine types, and only bound to a specific reservation.
+    let (status, out) = raw(ep, "POST", &bulk, Some(a4x_bulk(&names("s", 0..1), "small", "a3-megagpu-8g", reserved())));
+    assert_eq!(status, 400, "{out}");
+    assert!(out["error"]["message"].as_str().unwrap().contains("resource.instanceProperties.machineType"), "{out}");
+    for affinity in
+        [json!({"consumeReservationType": "ANY_RESERVATION"}), json!({"consumeReservationType": "SPECIFIC_RESERVATION"}), json!(null)]
+    {
+        let (status, out) = raw(ep, "POST", &bulk, Some(a4x_bulk(&names("s", 0..1), "small", a4x, affinity.clone())));
+        assert_eq!(status, 400, "{affinity}: {out}");
+        assert!(out["error"]["message"].as_str().unwrap().contains("reservationAffinity.consumeReservationType"), "{out}");
+    }
+    // A slice of 8 GPUs holds 2 instances: 3 fail as a capacity error does, and nothing is made.
+    let (status, op) = raw(ep, "POST", &bulk, Some(a4x_bulk(&names("s", 0..3), "small", a4x, reserved())));
+    assert_eq!(status, 200, "{op}");
+    assert_eq!(op["error"]["errors"][0]["code"], "ZONE_RESOURCE_POOL_EXHAUSTED", "{op}");
+    assert!(op["error"]["errors"][0]["message"].as_str().unwrap().contains("small"), "{op}");
+    assert_eq!(admin(&emu.emulator, "GET", "inventory", json!({}))["resources"]["compute"]["instances"], json!([]));
+    let (status, op) = raw(ep, "POST", &bulk, Some(a4x_bulk(&names("s", 0..2), "small", a4x, reserved())));
+    assert!(status == 200 && op.get("error").is_none(), "{op}");
+    // A whole domain: 18 instances share one sub-block; a 19th does not fit.
+    let (status, op) = raw(ep, "POST", &bulk, Some(a4x_bulk(&names("gb", 0..18), "gb-nvl0", a4x, reserved())));
+    assert!(status == 200 && op.get("error").is_none(), "{op}");
+    settle().await;
+    let insert = format!("/compute/v1/projects/{P}/zones/{ZONE}/instances");
+    let one = |name: &str, policy: &str, machine: &str| {
+        let mut body = a4x_properties(policy, &format!("zones/{ZONE}/machineTypes/{machine}"), reserved());
+        body["name"] = json!(name);
+        body
+    };
+    let (status, op) = raw(ep, "POST", &insert, Some(one("gb-18", "gb-nvl0", a4x)));
+    assert_eq!(status, 200, "{op}");
+    assert_eq!(op["error"]["errors"][0]["code"], "ZONE_RESOURCE_POOL_EXHAUSTED", "{op}");
+
+    let subblock = |i: &serde_json::Value| i["resourceStatus"]["physicalHostTopology"]["subblock"].as_str().map(str::to_owned);
+    let (_, node) = raw(ep, "GET", &format!("{insert}/gb-3"), None);
+    let topology = &node["resourceStatus"]["physicalHostTopology"];
+    assert_eq!(topology["subblock"], "gb-nvl0-sb", "{node}");
+    assert_eq!(topology["block"], "gb200-res-block");
+    assert_eq!(topology["host"], "gb-3-host");
+    assert!(topology["cluster"].as_str().is_some_and(|c| !c.is_empty()), "{topology}");
+    let (_, list) = raw(ep, "GET", &insert, None);
+    let mut by_subblock: std::collections::BTreeMap<String, usize> = Default::default();
+    for i in list["items"].as_array().unwrap() {
+        *by_subblock.entry(subblock(i).unwrap_or_default()).or_default() += 1;
+    }
+    assert_eq!(by_subblock, [("gb-nvl0-sb".to_owned(), 18), ("small-sb".to_owned(), 2)].into_iter().collect());
+    let (_, aggregated) = raw(ep, "GET", &format!("/compute/v1/projects/{P}/aggregated/instances"), None);
+    let zonal = aggregated["items"][format!("zones/{ZONE}")]["instances"].as_array().unwrap();
+    assert!(zonal.iter().all(|i| subblock(i).is_some()), "{aggregated}");
+
+    // instances.insert takes the policy by name or URL, with the same rules.
+    let (status, out) = raw(ep, "POST", &insert, Some(one("n1-0", "gb-nvl1", "a3-megagpu-8g")));
+    assert_eq!(status, 400, "{out}");
+    assert!(out["error"]["message"].as_str().unwrap().contains("resource.machineType"), "{out}");
+    let (status, out) = raw(ep, "POST", &insert, Some(one("n1-0", "no-such-policy", a4x)));
+    assert_eq!(status, 400, "{out}");
+    let url = format!("https://www.googleapis.com/compute/v1/projects/{P}/regions/{REGION}/resourcePolicies/gb-nvl1");
+    let (status, op) = raw(ep, "POST", &insert, Some(one("n1-0", &url, a4x)));
+    assert!(status == 200 && op.get("error").is_none(), "{op}");
+    settle().await;
+    let (_, node) = raw(ep, "GET", &format!("{insert}/n1-0"), None);
+    assert_eq!(subblock(&node).as_deref(), Some("gb-nvl1-sb"), "{node}");
+    assert_eq!(node["resourcePolicies"], json!([url]));
+
+    // A policy its instances still name is not deleted; once they are gone, it is.
+    let (status, out) = raw(ep, "DELETE", &format!("{v1}/gb-nvl1"), None);
+    assert_eq!(status, 400, "{out}");
+    assert_eq!(out["error"]["errors"][0]["reason"], "resourceInUseByAnotherResource", "{out}");
+    assert!(out["error"]["message"].as_str().unwrap().contains("instances/n1-0"), "{out}");
+    let (status, _) = raw(ep, "DELETE", &format!("{insert}/n1-0"), None);
+    assert_eq!(status, 200);
+    let (status, out) = raw(ep, "DELETE", &format!("{v1}/gb-nvl1"), None);
+    assert_eq!(status, 200, "{out}");
+}

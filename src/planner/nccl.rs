@@ -478,7 +478,7 @@ pub fn slurm_script(job: &NcclJob) -> Result<String, String> {
     let _ = writeln!(s, "#SBATCH --ntasks-per-node={g}");
     let _ = writeln!(s, "#SBATCH --gpus-per-node={g}");
     s.push_str("#SBATCH --exclusive\n");
-    if let Some(segment) = job.segment.filter(|n| *n > 0 && job.nodes.len() as u32 % *n == 0) {
+    if let Some(segment) = job.segment.filter(|n| *n > 0 && (job.nodes.len() as u32).is_multiple_of(*n)) {
         let _ = writeln!(s, "#SBATCH --segment={segment}");
     }
     let _ = writeln!(s, "#SBATCH --nodelist={}", job.nodes.join(","));

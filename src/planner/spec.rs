@@ -599,7 +599,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
 /// GPUs of a rack idle that are paid for, and its NVLink fabric is not the one jobs were sized for.
 fn check_whole_domains(sku: &Sku, node_count: u32, diags: &mut Diagnostics) -> bool {
     let Some(domain) = sku.nvlink_domain else { return true };
-    if node_count % domain.nodes == 0 {
+    if node_count.is_multiple_of(domain.nodes) {
         return true;
     }
     let below = node_count / domain.nodes * domain.nodes;

@@ -3,7 +3,7 @@
 //! `filesystem`. Ids are `gcp/<zone>/<name>`; node and filesystem labels are the step's tags with `:` made
 //! `_` (`api::labels`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 
@@ -129,6 +129,64 @@ async fn up_nodes(ctx: &Context, client: &api::Gcp, zone: &str, name: &str, cens
     Ok(cluster::addresses(&client.project, zone, name, &live))
 }
 
+/// Nodes per NVLink domain of a cluster state whose machine type places each domain in a policy of its own
+/// (A4X), `None` otherwise.
+fn domain_nodes(state: &Value) -> Option<u32> {
+    let sku = crate::catalog::find_sku(Cloud::Gcp, state.get("instance_type").as_str()?)?;
+    super::topology::gpu_topology(sku)?;
+    sku.nvlink_domain.map(|d| d.nodes)
+}
+
+/// A cluster state brought to the nodes that exist ([`shared::with_nodes`]) and, on A4X, to each NVLink
+/// domain: a domain's node piece counts and names its own nodes that are up (missing when none is), and its
+/// policy piece is marked missing when the policy is gone. `policies` is `None` when they were not read.
+fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress], policies: Option<&BTreeSet<String>>) -> Value {
+    let out = shared::with_nodes(state, Cloud::Gcp, NODE_PIECE, nodes);
+    let Some(per) = domain_nodes(state) else { return out };
+    let name = state.get("name").as_str().unwrap_or_default().to_owned();
+    let Some(pieces) = out.get("expansion").as_list() else { return out };
+    let pieces: Vec<Value> = pieces
+        .iter()
+        .map(|p| {
+            let Some(k) = p.get("name").as_str().and_then(|n| cluster::domain_index(&name, n)) else { return p.clone() };
+            match p.get("kind").as_str() {
+                Some("google_compute_resource_policy") => match policies {
+                    Some(found) if !found.contains(p.get("name").as_str().unwrap_or_default()) => shared::marked_missing(p),
+                    _ => p.clone(),
+                },
+                Some(NODE_PIECE) => {
+                    let mut mine: Vec<u32> = nodes
+                        .iter()
+                        .map(|n| cluster::index_of(&name, &n.name))
+                        .filter(|i| *i != u32::MAX && crate::model::domain_of(*i, per) == k)
+                        .collect();
+                    mine.sort_unstable();
+                    let whole: Vec<u32> = (k * per..(k + 1) * per).collect();
+                    let names = if mine == whole {
+                        crate::clouds::node_range(&name, &mine)
+                    } else {
+                        mine.iter().map(|i| format!("{name}-{i}")).collect::<Vec<_>>().join(", ")
+                    };
+                    let patched = shared::patch_piece(&Value::list([p.clone()]), NODE_PIECE, Some(mine.len() as i64), &[("names", names)]);
+                    let patched = patched.as_list().and_then(|l| l.first().cloned()).unwrap_or_else(|| p.clone());
+                    if mine.is_empty() { shared::marked_missing(&patched) } else { patched }
+                }
+                _ => p.clone(),
+            }
+        })
+        .collect();
+    shared::with_attr(&out, "expansion", Value::list(pieces))
+}
+
+/// The cluster's NVLink domain policies, read (one list) only for a machine type that has them.
+async fn live_policies(ctx: &Context, client: &api::Gcp, state: &Value, census: &Census) -> Result<Option<BTreeSet<String>>, String> {
+    if domain_nodes(state).is_none() {
+        return Ok(None);
+    }
+    let (zone, name) = zone_and_name(state);
+    cluster::domain_policies_live(ctx, client, region_of(zone), name, census).await.map(Some)
+}
+
 #[async_trait]
 impl Backend<ClusterSpec> for Gcp {
     async fn configured(&self, ctx: &Context) -> Result<(), String> {
@@ -166,8 +224,9 @@ impl Backend<ClusterSpec> for Gcp {
                 }
             }
             Err(e) => {
+                let policies = live_policies(ctx, &client, &state, census).await.ok().flatten();
                 let state = match up_nodes(ctx, &client, &zone, &spec.name, census).await {
-                    Ok(nodes) => shared::with_nodes(&state, Cloud::Gcp, NODE_PIECE, &nodes),
+                    Ok(nodes) => with_domain_nodes(&state, &nodes, policies.as_ref()),
                     Err(_) => state,
                 };
                 Outcome::failed(state, e)
@@ -182,11 +241,14 @@ impl Backend<ClusterSpec> for Gcp {
             Ok(c) => c,
             Err(e) => return Outcome::failed(prior.clone(), e),
         };
-        let Err(e) = cluster::delete(ctx, &client, zone, name, step.timeout, census).await else { return Outcome::done(Value::Null) };
-        let left = match cluster::nodes(ctx, &client, zone, name, census).await {
-            Ok(live) if live.is_empty() => Value::Null,
-            Ok(live) => shared::with_nodes(prior, Cloud::Gcp, NODE_PIECE, &cluster::addresses(&client.project, zone, name, &live)),
-            Err(_) => prior.clone(),
+        let rack = domain_nodes(prior).is_some();
+        let Err(e) = cluster::delete(ctx, &client, zone, name, rack, step.timeout, census).await else { return Outcome::done(Value::Null) };
+        let policies = live_policies(ctx, &client, prior, census).await;
+        let left = match (cluster::nodes(ctx, &client, zone, name, census).await, policies) {
+            // Nothing left (not even an NVLink domain policy): the cluster is gone.
+            (Ok(live), Ok(p)) if live.is_empty() && p.as_ref().is_none_or(BTreeSet::is_empty) => Value::Null,
+            (Ok(live), p) => with_domain_nodes(prior, &cluster::addresses(&client.project, zone, name, &live), p.ok().flatten().as_ref()),
+            _ => prior.clone(),
         };
         Outcome::failed(left, e)
     }
@@ -194,13 +256,15 @@ impl Backend<ClusterSpec> for Gcp {
     async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, ClusterSpec>) -> Result<Option<Value>, String> {
         let (zone, name) = zone_and_name(state);
         let client = api::connect(step.ctx).await?;
+        // One instances.list, and on A4X one resourcePolicies.list, whatever the size.
         let live = cluster::nodes(step.ctx, &client, zone, name, step.census).await?;
-        if live.is_empty() {
+        let policies = live_policies(step.ctx, &client, state, step.census).await?;
+        if live.is_empty() && policies.as_ref().is_none_or(BTreeSet::is_empty) {
             return Ok(None);
         }
         // A stopped node is shown as missing; the repair starts it.
         let nodes = cluster::addresses(&client.project, zone, name, &cluster::up(live));
-        Ok(Some(shared::with_nodes(state, Cloud::Gcp, NODE_PIECE, &nodes)))
+        Ok(Some(with_domain_nodes(state, &nodes, policies.as_ref())))
     }
 
     async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, ClusterSpec>) -> Result<Imported, ImportError> {

@@ -3,8 +3,13 @@
 //! nic type, TERMINATE on host maintenance, reservation affinity / spot / DWS flex start), labelled
 //! `hpc_cluster`, `hpc_fabric` and `hpc_owner` so a refresh is one filtered `instances.list` per zone; only
 //! the nodes the census admits are kept, started, relabelled or deleted.
+//!
+//! A4X (GB200 NVL72): the cluster makes one compact policy per NVLink domain, `<cluster>-nvl<k>` with
+//! gpuTopology 1x72, described like the fabric's pieces (`hpc-provider cluster=... owner=...`), and creates
+//! each domain's 18 nodes into their own domain's policy, bound to the reservation. A refresh lists the
+//! region's policies once; destroy deletes the nodes, then the policies the census admits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use google_cloud_compute_v1::model;
@@ -83,7 +88,7 @@ pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Ve
 }
 
 /// The index of a node named `<cluster>-<i>`; names that do not follow it sort last.
-fn index_of(cluster: &str, name: &str) -> u32 {
+pub fn index_of(cluster: &str, name: &str) -> u32 {
     name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|i| i.parse().ok()).unwrap_or(u32::MAX)
 }
 
@@ -121,9 +126,15 @@ async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(S
 }
 
 /// The instance properties every node shares.
-fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &BTreeMap<String, String>) -> serde_json::Value {
+fn properties(
+    project: &str,
+    spec: &ClusterSpec,
+    host: &(String, String),
+    labels: &BTreeMap<String, String>,
+    policy: Option<&str>,
+) -> serde_json::Value {
     let f = &spec.fabric;
-    let p = &gcp.project;
+    let p = project;
     let r = &f.region;
     let net = |n: &str| format!("projects/{p}/global/networks/{n}");
     let sub = |n: &str| format!("projects/{p}/regions/{r}/subnetworks/{n}");
@@ -139,7 +150,7 @@ fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &B
         Fabric::Roce => {
             let gvnic = format!("{}-gvnic-1", f.name);
             nics.push(json!({"network": net(&gvnic), "subnetwork": sub(&gvnic), "nicType": "GVNIC"}));
-            for i in 0..topology::RDMA_SUBNETS {
+            for i in 0..topology::rdma_subnets(f.sku) {
                 nics.push(json!({"network": net(&format!("{}-rdma", f.name)), "subnetwork": sub(&format!("{}-rdma-{i}", f.name)), "nicType": "MRDMA"}));
             }
         }
@@ -188,11 +199,126 @@ fn properties(gcp: &Gcp, spec: &ClusterSpec, host: &(String, String), labels: &B
         "disks": [{"boot": true, "autoDelete": true, "initializeParams": {"sourceImage": spec.image.as_deref().unwrap_or(DEFAULT_IMAGE), "diskSizeGb": "500"}}],
         "metadata": {"items": metadata},
     });
-    if f.placement == Placement::Cluster {
-        // Names, not URLs: the policy is the one of that name in the zone's region.
-        props["resourcePolicies"] = json!([format!("{}-placement", f.name)]);
+    // Names, not URLs: the policy is the one of that name in the zone's region.
+    if let Some(p) = policy {
+        props["resourcePolicies"] = json!([p]);
     }
     props
+}
+
+/// The compact policy the nodes at `indices` go into, by name: the fabric's, or on A4X their NVLink
+/// domain's. Nodes are grouped by it, in order.
+fn policy_groups(spec: &ClusterSpec, names: &[&String]) -> Vec<(Option<String>, Vec<String>)> {
+    let mut groups: Vec<(Option<String>, Vec<String>)> = Vec::new();
+    for name in names {
+        let policy = match spec.nvlink_domain_nodes() {
+            Some(per) if topology::gpu_topology(spec.fabric.sku).is_some() => {
+                Some(crate::model::domain_name(&spec.name, crate::model::domain_of(index_of(&spec.name, name), per)))
+            }
+            _ if spec.fabric.placement == Placement::Cluster => Some(format!("{}-placement", spec.fabric.name)),
+            _ => None,
+        };
+        match groups.last_mut() {
+            Some((p, members)) if *p == policy => members.push((*name).clone()),
+            _ => groups.push((policy, vec![(*name).clone()])),
+        }
+    }
+    groups
+}
+
+/// One NVLink domain's compact policy (A4X): its name and the body `resourcePolicies.insert` takes.
+#[derive(Clone, Debug)]
+pub struct DomainPolicy {
+    pub index: u32,
+    pub name: String,
+    pub body: serde_json::Value,
+}
+
+/// What a domain policy's description says: whose cluster and domain it is, and its owner's marker
+/// (descriptions are fixed at creation). No `fabric=`: the fabric's listing must not take it for its own.
+pub fn domain_description(cluster: &str, index: u32, topology: &str, owner: Option<&str>) -> String {
+    let mut s = format!("hpc-provider cluster={cluster} domain={index} gpu_topology={topology}");
+    if let Some(o) = owner {
+        s.push_str(&format!(" owner={o}"));
+    }
+    s
+}
+
+/// The cluster's domain policies in domain order (none unless the machine type is rack-scale): compact
+/// (COLLOCATED) with the machine type's GPU slice (`gpuTopology` 1x72, a v1 field; no vmCount, which the
+/// topology fixes, and no maxDistance, which conflicts with it).
+pub fn domain_policies(spec: &ClusterSpec, owner: Option<&str>) -> Vec<DomainPolicy> {
+    let Some(shape) = topology::gpu_topology(spec.fabric.sku) else { return Vec::new() };
+    spec.nvlink_domains()
+        .into_iter()
+        .map(|d| {
+            let body = json!({"name": d.name, "description": domain_description(&spec.name, d.index, &shape, owner),
+                              "groupPlacementPolicy": {"collocation": "COLLOCATED", "gpuTopology": shape}});
+            DomainPolicy { index: d.index, name: d.name, body }
+        })
+        .collect()
+}
+
+/// The domain index of a policy named `<cluster>-nvl<k>`.
+pub fn domain_index(cluster: &str, name: &str) -> Option<u32> {
+    let digits = name.strip_prefix(cluster)?.strip_prefix("-nvl")?;
+    (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
+}
+
+/// The cluster's domain policies that exist and the census admits, by name: one paginated
+/// `resourcePolicies.list` in the region, whatever the cluster's size. A policy with a domain's name and
+/// no description of ours still takes the name (the census records whose it is).
+pub async fn domain_policies_live(
+    ctx: &Context,
+    gcp: &Gcp,
+    region: &str,
+    cluster: &str,
+    census: &Census,
+) -> Result<BTreeSet<String>, String> {
+    let mut out = BTreeSet::new();
+    let mut token = String::new();
+    loop {
+        let t = token.clone();
+        let page = call(ctx, "listing the cluster's NVLink domain policies", || {
+            gcp.policies.list().set_project(&gcp.project).set_region(region).set_page_token(&t).send()
+        })
+        .await?;
+        for p in page.items {
+            let Some(name) = p.name else { continue };
+            if domain_index(cluster, &name).is_none() {
+                continue;
+            }
+            let described = p.description.as_deref().and_then(fabric::parse_description);
+            if described.as_ref().is_some_and(|d| d.get("cluster").map(String::as_str) != Some(cluster)) {
+                continue;
+            }
+            let marker = described.as_ref().and_then(|d| d.get("owner")).map(String::as_str);
+            if census.admit("google_compute_resource_policy", &name, marker, p.creation_timestamp.as_deref()) {
+                out.insert(name);
+            }
+        }
+        match page.next_page_token {
+            Some(next) if !next.is_empty() => token = next,
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+async fn insert_policy(ctx: &Context, gcp: &Gcp, region: &str, policy: &DomainPolicy, timeout: Duration) -> Result<(), String> {
+    let what = format!("creating resource policy {} (NVLink domain {})", policy.name, policy.index);
+    let body: model::ResourcePolicy = serde_json::from_value(policy.body.clone()).map_err(|e| format!("{what}: {e}"))?;
+    let op = call(ctx, &what, || gcp.policies.insert().set_project(&gcp.project).set_region(region).set_body(body.clone()).send()).await?;
+    api::wait(ctx, gcp, op, &what, timeout).await
+}
+
+async fn delete_policy(ctx: &Context, gcp: &Gcp, region: &str, name: &str, timeout: Duration) -> Result<(), String> {
+    let what = format!("deleting resource policy {name}");
+    match call(ctx, &what, || gcp.policies.delete().set_project(&gcp.project).set_region(region).set_resource_policy(name).send()).await {
+        Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
+        Err(e) if e.not_found() => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub struct Options<'a> {
@@ -203,32 +329,47 @@ pub struct Options<'a> {
 }
 
 /// Creates the missing nodes (bulkInsert per batch with their exact names) and deletes those beyond
-/// `node_count`, waiting for both.
+/// `node_count`, waiting for both. On A4X the domain policies come first (the missing ones), each domain's
+/// nodes go into their own, and the policies of domains no longer wanted go once their nodes have.
 pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<(), String> {
     let zone = spec.fabric.zone.clone().unwrap_or_default();
+    let region = &spec.fabric.region;
     let live = nodes(ctx, gcp, &zone, &spec.name, census).await?;
+    let domains = domain_policies(spec, census.marker());
+    let rack = topology::gpu_topology(spec.fabric.sku).is_some();
+    let policies = if rack { domain_policies_live(ctx, gcp, region, &spec.name, census).await? } else { BTreeSet::new() };
     census.gate()?;
     let wanted = crate::model::node_names(&spec.name, spec.node_count);
     let missing: Vec<&String> = wanted.iter().filter(|w| !live.iter().any(|n| &n.name == *w)).collect();
     // Wanted nodes that exist but are stopped are started again, under their own names.
     let stopped = live.iter().filter(|n| wanted.contains(&n.name) && !is_up(n)).map(|n| start_node(ctx, gcp, &zone, &n.name, o.timeout));
     futures::future::try_join_all(stopped).await?;
+    let made = domains.iter().filter(|d| !policies.contains(&d.name)).map(|d| insert_policy(ctx, gcp, region, d, o.timeout));
+    futures::future::try_join_all(made).await?;
     if !missing.is_empty() {
         let host = host_network(ctx, gcp, spec).await?;
-        let props: model::InstanceProperties =
-            serde_json::from_value(properties(gcp, spec, &host, o.labels)).map_err(|e| format!("building the instance properties: {e}"))?;
-        for batch in missing.chunks(BATCH) {
-            let per_instance: serde_json::Map<String, serde_json::Value> = batch.iter().map(|n| ((*n).clone(), json!({}))).collect();
-            let body: model::BulkInsertInstanceResource = serde_json::from_value(json!({
-                "count": batch.len().to_string(), "minCount": batch.len().to_string(), "perInstanceProperties": per_instance,
-            }))
-            .map_err(|e| format!("building the bulkInsert request: {e}"))?;
-            let body = body.set_instance_properties(props.clone());
-            let what = format!("creating {} x {} in {zone}", batch.len(), spec.fabric.sku.name);
-            let op =
-                call(ctx, &what, || gcp.instances.bulk_insert().set_project(&gcp.project).set_zone(&zone).set_body(body.clone()).send())
-                    .await?;
-            api::wait(ctx, gcp, op, &what, o.timeout).await?;
+        for (policy, names) in policy_groups(spec, &missing) {
+            let props: model::InstanceProperties =
+                serde_json::from_value(properties(&gcp.project, spec, &host, o.labels, policy.as_deref()))
+                    .map_err(|e| format!("building the instance properties: {e}"))?;
+            for batch in names.chunks(BATCH) {
+                let per_instance: serde_json::Map<String, serde_json::Value> = batch.iter().map(|n| (n.clone(), json!({}))).collect();
+                let body: model::BulkInsertInstanceResource = serde_json::from_value(json!({
+                    "count": batch.len().to_string(), "minCount": batch.len().to_string(), "perInstanceProperties": per_instance,
+                }))
+                .map_err(|e| format!("building the bulkInsert request: {e}"))?;
+                let body = body.set_instance_properties(props.clone());
+                let into = match (&policy, rack) {
+                    (Some(p), true) => format!(" (NVLink domain {p})"),
+                    _ => String::new(),
+                };
+                let what = format!("creating {} x {} in {zone}{into}", batch.len(), spec.fabric.sku.name);
+                let op = call(ctx, &what, || {
+                    gcp.instances.bulk_insert().set_project(&gcp.project).set_zone(&zone).set_body(body.clone()).send()
+                })
+                .await?;
+                api::wait(ctx, gcp, op, &what, o.timeout).await?;
+            }
         }
     }
     if o.relabel {
@@ -236,7 +377,11 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
         futures::future::try_join_all(relabels).await?;
     }
     let extra: Vec<&Node> = live.iter().filter(|n| !wanted.contains(&n.name)).collect();
-    delete_nodes(ctx, gcp, &zone, &spec.name, extra.iter().map(|n| n.name.clone()).collect(), o.timeout, census).await
+    delete_nodes(ctx, gcp, &zone, &spec.name, extra.iter().map(|n| n.name.clone()).collect(), o.timeout, census).await?;
+    // Domains scaled away: their policies, now empty.
+    let kept: BTreeSet<&str> = domains.iter().map(|d| d.name.as_str()).collect();
+    let stale = policies.iter().filter(|p| !kept.contains(p.as_str())).map(|p| delete_policy(ctx, gcp, region, p, o.timeout));
+    futures::future::try_join_all(stale).await.map(|_| ())
 }
 
 async fn start_node(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
@@ -292,10 +437,25 @@ async fn delete_nodes(
     .await
 }
 
-/// Deletes every node of the cluster the census admits.
-pub async fn delete(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+/// Deletes every node of the cluster the census admits, then (`rack`: A4X) its NVLink domain policies the
+/// census admits.
+pub async fn delete(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    cluster: &str,
+    rack: bool,
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
     let live = nodes(ctx, gcp, zone, cluster, census).await?;
-    delete_nodes(ctx, gcp, zone, cluster, live.into_iter().map(|n| n.name).collect(), timeout, census).await
+    delete_nodes(ctx, gcp, zone, cluster, live.into_iter().map(|n| n.name).collect(), timeout, census).await?;
+    if !rack {
+        return Ok(());
+    }
+    let region = super::backend::region_of(zone);
+    let policies = domain_policies_live(ctx, gcp, region, cluster, census).await?;
+    futures::future::try_join_all(policies.iter().map(|p| delete_policy(ctx, gcp, region, p, timeout))).await.map(|_| ())
 }
 
 /// A metadata value of a node.
@@ -385,6 +545,118 @@ pub async fn imported_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::Cloud;
+    use crate::model::{FabricRef, Workload};
+
+    fn a4x(nodes: u32) -> ClusterSpec {
+        ClusterSpec {
+            name: "gb".into(),
+            fabric: FabricRef {
+                name: "fab".into(),
+                cloud: Cloud::Gcp,
+                region: "us-central1".into(),
+                zone: Some("us-central1-a".into()),
+                sku: crate::catalog::find_sku(Cloud::Gcp, "a4x-highgpu-4g").unwrap(),
+                placement: Placement::Cluster,
+            },
+            own_fabric: None,
+            gpu: None,
+            node_count: nodes,
+            capacity: CapacityType::Reservation,
+            reservation_id: Some("gb200-res".into()),
+            image: Some("projects/p/global/images/arm".into()),
+            user_data: None,
+            user_data_write_only: false,
+            ssh_public_key: None,
+            workload: Workload::Pretraining,
+            rdma_interfaces: 4,
+            tags: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_planned_domains_are_the_policies_and_node_groups_apply_makes() {
+        let spec = a4x(36);
+        let pieces = crate::clouds::gcp::cluster(&spec, &crate::model::Defaults::default());
+        let planned_policies: Vec<(&str, Option<&String>)> = pieces
+            .iter()
+            .filter(|p| p.kind == "google_compute_resource_policy")
+            .map(|p| (p.name.as_str(), p.settings.get("group_placement_policy.gpu_topology")))
+            .collect();
+        let made = domain_policies(&spec, Some("o-1"));
+        let made_policies: Vec<(&str, Option<String>)> =
+            made.iter().map(|d| (d.name.as_str(), d.body["groupPlacementPolicy"]["gpuTopology"].as_str().map(str::to_owned))).collect();
+        assert_eq!(planned_policies.iter().map(|(n, t)| (*n, t.cloned())).collect::<Vec<_>>(), made_policies);
+        assert_eq!(made_policies, [("gb-nvl0", Some("1x72".to_owned())), ("gb-nvl1", Some("1x72".to_owned()))]);
+        for d in &made {
+            let group = &d.body["groupPlacementPolicy"];
+            assert_eq!(group["collocation"], "COLLOCATED");
+            assert!(group.get("vmCount").is_none() && group.get("maxDistance").is_none(), "{group}");
+            let described = fabric::parse_description(d.body["description"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                (described.get("cluster").map(String::as_str), described.get("owner").map(String::as_str)),
+                (Some("gb"), Some("o-1"))
+            );
+            assert!(!described.contains_key("fabric"), "the fabric's listing must not take it");
+        }
+        // Each domain's node piece is the group bulkInsert makes into that domain's policy.
+        let names = crate::model::node_names("gb", 36);
+        let groups = policy_groups(&spec, &names.iter().collect::<Vec<_>>());
+        let planned_nodes: Vec<(String, u32, String, String)> = pieces
+            .iter()
+            .filter(|p| p.kind == "google_compute_instance")
+            .map(|p| (p.name.clone(), p.count, p.settings["names"].clone(), p.settings["resource_policies"].clone()))
+            .collect();
+        let applied: Vec<(String, u32, String, String)> = groups
+            .iter()
+            .map(|(policy, members)| {
+                let policy = policy.clone().unwrap();
+                let indices: Vec<u32> = members.iter().map(|m| index_of("gb", m)).collect();
+                (
+                    policy.clone(),
+                    members.len() as u32,
+                    crate::clouds::node_range("gb", &indices),
+                    format!("google_compute_resource_policy.{policy}"),
+                )
+            })
+            .collect();
+        assert_eq!(planned_nodes, applied);
+        assert_eq!(planned_nodes[1].2, "gb-18 .. gb-35");
+        // A lost node goes back into its own domain's policy.
+        let lost = "gb-20".to_owned();
+        assert_eq!(policy_groups(&spec, &[&lost]), [(Some("gb-nvl1".to_owned()), vec![lost.clone()])]);
+        // 4 MRDMA NICs on the RDMA VPC's 4 subnets, as the plan's piece says.
+        let props = properties("p", &spec, &("h".into(), "s".into()), &BTreeMap::new(), Some("gb-nvl0"));
+        let rdma: Vec<&str> = props["networkInterfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["nicType"] == "MRDMA")
+            .map(|n| n["subnetwork"].as_str().unwrap())
+            .collect();
+        assert_eq!(rdma.len(), 4);
+        assert!(rdma[3].ends_with("/subnetworks/fab-rdma-3"), "{rdma:?}");
+        let rdma_piece = pieces.iter().find(|p| p.name == "gb rdma nics").unwrap();
+        assert_eq!((rdma_piece.count, rdma_piece.settings["subnetworks"].as_str()), (4, "fab-rdma-0 .. fab-rdma-3"));
+        assert_eq!(props["reservationAffinity"]["consumeReservationType"], "SPECIFIC_RESERVATION");
+        assert_eq!(props["reservationAffinity"]["values"], json!(["gb200-res"]));
+        assert_eq!(props["resourcePolicies"], json!(["gb-nvl0"]));
+        // Nothing of this for other machine types.
+        let mut a4 = a4x(4);
+        a4.fabric.sku = crate::catalog::find_sku(Cloud::Gcp, "a4-highgpu-8g").unwrap();
+        assert!(domain_policies(&a4, None).is_empty());
+        let four = crate::model::node_names("gb", 4);
+        assert_eq!(policy_groups(&a4, &four.iter().collect::<Vec<_>>()), [(Some("fab-placement".to_owned()), four.clone())]);
+    }
+
+    #[test]
+    fn a_domain_policy_is_named_after_its_cluster_and_index() {
+        assert_eq!(domain_index("gb", "gb-nvl0"), Some(0));
+        assert_eq!(domain_index("gb", "gb-nvl12"), Some(12));
+        for other in ["gb-placement", "gb-nvl", "gb-nvl0-nvl1", "gbx-nvl0", "gb-nvlx"] {
+            assert_eq!(domain_index("gb", other), None, "{other}");
+        }
+    }
 
     fn node(status: &str) -> Node {
         Node { name: "train-0".into(), status: status.into(), instance: model::Instance::new() }

@@ -1,6 +1,7 @@
 //! `hpc_gpu_fabric` on Google Cloud: the host VPC (unless given), the GPU NIC VPCs of the machine family
-//! (A3 High 4, A3 Mega 8 at MTU 8244; A3 Ultra/A4 a second gVNIC VPC and one RoCE VPC with the zone's
-//! network profile and 8 subnets), intra-cluster firewall rules and the compact placement policy.
+//! (A3 High 4, A3 Mega 8 at MTU 8244; A3 Ultra/A4/A4X a second gVNIC VPC and one RoCE VPC with the zone's
+//! network profile and a subnet per MRDMA NIC, 8 or on A4X 4), intra-cluster firewall rules and the compact
+//! placement policy (not on A4X: its clusters make one per NVLink domain, see `cluster::domain_policies`).
 //! Networks carry no labels, so every piece has a deterministic name (`<fabric>-...`) and a description
 //! recording the fabric and its owner's marker (`owner=`), which is how refresh and import find them: one
 //! list call per kind. Only pieces the census admits are used, changed or deleted.

@@ -1,7 +1,8 @@
 //! Google Cloud expansion: host VPC (unless given), the GPU NIC VPCs the machine family needs (A3 High 4,
-//! A3 Mega 8, MTU 8244; A3 Ultra/A4 a second gVNIC VPC plus one RoCE VPC with the zone's RoCE network
-//! profile and 8 subnets), firewall rules, the compact placement policy; instances created by bulkInsert
-//! with one NIC per GPU VPC; Google Cloud Managed Lustre with private service access.
+//! A3 Mega 8, MTU 8244; A3 Ultra/A4/A4X a second gVNIC VPC plus one RoCE VPC with the zone's RoCE network
+//! profile and a subnet per MRDMA NIC, 8 or on A4X 4), firewall rules, the compact placement policy (on A4X
+//! one per NVLink domain, gpu_topology 1x72, made by the cluster); instances created by bulkInsert with one
+//! NIC per GPU VPC; Google Cloud Managed Lustre with private service access.
 
 pub mod api;
 pub mod backend;
@@ -13,7 +14,7 @@ pub mod topology;
 
 use std::collections::BTreeMap;
 
-use super::{DEFAULT_IMAGE, name_range};
+use super::{DEFAULT_IMAGE, name_range, node_range};
 use crate::catalog::{Fabric, Sku};
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Piece, Placement};
 
@@ -40,28 +41,47 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         CapacityType::Reservation => ("STANDARD", format!("SPECIFIC_RESERVATION {}", spec.reservation_id.as_deref().unwrap_or_default())),
         _ => ("STANDARD", "ANY_RESERVATION".to_string()),
     };
-    let mut out = vec![
-        Piece::new("google_compute_instance", n.as_str())
-            .count(spec.node_count)
+    let nodes = |piece: &str, count: u32, names: String, policies: String| {
+        Piece::new("google_compute_instance", piece)
+            .count(count)
             .set("machine_type", sku.name)
             .set("zone", f.zone.as_deref().unwrap_or_default())
-            .set("names", name_range(n, spec.node_count))
+            .set("names", names)
             .set("create", "instances.bulkInsert per batch (count, name pattern)")
-            .set(
-                "resource_policies",
-                if f.placement == Placement::Cluster {
-                    format!("google_compute_resource_policy.{}-placement", f.name)
-                } else {
-                    "(none)".into()
-                },
-            )
+            .set("resource_policies", policies)
             .set("scheduling.on_host_maintenance", "TERMINATE")
             .set("scheduling.provisioning_model", model)
-            .set("reservation_affinity", reservation)
+            .set("reservation_affinity", reservation.clone())
             .set("boot_disk.image", spec.image.as_deref().unwrap_or(DEFAULT_IMAGE))
             .set_opt("metadata.startup-script", spec.user_data_summary())
-            .set("labels", tags),
-    ];
+            .set("labels", tags.clone())
+    };
+    let mut out = Vec::new();
+    if let Some(shape) = topology::gpu_topology(sku) {
+        // A4X: one compact policy per NVLink domain (an 18-node sub-block), made by the cluster in place of
+        // the fabric's, and each domain's nodes created into it.
+        for domain in spec.nvlink_domains() {
+            out.push(
+                Piece::new("google_compute_resource_policy", domain.name.as_str())
+                    .set("region", &f.region)
+                    .set("group_placement_policy.collocation", "COLLOCATED")
+                    .set("group_placement_policy.gpu_topology", &shape),
+            );
+            out.push(nodes(
+                &domain.name,
+                domain.nodes.len() as u32,
+                node_range(n, &domain.nodes),
+                format!("google_compute_resource_policy.{}", domain.name),
+            ));
+        }
+    } else {
+        let policies = if f.placement == Placement::Cluster {
+            format!("google_compute_resource_policy.{}-placement", f.name)
+        } else {
+            "(none)".into()
+        };
+        out.push(nodes(n, spec.node_count, name_range(n, spec.node_count), policies));
+    }
     let nic = "google_compute_instance.network_interface";
     out.push(Piece::new(nic, format!("{n} nic0")).set("network", spec.network_label("host network")).set("nic_type", "GVNIC"));
     let count = gpu_vpcs(sku);
@@ -74,12 +94,13 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         );
     }
     if is_roce(sku) {
+        let rdma = topology::rdma_subnets(sku);
         out.push(Piece::new(nic, format!("{n} nic1")).set("network", format!("{}-gvnic-1", f.name)).set("nic_type", "GVNIC"));
         out.push(
             Piece::new(nic, format!("{n} rdma nics"))
-                .count(topology::RDMA_SUBNETS)
+                .count(rdma)
                 .set("network", format!("{}-rdma", f.name))
-                .set("subnetworks", name_range(&format!("{}-rdma", f.name), topology::RDMA_SUBNETS))
+                .set("subnetworks", name_range(&format!("{}-rdma", f.name), rdma))
                 .set("nic_type", "MRDMA"),
         );
     }
@@ -169,16 +190,17 @@ impl super::Expander for Expansion {
     }
 
     fn placement_advice(&self) -> &'static str {
-        "On Google Cloud, check: every VM in one compact placement policy; every GPU NIC attached on its own VPC \
-         network; on A3 Mega the GPUDirect-TCPXO plugin and its receive-datapath manager running with NCCL_FASTRAK_* \
-         set, on A3 Ultra and A4 the RoCE NICs with the gIB plugin (NCCL_NET=gIB); the same GPU driver and NCCL \
-         plugin versions on every node."
+        "On Google Cloud, check: every VM in one compact placement policy (on A4X, each NVLink domain's 18 VMs in \
+         their domain's gpu_topology 1x72 policy, sharing one sub-block in resourceStatus.physicalHostTopology); every \
+         GPU NIC attached on its own VPC network; on A3 Mega the GPUDirect-TCPXO plugin and its receive-datapath \
+         manager running with NCCL_FASTRAK_* set, on A3 Ultra, A4 and A4X the RoCE NICs with the gIB plugin \
+         (NCCL_NET=gIB); the same GPU driver and NCCL plugin versions on every node."
     }
 
     fn fabric_advice(&self) -> &'static str {
         "On Google Cloud, check: NCCL_DEBUG=INFO shows the GPUDirect (FasTrak/TCPXO) or gIB network, not Socket; \
          the GPU NICs attached on their own VPC networks (MTU 8244); on A3 Mega the receive-datapath manager running \
-         and NCCL_FASTRAK_* set, on A3 Ultra and A4 the RoCE network profile and NCCL_NET=gIB; every VM in one \
-         compact placement policy."
+         and NCCL_FASTRAK_* set, on A3 Ultra, A4 and A4X the RoCE network profile and NCCL_NET=gIB; every VM in one \
+         compact placement policy (on A4X, one per NVLink domain)."
     }
 }

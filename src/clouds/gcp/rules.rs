@@ -34,6 +34,18 @@ impl Rules for Gcp {
         if placement != Placement::Cluster {
             return not_valid_here("max_distance", MAX_DISTANCE_GCP_COMPACT_ONLY, diags);
         }
+        if let Some(s) = sku.filter(|s| s.nvlink_domain.is_some()) {
+            diags.error_at(
+                AttributePath::attr("max_distance"),
+                "Attribute not valid here",
+                format!(
+                    "{} nodes are placed by NVLink domain: each domain's compact placement policy carries gpuTopology 1x72, which \
+                     Compute Engine does not combine with maxDistance. Remove max_distance.",
+                    s.name
+                ),
+            );
+            return false;
+        }
         if !(1..=3).contains(&distance) {
             diags.error_at(
                 AttributePath::attr("max_distance"),

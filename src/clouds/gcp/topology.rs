@@ -3,18 +3,18 @@
 //! ([`Topology::pieces`]) and the resources apply creates, refreshes and deletes (`fabric::desired`) are
 //! both read from it, so what is planned and what is made cannot disagree.
 //!
-//! A3 High and A3 Mega get one GPU NIC VPC per GPU NIC (4 and 8, MTU 8244); A3 Ultra and A4 a second gVNIC
-//! VPC and one RoCE VPC with the zone's RoCE network profile and 8 subnets (MTU 8896).
+//! A3 High and A3 Mega get one GPU NIC VPC per GPU NIC (4 and 8, MTU 8244); A3 Ultra, A4 and A4X a second
+//! gVNIC VPC and one RoCE VPC with the zone's RoCE network profile and one subnet per MRDMA NIC (8 on A3
+//! Ultra and A4, 4 on A4X; MTU 8896). A4X's fabric makes no compact placement policy: each cluster on it
+//! makes one per NVLink domain (`gpu_topology`), which takes its place.
 
 use crate::catalog::{Fabric, Sku};
 use crate::model::{FabricSpec, Network, Piece, Placement};
 
 /// The MTU of every network of a GPUDirect-TCPX/TCPXO or Ethernet fabric.
 pub const GPU_MTU: i64 = 8244;
-/// The MTU of every network of a RoCE fabric (A3 Ultra, A4).
+/// The MTU of every network of a RoCE fabric (A3 Ultra, A4, A4X).
 pub const ROCE_MTU: i64 = 8896;
-/// The subnets of a RoCE fabric's RDMA network: one per MRDMA NIC.
-pub const RDMA_SUBNETS: u32 = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -88,6 +88,24 @@ pub fn is_roce(sku: &Sku) -> bool {
     sku.fabric == Fabric::Roce
 }
 
+/// The subnets of a RoCE fabric's RDMA network, one per MRDMA NIC: 8 on A3 Ultra and A4, 4 on A4X (none
+/// on other machine families).
+pub fn rdma_subnets(sku: &Sku) -> u32 {
+    if is_roce(sku) { sku.rdma_interfaces.unwrap_or(8) } else { 0 }
+}
+
+/// The GPU slice a rack-scale machine type's placement policy asks for, `1x<GPUs per NVLink domain>`
+/// (A4X: `1x72`, 18 nodes of 4 GPUs); `None` where NVLink stays inside the node.
+pub fn gpu_topology(sku: &Sku) -> Option<String> {
+    sku.nvlink_domain.map(|d| format!("1x{}", d.nodes * sku.gpu_count))
+}
+
+/// Whether the fabric makes the compact placement policy: with placement = "cluster", except on a
+/// rack-scale machine type (A4X), where every cluster makes one policy per NVLink domain instead.
+pub fn fabric_policy(spec: &FabricSpec) -> bool {
+    spec.placement == Placement::Cluster && gpu_topology(spec.sku).is_none()
+}
+
 /// Full URL of the zone's RoCE network profile (partial URLs without the project are rejected).
 pub fn roce_profile(project: &str, zone: &str) -> String {
     format!("https://www.googleapis.com/compute/v1/projects/{project}/global/networkProfiles/{zone}-vpc-roce")
@@ -139,7 +157,7 @@ pub fn topology(spec: &FabricSpec, project: &str) -> Topology {
         ));
     }
     if roce {
-        // Two gVNIC VPCs in all: the host VPC and this one; then the RDMA VPC for the 8 MRDMA NICs.
+        // Two gVNIC VPCs in all: the host VPC and this one; then the RDMA VPC, a subnet per MRDMA NIC.
         let gvnic = format!("{n}-gvnic-1");
         let range = "192.168.64.0/24".to_owned();
         groups.push(group(Kind::Network, gvnic.clone(), vec![network(gvnic.clone(), ROCE_MTU, None)]));
@@ -152,10 +170,10 @@ pub fn topology(spec: &FabricSpec, project: &str) -> Topology {
         groups.push(group(
             Kind::Subnetwork,
             rdma.clone(),
-            (0..RDMA_SUBNETS).map(|i| subnetwork(format!("{rdma}-{i}"), rdma.clone(), format!("192.168.{}.0/24", 128 + i))).collect(),
+            (0..rdma_subnets(sku)).map(|i| subnetwork(format!("{rdma}-{i}"), rdma.clone(), format!("192.168.{}.0/24", 128 + i))).collect(),
         ));
     }
-    if spec.placement == Placement::Cluster {
+    if fabric_policy(spec) {
         let name = format!("{n}-placement");
         let policy = Resource { name: name.clone(), shape: Shape::Policy { max_distance: spec.max_distance } };
         groups.push(group(Kind::Policy, name, vec![policy]));
@@ -370,6 +388,24 @@ mod tests {
         let roce = |n: &str| (n.to_owned(), Some(ROCE_MTU));
         assert_eq!(names("a4-highgpu-8g"), [roce("train-vpc"), roce("train-gvnic-1"), roce("train-rdma")]);
         assert_eq!(names("g2-standard-4"), [("train-vpc".to_owned(), Some(GPU_MTU))]);
+    }
+
+    #[test]
+    fn a4x_has_4_rdma_subnets_and_leaves_placement_to_its_clusters() {
+        let shape = |sku: &str| {
+            let sku = crate::catalog::find_sku(Cloud::Gcp, sku).unwrap();
+            let spec = spec(sku, Network::Create { cidr: "10.20.0.0/16".into() }, Placement::Cluster, None);
+            let items = desired(&spec, "p", None, None);
+            let rdma = items.iter().filter(|i| i.kind == Kind::Subnetwork && i.name.starts_with("train-rdma-")).count();
+            let policies: Vec<String> = items.iter().filter(|i| i.kind == Kind::Policy).map(|i| i.name.clone()).collect();
+            (rdma, policies)
+        };
+        assert_eq!(shape("a4x-highgpu-4g"), (4, vec![]));
+        assert_eq!(shape("a4-highgpu-8g"), (8, vec!["train-placement".to_owned()]));
+        assert_eq!(shape("a3-ultragpu-8g"), (8, vec!["train-placement".to_owned()]));
+        let a4x = crate::catalog::find_sku(Cloud::Gcp, "a4x-highgpu-4g").unwrap();
+        assert_eq!(gpu_topology(a4x).as_deref(), Some("1x72"));
+        assert_eq!(gpu_topology(crate::catalog::find_sku(Cloud::Gcp, "a4-highgpu-8g").unwrap()), None);
     }
 
     #[test]
