@@ -113,6 +113,7 @@ for_both_clis!(
     oci_import_blocks_by_identity,
     azure_gb200_nvl72_cluster_lifecycle,
     gcp_gb200_nvl72_cluster_lifecycle,
+    aws_gb200_nvl72_cluster_lifecycle,
     nvl72_mistakes_are_refused_at_plan_time,
 );
 
@@ -139,6 +140,7 @@ on_cloud! {
     aws_import_blocks_by_identity => identity::import_blocks_by_identity, "aws";
     azure_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "azure";
     gcp_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "gcp";
+    aws_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "aws";
     gcp_import_blocks_by_identity => identity::import_blocks_by_identity, "gcp";
     azure_import_blocks_by_identity => identity::import_blocks_by_identity, "azure";
     oci_import_blocks_by_identity => identity::import_blocks_by_identity, "oci";

@@ -20,6 +20,9 @@ struct Rack {
     lose: &'static str,
     /// The cluster's import id.
     import_id: &'static str,
+    /// What the emulator holds that was bought or found, not made by the configuration (an AWS Capacity
+    /// Block and its UltraServers' reservations): `(service, kind, ids)`, which destroy leaves as they were.
+    bought: Vec<(&'static str, &'static str, Value)>,
     _emulator: Box<dyn Any>,
 }
 
@@ -56,11 +59,17 @@ fn rack(cli: &Cli, cloud: &str) -> Rack {
             let ep = emulator.endpoint.clone();
             let block = buy_ultraservers(&ep);
             let a = ep.clone();
+            let inv = admin(&ep, "GET", "inventory", None);
+            let bought = vec![
+                ("ec2", "capacity_blocks", json!([block])),
+                ("ec2", "capacity_reservations", inv["resources"]["ec2"]["capacity_reservations"].clone()),
+            ];
             Rack {
                 w: Workdir::new(cli, &case).env("TF_VAR_endpoint", &ep).env("TF_VAR_capacity_block", &block),
                 admin: Box::new(move |m, r, b| admin(&a, m, r, b)),
                 lose: "terminate_instance",
                 import_id: "aws/us-east-1/nvl",
+                bought,
                 _emulator: Box::new(emulator),
             }
         }
@@ -72,6 +81,7 @@ fn rack(cli: &Cli, cloud: &str) -> Rack {
                 admin: Box::new(move |m, r, b| admin(&a, m, r, b)),
                 lose: "delete",
                 import_id: "gcp/us-central1-a/nvl",
+                bought: Vec::new(),
                 _emulator: Box::new(()),
             }
         }
@@ -83,6 +93,7 @@ fn rack(cli: &Cli, cloud: &str) -> Rack {
                 admin: Box::new(move |m, r, b| azure_admin(&a, &pa, m, r, b)),
                 lose: "delete",
                 import_id: "azure/nvlfab-rg/nvl",
+                bought: Vec::new(),
                 _emulator: Box::new(()),
             }
         }
@@ -98,6 +109,7 @@ fn rack(cli: &Cli, cloud: &str) -> Rack {
                 admin: Box::new(move |m, r, b| admin(&a, m, r, b)),
                 lose: "terminate_instance",
                 import_id: "oci/us-ashburn-1/ocid1.compartment.oc1..acceptance/nvl",
+                bought: Vec::new(),
                 _emulator: Box::new(key),
             }
         }
@@ -204,8 +216,24 @@ pub fn nvl72_cluster_lifecycle(cli: &Cli, cloud: &str) {
     plan(w, 0);
 
     w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    assert_only_bought_capacity_left(&r);
+}
+
+/// After destroy: nothing the configuration made is left, and what was bought is there as it was.
+fn assert_only_bought_capacity_left(r: &Rack) {
     let inv = (r.admin)("GET", "inventory", None);
-    assert_eq!(inv["empty"], true, "{inv}");
+    if r.bought.is_empty() {
+        assert_eq!(inv["empty"], true, "{inv}");
+        return;
+    }
+    for (service, kinds) in inv["resources"].as_object().unwrap() {
+        for (kind, ids) in kinds.as_object().unwrap() {
+            match r.bought.iter().find(|(s, k, _)| s == service && k == kind) {
+                Some((_, _, before)) => assert_eq!(ids, before, "{service}.{kind} changed: {inv}"),
+                None => assert_eq!(ids, &json!([]), "{service}.{kind} left behind: {inv}"),
+            }
+        }
+    }
 }
 
 /// The refusals at plan time, each at its attribute with the valid values, before anything is made.

@@ -7,6 +7,8 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use aws_sdk_ec2::types::{MarketType, ResponseLaunchTemplateData};
 use base64::Engine;
 use common::{apply, destroy, diagnostic, import_and_read, lines, provider_context, read, read_found, try_import, value};
@@ -399,4 +401,172 @@ async fn a_refresh_reads_the_new_data_repository_association_not_the_one_being_d
     let (_, _, fs) = data_repository_moved(&env).await;
     let state = read_found(&env.ctx, &ParallelFilesystem, &fs).await;
     assert_eq!(state.get("data_repository").as_str(), Some("s3://datasets/v2"));
+}
+
+// ---------------------------------------------------------------------- UltraServers (p6e-gb200, issue 23)
+
+const GB_FABRIC_REF: fn() -> serde_json::Value = || {
+    json!({"id": "aws/us-east-1/gbf", "name": "gbf", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+           "instance_type": "p6e-gb200.36xlarge", "placement": "none"})
+};
+
+/// Fabric `gbf` for p6e-gb200 nodes and a Capacity Block of `count` u-p6e-gb200x72 UltraServers bought for
+/// it, as a user buys one: DescribeCapacityBlockOfferings by UltraServer type, then PurchaseCapacityBlock.
+struct UltraServers {
+    env: Env,
+    fabric: Value,
+    block: String,
+    reservations: Vec<String>,
+}
+
+async fn ultraservers(count: i32) -> UltraServers {
+    let env = Env::start();
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "gbf", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p6e-gb200.36xlarge", "placement": "none"}),
+    );
+    let (fabric, diags) = apply(&env.ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    let ec2 = env.ec2();
+    let offers = ec2
+        .describe_capacity_block_offerings()
+        .ultraserver_type("u-p6e-gb200x72")
+        .ultraserver_count(count)
+        .capacity_duration_hours(24)
+        .send()
+        .await
+        .unwrap();
+    let offer = offers.capacity_block_offerings()[0].capacity_block_offering_id().unwrap().to_owned();
+    let bought = ec2
+        .purchase_capacity_block()
+        .capacity_block_offering_id(offer)
+        .instance_platform(aws_sdk_ec2::types::CapacityReservationInstancePlatform::LinuxUnix)
+        .send()
+        .await
+        .unwrap();
+    let block = &bought.capacity_blocks()[0];
+    UltraServers {
+        block: block.capacity_block_id().unwrap().to_owned(),
+        reservations: block.capacity_reservation_ids().to_vec(),
+        env,
+        fabric,
+    }
+}
+
+impl UltraServers {
+    fn config(&self, nodes: u32) -> Value {
+        value(
+            &GpuCluster,
+            json!({"name": "gb", "fabric": GB_FABRIC_REF(), "node_count": nodes, "capacity_type": "capacity-block",
+                   "reservation_id": self.block, "image": "ami-12c6146b"}),
+        )
+    }
+
+    /// Each live node of cluster `gb` with the capacity reservation it runs in.
+    async fn reservation_of_nodes(&self) -> BTreeMap<String, String> {
+        let out = self
+            .env
+            .ec2()
+            .describe_instances()
+            .filters(aws_sdk_ec2::types::Filter::builder().name("tag:hpc:cluster").values("gb").build())
+            .filters(aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("running").build())
+            .send()
+            .await
+            .unwrap();
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|i| {
+                let node = i.tags().iter().find(|t| t.key() == Some("hpc:node")).and_then(|t| t.value()).unwrap_or_default();
+                (node.to_owned(), i.capacity_reservation_id().unwrap_or_default().to_owned())
+            })
+            .collect()
+    }
+
+    /// Nodes `from..to` all run in reservation `k` of the block.
+    async fn assert_domain(&self, from: u32, to: u32, k: usize) {
+        let placed = self.reservation_of_nodes().await;
+        for i in from..to {
+            assert_eq!(placed.get(&format!("gb-{i}")), Some(&self.reservations[k]), "gb-{i}: {placed:?}");
+        }
+    }
+
+    async fn available(&self) -> Vec<i32> {
+        let out = self
+            .env
+            .ec2()
+            .describe_capacity_reservations()
+            .set_capacity_reservation_ids(Some(self.reservations.clone()))
+            .send()
+            .await
+            .unwrap();
+        out.capacity_reservations().iter().map(|r| r.available_instance_count().unwrap()).collect()
+    }
+}
+
+#[tokio::test]
+async fn each_nvlink_domain_runs_in_its_own_ultraserver_of_the_capacity_block() {
+    let us = ultraservers(3).await;
+    let (cluster, diags) = apply(&us.env.ctx, &GpuCluster, &Value::Null, &us.config(36)).await;
+    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    assert_eq!(cluster.get("node_count"), &Value::int(36));
+    us.assert_domain(0, 18, 0).await;
+    us.assert_domain(18, 36, 1).await;
+    assert_eq!(us.available().await, [0, 0, 18]);
+    // The launch template names no reservation (a cb- id is none); it records the block for an import.
+    let lt = us.env.ec2().describe_launch_template_versions().launch_template_name("gb-lt").versions("$Latest").send().await.unwrap();
+    let data = lt.launch_template_versions()[0].launch_template_data().unwrap();
+    assert!(data.capacity_reservation_specification().and_then(|c| c.capacity_reservation_target()).is_none(), "{data:?}");
+    assert_eq!(data.instance_market_options().and_then(|m| m.market_type()), Some(&MarketType::CapacityBlock));
+    let imported = import_and_read(&us.env.ctx, &GpuCluster, "aws/us-east-1/gb").await;
+    assert_eq!(imported.get("reservation_id").as_str(), Some(us.block.as_str()));
+    assert_eq!(imported, cluster, "an import gives back the created cluster");
+
+    // A refresh stays two calls, and never reads the block.
+    us.env.admin("DELETE", "counters", None);
+    read_found(&us.env.ctx, &GpuCluster, &cluster).await;
+    let counters = us.env.admin("GET", "counters", None)["counters"].clone();
+    assert_eq!(counters, json!({"ec2:DescribeInstances": 1, "ec2:DescribeLaunchTemplates": 1}), "{counters}");
+
+    // A node lost out of band comes back into its own domain's UltraServer.
+    let lost = us.env.nodes().into_iter().find(|n| n["tags"]["hpc:node"] == "gb-20").unwrap();
+    us.env.admin("POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": lost["id"]})));
+    assert_eq!(us.available().await, [0, 1, 18]);
+    let state = read_found(&us.env.ctx, &GpuCluster, &cluster).await;
+    us.env.admin("DELETE", "counters", None);
+    let (cluster, diags) = apply(&us.env.ctx, &GpuCluster, &state, &us.config(36)).await;
+    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    assert_eq!(us.env.admin("GET", "counters", None)["counters"]["ec2:DescribeCapacityBlocks"], 1, "one block lookup per apply");
+    us.assert_domain(18, 36, 1).await;
+    assert_eq!(us.available().await, [0, 0, 18]);
+
+    // Scaling to three domains launches the third into the block's third UltraServer.
+    let (cluster, diags) = apply(&us.env.ctx, &GpuCluster, &cluster, &us.config(54)).await;
+    assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+    assert_eq!(cluster.get("node_count"), &Value::int(54));
+    us.assert_domain(36, 54, 2).await;
+
+    // Destroy terminates the nodes and leaves the block and its reservations as they were bought.
+    destroy(&us.env.ctx, &GpuCluster, &cluster).await;
+    destroy(&us.env.ctx, &GpuFabric, &us.fabric).await;
+    let inv = us.env.admin("GET", "inventory", None);
+    assert_eq!((&inv["resources"]["ec2"]["instances"], &inv["resources"]["ec2"]["launch_templates"]), (&json!([]), &json!([])), "{inv}");
+    assert_eq!(inv["resources"]["ec2"]["capacity_blocks"], json!([us.block]));
+    assert_eq!(us.available().await, [18, 18, 18]);
+    let block = us.env.ec2().describe_capacity_blocks().capacity_block_ids(&us.block).send().await.unwrap();
+    assert_eq!(block.capacity_blocks()[0].state().map(|s| s.as_str()), Some("active"));
+}
+
+#[tokio::test]
+async fn a_capacity_block_with_fewer_ultraservers_than_domains_is_refused_before_anything_is_made() {
+    let us = ultraservers(1).await;
+    let (state, diags) = apply(&us.env.ctx, &GpuCluster, &Value::Null, &us.config(36)).await;
+    let failure = diagnostic(&diags, "Creating the cluster failed");
+    for part in [us.block.as_str(), "holds 1 u-p6e-gb200x72 UltraServer(s)", "needs 2 NVLink domains", "nothing was launched"] {
+        assert!(failure.contains(part), "{part:?} not in {failure}");
+    }
+    assert!(state.is_null() || state.get("node_count") == &Value::int(0), "{state:?}");
+    let inv = us.env.admin("GET", "inventory", None);
+    assert_eq!((&inv["resources"]["ec2"]["instances"], &inv["resources"]["ec2"]["launch_templates"]), (&json!([]), &json!([])), "{inv}");
+    assert_eq!(us.available().await, [18]);
 }

@@ -4,7 +4,9 @@ moto covers VPCs, subnets, security groups, instances, launch templates and basi
 gaps listed in shared/docs/emulators.md: placement groups with their real error codes, placement stored on
 instances and filterable, EFA interface types and network-card indexes validated per instance type,
 launch-template network interfaces and placement applied at launch, capacity reservations and capacity
-block offerings, FSx lifecycle / MountName / UpdateFileSystem / data repository associations /
+block offerings, UltraServer Capacity Blocks (p6e-gb200.36xlarge registered; offerings by UltraServer type,
+PurchaseCapacityBlock making one capacity reservation per UltraServer, DescribeCapacityBlocks) and launches
+targeting a capacity reservation (checked, counted, given back on terminate), FSx lifecycle / MountName / UpdateFileSystem / data repository associations /
 FileSystemNotFound. It also wraps the server in the emulators' common admin API (see
 emulators/ADMIN-API.md): reset, inventory, out-of-band changes, fault injection and request counters, and
 in botocore's models as the judge of every call and answer (conformance.py, `HPC_CONFORMANCE=strict`).
@@ -198,12 +200,51 @@ def cancel_capacity_reservation(self):
     return ActionResult({"Return": True})
 
 
+# UltraServers (EC2 UltraServer types): how many instances of which type one UltraServer is. Capacity Block
+# offerings of these types come as whole UltraServers (DescribeCapacityBlockOfferings UltraserverType and
+# UltraserverCount), and each UltraServer bought becomes one capacity reservation of the block.
+ULTRASERVERS = {
+    "u-p6e-gb200x72": ("p6e-gb200.36xlarge", 18),
+    "u-p6e-gb200x36": ("p6e-gb200.36xlarge", 9),
+}
+ULTRASERVER_ONLY = {itype for itype, _ in ULTRASERVERS.values()}
+
+
+def _now():
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+
+
 def describe_capacity_block_offerings(self):
     itype = self._get_param("InstanceType")
-    count = self._get_int_param("InstanceCount") or 1
+    asked_count = self._get_int_param("InstanceCount")
     hours = self._get_int_param("CapacityDurationHours") or 24
-    if count > 64:
-        raise EC2ClientError("InvalidParameterValue", "A Capacity Block can reserve at most 64 instances.")
+    ultraserver = self._get_param("UltraserverType")
+    ultraservers = None
+    if ultraserver:
+        if ultraserver not in ULTRASERVERS:
+            raise EC2ClientError("InvalidParameterValue", f"Invalid value '{ultraserver}' for UltraserverType. "
+                                                          f"Valid UltraServer types: {', '.join(sorted(ULTRASERVERS))}.")
+        member, per = ULTRASERVERS[ultraserver]
+        if itype and itype != member:
+            raise EC2ClientError("InvalidParameterCombination",
+                                 f"UltraServer type {ultraserver} is made of {member} instances, not {itype}.")
+        ultraservers = self._get_int_param("UltraserverCount") or 1
+        if ultraservers < 1:
+            raise EC2ClientError("InvalidParameterValue", f"UltraserverCount must be at least 1, not {ultraservers}.")
+        count = ultraservers * per
+        if asked_count is not None and asked_count != count:
+            raise EC2ClientError("InvalidParameterCombination",
+                                 f"InstanceCount {asked_count} is not {ultraservers} x {per}, the instances of "
+                                 f"{ultraservers} {ultraserver} UltraServer(s).")
+        itype = member
+    else:
+        if itype in ULTRASERVER_ONLY:
+            raise EC2ClientError("InvalidParameterCombination",
+                                 f"{itype} is offered only as UltraServers: set UltraserverType "
+                                 f"({', '.join(u for u, (t, _) in sorted(ULTRASERVERS.items()) if t == itype)}) and UltraserverCount.")
+        count = asked_count or 1
+        if count > 64:
+            raise EC2ClientError("InvalidParameterValue", "A Capacity Block can reserve at most 64 instances.")
     zone = f"{self.region}a"
     start = time.strftime("%Y-%m-%dT%H:00:00.000Z", time.gmtime(time.time() + 86400))
     end = time.strftime("%Y-%m-%dT%H:00:00.000Z", time.gmtime(time.time() + 86400 + hours * 3600))
@@ -219,7 +260,102 @@ def describe_capacity_block_offerings(self):
         "CurrencyCode": "USD",
         "Tenancy": "default",
     }
+    if ultraserver:
+        offering["UltraserverType"] = ultraserver
+        offering["UltraserverCount"] = ultraservers
+    # Remembered, so PurchaseCapacityBlock can buy it.
+    _state(self.ec2_backend, "capacity_block_offerings")[offering["CapacityBlockOfferingId"]] = dict(offering)
     return ActionResult({"CapacityBlockOfferings": [offering]})
+
+
+def purchase_capacity_block(self):
+    backend = self.ec2_backend
+    offer_id = self._get_param("CapacityBlockOfferingId")
+    offering = _state(backend, "capacity_block_offerings").get(offer_id)
+    if offering is None:
+        # EC2's documented code (API reference, "Error codes": InvalidCapacityBlockOfferingIdNotFound).
+        raise EC2ClientError("InvalidCapacityBlockOfferingIdNotFound",
+                             f"The Capacity Block offering ID '{offer_id}' cannot be found for this account.")
+    self.error_on_dryrun()
+    del _state(backend, "capacity_block_offerings")[offer_id]
+    specs = self._get_param("TagSpecifications", [])
+    block_id = "cb-" + uuid.uuid4().hex[:17]
+    ultraserver = offering.get("UltraserverType")
+    pieces = [ULTRASERVERS[ultraserver][1]] * offering["UltraserverCount"] if ultraserver else [offering["InstanceCount"]]
+    reservations = _state(backend, "capacity_reservations")
+    created = []
+    for count in pieces:
+        rid = "cr-" + uuid.uuid4().hex[:17]
+        res = {
+            "CapacityReservationId": rid,
+            "CapacityReservationArn": f"arn:aws:ec2:{self.region}:{self.current_account}:capacity-reservation/{rid}",
+            "OwnerId": self.current_account,
+            "InstanceType": offering["InstanceType"],
+            "InstancePlatform": self._get_param("InstancePlatform"),
+            "AvailabilityZone": offering["AvailabilityZone"],
+            "Tenancy": "default",
+            "TotalInstanceCount": count,
+            "AvailableInstanceCount": count,
+            "State": "active",
+            "StartDate": offering["StartDate"],
+            "EndDate": offering["EndDate"],
+            "EndDateType": "limited",
+            "InstanceMatchCriteria": "targeted",
+            "CreateDate": _now(),
+            "ReservationType": "capacity-block",
+            "CapacityBlockId": block_id,
+            "Tags": _tag_list(_tags(specs, "capacity-reservation")),
+        }
+        if ultraserver:
+            res["LaunchStatus"] = "launchable"
+        reservations[rid] = res
+        created.append(res)
+    block = {
+        "CapacityBlockId": block_id,
+        "AvailabilityZone": offering["AvailabilityZone"],
+        "CapacityReservationIds": [r["CapacityReservationId"] for r in created],
+        "StartDate": offering["StartDate"],
+        "EndDate": offering["EndDate"],
+        "CreateDate": _now(),
+        "State": "active",
+        "Tags": _tag_list(_tags(specs, "capacity-block")),
+    }
+    if ultraserver:
+        block["UltraserverType"] = ultraserver
+    _state(backend, "capacity_blocks")[block_id] = block
+    return ActionResult({"CapacityReservation": created[0], "CapacityReservations": created, "CapacityBlocks": [block]})
+
+
+def describe_capacity_blocks(self):
+    blocks = _state(self.ec2_backend, "capacity_blocks")
+    ids = self._get_param("CapacityBlockIds", [])
+    for bid in ids:
+        if bid not in blocks:
+            # No code for this is documented (the API reference's error list has none for Capacity Block ids):
+            # ours, in the form of EC2's other "<Resource>Id.NotFound" codes.
+            raise EC2ClientError("InvalidCapacityBlockId.NotFound", f"The Capacity Block ID '{bid}' does not exist")
+    found = [blocks[b] for b in ids] if ids else list(blocks.values())
+    filters = self._filters_from_querystring()
+
+    def keep(b):
+        tags = {t["Key"]: t["Value"] for t in b.get("Tags", [])}
+        for key, values in filters.items():
+            if key == "capacity-block-id" and b["CapacityBlockId"] not in values:
+                return False
+            if key == "availability-zone" and b["AvailabilityZone"] not in values:
+                return False
+            if key == "state" and b["State"] not in values:
+                return False
+            # The filter takes "ultraservers" or "instances" (the block's kind); the UltraServer type matches too.
+            if key == "ultraserver-type":
+                kind = "ultraservers" if b.get("UltraserverType") else "instances"
+                if kind not in values and b.get("UltraserverType") not in values:
+                    return False
+            if key.startswith("tag:") and tags.get(key[4:]) not in values:
+                return False
+        return True
+
+    return ActionResult({"CapacityBlocks": [b for b in found if keep(b)]})
 
 
 # ------------------------------------------------------------------------------------ EFA interfaces
@@ -230,6 +366,8 @@ def _layout_error(itype, specs):
     info = INSTANCE_TYPES.get(itype, {}).get("NetworkInfo", {})
     cards = int(info.get("MaximumNetworkCards", 1) or 1)
     efa_max = int((info.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0) or 0)
+    card_types = {int(c.get("NetworkCardIndex", 0)): list(c["InterfaceTypes"]) for c in info.get("NetworkCards") or []
+                  if c.get("InterfaceTypes")}
     seen = set()
     efa = 0
     for spec in specs:
@@ -246,9 +384,16 @@ def _layout_error(itype, specs):
         if kind in ("efa", "efa-only"):
             if not info.get("EfaSupported"):
                 return "InvalidParameterCombination", f"The instance type {itype} does not support Elastic Fabric Adapters (EFA)."
-            if itype.startswith("p6-b300") and card == 0:
-                return "InvalidParameterCombination", f"Network card 0 of {itype} supports ENA only; attach EFA interfaces to network cards 1-{cards - 1}."
             efa += 1
+        # Each card says which interface types it takes (DescribeInstanceTypes NetworkCards[].InterfaceTypes):
+        # card 0 of p6-b300 and p6e-gb200 takes ENA only.
+        allowed = card_types.get(card)
+        if allowed is not None and kind not in allowed:
+            efa_cards = [c for c, t in sorted(card_types.items()) if "efa" in t or "efa-only" in t]
+            where = f"network cards {efa_cards[0]}-{efa_cards[-1]}" if efa_cards else "no network card of it"
+            if allowed == ["interface"]:
+                return "InvalidParameterCombination", f"Network card {card} of {itype} supports ENA only; attach EFA interfaces to {where}."
+            return "InvalidParameterCombination", f"Network card {card} of {itype} does not support interface type {kind} (it takes {', '.join(allowed)})."
         if card == 0 and dev == 0 and kind == "efa-only":
             return "InvalidParameterCombination", "An EFA-only network interface cannot be the primary network interface."
     if efa > efa_max:
@@ -296,6 +441,7 @@ def run_instances(self):
         if len(nics) > 1 and JUDGING[0] and any(n.get("AssociatePublicIpAddress") is not None for n in nics):
             raise EC2ClientError("InvalidParameterCombination",
                                  "The associatePublicIPAddress parameter cannot be specified when launching with multiple network interfaces.")
+    reservation = _target_reservation(self, backend, template, itype)
     _tls.template_nics = nics if not self._get_param("NetworkInterfaces", []) else None
     try:
         result = _orig_run_instances(self)
@@ -303,11 +449,74 @@ def run_instances(self):
         _tls.template_nics = None
     for instance in result.result.instances:
         instance.placement.group_name = group or ""
+        if reservation is not None:
+            # The instance runs in the reservation and takes one of its slots (given back on terminate).
+            reservation["AvailableInstanceCount"] -= 1
+            instance.capacity_reservation_id = reservation["CapacityReservationId"]
+            instance.capacity_reservation_specification = {
+                "CapacityReservationTarget": {"CapacityReservationId": reservation["CapacityReservationId"]}}
     if getattr(_tls, "terminate_at_launch", False):
         for instance in result.result.instances:
             instance.terminate()
             instance.state_reason = StateReason("Server.InsufficientInstanceCapacity: Insufficient capacity.", "Server.InsufficientInstanceCapacity")
     return result
+
+
+def _get(d, *path):
+    """A value in a launch template's data, whichever way moto stored it."""
+    for key in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def _target_reservation(self, backend, template, itype):
+    """The capacity reservation a launch targets (CapacityReservationSpecification in the request, else in the
+    launch template), checked as EC2 checks it; None when it targets none. UltraServer instance types launch
+    only into a capacity reservation of an UltraServer Capacity Block."""
+    rid = (self._get_param("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId")
+           or _get(template, "CapacityReservationSpecification", "CapacityReservationTarget", "CapacityReservationId"))
+    reservation = None
+    if rid:
+        if not rid.startswith("cr-"):
+            raise EC2ClientError("InvalidCapacityReservationId.Malformed",
+                                 f"The ID '{rid}' is malformed: a Capacity Reservation ID has the form cr-xxxxxxxxxxxxxxxxx.")
+        reservation = _state(backend, "capacity_reservations").get(rid)
+        if reservation is None or reservation["State"] != "active":
+            raise EC2ClientError("InvalidCapacityReservationId.NotFound", f"The capacity reservation ID '{rid}' does not exist")
+        if reservation["InstanceType"] != itype:
+            raise EC2ClientError("InvalidParameterValue",
+                                 f"The instance type {itype} does not match the instance type {reservation['InstanceType']} "
+                                 f"of Capacity Reservation {rid}.")
+        wanted = int(self._get_param("MinCount") or 1)
+        if wanted > reservation["AvailableInstanceCount"]:
+            raise EC2ClientError("ReservationCapacityExceeded",
+                                 f"The targeted Capacity Reservation {rid} does not have enough available instance capacity "
+                                 f"to fulfill your request: {wanted} requested, {reservation['AvailableInstanceCount']} available.")
+        market = self._get_param("InstanceMarketOptions.MarketType") or _get(template, "InstanceMarketOptions", "MarketType")
+        if reservation.get("ReservationType") == "capacity-block" and market != "capacity-block":
+            raise EC2ClientError("InvalidParameterCombination",
+                                 f"Capacity Reservation {rid} is a Capacity Block: launch into it with the market type capacity-block.")
+    if itype in ULTRASERVER_ONLY and (reservation is None or reservation.get("ReservationType") != "capacity-block"):
+        raise EC2ClientError("InvalidParameterCombination",
+                             f"{itype} instances must launch into an UltraServer Capacity Block: target one of its capacity "
+                             "reservations with CapacityReservationSpecification.")
+    return reservation
+
+
+_orig_terminate = Instance.terminate
+
+
+def instance_terminate(self):
+    """Terminating an instance that runs in a capacity reservation gives its slot back."""
+    rid = getattr(self, "capacity_reservation_id", None)
+    if rid and not getattr(self, "_hpc_released", False):
+        self._hpc_released = True
+        reservation = _state(self.ec2_backend, "capacity_reservations").get(rid)
+        if reservation is not None:
+            reservation["AvailableInstanceCount"] = min(reservation["TotalInstanceCount"], reservation["AvailableInstanceCount"] + 1)
+    return _orig_terminate(self)
 
 
 _orig_prep_nics = Instance.prep_nics
@@ -645,6 +854,59 @@ DLAMI = {
 }
 
 
+# p6e-gb200.36xlarge, which moto 5.2.5's instance-type data lacks (botocore 1.44.8's InstanceType enum lists it).
+# Confirmed: the name (botocore), 4 GB200 GPUs per instance (EKS docs, ml-eks-nvidia-ultraserver). From
+# secondary sources, unconfirmed by AWS's specifications: 17 network cards with card 0 ENA-only and cards 1-16
+# EFA, MaximumEfaInterfaces 16 (describe-instance-types as quoted in NVIDIA/aicr#1256), 185 GiB of HBM3e per
+# GPU (740 GB per instance as announcements are quoted), 1,600 Gbps of EFA per instance (28.8 Tbps per 72-GPU
+# UltraServer, as an AWS ML blog is summarized), Grace (arm64). Ours, filling the shape: 144 vCPUs (the
+# 36xlarge size), 100 Gbps per EFA card, the memory size, no instance store; sold only in Capacity Blocks.
+P6E_GB200 = "p6e-gb200.36xlarge"
+
+
+def _p6e_gb200():
+    card = lambda i, kinds, gbps: {"BaselineBandwidthInGbps": float(gbps), "DefaultEnaQueueCountPerInterface": 32,
+                                   "InterfaceTypes": kinds, "MaximumNetworkInterfaces": 4, "NetworkCardIndex": i,
+                                   "NetworkPerformance": f"{gbps} Gigabit", "PeakBandwidthInGbps": float(gbps)}
+    return {
+        "AutoRecoverySupported": False, "BareMetal": False, "BurstablePerformanceSupported": False,
+        "CurrentGeneration": True, "DedicatedHostsSupported": False, "FreeTierEligible": False,
+        "HibernationSupported": False, "Hypervisor": "nitro", "InstanceStorageSupported": False,
+        "InstanceType": P6E_GB200,
+        "EbsInfo": {"EbsOptimizedSupport": "default", "EncryptionSupport": "supported", "NvmeSupport": "required"},
+        "GpuInfo": {"Gpus": [{"Count": 4, "Manufacturer": "NVIDIA", "Name": "GB200", "MemoryInfo": {"SizeInMiB": 185 * 1024}}],
+                    "TotalGpuMemoryInMiB": 4 * 185 * 1024},
+        "MemoryInfo": {"SizeInMiB": 960 * 1024},
+        "NetworkInfo": {
+            "DefaultNetworkCardIndex": 0, "EfaInfo": {"MaximumEfaInterfaces": 16}, "EfaSupported": True,
+            "EnaSrdSupported": True, "EnaSupport": "required", "EncryptionInTransitSupported": True,
+            "Ipv4AddressesPerInterface": 50, "Ipv6AddressesPerInterface": 50, "Ipv6Supported": True,
+            "MaximumNetworkCards": 17, "MaximumNetworkInterfaces": 68, "NetworkPerformance": "1600 Gigabit",
+            "NetworkCards": [card(0, ["interface"], 100)] + [card(i, ["interface", "efa", "efa-only"], 100) for i in range(1, 17)],
+        },
+        "PlacementGroupInfo": {"SupportedStrategies": ["cluster", "partition", "spread"]},
+        "ProcessorInfo": {"Manufacturer": "NVIDIA", "SupportedArchitectures": ["arm64"]},
+        "SupportedBootModes": ["uefi"], "SupportedInRegion": True, "SupportedRootDeviceTypes": ["ebs"],
+        "SupportedUsageClasses": ["capacity-block"], "SupportedVirtualizationTypes": ["hvm"],
+        "VCpuInfo": {"DefaultCores": 144, "DefaultThreadsPerCore": 1, "DefaultVCpus": 144},
+    }
+
+
+def _register_instance_types():
+    """Adds p6e-gb200.36xlarge to moto's instance types and to its offerings in every zone and region (EC2
+    offers it in few places; the emulator anywhere, so tests keep to their own regions)."""
+    from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS, InstanceType, InstanceTypeBackend
+    if P6E_GB200 not in INSTANCE_TYPES:
+        INSTANCE_TYPES[P6E_GB200] = _p6e_gb200()
+        InstanceTypeBackend.instance_types.append(InstanceType(P6E_GB200))  # the list DescribeInstanceTypes reads
+    for location_type, regions in INSTANCE_TYPE_OFFERINGS.items():
+        for region, offers in regions.items():
+            if any(o["InstanceType"] == P6E_GB200 for o in offers):
+                continue
+            locations = sorted({o["Location"] for o in offers})
+            offers.extend({"InstanceType": P6E_GB200, "Location": loc, "LocationType": location_type} for loc in locations)
+
+
 def apply_patches():
     from moto.ec2.models import amis as ami_models
     if not any(a["ami_id"] == DLAMI["ami_id"] for a in ami_models.AMIS):
@@ -656,6 +918,10 @@ def apply_patches():
     EC2Response.describe_capacity_reservations = describe_capacity_reservations
     EC2Response.cancel_capacity_reservation = cancel_capacity_reservation
     EC2Response.describe_capacity_block_offerings = describe_capacity_block_offerings
+    EC2Response.purchase_capacity_block = purchase_capacity_block
+    EC2Response.describe_capacity_blocks = describe_capacity_blocks
+    Instance.terminate = instance_terminate
+    _register_instance_types()
     EC2Response.run_instances = run_instances
     Instance.prep_nics = prep_nics
     eni_models.Attachment.__init__ = attachment_init
@@ -762,7 +1028,7 @@ def fault_response(rule, service, operation, body):
 def inventory(region=None):
     """Everything a test could have created, per service; defaults moto makes (default VPC, ...) are left out."""
     ec2 = {"instances": [], "vpcs": [], "subnets": [], "security_groups": [], "placement_groups": [], "launch_templates": [],
-           "capacity_reservations": [], "key_pairs": []}
+           "capacity_reservations": [], "capacity_blocks": [], "key_pairs": []}
     fsx = {"file_systems": [], "data_repository_associations": []}
     for account, regions in ec2_backends.items():
         for name, b in regions.items():
@@ -778,6 +1044,9 @@ def inventory(region=None):
             ec2["launch_templates"] += [t.id for t in b.launch_templates.values()]
             ec2["capacity_reservations"] += [r["CapacityReservationId"] for r in _state(b, "capacity_reservations").values()
                                              if r["State"] == "active"]
+            # Capacity Blocks are bought, not made by a configuration: like capacity reservations, they are
+            # listed while active (and so keep `empty` false), and a destroy leaves them as they were.
+            ec2["capacity_blocks"] += [c["CapacityBlockId"] for c in _state(b, "capacity_blocks").values() if c["State"] == "active"]
             ec2["key_pairs"] += list(b.key_pairs.keys())
     for account, regions in fsx_models.fsx_backends.items():
         for name, b in regions.items():
@@ -825,6 +1094,10 @@ def snapshot(region=None):
                 out[g["GroupId"]] = {"kind": "placement_group", "name": g["GroupName"], "state": g["State"], "tags": tags(g["GroupId"])}
             for t in b.launch_templates.values():
                 out[t.id] = {"kind": "launch_template", "name": t.name, "versions": len(t.versions), "tags": tags(t.id)}
+            for c in _state(b, "capacity_blocks").values():
+                out[c["CapacityBlockId"]] = {"kind": "capacity_block", "state": c["State"], "ultraserver_type": c.get("UltraserverType"),
+                                             "capacity_reservations": list(c["CapacityReservationIds"]),
+                                             "tags": {t["Key"]: t["Value"] for t in c.get("Tags", [])}}
             for k, pair in b.key_pairs.items():
                 out["key/" + k] = {"kind": "key_pair", "name": k, "fingerprint": pair.key_fingerprint, "tags": tags(pair.id)}
     for account, regions in fsx_models.fsx_backends.items():

@@ -264,6 +264,223 @@ async fn capacity_reservations_and_capacity_block_offerings() {
     assert_eq!(code(&too_big), "InvalidParameterValue");
 }
 
+/// p6e-gb200 launch template interfaces: ENA on card 0, EFA on the even cards 1-16, EFA-only on the odd ones.
+fn gb200_layout(subnet: &str, sg: &str) -> Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> {
+    let mut nics = efa_layout(17, subnet, sg);
+    nics[0].interface_type = Some("interface".into());
+    for (card, nic) in nics.iter_mut().enumerate().skip(1) {
+        nic.interface_type = Some(if card % 2 == 0 { "efa" } else { "efa-only" }.into());
+    }
+    nics
+}
+
+#[tokio::test]
+async fn gb200_ultraservers_are_bought_as_capacity_blocks_and_launched_into_their_reservations() {
+    use aws_sdk_ec2::types::{
+        CapacityReservationInstancePlatform, CapacityReservationSpecification, CapacityReservationTarget, InstanceMarketOptionsRequest,
+        LaunchTemplateInstanceMarketOptionsRequest, MarketType,
+    };
+    let ep = aws();
+    let client = ec2(ep, "us-west-1");
+    let (_, subnet, sg) = network(&client, "us-west-1a").await;
+
+    // The type is known, with 17 network cards (card 0 ENA only) and 16 EFA interfaces.
+    let types = client.describe_instance_types().instance_types(InstanceType::P6eGb20036xlarge).send().await.unwrap();
+    let info = types.instance_types()[0].network_info().unwrap();
+    assert_eq!(info.maximum_network_cards(), Some(17));
+    assert_eq!(info.efa_info().and_then(|e| e.maximum_efa_interfaces()), Some(16));
+    assert_eq!(info.network_cards().len(), 17);
+    let offered = client
+        .describe_instance_type_offerings()
+        .location_type(aws_sdk_ec2::types::LocationType::AvailabilityZone)
+        .filters(Filter::builder().name("instance-type").values("p6e-gb200.36xlarge").build())
+        .send()
+        .await
+        .unwrap();
+    assert!(offered.instance_type_offerings().iter().any(|o| o.location() == Some("us-west-1a")));
+
+    // Offerings: only as UltraServers; an unknown UltraServer type is refused.
+    let not_as_instances = client
+        .describe_capacity_block_offerings()
+        .instance_type("p6e-gb200.36xlarge")
+        .instance_count(18)
+        .capacity_duration_hours(24)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&not_as_instances), "InvalidParameterCombination");
+    assert!(message(&not_as_instances).contains("offered only as UltraServers"), "{}", message(&not_as_instances));
+    let unknown_type = client
+        .describe_capacity_block_offerings()
+        .ultraserver_type("u-p6e-gb200x144")
+        .capacity_duration_hours(24)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&unknown_type), "InvalidParameterValue");
+    let small =
+        client.describe_capacity_block_offerings().ultraserver_type("u-p6e-gb200x36").capacity_duration_hours(24).send().await.unwrap();
+    assert_eq!(small.capacity_block_offerings()[0].instance_count(), Some(9));
+    assert_eq!(small.capacity_block_offerings()[0].ultraserver_count(), Some(1));
+    let offerings = client
+        .describe_capacity_block_offerings()
+        .ultraserver_type("u-p6e-gb200x72")
+        .ultraserver_count(2)
+        .capacity_duration_hours(24)
+        .send()
+        .await
+        .unwrap();
+    let offer = &offerings.capacity_block_offerings()[0];
+    assert_eq!(offer.instance_type(), Some("p6e-gb200.36xlarge"));
+    assert_eq!(offer.instance_count(), Some(36));
+    assert_eq!(offer.ultraserver_type(), Some("u-p6e-gb200x72"));
+    assert_eq!(offer.ultraserver_count(), Some(2));
+
+    // Buying it: one capacity reservation per UltraServer, listed in the block in that order.
+    let unknown_offer = client
+        .purchase_capacity_block()
+        .capacity_block_offering_id("cb-00000000000000000")
+        .instance_platform(CapacityReservationInstancePlatform::LinuxUnix)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&unknown_offer), "InvalidCapacityBlockOfferingIdNotFound");
+    let bought = client
+        .purchase_capacity_block()
+        .capacity_block_offering_id(offer.capacity_block_offering_id().unwrap())
+        .instance_platform(CapacityReservationInstancePlatform::LinuxUnix)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::CapacityBlock)
+                .tags(Tag::builder().key("team").value("ml").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    // (aws-sdk-ec2 1.195 predates the answer's CapacityReservations; the block lists their ids.)
+    let block = &bought.capacity_blocks()[0];
+    let block_id = block.capacity_block_id().unwrap().to_owned();
+    assert!(block_id.starts_with("cb-"));
+    let listed =
+        client.describe_capacity_reservations().set_capacity_reservation_ids(Some(block.capacity_reservation_ids().to_vec())).send();
+    let listed = listed.await.unwrap();
+    let reservations = listed.capacity_reservations();
+    assert_eq!(reservations.len(), 2);
+    assert_eq!(bought.capacity_reservation().and_then(|r| r.capacity_reservation_id()), reservations[0].capacity_reservation_id());
+    for r in reservations {
+        assert_eq!(r.total_instance_count(), Some(18));
+        assert_eq!(r.available_instance_count(), Some(18));
+        assert_eq!(r.instance_type(), Some("p6e-gb200.36xlarge"));
+        assert_eq!(r.reservation_type().map(|t| t.as_str()), Some("capacity-block"));
+    }
+    assert_eq!(reservations[0].capacity_block_id(), Some(block_id.as_str()));
+    let ids: Vec<&str> = reservations.iter().filter_map(|r| r.capacity_reservation_id()).collect();
+    assert_eq!(block.capacity_reservation_ids().iter().map(String::as_str).collect::<Vec<_>>(), ids);
+    let described = client.describe_capacity_blocks().capacity_block_ids(&block_id).send().await.unwrap();
+    let found = &described.capacity_blocks()[0];
+    assert_eq!(found.ultraserver_type(), Some("u-p6e-gb200x72"));
+    assert_eq!(found.state().map(|s| s.as_str()), Some("active"));
+    assert_eq!(found.capacity_reservation_ids(), block.capacity_reservation_ids());
+    assert_eq!(found.tags()[0].key(), Some("team"));
+    let by_filter = client
+        .describe_capacity_blocks()
+        .filters(Filter::builder().name("ultraserver-type").values("ultraservers").build())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_filter.capacity_blocks().len(), 1);
+    let unknown_block = client.describe_capacity_blocks().capacity_block_ids("cb-00000000000000000").send().await.unwrap_err();
+    assert_eq!(code(&unknown_block), "InvalidCapacityBlockId.NotFound");
+
+    // Card 0 of p6e-gb200 takes ENA only, as on p6-b300.
+    let mut efa_on_card0 = gb200_layout(&subnet, &sg);
+    efa_on_card0[0].interface_type = Some("efa".into());
+    let template = |name: &str, nics: Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest>| {
+        let data = RequestLaunchTemplateData::builder()
+            .instance_type(InstanceType::P6eGb20036xlarge)
+            .image_id(AMI)
+            .instance_market_options(LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(MarketType::CapacityBlock).build())
+            .set_network_interfaces(Some(nics))
+            .build();
+        client.create_launch_template().launch_template_name(name).launch_template_data(data).send()
+    };
+    template("gb200-card0", efa_on_card0).await.unwrap();
+    template("gb200-lt", gb200_layout(&subnet, &sg)).await.unwrap();
+    let target = |rid: &str| {
+        CapacityReservationSpecification::builder()
+            .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(rid).build())
+            .build()
+    };
+    let launch = |lt: &str, count: i32, reservation: Option<&str>| {
+        client
+            .run_instances()
+            .launch_template(LaunchTemplateSpecification::builder().launch_template_name(lt).version("$Latest").build())
+            .min_count(count)
+            .max_count(count)
+            .set_capacity_reservation_specification(reservation.map(target))
+            .send()
+    };
+    let card0 = launch("gb200-card0", 1, Some(ids[0])).await.unwrap_err();
+    assert_eq!(code(&card0), "InvalidParameterCombination");
+    assert!(message(&card0).contains("ENA only"), "{}", message(&card0));
+
+    // Refusals: no Capacity Block, an unknown reservation, another type's reservation, more than it holds.
+    let no_block = launch("gb200-lt", 1, None).await.unwrap_err();
+    assert_eq!(code(&no_block), "InvalidParameterCombination");
+    assert!(message(&no_block).contains("UltraServer Capacity Block"), "{}", message(&no_block));
+    let unknown = launch("gb200-lt", 1, Some("cr-00000000000000000")).await.unwrap_err();
+    assert_eq!(code(&unknown), "InvalidCapacityReservationId.NotFound");
+    let wrong_type = client
+        .run_instances()
+        .image_id(AMI)
+        .instance_type(InstanceType::P548xlarge)
+        .instance_market_options(InstanceMarketOptionsRequest::builder().market_type(MarketType::CapacityBlock).build())
+        .capacity_reservation_specification(target(ids[0]))
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&wrong_type), "InvalidParameterValue");
+    assert!(message(&wrong_type).contains("does not match"), "{}", message(&wrong_type));
+    let too_many = launch("gb200-lt", 19, Some(ids[0])).await.unwrap_err();
+    assert_eq!(code(&too_many), "ReservationCapacityExceeded");
+
+    // A whole UltraServer: 18 nodes into its reservation, each showing it; the slots come back on terminate.
+    let run = launch("gb200-lt", 18, Some(ids[1])).await.unwrap();
+    assert_eq!(run.instances().len(), 18);
+    let available = |rid: &str| {
+        let client = client.clone();
+        let rid = rid.to_owned();
+        async move {
+            let out = client.describe_capacity_reservations().capacity_reservation_ids(&rid).send().await.unwrap();
+            out.capacity_reservations()[0].available_instance_count().unwrap()
+        }
+    };
+    assert_eq!(available(ids[1]).await, 0);
+    assert_eq!(available(ids[0]).await, 18);
+    let first = run.instances()[0].instance_id().unwrap().to_owned();
+    let described = client.describe_instances().instance_ids(&first).send().await.unwrap();
+    let instance = &described.reservations()[0].instances()[0];
+    assert_eq!(instance.capacity_reservation_id(), Some(ids[1]));
+    let spec_target = instance.capacity_reservation_specification().and_then(|s| s.capacity_reservation_target());
+    assert_eq!(spec_target.and_then(|t| t.capacity_reservation_id()), Some(ids[1]));
+    assert_eq!(instance.network_interfaces().iter().filter(|n| n.interface_type() == Some("efa")).count(), 8);
+    let full = launch("gb200-lt", 1, Some(ids[1])).await.unwrap_err();
+    assert_eq!(code(&full), "ReservationCapacityExceeded");
+    client.terminate_instances().instance_ids(&first).send().await.unwrap();
+    assert_eq!(available(ids[1]).await, 1);
+    launch("gb200-lt", 1, Some(ids[1])).await.unwrap();
+    assert_eq!(available(ids[1]).await, 0);
+
+    // The block and its reservations are bought, not made: the inventory lists them.
+    let inventory = admin(ep, "GET", "inventory", None);
+    assert!(inventory["resources"]["ec2"]["capacity_blocks"].as_array().unwrap().iter().any(|b| b == block_id.as_str()));
+    let listed = inventory["resources"]["ec2"]["capacity_reservations"].as_array().unwrap();
+    assert!(ids.iter().all(|id| listed.iter().any(|r| r == id)));
+}
+
 #[tokio::test]
 async fn fsx_lustre_lifecycle_update_associations_and_not_found() {
     use aws_sdk_fsx::error::ProvideErrorMetadata;

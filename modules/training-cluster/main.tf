@@ -51,12 +51,24 @@ variable "instance_type" {
 }
 
 variable "node_count" {
-  description = "Number of nodes. Changes in place."
+  description = "Number of nodes. Changes in place. Set this or nvlink_domains."
   type        = number
+  default     = null
 
   validation {
-    condition     = var.node_count >= 1 && floor(var.node_count) == var.node_count
+    condition     = var.node_count == null ? true : var.node_count >= 1 && floor(var.node_count) == var.node_count
     error_message = "The node_count must be a whole number of at least 1."
+  }
+}
+
+variable "nvlink_domains" {
+  description = "Rack-scale node types (gpu = \"GB200\" or \"GB300\": NVL72 racks): number of whole NVLink domains; node_count becomes domains x nodes per domain (18). Set this or node_count."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.nvlink_domains == null ? true : var.nvlink_domains >= 1 && floor(var.nvlink_domains) == var.nvlink_domains
+    error_message = "The nvlink_domains must be a whole number of at least 1."
   }
 }
 
@@ -200,10 +212,23 @@ resource "hpc_gpu_fabric" "this" {
   tags           = var.tags
 }
 
+# The node type's NVLink domain, from the provider's catalog (no cloud call).
+# Read from the inputs, not the fabric, so that it is known at plan time.
+data "hpc_gpu_catalog" "node" {
+  cloud         = var.cloud
+  gpu           = var.instance_type == null ? var.gpu : null
+  instance_type = var.instance_type
+}
+
+locals {
+  nodes_per_domain = max(1, [for t in data.hpc_gpu_catalog.node.instance_types : t.nvlink_domain_nodes]...)
+  node_count       = var.nvlink_domains != null ? var.nvlink_domains * local.nodes_per_domain : var.node_count
+}
+
 resource "hpc_gpu_cluster" "this" {
   name           = var.name
   fabric         = hpc_gpu_fabric.this
-  node_count     = var.node_count
+  node_count     = local.node_count
   workload       = var.workload
   capacity_type  = var.capacity_type
   reservation_id = var.reservation_id
@@ -227,7 +252,7 @@ resource "hpc_parallel_filesystem" "this" {
 }
 
 locals {
-  gpus_per_node = floor(hpc_gpu_cluster.this.gpus_total / var.node_count)
+  gpus_per_node = floor(hpc_gpu_cluster.this.gpus_total / local.node_count)
 
   # Expansion kinds that place nodes close together, per cloud.
   placement_kinds = [
@@ -345,4 +370,24 @@ output "expansion_summary" {
     for part, pieces in local.expansions :
     part => [for p in pieces : p.count > 1 ? "${p.kind}.${p.name} x${p.count}" : "${p.kind}.${p.name}"]
   }
+}
+
+output "nvlink_domains" {
+  description = "Rack-scale node types: the NVLink domains (name, nodes, gpus); empty otherwise."
+  value       = hpc_gpu_cluster.this.nvlink_domains
+}
+
+output "slurm_topology_conf" {
+  description = "Rack-scale node types: Slurm topology.conf for topology/block, one block per NVLink domain; null otherwise."
+  value       = hpc_gpu_cluster.this.slurm_topology_conf
+}
+
+output "slurm_conf" {
+  description = "Rack-scale node types: the slurm.conf lines the block topology needs; null otherwise."
+  value       = hpc_gpu_cluster.this.slurm_conf
+}
+
+output "kubernetes_node_labels" {
+  description = "Labels per node for Kubernetes: the cluster, and on rack-scale node types the node's NVLink domain."
+  value       = hpc_gpu_cluster.this.kubernetes_node_labels
 }

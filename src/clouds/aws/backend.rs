@@ -109,14 +109,54 @@ fn fabric_region(v: &Value) -> &str {
     v.get("fabric").get("region").as_str().unwrap_or_default()
 }
 
-/// A cluster state brought to what exists: node count, names and GPUs as found; a launch template that is
-/// gone (with its interfaces) marked missing.
+/// A cluster state brought to what exists: node count, names and GPUs as found (on an UltraServer node
+/// type, each NVLink domain's node piece with its own nodes); a launch template that is gone (with its
+/// interfaces) marked missing.
 fn refreshed_cluster(state: &Value, live: &cluster::ClusterLive) -> Value {
-    let out = shared::with_nodes(state, Cloud::Aws, NODES, &live.addresses());
+    let nodes = live.addresses();
+    let out = with_domain_nodes(&shared::with_nodes(state, Cloud::Aws, NODES, &nodes), &nodes);
     if live.has_template {
         return out;
     }
     shared::with_missing(&out, |k| !k.starts_with("aws_launch_template"))
+}
+
+/// Nodes per NVLink domain of a cluster state whose node type is an UltraServer's (one piece per domain).
+fn domain_nodes(state: &Value) -> Option<u32> {
+    let sku = crate::catalog::find_sku(Cloud::Aws, state.get("instance_type").as_str()?)?;
+    super::ultraserver_type(sku)?;
+    sku.nvlink_domain.map(|d| d.nodes)
+}
+
+/// On an UltraServer node type, each domain's node piece (`<cluster>-nvl<k>`) counts and names the nodes of
+/// that domain that exist, and is marked missing when none does; other states are returned as they are.
+fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress]) -> Value {
+    let Some(per) = domain_nodes(state) else { return state.clone() };
+    let name = state.get("name").as_str().unwrap_or_default().to_owned();
+    let Some(pieces) = state.get("expansion").as_list() else { return state.clone() };
+    let index = |node: &str| node.strip_prefix(name.as_str())?.strip_prefix('-')?.parse::<u32>().ok();
+    let domain = |piece: &str| piece.strip_prefix(name.as_str())?.strip_prefix("-nvl")?.parse::<u32>().ok();
+    let pieces: Vec<Value> = pieces
+        .iter()
+        .map(|p| {
+            let k = p.get("name").as_str().and_then(domain);
+            let (Some(k), Some(NODES)) = (k, p.get("kind").as_str()) else { return p.clone() };
+            let mut mine: Vec<u32> =
+                nodes.iter().filter_map(|n| index(&n.name)).filter(|i| crate::model::domain_of(*i, per) == k).collect();
+            mine.sort_unstable();
+            mine.dedup();
+            let whole: Vec<u32> = (k * per..(k + 1) * per).collect();
+            let names = if mine == whole {
+                crate::clouds::node_range(&name, &mine)
+            } else {
+                mine.iter().map(|i| format!("{name}-{i}")).collect::<Vec<_>>().join(", ")
+            };
+            let patched = shared::patch_piece(&Value::list([p.clone()]), NODES, Some(mine.len() as i64), &[("names", names)]);
+            let patched = patched.as_list().and_then(|l| l.first().cloned()).unwrap_or_else(|| p.clone());
+            if mine.is_empty() { shared::marked_missing(&patched) } else { patched }
+        })
+        .collect();
+    shared::with_attr(state, "expansion", Value::list(pieces))
 }
 
 /// The state after a successful apply: where the plan left `nodes` unknown, the nodes as they now are.
@@ -444,6 +484,38 @@ mod tests {
         let out = refreshed_cluster(&cluster_state(), &live(true));
         assert!(missing(&out).is_empty(), "{:?}", missing(&out));
         assert_eq!(out.get("nodes").as_list().unwrap()[0].get("id").as_str(), Some("i-0"));
+    }
+
+    #[test]
+    fn an_ultraserver_cluster_refresh_counts_each_nvlink_domains_own_nodes() {
+        let state = Value::object([
+            ("name", Value::from("gb")),
+            ("instance_type", Value::from("p6e-gb200.36xlarge")),
+            (
+                "expansion",
+                Value::list([piece("aws_launch_template", "gb-lt"), piece("aws_instance", "gb-nvl0"), piece("aws_instance", "gb-nvl1")]),
+            ),
+        ]);
+        let node = |i: u32| cluster::Node { id: format!("i-{i}"), name: format!("gb-{i}"), index: Some(i), private_ip: None };
+        let pieces = |nodes: Vec<cluster::Node>| {
+            let out = refreshed_cluster(&state, &cluster::ClusterLive { has_template: true, template: None, nodes, key: false });
+            out.get("expansion").as_list().unwrap()[1..]
+                .iter()
+                .map(|p| (p.get("count").clone(), p.get("settings").get("names").as_str().unwrap().to_owned()))
+                .collect::<Vec<_>>()
+        };
+        // Node gb-20 lost: its domain shows 17, the other its whole 18.
+        let found = pieces((0..36).filter(|i| *i != 20).map(node).collect());
+        assert_eq!(found[0], (Value::int(18), "gb-0 .. gb-17".to_owned()));
+        assert_eq!(found[1].0, Value::int(17));
+        assert!(found[1].1.starts_with("gb-18, gb-19, gb-21"), "{:?}", found[1]);
+        // A domain with no node left is missing.
+        let out = refreshed_cluster(
+            &state,
+            &cluster::ClusterLive { has_template: true, template: None, nodes: (0..18).map(node).collect(), key: false },
+        );
+        assert_eq!(missing(&out), ["aws_instance"]);
+        assert_eq!(out.get("node_count"), &Value::int(18));
     }
 
     #[test]

@@ -3,15 +3,20 @@
 //! `hpc:cluster = <cluster>` and `hpc:node = <cluster>-<i>`, so a refresh is one filtered
 //! DescribeInstances (paginated) whatever the node count. Only the nodes, launch template and key pair whose
 //! `hpc:owner` tag the census admits are kept, changed or deleted.
+//!
+//! An UltraServer node type (p6e-gb200) launches each NVLink domain into one UltraServer of the Capacity
+//! Block `reservation_id` names: an apply reads the block once (DescribeCapacityBlocks) and launches domain k
+//! into the k-th of its capacity reservations, as listed. The block is bought, never made or deleted here.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{
-    CapacityReservationTarget, Instance, InstanceStateName, LaunchTemplateCapacityReservationSpecificationRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest, LaunchTemplateSpecification,
-    LaunchTemplateVersion, MarketType, RequestLaunchTemplateData, ResourceType,
+    CapacityReservationSpecification, CapacityReservationTarget, Instance, InstanceStateName,
+    LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateHttpTokensState, LaunchTemplateInstanceMarketOptionsRequest,
+    LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    LaunchTemplatePlacementRequest, LaunchTemplateSpecification, LaunchTemplateVersion, MarketType, RequestLaunchTemplateData,
+    ResourceType,
 };
 use base64::Engine;
 
@@ -27,6 +32,9 @@ pub const NODE_TAG: &str = "hpc:node";
 pub const BATCH: usize = 100;
 /// States a node counts in; `shutting-down` and `terminated` nodes are gone.
 const ALIVE: [&str; 4] = ["pending", "running", "stopping", "stopped"];
+/// The launch template tag naming an UltraServer cluster's Capacity Block (its launches name the block's
+/// reservations one by one; the template names none), so an import finds `reservation_id` again.
+pub const BLOCK_TAG: &str = "hpc:capacity-block";
 
 pub fn template_name(cluster: &str) -> String {
     format!("{cluster}-lt")
@@ -253,8 +261,15 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         })?),
         _ => None,
     };
+    // An UltraServer cluster's Capacity Block, read once and checked before anything is made or launched.
+    let ultraservers = ultraserver_reservations(aws, spec).await?;
     let mut lt_tags = o.tags.clone();
     lt_tags.insert("hpc:workload".into(), spec.workload.as_str().into());
+    if ultraservers.is_some()
+        && let Some(block) = &spec.reservation_id
+    {
+        lt_tags.insert(BLOCK_TAG.into(), block.clone());
+    }
     if spec.image.is_none() {
         // An import must not pin the image the lookup chose: the configuration left it to the provider.
         lt_tags.insert("hpc:default-image".into(), "true".into());
@@ -300,7 +315,9 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         if let Some(m) = market {
             data = data.instance_market_options(LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(m).build());
         }
-        if let Some(r) = &spec.reservation_id {
+        // A Capacity Block id (cb-...) is no capacity reservation: an UltraServer cluster names the block's
+        // reservations at launch, one per NVLink domain.
+        if let Some(r) = spec.reservation_id.as_ref().filter(|_| ultraservers.is_none()) {
             data = data.capacity_reservation_specification(
                 LaunchTemplateCapacityReservationSpecificationRequest::builder()
                     .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(r).build())
@@ -353,11 +370,12 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         let ids: Vec<String> = keep.values().map(|n| n.id.clone()).collect();
         fabric::retag(aws, &ids, o.tags, o.stale_tags).await?;
     }
-    let missing: Vec<String> = wanted.iter().filter(|n| !keep.contains_key(*n)).cloned().collect();
+    let missing: Vec<(u32, String)> =
+        wanted.iter().enumerate().filter(|(_, n)| !keep.contains_key(*n)).map(|(i, n)| (i as u32, n.clone())).collect();
     let mut launched = Vec::new();
     let mut result: Result<(), String> = Ok(());
-    for batch in missing.chunks(BATCH) {
-        match launch(ctx, aws, spec, batch, o).await {
+    for (batch, reservation) in launch_batches(spec, &missing, ultraservers.as_deref()) {
+        match launch(ctx, aws, spec, &batch, reservation, o).await {
             Ok(nodes) => launched.extend(nodes),
             Err((nodes, e)) => {
                 launched.extend(nodes);
@@ -381,6 +399,89 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     }
 }
 
+/// The capacity reservations of the Capacity Block an UltraServer cluster launches into, one per UltraServer
+/// in the order DescribeCapacityBlocks lists them; `None` for any other node type. Refused, before anything
+/// is launched, when the block is not an UltraServer block of the node type's UltraServer type or holds fewer
+/// UltraServers than `node_count` has NVLink domains.
+pub async fn ultraserver_reservations(aws: &Aws, spec: &ClusterSpec) -> Result<Option<Vec<String>>, String> {
+    let Some(ultraserver) = super::ultraserver_type(spec.fabric.sku) else { return Ok(None) };
+    let block = spec.reservation_id.as_deref().unwrap_or_default();
+    let out = aws
+        .ec2
+        .describe_capacity_blocks()
+        .capacity_block_ids(block)
+        .send()
+        .await
+        .map_err(|e| format!("reading Capacity Block {block}: {}", why(&e)))?;
+    let found =
+        out.capacity_blocks().iter().find(|b| b.capacity_block_id() == Some(block)).ok_or_else(|| {
+            format!("Capacity Block {block} was not found in {}: set reservation_id to a block you bought there", aws.region)
+        })?;
+    let per = spec.nvlink_domain_nodes().unwrap_or(1);
+    check_block(spec, ultraserver, block, found.ultraserver_type(), found.capacity_reservation_ids(), per).map(Some)
+}
+
+/// The domain -> reservation rule applied to what DescribeCapacityBlocks answered.
+fn check_block(
+    spec: &ClusterSpec,
+    ultraserver: &str,
+    block: &str,
+    block_type: Option<&str>,
+    reservations: &[String],
+    per: u32,
+) -> Result<Vec<String>, String> {
+    let domains = spec.nvlink_domains().len();
+    match block_type {
+        Some(t) if t == ultraserver => {}
+        Some(other) => {
+            return Err(format!(
+                "Capacity Block {block} holds {other} UltraServers, not {ultraserver}: each NVLink domain of {per} {} nodes needs one \
+                 {ultraserver}; nothing was launched",
+                spec.fabric.sku.name
+            ));
+        }
+        None => {
+            return Err(format!(
+                "Capacity Block {block} is a block of instances, not of UltraServers: {} launches only into {ultraserver} UltraServers; \
+                 nothing was launched",
+                spec.fabric.sku.name
+            ));
+        }
+    }
+    if reservations.len() < domains {
+        return Err(format!(
+            "Capacity Block {block} holds {} {ultraserver} UltraServer(s), but node_count = {} needs {domains} NVLink domains of {per} \
+             nodes, one UltraServer each: buy a block with at least {domains} UltraServers or lower node_count; nothing was launched",
+            reservations.len(),
+            spec.node_count
+        ));
+    }
+    Ok(reservations.to_vec())
+}
+
+/// The missing nodes as RunInstances batches: at most [`BATCH`] nodes each; for an UltraServer cluster, per
+/// NVLink domain, each with that domain's capacity reservation.
+fn launch_batches<'a>(
+    spec: &ClusterSpec,
+    missing: &[(u32, String)],
+    reservations: Option<&'a [String]>,
+) -> Vec<(Vec<String>, Option<&'a str>)> {
+    let Some(reservations) = reservations else {
+        return missing.chunks(BATCH).map(|c| (c.iter().map(|(_, n)| n.clone()).collect(), None)).collect();
+    };
+    let per = spec.nvlink_domain_nodes().unwrap_or(1);
+    let mut by_domain: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for (index, name) in missing {
+        by_domain.entry(crate::model::domain_of(*index, per)).or_default().push(name.clone());
+    }
+    let mut out = Vec::new();
+    for (domain, names) in by_domain {
+        let reservation = reservations.get(domain as usize).map(String::as_str);
+        out.extend(names.chunks(BATCH).map(|c| (c.to_vec(), reservation)));
+    }
+    out
+}
+
 async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), String> {
     aws.ec2
         .import_key_pair()
@@ -393,25 +494,45 @@ async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<
     Ok(())
 }
 
-/// Launches one batch (all or nothing), names its nodes and waits until they run.
-async fn launch(ctx: &Context, aws: &Aws, spec: &ClusterSpec, names: &[String], o: &Options<'_>) -> Result<Vec<Node>, (Vec<Node>, String)> {
+/// Launches one batch (all or nothing), names its nodes and waits until they run. `reservation` (an
+/// UltraServer's capacity reservation) overrides the launch template's capacity reservation target.
+async fn launch(
+    ctx: &Context,
+    aws: &Aws,
+    spec: &ClusterSpec,
+    names: &[String],
+    reservation: Option<&str>,
+    o: &Options<'_>,
+) -> Result<Vec<Node>, (Vec<Node>, String)> {
     let n = names.len() as i32;
     let mut tags = o.tags.clone();
     tags.insert(TAG.into(), spec.name.clone());
+    let target = reservation.map(|r| {
+        CapacityReservationSpecification::builder()
+            .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(r).build())
+            .build()
+    });
     let out = aws
         .ec2
         .run_instances()
         .launch_template(LaunchTemplateSpecification::builder().launch_template_name(template_name(&spec.name)).version("$Latest").build())
         .min_count(n)
         .max_count(n)
+        .set_capacity_reservation_specification(target)
         .tag_specifications(tag_spec(ResourceType::Instance, &tags))
         .tag_specifications(tag_spec(ResourceType::Volume, &tags))
         .send()
         .await
         .map_err(|e| {
+            let into = reservation.map(|r| format!(" into capacity reservation {r}")).unwrap_or_default();
             (
                 Vec::new(),
-                format!("launching {n} x {} in {}: {}", spec.fabric.sku.name, spec.fabric.zone.as_deref().unwrap_or(&aws.region), why(&e)),
+                format!(
+                    "launching {n} x {}{into} in {}: {}",
+                    spec.fabric.sku.name,
+                    spec.fabric.zone.as_deref().unwrap_or(&aws.region),
+                    why(&e)
+                ),
             )
         })?;
     let launched: Vec<(String, Option<String>)> =
@@ -552,8 +673,12 @@ pub async fn imported_config(
     let placement = if data.placement().and_then(|p| p.group_name()).is_some_and(|g| !g.is_empty()) { "cluster" } else { "none" };
     let efa = data.network_interfaces().iter().filter(|n| matches!(n.interface_type(), Some("efa" | "efa-only"))).count();
     let market = data.instance_market_options().and_then(|m| m.market_type()).map(|m| m.as_str().to_owned());
-    let reservation =
-        data.capacity_reservation_specification().and_then(|c| c.capacity_reservation_target()).and_then(|t| t.capacity_reservation_id());
+    // An UltraServer cluster's template names no reservation; its tag names the Capacity Block.
+    let reservation = data
+        .capacity_reservation_specification()
+        .and_then(|c| c.capacity_reservation_target())
+        .and_then(|t| t.capacity_reservation_id())
+        .or(tags.get(BLOCK_TAG).map(String::as_str));
     let capacity = match (market.as_deref(), reservation) {
         (Some("spot"), _) => "spot",
         (Some("capacity-block"), _) => "capacity-block",
@@ -599,4 +724,90 @@ pub async fn imported_config(
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ]);
     Ok((config, tags))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Cloud;
+    use crate::model::{FabricRef, Workload};
+
+    fn spec(instance_type: &str, nodes: u32, reservation: &str) -> ClusterSpec {
+        ClusterSpec {
+            name: "gb".into(),
+            fabric: FabricRef {
+                name: "fab".into(),
+                cloud: Cloud::Aws,
+                region: "us-east-1".into(),
+                zone: Some("us-east-1a".into()),
+                sku: crate::catalog::find_sku(Cloud::Aws, instance_type).unwrap(),
+                placement: Placement::None,
+            },
+            own_fabric: None,
+            gpu: None,
+            node_count: nodes,
+            capacity: CapacityType::CapacityBlock,
+            reservation_id: Some(reservation.into()),
+            image: Some("ami-0arm64".into()),
+            user_data: None,
+            user_data_write_only: false,
+            ssh_public_key: None,
+            workload: Workload::Pretraining,
+            rdma_interfaces: 16,
+            tags: Default::default(),
+        }
+    }
+
+    fn missing(indices: impl IntoIterator<Item = u32>) -> Vec<(u32, String)> {
+        indices.into_iter().map(|i| (i, format!("gb-{i}"))).collect()
+    }
+
+    #[test]
+    fn each_nvlink_domain_launches_into_its_own_ultraservers_reservation_as_the_plan_shows() {
+        let s = spec("p6e-gb200.36xlarge", 54, "cb-1");
+        let reservations: Vec<String> = ["cr-a", "cr-b", "cr-c", "cr-d"].map(String::from).to_vec();
+        let batches = launch_batches(&s, &missing(0..54), Some(&reservations));
+        let shape: Vec<(usize, &str, &str, Option<&str>)> =
+            batches.iter().map(|(names, r)| (names.len(), names[0].as_str(), names.last().unwrap().as_str(), *r)).collect();
+        assert_eq!(
+            shape,
+            [(18, "gb-0", "gb-17", Some("cr-a")), (18, "gb-18", "gb-35", Some("cr-b")), (18, "gb-36", "gb-53", Some("cr-c"))]
+        );
+        // The plan's node pieces are the same domains, in the same order.
+        let planned: Vec<String> = crate::clouds::aws::cluster(&s, &crate::model::Defaults::default())
+            .into_iter()
+            .filter(|p| p.kind == "aws_instance")
+            .map(|p| p.settings["capacity_reservation_target"].clone())
+            .collect();
+        assert_eq!(planned.len(), batches.len());
+        assert!(planned[2].starts_with("UltraServer 3 of cb-1"), "{planned:?}");
+        // A lost node goes back into its own domain's reservation; a new domain into the next one.
+        assert_eq!(launch_batches(&s, &missing([20]), Some(&reservations)), [(vec!["gb-20".to_owned()], Some("cr-b"))]);
+        assert_eq!(launch_batches(&s, &missing(36..54), Some(&reservations))[0].1, Some("cr-c"));
+        // Other node types: batches of up to 100, no reservation override.
+        let p5 = spec("p5.48xlarge", 150, "cr-x");
+        let plain: Vec<(usize, Option<&str>)> = launch_batches(&p5, &missing(0..150), None).iter().map(|(n, r)| (n.len(), *r)).collect();
+        assert_eq!(plain, [(100, None), (50, None)]);
+    }
+
+    #[test]
+    fn a_block_with_fewer_ultraservers_than_domains_or_of_another_type_is_refused() {
+        let s = spec("p6e-gb200.36xlarge", 54, "cb-1");
+        let two: Vec<String> = ["cr-a", "cr-b"].map(String::from).to_vec();
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &two, 18).unwrap_err();
+        for part in [
+            "Capacity Block cb-1",
+            "holds 2 u-p6e-gb200x72 UltraServer(s)",
+            "node_count = 54 needs 3 NVLink domains",
+            "nothing was launched",
+        ] {
+            assert!(e.contains(part), "{part:?} not in {e}");
+        }
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x36"), &two, 18).unwrap_err();
+        assert!(e.contains("u-p6e-gb200x36"), "{e}");
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", None, &two, 18).unwrap_err();
+        assert!(e.contains("not of UltraServers"), "{e}");
+        let three: Vec<String> = ["cr-a", "cr-b", "cr-c"].map(String::from).to_vec();
+        assert_eq!(check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &three, 18).unwrap(), three);
+    }
 }

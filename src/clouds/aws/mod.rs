@@ -158,7 +158,12 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             .set("placement.group_name", if f.placement == Placement::Cluster { placement_group(&f.name) } else { "(none)".into() })
             .set("placement.availability_zone", f.zone.as_deref().unwrap_or_default())
             .set("instance_market_options.market_type", market.unwrap_or("on-demand"))
-            .set_opt("capacity_reservation_specification.capacity_reservation_target", spec.reservation_id.as_deref())
+            // An UltraServer cluster targets each domain's reservation at launch; the template names the block.
+            .set_opt(
+                "capacity_reservation_specification.capacity_reservation_target",
+                spec.reservation_id.as_deref().filter(|_| ultraserver_type(f.sku).is_none()),
+            )
+            .set_opt("tags.hpc:capacity-block", spec.reservation_id.as_deref().filter(|_| ultraserver_type(f.sku).is_some()))
             .set_opt("key_name", spec.ssh_public_key.as_ref().map(|_| format!("aws_key_pair.{n}-key")))
             .set_opt("user_data", spec.user_data_summary())
             .set("metadata_options.http_tokens", "required")
