@@ -12,10 +12,13 @@ use serde_json::{Value, json};
 
 use crate::cli::{Cli, Workdir, fold};
 
+/// A call of the emulator's admin API: method, route, body.
+type AdminApi = Box<dyn Fn(&str, &str, Option<Value>) -> Value>;
+
 /// One cloud's emulator with its rack-scale case, and how the test reaches the emulator.
 struct Rack {
     w: Workdir,
-    admin: Box<dyn Fn(&str, &str, Option<Value>) -> Value>,
+    admin: AdminApi,
     /// The out-of-band action that removes a node (`id` = the node's id from `nodes`).
     lose: &'static str,
     /// The cluster's import id.
