@@ -378,7 +378,7 @@ fn catalog_data_source_plans_applies_and_replans_empty(cli: &Cli) {
     assert_eq!(p5["network_bandwidth_gbps"], 3200);
     assert!(p5["sources"]["rdma_interfaces"].as_str().unwrap().contains("AWS"), "{p5}");
     assert_eq!(json["oci_rdma_interfaces"]["value"], 16);
-    assert_eq!(json["gcp_gpu_models"]["value"], serde_json::json!(["B200", "H100", "H200", "L4"]));
+    assert_eq!(json["gcp_gpu_models"]["value"], serde_json::json!(["B200", "GB200", "H100", "H200", "L4"]));
 
     // The data source reads the same on every run: the re-plan is empty.
     w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
@@ -391,7 +391,7 @@ fn bad_input_reports_each_error_at_its_attribute(cli: &Cli) {
     // The CLI wraps long details; compare those with white space folded.
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cases = [
-        ("Unsupported GPU model", "bad_gpu", "gpu   = \"H900\"", r#""A10G", "B200", "B300", "H100", "H200", "L4" or "L40S""#),
+        ("Unsupported GPU model", "bad_gpu", "gpu   = \"H900\"", r#""A10G", "B200", "B300", "GB200", "H100", "H200", "L4" or "L40S""#),
         ("Unsupported cloud", "bad_cloud", "cloud = \"ibm\"", r#""aws", "azure", "gcp" or "oci""#),
         ("Unsupported instance type", "bad_shape", "instance_type = \"Standard_ND96asr_v4\"", "Standard_ND96isr_H100_v5"),
     ];

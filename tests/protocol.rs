@@ -349,7 +349,7 @@ async fn bad_input_is_a_diagnostic_with_an_attribute_path() {
     let d = &resp.diagnostics[0];
     assert_eq!(d.severity, pb::diagnostic::Severity::Error as i32);
     assert_eq!(d.summary, "Unsupported GPU model");
-    assert!(d.detail.contains(r#""A10G", "B200", "B300", "H100", "H200", "L4" or "L40S""#), "{}", d.detail);
+    assert!(d.detail.contains(r#""A10G", "B200", "B300", "GB200", "H100", "H200", "L4" or "L40S""#), "{}", d.detail);
     let step = &d.attribute.as_ref().unwrap().steps[0];
     assert_eq!(step.selector, Some(pb::attribute_path::step::Selector::AttributeName("gpu".into())));
 
