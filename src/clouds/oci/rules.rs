@@ -5,7 +5,7 @@
 use crate::catalog::{Cloud, Fabric, Sku};
 use crate::clouds::rules::{Reported, Rules, missing_zone};
 use crate::framework::{AttributePath, Diagnostics};
-use crate::model::Placement;
+use crate::model::{CapacityType, Placement};
 
 pub struct Oci;
 
@@ -48,6 +48,34 @@ impl Rules for Oci {
             AttributePath::attr("compartment_id"),
             "Missing compartment",
             "On OCI the fabric needs compartment_id, the OCID of the compartment to build in (ocid1.compartment... or the tenancy OCID).",
+        );
+        false
+    }
+
+    /// GB200.4/GB300.4 share an NVLink domain only when launched by a GPU memory cluster on the rack's GPU
+    /// memory fabric. This release does not make GPU memory clusters yet, and nodes launched one by one
+    /// into the compute cluster would each be an NVLink island: refused before anything is made.
+    fn cluster_capacity(
+        &self,
+        _capacity: CapacityType,
+        sku: &Sku,
+        _placement: Placement,
+        _node_count: u32,
+        diags: &mut Diagnostics,
+    ) -> bool {
+        if sku.nvlink_domain.is_none() {
+            return true;
+        }
+        diags.error_at(
+            AttributePath::attr("fabric"),
+            "GPU memory clusters not supported yet",
+            format!(
+                "{} nodes join one NVLink domain only through an OCI GPU memory cluster on the rack's GPU memory fabric, which this \
+                 release of the provider does not create yet; nodes launched one by one into the compute cluster would not share NVLink. \
+                 On OCI use a node type without a rack-scale NVLink domain (BM.GPU.B200.8, BM.GPU.H200.8, ...), or build GB200/GB300 \
+                 clusters on aws, azure or gcp.",
+                sku.name
+            ),
         );
         false
     }
