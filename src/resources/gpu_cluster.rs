@@ -245,6 +245,56 @@ fn own_fabric(ctx: &Context, f: spec::FabricSpec, diags: &mut Diagnostics) -> Op
     Some((reference, plan.pieces))
 }
 
+/// The outputs that make a rack-scale NVLink domain usable (domains, Slurm block topology, node labels),
+/// from the spec alone.
+fn rack_outputs(s: &ClusterSpec) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    let rows = planner::rack::domain_rows(s);
+    out.insert(
+        "nvlink_domains".into(),
+        Value::list(rows.into_iter().map(|(name, nodes, gpus)| {
+            Value::object([
+                ("name", Value::from(name)),
+                ("nodes", Value::list(nodes.into_iter().map(Value::from))),
+                ("gpus", Value::int(i64::from(gpus))),
+            ])
+        })),
+    );
+    out.insert("slurm_topology_conf".into(), planner::rack::topology_conf(s).map_or(Value::Null, Value::from));
+    out.insert("slurm_conf".into(), planner::rack::slurm_conf(s).map_or(Value::Null, Value::from));
+    out.insert(
+        "kubernetes_node_labels".into(),
+        Value::Map(
+            planner::rack::node_labels(s)
+                .into_iter()
+                .map(|(node, labels)| (node, Value::Map(labels.into_iter().map(|(k, v)| (k, Value::from(v))).collect())))
+                .collect(),
+        ),
+    );
+    out
+}
+
+/// A state from a release before the rack-scale outputs gets them from its own configuration, so the first
+/// plan after an upgrade is empty (they are derived, never set by the cloud).
+fn with_rack_outputs(state: Value) -> Value {
+    if !state.get("kubernetes_node_labels").is_null() {
+        return state;
+    }
+    // What the configuration was: a cluster without a fabric keeps the one it made in `fabric`, and one on
+    // a fabric keeps the fabric's node type in `instance_type`; neither was configured.
+    let mut config = state.clone();
+    if let Value::Map(c) = &mut config {
+        let computed = if state.get("cloud").is_present() { "fabric" } else { "instance_type" };
+        c.insert(computed.into(), Value::Null);
+        // Computed from the node type where it is not configurable; the outputs do not depend on it.
+        c.insert("rdma_interfaces".into(), Value::Null);
+    }
+    let Some(spec) = spec::parse_cluster(&config, &mut Diagnostics::new()) else { return state };
+    let Value::Map(mut m) = state else { return state };
+    m.extend(rack_outputs(&spec));
+    Value::Map(m)
+}
+
 fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
     let spec = spec::parse_cluster(config, diags)?;
     let own = match spec.own_fabric.clone() {
@@ -271,28 +321,7 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
         Value::Map(plan.node_environment.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect()),
     );
     out.insert("expected_busbw_gbs".into(), plan.expected_busbw.map_or(Value::Null, |b| Value::float(b.gbytes_per_sec)));
-    let rows = planner::rack::domain_rows(s);
-    out.insert(
-        "nvlink_domains".into(),
-        Value::list(rows.into_iter().map(|(name, nodes, gpus)| {
-            Value::object([
-                ("name", Value::from(name)),
-                ("nodes", Value::list(nodes.into_iter().map(Value::from))),
-                ("gpus", Value::int(i64::from(gpus))),
-            ])
-        })),
-    );
-    out.insert("slurm_topology_conf".into(), planner::rack::topology_conf(s).map_or(Value::Null, Value::from));
-    out.insert("slurm_conf".into(), planner::rack::slurm_conf(s).map_or(Value::Null, Value::from));
-    out.insert(
-        "kubernetes_node_labels".into(),
-        Value::Map(
-            planner::rack::node_labels(s)
-                .into_iter()
-                .map(|(node, labels)| (node, Value::Map(labels.into_iter().map(|(k, v)| (k, Value::from(v))).collect())))
-                .collect(),
-        ),
-    );
+    out.extend(rack_outputs(s));
     let (slurm, kubernetes) = nccl_jobs(&plan);
     out.insert("nccl_test_slurm".into(), slurm);
     out.insert("nccl_test_kubernetes".into(), kubernetes);
@@ -387,7 +416,7 @@ impl Resource for GpuCluster {
             Some(cloud) => backend::cluster(cloud).upgrade(version, state),
             None => state,
         };
-        common::upgrade_owner(common::CLUSTER, version, state)
+        with_rack_outputs(common::upgrade_owner(common::CLUSTER, version, state))
     }
 }
 
