@@ -114,6 +114,7 @@ for_both_clis!(
     azure_gb200_nvl72_cluster_lifecycle,
     gcp_gb200_nvl72_cluster_lifecycle,
     aws_gb200_nvl72_cluster_lifecycle,
+    oci_gb200_nvl72_cluster_lifecycle,
     nvl72_mistakes_are_refused_at_plan_time,
 );
 
@@ -141,6 +142,7 @@ on_cloud! {
     azure_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "azure";
     gcp_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "gcp";
     aws_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "aws";
+    oci_gb200_nvl72_cluster_lifecycle => rack_scale::nvl72_cluster_lifecycle, "oci";
     gcp_import_blocks_by_identity => identity::import_blocks_by_identity, "gcp";
     azure_import_blocks_by_identity => identity::import_blocks_by_identity, "azure";
     oci_import_blocks_by_identity => identity::import_blocks_by_identity, "oci";

@@ -3,7 +3,9 @@
 //! capacity" reported with the shape and availability domain while the nodes launched are kept and the
 //! next apply finishes, a cluster network built, renamed, resized and destroyed, credentials from an OCI
 //! config file profile, a wrong key reported as an authentication failure, a cluster network's failed work
-//! request reported as missing capacity, Lustre grown in place and linked to Object Storage.
+//! request reported as missing capacity, Lustre grown in place and linked to Object Storage, and GB200 NVL72:
+//! one GPU memory cluster per NVLink domain on fabrics found (never changed), grown by a domain, a lost node
+//! put back in its own domain, refreshed in O(1) list calls.
 //!
 //! Each test starts its own emulator (faults, counters and the inventory are an emulator's), except that
 //! the OCI config file's profile names one API key, so the test reading through it uses [`PROFILED`].
@@ -14,6 +16,7 @@ use std::sync::LazyLock;
 
 use common::{apply, destroy, diagnostic, import, node_names, provider_context, read, read_found, value};
 use hpc_emulators::harness::{OciKey, admin, start_oci};
+use hpc_provider::clouds::oci::api::{self, Service};
 use hpc_provider::framework::{Context, ReadOutcome, Resource, Value};
 use hpc_provider::resources::gpu_cluster::GpuCluster;
 use hpc_provider::resources::gpu_fabric::GpuFabric;
@@ -450,6 +453,261 @@ async fn imports_keep_a_user_tag_called_name() {
         assert_eq!(imported.get("tags"), &value(&GpuFabric, json!({"tags": tags})).get("tags").clone(), "{}", resource.type_name());
     }
     destroy(&oci.ctx, &GpuCluster, &cluster).await;
+    destroy(&oci.ctx, &GpuFabric, &fabric).await;
+    oci.assert_empty();
+}
+
+// ----------------------------------------------------- GB200 NVL72: GPU memory clusters on found fabrics
+
+const GB200: &str = "BM.GPU.GB200.4";
+/// The tenancy (root compartment) of the emulator's test key, where OCI keeps GPU memory fabrics.
+const TENANCY: &str = "ocid1.tenancy.oc1..emulator";
+
+fn gb200_fabric_ref(name: &str) -> Json {
+    json!({"id": format!("oci/us-ashburn-1/{COMPARTMENT}/{name}"), "name": name, "cloud": "oci", "region": "us-ashburn-1", "zone": AD,
+           "instance_type": GB200, "placement": "cluster"})
+}
+
+/// A GB200 cluster of `nodes` (whole NVLink domains of 18) on an Arm64 GPU image.
+fn gb200_cluster(nodes: u32) -> Value {
+    value(
+        &GpuCluster,
+        json!({"name": "nvl", "fabric": gb200_fabric_ref("rack"), "node_count": nodes, "image": "ocid1.image.oc1..arm64gpu", "timeouts": {"create": "60s", "update": "60s"}}),
+    )
+}
+
+impl Oci {
+    /// The racks of the availability domain, as OCI has them before anyone builds: three idle fabrics in the
+    /// root compartment and one moved to the cluster's, plus an unhealthy one and one in another AD, which
+    /// are never chosen. Answers the snapshot of every fabric.
+    fn seed_racks(&self) -> Json {
+        for (compartment, ad, name, extra) in [
+            (TENANCY, AD, "rack-0", json!({})),
+            (TENANCY, AD, "rack-1", json!({})),
+            (COMPARTMENT, AD, "rack-2", json!({})),
+            (TENANCY, AD, "rack-3", json!({})),
+            (TENANCY, AD, "rack-sick", json!({"fabricHealth": "UNHEALTHY", "healthyHostCount": 12})),
+            (TENANCY, "Uocm:US-ASHBURN-AD-1", "rack-ad1", json!({})),
+        ] {
+            let mut body = json!({"compartmentId": compartment, "availabilityDomain": ad, "displayName": name});
+            body.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+            self.admin("POST", "gpu-memory-fabrics", Some(body));
+        }
+        self.fabrics()
+    }
+
+    /// Every GPU memory fabric as the snapshot shows it, by id.
+    fn fabrics(&self) -> Json {
+        let snap = self.admin("GET", "snapshot", None);
+        let fabrics: serde_json::Map<String, Json> = snap["resources"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(id, _)| id.starts_with("ocid1.computegpumemoryfabric."))
+            .map(|(id, v)| (id.clone(), v.clone()))
+            .collect();
+        Json::Object(fabrics)
+    }
+
+    fn counters(&self) -> Json {
+        self.admin("GET", "counters", None)["counters"].clone()
+    }
+
+    /// The GPU memory clusters, by display name: (fabric name, live instance names in order).
+    async fn memory_clusters(&self) -> std::collections::BTreeMap<String, (String, Vec<String>)> {
+        let client = api::connect(&self.ctx, "us-ashburn-1").unwrap();
+        let fabrics = self.fabrics();
+        let q = format!("compartmentId={COMPARTMENT}");
+        let mut out = std::collections::BTreeMap::new();
+        for gmc in client.list(&self.ctx, Service::Core, "computeGpuMemoryClusters", &q).await.unwrap() {
+            let id = gmc["id"].as_str().unwrap();
+            let members = client.list(&self.ctx, Service::Core, &format!("computeGpuMemoryClusters/{id}/instances"), "").await.unwrap();
+            let mut names: Vec<String> = members
+                .iter()
+                .filter(|m| !matches!(m["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED")))
+                .map(|m| m["displayName"].as_str().unwrap().to_owned())
+                .collect();
+            names.sort_by_key(|n| n.rsplit('-').next().and_then(|i| i.parse::<u32>().ok()));
+            let fabric = fabrics[gmc["gpuMemoryFabricId"].as_str().unwrap()]["displayName"].as_str().unwrap().to_owned();
+            out.insert(gmc["displayName"].as_str().unwrap().to_owned(), (fabric, names));
+        }
+        out
+    }
+}
+
+fn nvl_names(range: std::ops::Range<u32>) -> Vec<String> {
+    range.map(|i| format!("nvl-{i}")).collect()
+}
+
+/// The fabric `rack` for GB200 and a GB200 cluster of two NVLink domains on seeded racks: (fabric, cluster,
+/// the fabrics as they were before).
+async fn gb200_two_domains(oci: &Oci) -> (Value, Value, Json) {
+    let before = oci.seed_racks();
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "rack", "cloud": "oci", "region": "us-ashburn-1", "zone": AD, "compartment_id": COMPARTMENT,
+               "instance_type": GB200, "placement": "cluster"}),
+    );
+    let (fabric, diags) = apply(&oci.ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let cluster = cluster(&oci.ctx, &gb200_cluster(36)).await;
+    (fabric, cluster, before)
+}
+
+/// The node piece and memory cluster piece of domain `name` in a state's expansion: (count, names, size).
+fn domain_pieces(state: &Value, name: &str) -> (i64, String, String) {
+    let pieces = state.get("expansion").as_list().unwrap();
+    let find = |kind: &str| {
+        pieces
+            .iter()
+            .find(|p| p.get("kind").as_str() == Some(kind) && p.get("name").as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+            .clone()
+    };
+    let nodes = find("oci_core_instance");
+    let gmc = find("oci_core_compute_gpu_memory_cluster");
+    let setting = |p: &Value, k: &str| p.get("settings").get(k).as_str().unwrap_or_default().to_owned();
+    (nodes.get("count").as_number().and_then(|n| n.as_i64()).unwrap_or_default(), setting(&nodes, "names"), setting(&gmc, "size"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gb200_cluster_is_one_gpu_memory_cluster_per_nvlink_domain_on_fabrics_it_finds() {
+    let oci = Oci::start();
+    let (_, cluster, _) = gb200_two_domains(&oci).await;
+    assert_eq!(node_names(&cluster), nvl_names(0..36));
+    // Each domain's 18 nodes are the instances of its own memory cluster, on a fabric of its own: healthy,
+    // in the cluster's availability domain, in the root compartment or the cluster's.
+    let counters = oci.counters();
+    let clusters = oci.memory_clusters().await;
+    assert_eq!(clusters.keys().collect::<Vec<_>>(), ["nvl-nvl0", "nvl-nvl1"]);
+    assert_eq!(clusters["nvl-nvl0"].1, nvl_names(0..18));
+    assert_eq!(clusters["nvl-nvl1"].1, nvl_names(18..36));
+    assert_ne!(clusters["nvl-nvl0"].0, clusters["nvl-nvl1"].0);
+    for (fabric, _) in clusters.values() {
+        assert!(["rack-0", "rack-1", "rack-2", "rack-3"].contains(&fabric.as_str()), "{fabric}");
+    }
+    assert_eq!((oci.inventory("core", "computegpumemorycluster"), oci.inventory("core", "instance")), (Some(2), Some(36)));
+    assert_eq!(counters["core:CreateComputeGpuMemoryCluster"], 2, "{counters}");
+    assert_eq!(counters["core:UpdateInstance"], 36, "each instance named once: {counters}");
+    assert!(counters["core:LaunchInstance"].is_null(), "nodes are launched by their memory cluster only: {counters}");
+    // Fabrics are listed once per apply, in the root compartment and in the cluster's.
+    assert_eq!(counters["core:ListComputeGpuMemoryFabrics"], 2, "{counters}");
+    // Tagged with the cluster's ownership marker, as every other OCI piece.
+    let gmcs = oci.snapshot_of("computegpumemorycluster");
+    assert!(
+        gmcs.iter().all(|g| g["freeformTags"]["hpc:owner"].as_str().is_some() && g["freeformTags"]["hpc:cluster"] == "nvl"),
+        "{gmcs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gb200_refresh_is_one_instance_list_and_one_memory_cluster_list_at_any_size() {
+    let oci = Oci::start();
+    let (_, cluster, _) = gb200_two_domains(&oci).await;
+    oci.admin("DELETE", "counters", None);
+    let read = read_found(&oci.ctx, &GpuCluster, &cluster).await;
+    assert_eq!(node_names(&read), nvl_names(0..36));
+    assert_eq!(domain_pieces(&read, "nvl-nvl1"), (18, "nvl-18 .. nvl-35".into(), "18".into()));
+    let counters = oci.counters();
+    assert_eq!((&counters["core:ListInstances"], &counters["core:ListComputeGpuMemoryClusters"]), (&json!(1), &json!(1)), "{counters}");
+    for per_node in ["ListComputeGpuMemoryClusterInstances", "GetComputeGpuMemoryCluster", "ListComputeGpuMemoryFabrics", "GetInstance"] {
+        assert!(counters[format!("core:{per_node}")].is_null(), "{per_node}: {counters}");
+    }
+    // Nothing changed: the refreshed state is the applied one.
+    assert_eq!(read.get("expansion"), cluster.get("expansion"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gb200_cluster_grows_by_a_whole_domain_with_a_third_memory_cluster() {
+    let oci = Oci::start();
+    let (_, cluster, _) = gb200_two_domains(&oci).await;
+    oci.admin("DELETE", "counters", None);
+    let (grown, diags) = apply(&oci.ctx, &GpuCluster, &cluster, &gb200_cluster(54)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(node_names(&grown), nvl_names(0..54));
+    let counters = oci.counters();
+    let clusters = oci.memory_clusters().await;
+    assert_eq!(clusters["nvl-nvl2"].1, nvl_names(36..54));
+    let fabrics: std::collections::BTreeSet<&String> = clusters.values().map(|(f, _)| f).collect();
+    assert_eq!(fabrics.len(), 3, "a fabric per domain: {clusters:?}");
+    assert_eq!(counters["core:ListComputeGpuMemoryClusters"], 1, "{counters}");
+    assert_eq!(counters["core:ListComputeGpuMemoryFabrics"], 2, "once in each compartment: {counters}");
+    assert_eq!(counters["core:CreateComputeGpuMemoryCluster"], 1, "{counters}");
+    assert!(counters["core:UpdateComputeGpuMemoryCluster"].is_null(), "the first two are left as they are: {counters}");
+    assert_eq!(counters["core:ListComputeGpuMemoryClusterInstances"], 1, "only the new domain's instances are listed: {counters}");
+    assert_eq!(counters["core:UpdateInstance"], 18, "{counters}");
+
+    // And shrinks by one: the last domain's memory cluster goes with its instances, the others stay.
+    oci.admin("DELETE", "counters", None);
+    let (shrunk, diags) = apply(&oci.ctx, &GpuCluster, &grown, &gb200_cluster(36)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(node_names(&shrunk), nvl_names(0..36));
+    let counters = oci.counters();
+    assert_eq!(counters["core:DeleteComputeGpuMemoryCluster"], 1, "{counters}");
+    assert!(counters["core:TerminateInstance"].is_null(), "{counters}");
+    assert_eq!(oci.memory_clusters().await.keys().collect::<Vec<_>>(), ["nvl-nvl0", "nvl-nvl1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gb200_node_lost_outside_is_put_back_in_its_own_domain() {
+    let oci = Oci::start();
+    let (fabric, cluster, before) = gb200_two_domains(&oci).await;
+    let lost = cluster.get("nodes").as_list().unwrap().iter().find(|n| n.get("name").as_str() == Some("nvl-20")).unwrap().clone();
+    oci.admin("POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": lost.get("id").as_str().unwrap()})));
+    // The refresh shows the domain one node short, and its memory cluster at 17.
+    let read = read_found(&oci.ctx, &GpuCluster, &cluster).await;
+    assert_eq!(read.get("node_count"), &Value::int(35));
+    let (count, names, size) = domain_pieces(&read, "nvl-nvl1");
+    assert_eq!((count, size.as_str()), (17, "17"));
+    assert!(!names.contains("nvl-20,") && names.contains("nvl-21"), "{names}");
+    assert_eq!(domain_pieces(&read, "nvl-nvl0").0, 18);
+    // The repair brings that memory cluster back to 18 and names the new instance nvl-20.
+    oci.admin("DELETE", "counters", None);
+    let (repaired, diags) = apply(&oci.ctx, &GpuCluster, &read, &gb200_cluster(36)).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(node_names(&repaired), nvl_names(0..36));
+    let counters = oci.counters();
+    let clusters = oci.memory_clusters().await;
+    assert_eq!(clusters["nvl-nvl1"].1, nvl_names(18..36), "in the same memory cluster");
+    assert!(counters["core:ListComputeGpuMemoryFabrics"].is_null(), "no new fabric is needed: {counters}");
+    assert_eq!(counters["core:UpdateComputeGpuMemoryCluster"], 1, "{counters}");
+    assert!(counters["core:CreateComputeGpuMemoryCluster"].is_null(), "{counters}");
+    assert_eq!(counters["core:UpdateInstance"], 1, "{counters}");
+    assert_eq!(counters["core:ListComputeGpuMemoryClusterInstances"], 1, "{counters}");
+    let new = repaired.get("nodes").as_list().unwrap().iter().find(|n| n.get("name").as_str() == Some("nvl-20")).unwrap().clone();
+    assert_ne!(new.get("id"), lost.get("id"));
+
+    // Destroy deletes the memory clusters (and so their instances) and leaves the fabrics as they were.
+    destroy(&oci.ctx, &GpuCluster, &repaired).await;
+    destroy(&oci.ctx, &GpuFabric, &fabric).await;
+    oci.assert_empty();
+    assert_eq!(oci.fabrics(), before, "the fabrics are found, never changed or deleted");
+    assert!(oci.counters()["core:DeleteComputeGpuMemoryCluster"].as_u64() == Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gb200_cluster_without_enough_free_fabrics_makes_nothing_and_says_what_it_found() {
+    let oci = Oci::start();
+    oci.admin("POST", "gpu-memory-fabrics", Some(json!({"compartmentId": TENANCY, "availabilityDomain": AD, "displayName": "only-rack"})));
+    oci.admin(
+        "POST",
+        "gpu-memory-fabrics",
+        Some(json!({"compartmentId": TENANCY, "availabilityDomain": AD, "displayName": "busy-rack", "availableHostCount": 4})),
+    );
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "rack", "cloud": "oci", "region": "us-ashburn-1", "zone": AD, "compartment_id": COMPARTMENT,
+               "instance_type": GB200, "placement": "cluster"}),
+    );
+    let (fabric, diags) = apply(&oci.ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let (failed, diags) = apply(&oci.ctx, &GpuCluster, &Value::Null, &gb200_cluster(36)).await;
+    let failure = diagnostic(&diags, "Creating the cluster failed");
+    assert!(failure.contains("needs 2 more GPU memory fabric(s)") && failure.contains("1 qualifies"), "{failure}");
+    assert!(failure.contains("busy-rack (AVAILABLE, HEALTHY, 4 of 18 hosts available)"), "{failure}");
+    assert_eq!(oci.inventory("core", "computegpumemorycluster"), Some(0));
+    assert_eq!(oci.inventory("core", "instance"), Some(0));
+    destroy(&oci.ctx, &GpuCluster, &failed).await;
     destroy(&oci.ctx, &GpuFabric, &fabric).await;
     oci.assert_empty();
 }

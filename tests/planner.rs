@@ -885,7 +885,19 @@ fn cases() -> Vec<Case> {
                 fabric_ref("oci", "us-ashburn-1", Some("AD-1"), "BM.GPU.GB200.4", "cluster"),
                 json!({"node_count": 36, "image": "ocid1.image.oc1..arm64gpu"}),
             ),
-            &["error [fabric] GPU memory clusters not supported yet", "BM.GPU.B200.8"],
+            &[
+                "BlockName=train-nvl1 Nodes=train-[18-35]",
+                r#""NCCL_MNNVL_ENABLE": "1""#,
+                r#""launched_by": "oci_core_compute_gpu_memory_cluster.train-nvl1""#,
+                r#""gpu_memory_fabric_id": "oci_core_compute_gpu_memory_fabric.train-nvl0""#,
+            ],
+        ),
+        case(
+            "invalid_fabric_oci_gb200_cluster_network",
+            "fabric",
+            json!({"name": "train", "cloud": "oci", "region": "us-ashburn-1", "zone": "Uocm:US-ASHBURN-AD-1", "instance_type": "BM.GPU.GB200.4",
+                   "placement": "cluster-network", "compartment_id": "ocid1.compartment.oc1..x"}),
+            &["error [placement] Placement not offered", "GPU memory clusters are built over a compute cluster", "placement = \"cluster\""],
         ),
     ]
 }
@@ -1078,14 +1090,7 @@ fn every_catalog_node_type_plans() {
             // GRID-driver sizes have no default image.
             cluster["image"] = json!("/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/a10-grid");
         }
-        // OCI's GB200.4/GB300.4 need GPU memory clusters, which are not built yet: refused at plan time.
-        let refused = sku.cloud == Cloud::Oci && sku.nvlink_domain.is_some();
         for (kind, cfg) in [("fabric", fabric), ("cluster", cluster)] {
-            if refused && kind == "cluster" {
-                let (_, planned, _) = validate_and_plan("cluster", &cfg);
-                assert!(planned.0.iter().any(|d| d.summary == "GPU memory clusters not supported yet"), "{}: {planned:?}", sku.name);
-                continue;
-            }
             let r = resource(kind);
             let schema = r.schema();
             let config = config_value(&schema, &cfg);

@@ -1,8 +1,10 @@
 //! OCI emulator: the Core API subset the provider uses (`/20160918`: VCNs, subnets, network security groups
 //! and their rules, compute clusters, instances, instance configurations, cluster networks with their instance
-//! pools, work requests) and File Storage with Lustre (`/20250228`: Lustre file systems, Object Storage links
-//! and their import sync jobs, work requests) in memory on 127.0.0.1. Every request's HTTP signature is verified against the API public
-//! keys registered through `POST /_admin/keys` (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem":
+//! pools, GPU memory fabrics (seeded through `POST /_admin/gpu-memory-fabrics`, as the API cannot make one) and
+//! the GPU memory clusters that launch GB200/GB300 instances on them, work requests) and File Storage with
+//! Lustre (`/20250228`: Lustre file systems, Object Storage links and their import sync jobs, work requests)
+//! in memory on 127.0.0.1. Every request's HTTP signature is verified against the API public keys registered
+//! through `POST /_admin/keys` (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem":
 //! ...}`); a missing or bad signature gets OCI's real 401 `NotAuthenticated` answer.
 //!
 //! It answers as OCI does where the provider's client can tell: camelCase JSON, `{"code", "message"}` errors
@@ -16,8 +18,8 @@
 //! are refused while a security group is PROVISIONING, and a link's prefix must be `namespace:/bucket/...`.
 //! Faults come from the shared admin API with service `core` (`/20160918`) or `lustre`
 //! (`/20250228`) and OCI's operation names; a `capacity` fault on `CreateClusterNetwork` makes the cluster
-//! network's work request fail ("Out of host capacity.") instead of the call, and one on
-//! `StartImportFromObject` makes the import's sync job end FAILED.
+//! network's work request fail ("Out of host capacity.") instead of the call (so does one on a GPU memory
+//! cluster's create or resize), and one on `StartImportFromObject` makes the import's sync job end FAILED.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -40,6 +42,15 @@ const SETTLE: f64 = 0.3;
 const CORE: &str = "20160918";
 const LUSTRE: &str = "20250228";
 const MAX_PAGE: usize = 1000;
+/// The kinds of a GPU memory fabric (an NVL72 rack's NVLink fabric, found, never made) and of a GPU memory
+/// cluster (the instances launched on one).
+const FABRIC: &str = "computegpumemoryfabric";
+const GMC: &str = "computegpumemorycluster";
+/// Hosts of one GPU memory fabric: an NVL72 rack of 18 (OCI's GPU memory fabric docs: "up to 18 hosts").
+const FABRIC_HOSTS: i64 = 18;
+/// The shapes a GPU memory cluster launches: GB200 and GB300 (OCI's GPU memory fabric docs name BM.GPU.GB200.4
+/// and BM.GPU.GB300.4; oracle-quickstart/oci-hpc names the GB200 -v2 and -v3 variants).
+const GMC_SHAPES: [&str; 4] = ["BM.GPU.GB200.4", "BM.GPU.GB200-v2.4", "BM.GPU.GB200-v3.4", "BM.GPU.GB300.4"];
 
 /// A collection served under an API version.
 struct Collection {
@@ -53,7 +64,7 @@ struct Collection {
     compartment_required: bool,
 }
 
-const COLLECTIONS: [Collection; 9] = [
+const COLLECTIONS: [Collection; 11] = [
     Collection { path: "vcns", kind: "vcn", version: CORE, name: "Vcn", plural: "Vcns", compartment_required: true },
     Collection { path: "subnets", kind: "subnet", version: CORE, name: "Subnet", plural: "Subnets", compartment_required: true },
     Collection {
@@ -87,6 +98,24 @@ const COLLECTIONS: [Collection; 9] = [
         version: CORE,
         name: "ClusterNetwork",
         plural: "ClusterNetworks",
+        compartment_required: true,
+    },
+    // The rack's own GPU memory fabrics: no create or delete operation exists (they are seeded through
+    // `POST /_admin/gpu-memory-fabrics`); get, list and update only.
+    Collection {
+        path: "computeGpuMemoryFabrics",
+        kind: FABRIC,
+        version: CORE,
+        name: "ComputeGpuMemoryFabric",
+        plural: "ComputeGpuMemoryFabrics",
+        compartment_required: true,
+    },
+    Collection {
+        path: "computeGpuMemoryClusters",
+        kind: GMC,
+        version: CORE,
+        name: "ComputeGpuMemoryCluster",
+        plural: "ComputeGpuMemoryClusters",
         compartment_required: true,
     },
     Collection {
@@ -290,6 +319,7 @@ enum Action {
     StartImport,
     GetSyncJob,
     GetVnic,
+    ListGpuMemoryClusterInstances,
 }
 
 struct Route {
@@ -347,6 +377,8 @@ fn route(method: &Method, path: &str) -> Option<Route> {
     }
     let c = COLLECTIONS.iter().find(|c| c.path == segs[0] && c.version == version)?;
     let (action, operation) = match (method, &segs[1..]) {
+        // The API has no operation that creates or deletes a GPU memory fabric.
+        ("POST", []) | ("DELETE", [_]) if c.kind == FABRIC => return None,
         ("POST", []) if c.kind == "instance" => (Action::Create, "LaunchInstance".to_owned()),
         ("POST", []) => (Action::Create, format!("Create{}", c.name)),
         ("GET", []) => (Action::List, format!("List{}", c.plural)),
@@ -362,6 +394,9 @@ fn route(method: &Method, path: &str) -> Option<Route> {
             (Action::ListSecurityRules, "ListNetworkSecurityGroupSecurityRules".to_owned())
         }
         ("GET", [_, "instances"]) if c.kind == "clusternetwork" => (Action::ListNetworkInstances, "ListClusterNetworkInstances".to_owned()),
+        ("GET", [_, "instances"]) if c.kind == GMC => {
+            (Action::ListGpuMemoryClusterInstances, "ListComputeGpuMemoryClusterInstances".to_owned())
+        }
         ("POST", [_, "actions", "startImportFromObject"]) if c.kind == "objectstoragelink" => {
             (Action::StartImport, "StartImportFromObject".to_owned())
         }
@@ -468,6 +503,12 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
             FaultKind::Capacity if route.operation == "CreateClusterNetwork" => capacity_failure = true,
             // So is an import from Object Storage: its sync job fails.
             FaultKind::Capacity if route.operation == "StartImportFromObject" => capacity_failure = true,
+            // So is a GPU memory cluster's create or resize: its work request fails and nothing launches.
+            FaultKind::Capacity
+                if matches!(route.operation.as_str(), "CreateComputeGpuMemoryCluster" | "UpdateComputeGpuMemoryCluster") =>
+            {
+                capacity_failure = true
+            }
             FaultKind::Capacity => return Reply::error(500, "InternalError", "Out of host capacity.").into_response(),
             FaultKind::ServerError => return Reply::error(500, "InternalError", "Internal error occurred").into_response(),
             FaultKind::NotFound => return Reply::not_found().into_response(),
@@ -501,6 +542,7 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         Action::StartImport => start_import(&mut store, &req),
         Action::GetSyncJob => get_sync_job(&store, &req),
         Action::GetVnic => get_vnic(&store, &req),
+        Action::ListGpuMemoryClusterInstances => list_gpu_memory_cluster_instances(&store, &req),
     };
     let reply = result.unwrap_or_else(|e| e);
     if let Some(key) = retry
@@ -547,6 +589,10 @@ fn state_of(s: &Stored) -> String {
         ("clusternetwork", "PROVISIONING") if settled && s.value["_failed"] == true => "TERMINATED",
         ("clusternetwork", "PROVISIONING" | "SCALING") if settled => "RUNNING",
         ("clusternetwork", "TERMINATING") if settled => "TERMINATED",
+        // A GPU memory cluster whose create found no host capacity ends deleted, as its work request fails.
+        (GMC, "CREATING") if settled && s.value["_failed"] == true => "DELETED",
+        (GMC, "CREATING" | "UPDATING") if settled => "ACTIVE",
+        (GMC, "DELETING") if settled => "DELETED",
         ("lustrefilesystem" | "objectstoragelink", "CREATING" | "UPDATING") if settled => "ACTIVE",
         ("lustrefilesystem", "DELETING") if settled => "DELETED",
         _ => stored,
@@ -580,6 +626,8 @@ fn full_model(kind: &str) -> &'static str {
         "instance" => "Instance",
         "instanceconfiguration" => "InstanceConfiguration",
         "clusternetwork" => "ClusterNetwork",
+        FABRIC => "ComputeGpuMemoryFabric",
+        GMC => "ComputeGpuMemoryCluster",
         "lustrefilesystem" => "LustreFileSystem",
         _ => "ObjectStorageLink",
     }
@@ -591,6 +639,8 @@ fn summary_model(kind: &str) -> &'static str {
         "computecluster" => "ComputeClusterSummary",
         "instanceconfiguration" => "InstanceConfigurationSummary",
         "clusternetwork" => "ClusterNetworkSummary",
+        FABRIC => "ComputeGpuMemoryFabricSummary",
+        GMC => "ComputeGpuMemoryClusterSummary",
         "lustrefilesystem" => "LustreFileSystemSummary",
         "objectstoragelink" => "ObjectStorageLinkSummary",
         other => full_model(other),
@@ -652,6 +702,32 @@ fn model_fields(model: &str) -> &'static [&'static str] {
         "InstancePoolSummary" => &[
             "availabilityDomains", "compartmentId", "currentSize", "definedTags", "displayName", "freeformTags", "id",
             "instanceConfigurationId", "lifecycleState", "poolType", "size", "timeCreated",
+        ],
+        "ComputeGpuMemoryFabric" => &[
+            "additionalData", "availableHostCount", "compartmentId", "computeGpuMemoryClusters", "computeHpcIslandId",
+            "computeLocalBlockId", "computeNetworkBlockId", "currentFirmwareBundleId", "definedTags", "displayName", "fabricHealth",
+            "firmwareUpdateReason", "firmwareUpdateState", "freeformTags", "healthyHostCount", "hostPlatformName", "id",
+            "lifecycleState", "memoryFabricPreferences", "switchPlatformName", "systemTags", "targetFirmwareBundleId", "timeCreated",
+            "totalHostCount",
+        ],
+        "ComputeGpuMemoryFabricSummary" => &[
+            "availableHostCount", "compartmentId", "computeHpcIslandId", "computeLocalBlockId", "computeNetworkBlockId",
+            "currentFirmwareBundleId", "definedTags", "displayName", "fabricHealth", "firmwareUpdateState", "freeformTags",
+            "healthyHostCount", "hostPlatformName", "id", "lifecycleState", "memoryFabricPreferences", "switchPlatformName",
+            "systemTags", "targetFirmwareBundleId", "timeCreated", "totalHostCount",
+        ],
+        "ComputeGpuMemoryCluster" => &[
+            "availabilityDomain", "compartmentId", "computeClusterId", "definedTags", "displayName", "freeformTags",
+            "gpuMemoryClusterScaleConfig", "gpuMemoryFabricId", "id", "instanceConfigurationId", "lifecycleState", "privateIpIds",
+            "size", "systemTags", "timeCreated",
+        ],
+        "ComputeGpuMemoryClusterSummary" => &[
+            "availabilityDomain", "compartmentId", "definedTags", "displayName", "freeformTags", "gpuMemoryFabricId", "id",
+            "lifecycleState", "size", "systemTags", "timeCreated",
+        ],
+        "ComputeGpuMemoryClusterInstanceSummary" => &[
+            "availabilityDomain", "compartmentId", "displayName", "faultDomain", "id", "instanceConfigurationId", "instanceShape",
+            "lifecycleState", "region", "timeCreated",
         ],
         "LustreFileSystem" => &[
             "id", "compartmentId", "availabilityDomain", "displayName", "fileSystemDescription", "timeCreated", "timeUpdated",
@@ -736,6 +812,12 @@ fn resource_reply(status: u16, s: &Stored) -> Reply {
     Reply::json(status, view(s)).header("etag", etag(s))
 }
 
+/// A stored resource's answer as Get shows it now (sizes and counts that depend on other resources too).
+fn shown_reply(store: &Store, status: u16, id: &str) -> Reply {
+    let s = &store.resources[id];
+    Reply::json(status, as_model(shown(store, s), full_model(s.kind))).header("etag", etag(s))
+}
+
 fn check_if_match(headers: &HeaderMap, s: &Stored) -> Result<(), Reply> {
     match headers.get("if-match").and_then(|v| v.to_str().ok()) {
         Some(want) if want != "*" && want.trim_matches('"') != etag(s).trim_matches('"') => {
@@ -816,6 +898,7 @@ fn new_work_request(
 fn initial_state(kind: &str) -> Option<&'static str> {
     match kind {
         "vcn" | "subnet" | "networksecuritygroup" | "instance" | "clusternetwork" => Some("PROVISIONING"),
+        GMC => Some("CREATING"),
         "computecluster" => Some("ACTIVE"),
         "lustrefilesystem" | "objectstoragelink" => Some("CREATING"),
         _ => None,
@@ -829,6 +912,7 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
     // What each kind needs beyond the common fields, checked before anything is created.
     let mut network_placement = None;
     let mut lustre_subnet_cidr = None;
+    let mut gmc_size = 0;
     match kind {
         "vcn" => check_vcn(&mut value)?,
         "subnet" => check_subnet(store, &value)?,
@@ -844,6 +928,7 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
             require(&value, "/instanceDetails/launchDetails/shape")?;
         }
         "clusternetwork" => network_placement = Some(check_cluster_network(store, &value)?),
+        GMC => gmc_size = check_gpu_memory_cluster(store, &value)?,
         "lustrefilesystem" => {
             require(&value, "/availabilityDomain")?;
             check_lustre(&value).map_err(invalid)?;
@@ -925,11 +1010,24 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
             status = 202;
         }
         "objectstoragelink" => value["timeUpdated"] = json!(now),
+        GMC => {
+            // The instances launch with the cluster, from its instance configuration, on its fabric's hosts;
+            // with no host capacity none does and the work request fails.
+            let failure = req.capacity_failure.then(|| ("InternalError".to_owned(), "Out of host capacity.".to_owned()));
+            value["systemTags"] = json!({});
+            if failure.is_some() {
+                value["_failed"] = json!(true);
+            } else {
+                launch_gpu_memory_cluster_instances(store, &value, gmc_size);
+            }
+            let resources = vec![(GMC, id.clone(), "CREATED")];
+            work_request = Some(new_work_request(store, CORE, "CreateComputeGpuMemoryCluster", &compartment, resources, failure));
+        }
         _ => {}
     }
     let stored = Stored { kind, value, changed: Instant::now(), version: 1 };
-    let mut reply = resource_reply(status, &stored);
-    store.resources.insert(id, stored);
+    store.resources.insert(id.clone(), stored);
+    let mut reply = shown_reply(store, status, &id);
     if let Some(wr) = work_request {
         reply = reply.header("opc-work-request-id", wr);
     }
@@ -1045,28 +1143,214 @@ fn pool_instance_name(n: u64, pool: &Value) -> String {
 /// Launches `count` instances into a cluster network's pool, from the pool's instance configuration.
 fn launch_pool_instances(store: &mut Store, at: &PoolPlacement, pool: &Value, count: u64) {
     let config_id = pool["instanceConfigurationId"].as_str().unwrap_or_default().to_owned();
-    let launch = store.resources.get(&config_id).map(|c| c.value["instanceDetails"]["launchDetails"].clone()).unwrap_or(Value::Null);
-    let object_or_empty = |v: &Value| if v.is_object() { v.clone() } else { json!({}) };
     for _ in 0..count {
-        let id = ocid(store, "instance");
-        let name = pool_instance_name(store.next, pool);
-        let mut instance = json!({
-            "id": id, "compartmentId": at.compartment, "availabilityDomain": at.ad, "faultDomain": "FAULT-DOMAIN-1",
-            "region": "emulator", "shape": launch["shape"], "displayName": name, "lifecycleState": "PROVISIONING",
-            "instancePoolId": pool["id"], "clusterNetworkId": at.network, "instanceConfigurationId": config_id,
-            "timeCreated": now_rfc3339(), "freeformTags": object_or_empty(&launch["freeformTags"]),
-            "definedTags": object_or_empty(&launch["definedTags"]), "_subnetId": at.subnet,
-            "_nsgIds": launch["createVnicDetails"]["nsgIds"].as_array().cloned().map_or(json!([]), Value::Array),
-        });
-        for field in ["sourceDetails", "shapeConfig", "metadata", "agentConfig", "preemptibleInstanceConfig"] {
-            if !launch[field].is_null() {
-                instance[field] = launch[field].clone();
+        let name = pool_instance_name(store.next + 1, pool);
+        let extra = json!({"instancePoolId": pool["id"], "clusterNetworkId": at.network});
+        launch_from_configuration(store, &config_id, &at.compartment, &at.ad, &at.subnet, &name, extra);
+    }
+}
+
+/// Launches one instance from an instance configuration's launch details (its shape, image, agent, metadata
+/// and tags), in `ad` and `subnet`, with the `extra` fields (the pool or cluster it belongs to).
+fn launch_from_configuration(store: &mut Store, config_id: &str, compartment: &str, ad: &str, subnet: &str, name: &str, extra: Value) {
+    let launch = store.resources.get(config_id).map(|c| c.value["instanceDetails"]["launchDetails"].clone()).unwrap_or(Value::Null);
+    let object_or_empty = |v: &Value| if v.is_object() { v.clone() } else { json!({}) };
+    let id = ocid(store, "instance");
+    let mut instance = json!({
+        "id": id, "compartmentId": compartment, "availabilityDomain": ad, "faultDomain": "FAULT-DOMAIN-1",
+        "region": "emulator", "shape": launch["shape"], "displayName": name, "lifecycleState": "PROVISIONING",
+        "instanceConfigurationId": config_id, "timeCreated": now_rfc3339(), "freeformTags": object_or_empty(&launch["freeformTags"]),
+        "definedTags": object_or_empty(&launch["definedTags"]), "_subnetId": subnet,
+        "_nsgIds": launch["createVnicDetails"]["nsgIds"].as_array().cloned().map_or(json!([]), Value::Array),
+    });
+    for field in ["sourceDetails", "shapeConfig", "metadata", "agentConfig", "preemptibleInstanceConfig"] {
+        if !launch[field].is_null() {
+            instance[field] = launch[field].clone();
+        }
+    }
+    if let (Some(fields), Some(extra)) = (instance.as_object_mut(), extra.as_object()) {
+        fields.extend(extra.clone());
+    }
+    instance["imageId"] = launch["sourceDetails"]["imageId"].clone();
+    instance["_privateIp"] = json!(private_ip(store, subnet, store.next));
+    store.resources.insert(id, Stored { kind: "instance", value: instance, changed: Instant::now(), version: 1 });
+}
+
+/// Launches `count` instances of a GPU memory cluster: from its instance configuration, in its compute
+/// cluster, on its fabric's hosts, named as OCI names pool instances (`inst-<5 letters or digits>-<cluster name>`).
+fn launch_gpu_memory_cluster_instances(store: &mut Store, gmc: &Value, count: u64) {
+    let config_id = gmc["instanceConfigurationId"].as_str().unwrap_or_default().to_owned();
+    let subnet = store
+        .resources
+        .get(&config_id)
+        .and_then(|c| text(&c.value, "/instanceDetails/launchDetails/createVnicDetails/subnetId").map(str::to_owned))
+        .unwrap_or_default();
+    let (compartment, ad) =
+        (gmc["compartmentId"].as_str().unwrap_or_default().to_owned(), gmc["availabilityDomain"].as_str().unwrap_or_default().to_owned());
+    for _ in 0..count {
+        let name = pool_instance_name(store.next + 1, gmc);
+        let extra = json!({"computeClusterId": gmc["computeClusterId"], "_gpuMemoryClusterId": gmc["id"],
+                           "_gpuMemoryFabricId": gmc["gpuMemoryFabricId"]});
+        launch_from_configuration(store, &config_id, &compartment, &ad, &subnet, &name, extra);
+    }
+}
+
+/// Whether an instance is one of its cluster's: not terminating or terminated.
+fn live_instance(s: &Stored) -> bool {
+    s.kind == "instance" && !matches!(state_of(s).as_str(), "TERMINATING" | "TERMINATED")
+}
+
+/// The live instances of a GPU memory cluster, oldest first.
+fn gmc_members<'a>(store: &'a Store, gmc: &str) -> Vec<&'a String> {
+    store.resources.iter().filter(|(_, s)| live_instance(s) && s.value["_gpuMemoryClusterId"] == gmc).map(|(id, _)| id).collect()
+}
+
+/// The hosts of a GPU memory fabric no instance holds (an instance holds its host until it is TERMINATED).
+fn available_hosts(store: &Store, fabric: &Stored) -> i64 {
+    let id = fabric.value["id"].as_str().unwrap_or_default();
+    let held = store
+        .resources
+        .values()
+        .filter(|s| s.kind == "instance" && s.value["_gpuMemoryFabricId"] == id && state_of(s) != "TERMINATED")
+        .count() as i64;
+    (fabric.value["_freeHosts"].as_i64().unwrap_or(FABRIC_HOSTS) - held).max(0)
+}
+
+/// A GPU memory cluster's `size` must be 1 to 18: one NVL72 rack's hosts at most.
+fn check_gmc_size(size: &Value) -> Result<i64, Reply> {
+    let size = size.as_i64().ok_or_else(|| invalid("size must be an integer."))?;
+    if !(1..=FABRIC_HOSTS).contains(&size) {
+        return Err(invalid(format!(
+            "size {size} is invalid: a GPU memory cluster has 1 to {FABRIC_HOSTS} instances (the hosts of one GPU memory fabric)."
+        )));
+    }
+    Ok(size)
+}
+
+/// A GPU memory cluster's instance configuration: an existing one whose shape a GPU memory cluster launches.
+fn check_gmc_configuration(store: &Store, config_id: &str) -> Result<(), Reply> {
+    let config = existing(store, config_id, "instanceconfiguration")?;
+    let shape = config.value["instanceDetails"]["launchDetails"]["shape"].as_str().unwrap_or_default();
+    if !GMC_SHAPES.contains(&shape) {
+        return Err(invalid(format!(
+            "Instance configuration {config_id} launches shape {shape:?}; a GPU memory cluster takes only {}.",
+            GMC_SHAPES.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// CreateComputeGpuMemoryCluster's references and size, checked as OCI does: the compute cluster in the same
+/// availability domain, an instance configuration of a GB200/GB300 shape, and a fabric in that availability
+/// domain that is AVAILABLE with at least `size` hosts free. The SDK leaves `gpuMemoryFabricId` and `size`
+/// optional, but the API creates a cluster "on a specific compute GPU memory fabric", of the desired size: the
+/// emulator requires both. Returns the size.
+fn check_gpu_memory_cluster(store: &Store, value: &Value) -> Result<u64, Reply> {
+    let ad = require(value, "/availabilityDomain")?;
+    let cluster_id = require(value, "/computeClusterId")?;
+    let config_id = require(value, "/instanceConfigurationId")?;
+    let fabric_id = require(value, "/gpuMemoryFabricId")?;
+    let size = check_gmc_size(value.get("size").ok_or_else(|| missing("size"))?)?;
+    let cluster = existing(store, &cluster_id, "computecluster")?;
+    let cluster_ad = cluster.value["availabilityDomain"].as_str().unwrap_or_default();
+    if cluster_ad != ad {
+        return Err(invalid(format!("Compute cluster {cluster_id} is in availability domain {cluster_ad}, not {ad}.")));
+    }
+    check_gmc_configuration(store, &config_id)?;
+    let fabric = existing(store, &fabric_id, FABRIC)?;
+    let fabric_ad = fabric.value["_availabilityDomain"].as_str().unwrap_or_default();
+    if fabric_ad != ad {
+        return Err(invalid(format!("GPU memory fabric {fabric_id} is in availability domain {fabric_ad}, not {ad}.")));
+    }
+    let shown = shown(store, fabric);
+    let state = shown["lifecycleState"].as_str().unwrap_or_default();
+    if state != "AVAILABLE" {
+        return Err(Reply::error(
+            409,
+            "IncorrectState",
+            format!("GPU memory fabric {fabric_id} is {state}; a GPU memory cluster is created on an AVAILABLE fabric."),
+        ));
+    }
+    let available = available_hosts(store, fabric);
+    if size > available {
+        return Err(invalid(format!("size {size} exceeds the {available} available host(s) of GPU memory fabric {fabric_id}.")));
+    }
+    Ok(size as u64)
+}
+
+/// UpdateComputeGpuMemoryCluster: a new size launches instances from the (possibly new) instance
+/// configuration on the fabric's free hosts, or terminates the newest; only while ACTIVE. Tags, name and
+/// configuration change at any time. Always answered with a work request (the SDK waits on one).
+fn update_gpu_memory_cluster(store: &mut Store, id: &str, body: &Value, state: &str, capacity_failure: bool) -> Result<Reply, Reply> {
+    if let Some(config) = text(body, "/instanceConfigurationId") {
+        check_gmc_configuration(store, config)?;
+    }
+    let live = gmc_members(store, id).len() as i64;
+    let gmc = &store.resources[id].value;
+    let mut resize = None;
+    if let Some(size) = body.get("size") {
+        let size = check_gmc_size(size)?;
+        if size != live {
+            if state != "ACTIVE" {
+                return Err(Reply::error(
+                    409,
+                    "IncorrectState",
+                    format!("GPU memory cluster {id} is {state}; it can be resized only when ACTIVE."),
+                ));
+            }
+            let fabric_id = gmc["gpuMemoryFabricId"].as_str().unwrap_or_default();
+            let available = store.resources.get(fabric_id).map_or(0, |f| available_hosts(store, f));
+            if size - live > available {
+                return Err(invalid(format!(
+                    "size {size} needs {} more host(s); GPU memory fabric {fabric_id} has {available} available.",
+                    size - live
+                )));
+            }
+            resize = Some(size);
+        }
+    }
+    let compartment = gmc["compartmentId"].as_str().unwrap_or_default().to_owned();
+    let s = store.resources.get_mut(id).expect("found above");
+    merge(&mut s.value, body, &["gpuMemoryFabricId", "computeClusterId"]);
+    let value = s.value.clone();
+    match resize {
+        Some(size) => {
+            set_state(store.resources.get_mut(id).expect("found above"), "UPDATING");
+            if size > live && !capacity_failure {
+                launch_gpu_memory_cluster_instances(store, &value, (size - live) as u64);
+            }
+            let members: Vec<String> = gmc_members(store, id).into_iter().cloned().collect();
+            // The newest go first.
+            for victim in members.iter().rev().take((live - size).max(0) as usize) {
+                if let Some(m) = store.resources.get_mut(victim) {
+                    set_state(m, "TERMINATING");
+                }
             }
         }
-        instance["imageId"] = launch["sourceDetails"]["imageId"].clone();
-        instance["_privateIp"] = json!(private_ip(store, &at.subnet, store.next));
-        store.resources.insert(id, Stored { kind: "instance", value: instance, changed: Instant::now(), version: 1 });
+        None => store.resources.get_mut(id).expect("found above").version += 1,
     }
+    let failure =
+        (capacity_failure && resize.is_some_and(|n| n > live)).then(|| ("InternalError".to_owned(), "Out of host capacity.".to_owned()));
+    let wr = new_work_request(store, CORE, "UpdateComputeGpuMemoryCluster", &compartment, vec![(GMC, id.to_owned(), "UPDATED")], failure);
+    Ok(shown_reply(store, 200, id).header("opc-work-request-id", wr))
+}
+
+/// ListComputeGpuMemoryClusterInstances: the cluster's instances as ComputeGpuMemoryClusterInstanceSummary
+/// (no tags), terminated ones included as ListInstances includes them; a collection (`{"items"}`).
+fn list_gpu_memory_cluster_instances(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let id = req.route.id.as_str();
+    store.resources.get(id).filter(|s| s.kind == GMC).ok_or_else(Reply::not_found)?;
+    let items = store
+        .resources
+        .iter()
+        .filter(|(_, s)| s.kind == "instance" && s.value["_gpuMemoryClusterId"] == id)
+        .map(|(instance, s)| {
+            let mut v = raw_view(s);
+            v["instanceShape"] = v["shape"].clone();
+            (instance.clone(), as_model(v, "ComputeGpuMemoryClusterInstanceSummary"))
+        })
+        .collect();
+    listing(items, req.query, true)
 }
 
 /// An Object Storage link needs an existing file system in its availability domain, a path and a prefix.
@@ -1128,6 +1412,26 @@ fn sync_view(job: &SyncJob) -> Value {
 /// A resource as its Get and List show it: an Object Storage link with its current and last sync job.
 fn shown(store: &Store, s: &Stored) -> Value {
     let mut v = raw_view(s);
+    let id = s.value["id"].as_str().unwrap_or_default();
+    // A GPU memory cluster's size counts its instances running or launching; a fabric's available hosts are
+    // the ones its clusters' instances do not hold, and it is OCCUPIED while none is free.
+    if s.kind == GMC {
+        v["size"] = json!(gmc_members(store, id).len());
+    }
+    if s.kind == FABRIC {
+        let available = available_hosts(store, s);
+        v["availableHostCount"] = json!(available);
+        if v["lifecycleState"] == "AVAILABLE" && available == 0 {
+            v["lifecycleState"] = json!("OCCUPIED");
+        }
+        let clusters: Vec<&String> = store
+            .resources
+            .iter()
+            .filter(|(_, c)| c.kind == GMC && !finished(c) && c.value["gpuMemoryFabricId"] == id)
+            .map(|(k, _)| k)
+            .collect();
+        v["computeGpuMemoryClusters"] = json!(clusters);
+    }
     if s.kind == "objectstoragelink" {
         let id = s.value["id"].as_str().unwrap_or_default();
         // Ids carry a zero-padded counter: the last one is the newest.
@@ -1216,7 +1520,7 @@ fn listing(items: Vec<(String, Value)>, query: &BTreeMap<String, String>, wrappe
 }
 
 /// Platform images: (OCID, display name, operating system, shapes it runs on; empty = non-GPU shapes only).
-const IMAGES: [(&str, &str, &str, &[&str]); 3] = [
+const IMAGES: [(&str, &str, &str, &[&str]); 4] = [
     (
         "ocid1.image.oc1.iad.emulator-ol8-gpu",
         "Oracle-Linux-8.10-Gen2-GPU-2026.10.30-0",
@@ -1239,6 +1543,13 @@ const IMAGES: [(&str, &str, &str, &[&str]); 3] = [
         &["BM.GPU.H100.8", "BM.GPU.H200.8", "BM.GPU.B200.8", "BM.GPU.B300.8"],
     ),
     ("ocid1.image.oc1.iad.emulator-ol8", "Oracle-Linux-8.10-2026.10.30-0", "Oracle Linux", &[]),
+    // GB200/GB300 hosts are Arm (Grace): an aarch64 GPU image.
+    (
+        "ocid1.image.oc1.iad.emulator-ol8-aarch64-gpu",
+        "Oracle-Linux-8.10-aarch64-GPU-2026.10.30-0",
+        "Oracle Linux",
+        &["BM.GPU.GB200.4", "BM.GPU.GB200-v2.4", "BM.GPU.GB200-v3.4", "BM.GPU.GB300.4"],
+    ),
 ];
 
 /// ListImages: the platform images, newest first, filtered by `shape` and `operatingSystem`.
@@ -1359,15 +1670,40 @@ fn list(store: &Store, req: &Req) -> Result<Reply, Reply> {
     // ListInstances filters by compute cluster, which an Instance does not show.
     let mut query = req.query.clone();
     let cluster = if c.kind == "instance" { query.remove("computeClusterId") } else { None };
+    // Filters named otherwise than the field they match, or on a field the summary does not show (a fabric's
+    // availability domain is not in its model at all), applied before the summary model.
+    let renamed: &[(&str, &str)] = match c.kind {
+        FABRIC => &[
+            ("computeGpuMemoryFabricId", "id"),
+            ("computeGpuMemoryFabricLifecycleState", "lifecycleState"),
+            ("computeGpuMemoryFabricHealth", "fabricHealth"),
+            ("availabilityDomain", "_availabilityDomain"),
+        ],
+        GMC => &[
+            ("computeGpuMemoryClusterId", "id"),
+            ("computeGpuMemoryFabricId", "gpuMemoryFabricId"),
+            ("computeClusterId", "computeClusterId"),
+        ],
+        _ => &[],
+    };
+    let before: Vec<(&str, String)> = renamed.iter().filter_map(|(param, field)| query.remove(*param).map(|want| (*field, want))).collect();
     // Ids carry a zero-padded counter, so id order within a kind is creation order.
     let items = store
         .resources
         .iter()
         .filter(|(_, s)| s.kind == c.kind && cluster.as_ref().is_none_or(|cc| s.value["computeClusterId"] == cc.as_str()))
-        .map(|(id, s)| (id.clone(), as_model(shown(store, s), summary_model(c.kind))))
+        .map(|(id, s)| (id, s, shown(store, s)))
+        .filter(|(_, s, v)| {
+            before.iter().all(|(field, want)| {
+                let from = if field.starts_with('_') { &s.value } else { v };
+                from[*field].as_str() == Some(want.as_str())
+            })
+        })
+        .map(|(id, s, v)| (id.clone(), as_model(v, summary_model(s.kind))))
         .collect();
-    // Core lists are bare arrays, except ListComputeClusters (a ComputeClusterCollection); Lustre's are collections.
-    listing(items, &query, c.version == LUSTRE || c.kind == "computecluster")
+    // Core lists are bare arrays, except the compute cluster and GPU memory fabric and cluster lists
+    // (collections); Lustre's are collections.
+    listing(items, &query, c.version == LUSTRE || matches!(c.kind, "computecluster" | FABRIC | GMC))
 }
 
 fn get(store: &Store, req: &Req) -> Result<Reply, Reply> {
@@ -1402,6 +1738,21 @@ fn update(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
     match c.kind {
         "clusternetwork" => update_cluster_network(store, id, &body, &state),
         "lustrefilesystem" => update_lustre(store, id, &body, &state),
+        GMC => update_gpu_memory_cluster(store, id, &body, &state, req.capacity_failure),
+        // UpdateComputeGpuMemoryFabricDetails: name, tags and firmware preferences, nothing of its hosts.
+        FABRIC => {
+            let s = store.resources.get_mut(id).expect("found above");
+            let kept: serde_json::Map<String, Value> = body
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| matches!(k.as_str(), "displayName" | "freeformTags" | "definedTags" | "memoryFabricPreferences"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            merge(&mut s.value, &Value::Object(kept), &[]);
+            s.version += 1;
+            Ok(shown_reply(store, 200, id))
+        }
         _ => {
             let s = store.resources.get_mut(id).expect("found above");
             merge(&mut s.value, &body, &[]);
@@ -1533,6 +1884,8 @@ fn dependants(store: &Store, kind: &str, id: &str) -> Vec<String> {
                 s.value["instancePools"].as_array().is_some_and(|pools| pools.iter().any(|p| p["instanceConfigurationId"] == id))
             }
             ("lustrefilesystem", "objectstoragelink") => s.value["lustreFileSystemId"] == id,
+            ("computecluster", GMC) => s.value["computeClusterId"] == id,
+            ("instanceconfiguration", GMC) => s.value["instanceConfigurationId"] == id,
             _ => false,
         })
         .map(|(other, s)| format!("{} {other}", collection_of(s.kind).map_or(s.kind, |c| c.name)))
@@ -1580,6 +1933,20 @@ fn delete(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
             }
             let resources = vec![("clusternetwork", id.to_owned(), "DELETED")];
             let wr = new_work_request(store, CORE, "TerminateClusterNetwork", &compartment, resources, None);
+            Ok(Reply::empty(204).header("opc-work-request-id", wr))
+        }
+        // Deleting a GPU memory cluster terminates its instances; their hosts go back to the fabric.
+        GMC => {
+            if !ending {
+                set_state(store.resources.get_mut(id).expect("found above"), "DELETING");
+                for member in gmc_members(store, id).into_iter().cloned().collect::<Vec<_>>() {
+                    if let Some(m) = store.resources.get_mut(&member) {
+                        set_state(m, "TERMINATING");
+                    }
+                }
+            }
+            let resources = vec![(GMC, id.to_owned(), "DELETED")];
+            let wr = new_work_request(store, CORE, "DeleteComputeGpuMemoryCluster", &compartment, resources, None);
             Ok(Reply::empty(204).header("opc-work-request-id", wr))
         }
         "lustrefilesystem" => {
@@ -1780,6 +2147,44 @@ fn lustre_capacity_offered(capacity: i64) -> bool {
     })
 }
 
+impl Oci {
+    /// `POST /_admin/gpu-memory-fabrics`: a rack's GPU memory fabric, as OCI has it before anyone builds on it.
+    /// `compartmentId` and `availabilityDomain` are required (a fabric's model has no availability domain, but
+    /// its list filters by one); the rest default to an idle, healthy NVL72 rack: AVAILABLE, HEALTHY, 18 hosts
+    /// all available and healthy, an HPC island, network block and local block of its own.
+    fn seed_fabric(&self, body: &Value) -> (u16, Value) {
+        let (Some(compartment), Some(ad)) = (text(body, "/compartmentId"), text(body, "/availabilityDomain")) else {
+            return (400, json!({"error": "a GPU memory fabric needs compartmentId and availabilityDomain"}));
+        };
+        let mut store = self.store.lock().unwrap();
+        let id = ocid(&mut store, FABRIC);
+        let n = store.next;
+        let int = |k: &str, default: i64| body.get(k).and_then(Value::as_i64).unwrap_or(default);
+        let total = int("totalHostCount", FABRIC_HOSTS);
+        let string = |k: &str, default: String| text(body, &format!("/{k}")).map_or(default, str::to_owned);
+        let value = json!({
+            "id": id, "compartmentId": compartment, "_availabilityDomain": ad,
+            "displayName": string("displayName", format!("gpu-memory-fabric-{n}")),
+            "lifecycleState": string("lifecycleState", "AVAILABLE".into()),
+            "fabricHealth": string("fabricHealth", "HEALTHY".into()),
+            "totalHostCount": total, "healthyHostCount": int("healthyHostCount", total), "_freeHosts": int("availableHostCount", total),
+            "computeHpcIslandId": string("computeHpcIslandId", format!("ocid1.computehpcisland.oc1.emulator.{n:020}")),
+            "computeNetworkBlockId": string("computeNetworkBlockId", format!("ocid1.computenetworkblock.oc1.emulator.{n:020}")),
+            "computeLocalBlockId": string("computeLocalBlockId", format!("ocid1.computelocalblock.oc1.emulator.{n:020}")),
+            "firmwareUpdateState": "NO_UPDATE",
+            "freeformTags": body.get("freeformTags").filter(|t| t.is_object()).cloned().unwrap_or(json!({})),
+            "definedTags": {}, "systemTags": {}, "timeCreated": now_rfc3339(),
+        });
+        // Settled already: a rack that was there before the test.
+        let changed = Instant::now().checked_sub(Duration::from_secs(60)).unwrap_or_else(Instant::now);
+        store.resources.insert(id.clone(), Stored { kind: FABRIC, value, changed, version: 1 });
+        let s = &store.resources[&id];
+        let mut shown = as_model(shown(&store, s), full_model(FABRIC));
+        shown["availabilityDomain"] = json!(ad);
+        (200, shown)
+    }
+}
+
 impl Emulated for Oci {
     fn reset(&self) {
         let mut store = self.store.lock().unwrap();
@@ -1792,10 +2197,12 @@ impl Emulated for Oci {
         let mut store = self.store.lock().unwrap();
         purge(&mut store);
         let mut services: BTreeMap<&str, BTreeMap<&str, Vec<String>>> = BTreeMap::new();
-        for c in &COLLECTIONS {
+        // GPU memory fabrics are the racks' own, there before any configuration (as AWS's default VPC is):
+        // never in the inventory.
+        for c in COLLECTIONS.iter().filter(|c| c.kind != FABRIC) {
             services.entry(if c.version == CORE { "core" } else { "lustre" }).or_default().insert(c.kind, Vec::new());
         }
-        for (id, s) in store.resources.iter().filter(|(_, s)| !finished(s)) {
+        for (id, s) in store.resources.iter().filter(|(_, s)| !finished(s) && s.kind != FABRIC) {
             let service = if collection_of(s.kind).is_some_and(|c| c.version == LUSTRE) { "lustre" } else { "core" };
             services.entry(service).or_default().entry(s.kind).or_default().push(id.clone());
         }
@@ -1860,8 +2267,24 @@ impl Emulated for Oci {
     }
 
     fn extra_admin(&self, method: &str, route: &str, body: &Value) -> Option<(u16, Value)> {
-        if (method, route) != ("POST", "keys") {
-            return None;
+        match (method, route) {
+            ("POST", "gpu-memory-fabrics") => return Some(self.seed_fabric(body)),
+            ("GET", "gpu-memory-fabrics") => {
+                let store = self.store.lock().unwrap();
+                let all: Vec<Value> = store
+                    .resources
+                    .values()
+                    .filter(|s| s.kind == FABRIC)
+                    .map(|s| {
+                        let mut v = as_model(shown(&store, s), full_model(FABRIC));
+                        v["availabilityDomain"] = s.value["_availabilityDomain"].clone();
+                        v
+                    })
+                    .collect();
+                return Some((200, json!({"gpu_memory_fabrics": all})));
+            }
+            ("POST", "keys") => {}
+            _ => return None,
         }
         let key_id = body.get("key_id").and_then(Value::as_str)?;
         let pem = body.get("public_key_pem").and_then(Value::as_str)?;

@@ -3,7 +3,9 @@
 //! network security groups with their rules, compute clusters and instances, cluster networks resized
 //! through PUT, Lustre file systems that only grow and their Object Storage links, paging with
 //! `opc-next-page`, 409 `Conflict` for deletes with dependants, `opc-retry-token` replays, work requests
-//! and their errors; faults (429 without Retry-After, "Out of host capacity") and out-of-band changes.
+//! and their errors; faults (429 without Retry-After, "Out of host capacity") and out-of-band changes; GPU
+//! memory fabrics (seeded, listed, never made or deleted) and GPU memory clusters (launch, resize, delete,
+//! and each refusal).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -1182,4 +1184,365 @@ fn object_storage_links_take_namespace_paths_and_import_through_sync_jobs() {
     assert_eq!(api.get(&format!("{link_path}/syncJobs/ocid1.lustresyncjob.oc1..nope")).0, 404);
     let counters = api.admin("GET", "counters", None);
     assert_eq!(counters["counters"]["lustre:StartImportFromObject"], 3);
+}
+
+// ------------------------------------------------------------ GPU memory fabrics and clusters (GB200/GB300)
+
+const GB200: &str = "BM.GPU.GB200.4";
+
+#[rustfmt::skip]
+const FABRIC_SUMMARY_FIELDS: &[&str] = &[
+    "availableHostCount", "compartmentId", "computeHpcIslandId", "computeLocalBlockId", "computeNetworkBlockId",
+    "currentFirmwareBundleId", "definedTags", "displayName", "fabricHealth", "firmwareUpdateState", "freeformTags",
+    "healthyHostCount", "hostPlatformName", "id", "lifecycleState", "memoryFabricPreferences", "switchPlatformName", "systemTags",
+    "targetFirmwareBundleId", "timeCreated", "totalHostCount",
+];
+#[rustfmt::skip]
+const GMC_FIELDS: &[&str] = &[
+    "availabilityDomain", "compartmentId", "computeClusterId", "definedTags", "displayName", "freeformTags",
+    "gpuMemoryClusterScaleConfig", "gpuMemoryFabricId", "id", "instanceConfigurationId", "lifecycleState", "privateIpIds", "size",
+    "systemTags", "timeCreated",
+];
+#[rustfmt::skip]
+const GMC_SUMMARY_FIELDS: &[&str] = &[
+    "availabilityDomain", "compartmentId", "definedTags", "displayName", "freeformTags", "gpuMemoryFabricId", "id", "lifecycleState",
+    "size", "systemTags", "timeCreated",
+];
+#[rustfmt::skip]
+const GMC_INSTANCE_FIELDS: &[&str] = &[
+    "availabilityDomain", "compartmentId", "displayName", "faultDomain", "id", "instanceConfigurationId", "instanceShape",
+    "lifecycleState", "region", "timeCreated",
+];
+
+/// What a GPU memory cluster is built from: (subnet, compute cluster, GB200 instance configuration).
+struct Rack {
+    subnet: String,
+    compute_cluster: String,
+    config: String,
+}
+
+impl Api {
+    /// A rack's GPU memory fabric, seeded through the admin API; `extra` overrides the defaults.
+    fn fabric(&self, ad: &str, name: &str, extra: Value) -> Value {
+        let mut body = json!({"compartmentId": COMPARTMENT, "availabilityDomain": ad, "displayName": name});
+        body.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+        self.admin("POST", "gpu-memory-fabrics", Some(body))
+    }
+
+    fn configuration_of(&self, shape: &str, subnet: &str) -> String {
+        let config = self.created(
+            "/20160918/instanceConfigurations",
+            json!({
+                "compartmentId": COMPARTMENT, "displayName": "nvl-ic", "source": "NONE",
+                "instanceDetails": {"instanceType": "compute", "launchDetails": {
+                    "compartmentId": COMPARTMENT, "availabilityDomain": AD, "shape": shape,
+                    "freeformTags": {"hpc:cluster": "nvl", "hpc:owner": "o-1"},
+                    "createVnicDetails": {"subnetId": subnet, "assignPublicIp": false},
+                    "sourceDetails": {"sourceType": "image", "imageId": IMAGE}}},
+            }),
+        );
+        config["id"].as_str().unwrap().to_owned()
+    }
+
+    fn rack(&self) -> Rack {
+        let (_, subnet) = self.network();
+        let cc = self.created("/20160918/computeClusters", json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD}));
+        let config = self.configuration_of(GB200, &subnet);
+        Rack { subnet, compute_cluster: cc["id"].as_str().unwrap().to_owned(), config }
+    }
+
+    fn gmc_body(rack: &Rack, fabric: &str, size: u64, name: &str) -> Value {
+        json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD, "computeClusterId": rack.compute_cluster,
+               "instanceConfigurationId": rack.config, "gpuMemoryFabricId": fabric, "size": size, "displayName": name,
+               "freeformTags": {"hpc:cluster": "nvl"}})
+    }
+
+    fn gmc_instances(&self, gmc: &str) -> Vec<Value> {
+        let (status, listed) = self.get(&format!("/20160918/computeGpuMemoryClusters/{gmc}/instances"));
+        assert_eq!(status, 200, "{listed}");
+        listed["items"].as_array().unwrap_or_else(|| panic!("a collection: {listed}")).clone()
+    }
+
+    fn live_gmc_instances(&self, gmc: &str) -> usize {
+        self.gmc_instances(gmc).iter().filter(|i| !matches!(i["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED"))).count()
+    }
+
+    fn get_fabric(&self, id: &str) -> Value {
+        let (status, fabric) = self.get(&format!("/20160918/computeGpuMemoryFabrics/{id}"));
+        assert_eq!(status, 200, "{fabric}");
+        fabric
+    }
+
+    fn work_request_status(&self, head: &str) -> String {
+        let wr = header(head, "opc-work-request-id").unwrap_or_else(|| panic!("a work request: {head}"));
+        self.get(&format!("/20160918/workRequests/{wr}")).1["status"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+fn id_of(v: &Value) -> String {
+    v["id"].as_str().unwrap_or_else(|| panic!("no id: {v}")).to_owned()
+}
+
+#[test]
+fn gpu_memory_fabrics_are_the_racks_own_found_and_never_made_or_deleted() {
+    let api = Api::start();
+    let a = api.fabric(AD, "rack-a", json!({}));
+    let b = api.fabric(AD, "rack-b", json!({"fabricHealth": "UNHEALTHY", "healthyHostCount": 16}));
+    api.fabric(AD2, "rack-c", json!({}));
+    assert_eq!((a["lifecycleState"].as_str(), a["fabricHealth"].as_str()), (Some("AVAILABLE"), Some("HEALTHY")), "{a}");
+    assert_eq!(
+        (a["totalHostCount"].as_u64(), a["availableHostCount"].as_u64(), a["healthyHostCount"].as_u64()),
+        (Some(18), Some(18), Some(18))
+    );
+    for field in ["computeHpcIslandId", "computeNetworkBlockId", "computeLocalBlockId"] {
+        assert!(a[field].as_str().is_some_and(|v| v.starts_with("ocid1.")), "{field}: {a}");
+    }
+
+    // ListComputeGpuMemoryFabrics: a collection of summaries, filtered as the SDK's query parameters say.
+    let list = |q: &str| {
+        let (status, listed) = api.get(&format!("/20160918/computeGpuMemoryFabrics?compartmentId={COMPARTMENT}{q}"));
+        assert_eq!(status, 200, "{listed}");
+        listed["items"].as_array().unwrap_or_else(|| panic!("a collection: {listed}")).clone()
+    };
+    let all = list("");
+    assert_eq!(all.len(), 3);
+    for f in &all {
+        assert_eq!(foreign(f, FABRIC_SUMMARY_FIELDS), Vec::<String>::new(), "{f}");
+    }
+    let names = |items: Vec<Value>| items.iter().map(|f| f["displayName"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    assert_eq!(names(list(&format!("&availabilityDomain={}", AD.replace(':', "%3A")))), ["rack-a", "rack-b"]);
+    assert_eq!(names(list("&computeGpuMemoryFabricHealth=HEALTHY")), ["rack-a", "rack-c"]);
+    assert_eq!(names(list("&computeGpuMemoryFabricLifecycleState=AVAILABLE")).len(), 3);
+    assert_eq!(names(list(&format!("&computeGpuMemoryFabricId={}", id_of(&b)))), ["rack-b"]);
+    assert_eq!(names(list(&format!("&computeHpcIslandId={}", a["computeHpcIslandId"].as_str().unwrap()))), ["rack-a"]);
+    assert_eq!(list("&displayName=rack-c").len(), 1);
+    let (status, other) = api.get("/20160918/computeGpuMemoryFabrics?compartmentId=ocid1.compartment.oc1..other");
+    assert_eq!((status, other["items"].as_array().map(Vec::len)), (200, Some(0)));
+
+    // GetComputeGpuMemoryFabric: the full model (no availability domain: the model has none).
+    let got = api.get_fabric(&id_of(&a));
+    assert_eq!(got["computeGpuMemoryClusters"], json!([]));
+    assert!(got.get("availabilityDomain").is_none(), "{got}");
+
+    // The API has no create or delete: 404, and the fabric stays.
+    let (status, _) = api.probe("POST", "/20160918/computeGpuMemoryFabrics", json!({"compartmentId": COMPARTMENT}));
+    assert_eq!(status, 404);
+    let (status, _, _) = call_with_headers(
+        api.addr,
+        &api.signer,
+        "DELETE",
+        &format!("/20160918/computeGpuMemoryFabrics/{}", id_of(&a)),
+        None,
+        false,
+        &[(PROBE_HEADER, "1")],
+    );
+    assert_eq!(status, 404);
+    assert_eq!(api.get_fabric(&id_of(&a))["lifecycleState"], "AVAILABLE");
+    // UpdateComputeGpuMemoryFabric renames and retags; its hosts are not the caller's to set.
+    let (status, updated, _) = api.put(
+        &format!("/20160918/computeGpuMemoryFabrics/{}", id_of(&a)),
+        json!({"displayName": "rack-a1", "freeformTags": {"team": "ml"}}),
+    );
+    assert_eq!((status, updated["displayName"].as_str(), updated["availableHostCount"].as_u64()), (200, Some("rack-a1"), Some(18)));
+
+    // Pre-existing, like a default VPC: never in the inventory, always in the snapshot.
+    let inv = api.admin("GET", "inventory", None);
+    assert_eq!(inv["empty"], true, "{inv}");
+    assert!(inv["resources"]["core"].get("computegpumemoryfabric").is_none(), "{inv}");
+    let snap = api.admin("GET", "snapshot", None);
+    assert_eq!(snap["resources"].as_object().unwrap().keys().filter(|k| k.starts_with("ocid1.computegpumemoryfabric.")).count(), 3);
+    assert_eq!(api.admin("GET", "gpu-memory-fabrics", None)["gpu_memory_fabrics"].as_array().map(Vec::len), Some(3));
+    let counters = api.admin("GET", "counters", None)["counters"].clone();
+    assert!(counters["core:ListComputeGpuMemoryFabrics"].as_u64().is_some_and(|n| n >= 7), "{counters}");
+}
+
+#[test]
+fn a_gpu_memory_cluster_launches_its_instances_on_its_fabric_and_is_resized_and_deleted() {
+    let api = Api::start();
+    let rack = api.rack();
+    let fabric = id_of(&api.fabric(AD, "rack-a", json!({})));
+    let (status, gmc, head) = api.post_head("/20160918/computeGpuMemoryClusters", Api::gmc_body(&rack, &fabric, 18, "nvl-nvl0"));
+    assert_eq!(status, 200, "{gmc}");
+    assert_eq!(foreign(&gmc, GMC_FIELDS), Vec::<String>::new(), "{gmc}");
+    assert_eq!((gmc["lifecycleState"].as_str(), gmc["size"].as_u64()), (Some("CREATING"), Some(18)));
+    assert_eq!(gmc["gpuMemoryFabricId"], fabric.as_str());
+    let id = id_of(&gmc);
+
+    // Its instances: from the instance configuration (shape, tags, subnet), in the compute cluster, named by OCI.
+    let members = api.gmc_instances(&id);
+    assert_eq!(members.len(), 18);
+    for m in &members {
+        assert_eq!(foreign(m, GMC_INSTANCE_FIELDS), Vec::<String>::new(), "{m}");
+        assert_eq!((m["instanceShape"].as_str(), m["instanceConfigurationId"].as_str()), (Some(GB200), Some(rack.config.as_str())));
+        assert!(
+            m["displayName"].as_str().unwrap().starts_with("inst-") && m["displayName"].as_str().unwrap().ends_with("-nvl-nvl0"),
+            "{m}"
+        );
+    }
+    let (_, in_cluster) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}&computeClusterId={}", rack.compute_cluster));
+    let in_cluster = in_cluster.as_array().unwrap();
+    assert_eq!(in_cluster.len(), 18);
+    assert_eq!(in_cluster[0]["freeformTags"], json!({"hpc:cluster": "nvl", "hpc:owner": "o-1"}), "tagged as the configuration says");
+    let (_, attachments) = api.get(&format!("/20160918/vnicAttachments?compartmentId={COMPARTMENT}"));
+    assert!(attachments.as_array().unwrap().iter().all(|a| a["subnetId"] == rack.subnet.as_str()), "{attachments}");
+
+    // The fabric's hosts are taken: OCCUPIED with none available, and it names the cluster.
+    let f = api.get_fabric(&fabric);
+    assert_eq!((f["availableHostCount"].as_u64(), f["lifecycleState"].as_str()), (Some(0), Some("OCCUPIED")), "{f}");
+    assert_eq!(f["computeGpuMemoryClusters"], json!([id]));
+    settle(2);
+    assert_eq!(api.work_request_status(&head), "SUCCEEDED");
+    assert_eq!(api.get(&format!("/20160918/computeGpuMemoryClusters/{id}")).1["lifecycleState"], "ACTIVE");
+
+    // ListComputeGpuMemoryClusters: summaries, filtered by fabric, name, compute cluster and AD.
+    for q in [
+        format!("&computeGpuMemoryFabricId={fabric}"),
+        "&displayName=nvl-nvl0".to_owned(),
+        format!("&computeClusterId={}", rack.compute_cluster),
+        format!("&computeGpuMemoryClusterId={id}"),
+        format!("&availabilityDomain={}", AD.replace(':', "%3A")),
+    ] {
+        let (status, listed) = api.get(&format!("/20160918/computeGpuMemoryClusters?compartmentId={COMPARTMENT}{q}"));
+        assert_eq!(status, 200, "{listed}");
+        let items = listed["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1, "{q}: {listed}");
+        assert_eq!(foreign(&items[0], GMC_SUMMARY_FIELDS), Vec::<String>::new(), "{}", items[0]);
+        assert_eq!(items[0]["size"], 18);
+    }
+    let (_, none) = api.get(&format!("/20160918/computeGpuMemoryClusters?compartmentId={COMPARTMENT}&displayName=other"));
+    assert_eq!(none["items"], json!([]));
+
+    // A node lost outside: the cluster counts 17 and the host goes back to the fabric.
+    let lost = id_of(&members[5]);
+    api.admin("POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": lost})));
+    assert_eq!(api.get(&format!("/20160918/computeGpuMemoryClusters/{id}")).1["size"], 17);
+    assert_eq!(api.get_fabric(&fabric)["availableHostCount"], 1);
+    // Its size brought back to 18 launches one instance on the freed host.
+    let (status, resized, head) = api.put(&format!("/20160918/computeGpuMemoryClusters/{id}"), json!({"size": 18}));
+    assert_eq!((status, resized["lifecycleState"].as_str(), resized["size"].as_u64()), (200, Some("UPDATING"), Some(18)), "{resized}");
+    assert_eq!(api.live_gmc_instances(&id), 18);
+    assert_eq!(api.get_fabric(&fabric)["availableHostCount"], 0);
+    // Another resize while it is UPDATING: refused.
+    let (status, err, _) = api.put(&format!("/20160918/computeGpuMemoryClusters/{id}"), json!({"size": 16}));
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "{err}");
+    settle(1);
+    assert_eq!(api.work_request_status(&head), "SUCCEEDED");
+    // Growing past the fabric's free hosts is refused; shrinking terminates the newest.
+    let (status, err, _) = api.put(&format!("/20160918/computeGpuMemoryClusters/{id}"), json!({"size": 19}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{err}");
+    let (status, _, _) = api.put(&format!("/20160918/computeGpuMemoryClusters/{id}"), json!({"size": 16, "freeformTags": {"team": "ml"}}));
+    assert_eq!(status, 200);
+    assert_eq!(api.live_gmc_instances(&id), 16);
+    assert_eq!(api.get(&format!("/20160918/computeGpuMemoryClusters/{id}")).1["freeformTags"], json!({"team": "ml"}));
+
+    // What it is built over cannot go while it exists.
+    let (status, err, _) = api.delete(&format!("/20160918/computeClusters/{}", rack.compute_cluster));
+    assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")), "{err}");
+    let (status, err, _) = api.delete(&format!("/20160918/instanceConfigurations/{}", rack.config));
+    assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")), "{err}");
+
+    // Deleting it terminates its instances and gives the hosts back; the fabric stays.
+    settle(1);
+    let (status, _, head) = api.delete(&format!("/20160918/computeGpuMemoryClusters/{id}"));
+    assert_eq!(status, 204);
+    assert_eq!(api.live_gmc_instances(&id), 0);
+    settle(2);
+    assert_eq!(api.work_request_status(&head), "SUCCEEDED");
+    assert_eq!(api.get(&format!("/20160918/computeGpuMemoryClusters/{id}")).0, 404);
+    let f = api.get_fabric(&fabric);
+    assert_eq!((f["availableHostCount"].as_u64(), f["lifecycleState"].as_str()), (Some(18), Some("AVAILABLE")), "{f}");
+    assert_eq!(f["computeGpuMemoryClusters"], json!([]));
+    for path in [format!("/20160918/computeClusters/{}", rack.compute_cluster), format!("/20160918/instanceConfigurations/{}", rack.config)]
+    {
+        assert_eq!(api.delete(&path).0, 204, "{path}");
+    }
+    let counters = api.admin("GET", "counters", None)["counters"].clone();
+    for op in [
+        "CreateComputeGpuMemoryCluster",
+        "UpdateComputeGpuMemoryCluster",
+        "DeleteComputeGpuMemoryCluster",
+        "GetComputeGpuMemoryCluster",
+        "ListComputeGpuMemoryClusters",
+        "ListComputeGpuMemoryClusterInstances",
+        "GetComputeGpuMemoryFabric",
+    ] {
+        assert!(counters[format!("core:{op}")].as_u64().is_some_and(|n| n >= 1), "{op}: {counters}");
+    }
+}
+
+#[test]
+fn gpu_memory_clusters_refuse_what_oci_refuses() {
+    let api = Api::start();
+    let rack = api.rack();
+    let fabric = id_of(&api.fabric(AD, "rack-a", json!({})));
+    let refused = |body: Value, status: u16, code: &str, says: &str| {
+        let (got, err) = api.post("/20160918/computeGpuMemoryClusters", body.clone());
+        assert_eq!((got, err["code"].as_str()), (status, Some(code)), "{body}: {err}");
+        assert!(err["message"].as_str().unwrap_or_default().contains(says), "{says}: {err}");
+    };
+    let body = |f: &str, size: u64| Api::gmc_body(&rack, f, size, "nvl-nvl0");
+    // Unknown fabric, fabric in another AD.
+    refused(body("ocid1.computegpumemoryfabric.oc1.emulator.nope", 18), 404, "NotAuthorizedOrNotFound", "ComputeGpuMemoryFabric");
+    let elsewhere = id_of(&api.fabric(AD2, "rack-b", json!({})));
+    refused(body(&elsewhere, 18), 400, "InvalidParameter", "availability domain");
+    // Sizes: 1 to 18.
+    refused(body(&fabric, 19), 400, "InvalidParameter", "1 to 18");
+    refused(body(&fabric, 0), 400, "InvalidParameter", "1 to 18");
+    let mut no_size = body(&fabric, 18);
+    no_size.as_object_mut().unwrap().remove("size");
+    refused(no_size, 400, "MissingParameter", "size");
+    let mut no_fabric = body(&fabric, 18);
+    no_fabric.as_object_mut().unwrap().remove("gpuMemoryFabricId");
+    refused(no_fabric, 400, "MissingParameter", "gpuMemoryFabricId");
+    // An instance configuration of a shape GPU memory clusters do not take.
+    let h100 = api.configuration_of(SHAPE, &rack.subnet);
+    let mut wrong_shape = body(&fabric, 18);
+    wrong_shape["instanceConfigurationId"] = json!(h100);
+    refused(wrong_shape, 400, "InvalidParameter", "BM.GPU.GB200.4");
+    // Unknown compute cluster, compute cluster in another AD.
+    let mut no_cc = body(&fabric, 18);
+    no_cc["computeClusterId"] = json!("ocid1.computecluster.oc1.emulator.nope");
+    refused(no_cc, 404, "NotAuthorizedOrNotFound", "ComputeCluster");
+    let cc2 = api.created("/20160918/computeClusters", json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD2}));
+    let mut cc_elsewhere = body(&fabric, 18);
+    cc_elsewhere["computeClusterId"] = cc2["id"].clone();
+    refused(cc_elsewhere, 400, "InvalidParameter", "availability domain");
+    // A fabric not AVAILABLE, or with too few hosts available.
+    let down = id_of(&api.fabric(AD, "rack-down", json!({"lifecycleState": "UNAVAILABLE"})));
+    refused(body(&down, 18), 409, "IncorrectState", "UNAVAILABLE");
+    let partial = id_of(&api.fabric(AD, "rack-partial", json!({"availableHostCount": 10})));
+    refused(body(&partial, 18), 400, "InvalidParameter", "10 available");
+    assert_eq!(api.post("/20160918/computeGpuMemoryClusters", body(&partial, 10)).0, 200, "10 of its hosts are free");
+    // A fabric another memory cluster occupies.
+    assert_eq!(api.post("/20160918/computeGpuMemoryClusters", body(&fabric, 18)).0, 200);
+    refused(body(&fabric, 1), 409, "IncorrectState", "OCCUPIED");
+    // None of the refusals launched anything.
+    let (_, instances) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}"));
+    assert_eq!(instances.as_array().unwrap().len(), 28);
+}
+
+#[test]
+fn capacity_on_a_gpu_memory_cluster_fails_its_work_request_and_launches_nothing() {
+    let api = Api::start();
+    let rack = api.rack();
+    let fabric = id_of(&api.fabric(AD, "rack-a", json!({})));
+    api.admin(
+        "POST",
+        "faults",
+        Some(json!({"service": "core", "operation": "CreateComputeGpuMemoryCluster", "kind": "capacity", "times": 1})),
+    );
+    let (status, gmc, head) = api.post_head("/20160918/computeGpuMemoryClusters", Api::gmc_body(&rack, &fabric, 18, "nvl-nvl0"));
+    assert_eq!(status, 200, "the call itself is accepted: {gmc}");
+    assert_eq!(api.live_gmc_instances(&id_of(&gmc)), 0);
+    settle(1);
+    assert_eq!(api.work_request_status(&head), "FAILED");
+    let wr = header(&head, "opc-work-request-id").unwrap();
+    let (_, errors) = api.get(&format!("/20160918/workRequests/{wr}/errors"));
+    assert_eq!(errors[0]["message"], "Out of host capacity.", "{errors}");
+    assert_eq!(api.get(&format!("/20160918/computeGpuMemoryClusters/{}", id_of(&gmc))).0, 404, "a failed create leaves nothing");
+    assert_eq!(api.get_fabric(&fabric)["availableHostCount"], 18);
+    // The next one gets its hosts.
+    let (status, retry) = api.post("/20160918/computeGpuMemoryClusters", Api::gmc_body(&rack, &fabric, 18, "nvl-nvl0"));
+    assert_eq!(status, 200, "{retry}");
+    assert_eq!(api.live_gmc_instances(&id_of(&retry)), 18);
 }

@@ -1,5 +1,5 @@
-# A GB200 NVL72 training cluster on BM.GPU.GB200.4, on the OCI emulator. It needs one GPU memory cluster per
-# NVLink domain, which the provider does not build yet: the plan refuses it before anything is made.
+# A GB200 NVL72 training cluster on BM.GPU.GB200.4: one GPU memory cluster per NVLink domain on the racks'
+# GPU memory fabrics (found, never made), over the fabric's compute cluster, on the OCI emulator.
 terraform {
   required_providers {
     hpc = { source = "hpc-platform/hpc" }

@@ -41,6 +41,8 @@ impl Service {
 #[derive(Clone)]
 pub struct Oci {
     pub region: String,
+    /// The tenancy OCID of the API key: the root compartment, where OCI keeps GPU memory fabrics.
+    pub tenancy: String,
     core: String,
     lustre: String,
     http: reqwest::Client,
@@ -142,8 +144,9 @@ fn build(settings: &CloudSettings, region: &str) -> Result<Oci, String> {
             "the OCI API key is encrypted with a pass phrase; give an unencrypted key (openssl rsa -in key.pem -out plain.pem)".into()
         );
     }
-    let signer = Signer::from_pem(&pem, &tenancy.unwrap_or_default(), &user.unwrap_or_default(), &fingerprint.unwrap_or_default())
-        .map_err(|e| e.to_string())?;
+    let tenancy = tenancy.unwrap_or_default();
+    let signer =
+        Signer::from_pem(&pem, &tenancy, &user.unwrap_or_default(), &fingerprint.unwrap_or_default()).map_err(|e| e.to_string())?;
     let region = if region.is_empty() { pick("region", "region").unwrap_or_default() } else { region.to_owned() };
     let (core, lustre) = match &settings.endpoint {
         Some(e) => (e.trim_end_matches('/').to_owned(), e.trim_end_matches('/').to_owned()),
@@ -151,7 +154,7 @@ fn build(settings: &CloudSettings, region: &str) -> Result<Oci, String> {
     };
     let http =
         reqwest::Client::builder().timeout(Duration::from_secs(120)).build().map_err(|e| format!("building the HTTPS client: {e}"))?;
-    Ok(Oci { region, core, lustre, http, signer: Arc::new(signer) })
+    Ok(Oci { region, tenancy, core, lustre, http, signer: Arc::new(signer) })
 }
 
 /// An OCI answer: status, the JSON body, and the headers the resources use.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::{api, cluster, fabric, filesystem};
+use super::{api, cluster, fabric, filesystem, memory};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
 use crate::clouds::shared::{self, NodeAddress};
@@ -18,7 +18,7 @@ use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec, Network, Placement};
 pub struct Oci;
 
 /// The node piece of a cluster's expansion.
-const NODES: &str = "oci_core_instance";
+pub(super) const NODES: &str = "oci_core_instance";
 const CONFIGURATION: &str = "oci_core_instance_configuration";
 const LUSTRE: &str = "oci_lustre_file_storage_lustre_file_system";
 
@@ -177,11 +177,13 @@ struct Site {
     /// The availability domain.
     zone: String,
     placement: Placement,
+    /// Nodes per NVLink domain of a GB200/GB300 cluster (its domains are GPU memory clusters).
+    per_domain: Option<u32>,
 }
 
 impl Site {
     fn at<'a>(&'a self, name: &'a str) -> cluster::Location<'a> {
-        cluster::Location { compartment: &self.compartment, zone: &self.zone, name, placement: self.placement }
+        cluster::Location { compartment: &self.compartment, zone: &self.zone, name, placement: self.placement, per_domain: self.per_domain }
     }
 }
 
@@ -191,7 +193,9 @@ fn location(v: &Value) -> Option<Site> {
     let fabric = v.get("fabric");
     let (region, compartment) = fabric_place(v)?;
     let placement = fabric.get("placement").as_str().and_then(Placement::parse).unwrap_or(Placement::Cluster);
-    Some(Site { region, compartment, zone: fabric.get("zone").as_str().unwrap_or_default().to_owned(), placement })
+    let shape = v.get("instance_type").as_str().or(fabric.get("instance_type").as_str()).unwrap_or_default();
+    let zone = fabric.get("zone").as_str().unwrap_or_default().to_owned();
+    Some(Site { region, compartment, zone, placement, per_domain: cluster::per_domain(shape) })
 }
 
 /// The cluster's live nodes with their addresses.
@@ -200,10 +204,38 @@ async fn live_nodes(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'
     cluster::addresses(step.ctx, client, at, &nodes).await
 }
 
+/// A cluster state brought to its nodes and, for GB200/GB300, to each NVLink domain's GPU memory cluster
+/// (`clusters`, `None` when not read).
+fn with_found(
+    state: &Value,
+    at: &cluster::Location<'_>,
+    nodes: &[NodeAddress],
+    clusters: Option<&BTreeMap<String, serde_json::Value>>,
+) -> Value {
+    let out = shared::with_nodes(state, Cloud::Oci, NODES, nodes);
+    match at.per_domain {
+        Some(per) => memory::with_domains(&out, nodes, clusters, per),
+        None => out,
+    }
+}
+
+/// The cluster's own GPU memory clusters (one list), for a GB200/GB300 cluster only.
+async fn memory_clusters(
+    step: &Step<'_>,
+    client: &api::Oci,
+    at: &cluster::Location<'_>,
+) -> Result<Option<BTreeMap<String, serde_json::Value>>, String> {
+    match at.per_domain {
+        Some(_) => memory::clusters(step.ctx, client, at, step.census).await.map(Some),
+        None => Ok(None),
+    }
+}
+
 /// `state` brought to the nodes that exist, or as it is when they cannot be listed.
 async fn with_live(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_>, state: &Value) -> Value {
+    let clusters = memory_clusters(step, client, at).await.ok().flatten();
     match live_nodes(step, client, at).await {
-        Ok(nodes) => shared::with_nodes(state, Cloud::Oci, NODES, &nodes),
+        Ok(nodes) => with_found(state, at, &nodes, clusters.as_ref()),
         Err(_) => state.clone(),
     }
 }
@@ -273,13 +305,15 @@ impl Backend<ClusterSpec> for Oci {
         let name = name_of(state);
         let client = api::connect(step.ctx, &site.region)?;
         let at = site.at(name);
+        // One ListInstances (and for GB200/GB300 one ListComputeGpuMemoryClusters), whatever the size.
         let nodes = cluster::observe(step.ctx, &client, &at, step.census).await;
         let config = cluster::find_configuration(step.ctx, &client, &site.compartment, name, step.census).await;
+        let clusters = memory_clusters(step, &client, &at).await?;
         match (nodes, config) {
-            (Ok(nodes), Ok(None)) if nodes.is_empty() => Ok(None),
+            (Ok(nodes), Ok(None)) if nodes.is_empty() && clusters.as_ref().is_none_or(BTreeMap::is_empty) => Ok(None),
             (Ok(nodes), Ok(config)) => {
                 let nodes = cluster::addresses(step.ctx, &client, &at, &nodes).await?;
-                let out = shared::with_nodes(state, Cloud::Oci, NODES, &nodes);
+                let out = with_found(state, &at, &nodes, clusters.as_ref());
                 Ok(Some(if config.is_none() { shared::with_missing(&out, |k| k != CONFIGURATION) } else { out }))
             }
             (Err(e), _) | (_, Err(e)) => Err(e),
@@ -307,8 +341,17 @@ impl ClusterBackend for Oci {
         let zone = f.zone.clone().unwrap_or_default();
         let client = api::connect(step.ctx, &f.region)?;
         let compartment = spec.own_fabric.as_ref().and_then(|o| o.compartment_id.clone()).unwrap_or_default();
-        let at = cluster::Location { compartment: &compartment, zone: &zone, name: &spec.name, placement: f.placement };
+        let at = cluster::Location {
+            compartment: &compartment,
+            zone: &zone,
+            name: &spec.name,
+            placement: f.placement,
+            per_domain: spec.nvlink_domain_nodes(),
+        };
         cluster::observe(step.ctx, &client, &at, step.census).await?;
+        if at.per_domain.is_some() {
+            memory::clusters(step.ctx, &client, &at, step.census).await?;
+        }
         cluster::find_configuration(step.ctx, &client, &compartment, &spec.name, step.census).await.map(|_| ())
     }
 }
@@ -454,7 +497,8 @@ mod tests {
                 region: "us-ashburn-1".into(),
                 compartment: COMPARTMENT.into(),
                 zone: "Uocm:US-ASHBURN-AD-2".into(),
-                placement: Placement::ClusterNetwork
+                placement: Placement::ClusterNetwork,
+                per_domain: None
             }
         );
         assert_eq!(location(&on_fabric(fabric_ref(Some("none")))).unwrap().placement, Placement::None);

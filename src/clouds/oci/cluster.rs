@@ -3,8 +3,9 @@
 //! (placement `cluster`; OCI has no batch launch outside instance pools), or as the single instance pool of
 //! a cluster network (placement `cluster-network`), resized in place. Nodes carry the display name
 //! `<cluster>-<i>` and the freeform tag `hpc:cluster`; a refresh is one instance list per cluster (two for
-//! a cluster network), whatever the node count. Only what the census admits (the `hpc:owner` freeform tag;
-//! a cluster network's instances with it) is resized, renamed, retagged or terminated.
+//! a cluster network), whatever the node count. GB200/GB300 nodes are launched per NVLink domain by a GPU
+//! memory cluster instead (see `memory`). Only what the census admits (the `hpc:owner` freeform tag; a
+//! cluster network's instances with it) is resized, renamed, retagged or terminated.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -20,7 +21,7 @@ use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::ownership::{Census, marker_in};
 
 /// Launch calls in flight at once (OCI publishes no rate; 429s are retried with backoff).
-const PARALLEL: usize = 8;
+pub(super) const PARALLEL: usize = 8;
 
 /// Where a cluster's nodes live, for lookups.
 pub struct Location<'a> {
@@ -28,6 +29,13 @@ pub struct Location<'a> {
     pub zone: &'a str,
     pub name: &'a str,
     pub placement: Placement,
+    /// Nodes per NVLink domain of a rack-scale shape (GB200/GB300), whose domains are GPU memory clusters.
+    pub per_domain: Option<u32>,
+}
+
+/// Nodes per NVLink domain of an OCI shape whose domains are GPU memory clusters, `None` for other shapes.
+pub fn per_domain(shape: &str) -> Option<u32> {
+    crate::catalog::find_sku(crate::catalog::Cloud::Oci, shape)?.nvlink_domain.map(|d| d.nodes)
 }
 
 /// The index of a node named `<cluster>-<i>`.
@@ -210,7 +218,7 @@ pub async fn find_configuration(ctx: &Context, oci: &Oci, compartment: &str, nam
 }
 
 /// A capacity failure as users need it: what, where, and that the apply can simply be run again.
-fn capacity_message(spec: &ClusterSpec, err: &str, have: usize) -> String {
+pub(super) fn capacity_message(spec: &ClusterSpec, err: &str, have: usize) -> String {
     if err.to_ascii_lowercase().contains("out of host capacity") {
         format!(
             "Out of host capacity: OCI has no free {} hosts in {} right now ({err}). {have} of {} nodes exist and are kept; apply again \
@@ -236,10 +244,18 @@ pub async fn converge(
 ) -> Result<(), String> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
-    let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement };
+    let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement, per_domain: spec.nvlink_domain_nodes() };
     // Everything with the cluster's names is looked at before anything is made.
     observe(ctx, oci, &at, census).await?;
     let existing = find_configuration(ctx, oci, compartment, &spec.name, census).await?;
+    let memory_clusters = match at.per_domain {
+        Some(_) => {
+            let all = super::memory::list(ctx, oci, &at).await?;
+            super::memory::ours(&all, &at, census);
+            all
+        }
+        None => Vec::new(),
+    };
     census.gate()?;
     let joined = join(ctx, oci, compartment, &f.name, &zone, f.placement == Placement::Cluster).await?;
     let mut config_tags = tags.clone();
@@ -276,6 +292,15 @@ pub async fn converge(
     let config_id = config["id"].as_str().unwrap_or_default().to_owned();
     match f.placement {
         Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout, census).await,
+        // GB200/GB300: each NVLink domain's nodes are launched by its GPU memory cluster.
+        _ if at.per_domain.is_some() => {
+            let compute_cluster = joined
+                .compute_cluster
+                .as_deref()
+                .ok_or_else(|| format!("fabric {} has no compute cluster: GPU memory clusters are built over one", f.name))?;
+            super::memory::converge(ctx, oci, spec, &at, &memory_clusters, &config_id, compute_cluster, tags, timeout, census).await?;
+            wait_running(ctx, oci, spec, &at, timeout, census).await
+        }
         _ => {
             let details = launch_instance_details(spec, compartment, &image, &joined, tags);
             converge_nodes(ctx, oci, spec, &at, &details, tags, timeout, census).await
@@ -417,6 +442,10 @@ async fn converge_network(
 /// Terminates every node (or the cluster network) the census admits and waits for it, then deletes the
 /// configuration.
 pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
+    // GPU memory clusters first: deleting one terminates its instances (any node left is terminated below).
+    if at.per_domain.is_some() {
+        super::memory::delete(ctx, oci, at, timeout, census).await?;
+    }
     if at.placement == Placement::ClusterNetwork {
         if let Some(cn) = find_network(ctx, oci, at.compartment, at.name, census).await? {
             let id = cn["id"].as_str().unwrap_or_default();
@@ -496,7 +525,8 @@ pub async fn imported_config(
         _ => Placement::Cluster,
     };
     let zone = fabric_ref.get("zone").as_str().unwrap_or_default().to_owned();
-    let nodes = observe(ctx, oci, &Location { compartment, zone: &zone, name, placement }, census).await?;
+    let per_domain = fabric_ref.get("instance_type").as_str().and_then(per_domain);
+    let nodes = observe(ctx, oci, &Location { compartment, zone: &zone, name, placement, per_domain }, census).await?;
     let d = &config["instanceDetails"]["launchDetails"];
     let reservation = d["capacityReservationId"].as_str().map(str::to_owned);
     let capacity = match (d["preemptibleInstanceConfig"].is_object(), &reservation) {

@@ -1,18 +1,20 @@
 //! OCI expansion: VCN and subnet (unless given), a network security group open within itself, and the RDMA
 //! placement (a compute cluster, or a cluster network built by the cluster); an instance configuration with
-//! the RDMA agent plugins enabled and the instances; File Storage with Lustre.
+//! the RDMA agent plugins enabled and the instances (for GB200/GB300, launched per NVLink domain by a GPU
+//! memory cluster on a GPU memory fabric the provider finds); File Storage with Lustre.
 
 pub mod api;
 pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod memory;
 pub mod rules;
 pub mod signing;
 
 use std::collections::BTreeMap;
 
-use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs};
+use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs, node_range};
 use crate::catalog::Sku;
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
 
@@ -99,6 +101,41 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
                 .set("placement_configuration.primary_subnet_id", spec.network_label("subnet"))
                 .set("freeform_tags", &tags),
         ),
+        // GB200/GB300 NVL72: each NVLink domain is a GPU memory cluster over the fabric's compute cluster, on a
+        // GPU memory fabric found at apply, and its 18 nodes are the instances that memory cluster launches.
+        Placement::Cluster if f.sku.nvlink_domain.is_some() => {
+            let compute_cluster = format!("oci_core_compute_cluster.{}-cc", f.name);
+            for d in spec.nvlink_domains() {
+                let k = d.name.as_str();
+                out.push(
+                    Piece::new(memory::FABRIC, k)
+                        .set("availability_domain", &ad)
+                        .set("selection", memory::FABRIC_CHOICE)
+                        .set("lifecycle", memory::FABRIC_LIFECYCLE),
+                );
+                out.push(
+                    Piece::new(memory::CLUSTER, k)
+                        .set("display_name", k)
+                        .set("availability_domain", &ad)
+                        .set("size", d.nodes.len())
+                        .set("compute_cluster_id", &compute_cluster)
+                        .set("instance_configuration_id", &config)
+                        .set("gpu_memory_fabric_id", format!("{}.{k}", memory::FABRIC))
+                        .set("freeform_tags", &tags),
+                );
+                out.push(
+                    Piece::new("oci_core_instance", k)
+                        .count(d.nodes.len() as u32)
+                        .set("shape", f.sku.name)
+                        .set("availability_domain", &ad)
+                        .set("names", node_range(n, &d.nodes))
+                        .set("launched_by", format!("{}.{k}", memory::CLUSTER))
+                        .set("instance_configuration_id", &config)
+                        .set("compute_cluster_id", &compute_cluster)
+                        .set("subnet_id", spec.network_label("subnet")),
+                );
+            }
+        }
         placement => out.push(
             Piece::new("oci_core_instance", n.as_str())
                 .count(spec.node_count)

@@ -1,6 +1,7 @@
 //! OCI's validation rules (see `clouds/rules.rs`): a fabric lives in one availability domain of a
 //! compartment; cluster networks are OCI's own placement, and compute clusters and cluster networks take
-//! bare-metal RDMA shapes only; File Storage with Lustre links Object Storage.
+//! bare-metal RDMA shapes only; GB200/GB300 (GPU memory clusters) take a compute cluster only; File Storage
+//! with Lustre links Object Storage.
 
 use crate::catalog::{Cloud, Fabric, Sku};
 use crate::clouds::rules::{Reported, Rules, missing_zone};
@@ -24,6 +25,12 @@ impl Rules for Oci {
     }
 
     fn placement(&self, placement: Placement, sku: Option<&Sku>, diags: &mut Diagnostics) -> Result<bool, Reported> {
+        if placement != Placement::Cluster
+            && let Some(s) = sku.filter(|s| s.nvlink_domain.is_some())
+        {
+            diags.error_at(AttributePath::attr("placement"), "Placement not offered", memory_clusters_need(s, placement));
+            return Ok(false);
+        }
         if placement != Placement::None
             && let Some(s) = sku.filter(|s| s.fabric == Fabric::None)
         {
@@ -52,31 +59,21 @@ impl Rules for Oci {
         false
     }
 
-    /// GB200.4/GB300.4 share an NVLink domain only when launched by a GPU memory cluster on the rack's GPU
-    /// memory fabric. This release does not make GPU memory clusters yet, and nodes launched one by one
-    /// into the compute cluster would each be an NVLink island: refused before anything is made.
+    /// GB200.4/GB300.4 nodes share an NVLink domain only when a GPU memory cluster launches them, and a
+    /// GPU memory cluster is built over a compute cluster: the fabric a cluster of these shapes is on must
+    /// have placement "cluster" (an imported or older fabric may say otherwise).
     fn cluster_capacity(
         &self,
         _capacity: CapacityType,
         sku: &Sku,
-        _placement: Placement,
+        placement: Placement,
         _node_count: u32,
         diags: &mut Diagnostics,
     ) -> bool {
-        if sku.nvlink_domain.is_none() {
+        if sku.nvlink_domain.is_none() || placement == Placement::Cluster {
             return true;
         }
-        diags.error_at(
-            AttributePath::attr("fabric"),
-            "GPU memory clusters not supported yet",
-            format!(
-                "{} nodes join one NVLink domain only through an OCI GPU memory cluster on the rack's GPU memory fabric, which this \
-                 release of the provider does not create yet; nodes launched one by one into the compute cluster would not share NVLink. \
-                 On OCI use a node type without a rack-scale NVLink domain (BM.GPU.B200.8, BM.GPU.H200.8, ...), or build GB200/GB300 \
-                 clusters on aws, azure or gcp.",
-                sku.name
-            ),
-        );
+        diags.error_at(AttributePath::attr("fabric"), "GPU memory clusters need a compute cluster", memory_clusters_need(sku, placement));
         false
     }
 
@@ -90,5 +87,39 @@ impl Rules for Oci {
 
     fn data_repository_form(&self) -> &'static str {
         "oci://bucket@namespace/prefix"
+    }
+}
+
+/// Why a GB200/GB300 shape needs placement "cluster".
+fn memory_clusters_need(sku: &Sku, placement: Placement) -> String {
+    format!(
+        "{} nodes share their NVL72 rack's NVLink domain only when an OCI GPU memory cluster launches them, and GPU memory \
+         clusters are built over a compute cluster: the fabric needs placement = \"cluster\", not {:?}.",
+        sku.name,
+        placement.as_str()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gb200_and_gb300_take_a_compute_cluster_only() {
+        for shape in ["BM.GPU.GB200.4", "BM.GPU.GB300.4"] {
+            let sku = crate::catalog::find_sku(Cloud::Oci, shape).unwrap();
+            for placement in [Placement::ClusterNetwork, Placement::None] {
+                let mut diags = Diagnostics::new();
+                assert_eq!(Oci.placement(placement, Some(sku), &mut diags).ok(), Some(false), "{shape} {placement:?}");
+                let mut cluster = Diagnostics::new();
+                assert!(!Oci.cluster_capacity(CapacityType::OnDemand, sku, placement, 36, &mut cluster), "{shape} {placement:?}");
+                let text = format!("{diags:?} {cluster:?}");
+                assert!(text.contains("placement = \\\"cluster\\\"") && text.contains("GPU memory cluster"), "{text}");
+            }
+            let mut diags = Diagnostics::new();
+            assert_eq!(Oci.placement(Placement::Cluster, Some(sku), &mut diags).ok(), Some(true));
+            assert!(Oci.cluster_capacity(CapacityType::OnDemand, sku, Placement::Cluster, 36, &mut diags));
+            assert!(!diags.has_errors(), "{diags:?}");
+        }
     }
 }
