@@ -337,3 +337,73 @@ pub fn cloud_failures_reach_the_user_and_nothing_is_lost(cli: &Cli) {
     w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
     assert_eq!(inventory(ep)["empty"], true);
 }
+
+// ------------------------------------------------------------------- day 2 (acceptance/day2.rs, issue 24)
+
+/// The time `day2_impair` says the check has been impaired since, and the same as the plan shows it.
+const IMPAIRED_SINCE: (&str, &str) = ("2026-12-01T10:02:00Z", "2026-12-01T10:02Z");
+
+/// Marks the node unhealthy the way EC2 would: its instance status check impaired (the guest stopped
+/// answering; a reboot or a replacement clears it), through the emulator's admin `impair`. Returns the words
+/// the plan's reason contains.
+pub fn day2_impair(endpoint: &str, node_id: &str) -> String {
+    let done = admin(
+        endpoint,
+        "POST",
+        "out-of-band",
+        Some(json!({"action": "impair", "id": node_id, "check": "instance", "since": IMPAIRED_SINCE.0})),
+    );
+    assert_eq!(done["done"], "impair", "{done}");
+    format!("instance status check impaired since {}", IMPAIRED_SINCE.1)
+}
+
+/// Publishes a self-check verdict for the node through EC2's own API, as the node does: CreateTags of
+/// `hpc:selfcheck = <verdict>` on its own instance (the name is not needed on AWS).
+pub fn day2_publish_selfcheck(endpoint: &str, _node_name: &str, node_id: &str, verdict: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        ec2(endpoint)
+            .create_tags()
+            .resources(node_id)
+            .tags(aws_sdk_ec2::types::Tag::builder().key("hpc:selfcheck").value(verdict).build())
+            .send()
+            .await
+            .unwrap();
+    });
+}
+
+/// The live nodes (pending, running, stopping or stopped) of cluster `cluster` as DescribeInstances lists
+/// them: (name, instance id, `hpc:revision` tag), by name.
+pub fn day2_live_nodes(endpoint: &str, cluster: &str) -> Vec<(String, String, Option<String>)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = ec2(endpoint);
+        let mut found = Vec::new();
+        let mut token = None;
+        loop {
+            let out = client
+                .describe_instances()
+                .filters(aws_sdk_ec2::types::Filter::builder().name("tag:hpc:cluster").values(cluster).build())
+                .filters(
+                    aws_sdk_ec2::types::Filter::builder()
+                        .name("instance-state-name")
+                        .set_values(Some(["pending", "running", "stopping", "stopped"].map(String::from).to_vec()))
+                        .build(),
+                )
+                .set_next_token(token)
+                .send()
+                .await
+                .unwrap();
+            for i in out.reservations().iter().flat_map(|r| r.instances()) {
+                let tag = |key: &str| i.tags().iter().find(|t| t.key() == Some(key)).and_then(|t| t.value()).map(str::to_owned);
+                found.push((tag("hpc:node").unwrap_or_default(), i.instance_id().unwrap_or_default().to_owned(), tag("hpc:revision")));
+            }
+            token = out.next_token().filter(|t| !t.is_empty()).map(str::to_owned);
+            if token.is_none() {
+                break;
+            }
+        }
+        found.sort();
+        found
+    })
+}

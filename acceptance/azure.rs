@@ -3,7 +3,7 @@
 //! deleted outside shown and repaired, one VM list per scale set on refresh, a 150-node plan with two
 //! scale sets, import of all three, destroy to an empty inventory.
 
-use hpc_emulators::harness::{azure_admin, start_azure};
+use hpc_emulators::harness::{azure_admin, azure_call, start_azure};
 use serde_json::{Value, json};
 
 use crate::cli::{Cli, Run, Workdir, assert_nodes};
@@ -119,4 +119,67 @@ pub fn nv_a10_inference_cluster(cli: &Cli) {
     };
     let empty = || azure_admin(&ep, &pem, "GET", "inventory", None)["empty"] == true;
     crate::cli::own_network_lifecycle(&w, "hpc_gpu_cluster.c", "azure/serve-rg/serve", &["serve-0", "serve-1", "serve-2"], check, empty);
+}
+
+// ------------------------------------------------------------------------------------------------ day 2
+//
+// The day-2 flow (acceptance/day2.rs) reaches the ARM emulator over HTTPS: besides its endpoint, each
+// function takes the PEM file of the emulator's certificate (`start_azure` gives both). The case
+// (`acceptance/cases/day2_azure`) puts cluster `d2` in fabric `d2fab`, in resource group `d2fab-rg`.
+
+const DAY2_GROUP: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/d2fab-rg";
+const DAY2_COMPUTE_API: &str = "api-version=2026-04-01";
+
+/// Marks the node unhealthy the way Azure would: its Application Health extension reports it Unhealthy
+/// (admin out-of-band `impair`); returns the words the plan's reason contains.
+pub fn day2_impair(endpoint: &str, pem: &std::path::Path, node_id: &str) -> String {
+    azure_admin(endpoint, pem, "POST", "out-of-band", Some(json!({"action": "impair", "id": node_id, "health": "unhealthy"})));
+    "Application Health extension reports the node unhealthy since".into()
+}
+
+/// Publishes a self-check verdict as the node does: its health endpoint answers the Application Health
+/// extension's probe (Rich Health States) with the verdict in `customMetrics`. The probe is local to the VM
+/// (no ARM call carries it), so the emulator takes the answer through its admin API (`probe`).
+pub fn day2_publish_selfcheck(endpoint: &str, pem: &std::path::Path, _node_name: &str, node_id: &str, verdict: &str) {
+    let state = if verdict.starts_with("fail") { "Unhealthy" } else { "Healthy" };
+    let metrics = json!({ hpc_provider::clouds::azure::cluster::SELFCHECK_METRIC: verdict }).to_string();
+    let answer = json!({"ApplicationHealthState": state, "customMetrics": metrics});
+    azure_admin(endpoint, pem, "POST", "out-of-band", Some(json!({"action": "probe", "id": node_id, "response": answer})));
+}
+
+/// The live nodes of cluster `cluster` as ARM lists them (per scale set: its GET for the revision tags, one
+/// VM list): (name, VM id, revision). A VM with its scale set's latest model applied runs the model's
+/// revision (`hpc:revision`), unless the set is marked `hpc:remaking` (then it is not known yet); one
+/// without runs the revision before (`hpc:previous-revision`).
+pub fn day2_live_nodes(endpoint: &str, pem: &std::path::Path, cluster: &str) -> Vec<(String, String, Option<String>)> {
+    let mut out = Vec::new();
+    for set in 0.. {
+        let id = format!("{DAY2_GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/{cluster}-{set}");
+        let got = azure_call(endpoint, pem, "GET", &format!("{id}?{DAY2_COMPUTE_API}"), None, &[]);
+        if got["status"] != 200 {
+            break;
+        }
+        let tag = |k: &str| got["body"]["tags"][k].as_str().map(str::to_owned);
+        let remaking = tag(hpc_provider::clouds::azure::cluster::REMAKING_TAG).is_some();
+        let listed = azure_call(endpoint, pem, "GET", &format!("{id}/virtualMachines?{DAY2_COMPUTE_API}"), None, &[]);
+        let mut vms = listed["body"]["value"].as_array().cloned().unwrap_or_default();
+        vms.sort_by_key(|vm| vm["instanceId"].as_str().and_then(|i| i.parse::<u64>().ok()));
+        let offset = out.len();
+        for (k, vm) in vms.iter().enumerate() {
+            let revision = match vm["properties"]["latestModelApplied"].as_bool() {
+                Some(false) => tag(hpc_provider::clouds::azure::cluster::PREVIOUS_REVISION_TAG),
+                _ if remaking => None,
+                _ => tag(hpc_provider::clouds::shared::REVISION_TAG),
+            };
+            out.push((format!("{cluster}-{}", offset + k), vm["id"].as_str().unwrap_or_default().to_owned(), revision));
+        }
+    }
+    out
+}
+
+/// How often the node was remade in place (reimaged or redeployed), by the emulator's count: on Azure a
+/// replaced node keeps its VM id, so this is how a test sees that it was replaced.
+pub fn day2_remade(endpoint: &str, pem: &std::path::Path, node_id: &str) -> u64 {
+    let actions = &azure_admin(endpoint, pem, "GET", "snapshot", None)["vm_actions"][node_id.to_lowercase()];
+    ["reimage", "redeploy"].iter().filter_map(|a| actions[*a].as_u64()).sum()
 }

@@ -223,3 +223,100 @@ fn admin_project_number(ep: &str) -> String {
     let project: Value = serde_json::from_str(body).unwrap();
     project["name"].as_str().unwrap().trim_start_matches("projects/").to_owned()
 }
+
+// ------------------------------------------------------------------------------------------------ day 2
+// The generic day-2 flow (`day2.rs`) reaches the Google Cloud emulator through these, with the vendor's own
+// client (google-cloud-compute-v1, anonymous credentials, the endpoint override) where a node or an
+// operator would use the Compute API, and the admin API where only the cloud itself can act.
+
+const DAY2_PROJECT: &str = "ml-prod";
+const DAY2_ZONE: &str = "us-central1-a";
+
+/// The Compute Engine instances client on the emulator, polling operations briskly.
+async fn day2_instances(endpoint: &str) -> google_cloud_compute_v1::client::Instances {
+    let polling = google_cloud_gax::exponential_backoff::ExponentialBackoffBuilder::new()
+        .with_initial_delay(std::time::Duration::from_millis(50))
+        .with_maximum_delay(std::time::Duration::from_millis(250))
+        .build()
+        .unwrap();
+    google_cloud_compute_v1::client::Instances::builder()
+        .with_endpoint(endpoint.trim_end_matches('/'))
+        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
+        .with_polling_backoff_policy(polling)
+        .build()
+        .await
+        .expect("a Compute Engine client on the emulator")
+}
+
+fn day2_block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+/// Marks the node unhealthy the way Compute Engine would: the admin API's out-of-band `impair` stops it
+/// (`status` TERMINATED, as after a host error on a GPU VM, which is not live migrated). `node_id` is the
+/// node's id in the `nodes` output (`projects/<p>/zones/<z>/instances/<name>`). Returns the words the
+/// plan's reason contains.
+pub fn day2_impair(endpoint: &str, node_id: &str) -> String {
+    admin(endpoint, "POST", "out-of-band", Some(json!({"action": "impair", "id": node_id, "status": "TERMINATED"})));
+    "status TERMINATED".into()
+}
+
+/// Publishes a self-check verdict as the node's boot-time self-check does with its service account:
+/// instances.get for its labels and their fingerprint, then instances.setLabels with `hpc-selfcheck` added
+/// (the fingerprint makes a concurrent change fail with 412, which the node answers by reading again).
+pub fn day2_publish_selfcheck(endpoint: &str, node_name: &str, _node_id: &str, verdict: &str) {
+    day2_block_on(async {
+        let instances = day2_instances(endpoint).await;
+        for attempt in 1..=5 {
+            let node = instances.get().set_project(DAY2_PROJECT).set_zone(DAY2_ZONE).set_instance(node_name).send().await.unwrap();
+            let mut labels = node.labels.clone();
+            labels.insert(hpc_provider::clouds::shared::SELFCHECK_LABEL.into(), verdict.into());
+            let mut request = google_cloud_compute_v1::model::InstancesSetLabelsRequest::new().set_labels(labels);
+            if let Some(f) = node.label_fingerprint.clone() {
+                request = request.set_label_fingerprint(f);
+            }
+            let sent =
+                instances.set_labels().set_project(DAY2_PROJECT).set_zone(DAY2_ZONE).set_instance(node_name).set_body(request).send().await;
+            match sent {
+                Ok(_) => return,
+                Err(e) if e.http_status_code() == Some(412) && attempt < 5 => continue,
+                Err(e) => panic!("publishing the self-check of {node_name}: {e:?}"),
+            }
+        }
+    });
+}
+
+/// The live nodes of cluster `cluster` as Compute Engine lists them (one filtered instances.list):
+/// (name, the instance's Compute Engine id, the `hpc-revision` label). The id is the numeric one Compute
+/// Engine assigns, which a node made again under its name does not keep; the `nodes` output's id is the
+/// instance's path, which it does.
+pub fn day2_live_nodes(endpoint: &str, cluster: &str) -> Vec<(String, String, Option<String>)> {
+    day2_block_on(async {
+        let instances = day2_instances(endpoint).await;
+        let filter = format!("labels.hpc_cluster = \"{cluster}\"");
+        let mut out = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = instances
+                .list()
+                .set_project(DAY2_PROJECT)
+                .set_zone(DAY2_ZONE)
+                .set_filter(&filter)
+                .set_page_token(&token)
+                .send()
+                .await
+                .expect("instances.list");
+            for i in page.items {
+                let name = i.name.clone().unwrap_or_default();
+                let revision = i.labels.get(hpc_provider::clouds::shared::REVISION_LABEL).cloned();
+                out.push((name, i.id.map(|id| id.to_string()).unwrap_or_default(), revision));
+            }
+            match page.next_page_token {
+                Some(next) if !next.is_empty() => token = next,
+                _ => break,
+            }
+        }
+        out.sort();
+        out
+    })
+}

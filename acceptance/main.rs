@@ -7,6 +7,7 @@
 mod aws;
 mod azure;
 mod cli;
+mod day2;
 mod emulated;
 mod examples;
 mod faults;
@@ -116,6 +117,10 @@ for_both_clis!(
     aws_gb200_nvl72_cluster_lifecycle,
     oci_gb200_nvl72_cluster_lifecycle,
     nvl72_mistakes_are_refused_at_plan_time,
+    day2_aws,
+    day2_gcp,
+    day2_azure,
+    day2_oci,
 );
 
 /// The ownership cases, one test per cloud.
@@ -146,6 +151,10 @@ on_cloud! {
     gcp_import_blocks_by_identity => identity::import_blocks_by_identity, "gcp";
     azure_import_blocks_by_identity => identity::import_blocks_by_identity, "azure";
     oci_import_blocks_by_identity => identity::import_blocks_by_identity, "oci";
+    day2_aws => day2::node_lifecycle, "aws";
+    day2_gcp => day2::node_lifecycle, "gcp";
+    day2_azure => day2::node_lifecycle, "azure";
+    day2_oci => day2::node_lifecycle, "oci";
 }
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
@@ -332,6 +341,28 @@ fn every_module_example_applies_replans_empty_and_destroys(cli: &Cli) {
 #[test]
 fn fault_suite() {
     faults::suite(&Cli::tofu());
+}
+
+/// The day-2 fault cases (throttling during a repair, a rolling update whose provider is killed), one test
+/// per cloud so that they run in parallel; OpenTofu only, like the fault suite.
+mod day2_faults {
+    use super::{Cli, day2};
+    #[test]
+    fn aws() {
+        day2::node_faults(&Cli::tofu(), "aws");
+    }
+    #[test]
+    fn gcp() {
+        day2::node_faults(&Cli::tofu(), "gcp");
+    }
+    #[test]
+    fn azure() {
+        day2::node_faults(&Cli::tofu(), "azure");
+    }
+    #[test]
+    fn oci() {
+        day2::node_faults(&Cli::tofu(), "oci");
+    }
 }
 
 fn secrets_stay_out_of_logs_and_state(cli: &Cli) {

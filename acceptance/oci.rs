@@ -2,9 +2,11 @@
 //! compute cluster, a 4-node BM.GPU.H100.8 cluster and File Storage with Lustre created; an empty re-plan;
 //! one instance list per refresh at 4 and 6 nodes; scale 4 -> 6 in place; an instance terminated outside
 //! shown and repaired; a wrong API key refused by the emulator and reported as an authentication failure;
-//! import of all three; destroy to an empty inventory.
+//! import of all three; destroy to an empty inventory. Also the day-2 adapter `acceptance/day2.rs` drives
+//! (`day2_impair`, `day2_publish_selfcheck`, `day2_live_nodes`), through the emulator's admin API and its
+//! signed OCI API.
 
-use hpc_emulators::harness::{admin, start_oci};
+use hpc_emulators::harness::{OciKey, admin, start_oci};
 use serde_json::{Value, json};
 
 use crate::cli::{Cli, Run, Workdir, assert_nodes};
@@ -124,4 +126,108 @@ pub fn a10_media_cluster_on_ethernet(cli: &Cli) {
     let empty = || admin(&ep, "GET", "inventory", None)["empty"] == true;
     let id = format!("oci/us-ashburn-1/{COMPARTMENT}/transcode");
     crate::cli::own_network_lifecycle(&w, "hpc_gpu_cluster.c", &id, &["transcode-0", "transcode-1"], check, empty);
+}
+
+// ------------------------------------------------------------------------------------------ day 2
+
+/// The API key `start_oci` registered with the emulator at `endpoint`: the harness's fixed tenancy, user and
+/// fingerprint, and the private key it wrote for this process and port (`hpc-oci-key-<pid>-<port>.pem` in
+/// the temporary directory). For an emulator started otherwise, use the `_with_key` functions.
+fn harness_key(endpoint: &str) -> OciKey {
+    let port = endpoint.rsplit(':').next().unwrap_or_default();
+    let private_key_path = std::env::temp_dir().join(format!("hpc-oci-key-{}-{port}.pem", std::process::id()));
+    let private_key_pem = std::fs::read_to_string(&private_key_path)
+        .unwrap_or_else(|e| panic!("no API key for the OCI emulator at {endpoint} ({}: {e})", private_key_path.display()));
+    OciKey {
+        tenancy: "ocid1.tenancy.oc1..emulator".into(),
+        user: "ocid1.user.oc1..emulator".into(),
+        fingerprint: "12:34:56:78:9a:bc:de:f0:12:34:56:78:9a:bc:de:f0".into(),
+        private_key_pem,
+        private_key_path,
+    }
+}
+
+/// One request to the emulator's OCI API, signed with `key` as OCI's SDKs sign it; (status, JSON body).
+fn signed(endpoint: &str, key: &OciKey, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    use hpc_provider::clouds::oci::signing::{Request, Signer};
+    use std::io::{Read, Write};
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let signer = Signer::from_pem(&key.private_key_pem, &key.tenancy, &key.user, &key.fingerprint).unwrap();
+    let payload = body.map(|b| b.to_string().into_bytes());
+    let date = hpc_provider::clouds::oci::api::http_date(std::time::SystemTime::now());
+    let request = Request { method, host, path_and_query: path, date: &date, body: payload.as_deref(), content_type: "application/json" };
+    let headers = signer.sign(&request).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\naccept: application/json\r\n");
+    for (k, v) in &headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if payload.is_none() && !headers.iter().any(|(k, _)| k == "content-length") {
+        head.push_str("content-length: 0\r\n");
+    }
+    head.push_str("\r\n");
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(payload.as_deref().unwrap_or_default()).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let text = String::from_utf8_lossy(&response);
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// Marks the node unhealthy the way OCI does (a maintenance reboot it schedules, `timeMaintenanceRebootDue`,
+/// set through the emulator's admin `impair`); returns the words the plan's reason contains.
+pub fn day2_impair(endpoint: &str, node_id: &str) -> String {
+    admin(
+        endpoint,
+        "POST",
+        "out-of-band",
+        Some(json!({"action": "impair", "id": node_id, "maintenance_reboot_due": "2026-12-05T00:00:00.000Z"})),
+    );
+    "maintenance reboot due 2026-12-05T00:00Z".into()
+}
+
+/// Publishes a self-check verdict as the node does: UpdateInstance with its freeform tags and
+/// `hpc:selfcheck` (the call replaces the whole map, so the tags are read first). The emulator's key is the
+/// one `start_oci` registered (see [`day2_publish_selfcheck_with_key`]).
+pub fn day2_publish_selfcheck(endpoint: &str, node_name: &str, node_id: &str, verdict: &str) {
+    day2_publish_selfcheck_with_key(endpoint, &harness_key(endpoint), node_name, node_id, verdict);
+}
+
+/// [`day2_publish_selfcheck`] signed with a given API key.
+pub fn day2_publish_selfcheck_with_key(endpoint: &str, key: &OciKey, node_name: &str, node_id: &str, verdict: &str) {
+    let path = format!("/20160918/instances/{node_id}");
+    let (status, me) = signed(endpoint, key, "GET", &path, None);
+    assert_eq!(status, 200, "reading {node_name} ({node_id}): {me}");
+    let mut tags = me["freeformTags"].clone();
+    tags["hpc:selfcheck"] = json!(verdict);
+    let (status, out) = signed(endpoint, key, "PUT", &path, Some(&json!({"freeformTags": tags})));
+    assert_eq!(status, 200, "publishing {verdict} for {node_name}: {out}");
+}
+
+/// The live nodes of cluster `cluster` as ListInstances has them (its `hpc:cluster` tag; terminating and
+/// terminated instances left out), in name order: (display name, OCID, `hpc:revision` tag).
+pub fn day2_live_nodes(endpoint: &str, cluster: &str) -> Vec<(String, String, Option<String>)> {
+    day2_live_nodes_with_key(endpoint, &harness_key(endpoint), cluster)
+}
+
+/// [`day2_live_nodes`] signed with a given API key.
+pub fn day2_live_nodes_with_key(endpoint: &str, key: &OciKey, cluster: &str) -> Vec<(String, String, Option<String>)> {
+    let (status, listed) = signed(endpoint, key, "GET", &format!("/20160918/instances?compartmentId={COMPARTMENT}&limit=1000"), None);
+    assert_eq!(status, 200, "{listed}");
+    let mut nodes: Vec<(String, String, Option<String>)> = listed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| {
+            i["freeformTags"]["hpc:cluster"] == cluster && !matches!(i["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED"))
+        })
+        .map(|i| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (text(&i["displayName"]), text(&i["id"]), i["freeformTags"]["hpc:revision"].as_str().map(str::to_owned))
+        })
+        .collect();
+    nodes.sort();
+    nodes
 }

@@ -65,10 +65,11 @@ pub fn user_data_stays_out_of_state_and_plan(cli: &Cli, cloud: &str) {
     w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
     assert_kept_out(&w, SECRET, "after a refresh");
 
-    // A new version rolls the new user data onto new nodes.
+    // A new version rolls the new user data onto the nodes, remade in place of the cluster (no replacement).
     let w = w.env("TF_VAR_hf_token", ROTATED).env("TF_VAR_user_data_version", "2");
-    let roll = fold(&w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(2).stdout);
-    assert!(roll.contains("~ user_data_wo_version = 1 -> 2 # forces replacement"), "{roll}");
+    let roll = fold(&w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(2).output());
+    assert!(roll.contains("~ user_data_wo_version = 1 -> 2") && !roll.contains("forces replacement"), "{roll}");
+    assert!(roll.contains("Rolling update of") && roll.contains("0 to add, 1 to change, 0 to destroy"), "{roll}");
     w.run(&["apply", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
     let snapshot = (t.snapshot)();
     assert!(holds(&snapshot, ROTATED) && !holds(&snapshot, SECRET), "{cloud}: the nodes were not rolled to the new user data");

@@ -185,10 +185,14 @@ pub struct ClusterSpec {
     pub user_data: Option<String>,
     /// `user_data` came from the write-only `user_data_wo`: plans and states never show anything of it.
     pub user_data_write_only: bool,
+    /// `user_data_wo_version`, which stands for the write-only user data in the node revision.
+    pub user_data_version: Option<i64>,
     pub ssh_public_key: Option<String>,
     pub workload: Workload,
     pub rdma_interfaces: u32,
     pub tags: BTreeMap<String, String>,
+    /// Day 2: how unhealthy nodes are repaired and configuration changes rolled onto the nodes.
+    pub day2: Day2,
 }
 
 /// What a filesystem knows of the cluster it feeds (the `cluster = hpc_gpu_cluster.x` object).
@@ -299,6 +303,111 @@ pub struct NvlinkDomainPlan {
     pub index: u32,
     pub name: String,
     pub nodes: Vec<u32>,
+}
+
+/// What an apply does with a node the refresh found unhealthy (`repair`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Repair {
+    /// Delete it and make it again under its own name, in its placement and reservation.
+    #[default]
+    Replace,
+    /// Restart it in place.
+    Reboot,
+    /// Show it in the plan and change nothing (teams that drain through Slurm first).
+    Report,
+}
+
+impl Repair {
+    pub const NAMES: [&'static str; 3] = ["replace", "reboot", "report"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Repair::Replace => "replace",
+            Repair::Reboot => "reboot",
+            Repair::Report => "report",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Repair> {
+        [Repair::Replace, Repair::Reboot, Repair::Report].into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// A number of nodes given as a count (`2`) or a share of the cluster (`25%`, rounded up, at least 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeAmount {
+    Count(u32),
+    Percent(u32),
+}
+
+impl NodeAmount {
+    pub fn parse(s: &str) -> Option<NodeAmount> {
+        let s = s.trim();
+        match s.strip_suffix('%') {
+            Some(p) => p.trim().parse().ok().filter(|p| (1..=100).contains(p)).map(NodeAmount::Percent),
+            None => s.parse().ok().filter(|n| *n >= 1).map(NodeAmount::Count),
+        }
+    }
+
+    /// How many nodes of a cluster of `nodes` this is: at least 1, at most `nodes`.
+    pub fn of(self, nodes: u32) -> u32 {
+        let n = match self {
+            NodeAmount::Count(c) => c,
+            NodeAmount::Percent(p) => (u64::from(nodes) * u64::from(p)).div_ceil(100) as u32,
+        };
+        n.clamp(1, nodes.max(1))
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            NodeAmount::Count(c) => c.to_string(),
+            NodeAmount::Percent(p) => format!("{p}%"),
+        }
+    }
+}
+
+/// Day-2 settings of a cluster: `repair`, `max_repairs` and the `update_strategy` block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Day2 {
+    pub repair: Repair,
+    /// At most this many unhealthy nodes are repaired by one apply; the rest wait for the next.
+    pub max_repairs: NodeAmount,
+    /// Nodes remade at a time when the node configuration changes.
+    pub batch_size: NodeAmount,
+    /// Whether each batch's nodes must report a passing self-check before the next batch starts.
+    pub wait_for_selfcheck: bool,
+}
+
+impl Default for Day2 {
+    fn default() -> Day2 {
+        Day2 {
+            repair: Repair::Replace,
+            max_repairs: NodeAmount::Percent(20),
+            batch_size: NodeAmount::Percent(25),
+            wait_for_selfcheck: false,
+        }
+    }
+}
+
+impl ClusterSpec {
+    /// The node configuration's revision: a short digest of what a node is made from (image, user data or
+    /// the write-only user data's version, SSH key, RDMA interfaces). Nodes carry the revision they were made
+    /// with; a node of another revision is remade by a rolling update.
+    pub fn revision(&self) -> String {
+        // A state keeps only the write-only user data's version: it stands for it either way.
+        let user_data = if self.user_data_write_only || (self.user_data.is_none() && self.user_data_version.is_some()) {
+            format!("wo:{}", self.user_data_version.map_or_else(String::new, |v| v.to_string()))
+        } else {
+            self.user_data.clone().unwrap_or_default()
+        };
+        node_revision(self.image.as_deref(), &user_data, self.ssh_public_key.as_deref(), self.rdma_interfaces)
+    }
+}
+
+/// The revision of a node configuration (see [`ClusterSpec::revision`]).
+pub fn node_revision(image: Option<&str>, user_data: &str, ssh_public_key: Option<&str>, rdma_interfaces: u32) -> String {
+    let text =
+        format!("image={}\nuser_data={}\nssh={}\nrdma={}\n", image.unwrap_or(""), user_data, ssh_public_key.unwrap_or(""), rdma_interfaces);
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
+    digest.as_ref()[..5].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The name of NVLink domain `index` of `cluster`.

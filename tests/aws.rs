@@ -1,6 +1,7 @@
 //! The AWS resources through the provider's own Resource implementations against the AWS emulator: the
 //! options the acceptance case does not cover (capacity blocks, spot, SSH keys, user data, scale-down,
-//! tags), what they become in EC2, and that an import gives back exactly the created state.
+//! tags), what they become in EC2, and that an import gives back exactly the created state; and the
+//! cluster backend's day-2 operations (health in the refresh, removing, rebooting and rolling nodes).
 //!
 //! Each test starts its own emulator (moto in a child process): faults and the inventory are an
 //! emulator's, so tests never see each other's.
@@ -522,11 +523,15 @@ async fn each_nvlink_domain_runs_in_its_own_ultraserver_of_the_capacity_block() 
     assert_eq!(imported.get("reservation_id").as_str(), Some(us.block.as_str()));
     assert_eq!(imported, cluster, "an import gives back the created cluster");
 
-    // A refresh stays two calls, and never reads the block.
+    // A refresh stays three calls (the nodes' health among them), and never reads the block.
     us.env.admin("DELETE", "counters", None);
     read_found(&us.env.ctx, &GpuCluster, &cluster).await;
     let counters = us.env.admin("GET", "counters", None)["counters"].clone();
-    assert_eq!(counters, json!({"ec2:DescribeInstances": 1, "ec2:DescribeLaunchTemplates": 1}), "{counters}");
+    assert_eq!(
+        counters,
+        json!({"ec2:DescribeInstanceStatus": 1, "ec2:DescribeInstances": 1, "ec2:DescribeLaunchTemplates": 1}),
+        "{counters}"
+    );
 
     // A node lost out of band comes back into its own domain's UltraServer.
     let lost = us.env.nodes().into_iter().find(|n| n["tags"]["hpc:node"] == "gb-20").unwrap();
@@ -569,4 +574,353 @@ async fn a_capacity_block_with_fewer_ultraservers_than_domains_is_refused_before
     let inv = us.env.admin("GET", "inventory", None);
     assert_eq!((&inv["resources"]["ec2"]["instances"], &inv["resources"]["ec2"]["launch_templates"]), (&json!([]), &json!([])), "{inv}");
     assert_eq!(us.available().await, [18]);
+}
+
+// ---------------------------------------------------------------------------- day 2 (issue 24)
+//
+// The backend's own day-2 operations, called as the lifecycle calls them: `remove_nodes`, `reboot_nodes`
+// and the converge (`apply`) that follows them, with health and self-check verdicts read by the refresh.
+
+mod day2 {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use hpc_provider::catalog::Cloud;
+    use hpc_provider::clouds::backend::{self, Change, Step};
+    use hpc_provider::framework::{Diagnostics, Value};
+    use hpc_provider::ownership::{Census, Owner};
+    use hpc_provider::resources::gpu_cluster::GpuCluster;
+    use hpc_provider::resources::gpu_fabric::GpuFabric;
+    use serde_json::json;
+
+    use super::common::{apply, import_and_read, read_found, value};
+    use super::{Env, capacity_block_cluster};
+
+    const IMAGE: &str = "ami-12c6146b";
+    const NEW_IMAGE: &str = "ami-1e749f67";
+
+    fn fabric_ref() -> serde_json::Value {
+        json!({"id": "aws/us-east-1/d2f", "name": "d2f", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+               "instance_type": "g6.xlarge", "placement": "cluster"})
+    }
+
+    fn config(nodes: u32, image: &str) -> Value {
+        value(&GpuCluster, json!({"name": "d2", "fabric": fabric_ref(), "node_count": nodes, "image": image, "tags": {"team": "ml"}}))
+    }
+
+    /// Fabric `d2f` (g6.xlarge in a cluster placement group) and cluster `d2` of `nodes` nodes on `IMAGE`.
+    async fn cluster(nodes: u32) -> (Env, Value) {
+        let env = Env::start();
+        let fabric = value(
+            &GpuFabric,
+            json!({"name": "d2f", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "g6.xlarge", "placement": "cluster"}),
+        );
+        let (_, diags) = apply(&env.ctx, &GpuFabric, &Value::Null, &fabric).await;
+        assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+        let (state, diags) = apply(&env.ctx, &GpuCluster, &Value::Null, &config(nodes, IMAGE)).await;
+        assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+        (env, state)
+    }
+
+    fn spec(config: &Value) -> hpc_provider::model::ClusterSpec {
+        let mut diags = Diagnostics::new();
+        hpc_provider::planner::spec::parse_cluster(config, &mut diags).unwrap_or_else(|| panic!("{diags:?}"))
+    }
+
+    fn census(state: &Value) -> Census {
+        Census::owned(Owner::of_state("hpc_gpu_cluster", state))
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    async fn remove(env: &Env, state: &Value, config: &Value, nodes: &[&str]) -> Result<(), String> {
+        let census = census(state);
+        let step = Step { ctx: &env.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(120) };
+        backend::cluster(Cloud::Aws).remove_nodes(&step, &spec(config), &names(nodes)).await
+    }
+
+    async fn reboot(env: &Env, state: &Value, config: &Value, nodes: &[&str]) -> Result<(), String> {
+        let census = census(state);
+        let step = Step { ctx: &env.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(120) };
+        backend::cluster(Cloud::Aws).reboot_nodes(&step, &spec(config), &names(nodes)).await
+    }
+
+    /// The tags the lifecycle gives every piece of `v`.
+    fn tags(env: &Env, v: &Value, census: &Census) -> BTreeMap<String, String> {
+        let name = v.get("name").as_str().unwrap_or_default().to_owned();
+        let fabric = v.get("fabric").get("name").as_str().unwrap_or_default().to_owned();
+        hpc_provider::resources::common::owned_tags(&env.ctx, v.get("tags"), &[("hpc:cluster", &name), ("hpc:fabric", &fabric)], census)
+    }
+
+    /// The backend's converge from `state` to `config`, as the lifecycle calls it after removing nodes;
+    /// `prior_extra` are tag keys the prior pieces are said to have had (and the new ones lack).
+    async fn converge(env: &Env, state: &Value, config: &Value, prior_extra: &[&str]) -> Value {
+        let census = census(state);
+        let step = Step { ctx: &env.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(120) };
+        let spec = spec(config);
+        let new_tags = tags(env, config, &census);
+        let mut prior_tags = tags(env, state, &census);
+        for k in prior_extra {
+            prior_tags.insert((*k).to_owned(), "x".into());
+        }
+        let change = Change { spec: &spec, config, prior: state, planned: state, state, tags: &new_tags, prior_tags: &prior_tags };
+        let out = backend::cluster(Cloud::Aws).apply(&step, &change).await;
+        assert!(out.error.is_none(), "{:?}", out.error);
+        out.state
+    }
+
+    /// Each live node of cluster `cluster`: name -> (instance id, image, placement group, hpc:revision tag,
+    /// capacity reservation).
+    async fn live(env: &Env, cluster: &str) -> BTreeMap<String, (String, String, String, Option<String>, Option<String>)> {
+        let out = env
+            .ec2()
+            .describe_instances()
+            .filters(aws_sdk_ec2::types::Filter::builder().name("tag:hpc:cluster").values(cluster).build())
+            .filters(aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("running").build())
+            .send()
+            .await
+            .unwrap();
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|i| {
+                let tag = |k: &str| i.tags().iter().find(|t| t.key() == Some(k)).and_then(|t| t.value()).map(str::to_owned);
+                let found = (
+                    i.instance_id().unwrap().to_owned(),
+                    i.image_id().unwrap_or_default().to_owned(),
+                    i.placement().and_then(|p| p.group_name()).unwrap_or_default().to_owned(),
+                    tag("hpc:revision"),
+                    i.capacity_reservation_id().map(str::to_owned),
+                );
+                (tag("hpc:node").unwrap_or_default(), found)
+            })
+            .collect()
+    }
+
+    fn id_of(env: &Env, node: &str) -> String {
+        env.nodes().into_iter().find(|n| n["tags"]["hpc:node"] == node).unwrap()["id"].as_str().unwrap().to_owned()
+    }
+
+    fn counters(env: &Env) -> serde_json::Value {
+        env.admin("GET", "counters", None)["counters"].clone()
+    }
+
+    fn revision(config: &Value) -> String {
+        spec(config).revision()
+    }
+
+    #[tokio::test]
+    async fn a_refresh_reads_every_nodes_health_and_selfcheck_in_one_status_listing() {
+        let (env, state) = cluster(6).await;
+        let ec2 = env.ec2();
+        let oob = |body: serde_json::Value| env.admin("POST", "out-of-band", Some(body));
+        oob(json!({"action": "impair", "id": id_of(&env, "d2-1"), "check": "system", "since": "2026-12-01T10:02:00Z"}));
+        oob(json!({"action": "impair", "id": id_of(&env, "d2-4"), "event": "instance-retirement", "not_before": "2026-12-05T00:00:00Z"}));
+        // An event already carried out is no reason.
+        oob(json!({"action": "impair", "id": id_of(&env, "d2-5"), "event": "system-reboot", "not_before": "2026-11-20T00:00:00Z",
+                   "description": "[Completed] scheduled reboot"}));
+        // What the nodes' self-checks publish, each on its own instance.
+        for (node, verdict) in [("d2-2", "fail-gpus-7-of-8"), ("d2-3", "ok")] {
+            let tag = aws_sdk_ec2::types::Tag::builder().key("hpc:selfcheck").value(verdict).build();
+            ec2.create_tags().resources(id_of(&env, node)).tags(tag).send().await.unwrap();
+        }
+        // Another cluster's instances in the region are listed too, and left out.
+        let other = env.nodes()[0]["id"].clone();
+        env.admin(
+            "POST",
+            "out-of-band",
+            Some(json!({"action": "copy_instance", "id": other, "tags": {"hpc:cluster": "other", "hpc:node": "other-0"}})),
+        );
+
+        env.admin("DELETE", "counters", None);
+        let found = read_found(&env.ctx, &GpuCluster, &state).await;
+        assert_eq!(
+            counters(&env),
+            json!({"ec2:DescribeInstanceStatus": 1, "ec2:DescribeInstances": 1, "ec2:DescribeLaunchTemplates": 1}),
+            "one listing each, not one call per node"
+        );
+        let unhealthy = found.get("unhealthy_nodes").as_map().unwrap();
+        let unhealthy: BTreeMap<&str, &str> = unhealthy.iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
+        assert_eq!(
+            unhealthy,
+            BTreeMap::from([
+                ("d2-1", "system status check impaired since 2026-12-01T10:02Z"),
+                ("d2-2", "self-check: 7 of 8 GPUs"),
+                ("d2-4", "scheduled instance-retirement from 2026-12-05T00:00Z"),
+            ])
+        );
+        let verdicts = found.get("selfcheck");
+        assert_eq!(
+            (verdicts.get("d2-2").as_str(), verdicts.get("d2-3").as_str(), verdicts.get("d2-0")),
+            (Some("fail-gpus-7-of-8"), Some("ok"), &Value::Null)
+        );
+        // Every node says which configuration it runs.
+        let rev = revision(&config(6, IMAGE));
+        let revisions = found.get("node_revisions").as_map().unwrap();
+        assert_eq!(revisions.len(), 6);
+        assert!(revisions.values().all(|r| r.as_str() == Some(rev.as_str())), "{revisions:?}");
+
+        // The nodes' own tags are not the user's: an import gives back the user's tags only.
+        let imported = import_and_read(&env.ctx, &GpuCluster, "aws/us-east-1/d2").await;
+        assert_eq!(imported.get("tags"), found.get("tags"));
+        assert_eq!(imported.get("image").as_str(), Some(IMAGE));
+    }
+
+    #[tokio::test]
+    async fn remove_nodes_terminates_only_the_named_nodes_and_the_converge_makes_them_again_in_the_placement_group() {
+        let (env, state) = cluster(4).await;
+        let before = live(&env, "d2").await;
+        env.admin("DELETE", "counters", None);
+        // A name with no node is skipped.
+        remove(&env, &state, &config(4, IMAGE), &["d2-1", "d2-3", "d2-9"]).await.unwrap();
+        assert_eq!(counters(&env)["ec2:TerminateInstances"], 1, "one call for all of them");
+        let after = live(&env, "d2").await;
+        assert_eq!(after.keys().collect::<Vec<_>>(), ["d2-0", "d2-2"]);
+        assert_eq!((&after["d2-0"].0, &after["d2-2"].0), (&before["d2-0"].0, &before["d2-2"].0), "the others untouched");
+
+        let refreshed = read_found(&env.ctx, &GpuCluster, &state).await;
+        converge(&env, &refreshed, &config(4, IMAGE), &[]).await;
+        let again = live(&env, "d2").await;
+        assert_eq!(again.keys().collect::<Vec<_>>(), ["d2-0", "d2-1", "d2-2", "d2-3"]);
+        for node in ["d2-1", "d2-3"] {
+            let (id, image, group, rev, _) = &again[node];
+            assert_ne!(id, &before[node].0, "{node} is a new instance");
+            assert_eq!((image.as_str(), group.as_str()), (IMAGE, "d2f-pg"), "{node}");
+            assert_eq!(rev.as_deref(), Some(revision(&config(4, IMAGE)).as_str()));
+        }
+        assert_eq!(again["d2-0"].0, before["d2-0"].0);
+    }
+
+    #[tokio::test]
+    async fn a_rolling_converge_launches_the_new_configuration_with_its_revision_and_leaves_the_others() {
+        let (env, state) = cluster(4).await;
+        let before = live(&env, "d2").await;
+        let old = revision(&config(4, IMAGE));
+        let new_config = config(4, NEW_IMAGE);
+        let new = revision(&new_config);
+        assert_ne!(old, new);
+
+        // Batch 1 of 2: d2-0 and d2-1 removed, then made again from a new launch template version.
+        remove(&env, &state, &new_config, &["d2-0", "d2-1"]).await.unwrap();
+        let refreshed = read_found(&env.ctx, &GpuCluster, &state).await;
+        env.admin("DELETE", "counters", None);
+        let converged = converge(&env, &refreshed, &new_config, &[]).await;
+        assert_eq!(counters(&env)["ec2:CreateLaunchTemplateVersion"], 1);
+        let versions =
+            env.ec2().describe_launch_template_versions().launch_template_name("d2-lt").versions("$Latest").send().await.unwrap();
+        let latest = &versions.launch_template_versions()[0];
+        assert_eq!(latest.version_description(), Some(format!("hpc:revision={new}").as_str()));
+        assert_eq!(latest.launch_template_data().and_then(|d| d.image_id()), Some(NEW_IMAGE));
+        let after = live(&env, "d2").await;
+        for node in ["d2-0", "d2-1"] {
+            assert_eq!(
+                (after[node].1.as_str(), after[node].2.as_str(), after[node].3.as_deref()),
+                (NEW_IMAGE, "d2f-pg", Some(new.as_str())),
+                "{node}"
+            );
+        }
+        // The other batch still serves, untouched, with its own revision.
+        for node in ["d2-2", "d2-3"] {
+            assert_eq!(after[node].0, before[node].0, "{node}");
+            assert_eq!((after[node].1.as_str(), after[node].3.as_deref()), (IMAGE, Some(old.as_str())), "{node}");
+        }
+        let refreshed = read_found(&env.ctx, &GpuCluster, &converged).await;
+        let revisions = refreshed.get("node_revisions");
+        assert_eq!((revisions.get("d2-0").as_str(), revisions.get("d2-3").as_str()), (Some(new.as_str()), Some(old.as_str())));
+
+        // Batch 2: the template already records the new revision, so no new version.
+        remove(&env, &refreshed, &new_config, &["d2-2", "d2-3"]).await.unwrap();
+        let refreshed = read_found(&env.ctx, &GpuCluster, &refreshed).await;
+        env.admin("DELETE", "counters", None);
+        converge(&env, &refreshed, &new_config, &[]).await;
+        assert_eq!(counters(&env).get("ec2:CreateLaunchTemplateVersion"), None);
+        let done = live(&env, "d2").await;
+        assert!(done.values().all(|n| n.1 == NEW_IMAGE && n.3.as_deref() == Some(new.as_str())), "{done:?}");
+    }
+
+    #[tokio::test]
+    async fn reboot_nodes_reboots_the_named_nodes_in_place_and_clears_an_impaired_instance_check() {
+        let (env, state) = cluster(3).await;
+        let before = live(&env, "d2").await;
+        env.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": id_of(&env, "d2-2"), "check": "instance"})));
+        let found = read_found(&env.ctx, &GpuCluster, &state).await;
+        assert!(found.get("unhealthy_nodes").get("d2-2").as_str().is_some_and(|r| r.starts_with("instance status check impaired since ")));
+        env.admin("DELETE", "counters", None);
+        reboot(&env, &state, &config(3, IMAGE), &["d2-2", "d2-0"]).await.unwrap();
+        assert_eq!(counters(&env)["ec2:RebootInstances"], 1, "one call for all of them");
+        assert_eq!(
+            live(&env, "d2").await.iter().map(|(n, v)| (n.clone(), v.0.clone())).collect::<Vec<_>>(),
+            before.iter().map(|(n, v)| (n.clone(), v.0.clone())).collect::<Vec<_>>(),
+            "the same instances"
+        );
+        let found = read_found(&env.ctx, &GpuCluster, &state).await;
+        assert_eq!(found.get("unhealthy_nodes"), &Value::Map(Default::default()));
+    }
+
+    #[tokio::test]
+    async fn a_retag_keeps_the_nodes_own_selfcheck_and_revision_tags() {
+        let (env, state) = cluster(2).await;
+        let tag = aws_sdk_ec2::types::Tag::builder().key("hpc:selfcheck").value("ok").build();
+        env.ec2().create_tags().resources(id_of(&env, "d2-0")).tags(tag).send().await.unwrap();
+        // The user's tags change; even were the nodes' own keys among the stale ones, they stay.
+        let mut retagged = config(2, IMAGE).as_map().unwrap().clone();
+        retagged.insert("tags".into(), Value::Map([("team".to_owned(), Value::from("research"))].into()));
+        converge(&env, &state, &Value::Map(retagged), &["hpc:selfcheck", "hpc:revision"]).await;
+        let node = env.nodes().into_iter().find(|n| n["tags"]["hpc:node"] == "d2-0").unwrap();
+        assert_eq!(node["tags"]["team"], "research");
+        assert_eq!(node["tags"]["hpc:selfcheck"], "ok");
+        assert_eq!(node["tags"]["hpc:revision"], revision(&config(2, IMAGE)).as_str());
+    }
+
+    #[tokio::test]
+    async fn a_node_remade_in_a_capacity_reservation_goes_back_into_it_with_the_new_key() {
+        let cb = capacity_block_cluster().await;
+        let available = || async {
+            let out = cb.env.ec2().describe_capacity_reservations().capacity_reservation_ids(&cb.reservation).send().await.unwrap();
+            out.capacity_reservations()[0].available_instance_count().unwrap()
+        };
+        assert_eq!(available().await, 0);
+        // A new image and SSH key: the nodes remade take both, in the same reservation.
+        let mut rolled = cb.config.as_map().unwrap().clone();
+        rolled.insert("image".into(), Value::from(NEW_IMAGE));
+        let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBhMqLCm5n1e9pXvJ5hQyQm4xXo8r0aU2Y0v3wF3bT7c new@example";
+        rolled.insert("ssh_public_key".into(), Value::from(key));
+        let rolled = Value::Map(rolled);
+        remove(&cb.env, &cb.cluster, &rolled, &["cbc-1"]).await.unwrap();
+        assert_eq!(available().await, 1, "the slot is given back");
+        let refreshed = read_found(&cb.env.ctx, &GpuCluster, &cb.cluster).await;
+        converge(&cb.env, &refreshed, &rolled, &[]).await;
+        assert_eq!(available().await, 0);
+        let nodes = live(&cb.env, "cbc").await;
+        assert_eq!(nodes["cbc-1"].4.as_deref(), Some(cb.reservation.as_str()));
+        assert_eq!(nodes["cbc-1"].1, NEW_IMAGE);
+        assert_eq!(nodes["cbc-1"].3.as_deref(), Some(revision(&rolled).as_str()));
+        let pair = cb.env.ec2().describe_key_pairs().key_names("cbc-key").include_public_key(true).send().await.unwrap();
+        assert_eq!(pair.key_pairs()[0].public_key().map(str::trim), Some(key));
+    }
+
+    #[tokio::test]
+    async fn a_node_remade_on_an_ultraserver_goes_back_into_its_domains_reservation_of_the_capacity_block() {
+        let us = super::ultraservers(1).await;
+        let (cluster, diags) = apply(&us.env.ctx, &GpuCluster, &Value::Null, &us.config(18)).await;
+        assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+        let mut rolled = us.config(18).as_map().unwrap().clone();
+        rolled.insert("image".into(), Value::from(NEW_IMAGE));
+        let rolled = Value::Map(rolled);
+        remove(&us.env, &cluster, &rolled, &["gb-5"]).await.unwrap();
+        assert_eq!(us.available().await, [1]);
+        let refreshed = read_found(&us.env.ctx, &GpuCluster, &cluster).await;
+        converge(&us.env, &refreshed, &rolled, &[]).await;
+        assert_eq!(us.available().await, [0]);
+        us.assert_domain(0, 18, 0).await;
+        let nodes = live(&us.env, "gb").await;
+        assert_eq!((nodes["gb-5"].1.as_str(), nodes["gb-5"].3.as_deref()), (NEW_IMAGE, Some(revision(&rolled).as_str())));
+        // The new template version still names no reservation: each launch names its UltraServer's.
+        let lt = us.env.ec2().describe_launch_template_versions().launch_template_name("gb-lt").versions("$Latest").send().await.unwrap();
+        let data = lt.launch_template_versions()[0].launch_template_data().unwrap();
+        assert!(data.capacity_reservation_specification().and_then(|c| c.capacity_reservation_target()).is_none(), "{data:?}");
+        assert_eq!(data.image_id(), Some(NEW_IMAGE));
+    }
 }

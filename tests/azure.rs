@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -251,5 +252,281 @@ fn another_owners_security_group_at_the_fabrics_id_is_left_alone() {
         // The resource groups hold nothing of anyone else by then.
         destroy(&ctx, &GpuFabric, &ours_state).await;
         destroy(&ctx, &GpuFabric, &other_state).await;
+    });
+}
+
+// ------------------------------------------------------------------------------------------------ day 2
+
+/// Plans and applies as the CLI would, from a refreshed `prior`: the new state and the plan's warnings,
+/// with no error on the way.
+async fn apply_ok(ctx: &Context, prior: &Value, config: &Value) -> (Value, Vec<String>) {
+    use hpc_provider::framework::{ApplyRequest, Diagnostics, PlanRequest, Resource};
+    let mut diags = Diagnostics::new();
+    let planned = GpuCluster.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut diags).planned;
+    assert!(!diags.has_errors(), "plan: {:?}", diags.iter().collect::<Vec<_>>());
+    let warnings: Vec<String> = diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect();
+    let out = GpuCluster.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut diags).await;
+    assert!(!diags.has_errors(), "apply: {:?}", diags.iter().collect::<Vec<_>>());
+    (out.new_state, warnings)
+}
+
+/// Whether a plan from `prior` changes nothing.
+fn plans_nothing(ctx: &Context, prior: &Value, config: &Value) -> bool {
+    use hpc_provider::framework::{Diagnostics, PlanRequest, Resource};
+    let mut d = Diagnostics::new();
+    let plan = GpuCluster.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut d);
+    assert!(!d.has_errors(), "{:?}", d.iter().collect::<Vec<_>>());
+    plan.planned == *prior && plan.requires_replace.is_empty()
+}
+
+async fn refreshed(ctx: &Context, state: &Value) -> Value {
+    match read(ctx, &GpuCluster, state).await.0 {
+        ReadOutcome::Found { state, .. } => state,
+        ReadOutcome::Gone => panic!("the cluster is gone"),
+    }
+}
+
+fn d2_config(fabric: &str, name: &str, nodes: u32, extra: Json) -> Json {
+    let mut config = json!({"name": name, "fabric": fabric_ref(fabric), "node_count": nodes, "ssh_public_key": KEY,
+                            "image": "microsoft-dsvm:ubuntu-hpc:2204:22.04.1", "tags": {"team": "ml"}});
+    config.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+    config
+}
+
+/// A fabric and a day-2 cluster on it: (fabric, cluster, the cluster's configuration).
+async fn d2_cluster(ctx: &Context, fabric_name: &str, name: &str, nodes: u32, extra: Json) -> (Value, Value, Json) {
+    let f = fabric(ctx, fabric_name).await;
+    let config = d2_config(fabric_name, name, nodes, extra);
+    let (cluster, _) = apply_ok(ctx, &Value::Null, &value(&GpuCluster, config.clone())).await;
+    (f, cluster, config)
+}
+
+fn vm_id(fabric: &str, cluster: &str, i: u32) -> String {
+    format!(
+        "/subscriptions/{SUBSCRIPTION}/resourceGroups/{fabric}-rg/providers/Microsoft.Compute/virtualMachineScaleSets/{cluster}-0/virtualMachines/{i}"
+    )
+}
+
+fn out_of_band(change: Json) {
+    admin("POST", "out-of-band", Some(change));
+}
+
+/// What the node's self-check answers the Application Health extension's probe.
+fn probe(id: &str, verdict: &str) {
+    let state = if verdict.starts_with("fail") { "Unhealthy" } else { "Healthy" };
+    let answer = json!({"ApplicationHealthState": state, "customMetrics": json!({"hpcSelfcheck": verdict}).to_string()});
+    out_of_band(json!({"action": "probe", "id": id, "response": answer}));
+}
+
+/// How often each scale set action reached each VM of the emulator, by lowercased VM id.
+fn vm_actions() -> Json {
+    admin("GET", "snapshot", None)["vm_actions"].clone()
+}
+
+fn strings(v: &Value) -> Json {
+    let m = v.as_map().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect::<BTreeMap<_, _>>());
+    serde_json::to_value(m).unwrap()
+}
+
+/// Each node's VM id, by name, from a state.
+fn node_ids(state: &Value) -> BTreeMap<String, String> {
+    state
+        .get("nodes")
+        .as_list()
+        .unwrap_or_default()
+        .iter()
+        .map(|n| (n.get("name").as_str().unwrap_or_default().to_owned(), n.get("id").as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// Lets VMs just made or booted settle (the emulator's long-running operations and Initializing state).
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(700)).await;
+}
+
+#[test]
+fn health_and_self_check_verdicts_of_every_node_come_with_one_list_per_scale_set() {
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let (f, cluster, _) = d2_cluster(&ctx, "health", "hl", 6, json!({})).await;
+        settle().await;
+        let revision = cluster.get("revision").as_str().unwrap().to_owned();
+        let vm = |i| vm_id("health", "hl", i);
+        out_of_band(json!({"action": "impair", "id": vm(1), "health": "unhealthy"}));
+        out_of_band(
+            json!({"action": "impair", "id": vm(2), "maintenance": {"start": "2026-12-05T00:00:00Z", "end": "2026-12-05T04:00:00Z"}}),
+        );
+        probe(&vm(3), "fail-gpus-7-of-8");
+        probe(&vm(4), "ok");
+        out_of_band(json!({"action": "impair", "id": vm(5), "health": "deallocated"}));
+
+        admin("DELETE", "counters", None);
+        let state = refreshed(&ctx, &cluster).await;
+        let counters = admin("GET", "counters", None)["counters"].clone();
+        assert_eq!(
+            counters,
+            json!({"arm:virtualMachineScaleSets.get": 1, "arm:virtualMachines.list": 1, "arm:networkInterfaces.list": 1}),
+            "one list of the VMs with their instance views per scale set, whatever the count"
+        );
+        let unhealthy = strings(state.get("unhealthy_nodes"));
+        let app = unhealthy["hl-1"].as_str().unwrap();
+        assert!(app.starts_with("Application Health extension reports the node unhealthy since 20") && app.ends_with('Z'), "{unhealthy}");
+        assert_eq!(unhealthy["hl-2"], "scheduled for maintenance from 2026-12-05T00:00Z");
+        assert_eq!(unhealthy["hl-3"], "self-check: 7 of 8 GPUs");
+        assert_eq!(unhealthy["hl-5"], "VM deallocated");
+        assert_eq!(unhealthy.as_object().unwrap().len(), 4, "{unhealthy}");
+        assert_eq!(strings(state.get("selfcheck")), json!({"hl-3": "fail-gpus-7-of-8", "hl-4": "ok"}));
+        let all: Json = (0..6).map(|i| (format!("hl-{i}"), json!(revision))).collect::<serde_json::Map<_, _>>().into();
+        assert_eq!(strings(state.get("node_revisions")), all);
+        assert_eq!(state.get("node_count"), &Value::int(6), "a deallocated node is there, unhealthy, not missing");
+
+        // The provider's revision tags are not the user's: an import gives back the user's tags only.
+        let (imported, _) = import(&ctx, &GpuCluster, "azure/health-rg/hl").await;
+        assert_eq!(strings(imported.get("tags")), json!({"team": "ml"}));
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &f).await;
+        assert_empty();
+    });
+}
+
+#[test]
+fn an_unhealthy_node_is_remade_in_place_under_its_name_and_the_others_are_not_touched() {
+    run(async {
+        let _others = beside_others().await;
+        let ctx = context();
+        let (f, cluster, config) = d2_cluster(&ctx, "repair", "rp", 4, json!({})).await;
+        settle().await;
+        let vm = |i| vm_id("repair", "rp", i);
+        let before = node_ids(&cluster);
+        out_of_band(json!({"action": "impair", "id": vm(2), "health": "unhealthy"}));
+        let state = refreshed(&ctx, &cluster).await;
+        // Replace (the default): the broken VM is moved off its host, brought to the model and reimaged.
+        let (state, warnings) = apply_ok(&ctx, &state, &value(&GpuCluster, config.clone())).await;
+        assert!(warnings.iter().any(|w| w.contains("rp-2: Application Health extension reports the node unhealthy")), "{warnings:?}");
+        let actions = vm_actions();
+        assert_eq!(actions[vm(2).to_lowercase()], json!({"redeploy": 1, "manualupgrade": 1, "reimage": 1}), "{actions}");
+        for i in [0, 1, 3] {
+            assert!(actions.get(vm(i).to_lowercase()).is_none(), "rp-{i} was touched: {actions}");
+        }
+        assert_eq!(node_ids(&state), before, "names and VM ids hold");
+        let state = refreshed(&ctx, &state).await;
+        assert_eq!(strings(state.get("unhealthy_nodes")), json!({}));
+        assert!(plans_nothing(&ctx, &state, &value(&GpuCluster, config.clone())), "the re-plan is empty");
+
+        // Reboot: a deallocated VM is started, a running one with a failed self-check restarted.
+        let mut reboot = config.clone();
+        reboot["repair"] = json!("reboot");
+        reboot["max_repairs"] = json!("2");
+        let (state, _) = apply_ok(&ctx, &state, &value(&GpuCluster, reboot.clone())).await;
+        settle().await;
+        out_of_band(json!({"action": "impair", "id": vm(1), "health": "deallocated"}));
+        probe(&vm(3), "fail-rdma-6-of-8");
+        let state = refreshed(&ctx, &state).await;
+        assert_eq!(strings(state.get("unhealthy_nodes")), json!({"rp-1": "VM deallocated", "rp-3": "self-check: 6 of 8 RDMA devices"}));
+        let (state, _) = apply_ok(&ctx, &state, &value(&GpuCluster, reboot.clone())).await;
+        let actions = vm_actions();
+        assert_eq!(actions[vm(1).to_lowercase()], json!({"start": 1}), "{actions}");
+        assert_eq!(actions[vm(3).to_lowercase()], json!({"restart": 1}), "{actions}");
+        assert!(actions.get(vm(0).to_lowercase()).is_none(), "{actions}");
+        assert_eq!(node_ids(&state), before);
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &f).await;
+    });
+}
+
+#[test]
+fn an_image_change_rolls_the_nodes_in_batches_onto_the_new_model_in_place() {
+    run(async {
+        let _others = beside_others().await;
+        let ctx = context();
+        let (f, cluster, mut config) = d2_cluster(&ctx, "rolling", "rl", 4, json!({"update_strategy": {"batch_size": "2"}})).await;
+        settle().await;
+        let before = node_ids(&cluster);
+        let old = cluster.get("revision").as_str().unwrap().to_owned();
+        config["image"] = json!("microsoft-dsvm:ubuntu-hpc:2204:22.04.2");
+        let state = refreshed(&ctx, &cluster).await;
+        let (state, warnings) = apply_ok(&ctx, &state, &value(&GpuCluster, config.clone())).await;
+        assert!(warnings.iter().any(|w| w.contains("batch 1: rl-0, rl-1") && w.contains("batch 2: rl-2, rl-3")), "{warnings:?}");
+        let new = state.get("revision").as_str().unwrap().to_owned();
+        assert_ne!(new, old);
+        let actions = vm_actions();
+        for i in 0..4 {
+            let a = &actions[vm_id("rolling", "rl", i).to_lowercase()];
+            assert_eq!(a, &json!({"manualupgrade": 1, "reimage": 1}), "rl-{i} remade once, in place, on its host: {actions}");
+        }
+        assert_eq!(node_ids(&state), before, "names and VM ids hold");
+        let set = &admin("GET", "snapshot", None)["arm"][format!(
+            "/subscriptions/{SUBSCRIPTION}/resourceGroups/rolling-rg/providers/Microsoft.Compute/virtualMachineScaleSets/rl-0"
+        )
+        .to_lowercase()];
+        assert_eq!(set["properties"]["virtualMachineProfile"]["storageProfile"]["imageReference"]["version"], "22.04.2");
+        assert_eq!(
+            (set["tags"]["hpc:revision"].as_str(), set["tags"]["hpc:previous-revision"].as_str()),
+            (Some(new.as_str()), Some(old.as_str()))
+        );
+        assert!(set["tags"].get("hpc:remaking").is_none(), "{}", set["tags"]);
+        let all: Json = (0..4).map(|i| (format!("rl-{i}"), json!(new))).collect::<serde_json::Map<_, _>>().into();
+        let state = refreshed(&ctx, &state).await;
+        assert_eq!(strings(state.get("node_revisions")), all);
+        assert!(plans_nothing(&ctx, &state, &value(&GpuCluster, config)), "the re-plan is empty");
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &f).await;
+    });
+}
+
+#[test]
+fn remove_nodes_and_reboot_nodes_touch_only_the_named_nodes_of_the_census() {
+    use hpc_provider::catalog::Cloud;
+    use hpc_provider::clouds::backend::{self, Step};
+    use hpc_provider::framework::Diagnostics;
+    use hpc_provider::ownership::{Census, Owner};
+    run(async {
+        let _others = beside_others().await;
+        let ctx = context();
+        let (f, cluster, mut config) = d2_cluster(&ctx, "backend", "bk", 4, json!({})).await;
+        settle().await;
+        let vm = |i| vm_id("backend", "bk", i);
+        let old = cluster.get("revision").as_str().unwrap().to_owned();
+        // The model changes (what the apply's converge does before the first batch): no VM runs it yet.
+        config["user_data"] = json!("#!/bin/sh\necho v2\n");
+        let mut d = Diagnostics::new();
+        let spec = hpc_provider::planner::spec::parse_cluster(&value(&GpuCluster, config.clone()), &mut d)
+            .unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+        let census = Census::owned(Owner::parse(cluster.get("owner").as_str().unwrap()).unwrap());
+        let defaults = BTreeMap::new();
+        let step = Step { ctx: &ctx, census: &census, default_tags: &defaults, timeout: Duration::from_secs(60) };
+        let azure = backend::cluster(Cloud::Azure);
+        azure.remove_nodes(&step, &spec, &["bk-1".into(), "bk-7".into()]).await.unwrap();
+        let actions = vm_actions();
+        assert_eq!(actions[vm(1).to_lowercase()], json!({"manualupgrade": 1, "reimage": 1}), "{actions}");
+        assert!([0, 2, 3].iter().all(|i| actions.get(vm(*i).to_lowercase()).is_none()), "{actions}");
+        // Between batches, the refresh tells which node runs which revision.
+        let state = refreshed(&ctx, &cluster).await;
+        let revisions = strings(state.get("node_revisions"));
+        assert_eq!(revisions["bk-1"], json!(spec.revision()));
+        for n in ["bk-0", "bk-2", "bk-3"] {
+            assert_eq!(revisions[n], json!(old), "{revisions}");
+        }
+
+        out_of_band(json!({"action": "impair", "id": vm(2), "health": "stopped"}));
+        out_of_band(json!({"action": "impair", "id": vm(3), "maintenance": "2026-12-05T00:00:00Z"}));
+        azure.reboot_nodes(&step, &spec, &["bk-0".into(), "bk-2".into(), "bk-3".into(), "bk-9".into()]).await.unwrap();
+        let actions = vm_actions();
+        assert_eq!(actions[vm(0).to_lowercase()], json!({"restart": 1}), "{actions}");
+        assert_eq!(actions[vm(2).to_lowercase()], json!({"start": 1}), "a stopped VM is started, not restarted: {actions}");
+        assert_eq!(actions[vm(3).to_lowercase()], json!({"redeploy": 1}), "a maintenance on its host: moved off it: {actions}");
+        assert_eq!(actions[vm(1).to_lowercase()], json!({"manualupgrade": 1, "reimage": 1}), "{actions}");
+        let state = refreshed(&ctx, &state).await;
+        assert_eq!(strings(state.get("unhealthy_nodes")), json!({}));
+
+        // Another owner's census admits none of it: nothing is touched.
+        let stranger = Census::owned(Owner::mint());
+        let step = Step { ctx: &ctx, census: &stranger, default_tags: &defaults, timeout: Duration::from_secs(60) };
+        azure.remove_nodes(&step, &spec, &["bk-0".into()]).await.unwrap();
+        azure.reboot_nodes(&step, &spec, &["bk-0".into()]).await.unwrap();
+        assert_eq!(vm_actions()[vm(0).to_lowercase()], json!({"restart": 1}));
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &f).await;
     });
 }

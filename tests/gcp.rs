@@ -1,6 +1,8 @@
 //! The Google Cloud resources through the provider's own Resource implementations against the project's
 //! GCP emulator: an existing host network joined by self link and partial path (no false drift), capacity
-//! options on the nodes, capacity and rate-limit errors, import ids.
+//! options on the nodes, capacity and rate-limit errors, import ids; day 2 (health and self-check verdicts
+//! read with the one list, repairs by replacement and by reboot, a rolling image change, the backend's
+//! remove_nodes and reboot_nodes leaving other nodes alone).
 
 use std::sync::Arc;
 
@@ -156,7 +158,8 @@ async fn an_existing_host_network_by_self_link_spot_nodes_and_a_capacity_error()
         assert_eq!(get(&ep, &format!("zones/us-central1-a/instances/{n}"))["labels"]["team"], "research");
     }
 
-    // A node stopped outside counts as missing; the repair starts it again under its own name.
+    // A node stopped outside is unhealthy (status TERMINATED), not missing; the repair makes it again under
+    // its own name.
     let stopped = json!({"action": "stop_instance", "id": "projects/ml-prod/zones/us-central1-a/instances/spot-1"});
     admin(&ep, "POST", "out-of-band", Some(stopped));
     let mut d = Diagnostics::new();
@@ -164,7 +167,8 @@ async fn an_existing_host_network_by_self_link_spot_nodes_and_a_capacity_error()
         hpc_provider::framework::ReadOutcome::Found { state, .. } => state,
         _ => panic!("gone"),
     };
-    assert_eq!(refreshed.get("node_names"), &Value::list([Value::from("spot-0")]));
+    assert_eq!(refreshed.get("node_names"), &Value::list([Value::from("spot-0"), Value::from("spot-1")]));
+    assert_eq!(refreshed.get("unhealthy_nodes").get("spot-1").as_str(), Some("status TERMINATED"));
     let current = value(
         &GpuCluster,
         json!({"name": "spot", "fabric": FABRIC_REF(), "node_count": 2, "capacity_type": "spot", "ssh_public_key": "ssh-ed25519 AAAA ml@x",
@@ -432,4 +436,320 @@ async fn an_a4x_cluster_puts_each_nvlink_domain_in_a_policy_of_its_own() {
     );
     let inv = admin(&ep, "GET", "inventory", None);
     assert_eq!(inv["empty"], true, "{inv}");
+}
+
+// ------------------------------------------------------------------------------------------------ day 2
+
+const D2_ZONE: &str = "projects/ml-prod/zones/us-central1-a/instances";
+
+/// Plans and applies as the CLI would, from a refreshed `prior`: the new state, with no error on the way.
+async fn apply_ok(ctx: &Context, resource: &dyn Resource, prior: &Value, config: &Value) -> (Value, Vec<String>) {
+    let mut diags = Diagnostics::new();
+    let planned = resource.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut diags).planned;
+    assert!(!diags.has_errors(), "plan: {:?}", diags.iter().collect::<Vec<_>>());
+    let warnings: Vec<String> = diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect();
+    let out = resource.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut diags).await;
+    assert!(!diags.has_errors(), "apply: {:?}", diags.iter().collect::<Vec<_>>());
+    (out.new_state, warnings)
+}
+
+/// What a plan from `prior` proposes, and whether it is empty.
+fn replan(ctx: &Context, prior: &Value, config: &Value) -> (Value, bool) {
+    let mut d = Diagnostics::new();
+    let plan = GpuCluster.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut d);
+    assert!(!d.has_errors(), "{:?}", d.iter().collect::<Vec<_>>());
+    let same = plan.planned == *prior && plan.requires_replace.is_empty();
+    (plan.planned, same)
+}
+
+/// A fabric with compact placement and the day-2 cluster `d2` of `nodes` A3 High nodes on it.
+async fn d2_cluster(ctx: &Context, nodes: u32, extra: Json) -> (Value, Value, Json) {
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "d2f", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g",
+               "cidr_block": "10.40.0.0/16", "placement": "cluster"}),
+    );
+    let (fabric, _) = apply_ok(ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    let mut config = json!({"name": "d2", "node_count": nodes, "tags": {"team": "ml"},
+                            "fabric": {"id": "gcp/us-central1-a/d2f", "name": "d2f", "cloud": "gcp", "region": "us-central1",
+                                       "zone": "us-central1-a", "instance_type": "a3-highgpu-8g", "placement": "cluster"}});
+    config.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+    let (cluster, _) = apply_ok(ctx, &GpuCluster, &Value::Null, &value(&GpuCluster, config.clone())).await;
+    (fabric, cluster, config)
+}
+
+/// The cluster's nodes as Compute Engine lists them, by name.
+fn live(ep: &str) -> std::collections::BTreeMap<String, Json> {
+    let list = get(ep, "zones/us-central1-a/instances");
+    list["items"].as_array().cloned().unwrap_or_default().into_iter().map(|i| (i["name"].as_str().unwrap().to_owned(), i)).collect()
+}
+
+/// Each node's Compute Engine id (a node made again has a new one).
+fn ids(ep: &str) -> std::collections::BTreeMap<String, String> {
+    live(ep).into_iter().map(|(n, i)| (n, i["id"].as_str().unwrap().to_owned())).collect()
+}
+
+/// What the node's boot-time self-check does with its service account: read its labels and their
+/// fingerprint, and set them again with its verdict.
+fn publish(ep: &str, node: &str, verdict: &str) {
+    let i = get(ep, &format!("zones/us-central1-a/instances/{node}"));
+    let mut labels = i["labels"].clone();
+    labels["hpc-selfcheck"] = json!(verdict);
+    post(
+        ep,
+        &format!("zones/us-central1-a/instances/{node}/setLabels"),
+        json!({"labels": labels, "labelFingerprint": i["labelFingerprint"]}),
+    );
+}
+
+fn impair(ep: &str, node: &str, what: Json) {
+    let mut change = json!({"action": "impair", "id": format!("{D2_ZONE}/{node}")});
+    change.as_object_mut().unwrap().extend(what.as_object().cloned().unwrap());
+    admin(ep, "POST", "out-of-band", Some(change));
+}
+
+fn shared_with(v: &Value, name: &str, value: Value) -> Value {
+    hpc_provider::clouds::shared::with_attr(v, name, value)
+}
+
+fn strings(v: &Value) -> Json {
+    serde_json::to_value(v.as_map().map(|m| {
+        m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect::<std::collections::BTreeMap<_, _>>()
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_self_check_verdicts_of_every_node_come_with_the_one_list() {
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (_, cluster, _) = d2_cluster(&ctx, 6, json!({})).await;
+    let revision = cluster.get("revision").as_str().unwrap().to_owned();
+    // Every node made carries the revision it was made with.
+    for (name, node) in live(&ep) {
+        assert_eq!(node["labels"]["hpc-revision"], revision.as_str(), "{name}");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    impair(&ep, "d2-1", json!({"status": "TERMINATED"}));
+    impair(&ep, "d2-2", json!({"maintenance": {"type": "SCHEDULED", "windowStartTime": "2026-12-04T16:00:00.000-08:00"}}));
+    publish(&ep, "d2-3", "fail-gpus-7-of-8");
+    publish(&ep, "d2-4", "ok");
+
+    admin(&ep, "DELETE", "counters", None);
+    let refreshed = read(&ctx, &GpuCluster, &cluster).await;
+    assert_eq!(admin(&ep, "GET", "counters", None)["counters"], json!({"compute:instances.list": 1}), "one list, whatever the count");
+    assert_eq!(
+        strings(refreshed.get("unhealthy_nodes")),
+        json!({"d2-1": "status TERMINATED", "d2-2": "upcoming scheduled maintenance from 2026-12-05T00:00Z", "d2-3": "self-check: 7 of 8 GPUs"})
+    );
+    assert_eq!(strings(refreshed.get("selfcheck")), json!({"d2-3": "fail-gpus-7-of-8", "d2-4": "ok"}));
+    let all: Json = (0..6).map(|i| (format!("d2-{i}"), json!(revision))).collect::<serde_json::Map<_, _>>().into();
+    assert_eq!(strings(refreshed.get("node_revisions")), all);
+    // A stopped node is there, unhealthy, not missing.
+    assert_eq!(refreshed.get("node_count"), &Value::int(6));
+
+    // Neither label is the user's: an import gives back the tags, not them.
+    let mut d = Diagnostics::new();
+    let imported =
+        GpuCluster.import(&ctx, "gcp/us-central1-a/d2", &mut d).await.unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+    let imported = read(&ctx, &GpuCluster, &imported).await;
+    assert_eq!(strings(imported.get("tags")), json!({"team": "ml"}));
+    for attr in ["unhealthy_nodes", "selfcheck", "node_revisions", "revision", "nodes"] {
+        assert_eq!(imported.get(attr), refreshed.get(attr), "{attr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unhealthy_node_is_replaced_under_its_name_in_its_placement_and_reboot_restarts_in_place() {
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (_, cluster, config) = d2_cluster(&ctx, 4, json!({})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let before = ids(&ep);
+    impair(&ep, "d2-2", json!({"maintenance": {"type": "UNSCHEDULED", "windowStartTime": "2026-12-01T10:02:00Z"}}));
+    let refreshed = read(&ctx, &GpuCluster, &cluster).await;
+    assert_eq!(strings(refreshed.get("unhealthy_nodes")), json!({"d2-2": "upcoming unscheduled maintenance from 2026-12-01T10:02Z"}));
+
+    // Replace (the default): exactly that node is made again, under its name, in the fabric's compact
+    // policy, with the cluster's revision; the others keep running untouched.
+    admin(&ep, "DELETE", "counters", None);
+    let (state, warnings) = apply_ok(&ctx, &GpuCluster, &refreshed, &value(&GpuCluster, config.clone())).await;
+    assert!(warnings.iter().any(|w| w.contains("d2-2: upcoming unscheduled maintenance from 2026-12-01T10:02Z")), "{warnings:?}");
+    let counters = admin(&ep, "GET", "counters", None)["counters"].clone();
+    assert_eq!(
+        (counters["compute:instances.delete"].as_u64(), counters["compute:instances.bulkInsert"].as_u64()),
+        (Some(1), Some(1)),
+        "{counters}"
+    );
+    let after = ids(&ep);
+    for n in ["d2-0", "d2-1", "d2-3"] {
+        assert_eq!(after[n], before[n], "{n} untouched");
+    }
+    assert_ne!(after["d2-2"], before["d2-2"], "d2-2 made again");
+    let node = &live(&ep)["d2-2"];
+    assert!(node["resourcePolicies"][0].as_str().unwrap().ends_with("/resourcePolicies/d2f-placement"), "{node}");
+    assert_eq!(node["labels"]["hpc-revision"], cluster.get("revision").as_str().unwrap());
+    assert!(node.get("resourceStatus").is_none_or(|r| r.get("upcomingMaintenance").is_none()), "{node}");
+    let refreshed = read(&ctx, &GpuCluster, &state).await;
+    assert_eq!(strings(refreshed.get("unhealthy_nodes")), json!({}));
+    assert!(replan(&ctx, &refreshed, &value(&GpuCluster, config.clone())).1, "the re-plan is empty");
+
+    // Reboot: a stopped node is started, a running one with a failed self-check reset (its stale verdict
+    // taken off), nothing is deleted or made.
+    let mut reboot = config.clone();
+    reboot["repair"] = json!("reboot");
+    reboot["max_repairs"] = json!("2");
+    let (state, _) = apply_ok(&ctx, &GpuCluster, &refreshed, &value(&GpuCluster, reboot.clone())).await;
+    // The day-2 settings live in the nodes' metadata (an import gives them back), written onto them when
+    // they change, the node's other metadata kept.
+    for (name, node) in live(&ep) {
+        let items = node["metadata"]["items"].as_array().unwrap().clone();
+        let day2 = items.iter().find(|m| m["key"] == "hpc-day2").unwrap_or_else(|| panic!("{name}: {items:?}"));
+        let settings: Json = serde_json::from_str(day2["value"].as_str().unwrap()).unwrap();
+        assert_eq!((settings["repair"].as_str(), settings["max_repairs"].as_str()), (Some("reboot"), Some("2")), "{name}");
+        assert!(items.iter().any(|m| m["key"] == "hpc-workload"), "{name}: {items:?}");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    impair(&ep, "d2-1", json!({"status": "TERMINATED"}));
+    publish(&ep, "d2-3", "fail-rdma-6-of-8");
+    let before = ids(&ep);
+    let refreshed = read(&ctx, &GpuCluster, &state).await;
+    assert_eq!(strings(refreshed.get("unhealthy_nodes")), json!({"d2-1": "status TERMINATED", "d2-3": "self-check: 6 of 8 RDMA devices"}));
+    admin(&ep, "DELETE", "counters", None);
+    let (state, _) = apply_ok(&ctx, &GpuCluster, &refreshed, &value(&GpuCluster, reboot.clone())).await;
+    let counters = admin(&ep, "GET", "counters", None)["counters"].clone();
+    assert_eq!(
+        (counters["compute:instances.start"].as_u64(), counters["compute:instances.reset"].as_u64()),
+        (Some(1), Some(1)),
+        "{counters}"
+    );
+    assert!(counters.get("compute:instances.delete").is_none() && counters.get("compute:instances.bulkInsert").is_none(), "{counters}");
+    assert_eq!(ids(&ep), before, "rebooted in place");
+    let nodes = live(&ep);
+    assert!(nodes.values().all(|n| n["status"] == "RUNNING"), "{nodes:?}");
+    assert!(nodes["d2-3"]["labels"].get("hpc-selfcheck").is_none(), "{}", nodes["d2-3"]);
+    assert_eq!(nodes["d2-3"]["labels"]["hpc-revision"], cluster.get("revision").as_str().unwrap(), "its own labels kept");
+    let refreshed = read(&ctx, &GpuCluster, &state).await;
+    assert_eq!(strings(refreshed.get("unhealthy_nodes")), json!({}));
+    assert!(replan(&ctx, &refreshed, &value(&GpuCluster, reboot)).1, "the re-plan is empty");
+
+    // A tag change relabels the nodes and keeps their own labels.
+    publish(&ep, "d2-0", "ok");
+    let mut retag = config.clone();
+    retag["tags"] = json!({"team": "research"});
+    let refreshed = read(&ctx, &GpuCluster, &refreshed).await;
+    apply_ok(&ctx, &GpuCluster, &refreshed, &value(&GpuCluster, retag)).await;
+    let node = &live(&ep)["d2-0"];
+    assert_eq!((node["labels"]["team"].as_str(), node["labels"]["hpc-selfcheck"].as_str()), (Some("research"), Some("ok")), "{node}");
+    assert_eq!(node["labels"]["hpc-revision"], cluster.get("revision").as_str().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_change_rolls_the_nodes_in_batches_with_the_new_revision() {
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let strategy = json!({"image": "projects/ml-prod/global/images/node-v1", "update_strategy": {"batch_size": "2"}});
+    let (_, cluster, mut config) = d2_cluster(&ctx, 4, strategy).await;
+    let before = ids(&ep);
+    config["image"] = json!("projects/ml-prod/global/images/node-v2");
+    let refreshed = read(&ctx, &GpuCluster, &cluster).await;
+    let (planned, same) = replan(&ctx, &refreshed, &value(&GpuCluster, config.clone()));
+    assert!(!same);
+    let new_revision = planned.get("revision").as_str().expect("the revision is known at plan").to_owned();
+    assert_ne!(Some(new_revision.as_str()), cluster.get("revision").as_str());
+    admin(&ep, "DELETE", "counters", None);
+    let (state, warnings) = apply_ok(&ctx, &GpuCluster, &refreshed, &value(&GpuCluster, config.clone())).await;
+    assert!(warnings.iter().any(|w| w.contains("batch 1: d2-0, d2-1") && w.contains("batch 2: d2-2, d2-3")), "{warnings:?}");
+    // Two batches: two deletes and one bulkInsert each.
+    let counters = admin(&ep, "GET", "counters", None)["counters"].clone();
+    assert_eq!(
+        (counters["compute:instances.delete"].as_u64(), counters["compute:instances.bulkInsert"].as_u64()),
+        (Some(4), Some(2)),
+        "{counters}"
+    );
+    let after = ids(&ep);
+    for (name, node) in live(&ep) {
+        assert_ne!(after[&name], before[&name], "{name} made again");
+        assert_eq!(node["labels"]["hpc-revision"], new_revision.as_str(), "{name}");
+        let image = node["metadata"]["items"].as_array().unwrap().iter().find(|m| m["key"] == "hpc-image").unwrap()["value"].clone();
+        assert_eq!(image, "projects/ml-prod/global/images/node-v2", "{name}");
+        assert!(node["resourcePolicies"][0].as_str().unwrap().ends_with("/resourcePolicies/d2f-placement"), "{name}");
+        assert_eq!(node["labels"]["team"], "ml");
+    }
+    let all: Json = (0..4).map(|i| (format!("d2-{i}"), json!(new_revision))).collect::<serde_json::Map<_, _>>().into();
+    assert_eq!(strings(state.get("node_revisions")), all);
+    let refreshed = read(&ctx, &GpuCluster, &state).await;
+    assert_eq!(strings(refreshed.get("node_revisions")), all);
+    assert!(replan(&ctx, &refreshed, &value(&GpuCluster, config)).1, "the re-plan is empty");
+    // Import gives back the state a refresh makes, and the backend's reconstructed configuration the update
+    // strategy (kept in the nodes' metadata).
+    let mut d = Diagnostics::new();
+    let imported =
+        GpuCluster.import(&ctx, "gcp/us-central1-a/d2", &mut d).await.unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+    let imported = read(&ctx, &GpuCluster, &imported).await;
+    let without_blocks = |v: &Value| shared_with(v, "update_strategy", Value::Null);
+    assert_eq!(without_blocks(&imported), without_blocks(&refreshed));
+    let census = hpc_provider::ownership::Census::adopting();
+    let defaults = std::collections::BTreeMap::new();
+    let step = hpc_provider::clouds::backend::Step {
+        ctx: &ctx,
+        census: &census,
+        default_tags: &defaults,
+        timeout: std::time::Duration::from_secs(60),
+    };
+    let backend = hpc_provider::clouds::backend::cluster(hpc_provider::catalog::Cloud::Gcp);
+    let parse = |v: &Value| hpc_provider::planner::spec::parse_cluster(v, &mut Diagnostics::new());
+    let Ok(found) = backend.import(&step, "gcp/us-central1-a/d2", &parse).await else { panic!("the backend's import failed") };
+    assert_eq!(found.config.get("update_strategy").get("batch_size").as_str(), Some("2"));
+    assert_eq!((found.config.get("repair").as_str(), found.config.get("max_repairs").as_str()), (Some("replace"), Some("20%")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remove_nodes_and_reboot_nodes_touch_only_the_named_nodes_the_census_admits() {
+    use hpc_provider::catalog::Cloud;
+    use hpc_provider::clouds::backend::{self, Step};
+    use hpc_provider::ownership::{Census, Owner};
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (_, cluster, config) = d2_cluster(&ctx, 4, json!({})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    // Another owner's node with the cluster's labels beside ours.
+    let foreign = json!({"action": "copy", "id": format!("{D2_ZONE}/d2-0"), "name": "d2-9", "labels": {"hpc_owner": "20260101t000000z-0000000000000000"}});
+    admin(&ep, "POST", "out-of-band", Some(foreign));
+    let mut d = Diagnostics::new();
+    let spec = hpc_provider::planner::spec::parse_cluster(&value(&GpuCluster, config), &mut d)
+        .unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+    let census = Census::owned(Owner::parse(cluster.get("owner").as_str().unwrap()).unwrap());
+    let defaults = std::collections::BTreeMap::new();
+    let step = Step { ctx: &ctx, census: &census, default_tags: &defaults, timeout: std::time::Duration::from_secs(60) };
+    let gcp = backend::cluster(Cloud::Gcp);
+    let before = ids(&ep);
+
+    admin(&ep, "DELETE", "counters", None);
+    gcp.remove_nodes(&step, &spec, &["d2-1".into(), "d2-9".into(), "d2-7".into()]).await.unwrap();
+    let after = ids(&ep);
+    assert_eq!(after.keys().collect::<Vec<_>>(), ["d2-0", "d2-2", "d2-3", "d2-9"], "only d2-1 went");
+    assert!(after.iter().all(|(n, id)| before[n] == *id));
+    assert_eq!(admin(&ep, "GET", "counters", None)["counters"]["compute:instances.delete"], 1);
+
+    impair(&ep, "d2-9", json!({"status": "TERMINATED"}));
+    impair(&ep, "d2-2", json!({"status": "SUSPENDED"}));
+    admin(&ep, "DELETE", "counters", None);
+    gcp.reboot_nodes(&step, &spec, &["d2-0".into(), "d2-2".into(), "d2-9".into()]).await.unwrap();
+    let counters = admin(&ep, "GET", "counters", None)["counters"].clone();
+    assert_eq!(
+        (
+            counters["compute:instances.reset"].as_u64(),
+            counters["compute:instances.resume"].as_u64(),
+            counters.get("compute:instances.start")
+        ),
+        (Some(1), Some(1), None),
+        "{counters}"
+    );
+    let nodes = live(&ep);
+    assert_eq!((nodes["d2-0"]["status"].as_str(), nodes["d2-2"]["status"].as_str()), (Some("RUNNING"), Some("RUNNING")));
+    assert_eq!(nodes["d2-9"]["status"], "TERMINATED", "not ours: not started");
+    // Nothing named that is ours: nothing to do.
+    gcp.reboot_nodes(&step, &spec, &["d2-9".into()]).await.unwrap();
+    gcp.remove_nodes(&step, &spec, &[]).await.unwrap();
 }

@@ -5,7 +5,10 @@
 //! config file profile, a wrong key reported as an authentication failure, a cluster network's failed work
 //! request reported as missing capacity, Lustre grown in place and linked to Object Storage, and GB200 NVL72:
 //! one GPU memory cluster per NVLink domain on fabrics found (never changed), grown by a domain, a lost node
-//! put back in its own domain, refreshed in O(1) list calls.
+//! put back in its own domain, refreshed in O(1) list calls. Day 2: every node's health and self-check
+//! verdict read from one instance list, retags that keep the node's own tags, nodes removed by name (compute
+//! cluster, cluster network, GPU memory cluster) and made again from the new configuration with its
+//! revision, and reboots.
 //!
 //! Each test starts its own emulator (faults, counters and the inventory are an emulator's), except that
 //! the OCI config file's profile names one API key, so the test reading through it uses [`PROFILED`].
@@ -710,4 +713,395 @@ async fn a_gb200_cluster_without_enough_free_fabrics_makes_nothing_and_says_what
     destroy(&oci.ctx, &GpuCluster, &failed).await;
     destroy(&oci.ctx, &GpuFabric, &fabric).await;
     oci.assert_empty();
+}
+
+// ------------------------------------------------------------------ day 2: health, repair, rolling updates
+
+mod day2 {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use hpc_provider::catalog::Cloud;
+    use hpc_provider::clouds::backend::{self, Change, Step};
+    use hpc_provider::framework::Diagnostics;
+    use hpc_provider::ownership::{Census, Owner};
+
+    use super::*;
+
+    const IMAGE_A: &str = "ocid1.image.oc1.iad.emulator-ol8-gpu";
+    const IMAGE_B: &str = "ocid1.image.oc1.iad.emulator-ubuntu-gpu";
+
+    fn config(placement: &str, nodes: u32, image: &str) -> Value {
+        value(
+            &GpuCluster,
+            json!({"name": "d2", "fabric": fabric_ref("d2f", placement), "node_count": nodes, "image": image, "tags": {"team": "ml"},
+                   "timeouts": {"create": "60s", "update": "60s"}}),
+        )
+    }
+
+    /// Fabric `d2f` with `placement` and cluster `d2` of `nodes` BM.GPU.H100.8 nodes on `IMAGE_A`.
+    async fn cluster_of(placement: &str, nodes: u32) -> (Oci, Value) {
+        let oci = Oci::start();
+        fabric(&oci.ctx, "d2f", placement).await;
+        let state = cluster(&oci.ctx, &config(placement, nodes, IMAGE_A)).await;
+        (oci, state)
+    }
+
+    fn spec(config: &Value) -> hpc_provider::model::ClusterSpec {
+        let mut diags = Diagnostics::new();
+        hpc_provider::planner::spec::parse_cluster(config, &mut diags).unwrap_or_else(|| panic!("{diags:?}"))
+    }
+
+    /// The census of an update of `state`, with the cluster's id (which carries its compartment) noted, as
+    /// the day-2 core notes it before calling the backend.
+    fn census(state: &Value) -> Census {
+        let census = Census::owned(Owner::of_state("hpc_gpu_cluster", state));
+        census.set_import_id(state.get("id").as_str().unwrap());
+        census
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    async fn remove(oci: &Oci, state: &Value, config: &Value, nodes: &[&str]) -> Result<(), String> {
+        let census = census(state);
+        let step = Step { ctx: &oci.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(60) };
+        backend::cluster(Cloud::Oci).remove_nodes(&step, &spec(config), &names(nodes)).await
+    }
+
+    async fn reboot(oci: &Oci, state: &Value, config: &Value, nodes: &[&str]) -> Result<(), String> {
+        let census = census(state);
+        let step = Step { ctx: &oci.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(60) };
+        backend::cluster(Cloud::Oci).reboot_nodes(&step, &spec(config), &names(nodes)).await
+    }
+
+    /// The backend's converge from `state` to `config`, as the day-2 core calls it after removing nodes.
+    async fn converge(oci: &Oci, state: &Value, config: &Value) -> Value {
+        let census = census(state);
+        let step = Step { ctx: &oci.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(60) };
+        let spec = spec(config);
+        let (name, fabric) = (config.get("name").as_str().unwrap(), config.get("fabric").get("name").as_str().unwrap());
+        let tags = hpc_provider::resources::common::owned_tags(
+            &oci.ctx,
+            config.get("tags"),
+            &[("hpc:cluster", name), ("hpc:fabric", fabric)],
+            &census,
+        );
+        let change = Change { spec: &spec, config, prior: state, planned: state, state, tags: &tags, prior_tags: &tags };
+        let out = backend::cluster(Cloud::Oci).apply(&step, &change).await;
+        assert!(out.error.is_none(), "{:?}", out.error);
+        out.state
+    }
+
+    async fn client(oci: &Oci) -> api::Oci {
+        api::connect(&oci.ctx, "us-ashburn-1").unwrap()
+    }
+
+    /// The cluster's live instances by name, as ListInstances has them.
+    async fn live(oci: &Oci) -> BTreeMap<String, Json> {
+        let c = client(oci).await;
+        let q = format!("compartmentId={COMPARTMENT}&availabilityDomain={}", api::encode(AD));
+        c.list(&oci.ctx, Service::Core, "instances", &q)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|i| {
+                i["freeformTags"]["hpc:cluster"] == "d2" && !matches!(i["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED"))
+            })
+            .map(|i| (i["displayName"].as_str().unwrap().to_owned(), i))
+            .collect()
+    }
+
+    fn field(live: &BTreeMap<String, Json>, node: &str, pointer: &str) -> String {
+        live[node].pointer(pointer).and_then(Json::as_str).unwrap_or_default().to_owned()
+    }
+
+    /// What the node's self-check does: UpdateInstance with its freeform tags and the verdict (the call
+    /// replaces the whole map, so it reads them first).
+    async fn publish(oci: &Oci, id: &str, verdict: &str) {
+        let c = client(oci).await;
+        let me = c.get(&oci.ctx, Service::Core, &format!("/instances/{id}")).await.unwrap().unwrap();
+        let mut tags = me["freeformTags"].clone();
+        tags["hpc:selfcheck"] = json!(verdict);
+        c.update(&oci.ctx, Service::Core, &format!("/instances/{id}"), &json!({"freeformTags": tags}), "publishing").await.unwrap();
+    }
+
+    fn map(v: &Value) -> BTreeMap<String, String> {
+        v.as_map().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect()).unwrap_or_default()
+    }
+
+    fn counters(oci: &Oci) -> Json {
+        oci.admin("GET", "counters", None)["counters"].clone()
+    }
+
+    fn configurations(oci: &Oci) -> Vec<Json> {
+        oci.snapshot_of("instanceconfiguration")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refresh_reads_every_nodes_health_and_selfcheck_in_one_instance_list() {
+        let (oci, state) = cluster_of("cluster", 6).await;
+        let nodes = live(&oci).await;
+        let id = |n: &str| field(&nodes, n, "/id");
+        oci.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": id("d2-1"), "state": "STOPPED"})));
+        oci.admin(
+            "POST",
+            "out-of-band",
+            Some(json!({"action": "impair", "id": id("d2-2"), "maintenance_reboot_due": "2026-12-05T00:00:00.000Z"})),
+        );
+        publish(&oci, &id("d2-0"), "ok").await;
+        publish(&oci, &id("d2-3"), "fail-gpus-7-of-8").await;
+        oci.admin("DELETE", "counters", None);
+        let read = read_found(&oci.ctx, &GpuCluster, &state).await;
+        let unhealthy = map(read.get("unhealthy_nodes"));
+        assert_eq!(
+            unhealthy,
+            BTreeMap::from([
+                ("d2-1".to_owned(), "state STOPPED".to_owned()),
+                ("d2-2".to_owned(), "maintenance reboot due 2026-12-05T00:00Z".to_owned()),
+                ("d2-3".to_owned(), "self-check: 7 of 8 GPUs".to_owned()),
+            ])
+        );
+        assert_eq!(
+            map(read.get("selfcheck")),
+            BTreeMap::from([("d2-0".to_owned(), "ok".to_owned()), ("d2-3".to_owned(), "fail-gpus-7-of-8".to_owned())])
+        );
+        let revision = spec(&config("cluster", 6, IMAGE_A)).revision();
+        assert!(map(read.get("node_revisions")).values().all(|r| *r == revision) && map(read.get("node_revisions")).len() == 6, "{read:?}");
+        // One instance list (no per-node call) for all six.
+        let c = counters(&oci);
+        assert_eq!(c["core:ListInstances"], 1, "{c}");
+        assert!(c["core:GetInstance"].is_null(), "{c}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cluster_network_refresh_reads_health_from_one_instance_list_too() {
+        let (oci, state) = cluster_of("cluster-network", 3).await;
+        let nodes = live(&oci).await;
+        oci.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": field(&nodes, "d2-2", "/id"), "state": "STOPPED"})));
+        publish(&oci, &field(&nodes, "d2-0", "/id"), "fail-rdma-15-of-16").await;
+        oci.admin("DELETE", "counters", None);
+        let read = read_found(&oci.ctx, &GpuCluster, &state).await;
+        assert_eq!(
+            map(read.get("unhealthy_nodes")),
+            BTreeMap::from([
+                ("d2-0".to_owned(), "self-check: 15 of 16 RDMA devices".to_owned()),
+                ("d2-2".to_owned(), "state STOPPED".to_owned())
+            ])
+        );
+        assert_eq!(map(read.get("node_revisions")).len(), 3, "the pool's instances carry their configuration's revision");
+        let c = counters(&oci);
+        assert_eq!((&c["core:ListClusterNetworkInstances"], &c["core:ListInstances"]), (&json!(1), &json!(1)), "{c}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retagging_keeps_the_nodes_selfcheck_verdict_and_revision_and_import_ignores_them() {
+        let (oci, state) = cluster_of("cluster", 2).await;
+        let before = live(&oci).await;
+        publish(&oci, &field(&before, "d2-0", "/id"), "ok").await;
+        let retagged = value(
+            &GpuCluster,
+            json!({"name": "d2", "fabric": fabric_ref("d2f", "cluster"), "node_count": 2, "image": IMAGE_A, "tags": {"team": "infra"}}),
+        );
+        let (state, diags) = apply(&oci.ctx, &GpuCluster, &state, &retagged).await;
+        assert!(diags.is_empty(), "{diags:?}");
+        let after = live(&oci).await;
+        assert_eq!(field(&after, "d2-0", "/freeformTags/team"), "infra");
+        assert_eq!(field(&after, "d2-0", "/freeformTags/hpc:selfcheck"), "ok", "the verdict survives the provider's UpdateInstance");
+        for n in ["d2-0", "d2-1"] {
+            assert_eq!(field(&after, n, "/freeformTags/hpc:revision"), field(&before, n, "/freeformTags/hpc:revision"));
+            assert_eq!(field(&after, n, "/id"), field(&before, n, "/id"));
+        }
+        let (imported, diags) = import(&oci.ctx, &GpuCluster, &format!("oci/us-ashburn-1/{COMPARTMENT}/d2")).await;
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(map(imported.get("tags")), BTreeMap::from([("team".to_owned(), "infra".to_owned())]));
+        let read = read_found(&oci.ctx, &GpuCluster, &state).await;
+        assert_eq!(map(read.get("selfcheck")), BTreeMap::from([("d2-0".to_owned(), "ok".to_owned())]));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn removing_nodes_terminates_only_those_and_converge_makes_them_again_in_the_compute_cluster() {
+        let (oci, state) = cluster_of("cluster", 4).await;
+        let before = live(&oci).await;
+        oci.admin("DELETE", "counters", None);
+        remove(&oci, &state, &config("cluster", 4, IMAGE_A), &["d2-1", "d2-3", "d2-9"]).await.unwrap();
+        assert_eq!(counters(&oci)["core:TerminateInstance"], 2, "only the named nodes that exist");
+        let mid = live(&oci).await;
+        assert_eq!(mid.keys().collect::<Vec<_>>(), ["d2-0", "d2-2"]);
+        for n in ["d2-0", "d2-2"] {
+            assert_eq!(field(&mid, n, "/id"), field(&before, n, "/id"));
+        }
+        let state = converge(&oci, &state, &config("cluster", 4, IMAGE_A)).await;
+        let after = live(&oci).await;
+        assert_eq!(after.keys().collect::<Vec<_>>(), ["d2-0", "d2-1", "d2-2", "d2-3"]);
+        for n in ["d2-1", "d2-3"] {
+            assert_ne!(field(&after, n, "/id"), field(&before, n, "/id"), "{n} is a new instance");
+        }
+        let c = client(&oci).await;
+        let cc = oci.snapshot_of("computecluster")[0]["id"].as_str().unwrap().to_owned();
+        let q = format!("compartmentId={COMPARTMENT}&computeClusterId={cc}&lifecycleState=RUNNING");
+        assert_eq!(c.list(&oci.ctx, Service::Core, "instances", &q).await.unwrap().len(), 4, "all four in the fabric's compute cluster");
+        assert_eq!(node_names(&read_found(&oci.ctx, &GpuCluster, &state).await), ["d2-0", "d2-1", "d2-2", "d2-3"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_repair_asked_before_the_compartment_is_known_is_done_by_the_apply_that_follows() {
+        let (oci, state) = cluster_of("cluster", 3).await;
+        let before = live(&oci).await;
+        let config = config("cluster", 3, IMAGE_A);
+        let spec = spec(&config);
+        // A census that has not seen the cluster's id (the core's repair comes before its apply).
+        let census = Census::owned(Owner::of_state("hpc_gpu_cluster", &state));
+        let step = Step { ctx: &oci.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(60) };
+        backend::cluster(Cloud::Oci).remove_nodes(&step, &spec, &names(&["d2-1"])).await.unwrap();
+        assert_eq!(live(&oci).await.len(), 3, "nothing is touched before the apply");
+        let tags = hpc_provider::resources::common::owned_tags(
+            &oci.ctx,
+            config.get("tags"),
+            &[("hpc:cluster", "d2"), ("hpc:fabric", "d2f")],
+            &census,
+        );
+        let change = Change { spec: &spec, config: &config, prior: &state, planned: &state, state: &state, tags: &tags, prior_tags: &tags };
+        let out = backend::cluster(Cloud::Oci).apply(&step, &change).await;
+        assert!(out.error.is_none(), "{:?}", out.error);
+        let after = live(&oci).await;
+        assert_eq!(after.keys().collect::<Vec<_>>(), ["d2-0", "d2-1", "d2-2"]);
+        for n in ["d2-0", "d2-1", "d2-2"] {
+            assert_eq!(field(&after, n, "/id") == field(&before, n, "/id"), n != "d2-1", "{n}");
+        }
+        // Done once: the next apply on another census changes nothing.
+        let again = converge(&oci, &state, &config).await;
+        assert_eq!(live(&oci).await.get("d2-1").map(|i| i["id"].clone()), after.get("d2-1").map(|i| i["id"].clone()));
+        assert_eq!(node_names(&again), ["d2-0", "d2-1", "d2-2"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rolling_converge_launches_the_new_configuration_with_its_revision() {
+        let (oci, state) = cluster_of("cluster", 4).await;
+        let old = spec(&config("cluster", 4, IMAGE_A)).revision();
+        let new_config = config("cluster", 4, IMAGE_B);
+        let new = spec(&new_config).revision();
+        assert_ne!(old, new);
+        let before = live(&oci).await;
+        // The converge before the first batch: a configuration for the new revision; no node touched.
+        let state = converge(&oci, &state, &new_config).await;
+        let configs = configurations(&oci);
+        assert_eq!(configs.len(), 2, "{configs:?}");
+        assert!(configs.iter().any(|c| c["freeformTags"]["hpc:revision"] == new.as_str()
+            && c["instanceDetails"]["launchDetails"]["sourceDetails"]["imageId"] == IMAGE_B
+            && c["instanceDetails"]["launchDetails"]["freeformTags"]["hpc:revision"] == new.as_str()));
+        assert_eq!(
+            live(&oci).await.iter().map(|(n, i)| (n.clone(), i["id"].clone())).collect::<Vec<_>>(),
+            before.iter().map(|(n, i)| (n.clone(), i["id"].clone())).collect::<Vec<_>>()
+        );
+        // Batch 1: d2-0 and d2-1 remade from the new configuration; d2-2 and d2-3 keep running untouched.
+        remove(&oci, &state, &new_config, &["d2-0", "d2-1"]).await.unwrap();
+        let state = converge(&oci, &state, &new_config).await;
+        let mid = live(&oci).await;
+        for n in ["d2-0", "d2-1"] {
+            assert_eq!(
+                (field(&mid, n, "/imageId"), field(&mid, n, "/freeformTags/hpc:revision")),
+                (IMAGE_B.to_owned(), new.clone()),
+                "{n}"
+            );
+        }
+        for n in ["d2-2", "d2-3"] {
+            assert_eq!(field(&mid, n, "/id"), field(&before, n, "/id"), "{n} untouched");
+            assert_eq!(
+                (field(&mid, n, "/imageId"), field(&mid, n, "/freeformTags/hpc:revision")),
+                (IMAGE_A.to_owned(), old.clone()),
+                "{n}"
+            );
+        }
+        let read = read_found(&oci.ctx, &GpuCluster, &state).await;
+        let revisions = map(read.get("node_revisions"));
+        assert_eq!((revisions["d2-0"].as_str(), revisions["d2-3"].as_str()), (new.as_str(), old.as_str()));
+        assert_eq!(configurations(&oci).len(), 2, "the old configuration stays while nodes run it");
+        // Batch 2: the rest; the old configuration goes once no node runs it.
+        remove(&oci, &state, &new_config, &["d2-2", "d2-3"]).await.unwrap();
+        converge(&oci, &state, &new_config).await;
+        let after = live(&oci).await;
+        assert!(after.values().all(|i| i["imageId"] == IMAGE_B && i["freeformTags"]["hpc:revision"] == new.as_str()), "{after:?}");
+        let configs = configurations(&oci);
+        assert_eq!(configs.len(), 1, "{configs:?}");
+        assert_eq!(configs[0]["freeformTags"]["hpc:revision"], new.as_str());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reboot_resets_the_named_nodes_and_waits_until_they_run_again() {
+        let (oci, state) = cluster_of("cluster", 3).await;
+        let before = live(&oci).await;
+        oci.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": field(&before, "d2-1", "/id"), "state": "STOPPED"})));
+        oci.admin(
+            "POST",
+            "out-of-band",
+            Some(json!({"action": "impair", "id": field(&before, "d2-2", "/id"), "maintenance_reboot_due": "2026-12-05T00:00:00.000Z"})),
+        );
+        oci.admin("DELETE", "counters", None);
+        reboot(&oci, &state, &config("cluster", 3, IMAGE_A), &["d2-1", "d2-2"]).await.unwrap();
+        assert_eq!(counters(&oci)["core:InstanceAction"], 2);
+        let after = live(&oci).await;
+        for n in ["d2-0", "d2-1", "d2-2"] {
+            assert_eq!(
+                (field(&after, n, "/id"), field(&after, n, "/lifecycleState")),
+                (field(&before, n, "/id"), "RUNNING".to_owned()),
+                "{n}"
+            );
+        }
+        let read = read_found(&oci.ctx, &GpuCluster, &state).await;
+        assert_eq!(map(read.get("unhealthy_nodes")), BTreeMap::new(), "a stopped node started, a reset cleared the maintenance reboot");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cluster_network_node_is_detached_and_the_pool_brings_it_back_under_its_name_from_the_new_configuration() {
+        let (oci, state) = cluster_of("cluster-network", 3).await;
+        let before = live(&oci).await;
+        let new_config = config("cluster-network", 3, IMAGE_B);
+        let new = spec(&new_config).revision();
+        let state = converge(&oci, &state, &new_config).await;
+        let cn = &oci.snapshot_of("clusternetwork")[0];
+        let pool_config = cn["instancePools"][0]["instanceConfigurationId"].as_str().unwrap().to_owned();
+        let configs = configurations(&oci);
+        assert_eq!(configs.iter().find(|c| c["id"] == pool_config.as_str()).unwrap()["freeformTags"]["hpc:revision"], new.as_str());
+        oci.admin("DELETE", "counters", None);
+        remove(&oci, &state, &new_config, &["d2-1"]).await.unwrap();
+        let c = counters(&oci);
+        assert_eq!((&c["core:DetachInstancePoolInstance"], &c["core:TerminateInstance"]), (&json!(1), &Json::Null), "{c}");
+        assert_eq!(oci.snapshot_of("clusternetwork")[0]["instancePools"][0]["size"], 2);
+        let state = converge(&oci, &state, &new_config).await;
+        let after = live(&oci).await;
+        assert_eq!(after.keys().collect::<Vec<_>>(), ["d2-0", "d2-1", "d2-2"]);
+        assert_ne!(field(&after, "d2-1", "/id"), field(&before, "d2-1", "/id"));
+        assert_eq!((field(&after, "d2-1", "/imageId"), field(&after, "d2-1", "/freeformTags/hpc:revision")), (IMAGE_B.to_owned(), new));
+        assert_eq!(field(&after, "d2-0", "/imageId"), IMAGE_A, "the others keep theirs");
+        assert_eq!(node_names(&read_found(&oci.ctx, &GpuCluster, &state).await), ["d2-0", "d2-1", "d2-2"]);
+        assert_eq!(oci.snapshot_of("clusternetwork")[0]["instancePools"][0]["size"], 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gb200_node_removed_comes_back_in_its_own_domain_from_the_new_configuration() {
+        let oci = Oci::start();
+        let (_, cluster, _) = super::gb200_two_domains(&oci).await;
+        let new_config = value(
+            &GpuCluster,
+            json!({"name": "nvl", "fabric": super::gb200_fabric_ref("rack"), "node_count": 36, "image": "ocid1.image.oc1..arm64gpu-2",
+                   "timeouts": {"create": "60s", "update": "60s"}}),
+        );
+        let new = spec(&new_config).revision();
+        let cluster = converge(&oci, &cluster, &new_config).await;
+        let lost =
+            cluster.get("nodes").as_list().unwrap().iter().find(|n| n.get("name").as_str() == Some("nvl-20")).unwrap().get("id").clone();
+        remove(&oci, &cluster, &new_config, &["nvl-20"]).await.unwrap();
+        let repaired = converge(&oci, &cluster, &new_config).await;
+        let clusters = oci.memory_clusters().await;
+        assert_eq!(clusters["nvl-nvl1"].1, nvl_names(18..36), "back in its own memory cluster");
+        let read = read_found(&oci.ctx, &GpuCluster, &repaired).await;
+        let revisions = map(read.get("node_revisions"));
+        assert_eq!(revisions["nvl-20"], new);
+        assert_ne!(revisions["nvl-21"], new, "the others keep theirs");
+        let node =
+            read.get("nodes").as_list().unwrap().iter().find(|n| n.get("name").as_str() == Some("nvl-20")).unwrap().get("id").clone();
+        assert_ne!(node, lost);
+    }
 }

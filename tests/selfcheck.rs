@@ -371,6 +371,10 @@ impl Node {
     }
 
     fn run(&self, script: &str) -> Run {
+        self.run_with(script, &[("HPC_SELFCHECK_DRY_RUN", "1")])
+    }
+
+    fn run_with(&self, script: &str, env: &[(&str, &str)]) -> Run {
         let file = self.path("selfcheck.sh");
         std::fs::write(&file, script).unwrap();
         let path = format!("{}:{}", self.path("bin").display(), self.path("host").display());
@@ -380,7 +384,7 @@ impl Node {
             .env("HPC_SELFCHECK_SYSFS", self.path("sys"))
             .env("HPC_SELFCHECK_LOG", self.path("log/hpc-selfcheck.log"))
             .env("HPC_SELFCHECK_WAIT_SECONDS", "0")
-            .env("HPC_SELFCHECK_DRY_RUN", "1")
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         Run {
@@ -605,4 +609,83 @@ async fn the_log_file_and_the_exporter_warning_when_docker_is_missing() {
 /// A tool of the machine running the tests, from its PATH.
 fn host_tool(tool: &str) -> Option<PathBuf> {
     std::env::var("PATH").unwrap_or_default().split(':').map(|d| Path::new(d).join(tool)).find(|p| p.is_file())
+}
+
+/// The verdict reaches the cloud's own per-instance channel, where the cluster's refresh reads it: the
+/// node's tag through the aws CLI, its label through gcloud, its freeform tags (kept, with the verdict
+/// added) through the oci CLI. The metadata servers are faked by `curl`.
+#[tokio::test]
+async fn the_verdict_is_published_through_each_clouds_own_channel() {
+    let log = [("on_failure", Value::from("log"))];
+    let node = Node::new();
+    // The interpreter itself (a shim on PATH may need tools the fake node does not have).
+    let python =
+        Command::new(host_tool("python3").expect("python3 on PATH")).args(["-c", "import sys; print(sys.executable)"]).output().unwrap();
+    let python = PathBuf::from(String::from_utf8(python.stdout).unwrap().trim());
+    let calls = node.path("calls").display().to_string();
+    node.tool(
+        "curl",
+        r#"for a in "$@"; do last=$a; done
+case $last in
+  */api/token) echo tok ;;
+  */instance-id) echo i-0abc ;;
+  */placement/region) echo us-east-1 ;;
+  */instance/name) echo d2-3 ;;
+  */instance/zone) echo projects/p/zones/us-central1-a ;;
+  */opc/v2/instance/) echo '{"id": "ocid1.instance.oc1..n3", "freeformTags": {"team": "ml", "hpc:cluster": "d2"}}' ;;
+  *) exit 22 ;;
+esac"#,
+    );
+    for cli in ["aws", "gcloud", "oci"] {
+        node.tool(cli, &format!("echo \"{cli} $*\" >> \"{calls}\""));
+    }
+    node.nvidia_gpus(7);
+    node.rdma_devices(efa(32));
+    let aws = node.run_with(&script_of("aws", "p5.48xlarge", &log).await, &[]);
+    assert_eq!(aws.code, Some(1), "{aws:#?}");
+    assert!(
+        aws.calls.contains("aws ec2 create-tags --region us-east-1 --resources i-0abc --tags Key=hpc:selfcheck,Value=fail-gpus-7-of-8"),
+        "{aws:#?}"
+    );
+    assert!(aws.log.contains("verdict fail-gpus-7-of-8 published"), "{aws:#?}");
+
+    let gcp = Node::new();
+    std::fs::copy(node.path("bin/curl"), gcp.path("bin/curl")).unwrap();
+    let gcp_calls = gcp.path("calls").display().to_string();
+    gcp.tool("gcloud", &format!("echo \"gcloud $*\" >> \"{gcp_calls}\""));
+    gcp.nvidia_gpus(1);
+    let run = gcp.run_with(&script_of("gcp", "g2-standard-4", &log).await, &[]);
+    run.passed();
+    assert!(
+        run.calls.contains("gcloud compute instances add-labels d2-3 --zone us-central1-a --labels hpc-selfcheck=ok --quiet"),
+        "{run:#?}"
+    );
+
+    let oci = Node::new();
+    std::os::unix::fs::symlink(&python, oci.path("host").join("python3")).unwrap();
+    std::fs::copy(node.path("bin/curl"), oci.path("bin/curl")).unwrap();
+    let oci_calls = oci.path("calls").display().to_string();
+    oci.tool("oci", &format!("echo \"oci $*\" >> \"{oci_calls}\""));
+    oci.nvidia_gpus(1);
+    let run = oci.run_with(&script_of("oci", "VM.GPU.A10.1", &log).await, &[]);
+    run.passed();
+    let update = run.calls.lines().find(|l| l.starts_with("oci compute instance update")).unwrap_or_else(|| panic!("{run:#?}"));
+    assert!(update.contains("--instance-id ocid1.instance.oc1..n3") && update.contains("--auth instance_principal"), "{update}");
+    assert!(update.contains(r#""hpc:selfcheck": "ok""#) && update.contains(r#""team": "ml""#), "the other tags are kept: {update}");
+
+    // Without permission (the CLI fails) the check's outcome stands, with a warning.
+    let denied = Node::new();
+    std::fs::copy(node.path("bin/curl"), denied.path("bin/curl")).unwrap();
+    denied.tool("aws", "exit 255");
+    denied.nvidia_gpus(8);
+    denied.rdma_devices(efa(32));
+    let run = denied.run_with(&script_of("aws", "p5.48xlarge", &log).await, &[]);
+    run.passed();
+    assert!(run.log.contains("WARNING: could not publish the verdict ok"), "{run:#?}");
+    // publish_verdict = false keeps it on the node.
+    let quiet = node.run_with(
+        &script_of("aws", "p5.48xlarge", &[("on_failure", Value::from("log")), ("publish_verdict", Value::from(false))]).await,
+        &[],
+    );
+    assert!(quiet.log.contains("verdict fail-gpus-7-of-8 (not published)"), "{quiet:#?}");
 }

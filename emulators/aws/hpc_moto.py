@@ -7,7 +7,8 @@ launch-template network interfaces and placement applied at launch, capacity res
 block offerings, UltraServer Capacity Blocks (p6e-gb200.36xlarge registered; offerings by UltraServer type,
 PurchaseCapacityBlock making one capacity reservation per UltraServer, DescribeCapacityBlocks) and launches
 targeting a capacity reservation (checked, counted, given back on terminate), FSx lifecycle / MountName / UpdateFileSystem / data repository associations /
-FileSystemNotFound. It also wraps the server in the emulators' common admin API (see
+FileSystemNotFound, and instance health as DescribeInstanceStatus reports it (status checks and scheduled
+events, paged; set by the admin API's `impair`, cleared by `heal`, a reboot or a stop and start). It also wraps the server in the emulators' common admin API (see
 emulators/ADMIN-API.md): reset, inventory, out-of-band changes, fault injection and request counters, and
 in botocore's models as the judge of every call and answer (conformance.py, `HPC_CONFORMANCE=strict`).
 
@@ -16,6 +17,8 @@ It patches moto internals, which is why the moto version is pinned.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import json
 import random
@@ -574,6 +577,197 @@ def attachment_init(self, eni):
     self.network_card_index = getattr(eni, "hpc_network_card_index", 0)
 
 
+# ------------------------------------------------------------------------------- instance health (day 2)
+
+# What EC2 reports of an instance's health in DescribeInstanceStatus: its two status checks (system: the
+# host; instance: the guest) and its scheduled events. The admin API's `impair` action sets them, as a host
+# failure or a retirement notice would; `heal` clears them.
+EVENT_CODES = ("instance-reboot", "system-reboot", "system-maintenance", "instance-retirement", "instance-stop")
+EVENT_DESCRIPTIONS = {
+    "instance-reboot": "The instance is scheduled for a reboot",
+    "system-reboot": "The instance is scheduled for a reboot",
+    "system-maintenance": "The instance is scheduled for maintenance",
+    "instance-retirement": "The instance is running on degraded hardware",
+    "instance-stop": "The instance is running on degraded hardware",
+}
+# Codes with a window (NotAfter): reboots and maintenance; a retirement or stop has only its date.
+WINDOWED = ("instance-reboot", "system-reboot", "system-maintenance")
+STATUS_FILTERS = ("availability-zone", "event.code", "instance-state-name", "instance-state-code", "instance-status.status",
+                  "instance-status.reachability", "system-status.status", "system-status.reachability")
+
+
+def _health(instance):
+    if not hasattr(instance, "_hpc_health"):
+        instance._hpc_health = {"system": None, "instance": None, "events": []}
+    return instance._hpc_health
+
+
+def _iso(text=None):
+    """An ISO 8601 time as EC2 writes it (`2026-12-01T10:02:00.000Z`), from what an admin call gave, or now."""
+    if not text:
+        return _now()
+    from botocore.utils import parse_timestamp
+    try:
+        t = parse_timestamp(text)
+    except (ValueError, TypeError):
+        raise ValueError(f"{text!r} is not a time (give ISO 8601, e.g. 2026-12-01T10:02:00Z)")
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", t.utctimetuple())
+
+
+def _summary(instance, check):
+    """InstanceStatusSummary of one check: not-applicable unless running; impaired with its reachability
+    failed since when it was impaired; else ok."""
+    if instance.state != "running":
+        return {"Status": "not-applicable"}
+    since = _health(instance)[check]
+    if since:
+        return {"Status": "impaired", "Details": [{"Name": "reachability", "Status": "failed", "ImpairedSince": since}]}
+    return {"Status": "ok", "Details": [{"Name": "reachability", "Status": "passed"}]}
+
+
+def _instance_status(instance):
+    out = {
+        "InstanceId": instance.id,
+        "AvailabilityZone": instance.placement.zone,
+        "InstanceState": {"Code": instance.state_code, "Name": instance.state},
+        "InstanceStatus": _summary(instance, "instance"),
+        "SystemStatus": _summary(instance, "system"),
+    }
+    events = [{k: v for k, v in e.items() if v is not None} for e in _health(instance)["events"]]
+    if events and instance.state != "terminated":
+        out["Events"] = events
+    return out
+
+
+def _status_matches(status, filters):
+    for name, values in filters.items():
+        if name not in STATUS_FILTERS and not name.startswith("event."):
+            raise EC2ClientError("InvalidParameterValue", f"The filter '{name}' is invalid")
+        seen = {
+            "availability-zone": [status["AvailabilityZone"]],
+            "event.code": [e["Code"] for e in status.get("Events", [])],
+            "instance-state-name": [status["InstanceState"]["Name"]],
+            "instance-state-code": [str(status["InstanceState"]["Code"])],
+            "instance-status.status": [status["InstanceStatus"]["Status"]],
+            "instance-status.reachability": [d["Status"] for d in status["InstanceStatus"].get("Details", [])],
+            "system-status.status": [status["SystemStatus"]["Status"]],
+            "system-status.reachability": [d["Status"] for d in status["SystemStatus"].get("Details", [])],
+        }.get(name, [])
+        if not set(seen) & set(values):
+            return False
+    return True
+
+
+def describe_instance_status(self):
+    """DescribeInstanceStatus as EC2 answers it: the checks and events of the instances asked for (at most
+    100 ids, each must exist) or of all (running ones unless IncludeAllInstances), filtered, in pages of
+    MaxResults (5 to 1000, not with ids) with an opaque NextToken."""
+    backend = self.ec2_backend
+    ids = self._get_param("InstanceIds", []) or []
+    max_results = self._get_int_param("MaxResults")
+    token = self._get_param("NextToken")
+    include_all = self._get_bool_param("IncludeAllInstances", False)
+    if ids and max_results is not None:
+        raise EC2ClientError("InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")
+    if max_results is not None and not 5 <= max_results <= 1000:
+        raise EC2ClientError("InvalidParameterValue",
+                             f"Value ( {max_results} ) for parameter maxResults is invalid. Expecting a value between 5 and 1000.")
+    if len(ids) > 100:
+        raise EC2ClientError("InvalidParameterValue", f"The maximum number of instance IDs is 100; {len(ids)} were given.")
+    self.error_on_dryrun()
+    if ids:
+        instances = backend.get_multi_instances_by_id(ids)  # InvalidInstanceID.NotFound for one that does not exist
+    else:
+        instances = [i for i in _instances(backend)]
+    if not include_all:
+        instances = [i for i in instances if i.state == "running"]
+    filters = self._filters_from_querystring()
+    statuses = [s for s in map(_instance_status, instances) if _status_matches(s, filters)]
+    start = 0
+    if token:
+        try:
+            start = int(base64.urlsafe_b64decode(token.encode()).decode().removeprefix("hpc-status:"))
+        except (ValueError, UnicodeDecodeError, binascii.Error):
+            raise EC2ClientError("InvalidParameterValue", f"The token '{token}' is invalid.")
+    out = {}
+    if max_results is not None:
+        page = statuses[start:start + max_results]
+        if start + max_results < len(statuses):
+            out["NextToken"] = base64.urlsafe_b64encode(f"hpc-status:{start + max_results}".encode()).decode()
+    else:
+        page = statuses[start:]
+    out["InstanceStatuses"] = page
+    return ActionResult(out)
+
+
+def _complete(instance, codes):
+    """Events of these codes the instance's own action has carried out: EC2 keeps them, marked [Completed]."""
+    for e in _health(instance)["events"]:
+        if e["Code"] in codes and not e["Description"].startswith(("[Completed]", "[Canceled]")):
+            e["Description"] = "[Completed] " + e["Description"]
+
+
+_orig_reboot = Instance.reboot
+_orig_start = Instance.start
+
+
+def instance_reboot(self):
+    """A reboot restarts the guest: it clears an impaired instance check (not the host's system check) and
+    carries out a scheduled instance reboot."""
+    _orig_reboot(self)
+    _health(self)["instance"] = None
+    _complete(self, ("instance-reboot",))
+
+
+def instance_start(self):
+    """A stop and start moves the instance to another host: both checks pass again, and a scheduled stop or
+    retirement is carried out."""
+    previous = _orig_start(self)
+    health = _health(self)
+    health["system"] = health["instance"] = None
+    _complete(self, ("instance-stop", "instance-retirement", "system-reboot", "system-maintenance"))
+    return previous
+
+
+def impair(instance, change):
+    """The admin `impair` action: a failed status check (`check`: system or instance, `since`), a scheduled
+    event (`event`: its code, `not_before`, `description`), or both."""
+    check = change.get("check")
+    event = change.get("event")
+    if check is None and event is None:
+        raise ValueError("impair needs a check (system or instance) or an event (a scheduled event code)")
+    if check is not None and check not in ("system", "instance"):
+        raise ValueError(f"check is {check!r}: give system or instance")
+    if event is not None and event not in EVENT_CODES:
+        raise ValueError(f"event is {event!r}: give one of {', '.join(EVENT_CODES)}")
+    health = _health(instance)
+    out = {"done": "impair", "id": instance.id}
+    if check is not None:
+        health[check] = _iso(change.get("since"))
+        out["impaired_since"] = health[check]
+    if event is not None:
+        not_before = _iso(change.get("not_before") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3 * 86400)))
+        not_after = None
+        if event in WINDOWED:
+            from botocore.utils import parse_timestamp
+            start = parse_timestamp(not_before).timestamp()
+            not_after = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(start + 2 * 3600))
+        record = {"InstanceEventId": "instance-event-" + uuid.uuid4().hex[:17], "Code": event,
+                  "Description": change.get("description") or EVENT_DESCRIPTIONS[event], "NotBefore": not_before,
+                  "NotAfter": not_after}
+        health["events"].append(record)
+        out["event_id"] = record["InstanceEventId"]
+    return out
+
+
+def heal(instance):
+    """The admin `heal` action: both checks pass again and every scheduled event is [Completed]."""
+    health = _health(instance)
+    health["system"] = health["instance"] = None
+    _complete(instance, EVENT_CODES)
+    return {"done": "heal", "id": instance.id}
+
+
 # --------------------------------------------------------------------------------------------- FSx
 
 
@@ -921,6 +1115,9 @@ def apply_patches():
     EC2Response.purchase_capacity_block = purchase_capacity_block
     EC2Response.describe_capacity_blocks = describe_capacity_blocks
     Instance.terminate = instance_terminate
+    Instance.reboot = instance_reboot
+    Instance.start = instance_start
+    EC2Response.describe_instance_status = describe_instance_status
     _register_instance_types()
     EC2Response.run_instances = run_instances
     Instance.prep_nics = prep_nics
@@ -1132,6 +1329,11 @@ def out_of_band(change):
             if action == "terminate_instance" and any(i.id == target for i in _instances(b)):
                 b.terminate_instances([target])
                 return {"done": action, "id": target}
+            # The health EC2 reports of an instance (DescribeInstanceStatus): set, and cleared.
+            if action in ("impair", "heal"):
+                found = next((i for i in _instances(b) if i.id == target and i.state != "terminated"), None)
+                if found is not None:
+                    return impair(found, change) if action == "impair" else heal(found)
             if action == "delete_placement_group" and target in _state(b, "placement_groups"):
                 del _state(b, "placement_groups")[target]
                 return {"done": action, "id": target}
@@ -1266,11 +1468,15 @@ class AdminMiddleware:
         elif route == "faults":
             out = {"faults": self.faults.describe()}
         elif route == "out-of-band" and method == "POST":
-            out = out_of_band(body)
-            if out is None:
-                status, out = 404, {"error": f"nothing to {body.get('action')} with id {body.get('id')}"}
+            try:
+                out = out_of_band(body)
+                if out is None:
+                    status, out = 404, {"error": f"nothing to {body.get('action')} with id {body.get('id')}"}
+            except ValueError as e:  # an admin call that makes no sense (impair with an unknown check)
+                status, out = 400, {"error": str(e)}
         else:
             status, out = 404, {"error": f"unknown admin route {method} /_admin/{route}"}
         payload = json.dumps(out, default=str).encode()
-        start_response(f"{status} {'OK' if status == 200 else 'Not Found'}", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+        reason = {200: "OK", 400: "Bad Request"}.get(status, "Not Found")
+        start_response(f"{status} {reason}", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
         return [payload]

@@ -73,6 +73,91 @@ struct Store {
     /// Private IP of each scale-set VM's primary NIC, by lowercased VM id.
     ips: BTreeMap<String, String>,
     next_ip: u64,
+    /// What the platform knows of each scale-set VM beyond its resource body, by lowercased VM id.
+    lives: BTreeMap<String, VmLife>,
+}
+
+/// A scale-set VM's power state (`PowerState/<code>` in its instance view).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum Power {
+    #[default]
+    Running,
+    Stopped,
+    Deallocated,
+}
+
+impl Power {
+    fn code(self) -> &'static str {
+        match self {
+            Power::Running => "running",
+            Power::Stopped => "stopped",
+            Power::Deallocated => "deallocated",
+        }
+    }
+}
+
+/// What the Application Health extension last heard from the node's own health endpoint (its self-check):
+/// the Rich Health States probe answer `{"ApplicationHealthState", "customMetrics"}`, and when.
+#[derive(Clone, Debug)]
+struct Probe {
+    state: String,
+    custom_metrics: Option<String>,
+    time: String,
+}
+
+/// A scale-set VM as the platform sees it: the model it runs, its power, what is wrong with it (set through
+/// the admin API's `impair`, cleared by `heal` or by the action that fixes it), and what its health
+/// endpoint answers.
+#[derive(Clone, Debug)]
+struct VmLife {
+    /// The scale set's `virtualMachineProfile` the VM was made with or last upgraded to; `None` for one the
+    /// emulator knows nothing of (a copy), which runs the latest.
+    model: Option<Value>,
+    power: Power,
+    /// The Application Health extension reports the VM unhealthy (its endpoint stopped answering), since.
+    unhealthy: Option<String>,
+    /// Provisioning failed, since.
+    failed: Option<String>,
+    /// A platform maintenance (redeploy) is scheduled: the window's start and end.
+    maintenance: Option<(String, String)>,
+    /// The node's answer to the extension's probe; it answers the same again after each boot on the same
+    /// host (its hardware is what it checks), and nothing yet on a new one.
+    probe: Option<Probe>,
+    /// When the VM last booted: the extension reports `Initializing` for a while after.
+    booted: Instant,
+    /// When provisioning last succeeded.
+    provisioned: String,
+    /// How often each action reached it (the admin snapshot shows them).
+    counts: BTreeMap<&'static str, u64>,
+}
+
+impl VmLife {
+    fn new(model: Option<Value>) -> VmLife {
+        VmLife {
+            model,
+            power: Power::Running,
+            unhealthy: None,
+            failed: None,
+            maintenance: None,
+            probe: None,
+            booted: Instant::now(),
+            provisioned: arm_time(),
+            counts: BTreeMap::new(),
+        }
+    }
+
+    fn count(&mut self, action: &'static str) {
+        *self.counts.entry(action).or_default() += 1;
+    }
+
+    /// A boot: running again, provisioning fresh, the extension initializing.
+    fn boot(&mut self) {
+        self.power = Power::Running;
+        self.failed = None;
+        self.unhealthy = None;
+        self.booted = Instant::now();
+        self.provisioned = arm_time();
+    }
 }
 
 pub struct Azure {
@@ -317,13 +402,302 @@ impl Azure {
             store.next_ip += 1;
             let ip = host_address(&range, 4, store.next_ip);
             store.ips.insert(id.to_lowercase(), ip);
+            let model = Self::model_of(store, vmss_id);
+            store.lives.insert(id.to_lowercase(), VmLife::new(Some(model)));
         }
         for key in existing {
             let index: u64 = key.rsplit('/').next().and_then(|i| i.parse().ok()).unwrap_or(0);
             if index >= capacity {
                 store.resources.remove(&key);
+                store.lives.remove(&key);
             }
         }
+    }
+
+    /// A scale set's model now: its `virtualMachineProfile`.
+    fn model_of(store: &Store, vmss_id: &str) -> Value {
+        store.resources.get(&vmss_id.to_lowercase()).map(|s| s.value["properties"]["virtualMachineProfile"].clone()).unwrap_or(Value::Null)
+    }
+
+    /// A scale-set VM as a client reads it: `latestModelApplied` from the model it runs, and with `expand`
+    /// (`$expand=instanceView`) its instance view.
+    fn vm_view(store: &Store, key: &str, stored: &Stored, expand: bool) -> Value {
+        let mut v = Azure::view(stored);
+        let vmss = key.rsplit_once("/virtualmachines/").map(|(set, _)| set).unwrap_or_default();
+        let current = Self::model_of(store, vmss);
+        let life = store.lives.get(key).cloned().unwrap_or_else(|| VmLife::new(None));
+        let latest = life.model.as_ref().is_none_or(|m| *m == current);
+        v["properties"]["latestModelApplied"] = json!(latest);
+        if expand {
+            let name = vmss.rsplit('/').next().unwrap_or_default();
+            let instance = key.rsplit('/').next().unwrap_or_default();
+            let settling = v["properties"]["provisioningState"] != "Succeeded";
+            let model = life.model.clone().unwrap_or(current);
+            v["properties"]["instanceView"] = instance_view(&life, &model, name, instance, settling);
+        }
+        v
+    }
+}
+
+/// The time as ARM writes it in instance views, e.g. `2026-12-01T10:02:33.0000000+00:00`.
+fn arm_time() -> String {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's civil-from-days).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let frac = since.subsec_nanos() / 100;
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{frac:07}+00:00", rem / 3_600, rem % 3_600 / 60, rem % 60)
+}
+
+/// The Application Health extension in a scale set model (publisher `Microsoft.ManagedServices`, type
+/// `ApplicationHealthLinux` or `ApplicationHealthWindows`): its name and type handler version.
+fn health_extension(model: &Value) -> Option<(String, String)> {
+    let extensions = model["extensionProfile"]["extensions"].as_array()?;
+    extensions.iter().find_map(|e| {
+        let p = &e["properties"];
+        let ours = p["publisher"].as_str().is_some_and(|s| s.eq_ignore_ascii_case("Microsoft.ManagedServices"))
+            && p["type"].as_str().is_some_and(|t| t.starts_with("ApplicationHealth"));
+        ours.then(|| {
+            (e["name"].as_str().unwrap_or("HealthExtension").to_owned(), p["typeHandlerVersion"].as_str().unwrap_or("2.0").to_owned())
+        })
+    })
+}
+
+/// How long a booted VM's Application Health extension reports `Initializing` here (the real one waits for
+/// `numberOfProbes` consistent answers or its `gracePeriod`).
+const INITIALIZING: f64 = SETTLE;
+
+/// A scale-set VM's instance view (VirtualMachineScaleSetVMInstanceView): provisioning and power statuses,
+/// with an Application Health extension in its model the extension's view and `vmHealth` (Rich Health
+/// States: Initializing, Healthy, Unhealthy, Unknown), and a scheduled maintenance's
+/// `maintenanceRedeployStatus`.
+fn instance_view(life: &VmLife, model: &Value, set: &str, instance: &str, settling: bool) -> Value {
+    let status = |code: String, level: &str, display: &str, time: Option<&str>| {
+        let mut s = json!({"code": code, "level": level, "displayStatus": display});
+        if let Some(t) = time {
+            s["time"] = json!(t);
+        }
+        s
+    };
+    let provisioning = match (&life.failed, settling) {
+        (Some(since), _) => {
+            let mut s = status("ProvisioningState/failed/InternalOperationError".into(), "Error", "Provisioning failed", Some(since));
+            s["message"] = json!("An internal execution error occurred. Please retry later.");
+            s
+        }
+        (None, true) => status("ProvisioningState/updating".into(), "Info", "Updating", None),
+        (None, false) => status("ProvisioningState/succeeded".into(), "Info", "Provisioning succeeded", Some(&life.provisioned)),
+    };
+    let booting = life.booted.elapsed().as_secs_f64() < INITIALIZING;
+    let (power, display) = match life.power {
+        Power::Running if booting => ("starting", "VM starting"),
+        Power::Running => ("running", "VM running"),
+        Power::Stopped => ("stopped", "VM stopped"),
+        Power::Deallocated => ("deallocated", "VM deallocated"),
+    };
+    let index: u64 = instance.parse().unwrap_or(0);
+    let prefix = model["osProfile"]["computerNamePrefix"].as_str().unwrap_or(set);
+    let mut view = json!({
+        "platformUpdateDomain": 0,
+        "platformFaultDomain": 0,
+        "computerName": format!("{prefix}{index:06}"),
+        "statuses": [provisioning, status(format!("PowerState/{power}"), "Info", display, None)],
+    });
+    if let Some((name, version)) = health_extension(model) {
+        let answered = life.probe.as_ref().filter(|_| !booting && life.power == Power::Running);
+        let (state, time) = match (&life.unhealthy, answered) {
+            (Some(since), _) => ("Unhealthy".to_owned(), Some(since.clone())),
+            _ if life.power != Power::Running => ("Unknown".to_owned(), None),
+            (None, Some(p)) => (p.state.clone(), Some(p.time.clone())),
+            (None, None) => ("Initializing".to_owned(), Some(life.provisioned.clone())),
+        };
+        let (level, display) = match state.as_str() {
+            "Healthy" => ("Info", "The VM is healthy"),
+            "Unhealthy" => ("Warning", "The VM is unhealthy"),
+            "Initializing" => ("Info", "The VM health is initializing"),
+            _ => ("Warning", "The VM health is unknown"),
+        };
+        view["vmHealth"] = json!({"status": status(format!("HealthState/{}", state.to_lowercase()), level, display, time.as_deref())});
+        let mut substatuses = vec![{
+            let mut s = status("ComponentStatus/ApplicationHealthState/succeeded".into(), "Info", "Provisioning succeeded", None);
+            s["message"] = json!(state);
+            s
+        }];
+        if let Some(metrics) = answered.and_then(|p| p.custom_metrics.as_ref()) {
+            let mut s = status("ComponentStatus/CustomMetrics/succeeded".into(), "Info", "Provisioning succeeded", None);
+            s["message"] = json!(metrics);
+            substatuses.push(s);
+        }
+        let mut handler = status("ProvisioningState/succeeded".into(), "Info", "Provisioning succeeded", None);
+        handler["message"] = json!(format!("Application health found to be {}", state.to_lowercase()));
+        view["extensions"] = json!([{"name": name, "type": "Microsoft.ManagedServices.ApplicationHealthLinux",
+                                     "typeHandlerVersion": format!("{version}.0"), "statuses": [handler], "substatuses": substatuses}]);
+    }
+    if let Some((start, end)) = &life.maintenance {
+        view["maintenanceRedeployStatus"] = json!({
+            "isCustomerInitiatedMaintenanceAllowed": true,
+            "preMaintenanceWindowStartTime": life.provisioned,
+            "preMaintenanceWindowEndTime": start,
+            "maintenanceWindowStartTime": start,
+            "maintenanceWindowEndTime": end,
+            "lastOperationResultCode": "None",
+        });
+    }
+    view
+}
+
+/// The scale set actions the emulator serves, as the paths of their operations end
+/// (VirtualMachineScaleSets_UpdateInstances, _Reimage, _Redeploy, _Restart, _Start).
+const ACTIONS: [&str; 5] = ["manualupgrade", "reimage", "redeploy", "restart", "start"];
+
+/// `(scale set id, action)` of a POST to a scale set action.
+fn scale_set_action(path: &str) -> Option<(String, &'static str)> {
+    let (set, last) = path.trim_end_matches('/').rsplit_once('/')?;
+    let action = ACTIONS.iter().find(|a| a.eq_ignore_ascii_case(last))?;
+    let segs: Vec<&str> = set.trim_matches('/').split('/').collect();
+    (segs.len() >= 2 && segs[segs.len() - 2].eq_ignore_ascii_case("virtualMachineScaleSets")).then(|| (set.to_owned(), *action))
+}
+
+impl Azure {
+    /// A scale set action on the VMs its `instanceIds` name (all of them when it names none, or `*`):
+    /// long-running, 202 with a Location (and Retry-After) as each action's spec declares. What each does
+    /// to a VM: `manualupgrade` brings it to the scale set's model; `reimage` gives it a fresh OS disk from
+    /// its model and boots it on the same host; `redeploy` moves it to a new host (which ends a scheduled
+    /// maintenance) and boots it; `restart` reboots a running VM; `start` boots a stopped or deallocated one.
+    fn act(
+        store: &mut Store,
+        set: &str,
+        action: &'static str,
+        body: &[u8],
+        capacity_error: Option<(String, String)>,
+        host: &str,
+    ) -> Response {
+        let set_key = set.to_lowercase();
+        let Some(stored) = store.resources.get(&set_key) else {
+            return arm_error(404, "ResourceNotFound", &format!("The Resource '{set}' was not found."));
+        };
+        let location = stored.value["location"].as_str().unwrap_or("eastus").to_lowercase();
+        let name = stored.value["name"].as_str().unwrap_or_default().to_owned();
+        let request: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(json!({})) };
+        let prefix = format!("{set_key}/virtualmachines/");
+        let all: Vec<String> = store.resources.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
+        let named: Vec<String> = match request["instanceIds"].as_array() {
+            Some(ids) if !ids.iter().any(|i| i == "*") => ids.iter().filter_map(Value::as_str).map(|i| format!("{prefix}{i}")).collect(),
+            _ => all.clone(),
+        };
+        if let Some(missing) = named.iter().find(|k| !all.contains(k)) {
+            let id = missing.rsplit('/').next().unwrap_or_default();
+            let body = json!({"error": {"code": "InvalidParameter", "target": "instanceIds",
+                "message": format!("The provided instanceId {id} is not an active Virtual Machine Scale Set VM instanceId.")}});
+            return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+        }
+        // A VM that is not running cannot be restarted: it is started.
+        if action == "restart"
+            && let Some((key, life)) = named.iter().find_map(|k| store.lives.get(k).filter(|l| l.power != Power::Running).map(|l| (k, l)))
+        {
+            let instance = key.rsplit('/').next().unwrap_or_default();
+            let message = format!("Operation 'restart' is not allowed on VM '{name}_{instance}' since the VM is {}.", life.power.code());
+            return arm_error(409, "OperationNotAllowed", &message);
+        }
+        if capacity_error.is_none() {
+            let model = Self::model_of(store, set);
+            for key in &named {
+                let life = store.lives.entry(key.clone()).or_insert_with(|| VmLife::new(None));
+                life.count(action);
+                match action {
+                    "manualupgrade" => life.model = Some(model.clone()),
+                    "redeploy" => {
+                        life.boot();
+                        life.maintenance = None;
+                        life.probe = None;
+                    }
+                    _ => life.boot(),
+                }
+                if let Some(vm) = store.resources.get_mut(key) {
+                    vm.value["properties"]["provisioningState"] = json!("Updating");
+                    vm.changed = Instant::now();
+                }
+            }
+        }
+        let mut resp = StatusCode::ACCEPTED.into_response();
+        let sub = set.trim_matches('/').split('/').nth(1).unwrap_or_default().to_owned();
+        let op = AsyncOp { started: Instant::now(), error: capacity_error, result: None };
+        begin(store, &mut resp, Lro::Location, &Scope { host, sub: &sub, kind: "virtualMachineScaleSets", location: &location }, op);
+        resp
+    }
+
+    /// Out of band: what goes wrong with a VM (`impair`), or its health endpoint's answer (`probe`).
+    fn change_vm(store: &mut Store, id: &str, change: &Value) -> Result<Value, String> {
+        let action = change["action"].as_str().unwrap_or_default();
+        if !id.contains("/virtualmachines/") || !store.resources.contains_key(id) {
+            return Err(format!("no scale-set VM at {id}"));
+        }
+        let vmss = id.rsplit_once("/virtualmachines/").map(|(s, _)| s.to_owned()).unwrap_or_default();
+        let current = Self::model_of(store, &vmss);
+        let life = store.lives.entry(id.to_owned()).or_insert_with(|| VmLife::new(None));
+        let has_extension = health_extension(life.model.as_ref().unwrap_or(&current)).is_some();
+        match action {
+            "impair" => {
+                let health = change["health"].as_str();
+                let maintenance = &change["maintenance"];
+                if health.is_none() && maintenance.is_null() {
+                    return Err("impair needs `health` (unhealthy, stopped, deallocated, failed) and/or `maintenance`".into());
+                }
+                match health {
+                    Some("unhealthy") if !has_extension => {
+                        return Err(format!("{id} runs no Application Health extension: nothing reports it unhealthy"));
+                    }
+                    Some("unhealthy") => life.unhealthy = Some(arm_time()),
+                    Some("stopped") => life.power = Power::Stopped,
+                    Some("deallocated") => life.power = Power::Deallocated,
+                    Some("failed") => life.failed = Some(arm_time()),
+                    Some(other) => return Err(format!("unknown health {other:?}; valid: unhealthy, stopped, deallocated, failed")),
+                    None => {}
+                }
+                match maintenance {
+                    Value::Null => {}
+                    Value::String(start) => life.maintenance = Some((start.clone(), start.clone())),
+                    Value::Object(w) => {
+                        let start = w.get("start").and_then(Value::as_str).ok_or("maintenance needs `start`")?.to_owned();
+                        let end = w.get("end").and_then(Value::as_str).unwrap_or(&start).to_owned();
+                        life.maintenance = Some((start, end));
+                    }
+                    _ => return Err("maintenance is a start time or {\"start\", \"end\"}".into()),
+                }
+            }
+            "heal" => {
+                life.power = Power::Running;
+                life.unhealthy = None;
+                life.failed = None;
+                life.maintenance = None;
+            }
+            "probe" => {
+                if !has_extension {
+                    return Err(format!("{id} runs no Application Health extension: nothing probes it"));
+                }
+                let answer = &change["response"];
+                // Rich Health States: a missing or invalid ApplicationHealthState, or customMetrics that are not a
+                // JSON object, make the state Unknown.
+                let metrics = answer["customMetrics"].as_str().map(str::to_owned);
+                let metrics_ok = metrics.as_deref().is_none_or(|m| serde_json::from_str::<Value>(m).is_ok_and(|v| v.is_object()));
+                let state = match answer["ApplicationHealthState"].as_str() {
+                    Some(s @ ("Healthy" | "Unhealthy")) if metrics_ok => s.to_owned(),
+                    _ => "Unknown".to_owned(),
+                };
+                life.probe = Some(Probe { state, custom_metrics: metrics.filter(|_| metrics_ok), time: arm_time() });
+            }
+            _ => unreachable!("only VM actions reach here"),
+        }
+        Ok(json!({"done": action, "id": id}))
     }
 }
 
@@ -393,6 +767,10 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         };
     }
     let listing_vms = path.to_lowercase().ends_with("/virtualmachines");
+    // `$expand=instanceView` on a VM list or get: each VM's instance view in the same answer.
+    let expand = uri.query().unwrap_or_default().to_lowercase().replace("%24", "$").contains("$expand=instanceview");
+    // Scale set actions: POST .../virtualMachineScaleSets/{name}/manualupgrade, reimage, redeploy, restart, start.
+    let vmss_action = if method == Method::POST { scale_set_action(&path) } else { None };
     // Resources - List By Resource Group: /subscriptions/{s}/resourceGroups/{rg}/resources.
     let group_segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let listing_group =
@@ -410,6 +788,8 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     };
     let kind = if listing_group {
         "resources".to_owned()
+    } else if vmss_action.is_some() {
+        "virtualMachineScaleSets".to_owned()
     } else if listing_vms {
         "virtualMachines".to_owned()
     } else if listing_nics {
@@ -417,8 +797,11 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     } else {
         type_of(&path)
     };
-    let verb =
-        if listing_vms || listing_nics || listing_group || listing_collection { "list".to_owned() } else { method.as_str().to_lowercase() };
+    let verb = match vmss_action {
+        Some((_, action)) => action.to_owned(),
+        None if listing_vms || listing_nics || listing_group || listing_collection => "list".to_owned(),
+        None => method.as_str().to_lowercase(),
+    };
     let operation = format!("{kind}.{verb}");
     let mut capacity_error = None;
     if let Some(fault) = az.admin.on_request("arm", &operation) {
@@ -446,6 +829,11 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let rg_id = if segs.len() >= 4 { format!("/{}", segs[..4].join("/")) } else { String::new() };
     match method.as_str() {
+        "POST" if vmss_action.is_some() => {
+            let (set, action) = vmss_action.unwrap_or_default();
+            let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
+            Azure::act(&mut store, &set, action, &body, capacity_error, &host)
+        }
         "GET" if listing_nics => {
             let vmss = key.trim_end_matches("/networkinterfaces");
             let prefix = format!("{vmss}/virtualmachines/");
@@ -508,10 +896,12 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         }
         "GET" if listing_vms => {
             let prefix = format!("{key}/");
-            let vms: Vec<Value> = store.resources.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, s)| Azure::view(s)).collect();
+            let vms: Vec<Value> =
+                store.resources.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(k, s)| Azure::vm_view(&store, k, s, expand)).collect();
             axum::Json(json!({"value": vms})).into_response()
         }
         "GET" => match store.resources.get(&key) {
+            Some(s) if kind == "virtualMachines" => axum::Json(Azure::vm_view(&store, &key, s, expand)).into_response(),
             Some(s) => axum::Json(Azure::view(s)).into_response(),
             None if kind == "resourceGroups" => {
                 arm_error(404, "ResourceGroupNotFound", &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")))
@@ -597,6 +987,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             let Some(gone) = store.resources.remove(&key) else { return StatusCode::NO_CONTENT.into_response() };
             let prefix = format!("{key}/");
             store.resources.retain(|k, _| !k.starts_with(&prefix));
+            store.lives.retain(|k, _| *k != key && !k.starts_with(&prefix));
             let lro = lro_of(&kind, "DELETE", false);
             if lro == Lro::Sync {
                 return StatusCode::OK.into_response();
@@ -637,7 +1028,10 @@ impl Emulated for Azure {
     fn snapshot(&self) -> Value {
         let store = self.store.lock().unwrap();
         let all: serde_json::Map<String, Value> = store.resources.iter().map(|(k, s)| (k.clone(), Azure::view(s))).collect();
-        json!({"arm": all})
+        // How often each scale set action reached each VM: what "only the named nodes were remade" checks.
+        let actions: serde_json::Map<String, Value> =
+            store.lives.iter().filter(|(_, l)| !l.counts.is_empty()).map(|(k, l)| (k.clone(), json!(l.counts))).collect();
+        json!({"arm": all, "vm_actions": actions})
     }
 
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {
@@ -691,9 +1085,11 @@ impl Emulated for Azure {
                 store.resources.remove(&id).ok_or(format!("nothing at {id}"))?;
                 let prefix = format!("{id}/");
                 store.resources.retain(|k, _| !k.starts_with(&prefix));
+                store.lives.retain(|k, _| *k != id && !k.starts_with(&prefix));
                 Ok(json!({"done": action, "id": id}))
             }
-            other => Err(format!("unknown out-of-band action {other:?}; valid: copy, delete")),
+            "impair" | "heal" | "probe" => Azure::change_vm(&mut store, &id, change),
+            other => Err(format!("unknown out-of-band action {other:?}; valid: copy, delete, impair, heal, probe")),
         }
     }
 }

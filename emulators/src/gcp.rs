@@ -1,6 +1,8 @@
 //! Google Cloud Compute Engine emulator: the REST subset the provider uses (networks, subnetworks,
-//! firewalls, resource policies, instances with insert/bulkInsert/get/list with filters/delete, and zone,
-//! region and global operations), in memory, on 127.0.0.1. GPU-topology placement (A4X, `gpuTopology`
+//! firewalls, resource policies, instances with insert/bulkInsert/get/list with filters/delete, setLabels
+//! and setMetadata (fingerprints as optimistic locking, label rules), start/reset/resume, and zone, region and global
+//! operations), in memory, on 127.0.0.1. A node's health as Compute Engine reports it (`status`,
+//! `resourceStatus.upcomingMaintenance`) is set out of band (`impair`, `heal`). GPU-topology placement (A4X, `gpuTopology`
 //! 1xN) as Compute Engine enforces it: compact only, a4x machine types bound to a specific reservation,
 //! N/4 instances per policy (one sub-block, shown in `resourceStatus.physicalHostTopology`); a policy
 //! instances still name is not deleted (resourceInUseByAnotherResource). Request bodies are read with
@@ -399,6 +401,54 @@ fn physical_host(zone_scope: &str, policy_key: &str, instance: &Value, name: &st
            "physicalHostTopology": {"cluster": format!("{zone}-cluster"), "block": block, "subblock": subblock, "host": host}})
 }
 
+/// The fingerprint of a set of labels, as Compute Engine hands one out with every instance: a hash of the
+/// labels (it changes whenever they do) in URL-safe base64, the v1 `byte` format.
+fn label_fingerprint(labels: &Value) -> String {
+    let canonical: BTreeMap<String, String> = labels
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+        .unwrap_or_default();
+    fingerprint(&serde_json::to_string(&canonical).unwrap_or_default())
+}
+
+/// The fingerprint of an instance's metadata items, as [`label_fingerprint`] is of its labels.
+fn metadata_fingerprint(items: &Value) -> String {
+    fingerprint(&format!("metadata {}", items.as_array().map(|a| Value::Array(a.clone())).unwrap_or(json!([]))))
+}
+
+fn fingerprint(text: &str) -> String {
+    use base64::Engine;
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    base64::engine::general_purpose::URL_SAFE.encode(hash.to_be_bytes())
+}
+
+/// Compute Engine's rule for labels ("Labeling resources"): at most 64; keys and values at most 63
+/// characters of lowercase letters, digits, `_` and `-`; keys start with a lowercase letter.
+fn check_labels(labels: &Value, field: &str) -> Result<(), ApiError> {
+    let Some(map) = labels.as_object() else { return Ok(()) };
+    if map.len() > 64 {
+        return Err(ApiError(
+            400,
+            "invalid",
+            format!("Invalid value for field '{field}': {} labels; a resource takes at most 64.", map.len()),
+        ));
+    }
+    let chars_ok = |s: &str| s.len() <= 63 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    for (k, v) in map {
+        let value = v.as_str().unwrap_or_default();
+        if !chars_ok(k) || !k.starts_with(|c: char| c.is_ascii_lowercase()) || !chars_ok(value) {
+            return Err(ApiError(
+                400,
+                "invalid",
+                format!(
+                    "Invalid value for field '{field}.{k}': '{value}'. Label keys and values can only contain lowercase letters, numeric characters, underscores and dashes, at most 63 characters; keys start with a lowercase letter."
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Gcp {
     /// The primary range of a stored subnetwork, by its URL or relative path.
     fn subnet_range(store: &Store, subnetwork: &str) -> Option<String> {
@@ -444,9 +494,12 @@ impl Gcp {
         v
     }
 
+    /// A stored resource as the API answers it. An instance goes PROVISIONING -> STAGING -> RUNNING with its
+    /// age; any other status (stopped outside, or impaired through the admin API) stays until it changes.
     fn view(stored: &Stored) -> Value {
         let mut v = stored.value.clone();
-        if stored.kind == "instances" && v.get("status").and_then(Value::as_str) != Some("TERMINATED") {
+        let booting = matches!(v.get("status").and_then(Value::as_str), Some("PROVISIONING" | "STAGING" | "RUNNING"));
+        if stored.kind == "instances" && booting {
             let age = stored.created.elapsed().as_secs_f64();
             let status = if age >= RUNNING_AFTER {
                 "RUNNING"
@@ -531,10 +584,14 @@ impl Gcp {
                     }
                 }
             }
-            // The fingerprint of an instance's labels, which setLabels must be given back.
-            if body.get("labelFingerprint").is_none() {
-                body["labelFingerprint"] = json!("42WmSpB8rSM=");
+            // The fingerprints of an instance's labels and metadata, which setLabels and setMetadata must
+            // be given back.
+            body["labelFingerprint"] = json!(label_fingerprint(&body["labels"]));
+            if !body["metadata"].is_object() {
+                body["metadata"] = json!({});
             }
+            body["metadata"]["fingerprint"] = json!(metadata_fingerprint(&body["metadata"]["items"]));
+            body["metadata"]["kind"] = json!("compute#metadata");
             let n = store.next_id;
             if let Some(nics) = body.get_mut("networkInterfaces").and_then(Value::as_array_mut) {
                 for nic in nics.iter_mut().filter(|nic| nic.get("networkIP").is_none()) {
@@ -644,8 +701,9 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
     let operation = match (method.as_str(), tail.len(), tail.get(1).copied()) {
         (_, _, _) if collection == "operations" => "operations.get".to_string(),
         ("POST", 2, Some("bulkInsert")) => "instances.bulkInsert".to_string(),
-        ("POST", 3, _) if collection == "instances" && tail[2] == "setLabels" => "instances.setLabels".to_string(),
-        ("POST", 3, _) if collection == "instances" && tail[2] == "start" => "instances.start".to_string(),
+        ("POST", 3, _) if collection == "instances" && ["setLabels", "setMetadata", "start", "reset", "resume"].contains(&tail[2]) => {
+            format!("instances.{}", tail[2])
+        }
         ("POST", 1, _) => format!("{collection}.insert"),
         ("GET", 1, _) if segs[2] == "aggregated" => format!("{collection}.aggregatedList"),
         ("GET", 1, _) => format!("{collection}.list"),
@@ -839,13 +897,32 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             let target = format!("{scope}/instances");
             ok(Gcp::operation(&mut store, &scope, "bulkInsert", &target, None))
         }
-        "start" => {
+        verb @ ("start" | "reset" | "resume") => {
             let key = format!("{scope}/instances/{}", tail[1]);
             let Some(stored) = store.resources.get_mut(&key) else {
                 return error(404, "notFound", &format!("The resource '{key}' was not found"));
             };
-            stored.value["status"] = json!("RUNNING");
-            ok(Gcp::operation(&mut store, &scope, "start", &key, None))
+            let status = Gcp::view(stored)["status"].as_str().unwrap_or_default().to_owned();
+            // What each verb restarts: reset a running VM (it stays RUNNING, its guest reboots), start a
+            // stopped one, resume a suspended one; on a VM in any other state Compute Engine refuses.
+            let ready = match verb {
+                "reset" => status == "RUNNING",
+                "resume" => status == "SUSPENDED",
+                _ => !matches!(status.as_str(), "SUSPENDED" | "SUSPENDING" | "STOPPING" | "PENDING_STOP" | "REPAIRING"),
+            };
+            if !ready {
+                return error(
+                    400,
+                    "resourceNotReady",
+                    &format!("The resource '{key}' is not ready (it is {status}; {verb} needs another state)"),
+                );
+            }
+            if verb != "reset" && status != "RUNNING" {
+                // Boots again: STAGING, then RUNNING, as after a create.
+                stored.value["status"] = json!("RUNNING");
+                stored.created = Instant::now().checked_sub(Duration::from_secs_f64(STAGING_AFTER)).unwrap_or_else(Instant::now);
+            }
+            ok(Gcp::operation(&mut store, &scope, verb, &key, None))
         }
         "setLabels" => {
             let key = format!("{scope}/instances/{}", tail[1]);
@@ -853,14 +930,52 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             let Some(stored) = store.resources.get_mut(&key) else {
                 return error(404, "notFound", &format!("The resource '{key}' was not found"));
             };
-            let current = stored.value.get("labelFingerprint").cloned().unwrap_or(json!("42WmSpB8rSM="));
-            if request.get("labelFingerprint").is_some_and(|f| *f != current) {
+            // Optimistic locking, as Compute Engine does it: the fingerprint of the labels as they are
+            // must come back ("You must always provide an up-to-date fingerprint"); none, or a stale one, is
+            // 412 conditionNotMet.
+            let current = stored.value.get("labelFingerprint").cloned().unwrap_or_else(|| json!(label_fingerprint(&json!({}))));
+            if request.get("labelFingerprint") != Some(&current) {
                 return error(412, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed");
             }
-            stored.value["labels"] = request.get("labels").cloned().unwrap_or(json!({}));
-            let n = stored.value.to_string().len();
-            stored.value["labelFingerprint"] = json!(format!("{:012x}", n));
+            let labels = request.get("labels").cloned().unwrap_or(json!({}));
+            if let Err(e) = check_labels(&labels, "labels") {
+                return e.response();
+            }
+            stored.value["labelFingerprint"] = json!(label_fingerprint(&labels));
+            stored.value["labels"] = labels;
             ok(Gcp::operation(&mut store, &scope, "setLabels", &key, None))
+        }
+        "setMetadata" => {
+            let key = format!("{scope}/instances/{}", tail[1]);
+            let request = match serde_json::from_slice::<Value>(&body).map_err(|e| e.to_string()).and_then(through::<model::Metadata>) {
+                Ok(r) => r,
+                Err(e) => return error(400, "invalid", &e),
+            };
+            let Some(stored) = store.resources.get_mut(&key) else {
+                return error(404, "notFound", &format!("The resource '{key}' was not found"));
+            };
+            // As for labels: the fingerprint of the metadata as it is must come back, or 412 conditionNotMet.
+            let items = request.get("items").cloned().unwrap_or(json!([]));
+            let current = stored.value["metadata"].get("fingerprint").cloned().unwrap_or_else(|| json!(metadata_fingerprint(&json!([]))));
+            if request.get("fingerprint") != Some(&current) {
+                return error(412, "conditionNotMet", "Supplied fingerprint does not match current metadata fingerprint.");
+            }
+            let bad = items.as_array().into_iter().flatten().find_map(|item| {
+                let k = item["key"].as_str().unwrap_or_default();
+                let ok = !k.is_empty() && k.len() < 128 && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                (!ok).then(|| k.to_owned())
+            });
+            if let Some(k) = bad {
+                return error(
+                    400,
+                    "invalid",
+                    &format!(
+                        "Invalid value for field 'resource.items.key': '{k}'. Keys match [a-zA-Z0-9-_]+ and are shorter than 128 bytes."
+                    ),
+                );
+            }
+            stored.value["metadata"] = json!({"kind": "compute#metadata", "items": items, "fingerprint": metadata_fingerprint(&items)});
+            ok(Gcp::operation(&mut store, &scope, "setMetadata", &key, None))
         }
         "get" => {
             let key = format!("{scope}/{collection}/{}", tail[1]);
@@ -1154,6 +1269,7 @@ impl Emulated for Gcp {
                 if let (Some(labels), Some(extra)) = (value["labels"].as_object_mut(), change.get("labels").and_then(Value::as_object)) {
                     labels.extend(extra.clone());
                 }
+                value["labelFingerprint"] = json!(label_fingerprint(&value["labels"]));
                 // Running for a while already: its status does not change under the test.
                 let created = Instant::now().checked_sub(std::time::Duration::from_secs(60)).unwrap_or_else(Instant::now);
                 store.resources.insert(new_path.clone(), Stored { kind: "instances", value, created });
@@ -1168,7 +1284,66 @@ impl Emulated for Gcp {
                 }
                 _ => Err(format!("no instance at {id}")),
             },
-            other => Err(format!("unknown out-of-band action {other:?}; valid: copy, delete, stop_instance")),
+            // What Compute Engine reports of a node in trouble: a status (TERMINATED after a host error,
+            // REPAIRING, ...) and/or an upcoming maintenance, each checked against the v1 model.
+            "impair" => {
+                let status = match change.get("status") {
+                    None | Some(Value::Null) => None,
+                    Some(s) => {
+                        let parsed: model::instance::Status =
+                            serde_json::from_value(s.clone()).map_err(|e| format!("impair: status {s} is not an instance status: {e}"))?;
+                        if matches!(parsed, model::instance::Status::UnknownValue(_)) {
+                            return Err(format!("impair: status {s} is not an instance status of Compute Engine v1"));
+                        }
+                        Some(s.clone())
+                    }
+                };
+                let maintenance = match change.get("maintenance") {
+                    None | Some(Value::Null) => None,
+                    Some(m) => {
+                        let mut m = through::<model::UpcomingMaintenance>(m.clone()).map_err(|e| format!("impair: maintenance: {e}"))?;
+                        let parsed: model::UpcomingMaintenance =
+                            serde_json::from_value(m.clone()).map_err(|e| format!("impair: maintenance: {e}"))?;
+                        if parsed.r#type.as_ref().is_some_and(|t| matches!(t, model::upcoming_maintenance::Type::UnknownValue(_))) {
+                            return Err(format!("impair: maintenance type {} is not one of Compute Engine v1", m["type"]));
+                        }
+                        if m.get("maintenanceStatus").is_none() {
+                            m["maintenanceStatus"] = json!("PENDING");
+                        }
+                        Some(m)
+                    }
+                };
+                if status.is_none() && maintenance.is_none() {
+                    return Err(
+                        "impair needs status (e.g. \"TERMINATED\") or maintenance ({\"type\": ..., \"windowStartTime\": ...})".into()
+                    );
+                }
+                let stored = store.resources.get_mut(&id).filter(|s| s.kind == "instances").ok_or(format!("no instance at {id}"))?;
+                if let Some(status) = status {
+                    stored.value["status"] = status;
+                }
+                if let Some(m) = maintenance {
+                    if !stored.value["resourceStatus"].is_object() {
+                        stored.value["resourceStatus"] = json!({});
+                    }
+                    stored.value["resourceStatus"]["upcomingMaintenance"] = m;
+                }
+                Ok(json!({"done": action, "id": id, "instance": Gcp::view(stored)}))
+            }
+            "heal" => {
+                let stored = store.resources.get_mut(&id).filter(|s| s.kind == "instances").ok_or(format!("no instance at {id}"))?;
+                if !matches!(stored.value["status"].as_str(), Some("PROVISIONING" | "STAGING" | "RUNNING")) {
+                    stored.value["status"] = json!("RUNNING");
+                }
+                if let Some(rs) = stored.value.get_mut("resourceStatus").and_then(Value::as_object_mut) {
+                    rs.remove("upcomingMaintenance");
+                    if rs.is_empty() {
+                        stored.value.as_object_mut().map(|v| v.remove("resourceStatus"));
+                    }
+                }
+                Ok(json!({"done": action, "id": id}))
+            }
+            other => Err(format!("unknown out-of-band action {other:?}; valid: copy, delete, stop_instance, impair, heal")),
         }
     }
 }

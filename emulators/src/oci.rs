@@ -20,6 +20,12 @@
 //! (`/20250228`) and OCI's operation names; a `capacity` fault on `CreateClusterNetwork` makes the cluster
 //! network's work request fail ("Out of host capacity.") instead of the call (so does one on a GPU memory
 //! cluster's create or resize), and one on `StartImportFromObject` makes the import's sync job end FAILED.
+//!
+//! Day 2: instances take InstanceAction (RESET, START, STOP, ... with the power states they go through), a
+//! cluster network's pool takes DetachInstancePoolInstance and a new instance configuration, and the admin
+//! API's out-of-band `impair` / `heal` set and clear what OCI reports of an instance in trouble (its
+//! `lifecycleState`, `timeMaintenanceRebootDue`); nodes publish their self-check verdict themselves, in their
+//! freeform tags (UpdateInstance).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -320,6 +326,8 @@ enum Action {
     GetSyncJob,
     GetVnic,
     ListGpuMemoryClusterInstances,
+    Power,
+    DetachPoolInstance,
 }
 
 struct Route {
@@ -370,6 +378,12 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         let (id, child) = ((*vnic).to_owned(), String::new());
         return Some(Route { action: Action::GetVnic, version, collection: None, id, child, operation: "GetVnic".into() });
     }
+    // A cluster network's instance pools are not a collection of their own here: only their detach action.
+    if let ("POST", CORE, ["instancePools", pool, "actions", "detachInstance"]) = (method, version, &segs[..]) {
+        let (id, child) = ((*pool).to_owned(), String::new());
+        let operation = "DetachInstancePoolInstance".into();
+        return Some(Route { action: Action::DetachPoolInstance, version, collection: None, id, child, operation });
+    }
     if (method, version, &segs[..]) == ("GET", CORE, &["privateIps"][..]) {
         let operation = "ListPrivateIps".into();
         let (id, child) = (String::new(), String::new());
@@ -381,6 +395,8 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         ("POST", []) | ("DELETE", [_]) if c.kind == FABRIC => return None,
         ("POST", []) if c.kind == "instance" => (Action::Create, "LaunchInstance".to_owned()),
         ("POST", []) => (Action::Create, format!("Create{}", c.name)),
+        // InstanceAction: `POST /instances/{instanceId}?action=RESET`.
+        ("POST", [_]) if c.kind == "instance" => (Action::Power, "InstanceAction".to_owned()),
         ("GET", []) => (Action::List, format!("List{}", c.plural)),
         ("GET", [_]) => (Action::Get, format!("Get{}", c.name)),
         ("PUT", [_]) => (Action::Update, format!("Update{}", c.name)),
@@ -543,6 +559,8 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         Action::GetSyncJob => get_sync_job(&store, &req),
         Action::GetVnic => get_vnic(&store, &req),
         Action::ListGpuMemoryClusterInstances => list_gpu_memory_cluster_instances(&store, &req),
+        Action::Power => instance_action(&mut store, &req),
+        Action::DetachPoolInstance => detach_pool_instance(&mut store, &req),
     };
     let reply = result.unwrap_or_else(|e| e);
     if let Some(key) = retry
@@ -584,6 +602,10 @@ fn state_of(s: &Stored) -> String {
     let now = match (s.kind, stored) {
         ("instance", "PROVISIONING" | "STARTING") if age >= 2.0 * SETTLE => "RUNNING",
         ("instance", "PROVISIONING") if settled => "STARTING",
+        // A reset (RESET, SOFTRESET, ...) powers the instance off and on again: STOPPING, STARTING, RUNNING.
+        ("instance", "STOPPING") if s.value["_restart"] == true && age >= 2.0 * SETTLE => "RUNNING",
+        ("instance", "STOPPING") if s.value["_restart"] == true && settled => "STARTING",
+        ("instance", "STOPPING") if settled => "STOPPED",
         ("instance", "TERMINATING") if settled => "TERMINATED",
         ("vcn" | "subnet" | "networksecuritygroup", "PROVISIONING") if settled => "AVAILABLE",
         ("clusternetwork", "PROVISIONING") if settled && s.value["_failed"] == true => "TERMINATED",
@@ -1777,6 +1799,7 @@ fn update_cluster_network(store: &mut Store, id: &str, body: &Value, state: &str
             .to_owned(),
     };
     let mut resizes = Vec::new();
+    let mut configs = Vec::new();
     if let Some(requested) = body.get("instancePools") {
         let requested = requested.as_array().ok_or_else(|| invalid("instancePools must be a list."))?;
         for r in requested {
@@ -1786,6 +1809,11 @@ fn update_cluster_network(store: &mut Store, id: &str, body: &Value, state: &str
                 .iter()
                 .position(|p| p["id"] == pool_id)
                 .ok_or_else(|| invalid(format!("Instance pool {pool_id} is not part of cluster network {id}.")))?;
+            // A new instance configuration is what the pool launches from next; its instances keep theirs.
+            if let Some(config) = text(r, "/instanceConfigurationId") {
+                existing(store, config, "instanceconfiguration")?;
+                configs.push((index, config.to_owned()));
+            }
             if pools[index]["size"].as_u64() != Some(size) {
                 resizes.push((index, size));
             }
@@ -1793,6 +1821,9 @@ fn update_cluster_network(store: &mut Store, id: &str, body: &Value, state: &str
     }
     if !resizes.is_empty() && state != "RUNNING" {
         return Err(Reply::error(409, "IncorrectState", format!("Cluster network {id} is {state}; it can be resized only when RUNNING.")));
+    }
+    for (index, config) in configs {
+        pools[index]["instanceConfigurationId"] = json!(config);
     }
     for &(index, size) in &resizes {
         let pool_id = pools[index]["id"].as_str().unwrap_or_default().to_owned();
@@ -1828,6 +1859,139 @@ fn update_cluster_network(store: &mut Store, id: &str, body: &Value, state: &str
     let wr = new_work_request(store, CORE, "UpdateClusterNetwork", &compartment, vec![("clusternetwork", id.to_owned(), "UPDATED")], None);
     reply = reply.header("opc-work-request-id", wr);
     Ok(reply)
+}
+
+/// InstanceAction's `action` values (the `oci` SDK's `instance_action`: "Allowed values are ...").
+const INSTANCE_ACTIONS: [&str; 8] =
+    ["STOP", "START", "SOFTRESET", "RESET", "SOFTSTOP", "SENDDIAGNOSTICINTERRUPT", "DIAGNOSTICREBOOT", "REBOOTMIGRATE"];
+
+/// Sets an instance's power state; `restart` makes a STOPPING instance come back up by itself (a reset).
+fn power(s: &mut Stored, state: &str, restart: bool) {
+    set_state(s, state);
+    match s.value.as_object_mut() {
+        Some(v) if restart => {
+            v.insert("_restart".into(), json!(true));
+        }
+        Some(v) => {
+            v.remove("_restart");
+        }
+        None => {}
+    }
+}
+
+/// InstanceAction (`POST /instances/{id}?action=...`), as the SDK's documentation of each action has it:
+/// STOP/SOFTSTOP power a RUNNING instance off (STOPPING, then STOPPED); START powers a STOPPED one on
+/// (STARTING, then RUNNING); RESET, SOFTRESET, DIAGNOSTICREBOOT and REBOOTMIGRATE power a RUNNING one off and
+/// on again (STOPPING, STARTING, RUNNING); SENDDIAGNOSTICINTERRUPT changes no state. An action a state does
+/// not take is OCI's 409 `IncorrectState`; STOP of a stopped or START of a running instance changes nothing.
+/// Powering off clears `timeMaintenanceRebootDue` ("reset to empty as soon as instance reaches Stopped
+/// state", in the field's description; a reboot migrates the instance off the hardware due for maintenance).
+/// The optional InstancePowerActionDetails body, if any, must be a JSON object; it is not used.
+fn instance_action(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
+    let id = req.route.id.as_str();
+    let action = req.query.get("action").filter(|a| !a.is_empty()).ok_or_else(|| missing("action"))?.clone();
+    if !INSTANCE_ACTIONS.contains(&action.as_str()) {
+        return Err(invalid(format!("action {action:?} is invalid; valid values are {}.", INSTANCE_ACTIONS.join(", "))));
+    }
+    if !req.body.is_empty() {
+        json_body(req.body)?;
+    }
+    let s = store.resources.get(id).filter(|s| s.kind == "instance").ok_or_else(Reply::not_found)?;
+    check_if_match(req.headers, s)?;
+    let state = state_of(s);
+    let refuse = || Reply::error(409, "IncorrectState", format!("Instance {id} is {state}; it cannot take the action {action} now."));
+    let s = store.resources.get_mut(id).expect("found above");
+    let off = |s: &mut Stored| {
+        if let Some(v) = s.value.as_object_mut() {
+            v.remove("timeMaintenanceRebootDue");
+        }
+    };
+    match (state.as_str(), action.as_str()) {
+        ("RUNNING", "STOP" | "SOFTSTOP") => {
+            power(s, "STOPPING", false);
+            off(s);
+        }
+        ("RUNNING", "RESET" | "SOFTRESET" | "DIAGNOSTICREBOOT" | "REBOOTMIGRATE") => {
+            power(s, "STOPPING", true);
+            off(s);
+        }
+        ("STOPPED", "START") => power(s, "STARTING", false),
+        ("RUNNING", "START" | "SENDDIAGNOSTICINTERRUPT") | ("STOPPED", "STOP" | "SOFTSTOP") => {}
+        _ => return Err(refuse()),
+    }
+    Ok(resource_reply(200, &store.resources[id]))
+}
+
+/// DetachInstancePoolInstance (`POST /instancePools/{id}/actions/detachInstance`, DetachInstancePoolInstanceDetails):
+/// the instance leaves its cluster network's pool; `isAutoTerminate` (default false) terminates it;
+/// `isDecrementSize` (default true) makes the pool one smaller, else the pool launches a replacement from its
+/// instance configuration. Only while the cluster network is RUNNING (409 `IncorrectState` otherwise), and
+/// only an instance of that pool (400 `InvalidParameter`). Answered 202 with no body (the SDK's response has
+/// no data) and a work request.
+fn detach_pool_instance(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
+    let pool_id = req.route.id.as_str();
+    let body = json_body(req.body)?;
+    let instance_id = require(&body, "/instanceId")?;
+    for flag in ["isDecrementSize", "isAutoTerminate"] {
+        if !body[flag].is_null() && !body[flag].is_boolean() {
+            return Err(invalid(format!("{flag} must be a boolean.")));
+        }
+    }
+    let decrement = body["isDecrementSize"].as_bool().unwrap_or(true);
+    let terminate = body["isAutoTerminate"].as_bool().unwrap_or(false);
+    let (network_id, index) = store
+        .resources
+        .iter()
+        .filter(|(_, s)| s.kind == "clusternetwork" && !finished(s))
+        .find_map(|(id, s)| {
+            let pools = s.value["instancePools"].as_array()?;
+            pools.iter().position(|p| p["id"] == pool_id).map(|i| (id.clone(), i))
+        })
+        .ok_or_else(|| Reply::error(404, "NotAuthorizedOrNotFound", format!("Instance pool {pool_id} not found or not authorized.")))?;
+    let network = &store.resources[&network_id];
+    let state = state_of(network);
+    if state != "RUNNING" {
+        return Err(Reply::error(
+            409,
+            "IncorrectState",
+            format!("The instance pool {pool_id} of cluster network {network_id} is {state}; instances are detached only when RUNNING."),
+        ));
+    }
+    let attached = store.resources.get(&instance_id).is_some_and(|s| live_instance(s) && s.value["instancePoolId"] == pool_id);
+    if !attached {
+        return Err(invalid(format!("Instance {instance_id} is not attached to instance pool {pool_id}.")));
+    }
+    let compartment = network.value["compartmentId"].as_str().unwrap_or_default().to_owned();
+    let placement = PoolPlacement {
+        network: network_id.clone(),
+        compartment: compartment.clone(),
+        ad: network.value["placementConfiguration"]["availabilityDomain"].as_str().unwrap_or_default().to_owned(),
+        subnet: text(&network.value, "/placementConfiguration/primaryVnicSubnets/subnetId")
+            .or_else(|| text(&network.value, "/placementConfiguration/primarySubnetId"))
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let pool = network.value["instancePools"][index].clone();
+    let s = store.resources.get_mut(&instance_id).expect("found above");
+    if let Some(v) = s.value.as_object_mut() {
+        v.remove("instancePoolId");
+        v.remove("clusterNetworkId");
+    }
+    if terminate {
+        power(s, "TERMINATING", false);
+    } else {
+        s.version += 1;
+    }
+    if decrement {
+        let n = store.resources.get_mut(&network_id).expect("found above");
+        let size = n.value["instancePools"][index]["size"].as_u64().unwrap_or(1).saturating_sub(1);
+        n.value["instancePools"][index]["size"] = json!(size);
+        n.version += 1;
+    } else {
+        launch_pool_instances(store, &placement, &pool, 1);
+    }
+    let wr = new_work_request(store, CORE, "DetachInstancePoolInstance", &compartment, vec![("instance", instance_id, "UPDATED")], None);
+    Ok(Reply::empty(202).header("opc-work-request-id", wr))
 }
 
 /// Capacity only grows, by File Storage with Lustre's rules; the file system is UPDATING meanwhile.
@@ -2147,6 +2311,34 @@ fn lustre_capacity_offered(capacity: i64) -> bool {
     })
 }
 
+/// The lifecycle states an out-of-band `impair` can put a live instance in: those of the Instance model's
+/// `lifecycleState` enum in which it is neither running, launching nor terminating.
+const IMPAIRED_STATES: [&str; 4] = ["STOPPING", "STOPPED", "MOVING", "CREATING_IMAGE"];
+
+/// `2026-12-05T00:00:00.000Z` or `2026-12-05T00:00:00Z` (UTC, seconds, optional fraction), as OCI writes times.
+fn rfc3339(t: &str) -> bool {
+    let b = t.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let shape = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19)
+        && t.ends_with('Z');
+    if !shape || !t.is_ascii() {
+        return false;
+    }
+    let fraction = &t[19..t.len() - 1];
+    fraction.is_empty() || fraction.strip_prefix('.').is_some_and(|f| !f.is_empty() && f.bytes().all(|d| d.is_ascii_digit()))
+}
+
 impl Oci {
     /// `POST /_admin/gpu-memory-fabrics`: a rack's GPU memory fabric, as OCI has it before anyone builds on it.
     /// `compartmentId` and `availabilityDomain` are required (a fabric's model has no availability domain, but
@@ -2251,6 +2443,41 @@ impl Emulated for Oci {
                 set_state(s, "TERMINATED");
                 Ok(json!({"done": action, "id": id}))
             }
+            ("impair", Some(s)) if s.kind == "instance" && live_instance(s) => {
+                let state = change.get("state").and_then(Value::as_str);
+                let due = change.get("maintenance_reboot_due").and_then(Value::as_str);
+                if state.is_none() && due.is_none() {
+                    return Err(
+                        "impair needs state (e.g. \"STOPPED\") or maintenance_reboot_due (RFC 3339, e.g. \"2026-12-05T00:00:00.000Z\")"
+                            .into(),
+                    );
+                }
+                if let Some(state) = state {
+                    if !IMPAIRED_STATES.contains(&state) {
+                        return Err(format!("impair: state {state:?} must be one of {}", IMPAIRED_STATES.join(", ")));
+                    }
+                    power(s, state, false);
+                }
+                if let Some(due) = due {
+                    if !rfc3339(due) {
+                        return Err(format!("impair: maintenance_reboot_due {due:?} is not an RFC 3339 time (2026-12-05T00:00:00.000Z)"));
+                    }
+                    s.value["timeMaintenanceRebootDue"] = json!(due);
+                    s.version += 1;
+                }
+                Ok(json!({"done": action, "id": id}))
+            }
+            ("heal", Some(s)) if s.kind == "instance" && live_instance(s) => {
+                if let Some(v) = s.value.as_object_mut() {
+                    v.remove("timeMaintenanceRebootDue");
+                }
+                if state_of(s) != "RUNNING" {
+                    power(s, "RUNNING", false);
+                } else {
+                    s.version += 1;
+                }
+                Ok(json!({"done": action, "id": id}))
+            }
             ("set_tags", Some(s)) => {
                 let tags = tags.ok_or("set_tags needs freeform_tags, a JSON object")?;
                 s.value["freeformTags"] = tags;
@@ -2262,7 +2489,9 @@ impl Emulated for Oci {
                 store.rules.remove(&id);
                 Ok(json!({"done": action, "id": id}))
             }
-            _ => Err(format!("cannot {action} {id}; valid actions: copy, terminate_instance, set_tags, delete")),
+            _ => Err(format!(
+                "cannot {action} {id}; valid actions: copy, terminate_instance, impair and heal (live instances), set_tags, delete"
+            )),
         }
     }
 

@@ -837,3 +837,157 @@ async fn file_system_sizes_tiers_and_capacity_steps_fsx_does_not_offer_are_refus
     assert_eq!(e.code(), Some("BadRequest"), "{e:?}");
     fsx.update_file_system().file_system_id(&id).storage_capacity(2400).send().await.unwrap();
 }
+
+// -------------------------------------------------------------------------------- day 2 (issue 24)
+
+/// `count` small instances in `region`: their ids, in launch order.
+async fn small_instances(client: &aws_sdk_ec2::Client, zone: &str, count: i32) -> Vec<String> {
+    let (_, subnet, _) = network(client, zone).await;
+    let run = client
+        .run_instances()
+        .image_id(AMI)
+        .instance_type(InstanceType::C5Large)
+        .min_count(count)
+        .max_count(count)
+        .subnet_id(&subnet)
+        .send()
+        .await
+        .unwrap();
+    run.instances().iter().map(|i| i.instance_id().unwrap().to_owned()).collect()
+}
+
+/// Every instance status of the region, page by page with `MaxResults` = `page` (all instances, as the
+/// provider asks): the statuses and how many calls it took.
+async fn all_statuses(client: &aws_sdk_ec2::Client, page: i32) -> (Vec<aws_sdk_ec2::types::InstanceStatus>, usize) {
+    let (mut out, mut calls, mut token) = (Vec::new(), 0, None);
+    loop {
+        let answer =
+            client.describe_instance_status().include_all_instances(true).max_results(page).set_next_token(token).send().await.unwrap();
+        calls += 1;
+        out.extend(answer.instance_statuses().iter().cloned());
+        token = answer.next_token().map(str::to_owned);
+        if token.is_none() {
+            return (out, calls);
+        }
+    }
+}
+
+fn status_of<'a>(statuses: &'a [aws_sdk_ec2::types::InstanceStatus], id: &str) -> &'a aws_sdk_ec2::types::InstanceStatus {
+    statuses.iter().find(|s| s.instance_id() == Some(id)).unwrap_or_else(|| panic!("no status of {id}"))
+}
+
+fn summary(s: Option<&aws_sdk_ec2::types::InstanceStatusSummary>) -> &str {
+    s.and_then(|s| s.status()).map(|s| s.as_str()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn instance_status_lists_impaired_checks_and_scheduled_events_of_every_instance_page_by_page() {
+    let ep = aws();
+    let client = ec2(ep, "eu-west-2");
+    let ids = small_instances(&client, "eu-west-2a", 7).await;
+    let impair = |body: serde_json::Value| admin(ep, "POST", "out-of-band", Some(body));
+    impair(serde_json::json!({"action": "impair", "id": ids[0], "check": "system", "since": "2026-12-01T10:02:00Z"}));
+    impair(serde_json::json!({"action": "impair", "id": ids[1], "event": "instance-retirement", "not_before": "2026-12-05T00:00:00Z"}));
+    impair(serde_json::json!({"action": "impair", "id": ids[2], "check": "instance"}));
+    client.terminate_instances().instance_ids(&ids[6]).send().await.unwrap();
+
+    // All seven (the terminated one too) in pages of 5: two calls, whatever asks about which instance.
+    let (statuses, calls) = all_statuses(&client, 5).await;
+    assert_eq!((statuses.len(), calls), (7, 2));
+    let system = status_of(&statuses, &ids[0]).system_status().unwrap();
+    assert_eq!(summary(Some(system)), "impaired");
+    let detail = &system.details()[0];
+    assert_eq!(detail.status().map(|s| s.as_str()), Some("failed"));
+    assert_eq!(
+        detail.impaired_since().map(|t| t.secs()),
+        Some(
+            aws_sdk_ec2::primitives::DateTime::from_str("2026-12-01T10:02:00Z", aws_sdk_ec2::primitives::DateTimeFormat::DateTime)
+                .unwrap()
+                .secs()
+        )
+    );
+    assert_eq!(summary(status_of(&statuses, &ids[0]).instance_status()), "ok");
+    let events = status_of(&statuses, &ids[1]).events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].code().map(|c| c.as_str()), Some("instance-retirement"));
+    assert!(events[0].instance_event_id().is_some_and(|e| e.starts_with("instance-event-")));
+    assert!(!events[0].description().unwrap().starts_with("[Completed]"));
+    assert_eq!(summary(status_of(&statuses, &ids[2]).instance_status()), "impaired");
+    let gone = status_of(&statuses, &ids[6]);
+    assert_eq!(gone.instance_state().and_then(|s| s.name()).map(|s| s.as_str()), Some("terminated"));
+    assert_eq!(summary(gone.system_status()), "not-applicable");
+
+    // Without IncludeAllInstances only running instances; a filter on the check.
+    let running = client.describe_instance_status().send().await.unwrap();
+    assert_eq!(running.instance_statuses().len(), 6);
+    let filtered = client
+        .describe_instance_status()
+        .filters(Filter::builder().name("system-status.status").values("impaired").build())
+        .send()
+        .await
+        .unwrap();
+    let impaired: Vec<&str> = filtered.instance_statuses().iter().filter_map(|s| s.instance_id()).collect();
+    assert_eq!(impaired, [ids[0].as_str()]);
+
+    // EC2's own refusals: a page size beside instance ids, a page size out of range, an unknown id.
+    let both = client.describe_instance_status().instance_ids(&ids[0]).max_results(5).send().await.unwrap_err();
+    assert_eq!(code(&both), "InvalidParameterCombination");
+    let small = client.describe_instance_status().max_results(2).send().await.unwrap_err();
+    assert_eq!(code(&small), "InvalidParameterValue");
+    let unknown = client.describe_instance_status().instance_ids("i-0123456789abcdef0").send().await.unwrap_err();
+    assert_eq!(code(&unknown), "InvalidInstanceID.NotFound");
+
+    // A reboot clears an impaired instance check, not the host's system check; heal clears both and
+    // completes the events.
+    client.reboot_instances().instance_ids(&ids[2]).instance_ids(&ids[0]).send().await.unwrap();
+    let (statuses, _) = all_statuses(&client, 1000).await;
+    assert_eq!(summary(status_of(&statuses, &ids[2]).instance_status()), "ok");
+    assert_eq!(summary(status_of(&statuses, &ids[0]).system_status()), "impaired");
+    impair(serde_json::json!({"action": "heal", "id": ids[0]}));
+    impair(serde_json::json!({"action": "heal", "id": ids[1]}));
+    let (statuses, _) = all_statuses(&client, 1000).await;
+    assert_eq!(summary(status_of(&statuses, &ids[0]).system_status()), "ok");
+    let events = status_of(&statuses, &ids[1]).events();
+    assert!(events[0].description().unwrap().starts_with("[Completed]"), "{events:?}");
+
+    // An impair the emulator cannot make sense of is the admin API's 400; an unknown id its 404.
+    let (status, body) = hpc_emulators::harness::admin_raw(
+        ep,
+        "POST",
+        "out-of-band",
+        Some(serde_json::json!({"action": "impair", "id": ids[3], "check": "disk"})),
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = hpc_emulators::harness::admin_raw(
+        ep,
+        "POST",
+        "out-of-band",
+        Some(serde_json::json!({"action": "impair", "id": "i-0nope", "check": "system"})),
+    );
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_node_publishes_its_selfcheck_verdict_as_a_tag_that_describe_instances_returns() {
+    let ep = aws();
+    let client = ec2(ep, "eu-west-3");
+    let ids = small_instances(&client, "eu-west-3a", 2).await;
+    // What the node's self-check does with its own instance id (CreateTags is EC2's per-instance channel).
+    client
+        .create_tags()
+        .resources(&ids[1])
+        .tags(Tag::builder().key("hpc:selfcheck").value("fail-gpus-7-of-8").build())
+        .send()
+        .await
+        .unwrap();
+    let out = client
+        .describe_instances()
+        .filters(Filter::builder().name("tag:hpc:selfcheck").values("fail-gpus-7-of-8").build())
+        .send()
+        .await
+        .unwrap();
+    let found: Vec<&str> = out.reservations().iter().flat_map(|r| r.instances()).filter_map(|i| i.instance_id()).collect();
+    assert_eq!(found, [ids[1].as_str()]);
+    let tags = out.reservations()[0].instances()[0].tags();
+    assert!(tags.iter().any(|t| t.key() == Some("hpc:selfcheck") && t.value() == Some("fail-gpus-7-of-8")), "{tags:?}");
+}

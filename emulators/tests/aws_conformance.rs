@@ -95,6 +95,14 @@ fn botocore_models_refuse_unknown_parameters_bad_enums_and_wrong_types_as_ec2_an
     let (status, body) = ec2(ep, "Action=DescribeVpcs&Version=2014-01-01");
     assert_eq!((status, ec2_error(&body).0.as_str()), (400, "NoSuchVersion"), "{body}");
 
+    // Day 2's health listing: IncludeAllInstances is a boolean, and the filter list is `Filter.N`.
+    let (status, body) = ec2(ep, "Action=DescribeInstanceStatus&Version=2016-11-15&IncludeAllInstances=yes&MaxResults=1000");
+    assert_eq!((status, ec2_error(&body).0.as_str()), (400, "InvalidParameterValue"), "{body}");
+    let (status, body) = ec2(ep, "Action=DescribeInstanceStatus&Version=2016-11-15&Filters.1.Name=event.code");
+    assert_eq!((status, ec2_error(&body).0.as_str()), (400, "UnknownParameter"), "{body}");
+    let (status, body) = ec2(ep, "Action=DescribeInstanceStatus&Version=2016-11-15&IncludeAllInstances=true&MaxResults=1000");
+    assert_eq!(status, 200, "{body}");
+
     // The right request passes the judge and moto makes the group.
     let (status, body) = ec2(
         ep,

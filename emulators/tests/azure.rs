@@ -296,3 +296,208 @@ async fn a_resource_group_delete_is_followed_through_its_location() {
     assert_eq!(vnet.status, 201);
     assert_eq!(c.wait(&vnet).await["status"], "Succeeded");
 }
+
+/// The VMSS body of a day-2 test: an Ubuntu model with an SSH key and the Application Health extension
+/// (Rich Health States over HTTP), as the provider makes it.
+fn day2_body(capacity: u64, image_version: &str) -> Value {
+    let mut b = vmss_body(capacity);
+    b["properties"]["upgradePolicy"] = json!({"mode": "Manual"});
+    b["properties"]["virtualMachineProfile"] = json!({
+        "osProfile": {"computerNamePrefix": "train-0-", "adminUsername": "azureuser",
+                      "linuxConfiguration": {"disablePasswordAuthentication": true,
+                          "ssh": {"publicKeys": [{"path": "/home/azureuser/.ssh/authorized_keys", "keyData": "ssh-ed25519 AAAA x"}]}}},
+        "storageProfile": {"imageReference": {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": image_version}},
+        "extensionProfile": {"extensions": [{"name": "hpc-health", "properties": {
+            "publisher": "Microsoft.ManagedServices", "type": "ApplicationHealthLinux", "typeHandlerVersion": "2.0",
+            "autoUpgradeMinorVersion": true, "settings": {"protocol": "http", "port": 8477, "requestPath": "/hpc-selfcheck"}}}]},
+    });
+    b
+}
+
+/// A scale set of `n` VMs with the health extension, made and settled; its id.
+async fn day2_set(c: &Client, rg: &str, n: u64) -> String {
+    assert_eq!(c.call("PUT", &format!("{rg}?{V_GROUP}"), Some(json!({"location": "eastus"})), true).await.status, 201);
+    let vmss = format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/train-0");
+    let created = c.call("PUT", &format!("{vmss}?{V}"), Some(day2_body(n, "1.0.0")), true).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(c.wait(&created).await["status"], "Succeeded");
+    vmss
+}
+
+fn out_of_band(running: &azure::Running, change: Value) -> (u16, Value) {
+    let emu = running.emulator.clone();
+    emu.admin.handle("POST", "out-of-band", change.to_string().as_bytes(), emu.as_ref())
+}
+
+/// The VMs of a scale set with their instance views, in instance-id order, in one call.
+async fn instance_views(c: &Client, vmss: &str) -> Vec<Value> {
+    let listed = c.call("GET", &format!("{vmss}/virtualMachines?$expand=instanceView&{V}"), None, true).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let mut vms = listed.body["value"].as_array().cloned().unwrap_or_default();
+    vms.sort_by_key(|v| v["instanceId"].as_str().and_then(|i| i.parse::<u64>().ok()));
+    vms
+}
+
+fn health_code(vm: &Value) -> &str {
+    vm["properties"]["instanceView"]["vmHealth"]["status"]["code"].as_str().unwrap_or_default()
+}
+
+fn codes(vm: &Value) -> Vec<String> {
+    let statuses = vm["properties"]["instanceView"]["statuses"].as_array().cloned().unwrap_or_default();
+    statuses.iter().filter_map(|s| s["code"].as_str().map(str::to_owned)).collect()
+}
+
+async fn settled(c: &Client, vmss: &str) -> Vec<Value> {
+    loop {
+        let vms = instance_views(c, vmss).await;
+        if vms.iter().all(|v| v["properties"]["provisioningState"] == "Succeeded" && codes(v).iter().any(|c| c != "PowerState/starting")) {
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            return instance_views(c, vmss).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Health for many VMs in one call: a VM list with `$expand=instanceView` carries each VM's power and
+/// provisioning states, its Application Health extension's state (`vmHealth`) with the self-check's
+/// verdict in the extension's CustomMetrics substatus, and a scheduled maintenance; without the expand
+/// there is no instance view. `impair` and `heal` set and clear what the cloud reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_views_report_health_and_the_self_checks_verdict_in_one_list() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let vmss = day2_set(&c, &format!("{SUB}/resourceGroups/health-rg"), 6).await;
+    let vm = |i: u32| format!("{vmss}/virtualMachines/{i}");
+    let plain = c.call("GET", &format!("{vmss}/virtualMachines?{V}"), None, true).await;
+    assert!(plain.body["value"].as_array().unwrap().iter().all(|v| v["properties"].get("instanceView").is_none()));
+    let vms = settled(&c, &vmss).await;
+    assert_eq!(vms.len(), 6);
+    assert!(vms.iter().all(|v| health_code(v) == "HealthState/initializing" && v["properties"]["latestModelApplied"] == true), "{vms:?}");
+
+    // The node's self-check answers the extension's probe (Rich Health States), verdict in customMetrics.
+    let probe = |i: u32, state: &str, verdict: &str| {
+        json!({"action": "probe", "id": vm(i), "response": {"ApplicationHealthState": state,
+               "customMetrics": json!({"hpcSelfcheck": verdict}).to_string()}})
+    };
+    assert_eq!(out_of_band(&running, probe(0, "Healthy", "ok")).0, 200);
+    assert_eq!(out_of_band(&running, probe(1, "Unhealthy", "fail-gpus-7-of-8")).0, 200);
+    assert_eq!(out_of_band(&running, json!({"action": "impair", "id": vm(2), "health": "unhealthy"})).0, 200);
+    assert_eq!(out_of_band(&running, json!({"action": "impair", "id": vm(3), "health": "stopped"})).0, 200);
+    assert_eq!(out_of_band(&running, json!({"action": "impair", "id": vm(4), "health": "failed"})).0, 200);
+    let window = json!({"start": "2026-12-05T00:00:00Z", "end": "2026-12-05T04:00:00Z"});
+    assert_eq!(out_of_band(&running, json!({"action": "impair", "id": vm(5), "maintenance": window})).0, 200);
+    let (status, refused) = out_of_band(&running, json!({"action": "impair", "id": vm(5), "health": "melted"}));
+    assert_eq!(status, 404, "{refused}");
+
+    let emu = running.emulator.clone();
+    emu.admin.handle("DELETE", "counters", b"", emu.as_ref());
+    let vms = instance_views(&c, &vmss).await;
+    let (_, counters) = emu.admin.handle("GET", "counters", b"", emu.as_ref());
+    assert_eq!(counters["counters"]["arm:virtualMachines.list"], 1, "{counters}");
+    assert_eq!(health_code(&vms[0]), "HealthState/healthy");
+    let metrics = |v: &Value| {
+        v["properties"]["instanceView"]["extensions"][0]["substatuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["code"] == "ComponentStatus/CustomMetrics/succeeded")
+            .map(|s| serde_json::from_str::<Value>(s["message"].as_str().unwrap()).unwrap()["hpcSelfcheck"].clone())
+    };
+    assert_eq!(metrics(&vms[0]), Some(json!("ok")));
+    assert_eq!((health_code(&vms[1]), metrics(&vms[1])), ("HealthState/unhealthy", Some(json!("fail-gpus-7-of-8"))));
+    assert_eq!(health_code(&vms[2]), "HealthState/unhealthy");
+    assert!(vms[2]["properties"]["instanceView"]["vmHealth"]["status"]["time"].is_string());
+    assert!(codes(&vms[3]).contains(&"PowerState/stopped".to_owned()), "{:?}", codes(&vms[3]));
+    let failed = &vms[4]["properties"]["instanceView"]["statuses"][0];
+    assert_eq!(
+        (failed["code"].as_str(), failed["level"].as_str()),
+        (Some("ProvisioningState/failed/InternalOperationError"), Some("Error"))
+    );
+    assert!(failed["time"].is_string());
+    assert_eq!(vms[5]["properties"]["instanceView"]["maintenanceRedeployStatus"]["maintenanceWindowStartTime"], "2026-12-05T00:00:00Z");
+
+    // Heal clears what the cloud reported; the node's own answer stays its own.
+    for i in 2..6 {
+        assert_eq!(out_of_band(&running, json!({"action": "heal", "id": vm(i)})).0, 200);
+    }
+    let vms = instance_views(&c, &vmss).await;
+    assert!(vms[2..].iter().all(|v| codes(v) == ["ProvisioningState/succeeded", "PowerState/running"]), "{vms:?}");
+    assert!(vms[5]["properties"]["instanceView"].get("maintenanceRedeployStatus").is_none());
+    assert_eq!(health_code(&vms[1]), "HealthState/unhealthy");
+}
+
+/// The scale set actions the provider remakes and reboots nodes with: long-running (202, Location and
+/// Retry-After as their specs declare), on the named instance ids only. A new model leaves every VM off
+/// it (`latestModelApplied` false) until `manualupgrade`; `reimage` boots on the same host (the node's
+/// self-check answers as before), `redeploy` on a new one (a scheduled maintenance ends, no answer yet);
+/// `restart` refuses a stopped VM, which `start` boots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_set_actions_touch_only_the_named_vms() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let vmss = day2_set(&c, &format!("{SUB}/resourceGroups/actions-rg"), 4).await;
+    let vm = |i: u32| format!("{vmss}/virtualMachines/{i}");
+    for i in 0..4 {
+        let answer = json!({"ApplicationHealthState": "Healthy", "customMetrics": r#"{"hpcSelfcheck": "ok"}"#});
+        assert_eq!(out_of_band(&running, json!({"action": "probe", "id": vm(i), "response": answer})).0, 200);
+    }
+    settled(&c, &vmss).await;
+
+    // A new image in the model: no VM runs it yet.
+    let updated = c.call("PUT", &format!("{vmss}?{V}"), Some(day2_body(4, "2.0.0")), true).await;
+    assert_eq!(updated.status, 200);
+    c.settle(&format!("{vmss}?{V}")).await;
+    let vms = instance_views(&c, &vmss).await;
+    assert!(vms.iter().all(|v| v["properties"]["latestModelApplied"] == false), "{vms:?}");
+
+    let action = |name: &str, ids: &[&str]| {
+        let url = format!("{vmss}/{name}?{V}");
+        let body = json!({"instanceIds": ids});
+        let c = &c;
+        async move { c.call("POST", &url, Some(body), true).await }
+    };
+    for name in ["manualupgrade", "reimage"] {
+        let started = action(name, &["0", "1"]).await;
+        assert_eq!(started.status, 202, "{name}: {}", started.body);
+        assert!(started.header("location").is_some() && started.header("retry-after").is_some());
+        assert!(started.header("azure-asyncoperation").is_none(), "{name} declares a Location only");
+        assert_eq!(c.wait(&started).await["status"], "Succeeded");
+    }
+    let vms = settled(&c, &vmss).await;
+    let latest: Vec<bool> = vms.iter().map(|v| v["properties"]["latestModelApplied"] == true).collect();
+    assert_eq!(latest, [true, true, false, false]);
+    assert!(vms.iter().all(|v| health_code(v) == "HealthState/healthy"), "reimaged on the same host, the self-check answers as before");
+    let snapshot = |r: &azure::Running| {
+        let emu = r.emulator.clone();
+        emu.admin.handle("GET", "snapshot", b"", emu.as_ref()).1["vm_actions"].clone()
+    };
+    let actions = snapshot(&running);
+    assert_eq!(actions[vm(0).to_lowercase()], json!({"manualupgrade": 1, "reimage": 1}));
+    assert!(actions.get(vm(2).to_lowercase()).is_none(), "{actions}");
+
+    // Redeploy: a new host; the maintenance scheduled on the old one ends, the self-check has not answered.
+    out_of_band(&running, json!({"action": "impair", "id": vm(2), "maintenance": "2026-12-05T00:00:00Z"}));
+    let moved = action("redeploy", &["2"]).await;
+    assert_eq!(moved.status, 202);
+    c.wait(&moved).await;
+    let vms = settled(&c, &vmss).await;
+    assert!(vms[2]["properties"]["instanceView"].get("maintenanceRedeployStatus").is_none());
+    assert_eq!(health_code(&vms[2]), "HealthState/initializing");
+
+    // Restart: not a stopped VM (start boots it); an instance id the set does not have is refused.
+    out_of_band(&running, json!({"action": "impair", "id": vm(3), "health": "stopped"}));
+    let refused = action("restart", &["3"]).await;
+    assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (409, Some("OperationNotAllowed")), "{}", refused.body);
+    let started = action("start", &["3"]).await;
+    c.wait(&started).await;
+    let restarted = action("restart", &["1"]).await;
+    assert_eq!(restarted.status, 202);
+    c.wait(&restarted).await;
+    let vms = settled(&c, &vmss).await;
+    assert!(codes(&vms[3]).contains(&"PowerState/running".to_owned()));
+    let missing = action("reimage", &["9"]).await;
+    assert_eq!((missing.status, missing.body["error"]["code"].as_str()), (400, Some("InvalidParameter")));
+    let actions = snapshot(&running);
+    assert_eq!(actions[vm(1).to_lowercase()], json!({"manualupgrade": 1, "reimage": 1, "restart": 1}));
+    assert_eq!(actions[vm(3).to_lowercase()], json!({"start": 1}));
+}

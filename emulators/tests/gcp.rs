@@ -557,3 +557,144 @@ async fn gpu_topology_policies_are_compact_and_checked_as_compute_engine_checks_
     let (status, out) = raw(ep, "DELETE", &format!("{v1}/gb-nvl1"), None);
     assert_eq!(status, 200, "{out}");
 }
+
+/// Day 2: what Compute Engine says of a node's health (`status`, `resourceStatus.upcomingMaintenance`,
+/// set out of band with `impair`), read for every node with one list; the node's own verdict in a label it
+/// sets with setLabels (fingerprints as optimistic locking); restarts by reset, start and resume.
+#[tokio::test]
+async fn node_health_labels_and_restarts_through_the_compute_api() {
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let instances = client!(Instances, &emu.endpoint);
+    instances.bulk_insert().set_project(P).set_zone(ZONE).set_body(a3_mega("d2-#", 4, None)).poller().until_done().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let path = |n: &str| format!("projects/{P}/zones/{ZONE}/instances/{n}");
+    let impaired = admin(&emu.emulator, "POST", "out-of-band", json!({"action": "impair", "id": path("d2-1"), "status": "TERMINATED"}));
+    assert_eq!(impaired["instance"]["status"], "TERMINATED", "{impaired}");
+    let maintenance = json!({"type": "SCHEDULED", "windowStartTime": "2026-12-05T00:00:00Z", "windowEndTime": "2026-12-05T04:00:00Z"});
+    admin(&emu.emulator, "POST", "out-of-band", json!({"action": "impair", "id": path("d2-2"), "maintenance": maintenance}));
+    // Refused: a status or maintenance type Compute Engine v1 does not have, a key its model lacks, nothing.
+    for bad in [
+        json!({"action": "impair", "id": path("d2-3"), "status": "BROKEN"}),
+        json!({"action": "impair", "id": path("d2-3"), "maintenance": {"type": "SOMETIME"}}),
+        json!({"action": "impair", "id": path("d2-3"), "maintenance": {"kind": "SCHEDULED"}}),
+        json!({"action": "impair", "id": path("d2-3")}),
+        json!({"action": "impair", "id": path("nope"), "status": "TERMINATED"}),
+    ] {
+        let (status, out) = emu.emulator.admin.handle("POST", "out-of-band", bad.to_string().as_bytes(), emu.emulator.as_ref());
+        assert_eq!(status, 404, "{bad}: {out}");
+    }
+
+    // One list answers every node's health, whatever the count.
+    admin(&emu.emulator, "DELETE", "counters", json!({}));
+    let listed = instances.list().set_project(P).set_zone(ZONE).set_filter(r#"labels.hpc_cluster = "train""#).send().await.unwrap();
+    assert_eq!(admin(&emu.emulator, "GET", "counters", json!({}))["counters"], json!({"compute:instances.list": 1}));
+    let by_name = |n: &str| listed.items.iter().find(|i| i.name.as_deref() == Some(n)).unwrap().clone();
+    assert_eq!(by_name("d2-1").status, Some(model::instance::Status::Terminated));
+    assert_eq!(by_name("d2-4").status, Some(model::instance::Status::Running));
+    let upcoming = by_name("d2-2").resource_status.and_then(|r| r.upcoming_maintenance).expect("upcoming maintenance");
+    assert_eq!(upcoming.r#type, Some(model::upcoming_maintenance::Type::Scheduled));
+    assert_eq!(upcoming.maintenance_status, Some(model::upcoming_maintenance::MaintenanceStatus::Pending));
+    assert_eq!(upcoming.window_start_time.as_deref(), Some("2026-12-05T00:00:00Z"));
+    assert!(by_name("d2-4").resource_status.and_then(|r| r.upcoming_maintenance).is_none());
+
+    // The node publishes its verdict: read its labels and their fingerprint, set them with one more.
+    let node = instances.get().set_project(P).set_zone(ZONE).set_instance("d2-3").send().await.unwrap();
+    let fingerprint = node.label_fingerprint.clone().unwrap();
+    let mut labels = node.labels.clone();
+    labels.insert("hpc-selfcheck".into(), "fail-gpus-7-of-8".into());
+    let request = model::InstancesSetLabelsRequest::new().set_labels(labels.clone());
+    let set =
+        |r: model::InstancesSetLabelsRequest| instances.set_labels().set_project(P).set_zone(ZONE).set_instance("d2-3").set_body(r).send();
+    // No fingerprint, or one that is not the labels' own: 412 conditionNotMet, and nothing changes.
+    for wrong in [request.clone(), request.clone().set_label_fingerprint("c3RhbGUtZnA=")] {
+        let refused = set(wrong).await.unwrap_err();
+        assert_eq!(refused.http_status_code(), Some(412), "{refused:?}");
+        assert!(format!("{refused:?}").contains("conditionNotMet"), "{refused:?}");
+    }
+    // A label Compute Engine does not take.
+    let mut bad = labels.clone();
+    bad.insert("Self Check".into(), "ok".into());
+    let invalid =
+        set(model::InstancesSetLabelsRequest::new().set_labels(bad).set_label_fingerprint(fingerprint.clone())).await.unwrap_err();
+    assert_eq!(invalid.http_status_code(), Some(400), "{invalid:?}");
+    instances
+        .set_labels()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_instance("d2-3")
+        .set_body(request.clone().set_label_fingerprint(fingerprint.clone()))
+        .poller()
+        .until_done()
+        .await
+        .unwrap();
+    let node = instances.get().set_project(P).set_zone(ZONE).set_instance("d2-3").send().await.unwrap();
+    assert_eq!(node.labels.get("hpc-selfcheck").map(String::as_str), Some("fail-gpus-7-of-8"));
+    assert_eq!(node.labels.get("hpc_cluster").map(String::as_str), Some("train"));
+    assert_ne!(node.label_fingerprint.as_ref(), Some(&fingerprint), "the fingerprint follows the labels");
+    // The old fingerprint is stale now.
+    assert_eq!(set(request.set_label_fingerprint(fingerprint)).await.unwrap_err().http_status_code(), Some(412));
+
+    // Metadata the same way: setMetadata with the metadata's own fingerprint, which changes with it.
+    let node = instances.get().set_project(P).set_zone(ZONE).set_instance("d2-3").send().await.unwrap();
+    let metadata = node.metadata.clone().expect("every instance has metadata, if only its fingerprint");
+    let before = metadata.fingerprint.clone().expect("a metadata fingerprint");
+    let item = |k: &str, v: &str| model::metadata::Items::new().set_key(k).set_value(v);
+    let items = vec![item("hpc-day2", r#"{"repair":"reboot"}"#)];
+    let set_metadata = |m: model::Metadata| instances.set_metadata().set_project(P).set_zone(ZONE).set_instance("d2-3").set_body(m).send();
+    let stale = set_metadata(model::Metadata::new().set_items(items.clone())).await.unwrap_err();
+    assert_eq!(stale.http_status_code(), Some(412), "{stale:?}");
+    let bad_key =
+        set_metadata(model::Metadata::new().set_items(vec![item("no spaces", "x")]).set_fingerprint(before.clone())).await.unwrap_err();
+    assert_eq!(bad_key.http_status_code(), Some(400), "{bad_key:?}");
+    instances
+        .set_metadata()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_instance("d2-3")
+        .set_body(model::Metadata::new().set_items(items).set_fingerprint(before.clone()))
+        .poller()
+        .until_done()
+        .await
+        .unwrap();
+    let node = instances.get().set_project(P).set_zone(ZONE).set_instance("d2-3").send().await.unwrap();
+    let metadata = node.metadata.unwrap();
+    assert_eq!(
+        metadata.items.iter().map(|m| (m.key.clone().unwrap(), m.value.clone().unwrap())).collect::<Vec<_>>(),
+        [("hpc-day2".to_owned(), r#"{"repair":"reboot"}"#.to_owned())]
+    );
+    assert_ne!(metadata.fingerprint, Some(before));
+
+    // Restarts: reset takes a running node only, start a stopped one, resume a suspended one.
+    let not_ready = instances.reset().set_project(P).set_zone(ZONE).set_instance("d2-1").send().await.unwrap_err();
+    assert_eq!(not_ready.http_status_code(), Some(400));
+    assert!(format!("{not_ready:?}").contains("resourceNotReady"), "{not_ready:?}");
+    let op = instances.reset().set_project(P).set_zone(ZONE).set_instance("d2-4").poller().until_done().await.unwrap();
+    assert_eq!((op.operation_type.as_deref(), op.error.is_none()), (Some("reset"), true), "{op:?}");
+    instances.start().set_project(P).set_zone(ZONE).set_instance("d2-1").poller().until_done().await.unwrap();
+    let started = instances.get().set_project(P).set_zone(ZONE).set_instance("d2-1").send().await.unwrap();
+    assert!(matches!(started.status, Some(model::instance::Status::Staging | model::instance::Status::Running)), "{:?}", started.status);
+    admin(&emu.emulator, "POST", "out-of-band", json!({"action": "impair", "id": path("d2-3"), "status": "SUSPENDED"}));
+    let cannot = instances.reset().set_project(P).set_zone(ZONE).set_instance("d2-3").send().await.unwrap_err();
+    assert_eq!(cannot.http_status_code(), Some(400));
+    instances.resume().set_project(P).set_zone(ZONE).set_instance("d2-3").poller().until_done().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    for n in ["d2-4", "d2-1", "d2-3"] {
+        let i = instances.get().set_project(P).set_zone(ZONE).set_instance(n).send().await.unwrap();
+        assert_eq!(i.status, Some(model::instance::Status::Running), "{n}");
+    }
+    let counters = admin(&emu.emulator, "GET", "counters", json!({}))["counters"].clone();
+    assert_eq!(
+        (counters["compute:instances.reset"].as_u64(), counters["compute:instances.resume"].as_u64()),
+        (Some(3), Some(1)),
+        "{counters}"
+    );
+
+    // Heal: the maintenance is gone (a maintenance survives a reset, as on Compute Engine).
+    instances.reset().set_project(P).set_zone(ZONE).set_instance("d2-2").poller().until_done().await.unwrap();
+    let still = instances.get().set_project(P).set_zone(ZONE).set_instance("d2-2").send().await.unwrap();
+    assert!(still.resource_status.and_then(|r| r.upcoming_maintenance).is_some());
+    admin(&emu.emulator, "POST", "out-of-band", json!({"action": "heal", "id": path("d2-2")}));
+    let healed = instances.get().set_project(P).set_zone(ZONE).set_instance("d2-2").send().await.unwrap();
+    assert!(healed.resource_status.and_then(|r| r.upcoming_maintenance).is_none());
+    assert_eq!(healed.status, Some(model::instance::Status::Running));
+}

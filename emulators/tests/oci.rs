@@ -5,7 +5,8 @@
 //! `opc-next-page`, 409 `Conflict` for deletes with dependants, `opc-retry-token` replays, work requests
 //! and their errors; faults (429 without Retry-After, "Out of host capacity") and out-of-band changes; GPU
 //! memory fabrics (seeded, listed, never made or deleted) and GPU memory clusters (launch, resize, delete,
-//! and each refusal).
+//! and each refusal); day 2: power actions and their states, health set out of band and read in one list,
+//! a node's self-check verdict in its own tags, pool instances detached and pools given a new configuration.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -1545,4 +1546,236 @@ fn capacity_on_a_gpu_memory_cluster_fails_its_work_request_and_launches_nothing(
     let (status, retry) = api.post("/20160918/computeGpuMemoryClusters", Api::gmc_body(&rack, &fabric, 18, "nvl-nvl0"));
     assert_eq!(status, 200, "{retry}");
     assert_eq!(api.live_gmc_instances(&id_of(&retry)), 18);
+}
+
+// ------------------------------------------------ day 2: power actions, health, self-check tags, pool detach
+
+impl Api {
+    /// A RUNNING instance of its own (launched and settled): its id.
+    fn running_instance(&self, subnet: &str, name: &str) -> String {
+        let id = id_of(&self.created("/20160918/instances", Api::launch_body(subnet, name)));
+        settle(2);
+        id
+    }
+
+    /// InstanceAction: `POST /instances/{id}?action=...`, no body (as the SDK sends it without details).
+    fn instance_action(&self, id: &str, action: &str) -> (u16, Value) {
+        call(self.addr, &self.signer, "POST", &format!("/20160918/instances/{id}?action={action}"), None, false)
+    }
+
+    fn state(&self, id: &str) -> String {
+        self.get(&format!("/20160918/instances/{id}")).1["lifecycleState"].as_str().unwrap_or_default().to_owned()
+    }
+
+    /// The lifecycle states an instance goes through, watched every 50 ms until `until` (at most 3 s).
+    fn watch(&self, id: &str, until: &str) -> Vec<String> {
+        let mut states: Vec<String> = Vec::new();
+        for _ in 0..60 {
+            let state = self.state(id);
+            if states.last() != Some(&state) {
+                states.push(state.clone());
+            }
+            if state == until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        states
+    }
+}
+
+#[test]
+fn instance_actions_reset_stop_and_start_as_the_sdk_documents_them() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let id = api.running_instance(&subnet, "train-0");
+    // The action is required and one of the SDK's allowed values.
+    let (status, err) = call(api.addr, &api.signer, "POST", &format!("/20160918/instances/{id}"), None, false);
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")), "{err}");
+    let (status, err) = api.instance_action(&id, "REBOOT");
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("SOFTRESET"), "{err}");
+
+    // RESET: answered with the Instance, powered off and on again.
+    let (status, reset) = api.instance_action(&id, "RESET");
+    assert_eq!(status, 200, "{reset}");
+    assert_eq!(foreign(&reset, INSTANCE_FIELDS), Vec::<String>::new(), "{reset}");
+    assert_eq!(reset["lifecycleState"], "STOPPING");
+    let (status, err) = api.instance_action(&id, "RESET");
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "no second reset while it restarts: {err}");
+    assert_eq!(api.watch(&id, "RUNNING"), ["STOPPING", "STARTING", "RUNNING"]);
+
+    // STOP, then a reset of a stopped instance is refused and START brings it back.
+    assert_eq!(api.instance_action(&id, "STOP").0, 200);
+    assert_eq!(api.watch(&id, "STOPPED"), ["STOPPING", "STOPPED"]);
+    assert_eq!(api.instance_action(&id, "STOP").0, 200, "stopping a stopped instance changes nothing");
+    let (status, err) = api.instance_action(&id, "RESET");
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "{err}");
+    let (status, started) = api.instance_action(&id, "START");
+    assert_eq!((status, started["lifecycleState"].as_str()), (200, Some("STARTING")), "{started}");
+    assert_eq!(api.watch(&id, "RUNNING"), ["STARTING", "RUNNING"]);
+    assert_eq!(api.instance_action(&id, "START").0, 200, "starting a running instance changes nothing");
+
+    // A terminated instance takes no action; an unknown one is OCI's 404.
+    api.admin("POST", "out-of-band", Some(json!({"action": "terminate_instance", "id": id})));
+    assert_eq!(api.instance_action(&id, "RESET").0, 409);
+    assert_eq!(api.instance_action("ocid1.instance.oc1..nope", "RESET").0, 404);
+    let counters = api.admin("GET", "counters", None);
+    assert_eq!(counters["counters"]["core:InstanceAction"], 11, "{counters}");
+}
+
+#[test]
+fn impaired_instances_show_their_state_and_maintenance_in_the_instance_list() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let ids: Vec<String> =
+        (0..4).map(|i| id_of(&api.created("/20160918/instances", Api::launch_body(&subnet, &format!("train-{i}"))))).collect();
+    settle(2);
+    let due = "2026-12-05T00:00:00.000Z";
+    api.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": ids[1], "state": "STOPPED"})));
+    api.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": ids[2], "maintenance_reboot_due": due})));
+    // Refusals: nothing to impair with, a state that is not one, a time that is not RFC 3339, an unknown id.
+    for bad in [
+        json!({"action": "impair", "id": ids[0]}),
+        json!({"action": "impair", "id": ids[0], "state": "BROKEN"}),
+        json!({"action": "impair", "id": ids[0], "state": "TERMINATED"}),
+        json!({"action": "impair", "id": ids[0], "maintenance_reboot_due": "next tuesday"}),
+        json!({"action": "impair", "id": "ocid1.instance.oc1..nope", "state": "STOPPED"}),
+    ] {
+        let (status, out) = harness::admin_raw(&api.endpoint, "POST", "out-of-band", Some(bad.clone()));
+        assert_eq!(status, 404, "{bad}: {out}");
+    }
+    // One ListInstances tells all four: states and the maintenance reboot, as the Instance model has them.
+    api.admin("DELETE", "counters", None);
+    let (status, listed) =
+        api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}&availabilityDomain={}", AD.replace(':', "%3A")));
+    assert_eq!(status, 200, "{listed}");
+    let listed = listed.as_array().unwrap();
+    for i in listed {
+        assert_eq!(foreign(i, INSTANCE_FIELDS), Vec::<String>::new(), "{i}");
+    }
+    let by_id = |id: &str| listed.iter().find(|i| i["id"] == id).unwrap().clone();
+    assert_eq!(by_id(&ids[0])["lifecycleState"], "RUNNING");
+    assert!(by_id(&ids[0]).get("timeMaintenanceRebootDue").is_none());
+    assert_eq!(by_id(&ids[1])["lifecycleState"], "STOPPED");
+    assert_eq!(
+        (by_id(&ids[2])["lifecycleState"].as_str(), by_id(&ids[2])["timeMaintenanceRebootDue"].as_str()),
+        (Some("RUNNING"), Some(due))
+    );
+    assert_eq!(api.admin("GET", "counters", None)["counters"], json!({"core:ListInstances": 1}));
+
+    // A reset powers it off: the maintenance reboot is cleared (the field's description), as a heal clears both.
+    assert_eq!(api.instance_action(&ids[2], "RESET").0, 200);
+    assert!(api.get(&format!("/20160918/instances/{}", ids[2])).1.get("timeMaintenanceRebootDue").is_none());
+    api.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": ids[3], "maintenance_reboot_due": due, "state": "STOPPED"})));
+    for id in [&ids[1], &ids[3]] {
+        api.admin("POST", "out-of-band", Some(json!({"action": "heal", "id": id})));
+        let (_, healed) = api.get(&format!("/20160918/instances/{id}"));
+        assert_eq!(healed["lifecycleState"], "RUNNING", "{healed}");
+        assert!(healed.get("timeMaintenanceRebootDue").is_none(), "{healed}");
+    }
+}
+
+#[test]
+fn a_node_publishes_its_selfcheck_verdict_in_its_own_freeform_tags() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let id = api.running_instance(&subnet, "train-0");
+    let path = format!("/20160918/instances/{id}");
+    // UpdateInstance replaces the whole map: the node reads its tags and adds its verdict.
+    let (_, me) = api.get(&path);
+    let mut tags = me["freeformTags"].clone();
+    tags["hpc:selfcheck"] = json!("fail-gpus-7-of-8");
+    let (status, updated, _) = api.put(&path, json!({"freeformTags": tags}));
+    assert_eq!(status, 200, "{updated}");
+    let (_, listed) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}"));
+    assert_eq!(listed[0]["freeformTags"], json!({"hpc:cluster": "train", "hpc:selfcheck": "fail-gpus-7-of-8"}));
+    // A tag value must be a string (UpdateInstanceDetails.freeformTags is a map of strings): the judge refuses
+    // a number, when the definitions are given.
+    if judged() {
+        let (status, err) = api.probe("PUT", &path, json!({"freeformTags": {"hpc:selfcheck": 7}}));
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{err}");
+    }
+}
+
+#[test]
+fn a_cluster_networks_pool_instance_is_detached_terminated_or_replaced() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let config = api.instance_configuration();
+    let network = api.cluster_network(&config, &subnet, 3);
+    let id = id_of(&network);
+    let pool = network["instancePools"][0]["id"].as_str().unwrap().to_owned();
+    let detach = format!("/20160918/instancePools/{pool}/actions/detachInstance");
+    let nodes = api.network_instances(&id);
+    let node = |i: usize| nodes[i]["id"].as_str().unwrap().to_owned();
+    // Not while the cluster network is still provisioning.
+    let (status, err) = api.post(&detach, json!({"instanceId": node(0), "isDecrementSize": true, "isAutoTerminate": true}));
+    assert_eq!((status, err["code"].as_str()), (409, Some("IncorrectState")), "{err}");
+    settle(2);
+
+    // Auto-terminate, pool one smaller: 202 with a work request and no body.
+    let (status, body, head) = api.post_head(&detach, json!({"instanceId": node(0), "isDecrementSize": true, "isAutoTerminate": true}));
+    assert_eq!((status, &body), (202, &Value::Null), "{head}");
+    assert_eq!(api.state(&node(0)), "TERMINATING");
+    let (_, cn) = api.get(&format!("/20160918/clusterNetworks/{id}"));
+    assert_eq!(cn["instancePools"][0]["size"], 2, "{cn}");
+    let left: Vec<String> = api.network_instances(&id).iter().map(id_of).collect();
+    assert_eq!(left, [node(1), node(2)], "a detached instance is no longer the network's");
+    settle(1);
+    assert_eq!(api.work_request_status(&head), "SUCCEEDED");
+    assert_eq!(api.state(&node(0)), "TERMINATED");
+
+    // Kept and replaced (the defaults' opposite): it runs on outside the pool, and the pool launches another.
+    let (status, _) = api.post(&detach, json!({"instanceId": node(1), "isDecrementSize": false}));
+    assert_eq!(status, 202);
+    assert_eq!(api.state(&node(1)), "RUNNING");
+    let now = api.network_instances(&id);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(now.iter().any(|n| n["state"] == "Provisioning" && n["instanceConfigurationId"] == config.as_str()), "{now:?}");
+    assert_eq!(api.get(&format!("/20160918/clusterNetworks/{id}")).1["instancePools"][0]["size"], 2);
+
+    // An instance not in the pool, an unknown pool, a body without instanceId.
+    let (status, err) = api.post(&detach, json!({"instanceId": node(1)}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{err}");
+    let (status, _) =
+        api.post("/20160918/instancePools/ocid1.instancepool.oc1..nope/actions/detachInstance", json!({"instanceId": node(2)}));
+    assert_eq!(status, 404);
+    let (status, err) = api.probe("POST", &detach, json!({"isAutoTerminate": true}));
+    assert_eq!((status, err["code"].as_str()), (400, Some("MissingParameter")), "{err}");
+    if judged() {
+        let (status, err) = api.probe("POST", &detach, json!({"instanceId": node(2), "isAutoTerminate": "yes"}));
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{err}");
+    }
+    let counters = api.admin("GET", "counters", None);
+    assert!(counters["counters"]["core:DetachInstancePoolInstance"].as_u64().is_some_and(|n| n >= 4), "{counters}");
+}
+
+#[test]
+fn a_cluster_networks_pool_launches_from_a_new_instance_configuration() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let old = api.instance_configuration();
+    let new = api.instance_configuration();
+    let network = api.cluster_network(&old, &subnet, 2);
+    let id = id_of(&network);
+    let pool = network["instancePools"][0]["id"].as_str().unwrap().to_owned();
+    let path = format!("/20160918/clusterNetworks/{id}");
+    settle(2);
+    let (status, err, _) = api.put(
+        &path,
+        json!({"instancePools": [{"id": pool, "size": 3, "instanceConfigurationId": "ocid1.instanceconfiguration.oc1..nope"}]}),
+    );
+    assert_eq!(status, 404, "{err}");
+    let (status, grown, _) = api.put(&path, json!({"instancePools": [{"id": pool, "size": 3, "instanceConfigurationId": new}]}));
+    assert_eq!(status, 200, "{grown}");
+    assert_eq!(grown["instancePools"][0]["instanceConfigurationId"], new.as_str());
+    let configs: Vec<String> =
+        api.network_instances(&id).iter().map(|n| n["instanceConfigurationId"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(configs, [old.clone(), old.clone(), new.clone()], "its instances keep theirs; the new one is the new configuration's");
+    // The old configuration is no longer the pool's: it can go.
+    let (status, _, _) = api.delete(&format!("/20160918/instanceConfigurations/{old}"));
+    assert_eq!(status, 204);
+    let (status, err, _) = api.delete(&format!("/20160918/instanceConfigurations/{new}"));
+    assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")), "{err}");
 }

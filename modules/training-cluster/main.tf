@@ -190,6 +190,30 @@ variable "image" {
   default     = null
 }
 
+variable "repair" {
+  description = "What an apply does with an unhealthy node: replace (remade under its own name), reboot, or report (plan only)."
+  type        = string
+  default     = "replace"
+}
+
+variable "max_repairs" {
+  description = "At most this many unhealthy nodes repaired per apply: a count (\"1\") or a share (\"20%\")."
+  type        = string
+  default     = "20%"
+}
+
+variable "update_batch_size" {
+  description = "Nodes remade at a time when the image, user data or SSH key changes: a count (\"2\") or a share (\"25%\")."
+  type        = string
+  default     = "25%"
+}
+
+variable "wait_for_selfcheck" {
+  description = "Wait for each batch of a rolling update to publish a passing boot-time self-check before the next."
+  type        = bool
+  default     = false
+}
+
 variable "tags" {
   description = "Tags (GCP: labels) on every cloud resource, after the provider's default_tags."
   type        = map(string)
@@ -235,7 +259,14 @@ resource "hpc_gpu_cluster" "this" {
   image          = var.image
   user_data      = var.user_data
   ssh_public_key = var.ssh_public_key
+  repair         = var.repair
+  max_repairs    = var.max_repairs
   tags           = var.tags
+
+  update_strategy {
+    batch_size         = var.update_batch_size
+    wait_for_selfcheck = var.wait_for_selfcheck
+  }
 }
 
 resource "hpc_parallel_filesystem" "this" {
@@ -322,6 +353,16 @@ output "hostfile" {
 output "mount_command" {
   description = "Command that mounts the Lustre filesystem on a node; null without a filesystem."
   value       = one(hpc_parallel_filesystem.this[*].mount_command)
+}
+
+output "unhealthy_nodes" {
+  description = "Nodes the last refresh found unhealthy, with the reason (the plan shows the ones the next apply repairs)."
+  value       = hpc_gpu_cluster.this.unhealthy_nodes
+}
+
+output "node_revisions" {
+  description = "The node configuration revision each node runs (after an interrupted rolling update, which nodes are updated)."
+  value       = hpc_gpu_cluster.this.node_revisions
 }
 
 output "nccl_environment" {

@@ -144,6 +144,14 @@ pub trait ClusterBackend: Backend<ClusterSpec> {
     /// owner's nodes refuse the create here, so that not even the network is made).
     async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String>;
 
+    /// Day 2: deletes the named nodes and waits until they are gone, so that the apply which follows makes
+    /// them again under their own names, with the spec's configuration, in their placement group, scale
+    /// set or compute cluster and their reservation. Only nodes the census admits are touched.
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String>;
+
+    /// Day 2: restarts the named nodes in place (`repair = "reboot"`) and waits until they run again.
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String>;
+
     /// A state stored under an older schema version, brought to what this release plans for this cloud
     /// (nothing changes in the cloud).
     fn upgrade(&self, _version: i64, state: Value) -> Value {

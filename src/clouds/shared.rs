@@ -198,6 +198,50 @@ pub struct NodeAddress {
     pub name: String,
     pub id: String,
     pub private_ip: Option<String>,
+    /// The node configuration revision it was made with (its `hpc:revision` tag, `hpc-revision` label on
+    /// Google Cloud); `None` for a node an earlier release made, which runs the state's revision.
+    pub revision: Option<String>,
+    /// Why the cloud holds it unhealthy (a failed status check, a scheduled retirement or maintenance, a
+    /// state other than running), in a sentence with the time the cloud gave; `None` when healthy.
+    pub health: Option<String>,
+    /// The verdict its boot-time self-check published through the cloud (`hpc:selfcheck` tag, `hpc-selfcheck`
+    /// label on Google Cloud): `ok` or `fail-...`; `None` before it reports (or without the self-check).
+    pub selfcheck: Option<String>,
+}
+
+/// The tag (label on Google Cloud) a node's self-check publishes its verdict in.
+pub const SELFCHECK_TAG: &str = "hpc:selfcheck";
+pub const SELFCHECK_LABEL: &str = "hpc-selfcheck";
+/// The tag (label on Google Cloud) that records the node configuration revision a node was made with.
+pub const REVISION_TAG: &str = "hpc:revision";
+pub const REVISION_LABEL: &str = "hpc-revision";
+
+/// Why a self-check verdict makes a node unhealthy, in words: `fail-gpus-7-of-8` is "self-check: 7 of 8
+/// GPUs". The verdict is label-safe (lowercase letters, digits, `-`) so it fits every cloud's channel.
+pub fn selfcheck_reason(verdict: &str) -> Option<String> {
+    let v = verdict.trim();
+    if v.is_empty() || v == "ok" || v == "pending" {
+        return None;
+    }
+    let what = v.strip_prefix("fail-").unwrap_or(v);
+    let parts: Vec<&str> = what.split('-').collect();
+    let words = match parts.as_slice() {
+        ["gpus", n, "of", m] => format!("{n} of {m} GPUs"),
+        ["rdma", n, "of", m] => format!("{n} of {m} RDMA devices"),
+        ["nvlink", n, "of", m] => format!("NVLink fabric completed on {n} of {m} GPUs"),
+        ["nvlink", "domain"] => "GPUs not in one NVLink domain".to_owned(),
+        ["imex"] => "nvidia-imex not active".to_owned(),
+        ["imex", n, "of", m] => format!("IMEX domain has {n} of {m} nodes ready"),
+        ["libfabric", n, "of", m] => format!("libfabric opens {n} of {m} EFA devices"),
+        ["error"] | ["error", ..] => "the check could not finish".to_owned(),
+        _ => what.replace('-', " "),
+    };
+    Some(format!("self-check: {words}"))
+}
+
+/// Why a node is unhealthy: what the cloud says first, then what the node said of itself.
+pub fn unhealthy_reason(node: &NodeAddress) -> Option<String> {
+    node.health.clone().or_else(|| node.selfcheck.as_deref().and_then(selfcheck_reason))
 }
 
 /// The `nodes` attribute.
@@ -234,7 +278,35 @@ pub fn with_nodes(state: &Value, cloud: Cloud, node_piece: &str, nodes: &[NodeAd
     out.insert("nodes".into(), nodes_value(nodes));
     let expansion = patch_piece(state.get("expansion"), node_piece, Some(names.len() as i64), &[("names", names_setting(name, &names))]);
     out.insert("expansion".into(), expansion);
+    out.extend(node_day2(state, nodes));
     Value::Map(out)
+}
+
+/// `unhealthy_nodes`, `selfcheck` and `node_revisions` of the nodes found. A node without a revision
+/// (made by an earlier release) runs the one the state says it runs, or the state's `revision`.
+pub fn node_day2(state: &Value, nodes: &[NodeAddress]) -> BTreeMap<String, Value> {
+    let known = state.get("node_revisions");
+    let fallback = state.get("revision").as_str().map(str::to_owned);
+    let mut unhealthy = BTreeMap::new();
+    let mut selfcheck = BTreeMap::new();
+    let mut revisions = BTreeMap::new();
+    for n in nodes {
+        if let Some(why) = unhealthy_reason(n) {
+            unhealthy.insert(n.name.clone(), Value::from(why));
+        }
+        if let Some(v) = &n.selfcheck {
+            selfcheck.insert(n.name.clone(), Value::from(v.as_str()));
+        }
+        let revision = n.revision.clone().or_else(|| known.get(&n.name).as_str().map(str::to_owned)).or_else(|| fallback.clone());
+        if let Some(r) = revision {
+            revisions.insert(n.name.clone(), Value::from(r));
+        }
+    }
+    BTreeMap::from([
+        ("unhealthy_nodes".to_owned(), Value::Map(unhealthy)),
+        ("selfcheck".to_owned(), Value::Map(selfcheck)),
+        ("node_revisions".to_owned(), Value::Map(revisions)),
+    ])
 }
 
 #[cfg(test)]

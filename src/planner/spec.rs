@@ -11,7 +11,8 @@ use crate::clouds::rules::{Reported, rules};
 use crate::config::validate_tags;
 use crate::framework::{AttributePath, Diagnostics, Value, one_of};
 pub use crate::model::{
-    CapacityType, ClusterRef, ClusterSpec, FabricRef, FabricSpec, FilesystemSpec, Network, Placement, Workload, parse_duration,
+    CapacityType, ClusterRef, ClusterSpec, Day2, FabricRef, FabricSpec, FilesystemSpec, Network, NodeAmount, Placement, Repair, Workload,
+    parse_duration,
 };
 
 // ------------------------------------------------------------------------------------------ helpers
@@ -574,10 +575,13 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         );
         ok = false;
     }
+    let day2 = day2(c, diags);
     if !ok {
         return Err(());
     }
     Ok(ClusterSpec {
+        day2: day2?,
+        user_data_version: user_data_version.as_number().and_then(|n| n.as_i64()),
         name,
         fabric,
         own_fabric,
@@ -593,6 +597,59 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         rdma_interfaces,
         tags,
     })
+}
+
+/// `repair`, `max_repairs` and the `update_strategy` block, defaulted where unset.
+fn day2(c: &Value, diags: &mut Diagnostics) -> Result<Day2, ()> {
+    let mut out = Day2::default();
+    if let Some(r) = string(c.get("repair"))? {
+        let Some(repair) = Repair::parse(&r) else {
+            diags.error_at(
+                AttributePath::attr("repair"),
+                "Unsupported repair",
+                format!(
+                    "{r:?} is not a repair. Valid values: {} (replace: remake an unhealthy node under its own name; reboot: restart it; \
+                     report: show it in the plan and change nothing).",
+                    one_of(&Repair::NAMES)
+                ),
+            );
+            return Err(());
+        };
+        out.repair = repair;
+    }
+    let amount = |v: &Value, path: AttributePath, what: &str, diags: &mut Diagnostics| -> Result<Option<NodeAmount>, ()> {
+        let Some(text) = string(v)? else { return Ok(None) };
+        match NodeAmount::parse(&text) {
+            Some(a) => Ok(Some(a)),
+            None => {
+                diags.error_at(
+                    path,
+                    format!("Invalid {what}"),
+                    format!("{text:?} is neither a node count (a whole number from 1, e.g. 2) nor a percentage of the nodes (1% to 100%, e.g. \"25%\")."),
+                );
+                Err(())
+            }
+        }
+    };
+    if let Some(a) = amount(c.get("max_repairs"), AttributePath::attr("max_repairs"), "max_repairs", diags)? {
+        out.max_repairs = a;
+    }
+    let strategy = c.get("update_strategy");
+    if strategy.is_unknown() {
+        return Err(());
+    }
+    if strategy.is_present() {
+        let path = AttributePath::attr("update_strategy").and_attr("batch_size");
+        if let Some(a) = amount(strategy.get("batch_size"), path, "batch_size", diags)? {
+            out.batch_size = a;
+        }
+        match strategy.get("wait_for_selfcheck") {
+            Value::Unknown => return Err(()),
+            Value::Bool(b) => out.wait_for_selfcheck = *b,
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 /// A rack-scale node type (GB200/GB300 NVL72) is planned as whole NVLink domains: a partial domain leaves

@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape, fabric_ref_type};
+use super::day2;
 use super::gpu_fabric;
 use super::lifecycle::{Kind, Timeouts};
 use crate::catalog::Cloud;
@@ -21,7 +22,7 @@ use crate::planner::{self, ClusterSpec, expansion_type, expansion_value, spec};
 pub struct GpuCluster;
 
 const SHAPE: PlanShape = PlanShape {
-    assigned: &["id", "owner", "nodes", "network"],
+    assigned: &["id", "owner", "nodes", "network", "unhealthy_nodes", "selfcheck", "node_revisions"],
     replace: &[
         "name",
         "fabric",
@@ -35,11 +36,6 @@ const SHAPE: PlanShape = PlanShape {
         "compartment_id",
         "capacity_type",
         "reservation_id",
-        "image",
-        "user_data",
-        "user_data_wo_version",
-        "ssh_public_key",
-        "rdma_interfaces",
     ],
 };
 
@@ -48,6 +44,21 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("create", Type::String, "Default 60m."))
         .attribute(Attribute::optional("update", Type::String, "Default 60m."))
         .attribute(Attribute::optional("delete", Type::String, "Default 30m."));
+    let update_strategy = Block::new(
+        "How a change to the node configuration (`image`, `user_data`, `user_data_wo_version`, `ssh_public_key`, `rdma_interfaces`) \
+         reaches the nodes: they are remade under their own names in batches, the others serving meanwhile.",
+    )
+    .attribute(Attribute::optional(
+        "batch_size",
+        Type::String,
+        "Nodes remade at a time: a count (`2`) or a share of the nodes (`\"25%\"`, rounded up). Default `25%`.",
+    ))
+    .attribute(Attribute::optional(
+        "wait_for_selfcheck",
+        Type::Bool,
+        "Wait for each batch's nodes to publish a passing boot-time self-check (`data \"hpc_gpu_selfcheck\"`) before the next batch; a \
+         failing one stops the update. Default false (the next batch starts once the nodes run).",
+    ));
     Schema::new(
         1,
         Block::new(
@@ -175,6 +186,44 @@ pub fn schema() -> Schema {
                 "Labels per node name for Kubernetes (kubelet `--node-labels`): `hpc-platform/cluster`, and on rack-scale node types \
                  `hpc-platform/nvlink-domain` with the node's NVLink domain.",
             ))
+            .attribute(Attribute::optional_computed(
+                "repair",
+                Type::String,
+                "What an apply does with a node the refresh found unhealthy (`unhealthy_nodes`): `replace` (default: remade under its own \
+                 name, in its placement and reservation), `reboot`, or `report` (the plan shows it, nothing changes: for teams that drain \
+                 through Slurm first).",
+            ))
+            .attribute(Attribute::optional_computed(
+                "max_repairs",
+                Type::String,
+                "At most this many unhealthy nodes are repaired by one apply, a count (`1`) or a share of the nodes (`\"20%\"`, rounded up; \
+                 the default), so that a bad health signal cannot recycle the whole cluster; the rest wait for a later apply.",
+            ))
+            .attribute(Attribute::computed(
+                "revision",
+                Type::String,
+                "Digest of the node configuration (image, user data or its write-only version, SSH key, RDMA interfaces). A change rolls \
+                 the nodes (see `update_strategy`).",
+            ))
+            .attribute(Attribute::computed(
+                "node_revisions",
+                Type::map(Type::String),
+                "The `revision` each node runs, by node name: after an interrupted rolling update, which nodes run which configuration.",
+            ))
+            .attribute(Attribute::computed(
+                "unhealthy_nodes",
+                Type::map(Type::String),
+                "Nodes the last refresh found unhealthy, by name, with the reason: what the cloud says (a failed status check, a scheduled \
+                 retirement or maintenance, a node not running) or what the node's self-check published (`self-check: 7 of 8 GPUs`). \
+                 The plan shows the ones the apply repairs.",
+            ))
+            .attribute(Attribute::computed(
+                "selfcheck",
+                Type::map(Type::String),
+                "The boot-time self-check verdict each node published through the cloud (`ok` or `fail-...`), by node name; nodes that \
+                 have not reported are absent.",
+            ))
+            .block(NestedBlock::single("update_strategy", update_strategy))
             .block(NestedBlock::single("timeouts", timeouts)),
     )
 }
@@ -274,10 +323,13 @@ fn rack_outputs(s: &ClusterSpec) -> BTreeMap<String, Value> {
     out
 }
 
-/// A state from a release before the rack-scale outputs gets them from its own configuration, so the first
-/// plan after an upgrade is empty (they are derived, never set by the cloud).
-fn with_rack_outputs(state: Value) -> Value {
-    if !state.get("kubernetes_node_labels").is_null() {
+/// A state from a release before the rack-scale outputs or the day-2 attributes gets them from its own
+/// configuration, so the first plan after an upgrade is empty (they are derived, never set by the cloud):
+/// the nodes an earlier release made run the configuration's revision, and none was found unhealthy.
+fn with_derived_outputs(state: Value) -> Value {
+    let rack = state.get("kubernetes_node_labels").is_null();
+    let day2 = state.get("revision").is_null();
+    if !rack && !day2 {
         return state;
     }
     // What the configuration was: a cluster without a fabric keeps the one it made in `fabric`, and one on
@@ -287,11 +339,26 @@ fn with_rack_outputs(state: Value) -> Value {
         let computed = if state.get("cloud").is_present() { "fabric" } else { "instance_type" };
         c.insert(computed.into(), Value::Null);
         // Computed from the node type where it is not configurable; the outputs do not depend on it.
-        c.insert("rdma_interfaces".into(), Value::Null);
+        if rack {
+            c.insert("rdma_interfaces".into(), Value::Null);
+        }
     }
     let Some(spec) = spec::parse_cluster(&config, &mut Diagnostics::new()) else { return state };
     let Value::Map(mut m) = state else { return state };
-    m.extend(rack_outputs(&spec));
+    if rack {
+        m.extend(rack_outputs(&spec));
+    }
+    if day2 {
+        let revision = spec.revision();
+        m.insert("repair".into(), Value::from(spec.day2.repair.as_str()));
+        m.insert("max_repairs".into(), Value::from(spec.day2.max_repairs.label()));
+        m.insert("revision".into(), Value::from(revision.as_str()));
+        let names = m.get("node_names").and_then(Value::as_list).unwrap_or_default().to_vec();
+        let revisions = names.iter().filter_map(Value::as_str).map(|n| (n.to_owned(), Value::from(revision.as_str()))).collect();
+        m.insert("node_revisions".into(), Value::Map(revisions));
+        m.insert("unhealthy_nodes".into(), Value::Map(BTreeMap::new()));
+        m.insert("selfcheck".into(), Value::Map(BTreeMap::new()));
+    }
     Value::Map(m)
 }
 
@@ -309,6 +376,9 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     }
     let s = &plan.spec;
     out.insert("capacity_type".into(), Value::from(s.capacity.as_str()));
+    out.insert("repair".into(), Value::from(s.day2.repair.as_str()));
+    out.insert("max_repairs".into(), Value::from(s.day2.max_repairs.label()));
+    out.insert("revision".into(), Value::from(s.revision()));
     out.insert("workload".into(), Value::from(s.workload.as_str()));
     out.insert("rdma_interfaces".into(), Value::int(i64::from(s.rdma_interfaces)));
     out.insert("instance_type".into(), Value::from(s.fabric.sku.name));
@@ -352,8 +422,21 @@ impl Resource for GpuCluster {
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
         let prior = req.prior;
         let on_fabric = req.config.get("fabric").is_present() || req.config.get("fabric").is_unknown();
+        let config = req.config;
         let mut resp = common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags));
         plan_nodes(prior, &mut resp.planned);
+        if resp.planned.is_present() {
+            match spec::parse_cluster(config, &mut Diagnostics::new()) {
+                Some(s) => day2::plan(&s, prior, &mut resp.planned, diags),
+                None => {
+                    if let Value::Map(m) = &mut resp.planned {
+                        for attr in day2::ATTRS {
+                            m.insert(attr.into(), Value::Unknown);
+                        }
+                    }
+                }
+            }
+        }
         if let Value::Map(m) = &mut resp.planned {
             if on_fabric {
                 m.insert("network".into(), Value::Null);
@@ -416,7 +499,7 @@ impl Resource for GpuCluster {
             Some(cloud) => backend::cluster(cloud).upgrade(version, state),
             None => state,
         };
-        with_rack_outputs(common::upgrade_owner(common::CLUSTER, version, state))
+        with_derived_outputs(common::upgrade_owner(common::CLUSTER, version, state))
     }
 }
 
@@ -466,8 +549,18 @@ async fn with_own_network(ctx: &Context, state: Value, cloud: Cloud, census: &Ce
     Some(Value::Map(map))
 }
 
+/// The nodes' step: a create or destroy through the lifecycle; an update with the day-2 work (repairs,
+/// rolling batches) around the backend's converge.
 async fn apply_on_fabric(ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, d: &mut Diagnostics) -> Value {
-    LIFECYCLE.apply_in(ctx, req, cloud, census, d).await
+    if req.planned.is_null() || req.prior.is_null() {
+        let state = LIFECYCLE.apply_in(ctx, req, cloud, census, d).await;
+        return if req.planned.is_null() || d.has_errors() { state } else { day2::settle(state, req.planned) };
+    }
+    let Some(spec) = spec::parse_cluster(req.config, &mut Diagnostics::new()) else {
+        return LIFECYCLE.apply_in(ctx, req, cloud, census, d).await;
+    };
+    let timeout = shared::timeout(req.config, "update", LIFECYCLE.timeouts.update);
+    day2::apply(ctx, &LIFECYCLE, req, &spec, cloud, census, timeout, d).await
 }
 
 // ------------------------------------------------------------------------------- without a fabric

@@ -1,7 +1,8 @@
 //! `data "hpc_gpu_selfcheck"`: a boot-time self-check for GPU nodes, as user data. The node counts its GPUs
 //! and its RDMA devices against the catalog figures of its instance type, and a node that comes up short
 //! takes itself out (powers off) before a job can land on it. The check is composed with the user's own
-//! cloud-init or script into one MIME multipart document. Pure: no cloud credentials, no network.
+//! cloud-init or script into one MIME multipart document. The data source is pure (no cloud credentials, no
+//! network); the node publishes its verdict to the cloud where the cluster's refresh reads it (`publish_verdict`).
 //!
 //! What the script checks, and why each check looks where it does:
 //! - GPUs: `nvidia-smi -L` prints one `GPU <n>: <model> (UUID: ...)` line per GPU the driver brought up;
@@ -90,6 +91,8 @@ struct Inputs<'a> {
     on_failure: OnFailure,
     /// RDMA devices (or GPU NICs) to expect; `None` when not known.
     rdma_devices: Option<u32>,
+    /// Whether the node publishes its verdict to the cloud (`publish_verdict`).
+    publish: bool,
 }
 
 /// The configuration, checked attribute by attribute; `None` when a value is still unknown or an error was
@@ -97,9 +100,18 @@ struct Inputs<'a> {
 fn inputs<'a>(config: &'a Value, diags: &mut Diagnostics) -> Option<Inputs<'a>> {
     let mut d = Diagnostics::new();
     let attr = |name: &str| config.get(name);
-    let unknown = ["cloud", "instance_type", "install_dcgm_exporter", "dcgm_exporter_image", "user_data", "on_failure", "rdma_interfaces"]
-        .into_iter()
-        .any(|a| attr(a).is_unknown());
+    let unknown = [
+        "cloud",
+        "instance_type",
+        "install_dcgm_exporter",
+        "dcgm_exporter_image",
+        "user_data",
+        "on_failure",
+        "rdma_interfaces",
+        "publish_verdict",
+    ]
+    .into_iter()
+    .any(|a| attr(a).is_unknown());
 
     let cloud = attr("cloud").as_str().and_then(|c| spec::check_cloud(c, AttributePath::attr("cloud"), &mut d));
     let sku = match (cloud, attr("instance_type").as_str()) {
@@ -181,6 +193,7 @@ fn inputs<'a>(config: &'a Value, diags: &mut Diagnostics) -> Option<Inputs<'a>> 
         user_data,
         on_failure: on_failure?,
         rdma_devices: if sku?.fabric == Fabric::None { None } else { rdma_devices },
+        publish: attr("publish_verdict").as_bool().unwrap_or(true),
     })
 }
 
@@ -211,7 +224,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// The bash self-check for a node of `sku`.
-fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_exporter_image: Option<&str>) -> String {
+fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_exporter_image: Option<&str>, publish: bool) -> String {
     let (rdma_what, rdma_min) = rdma_requirement(sku, rdma_devices).unwrap_or(("RDMA devices", 0));
     let fabric = if rdma_min == 0 { "none" } else { sku.fabric.as_str() };
     let mut s = String::with_capacity(SCRIPT_BODY.len() + 1024);
@@ -231,6 +244,8 @@ fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_expo
          RDMA_WHAT={rdma_what_q}\n\
          NVLINK_DOMAIN_NODES={domain_nodes}\n\
          ON_FAILURE={action}\n\
+         CLOUD={cloud}\n\
+         PUBLISH={publish}\n\
          DCGM_EXPORTER_IMAGE={image}\n",
         name = sku.name,
         name_q = shell_quote(sku.name),
@@ -243,6 +258,7 @@ fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_expo
         rdma_what_q = shell_quote(rdma_what),
         domain_nodes = sku.nvlink_domain.map_or(0, |d| d.nodes),
         image = dcgm_exporter_image.map(shell_quote).unwrap_or_default(),
+        publish = u8::from(publish),
     );
     let _ = write!(
         s,
@@ -269,10 +285,62 @@ log() {
   logger -t hpc-selfcheck -- "$*" 2>/dev/null || true
 }
 
+# The verdict, to the cloud's own per-instance channel, where the provider's refresh reads it
+# (hpc_gpu_cluster.selfcheck): a tag (AWS, OCI), a label (Google Cloud), the health probe (Azure). ok or fail-<what>.
+publish() {
+  if [[ $PUBLISH != 1 || $DRY_RUN == 1 ]]; then log "verdict $1 (not published)"; return 0; fi
+  local ok=0 md=http://169.254.169.254 t id region name zone tags
+  case $CLOUD in
+    aws)
+      t=$(curl -sf -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' $md/latest/api/token) &&
+        id=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/latest/meta-data/instance-id) &&
+        region=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/latest/meta-data/placement/region) &&
+        aws ec2 create-tags --region "$region" --resources "$id" --tags "Key=hpc:selfcheck,Value=$1" && ok=1 ;;
+    gcp)
+      md=http://metadata.google.internal/computeMetadata/v1/instance
+      name=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/name) && zone=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/zone) &&
+        gcloud compute instances add-labels "$name" --zone "${zone##*/}" --labels "hpc-selfcheck=$1" --quiet && ok=1 ;;
+    oci)
+      # UpdateInstance replaces the freeform tags: the ones the instance has, with the verdict.
+      t=$(curl -sf -m 5 -H 'Authorization: Bearer Oracle' $md/opc/v2/instance/) &&
+        id=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' <<<"$t") &&
+        tags=$(python3 -c 'import json,sys; t=json.loads(sys.argv[2]).get("freeformTags") or {}; t["hpc:selfcheck"]=sys.argv[1]; print(json.dumps(t))' "$1" "$t") &&
+        oci compute instance update --auth instance_principal --instance-id "$id" --freeform-tags "$tags" --force >/dev/null && ok=1 ;;
+    azure)
+      # The scale set's Application Health extension probes 127.0.0.1:8477/hpc-selfcheck (Rich Health
+      # States); a small responder answers it with the verdict, carried in customMetrics.
+      # A unit, so that it answers after a reboot too (the check itself runs once per instance).
+      t=/var/lib/hpc-selfcheck
+      mkdir -p $t && printf '%s' "$1" >$t/verdict && printf '%s' "$AZURE_RESPONDER" >$t/responder.py &&
+        printf '[Service]\nExecStart=/usr/bin/python3 %s/responder.py\nRestart=always\n[Install]\nWantedBy=multi-user.target\n' $t \
+          >/etc/systemd/system/hpc-selfcheck-health.service &&
+        systemctl daemon-reload && systemctl enable --now hpc-selfcheck-health && ok=1 ;;
+  esac
+  if (( ok )); then log "verdict $1 published"; else log "WARNING: could not publish the verdict $1 (see data hpc_gpu_selfcheck: the node's identity needs permission)"; fi
+}
+
+AZURE_RESPONDER='
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        v = open("/var/lib/hpc-selfcheck/verdict").read().strip()
+        body = json.dumps({"ApplicationHealthState": "Healthy" if v == "ok" else "Unhealthy", "customMetrics": json.dumps({"hpcSelfcheck": v})}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json"); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", 8477), H).serve_forever()
+'
+
+verdict=
+fail() {
+  [[ -n $verdict ]] || verdict="fail-$1"
+  reasons+=("$2")
+}
+
 reported=0
 take_out() {
   reported=1
   log "HPC SELFCHECK FAILED: $1"
+  publish "${verdict:-fail-error}"
   if [[ $ON_FAILURE == poweroff ]]; then
     if [[ $DRY_RUN == 1 ]]; then
       log "HPC_SELFCHECK_DRY_RUN=1: would power off (systemctl poweroff)"
@@ -342,28 +410,28 @@ while :; do
 done
 
 reasons=()
-(( gpus == EXPECTED_GPUS )) || reasons+=("expected $EXPECTED_GPUS GPUs, found $gpus")
-(( rdma >= RDMA_MIN )) || reasons+=("expected at least $RDMA_MIN $RDMA_WHAT, found $rdma")
+(( gpus == EXPECTED_GPUS )) || fail "gpus-$gpus-of-$EXPECTED_GPUS" "expected $EXPECTED_GPUS GPUs, found $gpus"
+(( rdma >= RDMA_MIN )) || fail "rdma-$rdma-of-$RDMA_MIN" "expected at least $RDMA_MIN $RDMA_WHAT, found $rdma"
 # EFA user space: NCCL reaches EFA through libfabric, which must open every device.
 if [[ $FABRIC == efa ]] && command -v fi_info >/dev/null; then
   domains=$(fi_info -p efa -t FI_EP_RDM 2>/dev/null | grep -oE 'domain: *[^ ]+' | sort -u | wc -l || true)
-  (( domains >= RDMA_MIN )) || reasons+=("expected libfabric to open at least $RDMA_MIN EFA devices, fi_info -p efa lists $domains")
+  (( domains >= RDMA_MIN )) || fail "libfabric-$domains-of-$RDMA_MIN" "expected libfabric to open at least $RDMA_MIN EFA devices, fi_info -p efa lists $domains"
 fi
 if (( NVLINK_DOMAIN_NODES > 0 )); then
   fabric=$(nvlink_fabric)
-  (( joined >= EXPECTED_GPUS )) || reasons+=("NVLink fabric not completed: $joined of $EXPECTED_GPUS GPUs report State Completed (nvidia-smi -q, Fabric)")
+  (( joined >= EXPECTED_GPUS )) || fail "nvlink-$joined-of-$EXPECTED_GPUS" "NVLink fabric not completed: $joined of $EXPECTED_GPUS GPUs report State Completed (nvidia-smi -q, Fabric)"
   failed=$(grep '^Status=' <<<"$fabric" | grep -vc '^Status=Success$' || true)
-  (( failed == 0 )) || reasons+=("NVLink fabric Status not Success on $failed GPUs")
+  (( failed == 0 )) || fail "nvlink-status" "NVLink fabric Status not Success on $failed GPUs"
   uuids=$(grep '^ClusterUUID=' <<<"$fabric" | sort -u | wc -l || true)
   cliques=$(grep '^CliqueId=' <<<"$fabric" | sort -u | wc -l || true)
   domain="$(grep -m1 '^ClusterUUID=' <<<"$fabric" | cut -d= -f2-).$(grep -m1 '^CliqueId=' <<<"$fabric" | cut -d= -f2-)"
   if (( uuids != 1 || cliques != 1 )) || [[ $domain == 00000000-0000-0000-0000-000000000000.* ]]; then
-    reasons+=("GPUs are not in one NVLink domain: $uuids ClusterUUIDs, $cliques CliqueIds")
+    fail "nvlink-domain" "GPUs are not in one NVLink domain: $uuids ClusterUUIDs, $cliques CliqueIds"
   fi
-  systemctl is-active --quiet nvidia-imex || reasons+=("the nvidia-imex service is not active: multi-node NVLink jobs need IMEX on every node of the domain")
+  systemctl is-active --quiet nvidia-imex || fail "imex" "the nvidia-imex service is not active: multi-node NVLink jobs need IMEX on every node of the domain"
   if command -v nvidia-imex-ctl >/dev/null; then
     ready=$(nvidia-imex-ctl -N 2>/dev/null | grep -c 'READY' || true)
-    (( ready >= NVLINK_DOMAIN_NODES )) || reasons+=("IMEX domain has $ready of $NVLINK_DOMAIN_NODES nodes READY (nvidia-imex-ctl -N)")
+    (( ready >= NVLINK_DOMAIN_NODES )) || fail "imex-$ready-of-$NVLINK_DOMAIN_NODES" "IMEX domain has $ready of $NVLINK_DOMAIN_NODES nodes READY (nvidia-imex-ctl -N)"
   fi
   log "NVLink domain $domain"
 fi
@@ -372,6 +440,7 @@ if (( ${#reasons[@]} > 0 )); then
   take_out "${msg%; }"
 fi
 log "HPC SELFCHECK PASSED: $gpus GPUs, $rdma $RDMA_WHAT"
+publish ok
 
 # Monitoring is not health: a node whose exporter does not start still joins, with a warning.
 if [[ -n $DCGM_EXPORTER_IMAGE ]]; then
@@ -462,8 +531,8 @@ impl DataSource for GpuSelfcheck {
             Block::new(
                 "A boot-time GPU self-check for user data: each node counts its GPUs and RDMA devices against the catalog figures of \
                  its instance type, and a node that comes up short powers itself off before it can join a job. Composed with your \
-                 own cloud-init or script into one MIME multipart document for `hpc_gpu_cluster.user_data`. Works without any \
-                 cloud credentials or network.",
+                 own cloud-init or script into one MIME multipart document for `hpc_gpu_cluster.user_data`. The check itself needs no \
+                 cloud credentials or network; its verdict is published to the cloud for the cluster's refresh (`publish_verdict`).",
             )
             .attribute(Attribute::required("cloud", Type::String, "Cloud of the nodes: `aws`, `azure`, `gcp` or `oci`."))
             .attribute(Attribute::required(
@@ -506,6 +575,16 @@ impl DataSource for GpuSelfcheck {
                  rather than joining a job; on AWS the instance stops, or terminates when its shutdown behaviour says so) or \
                  `log`.",
             ))
+            .attribute(Attribute::optional(
+                "publish_verdict",
+                Type::Bool,
+                "Publish the verdict (`ok` or `fail-<what>`, e.g. `fail-gpus-7-of-8`) where the cluster's refresh reads it \
+                 (`hpc_gpu_cluster.selfcheck`, `unhealthy_nodes`), through the cloud's own per-instance channel: the instance's \
+                 `hpc:selfcheck` tag on AWS (the node's role needs `ec2:CreateTags` on itself and the aws CLI), its `hpc-selfcheck` \
+                 label on Google Cloud (`compute.instances.setLabels` and gcloud), its scale-set VM on Azure (see the README's \
+                 Day 2 section), its `hpc:selfcheck` freeform tag on OCI (an instance principal allowed to update the instance, \
+                 and the oci CLI). A node that cannot publish logs a warning and the check's outcome stands. Default: true.",
+            ))
             .attribute(Attribute::computed(
                 "script",
                 Type::String,
@@ -538,7 +617,7 @@ impl DataSource for GpuSelfcheck {
 
     async fn read(&self, _ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Value {
         let Some(i) = inputs(config, diags) else { return Value::Null };
-        let script = script(i.sku, i.rdma_devices, i.on_failure, i.dcgm_exporter_image);
+        let script = script(i.sku, i.rdma_devices, i.on_failure, i.dcgm_exporter_image, i.publish);
         if let Some(u) = i.user_data
             && !is_mime(u)
             && content_type(u).is_none()

@@ -1,6 +1,7 @@
 //! The provider's data sources and resources, one file each, and its functions.
 
 pub mod common;
+pub mod day2;
 pub mod functions;
 pub mod gpu_catalog;
 pub mod gpu_cluster;

@@ -159,12 +159,19 @@ fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress]) -> Value {
     shared::with_attr(state, "expansion", Value::list(pieces))
 }
 
-/// The state after a successful apply: where the plan left `nodes` unknown, the nodes as they now are.
+/// The state after a successful apply: where the plan left `nodes` (or the day-2 maps: `node_revisions`,
+/// `unhealthy_nodes`, `selfcheck`) unknown, the nodes as they now are.
 fn with_addresses(state: &Value, planned: &Value, nodes: &[shared::NodeAddress]) -> Value {
-    if !planned.get("nodes").is_unknown() {
-        return state.clone();
+    let mut out = state.clone();
+    if planned.get("nodes").is_unknown() {
+        out = shared::with_attr(&out, "nodes", shared::nodes_value(nodes));
     }
-    shared::with_attr(state, "nodes", shared::nodes_value(nodes))
+    for (attr, value) in shared::node_day2(state, nodes) {
+        if planned.get(&attr).is_unknown() {
+            out = shared::with_attr(&out, &attr, value);
+        }
+    }
+    out
 }
 
 #[async_trait]
@@ -189,7 +196,7 @@ impl Backend<ClusterSpec> for Aws {
         let options = cluster::Options { tags: change.tags, stale_tags: &stale, retag: change.retag(), timeout: step.timeout };
         match cluster::converge(step.ctx, &client, spec, &options, step.census).await {
             Ok(converged) => {
-                let live = cluster::ClusterLive { has_template: true, template: None, nodes: converged.nodes, key: false };
+                let live = cluster::ClusterLive { has_template: true, nodes: converged.nodes, ..Default::default() };
                 Outcome::done(with_addresses(change.state, change.planned, &live.addresses()))
             }
             // The nodes that exist are kept in state.
@@ -237,13 +244,23 @@ impl Backend<ClusterSpec> for Aws {
 
 #[async_trait]
 impl ClusterBackend for Aws {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        cluster::remove(step.ctx, &client, &spec.name, names, step.timeout, step.census).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        cluster::reboot(step.ctx, &client, &spec.name, names, step.timeout, step.census).await
+    }
+
     fn node_piece(&self) -> &'static str {
         NODES
     }
 
     async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
         let client = api::connect(step.ctx, &spec.fabric.region).await;
-        cluster::observe(&client, &spec.name, step.census).await.map(|_| ())
+        cluster::find(&client, &spec.name, step.census).await.map(|_| ())
     }
 
     fn upgrade(&self, version: i64, state: Value) -> Value {
@@ -463,8 +480,9 @@ mod tests {
             name: format!("train-{i}"),
             index: Some(i),
             private_ip: Some(format!("10.0.0.{i}")),
+            ..Default::default()
         };
-        cluster::ClusterLive { has_template, template: None, nodes: vec![node(1), node(0)], key: false }
+        cluster::ClusterLive { has_template, nodes: vec![node(1), node(0)], ..Default::default() }
     }
 
     #[test]
@@ -496,9 +514,9 @@ mod tests {
                 Value::list([piece("aws_launch_template", "gb-lt"), piece("aws_instance", "gb-nvl0"), piece("aws_instance", "gb-nvl1")]),
             ),
         ]);
-        let node = |i: u32| cluster::Node { id: format!("i-{i}"), name: format!("gb-{i}"), index: Some(i), private_ip: None };
+        let node = |i: u32| cluster::Node { id: format!("i-{i}"), name: format!("gb-{i}"), index: Some(i), ..Default::default() };
         let pieces = |nodes: Vec<cluster::Node>| {
-            let out = refreshed_cluster(&state, &cluster::ClusterLive { has_template: true, template: None, nodes, key: false });
+            let out = refreshed_cluster(&state, &cluster::ClusterLive { has_template: true, nodes, ..Default::default() });
             out.get("expansion").as_list().unwrap()[1..]
                 .iter()
                 .map(|p| (p.get("count").clone(), p.get("settings").get("names").as_str().unwrap().to_owned()))
@@ -512,7 +530,7 @@ mod tests {
         // A domain with no node left is missing.
         let out = refreshed_cluster(
             &state,
-            &cluster::ClusterLive { has_template: true, template: None, nodes: (0..18).map(node).collect(), key: false },
+            &cluster::ClusterLive { has_template: true, nodes: (0..18).map(node).collect(), ..Default::default() },
         );
         assert_eq!(missing(&out), ["aws_instance"]);
         assert_eq!(out.get("node_count"), &Value::int(18));
@@ -525,6 +543,18 @@ mod tests {
         let unknown = Value::object([("nodes", Value::Unknown)]);
         assert_eq!(with_addresses(&state, &unknown, &nodes).get("nodes").as_list().map(<[Value]>::len), Some(2));
         assert_eq!(with_addresses(&state, &state, &nodes), state);
+        // The day-2 maps likewise: each node's revision, its health and its self-check verdict.
+        let mut nodes = nodes;
+        nodes[0].revision = Some("r2".into());
+        nodes[0].health = Some("system status check impaired since 2026-12-01T10:02Z".into());
+        nodes[1].selfcheck = Some("ok".into());
+        let unknown =
+            Value::object([("node_revisions", Value::Unknown), ("unhealthy_nodes", Value::Unknown), ("selfcheck", Value::Unknown)]);
+        let out = with_addresses(&Value::object([("revision", Value::from("r1"))]), &unknown, &nodes);
+        assert_eq!(out.get("node_revisions").get("train-0").as_str(), Some("r2"));
+        assert_eq!(out.get("node_revisions").get("train-1").as_str(), Some("r1"), "a node without its own takes the state's");
+        assert_eq!(out.get("unhealthy_nodes").as_map().map(|m| m.keys().cloned().collect::<Vec<_>>()), Some(vec!["train-0".to_owned()]));
+        assert_eq!(out.get("selfcheck").get("train-1").as_str(), Some("ok"));
     }
 
     #[test]

@@ -4,15 +4,23 @@
 //! DescribeInstances (paginated) whatever the node count. Only the nodes, launch template and key pair whose
 //! `hpc:owner` tag the census admits are kept, changed or deleted.
 //!
+//! Day 2: the same refresh reads the nodes' health with one DescribeInstanceStatus listing (paged, not per
+//! node: its status checks and scheduled events, kept for the cluster's own instance ids), and the verdict
+//! each node's self-check published in its `hpc:selfcheck` tag (DescribeInstances already carries it). Every
+//! node launched is tagged `hpc:revision = <spec.revision()>`; the launch template's latest version records
+//! the revision it was made for in its version description, and a configuration of another revision gets a
+//! new version, which the nodes launched after it take.
+//!
 //! An UltraServer node type (p6e-gb200) launches each NVLink domain into one UltraServer of the Capacity
 //! Block `reservation_id` names: an apply reads the block once (DescribeCapacityBlocks) and launches domain k
 //! into the k-th of its capacity reservations, as listed. The block is bought, never made or deleted here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_ec2::types::{
-    CapacityReservationSpecification, CapacityReservationTarget, Instance, InstanceStateName,
+    CapacityReservationSpecification, CapacityReservationTarget, Instance, InstanceStateName, InstanceStatus, InstanceStatusSummary,
     LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateHttpTokensState, LaunchTemplateInstanceMarketOptionsRequest,
     LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
     LaunchTemplatePlacementRequest, LaunchTemplateSpecification, LaunchTemplateVersion, MarketType, RequestLaunchTemplateData,
@@ -22,6 +30,7 @@ use base64::Engine;
 
 use super::api::{self, Aws, filter, tag_filter, tag_spec, why};
 use super::fabric;
+use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::ownership::{Census, marker_in};
@@ -35,6 +44,10 @@ const ALIVE: [&str; 4] = ["pending", "running", "stopping", "stopped"];
 /// The launch template tag naming an UltraServer cluster's Capacity Block (its launches name the block's
 /// reservations one by one; the template names none), so an import finds `reservation_id` again.
 pub const BLOCK_TAG: &str = "hpc:capacity-block";
+/// How a launch template version's description records the node configuration revision it was made for.
+pub const REVISION_PREFIX: &str = "hpc:revision=";
+/// Instance statuses per DescribeInstanceStatus page (the most EC2 gives).
+const STATUS_PAGE: i32 = 1000;
 
 pub fn template_name(cluster: &str) -> String {
     format!("{cluster}-lt")
@@ -44,12 +57,18 @@ pub fn key_name(cluster: &str) -> String {
     format!("{cluster}-key")
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Node {
     pub id: String,
     pub name: String,
     pub index: Option<u32>,
     pub private_ip: Option<String>,
+    /// Its `hpc:revision` tag: the node configuration it was launched with.
+    pub revision: Option<String>,
+    /// Its `hpc:selfcheck` tag: the verdict its boot-time self-check published.
+    pub selfcheck: Option<String>,
+    /// Why EC2 holds it unhealthy (failed status checks, scheduled events), when it does.
+    pub health: Option<String>,
 }
 
 /// What exists of a cluster and is the census's.
@@ -59,9 +78,13 @@ pub struct ClusterLive {
     pub has_template: bool,
     /// Its latest version (not read by a refresh, which needs only that it exists).
     pub template: Option<LaunchTemplateVersion>,
+    /// The launch template's tags (read with it for an apply or an import).
+    pub template_tags: BTreeMap<String, String>,
     pub nodes: Vec<Node>,
     /// The key pair `<cluster>-key` exists and is this owner's.
     pub key: bool,
+    /// Its public key as EC2 gives it back (for an apply: a new `ssh_public_key` replaces it).
+    pub public_key: Option<String>,
 }
 
 impl ClusterLive {
@@ -76,7 +99,14 @@ impl ClusterLive {
         nodes.sort_by_key(|n| (n.index.unwrap_or(u32::MAX), n.name.clone(), n.id.clone()));
         nodes
             .into_iter()
-            .map(|n| crate::clouds::NodeAddress { name: n.name.clone(), id: n.id.clone(), private_ip: n.private_ip.clone() })
+            .map(|n| crate::clouds::NodeAddress {
+                name: n.name.clone(),
+                id: n.id.clone(),
+                private_ip: n.private_ip.clone(),
+                revision: n.revision.clone(),
+                health: n.health.clone(),
+                selfcheck: n.selfcheck.clone(),
+            })
             .collect()
     }
 }
@@ -85,7 +115,15 @@ fn node_of(cluster: &str, i: &Instance) -> Node {
     let tags = api::tag_map(i.tags());
     let name = tags.get(NODE_TAG).cloned().unwrap_or_default();
     let index = name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|n| n.parse().ok());
-    Node { id: i.instance_id().unwrap_or_default().to_owned(), name, index, private_ip: i.private_ip_address().map(str::to_owned) }
+    Node {
+        id: i.instance_id().unwrap_or_default().to_owned(),
+        name,
+        index,
+        private_ip: i.private_ip_address().map(str::to_owned),
+        revision: tags.get(REVISION_TAG).filter(|r| !r.is_empty()).cloned(),
+        selfcheck: tags.get(SELFCHECK_TAG).filter(|v| !v.is_empty()).cloned(),
+        health: None,
+    }
 }
 
 /// All live nodes of a cluster the census admits: one filtered DescribeInstances, paginated.
@@ -120,9 +158,89 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
     }
 }
 
-/// The cluster's launch template id, if it exists and the census admits it (DescribeLaunchTemplates
-/// carries its tags).
-async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<String>, String> {
+/// The nodes with what EC2 says of their health: one DescribeInstanceStatus listing (all instances, paged by
+/// [`STATUS_PAGE`]; EC2 takes no tag filter and no page size beside instance ids, and ids would make the
+/// calls grow with the cluster), kept for these nodes' ids. No call when there are no nodes.
+pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, String> {
+    if nodes.is_empty() {
+        return Ok(nodes);
+    }
+    let ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
+    let mut found: BTreeMap<String, String> = BTreeMap::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = aws
+            .ec2
+            .describe_instance_status()
+            .include_all_instances(true)
+            .max_results(STATUS_PAGE)
+            .set_next_token(token.take())
+            .send()
+            .await
+            .map_err(|e| format!("reading the nodes' status checks and scheduled events (DescribeInstanceStatus): {}", why(&e)))?;
+        for status in page.instance_statuses() {
+            let Some(id) = status.instance_id().filter(|id| ids.contains(id)) else { continue };
+            if let Some(reason) = unhealthy(status) {
+                found.insert(id.to_owned(), reason);
+            }
+        }
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+            _ => break,
+        }
+    }
+    for n in &mut nodes {
+        n.health = found.remove(&n.id);
+    }
+    Ok(nodes)
+}
+
+/// Why EC2's status of an instance makes it unhealthy: an impaired system or instance status check (with
+/// the time it has been impaired since), or a scheduled event not yet completed or canceled.
+pub fn unhealthy(status: &InstanceStatus) -> Option<String> {
+    let mut reasons = Vec::new();
+    for (check, summary) in [("system", status.system_status()), ("instance", status.instance_status())] {
+        if let Some(why) = summary.and_then(|s| impaired(check, s)) {
+            reasons.push(why);
+        }
+    }
+    for event in status.events() {
+        let description = event.description().unwrap_or_default();
+        if description.starts_with("[Completed]") || description.starts_with("[Canceled]") {
+            continue;
+        }
+        let Some(code) = event.code() else { continue };
+        reasons.push(match event.not_before() {
+            Some(t) => format!("scheduled {} from {}", code.as_str(), minute(t)),
+            None => format!("scheduled {}", code.as_str()),
+        });
+    }
+    (!reasons.is_empty()).then(|| reasons.join("; "))
+}
+
+fn impaired(check: &str, summary: &InstanceStatusSummary) -> Option<String> {
+    if summary.status().map(|s| s.as_str()) != Some("impaired") {
+        return None;
+    }
+    let since = summary.details().iter().filter_map(|d| d.impaired_since()).min_by_key(|t| (t.secs(), t.subsec_nanos()));
+    Some(match since {
+        Some(t) => format!("{check} status check impaired since {}", minute(t)),
+        None => format!("{check} status check impaired"),
+    })
+}
+
+/// A time as the plan shows it: `2026-12-01T10:02Z`.
+pub fn minute(t: &DateTime) -> String {
+    let text = t.fmt(DateTimeFormat::DateTime).unwrap_or_default();
+    match text.get(..16) {
+        Some(head) => format!("{head}Z"),
+        None => text,
+    }
+}
+
+/// The cluster's launch template id and tags, if it exists and the census admits it
+/// (DescribeLaunchTemplates carries its tags).
+async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<(String, BTreeMap<String, String>)>, String> {
     let name = template_name(cluster);
     let described = match aws.ec2.describe_launch_templates().launch_template_names(&name).send().await {
         Ok(out) => out,
@@ -131,55 +249,79 @@ async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option
     };
     let Some(lt) = described.launch_templates().first() else { return Ok(None) };
     let created = lt.create_time().map(|t| t.to_string());
-    let ours = census.admit("aws_launch_template", &name, marker_in(&api::tag_map(lt.tags())), created.as_deref());
-    Ok(ours.then(|| lt.launch_template_id().unwrap_or_default().to_owned()))
+    let tags = api::tag_map(lt.tags());
+    let ours = census.admit("aws_launch_template", &name, marker_in(&tags), created.as_deref());
+    Ok(ours.then(|| (lt.launch_template_id().unwrap_or_default().to_owned(), tags)))
 }
 
 fn template_not_found(code: &str) -> bool {
     code.starts_with("InvalidLaunchTemplateName.NotFound") || code.starts_with("InvalidLaunchTemplateId.NotFound")
 }
 
-/// The cluster's launch template (latest version), if it exists and the census admits it.
-pub async fn template(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<LaunchTemplateVersion>, String> {
-    if template_id(aws, cluster, census).await?.is_none() {
+/// The cluster's launch template (latest version) and its tags, if it exists and the census admits it.
+pub async fn template(
+    aws: &Aws,
+    cluster: &str,
+    census: &Census,
+) -> Result<Option<(LaunchTemplateVersion, BTreeMap<String, String>)>, String> {
+    let Some((_, tags)) = template_id(aws, cluster, census).await? else {
         return Ok(None);
-    }
+    };
     let name = template_name(cluster);
     match aws.ec2.describe_launch_template_versions().launch_template_name(&name).versions("$Latest").send().await {
-        Ok(out) => Ok(out.launch_template_versions().first().cloned()),
+        Ok(out) => Ok(out.launch_template_versions().first().cloned().map(|v| (v, tags))),
         Err(e) if api::code(&e).is_some_and(template_not_found) => Ok(None),
         Err(e) => Err(format!("reading launch template {name}: {}", why(&e))),
     }
 }
 
-/// Whether the cluster's key pair exists and is the census's.
-async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<bool, String> {
-    match aws.ec2.describe_key_pairs().key_names(key_name(cluster)).send().await {
+/// The revision a launch template version was made for (its description), if it records one.
+pub fn template_revision(version: &LaunchTemplateVersion) -> Option<&str> {
+    version.version_description()?.strip_prefix(REVISION_PREFIX)
+}
+
+/// Whether the cluster's key pair exists and is the census's, and its public key.
+async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<String>), String> {
+    match aws.ec2.describe_key_pairs().key_names(key_name(cluster)).include_public_key(true).send().await {
         Ok(out) => Ok(out
             .key_pairs()
             .first()
-            .is_some_and(|k| census.admit("aws_key_pair", &key_name(cluster), marker_in(&api::tag_map(k.tags())), None))),
-        Err(e) if api::code(&e) == Some("InvalidKeyPair.NotFound") => Ok(false),
+            .filter(|k| census.admit("aws_key_pair", &key_name(cluster), marker_in(&api::tag_map(k.tags())), None))
+            .map_or((false, None), |k| (true, k.public_key().map(str::to_owned)))),
+        Err(e) if api::code(&e) == Some("InvalidKeyPair.NotFound") => Ok((false, None)),
         Err(e) => Err(format!("reading key pair {}: {}", key_name(cluster), why(&e))),
     }
 }
 
 /// Everything of the cluster the census admits, for an apply or an import: the launch template's latest
-/// version, the nodes, the key pair.
+/// version, the nodes with their health, the key pair.
 pub async fn observe(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+    let mut live = find(aws, cluster, census).await?;
+    live.nodes = with_health(aws, std::mem::take(&mut live.nodes)).await?;
+    Ok(live)
+}
+
+/// [`observe`] without the nodes' health (what a delete or a look ahead needs).
+pub async fn find(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
     let template = template(aws, cluster, census).await?;
+    let (key, public_key) = key(aws, cluster, census).await?;
+    let (template, template_tags) = template.map_or((None, BTreeMap::new()), |(v, t)| (Some(v), t));
     Ok(ClusterLive {
         has_template: template.is_some(),
         template,
+        template_tags,
         nodes: nodes(aws, cluster, census).await?,
-        key: key(aws, cluster, census).await?,
+        key,
+        public_key,
     })
 }
 
-/// What a refresh needs: whether the launch template is there, and the nodes (two calls at any size).
+/// What a refresh needs: whether the launch template is there, the nodes and their health (three calls at
+/// any size).
 pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
     let has_template = template_id(aws, cluster, census).await?.is_some();
-    Ok(ClusterLive { has_template, template: None, nodes: nodes(aws, cluster, census).await?, key: false })
+    let nodes = with_health(aws, nodes(aws, cluster, census).await?).await?;
+    Ok(ClusterLive { has_template, nodes, ..Default::default() })
 }
 
 /// The interfaces of the launch template, as [`super::efa_layout`] lays them out (the plan shows the same).
@@ -272,87 +414,70 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     }
     if spec.image.is_none() {
         // An import must not pin the image the lookup chose: the configuration left it to the provider.
-        lt_tags.insert("hpc:default-image".into(), "true".into());
+        lt_tags.insert(DEFAULT_IMAGE_TAG.into(), "true".into());
     }
-    if let Some(key) = &spec.ssh_public_key
-        && !live.key
-    {
-        import_key(aws, name, key, o.tags).await?;
+    // The provider's own tags a node publishes (self-check) or is launched with (revision) are never removed.
+    let stale: Vec<String> = o.stale_tags.iter().filter(|k| !node_only_tag(k)).cloned().collect();
+    // A latest version of another revision (or of none: an earlier release made it, and may have set
+    // AssociatePublicIpAddress beside several interfaces, which EC2 refuses) gets a new version; the nodes
+    // launched after it (replacements, a rolling update's batches) take it.
+    let revision = spec.revision();
+    let outdated = live.template.as_ref().filter(|t| template_revision(t) != Some(revision.as_str()));
+    if let Some(key) = &spec.ssh_public_key {
+        if !live.key {
+            import_key(aws, name, key, o.tags).await?;
+        } else if outdated.is_some() && !live.public_key.as_deref().is_some_and(|k| same_key(k, key)) {
+            // A key pair's material cannot change: the new key replaces it (running nodes keep theirs).
+            delete_key(aws, name).await?;
+            import_key(aws, name, key, o.tags).await?;
+        }
     }
-    // A template an earlier release made sets AssociatePublicIpAddress on a launch with several interfaces,
-    // which EC2 refuses ("cannot be specified when launching with multiple network interfaces"): it gets a
-    // new version without it (launches take the latest), with the image it was made with.
-    let stale =
-        live.template.as_ref().and_then(|t| t.launch_template_data()).filter(|d| {
-            d.network_interfaces().len() > 1 && d.network_interfaces().iter().any(|n| n.associate_public_ip_address().is_some())
-        });
-    let repair =
-        stale.map(|d| (d.image_id().map(str::to_owned), live.template.as_ref().and_then(|t| t.launch_template_id()).map(str::to_owned)));
-    if live.template.is_none() || repair.is_some() {
-        let image = match (&spec.image, repair.as_ref().and_then(|(i, _)| i.clone())) {
-            (_, Some(kept)) => kept,
-            (Some(i), None) => i.clone(),
+    if live.template.is_none() || outdated.is_some() {
+        // An image the provider chose stays the template's until the configuration names one.
+        let kept = outdated
+            .filter(|_| spec.image.is_none() && live.template_tags.contains_key(DEFAULT_IMAGE_TAG))
+            .and_then(|t| t.launch_template_data())
+            .and_then(|d| d.image_id())
+            .map(str::to_owned);
+        let image = match (&spec.image, kept) {
+            (Some(i), _) => i.clone(),
+            (None, Some(kept)) => kept,
             (None, None) => default_image(aws).await?,
         };
-        let mut data = RequestLaunchTemplateData::builder()
-            .image_id(image)
-            .instance_type(spec.fabric.sku.name.into())
-            .set_network_interfaces(Some(interfaces(spec, &subnet, &sg)))
-            .placement(
-                LaunchTemplatePlacementRequest::builder()
-                    .availability_zone(spec.fabric.zone.clone().unwrap_or_default())
-                    .set_group_name(group.clone())
-                    .build(),
-            )
-            .metadata_options(
-                LaunchTemplateInstanceMetadataOptionsRequest::builder().http_tokens(LaunchTemplateHttpTokensState::Required).build(),
-            );
-        let market = match spec.capacity {
-            CapacityType::Spot => Some(MarketType::Spot),
-            CapacityType::CapacityBlock => Some(MarketType::CapacityBlock),
-            _ => None,
-        };
-        if let Some(m) = market {
-            data = data.instance_market_options(LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(m).build());
-        }
-        // A Capacity Block id (cb-...) is no capacity reservation: an UltraServer cluster names the block's
-        // reservations at launch, one per NVLink domain.
-        if let Some(r) = spec.reservation_id.as_ref().filter(|_| ultraservers.is_none()) {
-            data = data.capacity_reservation_specification(
-                LaunchTemplateCapacityReservationSpecificationRequest::builder()
-                    .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(r).build())
-                    .build(),
-            );
-        }
-        if spec.ssh_public_key.is_some() {
-            data = data.key_name(key_name(name));
-        }
-        if let Some(u) = &spec.user_data {
-            data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u));
-        }
-        if let Some((_, Some(id))) = &repair {
+        let data = template_data(spec, image, &subnet, &sg, group.clone(), ultraservers.is_some());
+        let description = format!("{REVISION_PREFIX}{revision}");
+        if let Some(id) = outdated.and_then(|t| t.launch_template_id()).map(str::to_owned) {
             aws.ec2
                 .create_launch_template_version()
-                .launch_template_id(id)
-                .launch_template_data(data.build())
+                .launch_template_id(&id)
+                .version_description(&description)
+                .launch_template_data(data)
                 .send()
                 .await
-                .map_err(|e| format!("updating launch template {}: {}", template_name(name), why(&e)))?;
+                .map_err(|e| format!("updating launch template {} to revision {revision}: {}", template_name(name), why(&e)))?;
+            // Its tags follow the configuration (the default-image mark comes and goes with `image`).
+            let mut gone = stale.clone();
+            if spec.image.is_some() && live.template_tags.contains_key(DEFAULT_IMAGE_TAG) {
+                gone.push(DEFAULT_IMAGE_TAG.into());
+            }
+            fabric::retag(aws, &[id], &fabric::named(&lt_tags, &template_name(name)), &gone).await?;
         } else {
             aws.ec2
                 .create_launch_template()
                 .launch_template_name(template_name(name))
-                .launch_template_data(data.build())
+                .version_description(&description)
+                .launch_template_data(data)
                 .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &fabric::named(&lt_tags, &template_name(name))))
                 .send()
                 .await
                 .map_err(|e| format!("creating launch template {}: {}", template_name(name), why(&e)))?;
         }
-        live.template = template(aws, name, census).await?;
-        live.has_template = live.template.is_some();
+        let made = template(aws, name, census).await?;
+        live.has_template = made.is_some();
+        live.template = made.map(|(v, _)| v);
     } else if o.retag {
         let id = live.template.as_ref().and_then(|t| t.launch_template_id()).unwrap_or_default().to_owned();
-        fabric::retag(aws, &[id], &lt_tags, o.stale_tags).await?;
+        fabric::retag(aws, &[id], &lt_tags, &stale).await?;
     }
 
     // Which nodes to keep, launch and terminate.
@@ -367,8 +492,9 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         }
     }
     if o.retag && !keep.is_empty() {
+        // Each node keeps its own revision and self-check tags: they are not in `o.tags`, and never stale.
         let ids: Vec<String> = keep.values().map(|n| n.id.clone()).collect();
-        fabric::retag(aws, &ids, o.tags, o.stale_tags).await?;
+        fabric::retag(aws, &ids, o.tags, &stale).await?;
     }
     let missing: Vec<(u32, String)> =
         wanted.iter().enumerate().filter(|(_, n)| !keep.contains_key(*n)).map(|(i, n)| (i as u32, n.clone())).collect();
@@ -397,6 +523,69 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         Ok(()) => Ok(Converged { nodes: all }),
         Err(e) => Err(format!("{e} ({} of {} nodes exist)", all.len(), spec.node_count)),
     }
+}
+
+/// The launch template tag saying the configuration set no image (the provider looked one up).
+pub const DEFAULT_IMAGE_TAG: &str = "hpc:default-image";
+
+/// Tags each node has of its own, which no configuration sets and a retag never removes.
+pub fn node_only_tag(key: &str) -> bool {
+    key == SELFCHECK_TAG || key == REVISION_TAG
+}
+
+/// Whether two OpenSSH public keys are the same key (EC2 may give one back without its comment).
+fn same_key(a: &str, b: &str) -> bool {
+    let key = |k: &str| k.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+    key(a) == key(b)
+}
+
+/// What the launch template holds for `spec`: image, type, one EFA interface per network card, placement,
+/// market, reservation, key pair and user data. `ultraservers`: the reservations are named at launch.
+fn template_data(
+    spec: &ClusterSpec,
+    image: String,
+    subnet: &str,
+    sg: &str,
+    group: Option<String>,
+    ultraservers: bool,
+) -> RequestLaunchTemplateData {
+    let mut data = RequestLaunchTemplateData::builder()
+        .image_id(image)
+        .instance_type(spec.fabric.sku.name.into())
+        .set_network_interfaces(Some(interfaces(spec, subnet, sg)))
+        .placement(
+            LaunchTemplatePlacementRequest::builder()
+                .availability_zone(spec.fabric.zone.clone().unwrap_or_default())
+                .set_group_name(group)
+                .build(),
+        )
+        .metadata_options(
+            LaunchTemplateInstanceMetadataOptionsRequest::builder().http_tokens(LaunchTemplateHttpTokensState::Required).build(),
+        );
+    let market = match spec.capacity {
+        CapacityType::Spot => Some(MarketType::Spot),
+        CapacityType::CapacityBlock => Some(MarketType::CapacityBlock),
+        _ => None,
+    };
+    if let Some(m) = market {
+        data = data.instance_market_options(LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(m).build());
+    }
+    // A Capacity Block id (cb-...) is no capacity reservation: an UltraServer cluster names the block's
+    // reservations at launch, one per NVLink domain.
+    if let Some(r) = spec.reservation_id.as_ref().filter(|_| !ultraservers) {
+        data = data.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(r).build())
+                .build(),
+        );
+    }
+    if spec.ssh_public_key.is_some() {
+        data = data.key_name(key_name(&spec.name));
+    }
+    if let Some(u) = &spec.user_data {
+        data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u));
+    }
+    data.build()
 }
 
 /// The capacity reservations of the Capacity Block an UltraServer cluster launches into, one per UltraServer
@@ -507,6 +696,10 @@ async fn launch(
     let n = names.len() as i32;
     let mut tags = o.tags.clone();
     tags.insert(TAG.into(), spec.name.clone());
+    // Each node records the configuration it is made with; a rolling update remakes the others.
+    let revision = spec.revision();
+    let mut node_tags = tags.clone();
+    node_tags.insert(REVISION_TAG.into(), revision.clone());
     let target = reservation.map(|r| {
         CapacityReservationSpecification::builder()
             .capacity_reservation_target(CapacityReservationTarget::builder().capacity_reservation_id(r).build())
@@ -519,7 +712,7 @@ async fn launch(
         .min_count(n)
         .max_count(n)
         .set_capacity_reservation_specification(target)
-        .tag_specifications(tag_spec(ResourceType::Instance, &tags))
+        .tag_specifications(tag_spec(ResourceType::Instance, &node_tags))
         .tag_specifications(tag_spec(ResourceType::Volume, &tags))
         .send()
         .await
@@ -549,7 +742,14 @@ async fn launch(
             .send()
             .await;
         let index = node.rsplit('-').next().and_then(|i| i.parse().ok());
-        nodes.push(Node { id: id.clone(), name: node.clone(), index, private_ip: private_ip.clone() });
+        nodes.push(Node {
+            id: id.clone(),
+            name: node.clone(),
+            index,
+            private_ip: private_ip.clone(),
+            revision: Some(revision.clone()),
+            ..Default::default()
+        });
         if let Err(e) = result {
             // Untagged nodes would be lost track of: terminate the rest of the batch rather than leak them.
             let rest: Vec<String> = ids.iter().filter(|i| !nodes.iter().any(|n| &n.id == *i)).cloned().collect();
@@ -625,7 +825,7 @@ pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Durati
 
 /// Terminates every node the census admits, then deletes the launch template and key pair if they are its.
 pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, census: &Census) -> Result<(), String> {
-    let live = observe(aws, cluster, census).await?;
+    let live = find(aws, cluster, census).await?;
     let ids: Vec<String> = live.nodes.iter().map(|n| n.id.clone()).collect();
     if !ids.is_empty() {
         terminate(ctx, aws, &ids, timeout).await?;
@@ -640,11 +840,77 @@ pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, 
     if !live.key {
         return Ok(());
     }
+    delete_key(aws, cluster).await
+}
+
+async fn delete_key(aws: &Aws, cluster: &str) -> Result<(), String> {
     match aws.ec2.delete_key_pair().key_name(key_name(cluster)).send().await {
         Ok(_) => Ok(()),
         Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => Ok(()),
         Err(e) => Err(format!("deleting key pair {}: {}", key_name(cluster), why(&e))),
     }
+}
+
+/// The nodes of `names` that exist and the census admits (one listing), in the order listed.
+async fn named_nodes(aws: &Aws, cluster: &str, names: &[String], census: &Census) -> Result<Vec<Node>, String> {
+    let mut found = nodes(aws, cluster, census).await?;
+    found.retain(|n| names.contains(&n.name));
+    found.sort_by_key(|n| (n.index.unwrap_or(u32::MAX), n.id.clone()));
+    Ok(found)
+}
+
+/// Day 2: terminates the named nodes (one TerminateInstances for all of them) and waits until they are
+/// gone; the apply that follows launches them again under their names, into their reservation or
+/// UltraServer. Names with no node the census admits are skipped.
+pub async fn remove(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], timeout: Duration, census: &Census) -> Result<(), String> {
+    let ids: Vec<String> = named_nodes(aws, cluster, names, census).await?.into_iter().map(|n| n.id).collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    terminate(ctx, aws, &ids, timeout).await
+}
+
+/// Day 2: reboots the named nodes (one RebootInstances for all of them) and waits until they all run.
+pub async fn reboot(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], timeout: Duration, census: &Census) -> Result<(), String> {
+    let found = named_nodes(aws, cluster, names, census).await?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = found.iter().map(|n| n.id.clone()).collect();
+    let shown = found.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ");
+    for chunk in ids.chunks(1000) {
+        aws.ec2
+            .reboot_instances()
+            .set_instance_ids(Some(chunk.to_vec()))
+            .send()
+            .await
+            .map_err(|e| format!("rebooting {shown}: {}", why(&e)))?;
+    }
+    crate::clouds::shared::wait_for(ctx, &format!("{shown} to run again after the reboot"), timeout, || {
+        let ids = ids.clone();
+        async move {
+            let out = aws
+                .ec2
+                .describe_instances()
+                .filters(filter("instance-id", &ids.iter().map(String::as_str).collect::<Vec<_>>()))
+                .send()
+                .await
+                .map_err(|e| format!("reading rebooted nodes: {}", why(&e)))?;
+            let mut running = 0;
+            for i in out.reservations().iter().flat_map(|r| r.instances()) {
+                match i.state().and_then(|s| s.name()) {
+                    Some(InstanceStateName::Running) => running += 1,
+                    Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => {
+                        let node = api::tag_map(i.tags()).get(NODE_TAG).cloned().unwrap_or_default();
+                        return Err(format!("node {node} ({}) was terminated during its reboot", i.instance_id().unwrap_or_default()));
+                    }
+                    _ => {}
+                }
+            }
+            Ok((running == ids.len()).then_some(()))
+        }
+    })
+    .await
 }
 
 /// The configuration an import reconstructs from the launch template, its tags and the nodes.
@@ -657,14 +923,8 @@ pub async fn imported_config(
     let Some(version) = &live.template else {
         return Err(format!("no cluster named {cluster:?} in {}: no launch template {}", aws.region, template_name(cluster)));
     };
-    let lt = aws
-        .ec2
-        .describe_launch_templates()
-        .launch_template_names(template_name(cluster))
-        .send()
-        .await
-        .map_err(|e| format!("reading launch template tags: {}", why(&e)))?;
-    let tags = lt.launch_templates().first().map(|t| api::tag_map(t.tags())).unwrap_or_default();
+    // Its tags came with it; the nodes' own (`hpc:revision`, `hpc:selfcheck`) are never read as the user's.
+    let tags = live.template_tags.clone();
     let fabric_name =
         tags.get(fabric::TAG).cloned().ok_or_else(|| format!("launch template {} has no {} tag", template_name(cluster), fabric::TAG))?;
     let data = version.launch_template_data().ok_or_else(|| format!("launch template {} has no data", template_name(cluster)))?;
@@ -715,7 +975,7 @@ pub async fn imported_config(
         ("node_count", Value::int(live.nodes.len() as i64)),
         ("capacity_type", Value::from(capacity)),
         ("reservation_id", Value::from(reservation.map(str::to_owned))),
-        ("image", if tags.contains_key("hpc:default-image") { Value::Null } else { Value::from(data.image_id().map(str::to_owned)) }),
+        ("image", if tags.contains_key(DEFAULT_IMAGE_TAG) { Value::Null } else { Value::from(data.image_id().map(str::to_owned)) }),
         ("user_data", Value::from(user_data)),
         ("ssh_public_key", Value::from(ssh)),
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
@@ -734,6 +994,8 @@ mod tests {
 
     fn spec(instance_type: &str, nodes: u32, reservation: &str) -> ClusterSpec {
         ClusterSpec {
+            day2: Default::default(),
+            user_data_version: None,
             name: "gb".into(),
             fabric: FabricRef {
                 name: "fab".into(),
@@ -809,5 +1071,60 @@ mod tests {
         assert!(e.contains("not of UltraServers"), "{e}");
         let three: Vec<String> = ["cr-a", "cr-b", "cr-c"].map(String::from).to_vec();
         assert_eq!(check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &three, 18).unwrap(), three);
+    }
+
+    fn at(text: &str) -> DateTime {
+        DateTime::from_str(text, DateTimeFormat::DateTime).unwrap()
+    }
+
+    fn check(status: &str, since: Option<&str>) -> InstanceStatusSummary {
+        let detail = aws_sdk_ec2::types::InstanceStatusDetails::builder()
+            .name(aws_sdk_ec2::types::StatusName::Reachability)
+            .status(if status == "impaired" { aws_sdk_ec2::types::StatusType::Failed } else { aws_sdk_ec2::types::StatusType::Passed })
+            .set_impaired_since(since.map(at))
+            .build();
+        InstanceStatusSummary::builder().status(status.into()).details(detail).build()
+    }
+
+    fn event(code: &str, description: &str, not_before: Option<&str>) -> aws_sdk_ec2::types::InstanceStatusEvent {
+        aws_sdk_ec2::types::InstanceStatusEvent::builder()
+            .code(code.into())
+            .description(description)
+            .set_not_before(not_before.map(at))
+            .build()
+    }
+
+    #[test]
+    fn impaired_checks_and_pending_events_are_reasons_with_their_times_and_carried_out_events_are_not() {
+        let healthy = InstanceStatus::builder().system_status(check("ok", None)).instance_status(check("ok", None)).build();
+        assert_eq!(unhealthy(&healthy), None);
+        let system = InstanceStatus::builder()
+            .system_status(check("impaired", Some("2026-12-01T10:02:37.123Z")))
+            .instance_status(check("initializing", None))
+            .build();
+        assert_eq!(unhealthy(&system).as_deref(), Some("system status check impaired since 2026-12-01T10:02Z"));
+        let both = InstanceStatus::builder()
+            .system_status(check("impaired", None))
+            .instance_status(check("impaired", Some("2026-12-02T08:00:00Z")))
+            .events(event("instance-retirement", "The instance is running on degraded hardware", Some("2026-12-05T00:00:00Z")))
+            .events(event("system-reboot", "[Completed] scheduled reboot", Some("2026-11-01T00:00:00Z")))
+            .events(event("instance-stop", "[Canceled] scheduled stop", Some("2026-11-02T00:00:00Z")))
+            .build();
+        assert_eq!(
+            unhealthy(&both).as_deref(),
+            Some(
+                "system status check impaired; instance status check impaired since 2026-12-02T08:00Z; scheduled instance-retirement from \
+                 2026-12-05T00:00Z"
+            )
+        );
+        let only_event = InstanceStatus::builder().events(event("system-maintenance", "scheduled maintenance", None)).build();
+        assert_eq!(unhealthy(&only_event).as_deref(), Some("scheduled system-maintenance"));
+    }
+
+    #[test]
+    fn the_nodes_own_tags_are_never_stale_and_keys_compare_without_their_comment() {
+        assert!(node_only_tag("hpc:selfcheck") && node_only_tag("hpc:revision") && !node_only_tag("hpc:cluster"));
+        assert!(same_key("ssh-ed25519 AAAAC3Nza ml@example", "ssh-ed25519 AAAAC3Nza"));
+        assert!(!same_key("ssh-ed25519 AAAAC3Nza ml@example", "ssh-ed25519 AAAAC3Nzb ml@example"));
     }
 }

@@ -201,9 +201,10 @@ impl Arm {
         }
     }
 
-    /// All items of a list, following nextLink.
+    /// All items of a list, following nextLink. `url` may carry the operation's own query (`$expand=...`).
     pub async fn list(&self, ctx: &Context, url: &str, api: &str) -> Result<Vec<Json>, String> {
-        let mut next = Some(format!("{url}?api-version={api}"));
+        let joint = if url.contains('?') { '&' } else { '?' };
+        let mut next = Some(format!("{url}{joint}api-version={api}"));
         let mut out = Vec::new();
         while let Some(u) = next.take() {
             let reply = self.send(ctx, reqwest::Method::GET, &u, None).await?;
@@ -265,6 +266,21 @@ impl Arm {
                 _ = tokio::time::sleep(delay) => {}
             }
             delay = backoff.next(delay);
+        }
+    }
+
+    /// POST a resource's action (a scale set's `restart`, `reimage`, ...) and follow it to its end: long-running
+    /// actions answer 202 with a Location (or Azure-AsyncOperation) to poll, quick ones 200. `what` names it
+    /// in messages ("restarting scaleSets/c-0").
+    pub async fn action(&self, ctx: &Context, url: &str, api: &str, body: &Json, what: &str, timeout: Duration) -> Result<(), String> {
+        let reply = self.send(ctx, reqwest::Method::POST, &format!("{url}?api-version={api}"), Some(body)).await?;
+        match reply.status {
+            200 | 204 => Ok(()),
+            201 | 202 => match &reply.monitor {
+                Some(monitor) => self.wait(ctx, monitor, what, timeout).await,
+                None => Ok(()),
+            },
+            _ => Err(format!("{what}: {}", reply.error())),
         }
     }
 
@@ -369,6 +385,14 @@ pub fn tags_of(resource: &Json) -> BTreeMap<String, String> {
 /// when none are left.
 pub fn imported_tags(tags: &BTreeMap<String, String>, defaults: &BTreeMap<String, String>) -> Value {
     crate::clouds::shared::imported_tags(Cloud::Azure, tags, defaults)
+}
+
+#[cfg(test)]
+impl Arm {
+    /// A client that is never called, for tests of request bodies.
+    pub fn offline(subscription: &str) -> Arm {
+        Arm { subscription: subscription.into(), base: ARM.into(), http: reqwest::Client::new(), credential: None }
+    }
 }
 
 #[cfg(test)]

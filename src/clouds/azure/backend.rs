@@ -62,7 +62,7 @@ fn azure_refreshed(state: &Value, fs: &serde_json::Value) -> Value {
 }
 
 /// The scale sets the refresh did not find, marked missing in the expansion (the next apply recreates them).
-fn with_gone_sets(state: Value, cluster: &str, live: &[Option<Vec<cluster::Vm>>]) -> Value {
+fn with_gone_sets(state: Value, cluster: &str, live: &[Option<cluster::SetLive>]) -> Value {
     let gone: Vec<String> = live.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(i, _)| format!("{cluster}-{i}")).collect();
     if gone.is_empty() {
         return state;
@@ -72,6 +72,12 @@ fn with_gone_sets(state: Value, cluster: &str, live: &[Option<Vec<cluster::Vm>>]
         if missing && p.get("kind").as_str().is_some() { shared::marked_missing(p) } else { p.clone() }
     }));
     shared::with_attr(&state, "expansion", marked)
+}
+
+/// The resource group of a cluster's fabric, from its spec.
+fn spec_group(spec: &ClusterSpec) -> String {
+    let given = spec.own_fabric.as_ref().and_then(|o| o.resource_group.as_deref());
+    fabric::group_name(&spec.fabric.name, given)
 }
 
 async fn arm(ctx: &Context) -> Result<Arm, String> {
@@ -206,21 +212,33 @@ impl Backend<ClusterSpec> for Azure {
         let sizes = super::cluster_scale_sets(spec);
         match cluster::converge(ctx, &arm, spec, &group, change.tags, previous_sets, step.timeout, census).await {
             Ok(()) => {
-                if !change.planned.get("nodes").is_unknown() {
+                // What the plan left to the apply: the nodes and what they run and report (a known value in
+                // the plan is kept as planned).
+                let computed = ["nodes", "node_revisions", "unhealthy_nodes", "selfcheck"];
+                if !computed.iter().any(|a| change.planned.get(a).is_unknown()) {
                     return Outcome::done(state);
                 }
-                // A failed lookup leaves `nodes` null: the next refresh fills it in.
+                // A failed lookup leaves them null: the next refresh fills them in.
                 match cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await {
                     Ok(live) => {
-                        let nodes = cluster::nodes(&spec.name, &sizes, &live);
-                        Outcome::done(shared::with_attr(&state, "nodes", shared::nodes_value(&nodes)))
+                        let nodes = cluster::nodes(&spec.name, &sizes, &live, change.prior.get("node_revisions"));
+                        let mut found = shared::node_day2(change.prior, &nodes);
+                        found.insert("nodes".into(), shared::nodes_value(&nodes));
+                        let state = computed
+                            .iter()
+                            .filter(|a| change.planned.get(a).is_unknown())
+                            .fold(state, |s, a| shared::with_attr(&s, a, found.remove(*a).unwrap_or(Value::Null)));
+                        Outcome::done(state)
                     }
                     Err(_) => Outcome::done(state),
                 }
             }
             Err(e) => {
                 let kept = match cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await {
-                    Ok(live) => shared::with_nodes(&state, Cloud::Azure, SCALE_SET, &cluster::nodes(&spec.name, &sizes, &live)),
+                    Ok(live) => {
+                        let nodes = cluster::nodes(&spec.name, &sizes, &live, change.prior.get("node_revisions"));
+                        shared::with_nodes(&state, Cloud::Azure, SCALE_SET, &nodes)
+                    }
                     Err(_) => state,
                 };
                 Outcome::failed(kept, e)
@@ -249,7 +267,7 @@ impl Backend<ClusterSpec> for Azure {
         if live.iter().all(Option::is_none) {
             return Ok(None);
         }
-        let nodes = cluster::nodes(name, &sizes, &live);
+        let nodes = cluster::nodes(name, &sizes, &live, state.get("node_revisions"));
         // Each scale set keeps its planned size in the expansion (no piece is of this kind).
         let out = shared::with_nodes(state, Cloud::Azure, "(scale sets keep their planned sizes)", &nodes);
         Ok(Some(with_gone_sets(out, name, &live)))
@@ -270,15 +288,29 @@ impl Backend<ClusterSpec> for Azure {
 
 #[async_trait]
 impl ClusterBackend for Azure {
+    /// On Azure a node is remade in place, never deleted: a VM made again would get a new instance id at
+    /// its scale set's end and move every later node's name. The scale set model is brought to the spec
+    /// and the named VMs upgraded to it and reimaged (redeployed first when broken); the apply that follows
+    /// finds nothing missing.
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        let arm = arm(step.ctx).await?;
+        let group = spec_group(spec);
+        cluster::remake(step.ctx, &arm, spec, &group, names, step.timeout, step.census).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        let arm = arm(step.ctx).await?;
+        let group = spec_group(spec);
+        cluster::reboot(step.ctx, &arm, spec, &group, names, step.timeout, step.census).await
+    }
+
     fn node_piece(&self) -> &'static str {
         SCALE_SET
     }
 
     async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
         let arm = arm(step.ctx).await?;
-        let f = &spec.fabric;
-        let given = spec.own_fabric.as_ref().and_then(|o| o.resource_group.as_deref());
-        let group = fabric::group_name(&f.name, given);
+        let group = spec_group(spec);
         let sets = super::cluster_scale_sets(spec).len();
         // The census notes another owner's scale sets; the caller's look ahead refuses them.
         cluster::observe(step.ctx, &arm, &group, &spec.name, sets, step.census).await.map(|_| ())
@@ -462,12 +494,13 @@ mod tests {
     #[test]
     fn a_scale_set_deleted_outside_is_marked_missing() {
         let state = Value::object([("expansion", Value::list([set("c-0", "2"), set("c-1", "2")]))]);
-        let vm = cluster::Vm { id: "vm".into(), private_ip: None };
-        let out = with_gone_sets(state.clone(), "c", &[Some(vec![vm.clone(), vm]), None]);
+        let vm = cluster::Vm { id: "vm".into(), ..Default::default() };
+        let set = cluster::SetLive { vms: vec![vm.clone(), vm], ..Default::default() };
+        let out = with_gone_sets(state.clone(), "c", &[Some(set), None]);
         let pieces = out.get("expansion").as_list().unwrap().to_vec();
         assert!(pieces[0].get("settings").get("missing").is_null());
         assert_eq!(pieces[1].get("settings").get("missing").as_str(), Some(shared::MISSING));
-        assert_eq!(with_gone_sets(state.clone(), "c", &[Some(vec![]), Some(vec![])]), state);
+        assert_eq!(with_gone_sets(state.clone(), "c", &[Some(Default::default()), Some(Default::default())]), state);
     }
 
     #[test]

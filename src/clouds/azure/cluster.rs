@@ -1,9 +1,20 @@
 //! `hpc_gpu_cluster` on Azure: Uniform VM scale sets of ND-series VMs with InfiniBand (single placement
 //! group, one fault domain, no overprovisioning, manual upgrades) in the fabric's proximity placement
 //! group, at most 100 VMs each (`<cluster>-0`, `<cluster>-1`, ... as the plan showed). A refresh lists
-//! each scale set's VMs and their network interfaces with one call each per scale set. A scale set is the
-//! cluster's only when its `hpc:owner` tag is this owner's: another owner's same-named scale set is never
-//! resized, retagged or deleted.
+//! each scale set's VMs (with their instance views) and their network interfaces with one call each per
+//! scale set. A scale set is the cluster's only when its `hpc:owner` tag is this owner's: another owner's
+//! same-named scale set is never resized, retagged or deleted.
+//!
+//! Day 2. A node is named by its position in its scale set, so nodes are remade in place, never deleted
+//! and scaled out again (a new VM gets a new instance id at the end and every later name would move): the
+//! scale set model is brought to the spec, then the named VMs get `manualupgrade` and `reimage` (and
+//! `redeploy` first, off their host, when the cloud or their self-check says they are broken). Health comes
+//! from each VM's instance view: provisioning and power states, a scheduled maintenance, and the
+//! Application Health extension every scale set runs, which probes the node's self-check on
+//! `http://localhost:<SELFCHECK_PORT><SELFCHECK_PATH>` (Rich Health States; the verdict travels in its
+//! `customMetrics`). Azure keeps no tags on a scale set's VMs (its tag support table: "No" for
+//! `virtualMachineScaleSets/virtualMachines`), so the revision a node runs is the scale set model's
+//! (`hpc:revision` on the scale set) when the VM has the latest model applied.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,11 +45,165 @@ pub fn group_of_fabric(fabric_id: &str) -> Option<String> {
 /// 2018-10-01, under the scale set's Microsoft.Compute path).
 pub const VMSS_NIC_API: &str = "2018-10-01";
 
-/// A live VM of a scale set: its resource id and its primary NIC's private address.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The Application Health extension every scale set's model carries: it probes the node's self-check on
+/// `http://localhost:SELFCHECK_PORT SELFCHECK_PATH`, which answers Rich Health States
+/// (`{"ApplicationHealthState": "Healthy" | "Unhealthy", "customMetrics": "{\"hpcSelfcheck\": \"<verdict>\"}"}`).
+pub const HEALTH_EXTENSION: &str = "hpc-health";
+pub const SELFCHECK_PORT: u16 = 8477;
+pub const SELFCHECK_PATH: &str = "/hpc-selfcheck";
+/// The key of the self-check's verdict in the probe answer's `customMetrics`.
+pub const SELFCHECK_METRIC: &str = "hpcSelfcheck";
+/// How long the extension reports `Initializing` after a boot before it gives up on an answer (`Unknown`):
+/// the self-check waits up to 300 s for the devices, after the OS and drivers are up.
+pub const HEALTH_GRACE_SECONDS: u64 = 1200;
+/// The scale set tag of the model's revision before the current one: what its VMs not yet upgraded run.
+pub const PREVIOUS_REVISION_TAG: &str = "hpc:previous-revision";
+/// Set on a scale set while some of its VMs are being remade, and cleared when they are done: until then a
+/// VM with the latest model applied may not have been reimaged, and runs what the state says.
+pub const REMAKING_TAG: &str = "hpc:remaking";
+/// The revision shown for a VM that is not on its scale set's model when nothing says which one it runs.
+pub const UNKNOWN_REVISION: &str = "unknown";
+
+/// A live VM of a scale set: its resource id, its primary NIC's private address, and what its instance view
+/// says (see [`condition`]).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Vm {
     pub id: String,
     pub private_ip: Option<String>,
+    pub instance_id: String,
+    /// `latestModelApplied`: it runs the scale set's current model.
+    pub latest: bool,
+    pub condition: Condition,
+}
+
+/// What a VM's instance view says of it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Condition {
+    /// Why the cloud holds it unhealthy, with the time it gives.
+    pub health: Option<String>,
+    /// The verdict its self-check published through the Application Health extension.
+    pub selfcheck: Option<String>,
+    /// `PowerState/<power>`: running, stopped, deallocated, starting, ...
+    pub power: Option<String>,
+    /// Whether provisioning is done (`ProvisioningState/succeeded`).
+    pub provisioned: bool,
+    /// Its host is the trouble (failed provisioning, a scheduled maintenance, an unhealthy or failing node):
+    /// a repair moves it off it (`redeploy`).
+    pub broken: bool,
+}
+
+impl Condition {
+    pub fn running(&self) -> bool {
+        self.power.as_deref() == Some("running")
+    }
+
+    /// Stopped or deallocated: only `start` brings it back.
+    pub fn stopped(&self) -> bool {
+        matches!(self.power.as_deref(), Some("stopped" | "deallocated"))
+    }
+}
+
+/// A scale set of the cluster as it is: the revisions its tags record and its VMs in instance-id order.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct SetLive {
+    /// `hpc:revision`: the revision of its model (none on a scale set an earlier release made).
+    pub revision: Option<String>,
+    /// `hpc:previous-revision`: the model's revision before.
+    pub previous: Option<String>,
+    /// `hpc:remaking`: VMs of it are being remade.
+    pub remaking: bool,
+    pub vms: Vec<Vm>,
+}
+
+/// `2026-12-01T10:02:33.1234567+00:00` (or `...Z`, or another offset) as `2026-12-01T10:02Z`, in UTC.
+pub fn minute(t: &str) -> String {
+    let parse = || -> Option<String> {
+        let num = |a: usize, b: usize| t.get(a..b)?.parse::<i64>().ok();
+        let (y, mo, d, h, mi) = (num(0, 4)?, num(5, 7)?, num(8, 10)?, num(11, 13)?, num(14, 16)?);
+        // The offset: `Z`, or `+HH:MM` / `-HH:MM` after the seconds and their fraction.
+        let rest = t.get(16..)?;
+        let offset = match rest.find(['Z', 'z', '+', '-']) {
+            Some(i) if rest[i..].starts_with(['Z', 'z']) => 0,
+            Some(i) => {
+                let sign = if rest[i..].starts_with('-') { -1 } else { 1 };
+                let hh: i64 = rest.get(i + 1..i + 3)?.parse().ok()?;
+                let mm: i64 = rest.get(i + 4..i + 6).and_then(|m| m.parse().ok()).unwrap_or(0);
+                sign * (hh * 60 + mm)
+            }
+            None => 0,
+        };
+        // Days since 1970-01-01 of the civil date (Howard Hinnant's days-from-civil).
+        let (yy, m) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+        let era = yy.div_euclid(400);
+        let yoe = yy - era * 400;
+        let doy = (153 * m + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        let minutes = days * 1440 + h * 60 + mi - offset;
+        let (y, mo, d) = crate::clock::civil_from_days(minutes.div_euclid(1440));
+        let m = minutes.rem_euclid(1440);
+        Some(format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}Z", m / 60, m % 60))
+    };
+    parse().unwrap_or_else(|| t.to_owned())
+}
+
+/// A verdict as the self-check publishes it: lowercase letters, digits and `-`, at most 63 characters.
+fn verdict(v: &str) -> Option<String> {
+    let ok = !v.is_empty() && v.len() <= 63 && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    ok.then(|| v.to_owned())
+}
+
+/// What a VM's instance view (VirtualMachineScaleSetVMInstanceView) says: provisioning failed
+/// (`ProvisioningState/failed/<code>`), the power state (`PowerState/stopped`, `deallocated`), a scheduled
+/// maintenance (`maintenanceRedeployStatus`), and the Application Health extension's state (`vmHealth`,
+/// `HealthState/<state>`) with the self-check's verdict in the extension's `CustomMetrics` substatus.
+pub fn condition(view: &Json) -> Condition {
+    let since = |s: &Json| s["time"].as_str().map(|t| format!(" since {}", minute(t))).unwrap_or_default();
+    let mut out = Condition::default();
+    let mut failed = None;
+    for s in view["statuses"].as_array().into_iter().flatten() {
+        let code = s["code"].as_str().unwrap_or_default();
+        let lower = code.to_ascii_lowercase();
+        if let Some(power) = lower.strip_prefix("powerstate/") {
+            out.power = Some(power.to_owned());
+        } else if lower == "provisioningstate/succeeded" {
+            out.provisioned = true;
+        } else if lower.starts_with("provisioningstate/failed") {
+            let why = code.splitn(3, '/').nth(2).map(|c| format!(" ({c})")).unwrap_or_default();
+            failed = Some(format!("provisioning failed{why}{}", since(s)));
+        }
+    }
+    let stopped = match out.power.as_deref() {
+        Some(p @ ("stopped" | "deallocated")) => Some(format!("VM {p}")),
+        _ => None,
+    };
+    let m = &view["maintenanceRedeployStatus"];
+    let completed = m["lastOperationResultCode"].as_str().is_some_and(|c| c.eq_ignore_ascii_case("MaintenanceCompleted"));
+    let window = m["maintenanceWindowStartTime"].as_str().or(m["preMaintenanceWindowStartTime"].as_str());
+    let maintenance = window.filter(|_| !completed).map(|t| format!("scheduled for maintenance from {}", minute(t)));
+    let health = &view["vmHealth"]["status"];
+    let state = health["code"].as_str().and_then(|c| c.strip_prefix("HealthState/")).map(str::to_ascii_lowercase);
+    let published = view["extensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.contains("ApplicationHealth")))
+        .flat_map(|e| e["substatuses"].as_array().cloned().unwrap_or_default())
+        .filter(|s| s["code"].as_str().is_some_and(|c| c.to_ascii_lowercase().contains("/custommetrics/")))
+        .find_map(|s| serde_json::from_str::<Json>(s["message"].as_str()?).ok()?[SELFCHECK_METRIC].as_str().and_then(verdict));
+    out.selfcheck = match state.as_deref() {
+        Some("healthy") => Some(published.clone().unwrap_or_else(|| "ok".into())),
+        Some("unhealthy") => published.clone(),
+        // Initializing (the node has not answered since it booted) or Unknown: no verdict yet.
+        _ => None,
+    };
+    // Unhealthy without a verdict of the self-check's: the extension's own word, with its time.
+    let unhealthy = (state.as_deref() == Some("unhealthy") && published.is_none())
+        .then(|| format!("Application Health extension reports the node unhealthy{}", since(health)));
+    let failing = out.selfcheck.as_deref().is_some_and(|v| v.starts_with("fail"));
+    out.broken = failed.is_some() || maintenance.is_some() || unhealthy.is_some() || failing;
+    out.health = failed.or(stopped).or(maintenance).or(unhealthy);
+    out
 }
 
 /// A scale set of the cluster, read by id, if it exists and the census admits it.
@@ -50,8 +215,45 @@ async fn own_set(ctx: &Context, arm: &Arm, id: &str, census: &Census) -> Result<
 /// The node piece of a cluster's expansion: one scale set.
 pub const SCALE_SET: &str = "azurerm_linux_virtual_machine_scale_set";
 
-/// Each scale set's live VMs (in instance-id order), in scale-set order; `None` for a scale set that does
-/// not exist or is not the census's. Per scale set: one read, one VM list, one NIC list.
+/// A scale set as it is, from its resource (tags) and its VMs listed with their instance views.
+fn set_live(set: &Json, vms: &[Json], nics: &[Json]) -> SetLive {
+    let mut vms: Vec<&Json> = vms.iter().collect();
+    vms.sort_by_key(|vm| vm["instanceId"].as_str().and_then(|i| i.parse::<u64>().ok()).unwrap_or(u64::MAX));
+    let address_of = |vm_id: &str| {
+        nics.iter()
+            .filter(|n| n["properties"]["virtualMachine"]["id"].as_str().is_some_and(|v| v.eq_ignore_ascii_case(vm_id)))
+            .flat_map(|n| n["properties"]["ipConfigurations"].as_array().cloned().unwrap_or_default())
+            .find(|c| c["properties"]["primary"].as_bool() != Some(false))
+            .and_then(|c| c["properties"]["privateIPAddress"].as_str().map(str::to_owned))
+    };
+    let tag = |k: &str| set["tags"][k].as_str().map(str::to_owned);
+    SetLive {
+        revision: tag(crate::clouds::shared::REVISION_TAG),
+        previous: tag(PREVIOUS_REVISION_TAG),
+        remaking: tag(REMAKING_TAG).is_some(),
+        vms: vms
+            .iter()
+            .filter_map(|vm| {
+                let id = vm["id"].as_str()?;
+                Some(Vm {
+                    id: id.to_owned(),
+                    private_ip: address_of(id),
+                    instance_id: vm["instanceId"].as_str().unwrap_or_default().to_owned(),
+                    latest: vm["properties"]["latestModelApplied"].as_bool() != Some(false),
+                    condition: condition(&vm["properties"]["instanceView"]),
+                })
+            })
+            .collect(),
+    }
+}
+
+/// The VMs of a scale set with their instance views (one call, whatever their number).
+async fn list_vms(ctx: &Context, arm: &Arm, set_id: &str) -> Result<Vec<Json>, String> {
+    arm.list(ctx, &format!("{set_id}/virtualMachines?$expand=instanceView"), COMPUTE_API).await
+}
+
+/// Each scale set as it is, in scale-set order; `None` for a scale set that does not exist or is not the
+/// census's. Per scale set: one read, one VM list (with instance views), one NIC list.
 pub async fn observe(
     ctx: &Context,
     arm: &Arm,
@@ -59,43 +261,78 @@ pub async fn observe(
     cluster: &str,
     sets: usize,
     census: &Census,
-) -> Result<Vec<Option<Vec<Vm>>>, String> {
+) -> Result<Vec<Option<SetLive>>, String> {
     let mut out = Vec::new();
     for i in 0..sets {
         let id = scale_set_id(arm, group, cluster, i);
-        if own_set(ctx, arm, &id, census).await?.is_none() {
+        let Some(set) = own_set(ctx, arm, &id, census).await? else {
             out.push(None);
             continue;
-        }
-        let mut vms = arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?;
-        vms.sort_by_key(|vm| vm["instanceId"].as_str().and_then(|i| i.parse::<u64>().ok()).unwrap_or(u64::MAX));
-        let nics = arm.list(ctx, &format!("{id}/networkInterfaces"), VMSS_NIC_API).await?;
-        let address_of = |vm_id: &str| {
-            nics.iter()
-                .filter(|n| n["properties"]["virtualMachine"]["id"].as_str().is_some_and(|v| v.eq_ignore_ascii_case(vm_id)))
-                .flat_map(|n| n["properties"]["ipConfigurations"].as_array().cloned().unwrap_or_default())
-                .find(|c| c["properties"]["primary"].as_bool() != Some(false))
-                .and_then(|c| c["properties"]["privateIPAddress"].as_str().map(str::to_owned))
         };
-        out.push(Some(
-            vms.iter().filter_map(|vm| vm["id"].as_str()).map(|vm| Vm { id: vm.to_owned(), private_ip: address_of(vm) }).collect(),
-        ));
+        let vms = list_vms(ctx, arm, &id).await?;
+        let nics = arm.list(ctx, &format!("{id}/networkInterfaces"), VMSS_NIC_API).await?;
+        out.push(Some(set_live(&set, &vms, &nics)));
     }
     Ok(out)
 }
 
+/// The revision a VM runs: its scale set model's when it has the latest model applied (and no remake of
+/// the set was left unfinished); else what `known` (the state's `node_revisions`) says, or the model's
+/// previous revision, or [`UNKNOWN_REVISION`]. A VM off the model that the state says runs the model's
+/// revision keeps it: the model changed in something the revision does not cover (the health extension,
+/// a change made outside), not in what the node was made from. `None` for a scale set an earlier release
+/// made (no revision recorded).
+fn revision_of(set: &SetLive, vm: &Vm, known: Option<&str>) -> Option<String> {
+    let model = set.revision.as_deref()?;
+    if vm.latest {
+        let trusted = if set.remaking { known.unwrap_or(model) } else { model };
+        return Some(trusted.to_owned());
+    }
+    Some(known.or(set.previous.as_deref().filter(|p| *p != model)).unwrap_or(UNKNOWN_REVISION).to_owned())
+}
+
 /// The nodes for what exists: scale set `j` holds nodes `offset(j) ..` in instance-id order, so a VM
-/// missing from a set shows as that set's last node missing.
-pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<Vec<Vm>>]) -> Vec<NodeAddress> {
+/// missing from a set shows as that set's last node missing. `known` is the state's `node_revisions`.
+pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], known: &crate::framework::Value) -> Vec<NodeAddress> {
     let mut out = Vec::new();
     let mut offset = 0usize;
     for (j, size) in sizes.iter().enumerate() {
-        let vms = live.get(j).and_then(Option::as_ref).map(Vec::as_slice).unwrap_or_default();
-        out.extend(vms.iter().take(*size as usize).enumerate().map(|(k, vm)| NodeAddress {
-            name: format!("{cluster}-{}", offset + k),
-            id: vm.id.clone(),
-            private_ip: vm.private_ip.clone(),
-        }));
+        if let Some(set) = live.get(j).and_then(Option::as_ref) {
+            out.extend(set.vms.iter().take(*size as usize).enumerate().map(|(k, vm)| {
+                let name = format!("{cluster}-{}", offset + k);
+                NodeAddress {
+                    revision: revision_of(set, vm, known.get(&name).as_str()),
+                    health: vm.condition.health.clone(),
+                    selfcheck: vm.condition.selfcheck.clone(),
+                    name,
+                    id: vm.id.clone(),
+                    private_ip: vm.private_ip.clone(),
+                }
+            }));
+        }
+        offset += *size as usize;
+    }
+    out
+}
+
+/// The named nodes among what exists, by scale set: `(set index, the scale set's VMs that are named)`.
+fn named<'a>(cluster: &str, sizes: &[u32], live: &'a [Option<SetLive>], names: &[String]) -> Vec<(usize, Vec<&'a Vm>)> {
+    let mut out = Vec::new();
+    let mut offset = 0usize;
+    for (j, size) in sizes.iter().enumerate() {
+        if let Some(set) = live.get(j).and_then(Option::as_ref) {
+            let picked: Vec<&Vm> = set
+                .vms
+                .iter()
+                .take(*size as usize)
+                .enumerate()
+                .filter(|(k, _)| names.iter().any(|n| *n == format!("{cluster}-{}", offset + k)))
+                .map(|(_, vm)| vm)
+                .collect();
+            if !picked.is_empty() {
+                out.push((j, picked));
+            }
+        }
         offset += *size as usize;
     }
     out
@@ -135,8 +372,99 @@ pub fn computer_name_prefix(cluster: &str, index: usize) -> String {
     format!("{}{suffix}", base.trim_end_matches('-'))
 }
 
+/// The Application Health extension of a scale set model (Rich Health States over HTTP, see
+/// [`HEALTH_EXTENSION`]).
+fn health_extension() -> Json {
+    json!({"name": HEALTH_EXTENSION, "properties": {
+        "publisher": "Microsoft.ManagedServices", "type": "ApplicationHealthLinux", "typeHandlerVersion": "2.0",
+        "autoUpgradeMinorVersion": true,
+        "settings": {"protocol": "http", "port": SELFCHECK_PORT, "requestPath": SELFCHECK_PATH, "intervalInSeconds": 30,
+                     "numberOfProbes": 1, "gracePeriod": HEALTH_GRACE_SECONDS}}})
+}
+
+/// Whether a scale set's model runs the Application Health extension.
+fn has_health_extension(set: &Json) -> bool {
+    let extensions = set.pointer("/properties/virtualMachineProfile/extensionProfile/extensions").and_then(Json::as_array);
+    extensions.into_iter().flatten().any(|e| e["properties"]["type"].as_str().is_some_and(|t| t.starts_with("ApplicationHealth")))
+}
+
+/// What a scale set PUT does with the `hpc:remaking` marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Remake {
+    /// As it is (a converge: an unfinished remake stays marked until a remake finishes).
+    Keep,
+    /// VMs of the set are about to be remade.
+    Begin,
+    /// They are done.
+    End,
+}
+
+/// A scale set's PUT, from the spec and the scale set as it is (`None` for one to make): its host-name
+/// prefix kept (Azure never changes it), `tags` (the user's, the owner's and the provider's own) with the
+/// model's revision in `hpc:revision` and the one before in `hpc:previous-revision`, and `hpc:remaking`
+/// as `remake` says. The Application Health extension goes into every new model,
+/// and into an existing one only when the model changes anyway: added alone, it would leave every VM off
+/// the latest model.
+#[allow(clippy::too_many_arguments)]
+fn set_body(
+    arm: &Arm,
+    spec: &ClusterSpec,
+    group: &str,
+    subnet: &str,
+    index: usize,
+    size: u32,
+    existing: Option<&Json>,
+    tags: &BTreeMap<String, String>,
+    remake: Remake,
+) -> Json {
+    use crate::clouds::shared::REVISION_TAG;
+    let kept = existing.and_then(|s| s.pointer("/properties/virtualMachineProfile/osProfile/computerNamePrefix")?.as_str());
+    let prefix = kept.map_or_else(|| computer_name_prefix(&spec.name, index), str::to_owned);
+    let revision = spec.revision();
+    let live_tag = |k: &str| existing.and_then(|s| s["tags"][k].as_str()).map(str::to_owned);
+    let before = live_tag(REVISION_TAG);
+    let mut tags = tags.clone();
+    tags.insert("hpc:workload".into(), spec.workload.as_str().into());
+    if spec.image.is_none() {
+        tags.insert("hpc:default-image".into(), "true".into());
+    } else {
+        tags.remove("hpc:default-image");
+    }
+    tags.insert(REVISION_TAG.into(), revision.clone());
+    let previous = match before.as_deref() {
+        Some(b) if b != revision => Some(b.to_owned()),
+        _ => live_tag(PREVIOUS_REVISION_TAG),
+    };
+    match previous {
+        Some(p) => tags.insert(PREVIOUS_REVISION_TAG.into(), p),
+        None => tags.remove(PREVIOUS_REVISION_TAG),
+    };
+    let marker = match remake {
+        Remake::Keep => live_tag(REMAKING_TAG),
+        Remake::Begin => Some(revision.clone()),
+        Remake::End => None,
+    };
+    match marker {
+        Some(r) => tags.insert(REMAKING_TAG.into(), r),
+        None => tags.remove(REMAKING_TAG),
+    };
+    let changes = before.as_deref().is_some_and(|b| b != revision);
+    let health = existing.is_none_or(|s| has_health_extension(s) || changes);
+    body(arm, spec, group, subnet, size, &prefix, &tags, health)
+}
+
 /// A scale set's body. `prefix` is its host-name prefix: Azure never changes it after the set is made.
-fn body(arm: &Arm, spec: &ClusterSpec, group: &str, subnet: &str, size: u32, prefix: &str, tags: &BTreeMap<String, String>) -> Json {
+#[allow(clippy::too_many_arguments)]
+fn body(
+    arm: &Arm,
+    spec: &ClusterSpec,
+    group: &str,
+    subnet: &str,
+    size: u32,
+    prefix: &str,
+    tags: &BTreeMap<String, String>,
+    health: bool,
+) -> Json {
     let f = &spec.fabric;
     let mut os = json!({"computerNamePrefix": prefix, "adminUsername": "azureuser"});
     match &spec.ssh_public_key {
@@ -162,6 +490,9 @@ fn body(arm: &Arm, spec: &ClusterSpec, group: &str, subnet: &str, size: u32, pre
     }
     if let Some(r) = &spec.reservation_id {
         profile["capacityReservation"] = json!({"capacityReservationGroup": {"id": r}});
+    }
+    if health {
+        profile["extensionProfile"] = json!({"extensions": [health_extension()]});
     }
     // A capacity reservation group takes only scale sets without a single placement group (the planner
     // refuses reservations for InfiniBand sizes, which need one).
@@ -204,33 +535,25 @@ pub async fn converge(
     let all = sizes.len().max(previous_sets);
     let mut mine = Vec::new();
     let mut taken = Vec::new();
-    let mut prefixes = Vec::new();
+    let mut existing = Vec::new();
     for i in 0..all {
         let id = scale_set_id(arm, group, &spec.name, i);
         let exists = arm.get(ctx, &id, COMPUTE_API).await?;
-        // A set keeps the host-name prefix it was made with (ARM refuses to change it).
-        let kept = exists.as_ref().and_then(|s| s.pointer("/properties/virtualMachineProfile/osProfile/computerNamePrefix")?.as_str());
-        prefixes.push(kept.map_or_else(|| computer_name_prefix(&spec.name, i), str::to_owned));
         let ours = exists.as_ref().is_some_and(|s| census.admit(SCALE_SET, &super::api::short(&id), marker_in_json(&s["tags"]), None));
         if exists.is_some() && !ours {
             taken.push(format!("{}-{i}", spec.name));
         }
         mine.push(ours);
+        existing.push(exists);
     }
     census.gate()?;
     if !taken.is_empty() {
         return Err(format!("scale set(s) {} belong to another owner and were left alone", taken.join(", ")));
     }
     let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
-    let mut tags = tags.clone();
-    tags.insert("hpc:workload".into(), spec.workload.as_str().into());
-    if spec.image.is_none() {
-        tags.insert("hpc:default-image".into(), "true".into());
-    }
-    let tags = &tags;
     let puts = sizes.iter().enumerate().map(|(i, size)| {
         let id = scale_set_id(arm, group, &spec.name, i);
-        let b = body(arm, spec, group, &subnet, *size, &prefixes[i], tags);
+        let b = set_body(arm, spec, group, &subnet, i, *size, existing[i].as_ref(), tags, Remake::Keep);
         async move { arm.put(ctx, &id, COMPUTE_API, &b, timeout).await.map(|_| ()) }
     });
     futures::future::try_join_all(puts).await?;
@@ -240,6 +563,132 @@ pub async fn converge(
     });
     futures::future::try_join_all(extra).await?;
     Ok(())
+}
+
+/// The cluster's scale sets as they are, by the spec's split (the census's only).
+async fn observe_spec(
+    ctx: &Context,
+    arm: &Arm,
+    spec: &ClusterSpec,
+    group: &str,
+    census: &Census,
+) -> Result<(Vec<u32>, Vec<Option<SetLive>>), String> {
+    let sizes = super::cluster_scale_sets(spec);
+    let live = observe(ctx, arm, group, &spec.name, sizes.len(), census).await?;
+    Ok((sizes, live))
+}
+
+/// One scale set action on the VMs `body` names, followed to its end.
+async fn act(ctx: &Context, arm: &Arm, set_id: &str, action: &str, body: Json, timeout: Duration) -> Result<(), String> {
+    let what = format!("{action} of {} VM(s) of {}", body["instanceIds"].as_array().map_or(0, Vec::len), super::api::short(set_id));
+    arm.action(ctx, &format!("{set_id}/{action}"), COMPUTE_API, &body, &what, timeout).await
+}
+
+/// Waits until the scale set's VMs `instance_ids` run, provisioned, on the latest model when `latest`.
+async fn wait_running(
+    ctx: &Context,
+    arm: &Arm,
+    set_id: &str,
+    instance_ids: &[String],
+    latest: bool,
+    timeout: Duration,
+) -> Result<(), String> {
+    let what = format!("VM(s) {} of {} to run again", instance_ids.join(", "), super::api::short(set_id));
+    crate::clouds::shared::wait_for(ctx, &what, timeout, || async {
+        let vms = list_vms(ctx, arm, set_id).await?;
+        let ready = instance_ids.iter().all(|i| {
+            vms.iter().find(|vm| vm["instanceId"].as_str() == Some(i.as_str())).is_some_and(|vm| {
+                let c = condition(&vm["properties"]["instanceView"]);
+                let settled = vm["properties"]["provisioningState"].as_str().is_none_or(|p| p.eq_ignore_ascii_case("Succeeded"));
+                settled && c.running() && (!latest || vm["properties"]["latestModelApplied"].as_bool() != Some(false))
+            })
+        });
+        Ok(ready.then_some(()))
+    })
+    .await
+}
+
+/// The instance ids of VMs, for a scale set action's `instanceIds`.
+fn ids(vms: &[&Vm]) -> Vec<String> {
+    vms.iter().map(|vm| vm.instance_id.clone()).collect()
+}
+
+/// Remakes the named nodes in place under their own names (`remove_nodes`): each scale set holding one is
+/// brought to the spec's model (image, custom data, SSH key) and marked `hpc:remaking`; its stopped named
+/// VMs are started and the broken ones (failed provisioning, a scheduled maintenance, unhealthy or failing
+/// their self-check) redeployed to a new host; then every named VM gets `manualupgrade` (the new model) and
+/// `reimage` (a fresh OS disk from it, so the custom data runs again), and the marker is cleared once they
+/// run. Only VMs of scale sets the census admits are touched; the others of each set keep running as they
+/// are (with a new model, they show as not on it until their own turn).
+pub async fn remake(
+    ctx: &Context,
+    arm: &Arm,
+    spec: &ClusterSpec,
+    group: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
+    let targets = named(&spec.name, &sizes, &live, names);
+    if targets.is_empty() {
+        return Ok(());
+    }
+    let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
+    let subnet = &subnet;
+    let jobs = targets.into_iter().map(|(j, vms)| async move {
+        let id = scale_set_id(arm, group, &spec.name, j);
+        let vanished = || format!("scale set {}-{j} vanished while its nodes were remade", spec.name);
+        let set = arm.get(ctx, &id, COMPUTE_API).await?.ok_or_else(vanished)?;
+        let size = set["sku"]["capacity"].as_u64().map_or(vms.len() as u32, |c| c as u32);
+        let tags = super::api::tags_of(&set);
+        arm.put(ctx, &id, COMPUTE_API, &set_body(arm, spec, group, subnet, j, size, Some(&set), &tags, Remake::Begin), timeout).await?;
+        let stopped: Vec<&Vm> = vms.iter().copied().filter(|vm| vm.condition.stopped()).collect();
+        if !stopped.is_empty() {
+            act(ctx, arm, &id, "start", json!({"instanceIds": ids(&stopped)}), timeout).await?;
+        }
+        let broken: Vec<&Vm> = vms.iter().copied().filter(|vm| vm.condition.broken).collect();
+        if !broken.is_empty() {
+            act(ctx, arm, &id, "redeploy", json!({"instanceIds": ids(&broken)}), timeout).await?;
+        }
+        let all = ids(&vms);
+        act(ctx, arm, &id, "manualupgrade", json!({"instanceIds": all}), timeout).await?;
+        act(ctx, arm, &id, "reimage", json!({"instanceIds": all}), timeout).await?;
+        wait_running(ctx, arm, &id, &all, true, timeout).await?;
+        // The set as it is now (the PUT above changed its tags and model), the marker cleared.
+        let set = arm.get(ctx, &id, COMPUTE_API).await?.ok_or_else(vanished)?;
+        let done = set_body(arm, spec, group, subnet, j, size, Some(&set), &tags, Remake::End);
+        arm.put(ctx, &id, COMPUTE_API, &done, timeout).await.map(|_| ())
+    });
+    futures::future::try_join_all(jobs).await.map(|_| ())
+}
+
+/// Restarts the named nodes in place (`reboot_nodes`): `restart` for running VMs, `start` for stopped or
+/// deallocated ones (Azure restarts only a running VM), `redeploy` for one with a maintenance scheduled on
+/// its host (a reboot there would not end it); then waits until they run.
+pub async fn reboot(
+    ctx: &Context,
+    arm: &Arm,
+    spec: &ClusterSpec,
+    group: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
+    let jobs = named(&spec.name, &sizes, &live, names).into_iter().map(|(j, vms)| async move {
+        let id = scale_set_id(arm, group, &spec.name, j);
+        let maintenance = |vm: &&Vm| vm.condition.health.as_deref().is_some_and(|h| h.starts_with("scheduled for maintenance"));
+        let (move_off, stay): (Vec<&Vm>, Vec<&Vm>) = vms.iter().copied().partition(maintenance);
+        let (stopped, running): (Vec<&Vm>, Vec<&Vm>) = stay.into_iter().partition(|vm| vm.condition.stopped());
+        for (action, these) in [("restart", &running), ("start", &stopped), ("redeploy", &move_off)] {
+            if !these.is_empty() {
+                act(ctx, arm, &id, action, json!({"instanceIds": ids(these)}), timeout).await?;
+            }
+        }
+        wait_running(ctx, arm, &id, &ids(&vms), false, timeout).await
+    });
+    futures::future::try_join_all(jobs).await.map(|_| ())
 }
 
 /// Deletes the cluster's scale sets the census admits.
@@ -349,4 +798,197 @@ pub async fn imported_config(
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
         ("tags", super::api::imported_tags(&tags, defaults)),
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Value;
+
+    fn spec(image: Option<&str>) -> ClusterSpec {
+        let sku = crate::catalog::find_sku(crate::catalog::Cloud::Azure, "Standard_ND96isr_H100_v5").unwrap();
+        ClusterSpec {
+            day2: Default::default(),
+            user_data_version: None,
+            name: "c".into(),
+            fabric: crate::model::FabricRef {
+                name: "f".into(),
+                cloud: crate::catalog::Cloud::Azure,
+                region: "eastus".into(),
+                zone: None,
+                sku,
+                placement: Placement::Cluster,
+            },
+            own_fabric: None,
+            gpu: None,
+            node_count: 4,
+            capacity: CapacityType::OnDemand,
+            reservation_id: None,
+            image: image.map(str::to_owned),
+            user_data: None,
+            user_data_write_only: false,
+            ssh_public_key: Some("ssh-ed25519 AAAA x".into()),
+            workload: crate::model::Workload::Pretraining,
+            rdma_interfaces: 8,
+            tags: Default::default(),
+        }
+    }
+
+    fn status(code: &str, time: Option<&str>) -> Json {
+        let mut s = json!({"code": code, "level": "Info"});
+        if let Some(t) = time {
+            s["time"] = json!(t);
+        }
+        s
+    }
+
+    fn running(extra: Json) -> Json {
+        let mut view = json!({"statuses": [status("ProvisioningState/succeeded", Some("2026-12-01T09:00:00+00:00")), status("PowerState/running", None)]});
+        view.as_object_mut().unwrap().extend(extra.as_object().cloned().unwrap_or_default());
+        view
+    }
+
+    fn probed(state: &str, metrics: Option<&str>) -> Json {
+        let mut subs = vec![json!({"code": "ComponentStatus/ApplicationHealthState/succeeded", "message": state})];
+        if let Some(m) = metrics {
+            subs.push(json!({"code": "ComponentStatus/CustomMetrics/succeeded", "message": m}));
+        }
+        running(json!({
+            "vmHealth": {"status": status(&format!("HealthState/{}", state.to_lowercase()), Some("2026-12-01T10:02:41.1234567+00:00"))},
+            "extensions": [{"name": HEALTH_EXTENSION, "type": "Microsoft.ManagedServices.ApplicationHealthLinux", "substatuses": subs}],
+        }))
+    }
+
+    #[test]
+    fn times_read_as_utc_minutes() {
+        assert_eq!(minute("2026-12-01T10:02:41.1234567+00:00"), "2026-12-01T10:02Z");
+        assert_eq!(minute("2026-12-01T10:02:00Z"), "2026-12-01T10:02Z");
+        assert_eq!(minute("2026-12-01T01:30:00-02:00"), "2026-12-01T03:30Z");
+        assert_eq!(minute("2027-01-01T00:30:00+01:00"), "2026-12-31T23:30Z");
+        assert_eq!(minute("2028-03-01T00:10+00:20"), "2028-02-29T23:50Z");
+        assert_eq!(minute("soon"), "soon", "what cannot be read is shown as given");
+    }
+
+    #[test]
+    fn a_healthy_vm_reports_its_self_checks_verdict() {
+        let ok = condition(&probed("Healthy", Some(r#"{"hpcSelfcheck": "ok"}"#)));
+        assert_eq!((ok.health.as_deref(), ok.selfcheck.as_deref(), ok.broken, ok.running()), (None, Some("ok"), false, true));
+        // Healthy with no verdict of ours: the extension's word stands for it.
+        assert_eq!(condition(&probed("Healthy", None)).selfcheck.as_deref(), Some("ok"));
+        assert_eq!(condition(&probed("Initializing", None)).selfcheck, None, "not answered since it booted");
+        let unknown = condition(&probed("Unknown", None));
+        assert_eq!((unknown.selfcheck, unknown.health, unknown.broken), (None, None, false), "nothing answers: no verdict, not unhealthy");
+    }
+
+    #[test]
+    fn a_failed_self_check_is_its_verdict_and_breaks_the_node() {
+        let failed = condition(&probed("Unhealthy", Some(r#"{"hpcSelfcheck": "fail-gpus-7-of-8"}"#)));
+        assert_eq!(failed.selfcheck.as_deref(), Some("fail-gpus-7-of-8"));
+        assert_eq!(failed.health, None, "the verdict says why: no word of the extension's over it");
+        assert!(failed.broken);
+        // A verdict that is not label-safe is no verdict.
+        let odd = condition(&probed("Unhealthy", Some(r#"{"hpcSelfcheck": "FAIL: 7/8"}"#)));
+        assert_eq!(odd.selfcheck, None);
+        assert_eq!(odd.health.as_deref(), Some("Application Health extension reports the node unhealthy since 2026-12-01T10:02Z"));
+    }
+
+    #[test]
+    fn the_cloud_s_own_health_signals_become_reasons_with_their_times() {
+        let failed = condition(&json!({"statuses": [
+            status("ProvisioningState/failed/InternalOperationError", Some("2026-12-01T10:02:00+00:00")), status("PowerState/running", None)]}));
+        assert_eq!(failed.health.as_deref(), Some("provisioning failed (InternalOperationError) since 2026-12-01T10:02Z"));
+        assert!(failed.broken && !failed.provisioned);
+        let stopped =
+            condition(&json!({"statuses": [status("ProvisioningState/succeeded", None), status("PowerState/deallocated", None)]}));
+        assert_eq!(stopped.health.as_deref(), Some("VM deallocated"));
+        assert!(stopped.stopped() && !stopped.broken);
+        let maintenance = condition(&running(json!({"maintenanceRedeployStatus": {"isCustomerInitiatedMaintenanceAllowed": true,
+            "preMaintenanceWindowStartTime": "2026-12-01T00:00:00Z", "maintenanceWindowStartTime": "2026-12-05T00:00:00+00:00",
+            "maintenanceWindowEndTime": "2026-12-05T04:00:00+00:00"}})));
+        assert_eq!(maintenance.health.as_deref(), Some("scheduled for maintenance from 2026-12-05T00:00Z"));
+        assert!(maintenance.broken);
+        let done = condition(&running(json!({"maintenanceRedeployStatus": {"maintenanceWindowStartTime": "2026-12-05T00:00:00Z",
+            "lastOperationResultCode": "MaintenanceCompleted"}})));
+        assert_eq!(done.health, None, "a maintenance done is nothing to repair");
+        let unhealthy = condition(&probed("Unhealthy", None));
+        assert_eq!(unhealthy.health.as_deref(), Some("Application Health extension reports the node unhealthy since 2026-12-01T10:02Z"));
+        assert!(unhealthy.broken);
+    }
+
+    fn set(revision: Option<&str>, previous: Option<&str>, remaking: bool, latest: &[bool]) -> SetLive {
+        let vms = latest
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Vm { id: format!("vm{i}"), instance_id: i.to_string(), latest: *l, ..Default::default() })
+            .collect();
+        SetLive { revision: revision.map(str::to_owned), previous: previous.map(str::to_owned), remaking, vms }
+    }
+
+    #[test]
+    fn a_node_runs_the_model_revision_only_with_the_latest_model_applied() {
+        let known = Value::object([("c-0", Value::from("r1")), ("c-1", Value::from("r1"))]);
+        let live = [Some(set(Some("r2"), Some("r1"), false, &[true, false, false]))];
+        let found = nodes("c", &[3], &live, &known);
+        let revisions: Vec<Option<&str>> = found.iter().map(|n| n.revision.as_deref()).collect();
+        assert_eq!(revisions, vec![Some("r2"), Some("r1"), Some("r1")], "c-2: the model's previous revision");
+        // Nothing says what a VM off the model runs: never the model's.
+        let lost = [Some(set(Some("r2"), None, false, &[false]))];
+        assert_eq!(nodes("c", &[1], &lost, &Value::Null)[0].revision.as_deref(), Some(UNKNOWN_REVISION));
+        // Off a model whose revision the state says it runs: the model changed in something else.
+        let same = Value::object([("c-0", Value::from("r2"))]);
+        assert_eq!(nodes("c", &[1], &lost, &same)[0].revision.as_deref(), Some("r2"));
+        // A remake left unfinished: the state says what the VMs on the model run.
+        let remaking = [Some(set(Some("r2"), Some("r1"), true, &[true, true]))];
+        let revisions: Vec<Option<String>> = nodes("c", &[2], &remaking, &known).into_iter().map(|n| n.revision).collect();
+        assert_eq!(revisions, vec![Some("r1".into()), Some("r1".into())]);
+        // A scale set an earlier release made records no revision: the state's stands.
+        let old = [Some(set(None, None, false, &[true]))];
+        assert_eq!(nodes("c", &[1], &old, &known)[0].revision, None);
+    }
+
+    #[test]
+    fn named_nodes_are_found_by_their_position_in_their_scale_set() {
+        let live = [Some(set(Some("r"), None, false, &[true, true])), None, Some(set(Some("r"), None, false, &[true, true]))];
+        let names = vec!["c-1".to_owned(), "c-4".to_owned(), "c-3".to_owned(), "c-9".to_owned()];
+        let found: Vec<(usize, Vec<String>)> = named("c", &[2, 2, 2], &live, &names)
+            .into_iter()
+            .map(|(j, vms)| (j, vms.iter().map(|v| v.instance_id.clone()).collect()))
+            .collect();
+        assert_eq!(found, vec![(0, vec!["1".to_owned()]), (2, vec!["0".to_owned()])], "c-3 is in a set that is gone, c-9 is no node");
+    }
+
+    #[test]
+    fn the_model_records_its_revisions_and_runs_the_health_extension() {
+        let arm = Arm::offline("s");
+        let tags = BTreeMap::from([("team".to_owned(), "ml".to_owned())]);
+        let old = spec(Some("a:b:c:1"));
+        let new = spec(Some("a:b:c:2"));
+        let fresh = set_body(&arm, &old, "g", "subnet", 0, 4, None, &tags, Remake::Keep);
+        assert_eq!(fresh["tags"]["hpc:revision"], json!(old.revision()));
+        assert!(fresh["tags"].get(PREVIOUS_REVISION_TAG).is_none() && fresh["tags"].get(REMAKING_TAG).is_none());
+        assert!(has_health_extension(&fresh), "a new scale set runs the Application Health extension");
+        let settings = &fresh["properties"]["virtualMachineProfile"]["extensionProfile"]["extensions"][0]["properties"]["settings"];
+        assert_eq!((settings["port"].as_u64(), settings["requestPath"].as_str()), (Some(u64::from(SELFCHECK_PORT)), Some(SELFCHECK_PATH)));
+        // The image changes: the new revision, the old one kept as the previous, the marker as asked.
+        let begun = set_body(&arm, &new, "g", "subnet", 0, 4, Some(&fresh), &tags, Remake::Begin);
+        assert_eq!(begun["tags"]["hpc:revision"], json!(new.revision()));
+        assert_eq!(begun["tags"][PREVIOUS_REVISION_TAG], json!(old.revision()));
+        assert_eq!(begun["tags"][REMAKING_TAG], json!(new.revision()));
+        let kept = set_body(&arm, &new, "g", "subnet", 0, 4, Some(&begun), &tags, Remake::Keep);
+        assert_eq!((&kept["tags"][PREVIOUS_REVISION_TAG], &kept["tags"][REMAKING_TAG]), (&json!(old.revision()), &json!(new.revision())));
+        let ended = set_body(&arm, &new, "g", "subnet", 0, 4, Some(&kept), &tags, Remake::End);
+        assert!(ended["tags"].get(REMAKING_TAG).is_none());
+        assert_eq!(ended["tags"]["team"], "ml");
+        // A scale set an earlier release made, without the extension: not added while the model stays.
+        let mut legacy = fresh.clone();
+        legacy["properties"]["virtualMachineProfile"].as_object_mut().unwrap().remove("extensionProfile");
+        legacy["tags"].as_object_mut().unwrap().remove("hpc:revision");
+        assert!(!has_health_extension(&set_body(&arm, &old, "g", "subnet", 0, 4, Some(&legacy), &tags, Remake::Keep)));
+        legacy["tags"]["hpc:revision"] = json!(old.revision());
+        assert!(!has_health_extension(&set_body(&arm, &old, "g", "subnet", 0, 4, Some(&legacy), &tags, Remake::Keep)));
+        assert!(
+            has_health_extension(&set_body(&arm, &new, "g", "subnet", 0, 4, Some(&legacy), &tags, Remake::Keep)),
+            "the model changes anyway"
+        );
+    }
 }

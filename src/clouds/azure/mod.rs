@@ -212,6 +212,8 @@ mod tests {
         assert_eq!(super::scale_set_sizes(201), vec![67, 67, 67]);
         let gb200 = crate::catalog::find_sku(crate::catalog::Cloud::Azure, "Standard_ND128isr_NDR_GB200_v6").unwrap();
         let cluster = |nodes: u32| crate::model::ClusterSpec {
+            day2: Default::default(),
+            user_data_version: None,
             name: "t".into(),
             fabric: crate::model::FabricRef {
                 name: "f".into(),

@@ -123,9 +123,10 @@ fn zone_and_name(v: &Value) -> (&str, &str) {
     (v.get("fabric").get("zone").as_str().unwrap_or_default(), v.get("name").as_str().unwrap_or_default())
 }
 
-/// The cluster's nodes that are up, with their addresses (a stopped node counts as missing).
-async fn up_nodes(ctx: &Context, client: &api::Gcp, zone: &str, name: &str, census: &Census) -> Result<Vec<shared::NodeAddress>, String> {
-    let live = cluster::up(cluster::nodes(ctx, client, zone, name, census).await?);
+/// The cluster's nodes with their addresses, revisions, self-check verdicts and health (a stopped node is
+/// there, unhealthy: `status TERMINATED`).
+async fn live_nodes(ctx: &Context, client: &api::Gcp, zone: &str, name: &str, census: &Census) -> Result<Vec<shared::NodeAddress>, String> {
+    let live = cluster::nodes(ctx, client, zone, name, census).await?;
     Ok(cluster::addresses(&client.project, zone, name, &live))
 }
 
@@ -210,7 +211,9 @@ impl Backend<ClusterSpec> for Gcp {
         let zone = spec.fabric.zone.clone().unwrap_or_default();
         let labels = api::labels(change.tags);
         let relabel = !change.creating() && api::labels(change.prior_tags) != labels;
-        let options = cluster::Options { labels: &labels, relabel, timeout: step.timeout };
+        let day2 = cluster::day2_settings(change.planned);
+        let redescribe = !change.creating() && cluster::day2_settings(change.prior) != day2;
+        let options = cluster::Options { labels: &labels, relabel, day2: Some(&day2), redescribe, timeout: step.timeout };
         let state = change.state.clone();
         match cluster::converge(ctx, &client, spec, &options, census).await {
             Ok(()) => {
@@ -218,14 +221,14 @@ impl Backend<ClusterSpec> for Gcp {
                     return Outcome::done(state);
                 }
                 // A failed lookup leaves it null: the next refresh fills it in.
-                match up_nodes(ctx, &client, &zone, &spec.name, census).await {
+                match live_nodes(ctx, &client, &zone, &spec.name, census).await {
                     Ok(nodes) => Outcome::done(shared::with_attr(&state, "nodes", shared::nodes_value(&nodes))),
                     Err(_) => Outcome::done(state),
                 }
             }
             Err(e) => {
                 let policies = live_policies(ctx, &client, &state, census).await.ok().flatten();
-                let state = match up_nodes(ctx, &client, &zone, &spec.name, census).await {
+                let state = match live_nodes(ctx, &client, &zone, &spec.name, census).await {
                     Ok(nodes) => with_domain_nodes(&state, &nodes, policies.as_ref()),
                     Err(_) => state,
                 };
@@ -262,8 +265,8 @@ impl Backend<ClusterSpec> for Gcp {
         if live.is_empty() && policies.as_ref().is_none_or(BTreeSet::is_empty) {
             return Ok(None);
         }
-        // A stopped node is shown as missing; the repair starts it.
-        let nodes = cluster::addresses(&client.project, zone, name, &cluster::up(live));
+        // Health, revisions and self-check verdicts come with the same list: nothing per node.
+        let nodes = cluster::addresses(&client.project, zone, name, &live);
         Ok(Some(with_domain_nodes(state, &nodes, policies.as_ref())))
     }
 
@@ -283,6 +286,18 @@ impl Backend<ClusterSpec> for Gcp {
 
 #[async_trait]
 impl ClusterBackend for Gcp {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx).await?;
+        cluster::remove(step.ctx, &client, &zone, &spec.name, names, step.timeout, step.census).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx).await?;
+        cluster::reboot(step.ctx, &client, &zone, &spec.name, names, step.timeout, step.census).await
+    }
+
     fn node_piece(&self) -> &'static str {
         NODE_PIECE
     }

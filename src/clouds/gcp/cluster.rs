@@ -2,7 +2,15 @@
 //! names through perInstanceProperties, the compact placement policy, one NIC per GPU VPC with the right
 //! nic type, TERMINATE on host maintenance, reservation affinity / spot / DWS flex start), labelled
 //! `hpc_cluster`, `hpc_fabric` and `hpc_owner` so a refresh is one filtered `instances.list` per zone; only
-//! the nodes the census admits are kept, started, relabelled or deleted.
+//! the nodes the census admits are kept, relabelled, rebooted or deleted.
+//!
+//! Day 2: that one list also says, per node, what Compute Engine holds of its health (`status`,
+//! `resourceStatus.upcomingMaintenance`) and two labels of the node's own, which a relabelling keeps: the
+//! node configuration revision it was made with (`hpc-revision`, set at bulkInsert) and the verdict its
+//! boot-time self-check published with instances.setLabels under its service account (`hpc-selfcheck`).
+//! Repairs delete nodes (then the converge makes them again in their policy and reservation) or restart
+//! them in place (reset, start or resume, as their status allows). The day-2 settings (`repair`,
+//! `max_repairs`, `update_strategy`) are kept in the nodes' metadata (`hpc-day2`) for an import.
 //!
 //! A4X (GB200 NVL72): the cluster makes one compact policy per NVLink domain, `<cluster>-nvl<k>` with
 //! gpuTopology 1x72, described like the fabric's pieces (`hpc-provider cluster=... owner=...`), and creates
@@ -18,6 +26,7 @@ use serde_json::json;
 use super::api::{self, Gcp, call};
 use super::{fabric, topology};
 use crate::catalog::Fabric;
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::ownership::Census;
@@ -62,18 +71,80 @@ pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: 
     Ok(out)
 }
 
-/// Whether a node is up (or coming up): a stopped (TERMINATED, STOPPED), stopping, suspended or
-/// deprovisioning VM trains nothing.
-pub fn is_up(node: &Node) -> bool {
-    !matches!(node.status.as_str(), "STOPPING" | "PENDING_STOP" | "STOPPED" | "TERMINATED" | "SUSPENDING" | "SUSPENDED" | "DEPROVISIONING")
+/// Statuses on the way to running (or, for queued capacity, waiting for it): not a sign of trouble.
+fn coming_up(status: &str) -> bool {
+    matches!(status, "PROVISIONING" | "STAGING" | "PENDING")
 }
 
-/// The nodes that are up, for a refresh: a stopped node counts as missing, and the next apply starts it.
-pub fn up(nodes: Vec<Node>) -> Vec<Node> {
-    nodes.into_iter().filter(is_up).collect()
+/// Why Compute Engine holds a node unhealthy, from the instance the list already answered (no call of its
+/// own): a status other than RUNNING (TERMINATED after a host error or a maintenance it was not live
+/// migrated through, SUSPENDED, REPAIRING, ...), else an upcoming or ongoing maintenance
+/// (`resourceStatus.upcomingMaintenance`), which on GPU VMs (onHostMaintenance TERMINATE) stops the node.
+pub fn health(i: &model::Instance) -> Option<String> {
+    let status = i.status.as_ref().and_then(|s| s.name()).unwrap_or("RUNNING");
+    if status != "RUNNING" && !coming_up(status) {
+        return Some(format!("status {status}"));
+    }
+    let m = i.resource_status.as_ref()?.upcoming_maintenance.as_ref()?;
+    let kind = match m.r#type.as_ref().and_then(|t| t.name()) {
+        Some("SCHEDULED") => "scheduled ",
+        Some("UNSCHEDULED") => "unscheduled ",
+        Some("MULTIPLE") => "multiple ",
+        _ => "",
+    };
+    let ongoing = m.maintenance_status.as_ref().and_then(|s| s.name()) == Some("ONGOING");
+    let at = m.window_start_time.as_deref().map(|t| utc_minute(t).unwrap_or_else(|| t.to_owned()));
+    Some(match (ongoing, at) {
+        (true, Some(t)) => format!("{kind}maintenance ongoing since {t}"),
+        (true, None) => format!("{kind}maintenance ongoing"),
+        (false, Some(t)) => format!("upcoming {kind}maintenance from {t}"),
+        (false, None) => format!("upcoming {kind}maintenance"),
+    })
 }
 
-/// The nodes in index order, with the id the google provider gives an instance and nic0's address.
+/// An RFC 3339 time (`2026-12-05T00:00:00.000-08:00`) as the UTC minute it names (`2026-12-05T08:00Z`).
+pub fn utc_minute(t: &str) -> Option<String> {
+    let num = |s: &str| -> Option<i64> { (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten() };
+    let (date, rest) = t.split_once(['T', 't'])?;
+    let mut d = date.splitn(3, '-');
+    let (y, mo, day) = (num(d.next()?)?, num(d.next()?)?, num(d.next()?)?);
+    let (h, mi) = (num(rest.get(0..2)?)?, num(rest.get(3..5)?)?);
+    let zone = rest.find(['Z', 'z', '+', '-']).map(|at| &rest[at..])?;
+    let offset = match zone.as_bytes()[0] {
+        b'Z' | b'z' => 0,
+        sign => {
+            let minutes = num(zone.get(1..3)?)? * 60 + num(zone.get(4..6)?)?;
+            if sign == b'-' { -minutes } else { minutes }
+        }
+    };
+    // Days since 1970-01-01 of the civil date (Howard Hinnant's days-from-civil).
+    let (yy, m) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * m + 2) / 5 + day - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let minutes = days * 1440 + h * 60 + mi - offset;
+    let (y, mo, day) = crate::clock::civil_from_days(minutes.div_euclid(1440));
+    let m = minutes.rem_euclid(1440);
+    Some(format!("{y:04}-{mo:02}-{day:02}T{:02}:{:02}Z", m / 60, m % 60))
+}
+
+/// A label of a node, if it has one.
+pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.instance.labels.get(key).map(String::as_str)
+}
+
+/// The labels the nodes write or the provider sets per node, which a relabelling keeps as they are: the
+/// self-check's verdict and the node configuration revision it was made with.
+const NODE_OWN_LABELS: [&str; 2] = [shared::SELFCHECK_LABEL, shared::REVISION_LABEL];
+
+/// Whether a label is one of a node's own ([`NODE_OWN_LABELS`]), never a user's.
+pub fn node_own_label(key: &str) -> bool {
+    NODE_OWN_LABELS.contains(&key)
+}
+
+/// The nodes in index order, with the id the google provider gives an instance, nic0's address, the
+/// revision and self-check verdict in its labels and what Compute Engine says of its health.
 pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Vec<crate::clouds::NodeAddress> {
     let mut ordered: Vec<(u32, &Node)> = nodes.iter().map(|n| (index_of(cluster, &n.name), n)).collect();
     ordered.sort_by(|a, b| (a.0, &a.1.name).cmp(&(b.0, &b.1.name)));
@@ -83,6 +154,9 @@ pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Ve
             id: format!("projects/{project}/zones/{zone}/instances/{}", node.name),
             name: node.name.clone(),
             private_ip: node.instance.network_interfaces.first().and_then(|nic| nic.network_ip.clone()),
+            revision: label(node, shared::REVISION_LABEL).map(str::to_owned),
+            health: health(&node.instance),
+            selfcheck: label(node, shared::SELFCHECK_LABEL).map(str::to_owned),
         })
         .collect()
 }
@@ -125,12 +199,50 @@ async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(S
     })
 }
 
+/// The metadata key that keeps a cluster's day-2 settings on its nodes (as `hpc-workload` keeps the
+/// workload), so that an import gives them back: `repair`, `max_repairs` and the `update_strategy` block, as
+/// JSON. None of it changes a node: a change is written onto the nodes with setMetadata.
+pub const DAY2_METADATA: &str = "hpc-day2";
+
+/// The day-2 settings of a cluster state or plan, as [`DAY2_METADATA`] keeps them: `repair` and
+/// `max_repairs` as planned (defaults included), the `update_strategy` block as configured (null without it).
+pub fn day2_settings(state: &Value) -> String {
+    let text = |v: &Value| v.as_str().map_or(serde_json::Value::Null, |s| json!(s));
+    let strategy = state.get("update_strategy");
+    let strategy = if strategy.is_null() || !strategy.is_present() {
+        serde_json::Value::Null
+    } else {
+        json!({"batch_size": text(strategy.get("batch_size")), "wait_for_selfcheck": strategy.get("wait_for_selfcheck").as_bool()})
+    };
+    json!({"repair": text(state.get("repair")), "max_repairs": text(state.get("max_repairs")), "update_strategy": strategy}).to_string()
+}
+
+/// The configuration's day-2 attributes an import gives back from a node's [`DAY2_METADATA`] (nothing from a
+/// node an earlier release made).
+fn imported_day2(i: &model::Instance) -> Vec<(&'static str, Value)> {
+    let Some(settings) = metadata(i, DAY2_METADATA).and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok()) else {
+        return Vec::new();
+    };
+    let text = |v: &serde_json::Value| v.as_str().map_or(Value::Null, Value::from);
+    let strategy = &settings["update_strategy"];
+    let strategy = if strategy.is_object() {
+        Value::object([
+            ("batch_size", text(&strategy["batch_size"])),
+            ("wait_for_selfcheck", strategy["wait_for_selfcheck"].as_bool().map_or(Value::Null, Value::from)),
+        ])
+    } else {
+        Value::Null
+    };
+    vec![("repair", text(&settings["repair"])), ("max_repairs", text(&settings["max_repairs"])), ("update_strategy", strategy)]
+}
+
 /// The instance properties every node shares.
 fn properties(
     project: &str,
     spec: &ClusterSpec,
     host: &(String, String),
     labels: &BTreeMap<String, String>,
+    day2: Option<&str>,
     policy: Option<&str>,
 ) -> serde_json::Value {
     let f = &spec.fabric;
@@ -181,6 +293,9 @@ fn properties(
         json!({"key": "hpc-workload", "value": spec.workload.as_str()}),
         json!({"key": "hpc-image", "value": spec.image.clone().unwrap_or_else(|| "default".into())}),
     ];
+    if let Some(d) = day2 {
+        metadata.push(json!({"key": DAY2_METADATA, "value": d}));
+    }
     if let Some(g) = &spec.gpu {
         metadata.push(json!({"key": "hpc-gpu", "value": g}));
     }
@@ -325,6 +440,10 @@ pub struct Options<'a> {
     pub labels: &'a BTreeMap<String, String>,
     /// Labels changed in the configuration: set them on the nodes that stay (one call per node).
     pub relabel: bool,
+    /// The day-2 settings the nodes keep ([`DAY2_METADATA`]), and whether they changed: then they are
+    /// written onto the nodes that stay (one call per node).
+    pub day2: Option<&'a str>,
+    pub redescribe: bool,
     pub timeout: Duration,
 }
 
@@ -341,16 +460,19 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
     census.gate()?;
     let wanted = crate::model::node_names(&spec.name, spec.node_count);
     let missing: Vec<&String> = wanted.iter().filter(|w| !live.iter().any(|n| &n.name == *w)).collect();
-    // Wanted nodes that exist but are stopped are started again, under their own names.
-    let stopped = live.iter().filter(|n| wanted.contains(&n.name) && !is_up(n)).map(|n| start_node(ctx, gcp, &zone, &n.name, o.timeout));
-    futures::future::try_join_all(stopped).await?;
+    // A wanted node that exists but is stopped is left alone: the refresh reports it unhealthy
+    // (`status TERMINATED`), and the cluster's `repair` decides (reboot_nodes starts it, remove_nodes lets
+    // this converge make it again).
     let made = domains.iter().filter(|d| !policies.contains(&d.name)).map(|d| insert_policy(ctx, gcp, region, d, o.timeout));
     futures::future::try_join_all(made).await?;
     if !missing.is_empty() {
         let host = host_network(ctx, gcp, spec).await?;
+        // The nodes made now run the spec's node configuration: they carry its revision.
+        let mut labels = o.labels.clone();
+        labels.insert(shared::REVISION_LABEL.to_owned(), spec.revision());
         for (policy, names) in policy_groups(spec, &missing) {
             let props: model::InstanceProperties =
-                serde_json::from_value(properties(&gcp.project, spec, &host, o.labels, policy.as_deref()))
+                serde_json::from_value(properties(&gcp.project, spec, &host, &labels, o.day2, policy.as_deref()))
                     .map_err(|e| format!("building the instance properties: {e}"))?;
             for batch in names.chunks(BATCH) {
                 let per_instance: serde_json::Map<String, serde_json::Value> = batch.iter().map(|n| (n.clone(), json!({}))).collect();
@@ -371,10 +493,20 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
                 api::wait(ctx, gcp, op, &what, o.timeout).await?;
             }
         }
+        // Flex-start capacity may queue; everything else is running before the converge says it is done
+        // (a rolling update starts its next batch only then).
+        if spec.capacity != CapacityType::FlexStart {
+            let made: Vec<String> = missing.iter().map(|n| (*n).clone()).collect();
+            wait_settled(ctx, gcp, &zone, &spec.name, &made, o.timeout, census).await?;
+        }
     }
     if o.relabel {
         let relabels = live.iter().filter(|n| wanted.contains(&n.name)).map(|n| set_labels(ctx, gcp, &zone, n, o));
         futures::future::try_join_all(relabels).await?;
+    }
+    if let (true, Some(settings)) = (o.redescribe, o.day2) {
+        let stale = live.iter().filter(|n| wanted.contains(&n.name) && metadata(&n.instance, DAY2_METADATA).as_deref() != Some(settings));
+        futures::future::try_join_all(stale.map(|n| set_day2(ctx, gcp, &zone, n, settings, o.timeout))).await?;
     }
     let extra: Vec<&Node> = live.iter().filter(|n| !wanted.contains(&n.name)).collect();
     delete_nodes(ctx, gcp, &zone, &spec.name, extra.iter().map(|n| n.name.clone()).collect(), o.timeout, census).await?;
@@ -384,23 +516,194 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
     futures::future::try_join_all(stale).await.map(|_| ())
 }
 
-async fn start_node(ctx: &Context, gcp: &Gcp, zone: &str, name: &str, timeout: Duration) -> Result<(), String> {
-    let what = format!("starting node {name}");
-    let op = call(ctx, &what, || gcp.instances.start().set_project(&gcp.project).set_zone(zone).set_instance(name).send()).await?;
-    api::wait(ctx, gcp, op, &what, timeout).await
+/// Until none of `names` is still PROVISIONING or STAGING (one list per round): each runs, or has stopped
+/// and the refresh says so. A node gone meanwhile counts as settled (the next converge makes it).
+async fn wait_settled(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    cluster: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let what = format!("{} node(s) of {cluster} to run", names.len());
+    shared::wait_for(ctx, &what, timeout, || async {
+        let live = nodes(ctx, gcp, zone, cluster, census).await?;
+        let busy = live.iter().any(|n| names.contains(&n.name) && matches!(n.status.as_str(), "PROVISIONING" | "STAGING"));
+        Ok((!busy).then_some(()))
+    })
+    .await
+}
+
+/// The labels a node gets when the provider sets them: `wanted` (the cluster's tags as labels) with the
+/// node's own labels ([`NODE_OWN_LABELS`]) kept as the node has them, since setLabels replaces them all.
+fn labels_for(node: &model::Instance, wanted: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> =
+        wanted.iter().filter(|(k, _)| !node_own_label(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    for key in NODE_OWN_LABELS {
+        if let Some(v) = node.labels.get(key) {
+            labels.insert(key.to_owned(), v.clone());
+        }
+    }
+    labels
+}
+
+/// Sets a node's labels to what `labels` makes of the ones it has, with the fingerprint setLabels needs.
+/// The node itself writes its self-check verdict meanwhile, which changes the fingerprint (412
+/// conditionNotMet): then the node is read again and the labels made anew from what it has, a few times.
+async fn relabel(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    node: &Node,
+    labels: impl Fn(&model::Instance) -> BTreeMap<String, String>,
+    what: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let mut instance = node.instance.clone();
+    let mut attempt = 1;
+    loop {
+        let mut request = model::InstancesSetLabelsRequest::new().set_labels(labels(&instance));
+        if let Some(f) = instance.label_fingerprint.clone() {
+            request = request.set_label_fingerprint(f);
+        }
+        let sent = call(ctx, what, || {
+            gcp.instances.set_labels().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).set_body(request.clone()).send()
+        })
+        .await;
+        match sent {
+            Ok(op) => return api::wait(ctx, gcp, op, what, timeout).await,
+            Err(api::GaxErrorIn::Api(_, e)) if e.http_status_code() == Some(412) && attempt < 4 => {
+                attempt += 1;
+                instance = call(ctx, what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send())
+                    .await?;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Writes the day-2 settings into a node's metadata (setMetadata replaces every item: the others are kept),
+/// with the metadata's fingerprint; on 412 conditionNotMet the node is read again, a few times.
+async fn set_day2(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, settings: &str, timeout: Duration) -> Result<(), String> {
+    let what = format!("recording the day-2 settings on node {}", node.name);
+    let mut instance = node.instance.clone();
+    let mut attempt = 1;
+    loop {
+        let current = instance.metadata.clone().unwrap_or_default();
+        let mut items: Vec<model::metadata::Items> =
+            current.items.iter().filter(|m| m.key.as_deref() != Some(DAY2_METADATA)).cloned().collect();
+        items.push(model::metadata::Items::new().set_key(DAY2_METADATA).set_value(settings));
+        let mut body = model::Metadata::new().set_items(items);
+        if let Some(f) = current.fingerprint.clone() {
+            body = body.set_fingerprint(f);
+        }
+        let sent = call(ctx, &what, || {
+            gcp.instances.set_metadata().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).set_body(body.clone()).send()
+        })
+        .await;
+        match sent {
+            Ok(op) => return api::wait(ctx, gcp, op, &what, timeout).await,
+            Err(api::GaxErrorIn::Api(_, e)) if e.http_status_code() == Some(412) && attempt < 4 => {
+                attempt += 1;
+                instance =
+                    call(ctx, &what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send())
+                        .await?;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }
 
 async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Options<'_>) -> Result<(), String> {
     let what = format!("labelling node {}", node.name);
-    let mut request = model::InstancesSetLabelsRequest::new().set_labels(o.labels.clone());
-    if let Some(f) = node.instance.label_fingerprint.clone() {
-        request = request.set_label_fingerprint(f);
-    }
-    let op = call(ctx, &what, || {
-        gcp.instances.set_labels().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).set_body(request.clone()).send()
+    relabel(ctx, gcp, zone, node, |i| labels_for(i, o.labels), &what, o.timeout).await
+}
+
+/// Day 2, replace: deletes the named nodes the census admits (one list, one delete each) and waits until
+/// they are gone; the converge that follows makes them again under their names, in their placement
+/// policy (on A4X their NVLink domain's) and reservation, with the spec's configuration.
+pub async fn remove(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    cluster: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let live = nodes(ctx, gcp, zone, cluster, census).await?;
+    let doomed: Vec<String> = live.into_iter().map(|n| n.name).filter(|n| names.contains(n)).collect();
+    delete_nodes(ctx, gcp, zone, cluster, doomed, timeout, census).await
+}
+
+/// Day 2, reboot: restarts the named nodes the census admits in place and waits until they run. A running
+/// node is reset; a stopped one (TERMINATED, STOPPED) started; a suspended one resumed; one on its way to
+/// one of these (STOPPING, SUSPENDING, REPAIRING, ...) is first waited for. Its last self-check verdict is
+/// taken off first: it ran on the boot before, and the node publishes a new one as it comes up.
+pub async fn reboot(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    cluster: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let settled = |n: &Node| matches!(n.status.as_str(), "RUNNING" | "TERMINATED" | "STOPPED" | "SUSPENDED");
+    let what = format!("{} node(s) of {cluster} to settle before they are rebooted", names.len());
+    let live = shared::wait_for(ctx, &what, timeout, || async {
+        let live: Vec<Node> = nodes(ctx, gcp, zone, cluster, census).await?.into_iter().filter(|n| names.contains(&n.name)).collect();
+        Ok(live.iter().all(settled).then_some(live))
     })
     .await?;
-    api::wait(ctx, gcp, op, &what, o.timeout).await
+    if live.is_empty() {
+        return Ok(());
+    }
+    let cleared = live.iter().filter(|n| label(n, shared::SELFCHECK_LABEL).is_some()).map(|n| {
+        let what = format!("clearing the self-check verdict of node {}", n.name);
+        let without = |i: &model::Instance| {
+            i.labels.iter().filter(|(k, _)| *k != shared::SELFCHECK_LABEL).map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        async move { relabel(ctx, gcp, zone, n, without, &what, timeout).await }
+    });
+    futures::future::try_join_all(cleared).await?;
+    let restarts = live.iter().map(|n| async move {
+        let p = &gcp.project;
+        let name = n.name.as_str();
+        let (what, op) = match n.status.as_str() {
+            "RUNNING" => {
+                let what = format!("resetting node {name}");
+                let op = call(ctx, &what, || gcp.instances.reset().set_project(p).set_zone(zone).set_instance(name).send()).await?;
+                (what, op)
+            }
+            "SUSPENDED" => {
+                let what = format!("resuming node {name}");
+                let op = call(ctx, &what, || gcp.instances.resume().set_project(p).set_zone(zone).set_instance(name).send()).await?;
+                (what, op)
+            }
+            _ => {
+                let what = format!("starting node {name}");
+                let op = call(ctx, &what, || gcp.instances.start().set_project(p).set_zone(zone).set_instance(name).send()).await?;
+                (what, op)
+            }
+        };
+        api::wait(ctx, gcp, op, &what, timeout).await
+    });
+    futures::future::try_join_all(restarts).await?;
+    let names: Vec<String> = live.into_iter().map(|n| n.name).collect();
+    let what = format!("{} rebooted node(s) of {cluster} to run", names.len());
+    shared::wait_for(ctx, &what, timeout, || async {
+        let live = nodes(ctx, gcp, zone, cluster, census).await?;
+        let down: Vec<&Node> = live.iter().filter(|n| names.contains(&n.name) && n.status != "RUNNING").collect();
+        // Its restart operation is done, so a node that is neither running nor coming up stopped again.
+        match down.iter().find(|n| !coming_up(&n.status)) {
+            Some(n) => Err(format!("node {} is {} after its restart, not RUNNING", n.name, n.status)),
+            None => Ok(down.is_empty().then_some(())),
+        }
+    })
+    .await
 }
 
 /// Deletes nodes by name: one delete call each (Compute has no batch delete), a few in flight at once, then
@@ -506,7 +809,7 @@ pub async fn imported_config(
     let ssh = metadata(i, "ssh-keys").map(|k| k.strip_prefix("hpc:").unwrap_or(&k).to_owned());
     let user: BTreeMap<String, String> = labels
         .iter()
-        .filter(|(k, v)| !k.starts_with("hpc_") && defaults.get(*k).map(|d| d.to_lowercase()) != Some((*v).clone()))
+        .filter(|(k, v)| !k.starts_with("hpc_") && !node_own_label(k) && defaults.get(*k).map(|d| d.to_lowercase()) != Some((*v).clone()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let p = &gcp.project;
@@ -539,6 +842,7 @@ pub async fn imported_config(
         ]
         .map(|(k, v)| (k.to_owned(), v)),
     );
+    entries.extend(imported_day2(i).into_iter().map(|(k, v)| (k.to_owned(), v)));
     Ok(config)
 }
 
@@ -550,6 +854,8 @@ mod tests {
 
     fn a4x(nodes: u32) -> ClusterSpec {
         ClusterSpec {
+            day2: Default::default(),
+            user_data_version: None,
             name: "gb".into(),
             fabric: FabricRef {
                 name: "fab".into(),
@@ -626,7 +932,7 @@ mod tests {
         let lost = "gb-20".to_owned();
         assert_eq!(policy_groups(&spec, &[&lost]), [(Some("gb-nvl1".to_owned()), vec![lost.clone()])]);
         // 4 MRDMA NICs on the RDMA VPC's 4 subnets, as the plan's piece says.
-        let props = properties("p", &spec, &("h".into(), "s".into()), &BTreeMap::new(), Some("gb-nvl0"));
+        let props = properties("p", &spec, &("h".into(), "s".into()), &BTreeMap::new(), None, Some("gb-nvl0"));
         let rdma: Vec<&str> = props["networkInterfaces"]
             .as_array()
             .unwrap()
@@ -658,17 +964,104 @@ mod tests {
         }
     }
 
-    fn node(status: &str) -> Node {
-        Node { name: "train-0".into(), status: status.into(), instance: model::Instance::new() }
+    fn instance(v: serde_json::Value) -> model::Instance {
+        serde_json::from_value(v).unwrap()
     }
 
     #[test]
-    fn stopped_stopping_and_deprovisioning_nodes_are_not_up() {
-        for status in ["STOPPED", "PENDING_STOP", "DEPROVISIONING", "STOPPING", "TERMINATED", "SUSPENDING", "SUSPENDED"] {
-            assert!(!is_up(&node(status)), "{status}");
+    fn a_status_other_than_running_is_unhealthy_and_coming_up_is_not() {
+        for status in ["TERMINATED", "STOPPED", "SUSPENDED", "REPAIRING", "STOPPING", "DEPROVISIONING"] {
+            assert_eq!(health(&instance(json!({"status": status}))), Some(format!("status {status}")), "{status}");
         }
-        for status in ["PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "PENDING"] {
-            assert!(is_up(&node(status)), "{status}");
+        for status in ["PROVISIONING", "STAGING", "RUNNING", "PENDING"] {
+            assert_eq!(health(&instance(json!({"status": status}))), None, "{status}");
         }
+        assert_eq!(health(&instance(json!({}))), None);
+    }
+
+    #[test]
+    fn upcoming_maintenance_is_unhealthy_with_its_window_in_utc() {
+        let m = |maintenance: serde_json::Value| {
+            health(&instance(json!({"status": "RUNNING", "resourceStatus": {"upcomingMaintenance": maintenance}})))
+        };
+        assert_eq!(
+            m(json!({"type": "SCHEDULED", "windowStartTime": "2026-12-05T00:00:00Z", "maintenanceStatus": "PENDING"})).as_deref(),
+            Some("upcoming scheduled maintenance from 2026-12-05T00:00Z")
+        );
+        assert_eq!(
+            m(json!({"type": "UNSCHEDULED", "windowStartTime": "2026-12-04T20:30:00.000-08:00", "maintenanceStatus": "ONGOING"}))
+                .as_deref(),
+            Some("unscheduled maintenance ongoing since 2026-12-05T04:30Z")
+        );
+        assert_eq!(m(json!({})).as_deref(), Some("upcoming maintenance"));
+        // A stopped node says so first.
+        let both = instance(json!({"status": "TERMINATED", "resourceStatus": {"upcomingMaintenance": {"type": "SCHEDULED"}}}));
+        assert_eq!(health(&both).as_deref(), Some("status TERMINATED"));
+        assert_eq!(health(&instance(json!({"status": "RUNNING", "resourceStatus": {"physicalHost": "/b/s/h"}}))), None);
+    }
+
+    #[test]
+    fn times_become_utc_minutes() {
+        assert_eq!(utc_minute("2026-12-01T10:02:59Z").as_deref(), Some("2026-12-01T10:02Z"));
+        assert_eq!(utc_minute("2026-12-31T23:30:00+01:00").as_deref(), Some("2026-12-31T22:30Z"));
+        assert_eq!(utc_minute("2026-12-31T23:30:00-01:00").as_deref(), Some("2027-01-01T00:30Z"));
+        assert_eq!(utc_minute("2024-02-29T00:10:00.123+00:30").as_deref(), Some("2024-02-28T23:40Z"));
+        assert_eq!(utc_minute("soon"), None);
+        assert_eq!(utc_minute("2026-12-01T10:02"), None);
+    }
+
+    fn node(labels: serde_json::Value) -> Node {
+        Node { name: "train-1".into(), status: "RUNNING".into(), instance: instance(json!({"status": "RUNNING", "labels": labels})) }
+    }
+
+    #[test]
+    fn a_node_reports_its_revision_verdict_and_health() {
+        let nodes =
+            [node(json!({"hpc_cluster": "train", "hpc-revision": "0a1b2c3d4e", "hpc-selfcheck": "fail-gpus-7-of-8"})), node(json!({}))];
+        let mut second = nodes[1].clone();
+        second.name = "train-0".into();
+        second.instance.status = Some(model::instance::Status::Terminated);
+        let found = addresses("p", "z", "train", &[nodes[0].clone(), second]);
+        assert_eq!(found[0].name, "train-0");
+        assert_eq!(
+            (found[0].revision.as_deref(), found[0].selfcheck.as_deref(), found[0].health.as_deref()),
+            (None, None, Some("status TERMINATED"))
+        );
+        assert_eq!(
+            (found[1].revision.as_deref(), found[1].selfcheck.as_deref(), found[1].health.as_deref()),
+            (Some("0a1b2c3d4e"), Some("fail-gpus-7-of-8"), None)
+        );
+        assert_eq!(shared::unhealthy_reason(&found[1]).as_deref(), Some("self-check: 7 of 8 GPUs"));
+    }
+
+    #[test]
+    fn the_day2_settings_an_import_reads_are_the_ones_the_nodes_keep() {
+        let state = |strategy: Value| {
+            Value::object([("repair", Value::from("reboot")), ("max_repairs", Value::from("2")), ("update_strategy", strategy)])
+        };
+        let node = |settings: String| instance(json!({"metadata": {"items": [{"key": DAY2_METADATA, "value": settings}]}}));
+        let with = state(Value::object([("batch_size", Value::from("50%")), ("wait_for_selfcheck", Value::from(true))]));
+        let back: BTreeMap<&str, Value> = imported_day2(&node(day2_settings(&with))).into_iter().collect();
+        assert_eq!(back["repair"], Value::from("reboot"));
+        assert_eq!(back["max_repairs"], Value::from("2"));
+        assert_eq!(back["update_strategy"], with.get("update_strategy").clone());
+        let without: BTreeMap<&str, Value> = imported_day2(&node(day2_settings(&state(Value::Null)))).into_iter().collect();
+        assert_eq!(without["update_strategy"], Value::Null);
+        // A node an earlier release made keeps none: the import leaves them to their defaults.
+        assert!(imported_day2(&instance(json!({}))).is_empty());
+    }
+
+    #[test]
+    fn relabelling_keeps_the_nodes_own_labels() {
+        let live = node(json!({"team": "ml", "hpc-revision": "r1", "hpc-selfcheck": "ok", "old": "x"}));
+        let wanted: BTreeMap<String, String> =
+            [("team", "research"), ("hpc_cluster", "train"), ("hpc-revision", "r2")].map(|(k, v)| (k.to_owned(), v.to_owned())).into();
+        let labels = labels_for(&live.instance, &wanted);
+        let expected: BTreeMap<String, String> =
+            [("team", "research"), ("hpc_cluster", "train"), ("hpc-revision", "r1"), ("hpc-selfcheck", "ok")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into();
+        assert_eq!(labels, expected);
+        assert!(node_own_label("hpc-selfcheck") && node_own_label("hpc-revision") && !node_own_label("hpc_cluster"));
     }
 }

@@ -371,11 +371,24 @@ impl Oci {
 
     /// POST an action (`/networkSecurityGroups/<id>/actions/addSecurityRules`); some take no body.
     pub async fn action(&self, ctx: &Context, service: Service, path: &str, body: Option<&Json>, what: &str) -> Result<Json, String> {
+        self.action_with_work_request(ctx, service, path, body, what).await.map(|(body, _)| body)
+    }
+
+    /// [`Oci::action`] for an action OCI answers with a work request (DetachInstancePoolInstance): the body
+    /// (null when there is none) and the work request id, if any.
+    pub async fn action_with_work_request(
+        &self,
+        ctx: &Context,
+        service: Service,
+        path: &str,
+        body: Option<&Json>,
+        what: &str,
+    ) -> Result<(Json, Option<String>), String> {
         let reply = self.send(ctx, reqwest::Method::POST, service, path, body).await?;
         if !(200..=202).contains(&reply.status) {
             return Err(format!("{what}: {}", reply.error()));
         }
-        Ok(reply.body)
+        Ok((reply.body, reply.work_request))
     }
 
     /// PUT an update; the body and the work request id, if any.

@@ -198,6 +198,88 @@ fn location(v: &Value) -> Option<Site> {
     Some(Site { region, compartment, zone, placement, per_domain: cluster::per_domain(shape) })
 }
 
+/// What the day-2 core asks of a cluster's nodes besides the converge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Day2Work {
+    Remove,
+    Reboot,
+}
+
+/// Day-2 work asked for before the cluster's compartment was known here, to be done by the apply that
+/// follows on the same census (see [`day2_nodes`]).
+struct Deferred {
+    census: (usize, String),
+    cluster: String,
+    work: Day2Work,
+    names: Vec<String>,
+}
+
+static DEFERRED: std::sync::Mutex<Vec<Deferred>> = std::sync::Mutex::new(Vec::new());
+
+/// The census's address and its owner's marker: the one operation the core passes to both calls.
+fn census_key(step: &Step<'_>) -> (usize, String) {
+    (std::ptr::from_ref(step.census) as usize, step.census.owner().marker().to_owned())
+}
+
+/// Where a cluster's day-2 calls go: the spec gives region, availability domain and placement; the
+/// compartment is its own fabric's or, for a cluster on a fabric, the one in the cluster's id
+/// (`oci/<region>/<compartment>/<name>`), which the census holds once an apply has set it. `None` when
+/// neither is known.
+fn day2_site(step: &Step<'_>, spec: &ClusterSpec) -> Option<Site> {
+    let f = &spec.fabric;
+    let from_id = || {
+        let id = step.census.import_id()?;
+        let (region, compartment, name) = api::parse_id(&id)?;
+        (region == f.region && name == spec.name).then(|| compartment.to_owned())
+    };
+    let compartment = spec.own_fabric.as_ref().and_then(|o| o.compartment_id.clone()).or_else(from_id)?;
+    Some(Site {
+        region: f.region.clone(),
+        compartment,
+        zone: f.zone.clone().unwrap_or_default(),
+        placement: f.placement,
+        per_domain: spec.nvlink_domain_nodes(),
+    })
+}
+
+async fn day2_at(step: &Step<'_>, site: &Site, name: &str, work: Day2Work, names: &[String]) -> Result<(), String> {
+    let client = api::connect(step.ctx, &site.region)?;
+    let at = site.at(name);
+    match work {
+        Day2Work::Remove => cluster::remove_nodes(step.ctx, &client, &at, names, step.timeout, step.census).await,
+        Day2Work::Reboot => cluster::reboot_nodes(step.ctx, &client, &at, names, step.timeout, step.census).await,
+    }
+}
+
+/// Removes or reboots the named nodes. The spec carries no compartment for a cluster on a fabric (it is in
+/// the fabric's and the cluster's ids, in the plan): when the census does not know it yet (a repair comes
+/// before the apply that sets it), the work is deferred to that apply, which does it first, on the same
+/// census, before it converges.
+async fn day2_nodes(step: &Step<'_>, spec: &ClusterSpec, names: &[String], work: Day2Work) -> Result<(), String> {
+    match day2_site(step, spec) {
+        Some(site) => day2_at(step, &site, &spec.name, work, names).await,
+        None => {
+            let mut deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+            deferred.push(Deferred { census: census_key(step), cluster: spec.name.clone(), work, names: names.to_vec() });
+            Ok(())
+        }
+    }
+}
+
+/// Does the day-2 work deferred to this apply (same census, same cluster), in the order it was asked.
+async fn deferred_day2(step: &Step<'_>, site: &Site, name: &str) -> Result<(), String> {
+    let mine: Vec<Deferred> = {
+        let mut deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+        let (mine, rest) = std::mem::take(&mut *deferred).into_iter().partition(|d| d.census == census_key(step) && d.cluster == name);
+        *deferred = rest;
+        mine
+    };
+    for d in mine {
+        day2_at(step, site, name, d.work, &d.names).await?;
+    }
+    Ok(())
+}
+
 /// The cluster's live nodes with their addresses.
 async fn live_nodes(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_>) -> Result<Vec<NodeAddress>, String> {
     let nodes = cluster::observe(step.ctx, client, at, step.census).await?;
@@ -275,7 +357,11 @@ impl Backend<ClusterSpec> for Oci {
         let id = api::resource_id(&site.region, &site.compartment, &spec.name);
         step.census.set_import_id(&id);
         let state = shared::with_attr(change.state, "id", Value::from(id));
-        match cluster::converge(step.ctx, &client, spec, &site.compartment, change.tags, step.timeout, step.census).await {
+        if let Err(e) = deferred_day2(step, &site, &spec.name).await {
+            return Outcome::failed(with_live(step, &client, &at, &state).await, e);
+        }
+        let settings = cluster::day2_settings(change.config);
+        match cluster::converge(step.ctx, &client, spec, &site.compartment, change.tags, &settings, step.timeout, step.census).await {
             // Where the plan left `nodes` unknown, the nodes as they now are; a failed lookup leaves it null
             // for the next refresh.
             Ok(()) if change.planned.get("nodes").is_unknown() => match live_nodes(step, &client, &at).await {
@@ -332,6 +418,14 @@ impl Backend<ClusterSpec> for Oci {
 
 #[async_trait]
 impl ClusterBackend for Oci {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        day2_nodes(step, spec, names, Day2Work::Remove).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        day2_nodes(step, spec, names, Day2Work::Reboot).await
+    }
+
     fn node_piece(&self) -> &'static str {
         NODES
     }

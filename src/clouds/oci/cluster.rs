@@ -6,6 +6,14 @@
 //! a cluster network), whatever the node count. GB200/GB300 nodes are launched per NVLink domain by a GPU
 //! memory cluster instead (see `memory`). Only what the census admits (the `hpc:owner` freeform tag; a
 //! cluster network's instances with it) is resized, renamed, retagged or terminated.
+//!
+//! Day 2: each instance configuration records the node configuration revision it was made from (its
+//! `hpc:revision` freeform tag); when the spec's revision has none, a new one is made (instance
+//! configurations cannot be changed) and the nodes launched from then on come from it, each tagged
+//! `hpc:revision`. The refresh reads each node's health from the same instance list (a lifecycle state other
+//! than running or launching, `timeMaintenanceRebootDue`) and the verdict its self-check published in its
+//! own `hpc:selfcheck` freeform tag (UpdateInstance, with the instance principal). Freeform tags are replaced
+//! whole by UpdateInstance, so every retag keeps those two keys as the node has them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -16,6 +24,7 @@ use serde_json::{Value as Json, json};
 
 use super::api::{Oci, Service, encode, is_gone, tags_of};
 use super::fabric::{Joined, join, retag};
+use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::ownership::{Census, marker_in};
@@ -102,10 +111,45 @@ pub fn node_state(n: &Json) -> String {
     n["lifecycleState"].as_str().or(n["state"].as_str()).unwrap_or_default().to_ascii_uppercase()
 }
 
-/// The nodes `observe` found, with their instance OCIDs and their primary VNIC's private address: one list
-/// of VNIC attachments in the availability domain and one list of private IPs per subnet the nodes are
-/// in (one, for a fabric), whatever the node count.
+/// Why OCI holds a node unhealthy, with the time it gives: a lifecycle state other than running or
+/// launching (`state STOPPED`), or a maintenance reboot it scheduled (`maintenance reboot due
+/// 2026-12-05T00:00Z`); `None` when it is healthy.
+pub fn health_of(n: &Json) -> Option<String> {
+    let state = node_state(n);
+    if !state.is_empty() && !matches!(state.as_str(), "RUNNING" | "PROVISIONING" | "STARTING") {
+        return Some(format!("state {state}"));
+    }
+    let due = n["timeMaintenanceRebootDue"].as_str().filter(|t| !t.is_empty())?;
+    Some(format!("maintenance reboot due {}", to_the_minute(due)))
+}
+
+/// An RFC 3339 UTC time to the minute: `2026-12-05T00:00:29.600Z` is `2026-12-05T00:00Z`.
+fn to_the_minute(t: &str) -> String {
+    match t.get(..16) {
+        Some(minute) if t.ends_with('Z') && t.as_bytes().get(10) == Some(&b'T') => format!("{minute}Z"),
+        _ => t.to_owned(),
+    }
+}
+
+/// A cluster network's nodes as full Instances (freeform tags, maintenance), from one ListInstances in the
+/// availability domain: its own list answers InstanceSummaries, which have neither. Other nodes are
+/// Instances already and are returned as they are; a summary OCI does not list yet is kept.
+pub async fn with_details(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: Vec<Json>) -> Result<Vec<Json>, String> {
+    if nodes.iter().all(|n| n.get("freeformTags").is_some()) {
+        return Ok(nodes);
+    }
+    let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
+    let full: BTreeMap<String, Json> =
+        oci.list(ctx, Service::Core, "instances", &q).await?.into_iter().filter_map(|i| Some((i["id"].as_str()?.to_owned(), i))).collect();
+    Ok(nodes.into_iter().map(|n| n["id"].as_str().and_then(|id| full.get(id)).cloned().unwrap_or(n)).collect())
+}
+
+/// The nodes `observe` found, with their instance OCIDs, their primary VNIC's private address, their
+/// revision, health and self-check verdict: one list of VNIC attachments in the availability domain and one
+/// list of private IPs per subnet the nodes are in (one, for a fabric), and for a cluster network one
+/// instance list, whatever the node count.
 pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Json]) -> Result<Vec<crate::clouds::NodeAddress>, String> {
+    let nodes = with_details(ctx, oci, at, nodes.to_vec()).await?;
     let mut vnic_of: BTreeMap<String, String> = BTreeMap::new();
     let mut subnets: BTreeSet<String> = BTreeSet::new();
     let ours: BTreeSet<&str> = nodes.iter().filter_map(|n| n["id"].as_str()).collect();
@@ -140,7 +184,15 @@ pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Jso
         .map(|n| {
             let id = n["id"].as_str().unwrap_or_default().to_owned();
             let private_ip = vnic_of.get(&id).and_then(|v| ip_of.get(v)).cloned();
-            crate::clouds::NodeAddress { name: n["displayName"].as_str().unwrap_or_default().to_owned(), id, private_ip }
+            let tags = tags_of(n);
+            crate::clouds::NodeAddress {
+                name: n["displayName"].as_str().unwrap_or_default().to_owned(),
+                id,
+                private_ip,
+                revision: tags.get(REVISION_TAG).cloned(),
+                health: health_of(n),
+                selfcheck: tags.get(SELFCHECK_TAG).cloned(),
+            }
         })
         .collect())
 }
@@ -202,19 +254,116 @@ fn launch_instance_details(spec: &ClusterSpec, compartment: &str, image: &str, j
     d
 }
 
-/// The cluster's instance configuration `<cluster>-ic` the census admits, if it exists (OCI cannot filter
-/// this list by name).
-pub async fn find_configuration(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+/// The freeform tags a node gets when the provider tags it: `tags`, with the node's own day-2 keys as the
+/// node has them (the revision it was made with, the verdict its self-check published), which UpdateInstance
+/// would otherwise drop (it replaces the whole map). `revision` is what a node without a revision tag gets.
+pub fn node_tags(live: &BTreeMap<String, String>, tags: &BTreeMap<String, String>, revision: Option<&str>) -> BTreeMap<String, String> {
+    let mut out = tags.clone();
+    if let Some(r) = revision {
+        out.insert(REVISION_TAG.to_owned(), r.to_owned());
+    }
+    for key in [REVISION_TAG, SELFCHECK_TAG] {
+        if let Some(v) = live.get(key) {
+            out.insert(key.to_owned(), v.clone());
+        }
+    }
+    out
+}
+
+/// Gives a node the cluster's tags (UpdateInstance), keeping its own day-2 keys; nothing when it has them.
+async fn retag_node(ctx: &Context, oci: &Oci, node: &Json, tags: &BTreeMap<String, String>) -> Result<(), String> {
+    let live = tags_of(node);
+    let wanted = node_tags(&live, tags, None);
+    if live == wanted {
+        return Ok(());
+    }
+    let id = node["id"].as_str().unwrap_or_default();
+    let what = format!("node {}", node["displayName"].as_str().unwrap_or(id));
+    oci.update(ctx, Service::Core, &format!("/instances/{id}"), &json!({"freeformTags": wanted}), &what).await.map(|_| ())
+}
+
+/// The cluster's instance configurations `<cluster>-ic` the census admits (summaries, newest first): one
+/// list, as OCI cannot filter it by name. There is one per node configuration revision a rolling update
+/// still needs, each tagged with its revision (`hpc:revision`; none on one an earlier release made).
+pub async fn configurations(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Vec<Json>, String> {
     let all = oci.list(ctx, Service::Core, "instanceConfigurations", &format!("compartmentId={}", encode(compartment))).await?;
     let wanted = format!("{name}-ic");
-    let Some(summary) = all.into_iter().find(|c| {
-        c["displayName"].as_str() == Some(&wanted)
-            && census.admit("oci_core_instance_configuration", &wanted, marker_in(&tags_of(c)), c["timeCreated"].as_str())
-    }) else {
-        return Ok(None);
-    };
+    let mut ours: Vec<Json> = all
+        .into_iter()
+        .filter(|c| {
+            c["displayName"].as_str() == Some(&wanted)
+                && census.admit("oci_core_instance_configuration", &wanted, marker_in(&tags_of(c)), c["timeCreated"].as_str())
+        })
+        .collect();
+    let newest = |c: &Json| (c["timeCreated"].as_str().unwrap_or_default().to_owned(), c["id"].as_str().unwrap_or_default().to_owned());
+    ours.sort_by_key(|c| std::cmp::Reverse(newest(c)));
+    Ok(ours)
+}
+
+async fn get_configuration(ctx: &Context, oci: &Oci, summary: &Json) -> Result<Option<Json>, String> {
     let id = summary["id"].as_str().unwrap_or_default();
     oci.get(ctx, Service::Core, &format!("/instanceConfigurations/{id}")).await
+}
+
+/// The cluster's newest instance configuration `<cluster>-ic` the census admits, if one exists.
+pub async fn find_configuration(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+    match configurations(ctx, oci, compartment, name, census).await?.first() {
+        Some(summary) => get_configuration(ctx, oci, summary).await,
+        None => Ok(None),
+    }
+}
+
+/// Whether a configuration an earlier release made (no revision tag) is what the spec makes: the same image
+/// (or the default one), SSH key and user data (write-only user data the spec does not carry is taken as
+/// the same).
+fn made_from(config: &Json, spec: &ClusterSpec) -> bool {
+    let d = &config["instanceDetails"]["launchDetails"];
+    let image = match &spec.image {
+        Some(i) => d["sourceDetails"]["imageId"].as_str() == Some(i.as_str()),
+        None => tags_of(config).contains_key("hpc:default-image"),
+    };
+    let ssh = d["metadata"]["ssh_authorized_keys"].as_str() == spec.ssh_public_key.as_deref().map(str::trim);
+    let user_data = (spec.user_data_write_only && spec.user_data.is_none())
+        || d["metadata"]["user_data"].as_str().map(str::to_owned)
+            == spec.user_data.as_ref().map(|u| base64::engine::general_purpose::STANDARD.encode(u));
+    image && ssh && user_data
+}
+
+/// The configuration for the spec's revision among `summaries`: the one tagged with it, else one an earlier
+/// release made from the same settings (adopted: it gets the tag).
+async fn configuration_for(ctx: &Context, oci: &Oci, spec: &ClusterSpec, summaries: &[Json]) -> Result<Option<Json>, String> {
+    let revision = spec.revision();
+    if let Some(tagged) = summaries.iter().find(|c| tags_of(c).get(REVISION_TAG) == Some(&revision)) {
+        return get_configuration(ctx, oci, tagged).await;
+    }
+    for legacy in summaries.iter().filter(|c| !tags_of(c).contains_key(REVISION_TAG)) {
+        if let Some(full) = get_configuration(ctx, oci, legacy).await?
+            && made_from(&full, spec)
+        {
+            return Ok(Some(full));
+        }
+    }
+    Ok(None)
+}
+
+/// Deletes, best effort, the configurations no node runs any more (a finished rolling update's old ones),
+/// other than `current`: one instance list, and one DELETE each (refused while a pool or memory cluster
+/// still launches from it; the next apply tries again, the cluster's destroy deletes every one).
+async fn drop_stale_configurations(ctx: &Context, oci: &Oci, at: &Location<'_>, summaries: &[Json], current: &str, census: &Census) {
+    let stale: Vec<&Json> = summaries.iter().filter(|c| c["id"].as_str() != Some(current)).collect();
+    if stale.is_empty() {
+        return;
+    }
+    let Ok(nodes) = observe(ctx, oci, at, census).await else { return };
+    let Ok(nodes) = with_details(ctx, oci, at, nodes).await else { return };
+    let running: BTreeSet<Option<String>> = nodes.iter().map(|n| tags_of(n).get(REVISION_TAG).cloned()).collect();
+    for c in stale {
+        if running.contains(&tags_of(c).get(REVISION_TAG).cloned()) {
+            continue;
+        }
+        let id = c["id"].as_str().unwrap_or_default();
+        let _ = oci.send(ctx, reqwest::Method::DELETE, Service::Core, &format!("/instanceConfigurations/{id}"), None).await;
+    }
 }
 
 /// A capacity failure as users need it: what, where, and that the apply can simply be run again.
@@ -232,13 +381,19 @@ pub(super) fn capacity_message(spec: &ClusterSpec, err: &str, have: usize) -> St
     }
 }
 
-/// Creates or updates the cluster until it has exactly `node_count` running nodes named `<cluster>-0..`.
+/// Creates or updates the cluster until it has exactly `node_count` running nodes named `<cluster>-0..`;
+/// the nodes it launches come from the spec's node configuration revision (a new instance configuration
+/// when none has it), each tagged with that revision. Nodes of another revision are left running: the
+/// rolling update removes them batch by batch and calls this again. `settings` are the day-2 settings the
+/// configuration gives ([`day2_settings`]), which the instance configuration's tags keep for an import.
+#[allow(clippy::too_many_arguments)]
 pub async fn converge(
     ctx: &Context,
     oci: &Oci,
     spec: &ClusterSpec,
     compartment: &str,
     tags: &BTreeMap<String, String>,
+    settings: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
 ) -> Result<(), String> {
@@ -247,7 +402,8 @@ pub async fn converge(
     let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement, per_domain: spec.nvlink_domain_nodes() };
     // Everything with the cluster's names is looked at before anything is made.
     observe(ctx, oci, &at, census).await?;
-    let existing = find_configuration(ctx, oci, compartment, &spec.name, census).await?;
+    let summaries = configurations(ctx, oci, compartment, &spec.name, census).await?;
+    let existing = configuration_for(ctx, oci, spec, &summaries).await?;
     let memory_clusters = match at.per_domain {
         Some(_) => {
             let all = super::memory::list(ctx, oci, &at).await?;
@@ -258,18 +414,33 @@ pub async fn converge(
     };
     census.gate()?;
     let joined = join(ctx, oci, compartment, &f.name, &zone, f.placement == Placement::Cluster).await?;
-    let mut config_tags = tags.clone();
+    let revision = spec.revision();
+    // What the nodes launched from now on are tagged with: the cluster's tags and their revision.
+    let mut launch_tags = tags.clone();
+    launch_tags.insert(REVISION_TAG.into(), revision.clone());
+    let mut config_tags = launch_tags.clone();
+    config_tags.extend(settings.iter().map(|(k, v)| (k.clone(), v.clone())));
     config_tags.insert("hpc:workload".into(), spec.workload.as_str().into());
     if spec.image.is_none() {
         config_tags.insert("hpc:default-image".into(), "true".into());
     }
-    // The image the configuration was made with; a new configuration's is resolved now.
-    let known =
-        existing.as_ref().and_then(|c| c["instanceDetails"]["launchDetails"]["sourceDetails"]["imageId"].as_str().map(str::to_owned));
-    let image = match (known, &spec.image) {
+    let image_of = |c: &Json| c["instanceDetails"]["launchDetails"]["sourceDetails"]["imageId"].as_str().map(str::to_owned);
+    // The image the configuration was made with; a new configuration's is the spec's, or the default image
+    // the cluster already runs (a new revision of other settings does not move it to a newer image).
+    let image = match (existing.as_ref().and_then(image_of), &spec.image) {
         (Some(i), _) => i,
         (None, Some(i)) => i.clone(),
-        (None, None) => default_image(ctx, oci, compartment, f.sku.name).await?,
+        (None, None) => {
+            let defaulted = summaries.iter().find(|c| tags_of(c).contains_key("hpc:default-image"));
+            let known = match defaulted {
+                Some(c) => get_configuration(ctx, oci, c).await?.as_ref().and_then(image_of),
+                None => None,
+            };
+            match known {
+                Some(i) => i,
+                None => default_image(ctx, oci, compartment, f.sku.name).await?,
+            }
+        }
     };
     let config = match existing {
         Some(c) => {
@@ -284,14 +455,14 @@ pub async fn converge(
                 "compartmentId": compartment,
                 "displayName": format!("{}-ic", spec.name),
                 "freeformTags": config_tags,
-                "instanceDetails": {"instanceType": "compute", "launchDetails": launch_details(spec, compartment, &image, &joined, tags)},
+                "instanceDetails": {"instanceType": "compute", "launchDetails": launch_details(spec, compartment, &image, &joined, &launch_tags)},
             });
             oci.create(ctx, Service::Core, "instanceConfigurations", &body, &format!("instance configuration {}-ic", spec.name)).await?.0
         }
     };
     let config_id = config["id"].as_str().unwrap_or_default().to_owned();
     match f.placement {
-        Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout, census).await,
+        Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout, census).await?,
         // GB200/GB300: each NVLink domain's nodes are launched by its GPU memory cluster.
         _ if at.per_domain.is_some() => {
             let compute_cluster = joined
@@ -299,15 +470,19 @@ pub async fn converge(
                 .as_deref()
                 .ok_or_else(|| format!("fabric {} has no compute cluster: GPU memory clusters are built over one", f.name))?;
             super::memory::converge(ctx, oci, spec, &at, &memory_clusters, &config_id, compute_cluster, tags, timeout, census).await?;
-            wait_running(ctx, oci, spec, &at, timeout, census).await
+            wait_running(ctx, oci, spec, &at, timeout, census).await?
         }
         _ => {
-            let details = launch_instance_details(spec, compartment, &image, &joined, tags);
-            converge_nodes(ctx, oci, spec, &at, &details, tags, timeout, census).await
+            let details = launch_instance_details(spec, compartment, &image, &joined, &launch_tags);
+            converge_nodes(ctx, oci, spec, &at, &details, tags, &launch_tags, timeout, census).await?
         }
     }
+    drop_stale_configurations(ctx, oci, &at, &summaries, &config_id, census).await;
+    Ok(())
 }
 
+/// Nodes placed one by one (a compute cluster, or none): the extra ones terminated, the kept ones retagged,
+/// the missing ones launched from `details` with `launch_tags` (the cluster's tags and the revision).
 #[allow(clippy::too_many_arguments)]
 async fn converge_nodes(
     ctx: &Context,
@@ -316,6 +491,7 @@ async fn converge_nodes(
     at: &Location<'_>,
     details: &Json,
     tags: &BTreeMap<String, String>,
+    launch_tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
 ) -> Result<(), String> {
@@ -334,7 +510,7 @@ async fn converge_nodes(
         .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_some_and(|i| i < spec.node_count))
         .cloned()
         .collect();
-    futures::stream::iter(kept.into_iter().map(|n| async move { retag(ctx, oci, "instances", &n, tags).await }))
+    futures::stream::iter(kept.into_iter().map(|n| async move { retag_node(ctx, oci, &n, tags).await }))
         .buffer_unordered(PARALLEL)
         .try_collect::<Vec<()>>()
         .await?;
@@ -342,7 +518,7 @@ async fn converge_nodes(
     let launched = futures::stream::iter(missing.into_iter().map(|i| {
         let mut body = details.clone();
         body["displayName"] = json!(format!("{}-{i}", at.name));
-        body["freeformTags"] = json!(tags);
+        body["freeformTags"] = json!(launch_tags);
         let what = format!("node {}-{i}", at.name);
         async move { oci.create(ctx, Service::Core, "instances", &body, &what).await.map(|_| ()) }
     }))
@@ -356,7 +532,8 @@ async fn converge_nodes(
     wait_running(ctx, oci, spec, at, timeout, census).await
 }
 
-/// Waits until every node is RUNNING, with one list call per round; a node that dies on the way is named.
+/// Waits until every node has come up (RUNNING; a node stopped outside, which the refresh reports as
+/// unhealthy, is not waited for), with one list call per round; a node that dies on the way is named.
 async fn wait_running(
     ctx: &Context,
     oci: &Oci,
@@ -372,8 +549,9 @@ async fn wait_running(
             let why = format!("only {} of {want} nodes came up (OCI terminated the others while launching them)", nodes.len());
             return Err(capacity_message(spec, &why, nodes.len()));
         }
-        let running = nodes.iter().filter(|n| node_state(n) == "RUNNING").count();
-        Ok((running >= want).then_some(()))
+        let up = nodes.iter().filter(|n| matches!(node_state(n).as_str(), "RUNNING" | "STOPPED")).count();
+        let launching = nodes.iter().any(|n| matches!(node_state(n).as_str(), "PROVISIONING" | "STARTING"));
+        Ok((up >= want && !launching).then_some(()))
     })
     .await
 }
@@ -405,8 +583,14 @@ async fn converge_network(
         Some(cn) => {
             let pool = &cn["instancePools"][0];
             let size = pool["size"].as_u64().unwrap_or(0);
-            if size != u64::from(spec.node_count) || tags_of(&cn) != *tags {
-                let body = json!({"instancePools": [{"id": pool["id"], "size": spec.node_count}], "freeformTags": tags});
+            // A new revision's configuration: the pool launches from it from now on (its instances keep theirs).
+            let reconfigured = pool["instanceConfigurationId"].as_str() != Some(config_id);
+            if size != u64::from(spec.node_count) || tags_of(&cn) != *tags || reconfigured {
+                let mut update = json!({"id": pool["id"], "size": spec.node_count});
+                if reconfigured {
+                    update["instanceConfigurationId"] = json!(config_id);
+                }
+                let body = json!({"instancePools": [update], "freeformTags": tags});
                 let id = cn["id"].as_str().unwrap_or_default();
                 oci.update(ctx, Service::Core, &format!("/clusterNetworks/{id}"), &body, &what).await?.1
             } else {
@@ -419,17 +603,26 @@ async fn converge_network(
             .await
             .map_err(|e| capacity_message(spec, &e, 0))?;
     }
-    // OCI names pool instances itself; give them the cluster's names, filling gaps from the lowest index.
+    // OCI names pool instances itself; give them the cluster's names, filling gaps from the lowest index, and
+    // the cluster's tags beside the revision their configuration gave them.
     let nodes = observe(ctx, oci, at, census).await?;
     let taken: BTreeSet<u32> =
         nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
-    let mut free = (0..spec.node_count).filter(|i| !taken.contains(i));
-    let renames: Vec<(String, String)> = nodes
-        .iter()
+    let unnamed: Vec<Json> = nodes
+        .into_iter()
         .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
-        .filter_map(|n| Some((n["id"].as_str()?.to_owned(), format!("{}-{}", at.name, free.next()?))))
         .collect();
-    futures::stream::iter(renames.into_iter().map(|(id, name)| {
+    let unnamed = if unnamed.is_empty() { unnamed } else { with_details(ctx, oci, at, unnamed).await? };
+    let mut free = (0..spec.node_count).filter(|i| !taken.contains(i));
+    let revision = spec.revision();
+    let renames: Vec<(String, String, BTreeMap<String, String>)> = unnamed
+        .iter()
+        .filter_map(|n| {
+            let wanted = node_tags(&tags_of(n), tags, Some(&revision));
+            Some((n["id"].as_str()?.to_owned(), format!("{}-{}", at.name, free.next()?), wanted))
+        })
+        .collect();
+    futures::stream::iter(renames.into_iter().map(|(id, name, tags)| {
         let body = json!({"displayName": name, "freeformTags": tags});
         async move { oci.update(ctx, Service::Core, &format!("/instances/{id}"), &body, &format!("node {name}")).await.map(|_| ()) }
     }))
@@ -440,7 +633,7 @@ async fn converge_network(
 }
 
 /// Terminates every node (or the cluster network) the census admits and waits for it, then deletes the
-/// configuration.
+/// configurations (one per revision a rolling update left).
 pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
     // GPU memory clusters first: deleting one terminates its instances (any node left is terminated below).
     if at.per_domain.is_some() {
@@ -463,7 +656,7 @@ pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Durati
         terminate(ctx, oci, all, timeout).await?;
     }
     wait_terminated(ctx, oci, at, timeout, census).await?;
-    if let Some(c) = find_configuration(ctx, oci, at.compartment, at.name, census).await? {
+    for c in configurations(ctx, oci, at.compartment, at.name, census).await? {
         let id = c["id"].as_str().unwrap_or_default();
         oci.delete(
             ctx,
@@ -504,6 +697,188 @@ async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: D
     .await
 }
 
+/// The named nodes among `nodes`: (OCID, name, state).
+fn named<'a>(nodes: &'a [Json], names: &[String]) -> Vec<(&'a str, &'a str, String)> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let name = n["displayName"].as_str()?;
+            names.iter().any(|w| w == name).then(|| (n["id"].as_str().unwrap_or_default(), name, node_state(n)))
+        })
+        .collect()
+}
+
+/// Day 2: removes the named nodes the census admits and waits until OCI has terminated them, so that
+/// [`converge`] makes them again under their names, in their place, from the spec's configuration. A node
+/// placed on its own (compute cluster, GPU memory cluster) is terminated: a memory cluster then counts one
+/// instance fewer and its resize back launches the new one on the same fabric. A cluster network's node is
+/// detached from the pool, terminated and the pool made one smaller (DetachInstancePoolInstance with
+/// isAutoTerminate and isDecrementSize), one at a time; converge then points the pool at the spec's
+/// configuration and brings it back to its size, and names the new instance. Names not found are skipped.
+pub async fn remove_nodes(
+    ctx: &Context,
+    oci: &Oci,
+    at: &Location<'_>,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let nodes = observe(ctx, oci, at, census).await?;
+    let victims = named(&nodes, names);
+    if victims.is_empty() {
+        return Ok(());
+    }
+    if at.placement == Placement::ClusterNetwork {
+        let what = format!("cluster network {}-cn", at.name);
+        let cn = find_network(ctx, oci, at.compartment, at.name, census).await?.ok_or_else(|| format!("{what} is gone"))?;
+        let (cn_id, pool) = (cn["id"].as_str().unwrap_or_default(), cn["instancePools"][0]["id"].as_str().unwrap_or_default());
+        for (id, name, _) in &victims {
+            // OCI scales the pool for each detach: one at a time, each on a RUNNING cluster network.
+            let path = format!("/clusterNetworks/{cn_id}");
+            oci.wait_state(
+                ctx,
+                Service::Core,
+                &path,
+                &["RUNNING"],
+                &["TERMINATING", "TERMINATED"],
+                &format!("waiting for {what}"),
+                timeout,
+            )
+            .await?;
+            let body = json!({"instanceId": id, "isDecrementSize": true, "isAutoTerminate": true});
+            let detaching = format!("detaching node {name} from {what}");
+            let (_, wr) = oci
+                .action_with_work_request(
+                    ctx,
+                    Service::Core,
+                    &format!("/instancePools/{pool}/actions/detachInstance"),
+                    Some(&body),
+                    &detaching,
+                )
+                .await?;
+            if let Some(wr) = wr {
+                oci.wait_work_request(ctx, Service::Core, &wr, &detaching, timeout).await?;
+            }
+        }
+    } else {
+        let all = victims.iter().map(|(id, name, _)| ((*id).to_owned(), format!("node {name}"))).collect();
+        terminate(ctx, oci, all, timeout).await?;
+    }
+    let ids: Vec<&str> = victims.iter().map(|(id, _, _)| *id).collect();
+    let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
+    let which = victims.iter().map(|(_, n, _)| *n).collect::<Vec<_>>().join(", ");
+    crate::clouds::shared::wait_for(ctx, &format!("{which} to terminate"), timeout, || async {
+        let all = oci.list(ctx, Service::Core, "instances", &q).await?;
+        let left =
+            all.iter().any(|i| i["id"].as_str().is_some_and(|id| ids.contains(&id)) && i["lifecycleState"].as_str() != Some("TERMINATED"));
+        Ok((!left).then_some(()))
+    })
+    .await
+}
+
+/// How long a reset node may keep reading RUNNING before it counts as restarted: OCI may answer the
+/// action, and list the instance, as RUNNING for a moment before it goes down.
+const RESET_SEEN_WITHIN: Duration = Duration::from_secs(60);
+
+/// Day 2: restarts the named nodes the census admits in place (InstanceAction RESET, START for a stopped
+/// one) and waits until each has gone down and is RUNNING again, one instance list per round.
+pub async fn reboot_nodes(
+    ctx: &Context,
+    oci: &Oci,
+    at: &Location<'_>,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), String> {
+    let nodes = observe(ctx, oci, at, census).await?;
+    let victims: Vec<(String, String, String)> =
+        named(&nodes, names).into_iter().map(|(id, name, state)| (id.to_owned(), name.to_owned(), state)).collect();
+    if victims.is_empty() {
+        return Ok(());
+    }
+    let actions: Vec<(String, String, String)> = victims
+        .iter()
+        .map(|(id, name, state)| (id.clone(), name.clone(), if state == "STOPPED" { "START" } else { "RESET" }.to_owned()))
+        .collect();
+    let answers = futures::stream::iter(actions.into_iter().map(|(id, name, action)| async move {
+        let body =
+            oci.action(ctx, Service::Core, &format!("/instances/{id}?action={action}"), None, &format!("{action} of node {name}")).await?;
+        Ok::<_, String>((id, node_state(&body)))
+    }))
+    .buffer_unordered(PARALLEL)
+    .try_collect::<Vec<(String, String)>>()
+    .await?;
+    // Nodes seen not RUNNING since the action: they went down (or were down) and are restarting.
+    let down = std::sync::Mutex::new(answers.into_iter().filter(|(_, s)| s != "RUNNING").map(|(id, _)| id).collect::<BTreeSet<String>>());
+    let started = tokio::time::Instant::now();
+    let which = victims.iter().map(|(_, n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
+    crate::clouds::shared::wait_for(ctx, &format!("{which} to run again"), timeout, || async {
+        let nodes = observe(ctx, oci, at, census).await?;
+        let mut down = down.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all_up = true;
+        for (id, name, _) in &victims {
+            let Some(n) = nodes.iter().find(|n| n["id"].as_str() == Some(id.as_str())) else {
+                return Err(format!("node {name} was terminated while it restarted"));
+            };
+            if node_state(n) != "RUNNING" {
+                down.insert(id.clone());
+                all_up = false;
+            }
+        }
+        let restarted = victims.iter().all(|(id, _, _)| down.contains(id)) || started.elapsed() >= RESET_SEEN_WITHIN;
+        Ok((all_up && restarted).then_some(()))
+    })
+    .await
+}
+
+/// The instance configuration's tags that keep the day-2 settings a configuration gives (not their
+/// defaults), as `hpc:workload` keeps the workload, so that an import gives them back: `repair`,
+/// `max_repairs` and the `update_strategy` block (`hpc:update-strategy` marks the block, its attributes have
+/// their own tags).
+const REPAIR_TAG: &str = "hpc:repair";
+const MAX_REPAIRS_TAG: &str = "hpc:max-repairs";
+const UPDATE_STRATEGY_TAG: &str = "hpc:update-strategy";
+const BATCH_SIZE_TAG: &str = "hpc:batch-size";
+const WAIT_FOR_SELFCHECK_TAG: &str = "hpc:wait-for-selfcheck";
+
+/// The day-2 settings of a cluster's configuration, as the instance configuration's tags keep them.
+pub fn day2_settings(config: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (attr, tag) in [("repair", REPAIR_TAG), ("max_repairs", MAX_REPAIRS_TAG)] {
+        if let Some(v) = config.get(attr).as_str() {
+            out.insert(tag.to_owned(), v.to_owned());
+        }
+    }
+    let strategy = config.get("update_strategy");
+    if strategy.is_present() {
+        out.insert(UPDATE_STRATEGY_TAG.to_owned(), "true".to_owned());
+        if let Some(v) = strategy.get("batch_size").as_str() {
+            out.insert(BATCH_SIZE_TAG.to_owned(), v.to_owned());
+        }
+        if let Some(v) = strategy.get("wait_for_selfcheck").as_bool() {
+            out.insert(WAIT_FOR_SELFCHECK_TAG.to_owned(), v.to_string());
+        }
+    }
+    out
+}
+
+/// The day-2 settings an import gives back from the instance configuration's tags.
+fn imported_day2(tags: &BTreeMap<String, String>) -> [(&'static str, Value); 3] {
+    let strategy = if tags.contains_key(UPDATE_STRATEGY_TAG) {
+        Value::object([
+            ("batch_size", Value::from(tags.get(BATCH_SIZE_TAG).cloned())),
+            ("wait_for_selfcheck", tags.get(WAIT_FOR_SELFCHECK_TAG).map_or(Value::Null, |v| Value::from(v == "true"))),
+        ])
+    } else {
+        Value::Null
+    };
+    [
+        ("repair", Value::from(tags.get(REPAIR_TAG).cloned())),
+        ("max_repairs", Value::from(tags.get(MAX_REPAIRS_TAG).cloned())),
+        ("update_strategy", strategy),
+    ]
+}
+
 /// The configuration an import rebuilds from the instance configuration and the nodes.
 pub async fn imported_config(
     ctx: &Context,
@@ -541,7 +916,11 @@ pub async fn imported_config(
         .and_then(|b| String::from_utf8(b).ok());
     let ssh = d["metadata"]["ssh_authorized_keys"].as_str().map(str::to_owned);
     let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Oci, &tags, defaults);
+    let [repair, max_repairs, strategy] = imported_day2(&tags);
     let config = Value::object([
+        repair,
+        max_repairs,
+        strategy,
         ("name", Value::from(name)),
         ("fabric", fabric_ref),
         ("node_count", Value::int(nodes.len() as i64)),
@@ -569,6 +948,60 @@ mod tests {
         for other in ["lib", "lib-", "lib-x", "lib-a-3", "library-1", "xlib-1", "lib_1", "lib--1", "lib-1-2"] {
             assert_eq!(index_of("lib", other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_node_is_unhealthy_when_stopped_or_due_for_a_maintenance_reboot() {
+        for (node, health) in [
+            (json!({"lifecycleState": "RUNNING"}), None),
+            (json!({"lifecycleState": "PROVISIONING"}), None),
+            (json!({"state": "Starting"}), None),
+            (json!({"lifecycleState": "STOPPED"}), Some("state STOPPED")),
+            (json!({"lifecycleState": "STOPPING", "timeMaintenanceRebootDue": "2026-12-05T00:00:00.000Z"}), Some("state STOPPING")),
+            (
+                json!({"lifecycleState": "RUNNING", "timeMaintenanceRebootDue": "2026-12-05T06:30:29.600Z"}),
+                Some("maintenance reboot due 2026-12-05T06:30Z"),
+            ),
+            (json!({"lifecycleState": "RUNNING", "timeMaintenanceRebootDue": ""}), None),
+        ] {
+            assert_eq!(health_of(&node).as_deref(), health, "{node}");
+        }
+        assert_eq!(to_the_minute("2026-12-05T00:00+01:00"), "2026-12-05T00:00+01:00", "a time not in UTC is given as OCI wrote it");
+    }
+
+    #[test]
+    fn retagging_a_node_keeps_its_revision_and_selfcheck_verdict() {
+        let tags: BTreeMap<String, String> =
+            [("hpc:cluster", "c"), ("team", "ml")].into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let live: BTreeMap<String, String> = [("hpc:cluster", "c"), ("old", "x"), ("hpc:selfcheck", "ok"), ("hpc:revision", "r1")]
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        let out = node_tags(&live, &tags, Some("r2"));
+        assert_eq!(out.get("hpc:revision").map(String::as_str), Some("r1"), "the node's own revision wins");
+        assert_eq!(out.get("hpc:selfcheck").map(String::as_str), Some("ok"));
+        assert_eq!((out.get("team").map(String::as_str), out.contains_key("old")), (Some("ml"), false), "user tags are the cluster's");
+        let fresh = node_tags(&BTreeMap::new(), &tags, Some("r2"));
+        assert_eq!(fresh.get("hpc:revision").map(String::as_str), Some("r2"));
+        assert!(!node_tags(&BTreeMap::new(), &tags, None).contains_key("hpc:revision"));
+    }
+
+    #[test]
+    fn day2_settings_round_trip_through_the_configurations_tags() {
+        let config = Value::object([
+            ("repair", Value::from("report")),
+            ("max_repairs", Value::Null),
+            ("update_strategy", Value::object([("batch_size", Value::from("2")), ("wait_for_selfcheck", Value::from(true))])),
+        ]);
+        let tags = day2_settings(&config);
+        assert_eq!(tags.keys().collect::<Vec<_>>(), ["hpc:batch-size", "hpc:repair", "hpc:update-strategy", "hpc:wait-for-selfcheck"]);
+        let [repair, max_repairs, strategy] = imported_day2(&tags);
+        assert_eq!((repair.1, max_repairs.1), (Value::from("report"), Value::Null));
+        assert_eq!(strategy.1.get("batch_size"), &Value::from("2"));
+        assert_eq!(strategy.1.get("wait_for_selfcheck"), &Value::from(true));
+        // Nothing set, nothing kept: an import gives the defaults.
+        assert!(day2_settings(&Value::object([("name", Value::from("c"))])).is_empty());
+        assert_eq!(imported_day2(&BTreeMap::new())[2].1, Value::Null);
     }
 
     #[test]

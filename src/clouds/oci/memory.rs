@@ -17,7 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value as Json, json};
 
 use super::api::{Oci, Service, encode, is_gone, tags_of};
-use super::cluster::{Location, PARALLEL, capacity_message, index_of, observe};
+use super::cluster::{Location, PARALLEL, capacity_message, index_of, node_tags, observe};
 use crate::clouds::shared::{self, NodeAddress};
 use crate::framework::{Context, Value};
 use crate::model::ClusterSpec;
@@ -142,8 +142,9 @@ pub async fn converge(
         };
         let id = gmc["id"].as_str().unwrap_or_default();
         let mut body = serde_json::Map::new();
-        // A lost node: the memory cluster counts one instance fewer; its size brought back relaunches it on
-        // the fabric, from the cluster's instance configuration.
+        // A lost node (or one a repair or a rolling update removed): the memory cluster counts one instance
+        // fewer; its size brought back relaunches it on the fabric, from the cluster's instance configuration
+        // for the spec's revision.
         if gmc["size"].as_u64() != Some(want) {
             body.insert("size".into(), json!(want));
             body.insert("instanceConfigurationId".into(), json!(config_id));
@@ -244,8 +245,9 @@ pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Durati
 }
 
 /// Gives the instances the memory clusters launched the cluster's names, `<cluster>-<i>` with `i` in their
-/// domain's range (lowest free first), and every node the cluster's tags. Only a domain short of named nodes
-/// has its instances listed, to tell which unnamed instances are its.
+/// domain's range (lowest free first), and every node the cluster's tags (beside its own revision and
+/// self-check tags). Only a domain short of named nodes has its instances listed, to tell which unnamed
+/// instances are its.
 async fn name_nodes(
     ctx: &Context,
     oci: &Oci,
@@ -264,6 +266,7 @@ async fn name_nodes(
         .filter_map(|n| Some((n["id"].as_str()?, n)))
         .collect();
     let mut updates: Vec<(String, Json, String)> = Vec::new();
+    let revision = spec.revision();
     for d in spec.nvlink_domains() {
         let short = d.nodes.iter().any(|i| !named.contains(i));
         let Some(gmc) = clusters.get(&d.name).filter(|_| short && !unnamed.is_empty()) else { continue };
@@ -274,14 +277,17 @@ async fn name_nodes(
             let Some(member) = m["id"].as_str().filter(|i| unnamed.contains_key(i)) else { continue };
             let Some(i) = free.next() else { break };
             let name = format!("{}-{i}", at.name);
-            updates.push((member.to_owned(), json!({"displayName": name, "freeformTags": tags}), name));
+            let wanted = node_tags(&tags_of(unnamed[member]), tags, Some(&revision));
+            updates.push((member.to_owned(), json!({"displayName": name, "freeformTags": wanted}), name));
         }
     }
     // Tags changed: every named node gets them.
     for n in nodes.iter().filter(|n| !unnamed.contains_key(n["id"].as_str().unwrap_or_default())) {
-        if tags_of(n) != *tags {
+        let live = tags_of(n);
+        let wanted = node_tags(&live, tags, None);
+        if live != wanted {
             let name = n["displayName"].as_str().unwrap_or_default().to_owned();
-            updates.push((n["id"].as_str().unwrap_or_default().to_owned(), json!({"freeformTags": tags}), name));
+            updates.push((n["id"].as_str().unwrap_or_default().to_owned(), json!({"freeformTags": wanted}), name));
         }
     }
     futures::stream::iter(updates.into_iter().map(|(id, body, name)| async move {
