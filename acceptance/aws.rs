@@ -407,3 +407,23 @@ pub fn day2_live_nodes(endpoint: &str, cluster: &str) -> Vec<(String, String, Op
         found
     })
 }
+
+/// The capacity case (`acceptance/cases/capacity_aws`) on a fresh emulator: g6.xlarge nodes drawing on
+/// "Running On-Demand G and VT instances" (L-DB2E81BA, 4 vCPUs a node) in us-east-1, launched in us-east-1a.
+pub fn capacity_setup(cli: &Cli) -> crate::capacity::Capacity {
+    let emulator = start_aws();
+    let ep = emulator.endpoint.clone();
+    let (a, l) = (ep.clone(), ep.clone());
+    crate::capacity::Capacity {
+        w: Workdir::new(cli, "capacity_aws").env("TF_VAR_endpoint", &ep),
+        admin: Box::new(move |m, r, b| admin(&a, m, r, b)),
+        quota_id: "L-DB2E81BA".into(),
+        quota_scope: "us-east-1".into(),
+        quota_name: "Running On-Demand G and VT instances".into(),
+        per_node: 4,
+        zone: "us-east-1a".into(),
+        instance_type: "g6.xlarge".into(),
+        live: Box::new(move || day2_live_nodes(&l, "cap").into_iter().map(|(name, _, _)| name).collect()),
+        _keep: Box::new(emulator),
+    }
+}

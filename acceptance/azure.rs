@@ -152,9 +152,14 @@ pub fn day2_publish_selfcheck(endpoint: &str, pem: &std::path::Path, _node_name:
 /// revision (`hpc:revision`), unless the set is marked `hpc:remaking` (then it is not known yet); one
 /// without runs the revision before (`hpc:previous-revision`).
 pub fn day2_live_nodes(endpoint: &str, pem: &std::path::Path, cluster: &str) -> Vec<(String, String, Option<String>)> {
+    live_nodes_in(endpoint, pem, DAY2_GROUP, cluster)
+}
+
+/// [`day2_live_nodes`] of a cluster in the resource group `group` (its id).
+fn live_nodes_in(endpoint: &str, pem: &std::path::Path, group: &str, cluster: &str) -> Vec<(String, String, Option<String>)> {
     let mut out = Vec::new();
     for set in 0.. {
-        let id = format!("{DAY2_GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/{cluster}-{set}");
+        let id = format!("{group}/providers/Microsoft.Compute/virtualMachineScaleSets/{cluster}-{set}");
         let got = azure_call(endpoint, pem, "GET", &format!("{id}?{DAY2_COMPUTE_API}"), None, &[]);
         if got["status"] != 200 {
             break;
@@ -182,4 +187,29 @@ pub fn day2_live_nodes(endpoint: &str, pem: &std::path::Path, cluster: &str) -> 
 pub fn day2_remade(endpoint: &str, pem: &std::path::Path, node_id: &str) -> u64 {
     let actions = &azure_admin(endpoint, pem, "GET", "snapshot", None)["vm_actions"][node_id.to_lowercase()];
     ["reimage", "redeploy"].iter().filter_map(|a| actions[*a].as_u64()).sum()
+}
+
+// ---------------------------------------------------------------------------------------------- capacity
+
+/// The capacity case (`acceptance/cases/capacity_azure`): cluster `cap` of Standard_NV36ads_A10_v5 (36 vCPUs
+/// each, the StandardNVADSA10v5Family usage) in fabric `capfab`, resource group `capfab-rg`, location eastus
+/// (no zone: the capacity limit is the location's).
+pub fn capacity_setup(cli: &Cli) -> crate::capacity::Capacity {
+    let (ep, pem) = start_azure();
+    let (a, pa) = (ep.clone(), pem.clone());
+    let (l, pl) = (ep.clone(), pem.clone());
+    let w = Workdir::new(cli, "capacity_azure").env("TF_VAR_endpoint", &ep).env("HPC_AZURE_CA_FILE", &pem.display().to_string());
+    const GROUP: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/capfab-rg";
+    crate::capacity::Capacity {
+        w,
+        admin: Box::new(move |m, r, b| azure_admin(&a, &pa, m, r, b)),
+        quota_id: "StandardNVADSA10v5Family".into(),
+        quota_scope: "eastus".into(),
+        quota_name: "Standard NVADSA10v5 Family vCPUs".into(),
+        per_node: 36,
+        zone: "eastus".into(),
+        instance_type: "Standard_NV36ads_A10_v5".into(),
+        live: Box::new(move || live_nodes_in(&l, &pl, GROUP, "cap").into_iter().map(|(name, _, _)| name).collect()),
+        _keep: Box::new(()),
+    }
 }

@@ -320,3 +320,22 @@ pub fn day2_live_nodes(endpoint: &str, cluster: &str) -> Vec<(String, String, Op
         out
     })
 }
+
+/// The capacity case on the Google Cloud emulator (`acceptance/cases/capacity_gcp`): 4 on-demand
+/// g2-standard-4 nodes in us-central1-a, one L4 each, drawing on the region's `NVIDIA_L4_GPUS` quota.
+pub fn capacity_setup(cli: &crate::cli::Cli) -> crate::capacity::Capacity {
+    let ep = start_gcp();
+    let (a, l) = (ep.clone(), ep.clone());
+    crate::capacity::Capacity {
+        w: Workdir::new(cli, "capacity_gcp").env("TF_VAR_endpoint", &ep),
+        admin: Box::new(move |m, r, b| admin(&a, m, r, b)),
+        quota_id: "NVIDIA_L4_GPUS".into(),
+        quota_scope: "us-central1".into(),
+        quota_name: hpc_provider::clouds::gcp::quota::display_name("NVIDIA_L4_GPUS"),
+        per_node: 1,
+        zone: DAY2_ZONE.into(),
+        instance_type: "g2-standard-4".into(),
+        live: Box::new(move || day2_live_nodes(&l, "cap").into_iter().map(|(name, _, _)| name).collect()),
+        _keep: Box::new(()),
+    }
+}

@@ -6,6 +6,7 @@
 
 mod aws;
 mod azure;
+mod capacity;
 mod cli;
 mod day2;
 mod emulated;
@@ -121,6 +122,10 @@ for_both_clis!(
     day2_gcp,
     day2_azure,
     day2_oci,
+    capacity_aws,
+    capacity_gcp,
+    capacity_azure,
+    capacity_oci,
 );
 
 /// The ownership cases, one test per cloud.
@@ -155,6 +160,10 @@ on_cloud! {
     day2_gcp => day2::node_lifecycle, "gcp";
     day2_azure => day2::node_lifecycle, "azure";
     day2_oci => day2::node_lifecycle, "oci";
+    capacity_aws => capacity::quota_and_policies, "aws";
+    capacity_gcp => capacity::quota_and_policies, "gcp";
+    capacity_azure => capacity::quota_and_policies, "azure";
+    capacity_oci => capacity::quota_and_policies, "oci";
 }
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
@@ -362,6 +371,27 @@ mod day2_faults {
     #[test]
     fn oci() {
         day2::node_faults(&Cli::tofu(), "oci");
+    }
+}
+
+/// The fault suite's "partial capacity" for each capacity policy, one test per cloud; OpenTofu only.
+mod partial_capacity {
+    use super::{Cli, capacity};
+    #[test]
+    fn aws() {
+        capacity::partial_capacity(&Cli::tofu(), "aws");
+    }
+    #[test]
+    fn gcp() {
+        capacity::partial_capacity(&Cli::tofu(), "gcp");
+    }
+    #[test]
+    fn azure() {
+        capacity::partial_capacity(&Cli::tofu(), "azure");
+    }
+    #[test]
+    fn oci() {
+        capacity::partial_capacity(&Cli::tofu(), "oci");
     }
 }
 

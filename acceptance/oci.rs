@@ -231,3 +231,31 @@ pub fn day2_live_nodes_with_key(endpoint: &str, key: &OciKey, cluster: &str) -> 
     nodes.sort();
     nodes
 }
+
+// ----------------------------------------------------------------------------------- capacity
+
+/// The capacity case on OCI (`acceptance/cases/capacity_oci`): its own emulator, whose admin API sets the
+/// Compute GPU limit the BM.GPU.L40S.4 nodes count against (`gpu-l40s-count`, 4 GPUs a node, in the fabric's
+/// availability domain) and the host capacity of the shape there.
+pub fn capacity_setup(cli: &Cli) -> crate::capacity::Capacity {
+    const AD: &str = "Uocm:US-ASHBURN-AD-1";
+    const SHAPE: &str = "BM.GPU.L40S.4";
+    let (ep, key) = start_oci();
+    let w = Workdir::new(cli, "capacity_oci")
+        .env("TF_VAR_endpoint", &ep)
+        .env("TF_VAR_key_path", &key.private_key_path.display().to_string())
+        .env("TF_VAR_fingerprint", &key.fingerprint);
+    let (a, l) = (ep.clone(), ep.clone());
+    crate::capacity::Capacity {
+        w,
+        admin: Box::new(move |m, r, b| admin(&a, m, r, b)),
+        quota_id: "gpu-l40s-count".into(),
+        quota_scope: AD.into(),
+        quota_name: "GPUs for shapes in the BM.GPU.L40S series".into(),
+        per_node: 4,
+        zone: AD.into(),
+        instance_type: SHAPE.into(),
+        live: Box::new(move || day2_live_nodes(&l, "cap").into_iter().map(|(name, _, _)| name).collect()),
+        _keep: Box::new(key),
+    }
+}

@@ -72,6 +72,13 @@ pub fn schema() -> Schema {
                 Type::map(Type::Number),
                 "Your prices for the cost estimates, over the catalog's list prices: USD per node-hour by instance type (`\"p5.48xlarge\" = 41.5`), USD per GB-month by Lustre tier (`\"aws-lustre-500\" = 0.30`, keys `<cloud>-lustre-<MB/s per TiB>`).",
             ))
+            .attribute(Attribute::optional(
+                "quota_check",
+                Type::String,
+                "What a plan does when a cluster it grows needs more quota than the cloud has free (AWS Service Quotas, Compute Engine \
+                 regional quotas, Azure compute usages, OCI service limits; read once per quota and region per run, only for clusters \
+                 that grow): `error` (the default: refused before any apply), `warning`, or `off` (no call).",
+            ))
             .block(NestedBlock::single("aws", aws))
             .block(NestedBlock::single("azure", azure))
             .block(NestedBlock::single("gcp", gcp))
@@ -95,6 +102,60 @@ pub struct ProviderConfig {
     /// `prices`: USD per node-hour by instance type, USD per GB-month by `<cloud>-lustre-<tier>`.
     pub prices: BTreeMap<String, f64>,
     pub clouds: BTreeMap<Cloud, CloudSettings>,
+    /// `quota_check`.
+    pub quota_check: QuotaCheck,
+    /// Quota readings and the clusters' claims on them, shared by every resource of one run.
+    pub quotas: QuotaCache,
+}
+
+/// `quota_check`: what a plan short of quota does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QuotaCheck {
+    #[default]
+    Error,
+    Warning,
+    Off,
+}
+
+impl QuotaCheck {
+    pub const NAMES: [&'static str; 3] = ["error", "warning", "off"];
+
+    pub fn parse(s: &str) -> Option<QuotaCheck> {
+        match s {
+            "error" => Some(QuotaCheck::Error),
+            "warning" => Some(QuotaCheck::Warning),
+            "off" => Some(QuotaCheck::Off),
+            _ => None,
+        }
+    }
+}
+
+/// What one run has read of the clouds' quotas (each read at most once) and what each cluster planned in
+/// this run takes of them, so that two clusters in one region are checked against the quota together.
+#[derive(Clone, Default)]
+pub struct QuotaCache {
+    pub inner: std::sync::Arc<tokio::sync::Mutex<QuotaLedger>>,
+}
+
+/// By quota (`<cloud>/<scope>/<id>`): its reading as (limit, used), or why it failed; and the claims by
+/// cluster id.
+#[derive(Default)]
+pub struct QuotaLedger {
+    pub readings: BTreeMap<String, Result<(u64, u64), String>>,
+    pub claims: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl std::fmt::Debug for QuotaCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("QuotaCache")
+    }
+}
+
+/// A cache is state of the run, not configuration: any two compare equal.
+impl PartialEq for QuotaCache {
+    fn eq(&self, _other: &QuotaCache) -> bool {
+        true
+    }
 }
 
 impl ProviderConfig {
@@ -131,7 +192,8 @@ impl ProviderConfig {
             let endpoint = settings.remove("endpoint");
             clouds.insert(cloud, CloudSettings { endpoint, settings });
         }
-        Self { terraform_version: terraform_version.to_owned(), default_tags, prices, clouds }
+        let quota_check = config.get("quota_check").as_str().and_then(QuotaCheck::parse).unwrap_or_default();
+        Self { terraform_version: terraform_version.to_owned(), default_tags, prices, clouds, quota_check, quotas: QuotaCache::default() }
     }
 }
 
@@ -150,6 +212,19 @@ pub fn validate(config: &Value, diags: &mut Diagnostics) {
                 );
             }
         }
+    }
+    if let Some(mode) = config.get("quota_check").as_str()
+        && QuotaCheck::parse(mode).is_none()
+    {
+        diags.error_at(
+            AttributePath::attr("quota_check"),
+            "Unsupported quota check",
+            format!(
+                "{mode:?} is not a quota check. Valid values: {} (error: a plan short of quota is refused; warning: it is planned with a \
+                 warning; off: quotas are not read).",
+                crate::framework::one_of(&QuotaCheck::NAMES)
+            ),
+        );
     }
     for cloud in Cloud::ALL {
         let block = config.get(cloud.as_str());

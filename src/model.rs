@@ -193,6 +193,8 @@ pub struct ClusterSpec {
     pub tags: BTreeMap<String, String>,
     /// Day 2: how unhealthy nodes are repaired and configuration changes rolled onto the nodes.
     pub day2: Day2,
+    /// What an apply does when the cloud gives fewer nodes than planned.
+    pub capacity_policy: CapacityPolicy,
 }
 
 /// What a filesystem knows of the cluster it feeds (the `cluster = hpc_gpu_cluster.x` object).
@@ -328,6 +330,68 @@ impl Repair {
     }
     pub fn parse(s: &str) -> Option<Repair> {
         [Repair::Replace, Repair::Reboot, Repair::Report].into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// What an apply does when the cloud gives fewer nodes than it adds (`capacity_policy`, `min_nodes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapacityPolicy {
+    /// Nothing is kept unless every node came: what the apply launched is released before it fails.
+    AllOrNothing,
+    /// What came is kept when at least this many nodes exist (the apply succeeds, warns of the shortfall,
+    /// and the next plan adds the rest); below it, what the apply launched is released and it fails.
+    AtLeast(u32),
+    /// What came is kept and the apply fails; the next apply retries the rest (the behaviour before
+    /// the policy existed).
+    KeepPartial,
+}
+
+impl CapacityPolicy {
+    pub const NAMES: [&'static str; 3] = ["all-or-nothing", "at-least", "keep-partial"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityPolicy::AllOrNothing => "all-or-nothing",
+            CapacityPolicy::AtLeast(_) => "at-least",
+            CapacityPolicy::KeepPartial => "keep-partial",
+        }
+    }
+
+    /// The policy a workload gets when `capacity_policy` is not set: nodes that train together are no use
+    /// partly (pre-training, fine-tuning); serving nodes are (inference, media: at least 1).
+    pub fn default_for(workload: Workload) -> CapacityPolicy {
+        if workload.trains() { CapacityPolicy::AllOrNothing } else { CapacityPolicy::AtLeast(1) }
+    }
+
+    /// `min_nodes`: set for `at-least` only.
+    pub fn min_nodes(self) -> Option<u32> {
+        match self {
+            CapacityPolicy::AtLeast(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The fewest of `missing` nodes an apply must get, with `existing` already running, for the policy to
+    /// keep them: what a cloud's own all-or-nothing launch takes (RunInstances `MinCount`, bulkInsert
+    /// `minCount`). 0 when nothing is missing.
+    pub fn min_new(self, existing: u32, missing: u32) -> u32 {
+        if missing == 0 {
+            return 0;
+        }
+        match self {
+            CapacityPolicy::AllOrNothing => missing,
+            CapacityPolicy::AtLeast(m) => m.saturating_sub(existing).clamp(1, missing),
+            CapacityPolicy::KeepPartial => 1,
+        }
+    }
+
+    /// Whether `live` nodes of the `wanted` are kept after a shortfall.
+    pub fn keeps(self, live: u32, wanted: u32) -> bool {
+        match self {
+            CapacityPolicy::AllOrNothing => live >= wanted,
+            CapacityPolicy::AtLeast(m) => live >= m.min(wanted),
+            CapacityPolicy::KeepPartial => true,
+        }
     }
 }
 

@@ -303,7 +303,9 @@ async fn a_node_dies_at_launch(env: &Env) -> (Value, Value, Vec<String>) {
 async fn nodes_that_die_at_launch_fail_the_apply_with_ec2s_reason() {
     let env = Env::start();
     let (_, _, diags) = a_node_dies_at_launch(&env).await;
-    let failure = diagnostic(&diags, "Creating the cluster failed");
+    // EC2's reason names its capacity code: the one capacity diagnostic, with the cloud's words in it.
+    let failure = diagnostic(&diags, "Not enough p5en.48xlarge capacity in us-east-1a");
+    assert!(failure.contains("(InsufficientInstanceCapacity)"), "{failure}");
     assert!(failure.contains("node dies-0") && failure.contains("went to terminated instead of running"), "{failure}");
     assert!(failure.contains("Server.InsufficientInstanceCapacity: Insufficient capacity."), "{failure}");
 }
@@ -922,5 +924,156 @@ mod day2 {
         let data = lt.launch_template_versions()[0].launch_template_data().unwrap();
         assert!(data.capacity_reservation_specification().and_then(|c| c.capacity_reservation_target()).is_none(), "{data:?}");
         assert_eq!(data.image_id(), Some(NEW_IMAGE));
+    }
+}
+
+// ------------------------------------------------------------------------------------- quota and capacity
+//
+// The backend's quota (Service Quotas GetServiceQuota + one DescribeInstances) read against the emulator's
+// admin-set limit, and converge under the emulator's capacity limit with RunInstances MinCount/MaxCount.
+
+mod capacity {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use hpc_provider::catalog::Cloud;
+    use hpc_provider::clouds::backend::{self, Change, Step};
+    use hpc_provider::framework::{Diagnostics, Value};
+    use hpc_provider::ownership::{Census, Owner};
+    use hpc_provider::resources::gpu_cluster::GpuCluster;
+    use hpc_provider::resources::gpu_fabric::GpuFabric;
+    use serde_json::json;
+
+    use super::Env;
+    use super::common::{apply, value};
+
+    fn fabric_ref() -> serde_json::Value {
+        json!({"id": "aws/us-east-1/capf", "name": "capf", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+               "instance_type": "g6.xlarge", "placement": "cluster"})
+    }
+
+    fn config(nodes: u32, policy: &str, min: Option<u32>) -> Value {
+        value(
+            &GpuCluster,
+            json!({"name": "cap", "fabric": fabric_ref(), "node_count": nodes, "image": "ami-12c6146b", "capacity_policy": policy,
+                   "min_nodes": min}),
+        )
+    }
+
+    async fn with_fabric() -> Env {
+        let env = Env::start();
+        let fabric = value(
+            &GpuFabric,
+            json!({"name": "capf", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "g6.xlarge", "placement": "cluster"}),
+        );
+        let (_, diags) = apply(&env.ctx, &GpuFabric, &Value::Null, &fabric).await;
+        assert!(!diags.iter().any(|d| d.contains("failed")), "{diags:?}");
+        env
+    }
+
+    fn spec(config: &Value) -> hpc_provider::model::ClusterSpec {
+        let mut diags = Diagnostics::new();
+        hpc_provider::planner::spec::parse_cluster(config, &mut diags).unwrap_or_else(|| panic!("{diags:?}"))
+    }
+
+    /// The backend's create of `config`, as the lifecycle calls it (the policy's release is the lifecycle's).
+    async fn create(env: &Env, config: &Value) -> (Value, Option<String>) {
+        let mut state = config.as_map().cloned().unwrap_or_default();
+        state.insert("id".into(), Value::from("aws/us-east-1/cap"));
+        let state = Value::Map(state);
+        let census = Census::owned(Owner::of_state("hpc_gpu_cluster", &state));
+        let step = Step { ctx: &env.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(120) };
+        let spec = spec(config);
+        let tags = hpc_provider::resources::common::owned_tags(
+            &env.ctx,
+            config.get("tags"),
+            &[("hpc:cluster", "cap"), ("hpc:fabric", "capf")],
+            &census,
+        );
+        let none = BTreeMap::new();
+        let change = Change { spec: &spec, config, prior: &Value::Null, planned: &state, state: &state, tags: &tags, prior_tags: &none };
+        let out = backend::cluster(Cloud::Aws).apply(&step, &change).await;
+        (out.state, out.error)
+    }
+
+    fn live(env: &Env) -> Vec<String> {
+        let mut names: Vec<String> = env
+            .nodes()
+            .iter()
+            .filter(|n| n["state"] != "terminated" && n["tags"]["hpc:cluster"] == "cap")
+            .map(|n| n["tags"]["hpc:node"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[tokio::test]
+    async fn the_quota_reads_the_limit_set_and_the_vcpus_the_launched_nodes_use() {
+        let env = with_fabric().await;
+        let family = backend::cluster(Cloud::Aws).quota(&spec(&config(3, "keep-partial", None))).expect("g6.xlarge has a quota");
+        assert_eq!((family.id.as_str(), family.scope.as_str(), family.per_node, family.unit), ("L-DB2E81BA", "us-east-1", 4, "vCPUs"));
+        assert_eq!(family.name, "Running On-Demand G and VT instances");
+        env.admin("POST", "quota", Some(json!({"id": "L-DB2E81BA", "scope": "us-east-1", "limit": 64})));
+        let before = backend::cluster(Cloud::Aws).read_quota(&env.ctx, &family).await.unwrap();
+        assert_eq!((before.limit, before.used), (64, 0));
+        let (_, error) = create(&env, &config(3, "keep-partial", None)).await;
+        assert_eq!(error, None);
+        env.admin("DELETE", "counters", None);
+        let after = backend::cluster(Cloud::Aws).read_quota(&env.ctx, &family).await.unwrap();
+        assert_eq!((after.limit, after.used, after.free()), (64, 12, 52));
+        let counters = env.admin("GET", "counters", None)["counters"].clone();
+        assert_eq!(counters, json!({"ec2:DescribeInstances": 1, "servicequotas:GetServiceQuota": 1}), "two calls per family");
+        // The spot quota counts none of them; without an applied value the AWS default is the limit.
+        let spot = hpc_provider::clouds::quota::QuotaFamily {
+            id: "L-3819A6DF".into(),
+            name: "All G and VT Spot Instance Requests".into(),
+            ..family.clone()
+        };
+        env.admin("POST", "quota", Some(json!({"id": "L-3819A6DF", "scope": "us-east-1", "limit": null})));
+        let reading = backend::cluster(Cloud::Aws).read_quota(&env.ctx, &spot).await.unwrap();
+        assert_eq!((reading.limit, reading.used), (100000, 0));
+        // Another region's limit is its own.
+        let elsewhere = hpc_provider::clouds::quota::QuotaFamily { scope: "us-west-2".into(), ..family };
+        assert_eq!(backend::cluster(Cloud::Aws).read_quota(&env.ctx, &elsewhere).await.unwrap().limit, 100000);
+    }
+
+    #[tokio::test]
+    async fn all_or_nothing_under_a_capacity_limit_launches_nothing_with_ec2s_code() {
+        let env = with_fabric().await;
+        env.admin("POST", "capacity", Some(json!({"zone": "us-east-1a", "instance_type": "g6.xlarge", "available": 3})));
+        let (_, error) = create(&env, &config(4, "all-or-nothing", None)).await;
+        let error = error.expect("no capacity for 4");
+        assert!(error.contains("InsufficientInstanceCapacity") && error.contains("launching 4 x g6.xlarge in us-east-1a"), "{error}");
+        assert!(error.contains("(0 of 4 nodes exist)"), "{error}");
+        assert_eq!(backend::cluster(Cloud::Aws).capacity_code(&error), Some("InsufficientInstanceCapacity"));
+        assert!(live(&env).is_empty(), "{:?}", live(&env));
+    }
+
+    #[tokio::test]
+    async fn at_least_under_a_capacity_limit_keeps_what_came_and_names_the_code() {
+        let env = with_fabric().await;
+        env.admin("POST", "capacity", Some(json!({"zone": "us-east-1a", "instance_type": "g6.xlarge", "available": 3})));
+        let (state, error) = create(&env, &config(4, "at-least", Some(2))).await;
+        let error = error.expect("a shortfall is an error");
+        assert!(error.contains("EC2 launched 3 of 4: InsufficientInstanceCapacity") && error.contains("(at least 2)"), "{error}");
+        assert!(error.contains("(3 of 4 nodes exist)"), "{error}");
+        assert_eq!(backend::cluster(Cloud::Aws).capacity_code(&error), Some("InsufficientInstanceCapacity"));
+        assert_eq!(live(&env), ["cap-0", "cap-1", "cap-2"]);
+        assert_eq!(state.get("node_count"), &Value::int(3), "the state keeps the nodes that exist");
+        // Below the minimum EC2 launches none.
+        env.admin("POST", "capacity", Some(json!({"zone": "us-east-1a", "instance_type": "g6.xlarge", "available": 4})));
+        let other = value(
+            &GpuCluster,
+            json!({"name": "cap", "fabric": fabric_ref(), "node_count": 8, "image": "ami-12c6146b", "capacity_policy": "at-least", "min_nodes": 6}),
+        );
+        let (_, error) = create(&env, &other).await;
+        let error = error.unwrap();
+        assert!(error.contains("launching 5 x g6.xlarge in us-east-1a (at least 3): InsufficientInstanceCapacity"), "{error}");
+        assert_eq!(live(&env).len(), 3);
+        // Capacity back: the next apply adds the rest.
+        env.admin("POST", "capacity", Some(json!({"zone": "us-east-1a", "instance_type": "g6.xlarge", "available": null})));
+        let (_, error) = create(&env, &config(4, "at-least", Some(2))).await;
+        assert_eq!(error, None);
+        assert_eq!(live(&env), ["cap-0", "cap-1", "cap-2", "cap-3"]);
     }
 }

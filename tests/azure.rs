@@ -182,7 +182,8 @@ fn an_allocation_failure_is_reported_with_arms_code_and_kept_in_state() {
         );
         let small = value(&GpuCluster, json!({"name": "small", "fabric": fabric_ref("full"), "node_count": 2, "ssh_public_key": KEY}));
         let (failed, diags) = apply(&ctx, &GpuCluster, &Value::Null, &small).await;
-        let failure = diagnostic(&diags, "Creating the cluster failed");
+        // One diagnostic in the cloud's words (the policy, all-or-nothing for pre-training, keeps nothing).
+        let failure = diagnostic(&diags, "Not enough Standard_ND96isr_H100_v5 capacity in eastus");
         assert!(failure.contains("AllocationFailed") && failure.contains("small-0"), "{failure}");
         // The failed cluster is in state (the CLI keeps it tainted), and its destroy takes what it made.
         assert!(!failed.is_null(), "the failed cluster is not in state");
@@ -528,5 +529,103 @@ fn remove_nodes_and_reboot_nodes_touch_only_the_named_nodes_of_the_census() {
         assert_eq!(vm_actions()[vm(0).to_lowercase()], json!({"restart": 1}));
         destroy(&ctx, &GpuCluster, &cluster).await;
         destroy(&ctx, &GpuFabric, &f).await;
+    });
+}
+
+// ------------------------------------------------------------------------------------------ capacity
+
+/// The spec of a cluster configuration, as the planner reads it.
+fn spec_of(config: &Value) -> hpc_provider::model::ClusterSpec {
+    let mut diags = hpc_provider::framework::Diagnostics::new();
+    hpc_provider::planner::spec::parse_cluster(config, &mut diags).unwrap_or_else(|| panic!("{:?}", common::lines(&diags)))
+}
+
+fn live_vms() -> usize {
+    admin("GET", "inventory", None)["resources"]["arm"]["virtualMachines"].as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn the_quota_of_a_cluster_is_read_from_the_usages_of_its_location_and_a_plan_short_of_it_is_refused() {
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let backend = hpc_provider::clouds::backend::cluster(hpc_provider::catalog::Cloud::Azure);
+        let fabric = fabric(&ctx, "quota").await;
+        admin("POST", "quota", Some(json!({"id": "standardNDSH100v5Family", "scope": "eastus", "limit": 384})));
+        let config =
+            |n: u32| value(&GpuCluster, json!({"name": "q", "fabric": fabric_ref("quota"), "node_count": n, "ssh_public_key": KEY}));
+        let family = backend.quota(&spec_of(&config(2))).expect("an H100 cluster draws on its family");
+        assert_eq!((family.id.as_str(), family.scope.as_str(), family.per_node), ("standardNDSH100v5Family", "eastus", 96));
+        assert_eq!(backend.read_quota(&ctx, &family).await, Ok(hpc_provider::clouds::quota::QuotaReading { limit: 384, used: 0 }));
+
+        let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config(2)).await;
+        assert!(diags.is_empty(), "{diags:?}");
+        let reading = backend.read_quota(&ctx, &family).await.unwrap();
+        assert_eq!((reading.limit, reading.used), (384, 192), "two VMs of 96 vCPUs run");
+
+        // 2 -> 5 adds 288 vCPUs where 192 are free: refused at plan time, with the figures.
+        let mut d = hpc_provider::framework::Diagnostics::new();
+        let grown = config(5);
+        let request = || hpc_provider::framework::PlanRequest { prior: &cluster, proposed: &grown, config: &grown, prior_private: &[] };
+        let planned = hpc_provider::framework::Resource::plan(&GpuCluster, &ctx, request(), &mut d).planned;
+        hpc_provider::framework::Resource::check_plan(&GpuCluster, &ctx, request(), &planned, &mut d).await;
+        let said = common::lines(&d);
+        let refused = diagnostic(&said, "Not enough Azure quota for q");
+        for part in [
+            "\"Standard NDSH100v5 Family vCPUs\" (standardNDSH100v5Family)",
+            "The quota is 384 vCPUs, 192 in use, 192 free",
+            "az quota update",
+        ] {
+            assert!(refused.contains(part), "{part}: {refused}");
+        }
+        assert_eq!(live_vms(), 2, "the plan made nothing");
+
+        // A usages list the emulator cannot give (a server error each time) is a warning, not a failure.
+        admin("POST", "faults", Some(json!({"service": "arm", "operation": "usages.list", "kind": "server_error"})));
+        let failed = backend.read_quota(&ctx, &family).await.unwrap_err();
+        assert!(failed.contains("Usage_List") && failed.contains("InternalServerError"), "{failed}");
+        admin("DELETE", "faults", None);
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &fabric).await;
+        assert_empty();
+    });
+}
+
+#[test]
+fn under_a_capacity_limit_at_least_keeps_what_came_and_all_or_nothing_deletes_it_again() {
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let backend = hpc_provider::clouds::backend::cluster(hpc_provider::catalog::Cloud::Azure);
+        let fabric = fabric(&ctx, "capped").await;
+        admin("POST", "capacity", Some(json!({"zone": "eastus", "instance_type": SKU, "available": 3})));
+        let config = |policy: Json| {
+            let mut c = json!({"name": "cap", "fabric": fabric_ref("capped"), "node_count": 4, "ssh_public_key": KEY});
+            c.as_object_mut().unwrap().extend(policy.as_object().unwrap().clone());
+            value(&GpuCluster, c)
+        };
+
+        // all-or-nothing: 3 of 4 came; they are deleted from the scale set and the state lists none.
+        let (failed, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config(json!({"capacity_policy": "all-or-nothing"}))).await;
+        let shortage = diagnostic(&diags, "Not enough Standard_ND96isr_H100_v5 capacity in eastus");
+        assert!(shortage.contains("(AllocationFailed)") && shortage.contains("keeps none of them"), "{shortage}");
+        assert_eq!(backend.capacity_code(shortage), Some("AllocationFailed"));
+        assert!(shortage.contains("3 of the 4 nodes came"), "{shortage}");
+        assert_eq!(live_vms(), 0, "the VMs that came were deleted");
+        assert!(failed.get("nodes").as_list().unwrap_or_default().is_empty(), "{failed:?}");
+        let counters = admin("GET", "counters", None);
+        assert!(counters["counters"]["arm:virtualMachineScaleSets.deleteInstances"].as_u64() >= Some(1), "{counters}");
+
+        // at-least 2 (a new cluster): the 3 that come are kept, with a warning.
+        destroy(&ctx, &GpuCluster, &failed).await;
+        let (kept, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config(json!({"capacity_policy": "at-least", "min_nodes": 2}))).await;
+        let short = diagnostic(&diags, "3 of 4 nodes: capacity short");
+        assert!(short.contains("AllocationFailed"), "{short}");
+        assert!(diags.iter().all(|d| !d.starts_with("Not enough")), "{diags:?}");
+        assert_eq!(live_vms(), 3);
+        assert_eq!(kept.get("nodes").as_list().map(|n| n.len()), Some(3), "{kept:?}");
+        destroy(&ctx, &GpuCluster, &kept).await;
+        destroy(&ctx, &GpuFabric, &fabric).await;
+        assert_empty();
     });
 }

@@ -139,7 +139,9 @@ async fn an_existing_host_network_by_self_link_spot_nodes_and_a_capacity_error()
     admin(&ep, "POST", "faults", Some(json!({"service": "compute", "operation": "instances.bulkInsert", "kind": "capacity", "times": 1})));
     let more = value(&GpuCluster, json!({"name": "more", "fabric": FABRIC_REF(), "node_count": 3}));
     let (_, state, diags) = apply(&ctx, &GpuCluster, &Value::Null, &more).await;
-    let failure = diags.iter().find(|d| d.starts_with("Creating the cluster failed")).unwrap_or_else(|| panic!("{diags:?}"));
+    // One capacity diagnostic (the shared layer's), naming the zone, the machine type and Compute Engine's code.
+    let failure =
+        diags.iter().find(|d| d.starts_with("Not enough a3-highgpu-8g capacity in us-central1-a")).unwrap_or_else(|| panic!("{diags:?}"));
     assert!(failure.contains("3 x a3-highgpu-8g in us-central1-a") && failure.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{failure}");
     assert_eq!(state.get("node_count"), &Value::int(0));
 
@@ -752,4 +754,159 @@ async fn remove_nodes_and_reboot_nodes_touch_only_the_named_nodes_the_census_adm
     // Nothing named that is ours: nothing to do.
     gcp.reboot_nodes(&step, &spec, &["d2-9".into()]).await.unwrap();
     gcp.remove_nodes(&step, &spec, &[]).await.unwrap();
+}
+
+// ------------------------------------------------------------------------------------- quota and capacity
+
+/// The spec of cluster `cap` of `nodes` `machine` nodes on fabric `capfab`, under `capacity`.
+fn cap_spec(machine: &str, nodes: u32, capacity: &str) -> hpc_provider::model::ClusterSpec {
+    let mut config = json!({"name": "cap", "node_count": nodes, "capacity_type": capacity,
+                            "fabric": {"id": "gcp/us-central1-a/capfab", "name": "capfab", "cloud": "gcp", "region": "us-central1",
+                                       "zone": "us-central1-a", "instance_type": machine, "placement": "cluster"}});
+    if capacity == "reservation" {
+        config["reservation_id"] = json!("res-1");
+    }
+    let mut d = Diagnostics::new();
+    hpc_provider::planner::spec::parse_cluster(&value(&GpuCluster, config), &mut d)
+        .unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()))
+}
+
+#[test]
+fn every_catalog_machine_type_maps_to_the_regional_gpu_quota_regions_get_reports() {
+    use hpc_provider::catalog::Cloud;
+    let gcp = hpc_provider::clouds::backend::cluster(Cloud::Gcp);
+    let family = |machine: &str, capacity: &str| gcp.quota(&cap_spec(machine, 2, capacity)).map(|f| (f.id, f.scope, f.unit, f.per_node));
+    let l4 = |id: &str| Some((id.to_owned(), "us-central1".to_owned(), "GPUs", 1));
+    assert_eq!(family("g2-standard-4", "on-demand"), l4("NVIDIA_L4_GPUS"));
+    assert_eq!(family("g2-standard-4", "spot"), l4("PREEMPTIBLE_NVIDIA_L4_GPUS"));
+    assert_eq!(family("g2-standard-4", "flex-start"), l4("PREEMPTIBLE_NVIDIA_L4_GPUS"), "flex-start draws on preemptible quota");
+    assert_eq!(family("g2-standard-4", "reservation"), None, "the reservation bounds it");
+    assert_eq!(family("a3-highgpu-8g", "spot"), Some(("PREEMPTIBLE_NVIDIA_H100_GPUS".into(), "us-central1".into(), "GPUs", 8)));
+    assert_eq!(family("a3-highgpu-8g", "reservation"), None);
+    // On-demand H100 and the newer families are Cloud Quotas' GPU-family quota, which regions.get does not
+    // report: nothing is read for them.
+    for machine in ["a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"] {
+        assert_eq!(family(machine, "on-demand"), None, "{machine}");
+        assert_eq!(gcp.quota(&cap_spec(machine, 2, "reservation")), None, "{machine}");
+    }
+    for machine in ["a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"] {
+        assert_eq!(family(machine, "spot"), None, "{machine}");
+    }
+    let f = gcp.quota(&cap_spec("g2-standard-4", 2, "on-demand")).unwrap();
+    assert_eq!(f.name, "NVIDIA L4 GPUs");
+    assert!(f.request.contains("NVIDIA-L4-GPUS-per-project-region") && f.request.contains("region=us-central1"), "{}", f.request);
+    // Compute Engine's code for a zone without capacity, as converge's errors carry it.
+    assert_eq!(
+        gcp.capacity_code("creating 4 x g2-standard-4 in us-central1-a failed: ZONE_RESOURCE_POOL_EXHAUSTED: The zone ..."),
+        Some("ZONE_RESOURCE_POOL_EXHAUSTED")
+    );
+    assert_eq!(gcp.capacity_code("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: ..."), Some("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"));
+    assert_eq!(gcp.capacity_code("QUOTA_EXCEEDED: Quota 'NVIDIA_L4_GPUS' exceeded"), None);
+}
+
+/// The fabric `capfab` (g2-standard-4, compact placement), made through the resource.
+async fn cap_fabric(ctx: &Context) {
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": "capfab", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "g2-standard-4",
+               "cidr_block": "10.50.0.0/16", "placement": "cluster"}),
+    );
+    apply_ok(ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+}
+
+/// Cluster `cap`'s nodes as Compute Engine lists them, by name.
+fn cap_nodes(ep: &str) -> Vec<String> {
+    let list = get(ep, "zones/us-central1-a/instances");
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["labels"]["hpc_cluster"] == "cap")
+        .map(|i| i["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn converge(ctx: &Context, spec: &hpc_provider::model::ClusterSpec) -> Result<(), String> {
+    use hpc_provider::clouds::gcp::{api, cluster};
+    let client = api::connect(ctx).await?;
+    let labels =
+        std::collections::BTreeMap::from([("hpc_cluster".to_owned(), "cap".to_owned()), ("hpc_fabric".to_owned(), "capfab".to_owned())]);
+    let options =
+        cluster::Options { labels: &labels, relabel: false, day2: None, redescribe: false, timeout: std::time::Duration::from_secs(60) };
+    cluster::converge(ctx, &client, spec, &options, &hpc_provider::ownership::Census::reading()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_quota_reports_the_limit_and_what_the_live_nodes_use_in_one_regions_get() {
+    use hpc_provider::catalog::Cloud;
+    use hpc_provider::clouds::quota::QuotaReading;
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let gcp = hpc_provider::clouds::backend::cluster(Cloud::Gcp);
+    let spec = cap_spec("g2-standard-4", 3, "on-demand");
+    let family = gcp.quota(&spec).unwrap();
+    // Before any node: the default limit, nothing used.
+    assert_eq!(gcp.read_quota(&ctx, &family).await.unwrap(), QuotaReading { limit: 100_000, used: 0 });
+    admin(&ep, "POST", "quota", Some(json!({"id": "NVIDIA_L4_GPUS", "scope": "us-central1", "limit": 6})));
+    cap_fabric(&ctx).await;
+    converge(&ctx, &spec).await.unwrap();
+    admin(&ep, "DELETE", "counters", None);
+    assert_eq!(gcp.read_quota(&ctx, &family).await.unwrap(), QuotaReading { limit: 6, used: 3 });
+    assert_eq!(admin(&ep, "GET", "counters", None)["counters"]["compute:regions.get"], 1, "one call per family and region");
+    // Spot nodes draw on the preemptible quota, not this one.
+    let spot = gcp.quota(&cap_spec("g2-standard-4", 3, "spot")).unwrap();
+    assert_eq!(gcp.read_quota(&ctx, &spot).await.unwrap(), QuotaReading { limit: 100_000, used: 0 });
+    // Another region's quota is its own.
+    let mut elsewhere = family.clone();
+    elsewhere.scope = "europe-west4".into();
+    assert_eq!(gcp.read_quota(&ctx, &elsewhere).await.unwrap(), QuotaReading { limit: 100_000, used: 0 });
+    // A metric the region does not report: an error naming the call, for the check's warning.
+    let mut unknown = family.clone();
+    unknown.id = "NVIDIA_T4_GPUS".into();
+    let e = gcp.read_quota(&ctx, &unknown).await.unwrap_err();
+    assert!(e.contains("regions.get") && e.contains("NVIDIA_T4_GPUS"), "{e}");
+    // Past the limit, Compute Engine refuses the create.
+    let more = cap_spec("g2-standard-4", 7, "on-demand");
+    let e = converge(&ctx, &more).await.unwrap_err();
+    assert!(e.contains("QUOTA_EXCEEDED") && e.contains("NVIDIA_L4_GPUS"), "{e}");
+    assert_eq!(cap_nodes(&ep).len(), 3, "nothing made past the quota");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_capacity_limit_bulk_insert_min_count_follows_the_capacity_policy() {
+    use hpc_provider::catalog::Cloud;
+    use hpc_provider::model::CapacityPolicy;
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let gcp = hpc_provider::clouds::backend::cluster(Cloud::Gcp);
+    cap_fabric(&ctx).await;
+    admin(&ep, "POST", "capacity", Some(json!({"zone": "us-central1-a", "instance_type": "g2-standard-4", "available": 3})));
+    let mut spec = cap_spec("g2-standard-4", 4, "on-demand");
+
+    // All or nothing: minCount 4, the zone has 3: Compute Engine makes none.
+    spec.capacity_policy = CapacityPolicy::AllOrNothing;
+    let e = converge(&ctx, &spec).await.unwrap_err();
+    assert_eq!(gcp.capacity_code(&e), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
+    assert!(cap_nodes(&ep).is_empty(), "{:?}", cap_nodes(&ep));
+
+    // At least 2: minCount 2, the zone makes the 3 it has, and the converge fails naming the code.
+    spec.capacity_policy = CapacityPolicy::AtLeast(2);
+    let e = converge(&ctx, &spec).await.unwrap_err();
+    assert!(e.contains("made 3 of 4") && e.contains("minCount 2"), "{e}");
+    assert_eq!(gcp.capacity_code(&e), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
+    assert_eq!(cap_nodes(&ep), ["cap-0", "cap-1", "cap-2"]);
+
+    // The zone is full: even keep-partial's minCount 1 gets nothing, and the nodes there stay.
+    spec.capacity_policy = CapacityPolicy::KeepPartial;
+    let e = converge(&ctx, &spec).await.unwrap_err();
+    assert_eq!(gcp.capacity_code(&e), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
+    assert_eq!(cap_nodes(&ep), ["cap-0", "cap-1", "cap-2"]);
+
+    // The limit lifted: the remainder comes, and all-or-nothing over the missing one succeeds.
+    admin(&ep, "POST", "capacity", Some(json!({"zone": "us-central1-a", "instance_type": "g2-standard-4", "available": null})));
+    spec.capacity_policy = CapacityPolicy::AllOrNothing;
+    converge(&ctx, &spec).await.unwrap();
+    assert_eq!(cap_nodes(&ep), ["cap-0", "cap-1", "cap-2", "cap-3"]);
 }

@@ -122,6 +122,14 @@ fn cluster_config(name: &str, fabric: &str, placement: &str, nodes: u32) -> Valu
     value(&GpuCluster, json!({"name": name, "fabric": fabric_ref(fabric, placement), "node_count": nodes}))
 }
 
+/// A cluster's configuration with its capacity policy (and `min_nodes` for at-least).
+fn with_policy(name: &str, fabric: &str, placement: &str, nodes: u32, policy: &str, min: Option<u32>) -> Value {
+    value(
+        &GpuCluster,
+        json!({"name": name, "fabric": fabric_ref(fabric, placement), "node_count": nodes, "capacity_policy": policy, "min_nodes": min}),
+    )
+}
+
 /// A cluster, created without a diagnostic.
 async fn cluster(ctx: &Context, config: &Value) -> Value {
     let (cluster, diags) = apply(ctx, &GpuCluster, &Value::Null, config).await;
@@ -159,7 +167,7 @@ async fn a_vcn_read_as_not_found_right_after_its_create_is_waited_out() {
 async fn launch_out_of_host_capacity(oci: &Oci) -> (Value, Value, Value, Vec<String>) {
     let fabric = fabric(&oci.ctx, "lib", "cluster").await;
     oci.admin("POST", "faults", Some(json!({"service": "core", "operation": "LaunchInstance", "kind": "capacity", "nth": 2, "times": 1})));
-    let config = cluster_config("lib", "lib", "cluster", 3);
+    let config = with_policy("lib", "lib", "cluster", 3, "keep-partial", None);
     let (partial, diags) = apply(&oci.ctx, &GpuCluster, &Value::Null, &config).await;
     (fabric, config, partial, diags)
 }
@@ -168,9 +176,9 @@ async fn launch_out_of_host_capacity(oci: &Oci) -> (Value, Value, Value, Vec<Str
 async fn out_of_host_capacity_is_reported_with_the_shape_and_availability_domain() {
     let oci = Oci::start();
     let (_, _, _, diags) = launch_out_of_host_capacity(&oci).await;
-    let failure = diagnostic(&diags, "Creating the cluster failed");
+    let failure = diagnostic(&diags, &format!("Not enough BM.GPU.H100.8 capacity in {AD}"));
     assert_out_of_host_capacity(failure);
-    assert!(failure.contains("2 of 3 nodes exist"), "{failure}");
+    assert!(failure.contains("2 of 3 nodes exist") && failure.contains("keep-partial"), "{failure}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -286,7 +294,7 @@ async fn a_cluster_network_oci_cannot_place_is_reported_with_the_shape_and_avail
     let oci = Oci::start();
     let (_, _, failed, diags) = cluster_network_out_of_host_capacity(&oci).await;
     // The diagnostic names shape and AD, and nothing is left running.
-    assert_out_of_host_capacity(diagnostic(&diags, "Creating the cluster failed"));
+    assert_out_of_host_capacity(diagnostic(&diags, &format!("Not enough BM.GPU.H100.8 capacity in {AD}")));
     assert_eq!(failed.get("node_count"), &Value::int(0), "no node of the failed cluster network is claimed");
 }
 
@@ -1104,4 +1112,137 @@ mod day2 {
             read.get("nodes").as_list().unwrap().iter().find(|n| n.get("name").as_str() == Some("nvl-20")).unwrap().get("id").clone();
         assert_ne!(node, lost);
     }
+}
+
+// ---------------------------------------------------- quota in the plan, capacity policy under a host limit
+
+fn oci_spec(shape: &str, capacity: &str) -> hpc_provider::model::ClusterSpec {
+    // On a fabric in the availability domain; a rack-scale shape is planned in whole NVLink domains.
+    let sku = hpc_provider::catalog::find_sku(hpc_provider::catalog::Cloud::Oci, shape).unwrap();
+    let nodes = sku.nvlink_domain.map_or(2, |d| d.nodes);
+    let fabric = json!({"id": format!("oci/us-ashburn-1/{COMPARTMENT}/q"), "name": "q", "cloud": "oci", "region": "us-ashburn-1",
+                        "zone": AD, "instance_type": shape, "placement": "cluster"});
+    let mut config = json!({"name": "q", "fabric": fabric, "node_count": nodes, "capacity_type": capacity, "workload": "inference",
+                            "image": "ocid1.image.oc1..gpu"});
+    if capacity == "reservation" {
+        config["reservation_id"] = json!("ocid1.capacityreservation.oc1..r");
+    }
+    let mut d = hpc_provider::framework::Diagnostics::new();
+    hpc_provider::planner::spec::parse_cluster(&value(&GpuCluster, config), &mut d)
+        .unwrap_or_else(|| panic!("{shape} {capacity}: {:?}", d.iter().map(|d| d.detail.clone()).collect::<Vec<_>>()))
+}
+
+#[test]
+fn every_oci_gpu_shape_draws_on_its_gpu_limit_in_the_availability_domain_on_demand_and_spot_but_not_reserved() {
+    let backend = hpc_provider::clouds::backend::cluster(hpc_provider::catalog::Cloud::Oci);
+    let shapes: Vec<&hpc_provider::catalog::Sku> = hpc_provider::catalog::skus(hpc_provider::catalog::Cloud::Oci).collect();
+    assert!(shapes.len() >= 9, "{}", shapes.len());
+    for sku in shapes {
+        for capacity in ["on-demand", "spot"] {
+            let family = backend.quota(&oci_spec(sku.name, capacity)).unwrap_or_else(|| panic!("{} {capacity}: no quota", sku.name));
+            assert_eq!((family.scope.as_str(), family.unit, family.per_node), (AD, "GPUs", u64::from(sku.gpu_count)), "{}", sku.name);
+            assert_eq!(Some(family.id.as_str()), hpc_provider::clouds::oci::limits::limit_name(sku.name));
+            assert!(family.request.contains(&family.id) && family.request.contains("region=us-ashburn-1"), "{}", family.request);
+        }
+        assert_eq!(backend.quota(&oci_spec(sku.name, "reservation")), None, "{}", sku.name);
+    }
+    let h100 = backend.quota(&oci_spec("BM.GPU.H100.8", "on-demand")).unwrap();
+    assert_eq!((h100.id.as_str(), h100.per_node), ("gpu-h100-count", 8));
+    assert_eq!(hpc_provider::clouds::oci::limits::region_of(&h100), "us-ashburn-1");
+    assert_eq!(backend.capacity_code("creating node x-1: InternalError: Out of host capacity."), Some("Out of host capacity"));
+    assert_eq!(backend.capacity_code("creating node x-1: LimitExceeded: too many"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gpu_limit_is_read_from_the_limits_service_with_the_usage_of_the_nodes_that_run() {
+    let oci = Oci::start();
+    let backend = hpc_provider::clouds::backend::cluster(hpc_provider::catalog::Cloud::Oci);
+    let family = backend.quota(&oci_spec("BM.GPU.H100.8", "on-demand")).unwrap();
+    oci.admin("POST", "quota", Some(json!({"id": "gpu-h100-count", "scope": AD, "limit": 40})));
+    fabric(&oci.ctx, "lib", "cluster").await;
+    cluster(&oci.ctx, &cluster_config("lib", "lib", "cluster", 3)).await;
+    let r = backend.read_quota(&oci.ctx, &family).await.unwrap();
+    assert_eq!((r.limit, r.used, r.free()), (40, 24, 16));
+    assert_eq!(oci.admin("GET", "counters", None)["counters"]["limits:GetResourceAvailability"], 1);
+    // A limit the service does not report on: an error that says which call failed and why.
+    let other = hpc_provider::clouds::quota::QuotaFamily { id: "no-such-limit".into(), ..family };
+    let e = backend.read_quota(&oci.ctx, &other).await.unwrap_err();
+    assert!(e.contains("GetResourceAvailability") && e.contains("404") && e.contains("no-such-limit"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_beyond_the_gpu_limit_is_refused_naming_the_limit_the_need_and_what_is_free() {
+    let oci = Oci::start();
+    oci.admin("POST", "quota", Some(json!({"id": "gpu-h100-count", "scope": AD, "limit": 24})));
+    let mut d = hpc_provider::framework::Diagnostics::new();
+    let config = cluster_config("big", "lib", "cluster", 4);
+    let req = || hpc_provider::framework::PlanRequest { prior: &Value::Null, proposed: &config, config: &config, prior_private: &[] };
+    let planned = GpuCluster.plan(&oci.ctx, req(), &mut d).planned;
+    GpuCluster.check_plan(&oci.ctx, req(), &planned, &mut d).await;
+    let errors: Vec<String> = d.iter().filter(|d| d.summary.starts_with("Not enough OCI quota")).map(|d| d.detail.clone()).collect();
+    assert_eq!(errors.len(), 1, "{:?}", d.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect::<Vec<_>>());
+    for part in ["32 GPUs of the quota", "(gpu-h100-count)", "The quota is 24 GPUs, 0 in use, 24 free", "node_count = 3 (what fits)"] {
+        assert!(errors[0].contains(part), "{part}: {}", errors[0]);
+    }
+    assert!(oci.inventory("core", "instance") == Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_or_nothing_under_a_host_limit_releases_what_came_and_the_state_says_so() {
+    let oci = Oci::start();
+    let fabric = fabric(&oci.ctx, "lib", "cluster").await;
+    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 3})));
+    let (state, diags) = apply(&oci.ctx, &GpuCluster, &Value::Null, &with_policy("aon", "lib", "cluster", 4, "all-or-nothing", None)).await;
+    let failure = diagnostic(&diags, &format!("Not enough BM.GPU.H100.8 capacity in {AD}"));
+    assert!(failure.contains("Out of host capacity") && failure.contains("all-or-nothing") && failure.contains("released"), "{failure}");
+    assert!(node_names(&state).is_empty(), "{:?}", node_names(&state));
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let live = oci
+        .snapshot_of("instance")
+        .into_iter()
+        .filter(|i| !matches!(i["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED")))
+        .count();
+    assert_eq!(live, 0, "nothing of the cluster runs");
+    destroy(&oci.ctx, &GpuCluster, &state).await;
+    destroy(&oci.ctx, &GpuFabric, &fabric).await;
+    oci.assert_empty();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_least_two_under_a_host_limit_keeps_the_three_that_came_and_the_next_apply_adds_the_fourth() {
+    let oci = Oci::start();
+    let fabric = fabric(&oci.ctx, "lib", "cluster").await;
+    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 3})));
+    let config = with_policy("al", "lib", "cluster", 4, "at-least", Some(2));
+    let (state, diags) = apply(&oci.ctx, &GpuCluster, &Value::Null, &config).await;
+    let warning = diagnostic(&diags, "3 of 4 nodes: capacity short");
+    assert!(warning.contains("Out of host capacity") && warning.contains("min_nodes = 2"), "{warning}");
+    let read = read_found(&oci.ctx, &GpuCluster, &state).await;
+    assert_eq!(node_names(&read).len(), 3, "{:?}", node_names(&read));
+    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": null})));
+    let (grown, diags) = apply(&oci.ctx, &GpuCluster, &read, &config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(node_names(&grown), ["al-0", "al-1", "al-2", "al-3"]);
+    destroy(&oci.ctx, &GpuCluster, &grown).await;
+    destroy(&oci.ctx, &GpuFabric, &fabric).await;
+    oci.assert_empty();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_network_under_a_host_limit_names_what_came_and_all_or_nothing_releases_it() {
+    let oci = Oci::start();
+    fabric(&oci.ctx, "cn", "cluster-network").await;
+    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 2})));
+    let (kept, diags) =
+        apply(&oci.ctx, &GpuCluster, &Value::Null, &with_policy("part", "cn", "cluster-network", 3, "keep-partial", None)).await;
+    assert_out_of_host_capacity(diagnostic(&diags, &format!("Not enough BM.GPU.H100.8 capacity in {AD}")));
+    // The two the pool got carry the cluster's names.
+    assert_eq!(node_names(&kept), ["part-0", "part-1"]);
+    let oci = Oci::start();
+    fabric(&oci.ctx, "cn", "cluster-network").await;
+    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 2})));
+    let (none, diags) =
+        apply(&oci.ctx, &GpuCluster, &Value::Null, &with_policy("aon", "cn", "cluster-network", 3, "all-or-nothing", None)).await;
+    assert!(diagnostic(&diags, "Not enough BM.GPU.H100.8 capacity").contains("released"), "{diags:?}");
+    assert!(node_names(&none).is_empty());
 }

@@ -33,6 +33,7 @@ fn context(gcp_project: bool) -> Context {
         default_tags: [("team".to_string(), "ml".to_string())].into(),
         prices: Default::default(),
         clouds,
+        ..Default::default()
     };
     Context::new(CancellationToken::new(), Some(Arc::new(config)))
 }
@@ -504,6 +505,30 @@ fn cases() -> Vec<Case> {
             "cluster",
             cl(aws_p5(), json!({"workload": "training"})),
             &["error [workload] Unsupported workload"],
+        ),
+        case(
+            "invalid_cluster_capacity_policy",
+            "cluster",
+            cl(aws_p5(), json!({"capacity_policy": "best-effort"})),
+            &["error [capacity_policy] Unsupported capacity policy", r#""all-or-nothing", "at-least" or "keep-partial""#],
+        ),
+        case(
+            "invalid_cluster_min_nodes_without_at_least",
+            "cluster",
+            cl(aws_p5(), json!({"min_nodes": 2})),
+            &["error [min_nodes] min_nodes without at-least", "(the default for pretraining clusters)"],
+        ),
+        case(
+            "invalid_cluster_min_nodes_above_node_count",
+            "cluster",
+            cl(aws_p5(), json!({"capacity_policy": "at-least", "min_nodes": 5})),
+            &["error [min_nodes] min_nodes above node_count", "from 1 to 4"],
+        ),
+        case(
+            "aws_cluster_capacity_policy_at_least",
+            "cluster",
+            cl(aws_p5(), json!({"capacity_policy": "at-least", "min_nodes": 3})),
+            &[r#""capacity_policy": "at-least""#, r#""min_nodes": 3"#],
         ),
         case(
             "invalid_cluster_timeout",
@@ -1160,4 +1185,58 @@ fn azure_filesystem_name_must_be_lustrefs() {
         let text = serde_json::to_string_pretty(&to_json(&state)).unwrap() + "\n";
         assert_eq!(text, golden_planned, "{name:?}");
     }
+}
+
+/// The quota diagnostic a plan short of quota shows, per cloud: the quota the cloud's nodes draw on (from
+/// the cloud's backend, as the plan-time check asks it) and the figures, for 4 new nodes against a quota
+/// with room for 2 (1 node's worth in use). `HPC_UPDATE_GOLDENS=1` rewrites `tests/goldens-quota/`.
+#[test]
+fn quota_diagnostic_goldens() {
+    use hpc_provider::clouds::{backend, quota::QuotaReading};
+    use hpc_provider::planner::spec::parse_cluster;
+    use hpc_provider::resources::capacity::shortfall;
+    let cl = |fabric: J, extra: J| {
+        let key = if fabric["cloud"] == "azure" { json!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x") } else { J::Null };
+        let mut base = json!({"name": "train", "fabric": fabric, "node_count": 4, "ssh_public_key": key});
+        base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        base
+    };
+    let cases = [
+        ("aws_p5_on_demand", cl(aws_p5(), json!({}))),
+        ("aws_p5_spot", cl(aws_p5(), json!({"capacity_type": "spot"}))),
+        ("aws_p5_capacity_block", cl(aws_p5(), json!({"capacity_type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}))),
+        ("gcp_a3_mega_on_demand", cl(gcp_mega(), json!({}))),
+        ("gcp_a3_mega_spot", cl(gcp_mega(), json!({"capacity_type": "spot"}))),
+        ("azure_h100_on_demand", cl(azure_h100(), json!({}))),
+        ("azure_h100_spot", cl(azure_h100(), json!({"capacity_type": "spot"}))),
+        ("oci_h100_on_demand", cl(oci_h100(), json!({}))),
+    ];
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/goldens-quota");
+    let update = std::env::var_os("HPC_UPDATE_GOLDENS").is_some();
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = GpuCluster.schema();
+    let mut failures = Vec::new();
+    for (name, config) in cases {
+        let config = config_value(&schema, &config);
+        let mut diags = Diagnostics::new();
+        let spec = parse_cluster(&config, &mut diags).unwrap_or_else(|| panic!("{name}: {diags:?}"));
+        let text = match backend::cluster(spec.fabric.cloud).quota(&spec) {
+            None => format!("# {name}\nno quota is read: the nodes draw on none the provider knows (a reservation bounds them)\n"),
+            Some(f) => {
+                let reading = QuotaReading { limit: 2 * f.per_node, used: f.per_node };
+                let (summary, detail) = shortfall(&spec, 4, &f, reading, 0).expect("4 nodes do not fit in 2");
+                format!(
+                    "# {name}\nquota: {} ({}) in {}, {} {} a node\nerror [node_count] {summary}: {detail}\n",
+                    f.name, f.id, f.scope, f.per_node, f.unit
+                )
+            }
+        };
+        let path = dir.join(format!("{name}.txt"));
+        if update {
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            failures.push(format!("{name}: differs from {} (HPC_UPDATE_GOLDENS=1 to accept):\n{text}", path.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -225,6 +225,20 @@ def main():
 
     step("own instance configuration (create_instance_configuration, delete_instance_configuration)", own_instance_configuration)
 
+    # The Compute GPU limit the nodes count against, through the SDK's LimitsClient (its own host and version
+    # path, /20190729): the nodes' GPUs are in use there.
+    def resource_availability():
+        shape = summary["nodes"][0]["shape"] if summary.get("nodes") else None
+        expect(shape == "BM.GPU.H100.8", f"the nodes' shape: {shape}")
+        limits = oci.limits.LimitsClient(config, **kw)
+        got = limits.get_resource_availability("compute", "gpu-h100-count", a.tenancy,
+                                               availability_domain=summary.get("availability_domain")).data
+        want = 8 * len(summary["nodes"])
+        expect(got.used == want, f"get_resource_availability(gpu-h100-count).used {got.used}, expected {want}")
+        summary["resource_availability"] = {"used": got.used, "available": got.available}
+
+    step("resource availability (LimitsClient.get_resource_availability)", resource_availability)
+
     # The SDK's own signer: a signed request passes; the same request with its body changed after signing
     # (the x-content-sha256 and the signature are of the original) is refused; so is one with its path changed.
     def signatures():

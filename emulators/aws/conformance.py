@@ -1,14 +1,14 @@
 """botocore's own service models as the judge of every call the AWS emulator (moto + hpc_moto.py) receives and
-every answer it gives: the AWS half of emulators/src/conformance.rs.
+every answer it gives (EC2, FSx, Service Quotas): the AWS half of emulators/src/conformance.rs.
 
 `HPC_CONFORMANCE=strict` turns the judge on. A request the models refuse is answered as EC2 or FSx would:
 EC2 (the `ec2` query protocol) with `InvalidAction` for an Action it does not have, `NoSuchVersion` for
 another API version, `UnknownParameter` for a form key that names no member of the input shape (walked
 through the shape tree by each member's ec2 wire name: queryName, else the capitalised locationName, else
 the member name; lists as `Name.N`), `InvalidParameterValue` for a value outside an enum or of the wrong
-type, `MissingParameter` for a required member left out; FSx (JSON 1.1) with `UnknownOperationException`,
+type, `MissingParameter` for a required member left out; FSx and Service Quotas (JSON 1.1) with `UnknownOperationException`,
 `SerializationException` for a JSON value of the wrong type and `ValidationException` for unknown members,
-enum and range violations and missing required members, in FSx's `{"__type", "Message"}` shape. A
+enum and range violations and missing required members, in their `{"__type", "Message"}` shape. A
 successful answer is parsed by botocore's own parser against the output shape and walked (XML elements or
 JSON keys must be members, required members present, scalars of their type, enums in their set); one that
 breaks it becomes a 500 whose message starts "EMULATOR CONFORMANCE", so the test that caused it fails.
@@ -34,7 +34,9 @@ import xml.etree.ElementTree as ET
 from urllib.parse import parse_qsl
 
 PROBE_HEADER = "HTTP_X_HPC_CONFORMANCE_PROBE"
-SERVICES = ("ec2", "fsx")
+SERVICES = ("ec2", "fsx", "service-quotas")
+# The JSON 1.1 services, by their X-Amz-Target prefix (botocore metadata targetPrefix).
+JSON_TARGETS = {"AWSSimbaAPIService_v20180301": "fsx", "ServiceQuotasV20190624": "service-quotas"}
 
 
 class Violation(Exception):
@@ -406,7 +408,8 @@ def ec2_response(op, status, headers, body):
                 raise Violation("bad_response", f"the required member {name} of {shape.name} is missing")
 
 
-def fsx_response(op, status, headers, body):
+def json_response(op, status, headers, body):
+    """A JSON 1.1 answer (FSx, Service Quotas) against its output shape."""
     from botocore.parsers import create_parser
     shape = op.output_shape
     if shape is None:
@@ -447,14 +450,14 @@ def judge_request(environ, body):
     try:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         if target:
-            service = "fsx"
             prefix, _, name = target.partition(".")
-            m = model("fsx")
+            service = JSON_TARGETS.get(prefix, "fsx")
+            m = model(service)
             version = m.api_version
             if prefix != m.metadata["targetPrefix"]:
                 raise Violation("UnknownOperationException", f"{target} is not an operation of {m.metadata['targetPrefix']}")
             if name not in m.operation_names:
-                raise Violation("UnknownOperationException", f"{name} is not an operation of FSx")
+                raise Violation("UnknownOperationException", f"{name} is not an operation of {m.metadata['serviceId']}")
             op = m.operation_model(name)
             try:
                 params = json.loads(body or b"{}")
@@ -464,7 +467,7 @@ def judge_request(environ, body):
                 raise Violation("SerializationException", "the body is not a JSON object")
             if op.input_shape is not None:
                 json_value(op.input_shape, params, "", "request")
-            judged = Judged("fsx", op, version)
+            judged = Judged(service, op, version)
         else:
             form = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True) + parse_qsl(
                 environ.get("QUERY_STRING", ""), keep_blank_values=True)
@@ -502,7 +505,7 @@ def judge_response(judged, status, headers, body):
         if judged.service == "ec2":
             ec2_response(judged.op, status, headers, body)
         else:
-            fsx_response(judged.op, status, headers, body)
+            json_response(judged.op, status, headers, body)
     except Violation as v:
         record({"operation": judged.operation, "version": judged.version, "verdict": "bad_response", "message": v.message})
         if not strict():
@@ -520,7 +523,7 @@ def _xml_escape(s):
 def error_response(service, v):
     """(status, headers, body) in the service's own error shape."""
     request_id = str(uuid.uuid4())
-    if service == "fsx":
+    if service in JSON_TARGETS.values():
         body = json.dumps({"__type": v.code, "Message": v.message}).encode()
         headers = [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", request_id)]
     else:

@@ -7,7 +7,10 @@ launch-template network interfaces and placement applied at launch, capacity res
 block offerings, UltraServer Capacity Blocks (p6e-gb200.36xlarge registered; offerings by UltraServer type,
 PurchaseCapacityBlock making one capacity reservation per UltraServer, DescribeCapacityBlocks) and launches
 targeting a capacity reservation (checked, counted, given back on terminate), FSx lifecycle / MountName / UpdateFileSystem / data repository associations /
-FileSystemNotFound, and instance health as DescribeInstanceStatus reports it (status checks and scheduled
+FileSystemNotFound, EC2's instance quotas in Service Quotas (GetServiceQuota, GetAWSDefaultServiceQuota; limits
+set by the admin API's `quota`), a capacity limit per zone and instance type (the admin API's `capacity`:
+RunInstances launches between MinCount and MaxCount as EC2 does, InsufficientInstanceCapacity below MinCount),
+and instance health as DescribeInstanceStatus reports it (status checks and scheduled
 events, paged; set by the admin API's `impair`, cleared by `heal`, a reboot or a stop and start). It also wraps the server in the emulators' common admin API (see
 emulators/ADMIN-API.md): reset, inventory, out-of-band changes, fault injection and request counters, and
 in botocore's models as the judge of every call and answer (conformance.py, `HPC_CONFORMANCE=strict`).
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fnmatch
 import io
 import json
 import random
@@ -445,12 +449,24 @@ def run_instances(self):
             raise EC2ClientError("InvalidParameterCombination",
                                  "The associatePublicIPAddress parameter cannot be specified when launching with multiple network interfaces.")
     reservation = _target_reservation(self, backend, template, itype)
+    # EC2 launches as many as it can between MinCount and MaxCount (moto launches MinCount): the count is
+    # decided here, against the admin API's capacity limit for the zone and type.
+    count = _launch_count(self, backend, template, itype, nics)
+    self.params["MinCount"] = count
     _tls.template_nics = nics if not self._get_param("NetworkInterfaces", []) else None
     try:
         result = _orig_run_instances(self)
     finally:
         _tls.template_nics = None
+    market = self._get_param("InstanceMarketOptions.MarketType") or _get(template, "InstanceMarketOptions", "MarketType")
+    cpu = INSTANCE_TYPES.get(itype, {}).get("VCpuInfo") or {}
     for instance in result.result.instances:
+        # DescribeInstances' InstanceLifecycle (spot, capacity-block; absent on demand) and CpuOptions, as EC2 gives them.
+        if market in ("spot", "capacity-block"):
+            instance.instance_lifecycle = market
+            instance.lifecycle = market
+        if cpu.get("DefaultCores"):
+            instance.cpu_options = {"CoreCount": int(cpu["DefaultCores"]), "ThreadsPerCore": int(cpu.get("DefaultThreadsPerCore") or 1)}
         instance.placement.group_name = group or ""
         if reservation is not None:
             # The instance runs in the reservation and takes one of its slots (given back on terminate).
@@ -463,6 +479,158 @@ def run_instances(self):
             instance.terminate()
             instance.state_reason = StateReason("Server.InsufficientInstanceCapacity: Insufficient capacity.", "Server.InsufficientInstanceCapacity")
     return result
+
+
+# ------------------------------------------------------------------------------------ service quotas
+
+# The EC2 instance quotas the provider reads (moto's Service Quotas knows only `vpc`): code -> the name the
+# console gives it and its CloudWatch usage class. Limits in vCPUs; without one set through the admin API
+# (POST /_admin/quota) a quota answers DEFAULT_QUOTA, so other tests are unaffected.
+EC2_QUOTAS = {
+    "L-417A185B": ("Running On-Demand P instances", "P/OnDemand"),
+    "L-DB2E81BA": ("Running On-Demand G and VT instances", "G/OnDemand"),
+    "L-7212CCBC": ("All P Spot Instance Requests", "P/Spot"),
+    "L-3819A6DF": ("All G and VT Spot Instance Requests", "G/Spot"),
+}
+DEFAULT_QUOTA = 100000.0
+# What the admin API's {"limit": null} stores: the account has no applied value, so GetServiceQuota answers
+# NoSuchResourceException and the AWS default (GetAWSDefaultServiceQuota) is the limit.
+UNAPPLIED = "unapplied"
+
+
+def _quotas(account, region):
+    from moto.servicequotas.models import servicequotas_backends
+    return _state(servicequotas_backends[account][region], "ec2_quotas")
+
+
+def _quota_view(code, value, region, account):
+    name, usage_class = EC2_QUOTAS[code]
+    return {
+        "ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+        "QuotaArn": f"arn:aws:servicequotas:{region}:{account}:ec2/{code}", "QuotaCode": code, "QuotaName": name,
+        "Value": float(value), "Unit": "None", "Adjustable": True, "GlobalQuota": False,
+        "UsageMetric": {"MetricNamespace": "AWS/Usage", "MetricName": "ResourceCount",
+                        "MetricDimensions": {"Class": usage_class, "Resource": "vCPU", "Service": "EC2", "Type": "Resource"},
+                        "MetricStatisticRecommendation": "Maximum"},
+    }
+
+
+def _no_such_quota(code):
+    return JsonRESTError("NoSuchResourceException", f"The request failed because the specified quota {code} does not exist "
+                                                     "or has no applied value.")
+
+
+_orig_get_service_quota = None
+
+
+def get_service_quota(self):
+    """GetServiceQuota for EC2's instance quotas: the limit the admin API set, else the generous default."""
+    params = json.loads(self.body or "{}")
+    if params.get("ServiceCode") != "ec2":
+        return _orig_get_service_quota(self)
+    code = params.get("QuotaCode")
+    if code not in EC2_QUOTAS:
+        raise _no_such_quota(code)
+    value = _quotas(self.current_account, self.region).get(code, DEFAULT_QUOTA)
+    if value == UNAPPLIED:
+        raise _no_such_quota(code)
+    return json.dumps({"Quota": _quota_view(code, value, self.region, self.current_account)})
+
+
+def get_aws_default_service_quota(self):
+    """GetAWSDefaultServiceQuota for EC2's instance quotas: the default (what an account gets unasked)."""
+    params = json.loads(self.body or "{}")
+    code = params.get("QuotaCode")
+    if params.get("ServiceCode") != "ec2" or code not in EC2_QUOTAS:
+        raise _no_such_quota(code)
+    return json.dumps({"Quota": _quota_view(code, DEFAULT_QUOTA, self.region, self.current_account)})
+
+
+_orig_value_in_filter_values = ec2_utils.instance_value_in_filter_values
+
+
+def instance_value_in_filter_values(instance_value, filter_values):
+    """DescribeInstances filter values take the wildcards `*` and `?` (EC2's filter rules), which moto's
+    instance filters do not: `instance-type = p*` lists every P instance."""
+    if isinstance(instance_value, str) and any(isinstance(v, str) and ("*" in v or "?" in v) for v in filter_values):
+        return any(fnmatch.fnmatchcase(instance_value, v) for v in filter_values)
+    return _orig_value_in_filter_values(instance_value, filter_values)
+
+
+def set_quota(body):
+    """POST /_admin/quota {"id": <quota code>, "scope": <region>, "limit": <vCPUs or null>}."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    code, region, limit = body.get("id"), body.get("scope"), body.get("limit", 0)
+    if code not in EC2_QUOTAS:
+        raise ValueError(f"quota id must be one of {sorted(EC2_QUOTAS)}, not {code!r}")
+    if not isinstance(region, str) or not region:
+        raise ValueError("quota needs {\"id\": <quota code>, \"scope\": <region>, \"limit\": <vCPUs or null>}")
+    if limit is not None and (not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit < 0):
+        raise ValueError(f"limit must be a number of vCPUs or null, not {limit!r}")
+    _quotas(body.get("account") or DEFAULT_ACCOUNT_ID, region)[code] = UNAPPLIED if limit is None else float(limit)
+    return {"quota": {"id": code, "scope": region, "limit": limit}}
+
+
+# ------------------------------------------------------------------------- capacity limits (admin API)
+
+# (zone, instance type) -> how many instances of that type may be live (pending or running) in that zone at
+# once; set by POST /_admin/capacity, cleared by reset. No entry: no limit.
+CAPACITY = {}
+_capacity_lock = threading.Lock()
+
+
+def set_capacity(body):
+    zone, itype = body.get("zone"), body.get("instance_type")
+    if not isinstance(zone, str) or not isinstance(itype, str) or not zone or not itype:
+        raise ValueError("capacity needs {\"zone\": <zone>, \"instance_type\": <type>, \"available\": <n or null>}")
+    available = body.get("available")
+    with _capacity_lock:
+        if available is None:
+            CAPACITY.pop((zone, itype), None)
+        else:
+            if not isinstance(available, int) or isinstance(available, bool) or available < 0:
+                raise ValueError(f"available must be a count of instances or null, not {available!r}")
+            CAPACITY[(zone, itype)] = available
+        return {"capacity": [{"zone": z, "instance_type": t, "available": n} for (z, t), n in sorted(CAPACITY.items())]}
+
+
+def _launch_zone(self, backend, template, nics):
+    """The zone a launch lands in: Placement.AvailabilityZone (request, else template), else its subnet's."""
+    zone = self._get_param("Placement.AvailabilityZone") or _get(template, "Placement", "AvailabilityZone")
+    if zone:
+        return zone
+    subnet = self._get_param("SubnetId") or next((n.get("SubnetId") for n in nics if n.get("SubnetId")), None)
+    if subnet:
+        try:
+            return backend.get_subnet(subnet).availability_zone
+        except Exception:
+            return None
+    return None
+
+
+def _launch_count(self, backend, template, itype, nics):
+    """How many instances RunInstances launches: MaxCount, or what the zone's capacity for the type still holds
+    when that is fewer; fewer than MinCount is EC2's InsufficientInstanceCapacity and nothing is launched."""
+    min_count = int(self._get_param("MinCount") or 1)
+    max_count = int(self._get_param("MaxCount") or min_count)
+    if min_count < 1 or max_count < min_count:
+        raise EC2ClientError("InvalidParameterValue",
+                             f"MinCount ({min_count}) must be at least 1 and no more than MaxCount ({max_count}).")
+    zone = _launch_zone(self, backend, template, nics)
+    with _capacity_lock:
+        limit = CAPACITY.get((zone, itype))
+    if limit is None:
+        return max_count
+    live = sum(1 for i in _instances(backend)
+               if i.instance_type == itype and i.placement.zone == zone and i.state in ("pending", "running"))
+    available = max(0, limit - live)
+    if available < min_count:
+        raise EC2ClientError("InsufficientInstanceCapacity",
+                             f"We currently do not have sufficient {itype} capacity in the Availability Zone you requested ({zone}). "
+                             "Our system will be working on provisioning additional capacity. You can currently get "
+                             f"{itype} capacity by not specifying an Availability Zone in your request or choosing a different "
+                             "Availability Zone.")
+    return min(available, max_count)
 
 
 def _get(d, *path):
@@ -1120,6 +1288,13 @@ def apply_patches():
     EC2Response.describe_instance_status = describe_instance_status
     _register_instance_types()
     EC2Response.run_instances = run_instances
+    global _orig_get_service_quota
+    from moto.servicequotas.responses import ServiceQuotasResponse
+    if _orig_get_service_quota is None:
+        _orig_get_service_quota = ServiceQuotasResponse.get_service_quota
+    ServiceQuotasResponse.get_service_quota = get_service_quota
+    ServiceQuotasResponse.get_aws_default_service_quota = get_aws_default_service_quota
+    ec2_utils.instance_value_in_filter_values = instance_value_in_filter_values
     Instance.prep_nics = prep_nics
     eni_models.Attachment.__init__ = attachment_init
     ec2_utils.filter_dict_attribute_mapping["placement-group-name"] = "placement.group_name"
@@ -1143,6 +1318,8 @@ def operation_of(environ, body):
     target = environ.get("HTTP_X_AMZ_TARGET", "")
     if target.startswith("AWSSimbaAPIService"):
         return "fsx", target.split(".", 1)[-1]
+    if target.startswith("ServiceQuotas"):
+        return "servicequotas", target.split(".", 1)[-1]
     action = parse_qs(body.decode("utf-8", "replace")).get("Action", [None])[0] or parse_qs(environ.get("QUERY_STRING", "")).get("Action", [None])[0]
     return ("ec2", action) if action else (None, None)
 
@@ -1438,6 +1615,8 @@ class AdminMiddleware:
         status, out = 200, None
         if route == "reset" and method == "POST":
             self.reset_moto()
+            with _capacity_lock:
+                CAPACITY.clear()
             self.faults.clear()
             with self.lock:
                 self.counters.clear()
@@ -1467,6 +1646,11 @@ class AdminMiddleware:
             out = {"faults": []}
         elif route == "faults":
             out = {"faults": self.faults.describe()}
+        elif route in ("quota", "capacity") and method == "POST":
+            try:
+                out = set_quota(body) if route == "quota" else set_capacity(body)
+            except ValueError as e:
+                status, out = 400, {"error": str(e)}
         elif route == "out-of-band" and method == "POST":
             try:
                 out = out_of_band(body)

@@ -1041,6 +1041,8 @@ OCI_SERVICES = [
     ("lustre", "oci.lustre_file_storage"),
     # Core's work requests (GetWorkRequest, its errors and logs) are a client of their own on the iaas host.
     ("work_requests", "oci.work_requests"),
+    # Service limits (GetResourceAvailability, for the plan's quota check) on the limits host.
+    ("limits", "oci.limits"),
 ]
 
 OCI_SCALARS = {
@@ -1245,12 +1247,17 @@ class OciService:
         response = self.named(self.type_node(response_type)) if response_type and response_type != "stream" else None
         link = values.get("api_reference_link") or None
         op_id = link.rstrip("/").rsplit("/", 1)[-1] if link else pascal(values.get("operation_name") or fn.name)
+        version, path = base_path.strip("/"), base_path + values["resource_path"]
+        if not version:
+            # LimitsClient's base path is "/": each resource path starts with its version (/20190729/services/...).
+            path = values["resource_path"]
+            version = path.strip("/").split("/", 1)[0]
         return {
             "id": op_id,
             "service": self.svc,
-            "version": base_path.strip("/"),
+            "version": version,
             "method": values["method"],
-            "path": base_path + values["resource_path"],
+            "path": path,
             "query": sorted(q for q in query if isinstance(q, str)),
             "request": request,
             "response": response,
@@ -1286,9 +1293,9 @@ def oci_cloud():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# AWS (optional): botocore's service models for EC2 and FSx
+# AWS (optional): botocore's service models for EC2, FSx and Service Quotas
 
-AWS_SERVICES = [("ec2", "aws.ec2"), ("fsx", "aws.fsx")]
+AWS_SERVICES = [("ec2", "aws.ec2"), ("fsx", "aws.fsx"), ("service-quotas", "aws.service-quotas")]
 
 
 class AwsService:
@@ -1540,6 +1547,10 @@ def check(doc):
     lfs = [x for x in o["operations"] if x["service"] == "lustre" and x["method"] == "POST" and x["request"] == "oci.lustre/CreateLustreFileSystemDetails"]
     assert lfs and lfs[0]["path"].startswith("/20250228/")
     assert os_["oci.core/Instance"]["properties"]["definedTags"]["additional"]["additional"] == {"type": "any"}
+    ra = op(o, "GetResourceAvailability")
+    assert ra["path"] == "/20190729/services/{serviceName}/limits/{limitName}/resourceAvailability" and ra["version"] == "20190729"
+    assert {"compartmentId", "availabilityDomain"} <= set(ra["query"]) and ra["response"] == "oci.limits/ResourceAvailability"
+    assert {"used", "available"} <= set(os_["oci.limits/ResourceAvailability"]["properties"])
     if "aws" in clouds:
         w = clouds["aws"]
         assert op(w, "RunInstances")["request"] == "aws.ec2.query/RunInstancesRequest"

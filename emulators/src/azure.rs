@@ -75,6 +75,165 @@ struct Store {
     next_ip: u64,
     /// What the platform knows of each scale-set VM beyond its resource body, by lowercased VM id.
     lives: BTreeMap<String, VmLife>,
+    /// Compute quota limits set through the admin API (`/_admin/quota`), by (lowercased usage name, location).
+    quotas: BTreeMap<(String, String), u64>,
+    /// At most this many VMs of a size live in a place at once (`/_admin/capacity`), by (lowercased place,
+    /// lowercased size): a location (`eastus`) or one of its zones (`eastus-1`).
+    capacity: BTreeMap<(String, String), u64>,
+}
+
+/// The limit a compute usage reports when no test set one: generous, so that nothing else is short of it.
+const DEFAULT_QUOTA: u64 = 100_000;
+
+/// The VM sizes the emulator knows the quota of: (size, its VM family's usage name and display name,
+/// vCPUs), as Microsoft.Compute's usages list names them.
+const SIZES: &[(&str, &str, &str, u64)] = &[
+    ("Standard_NV36ads_A10_v5", "StandardNVADSA10v5Family", "Standard NVADSA10v5 Family vCPUs", 36),
+    ("Standard_ND96isr_H100_v5", "standardNDSH100v5Family", "Standard NDSH100v5 Family vCPUs", 96),
+    ("Standard_ND96isr_H200_v5", "standardNDISRH200V5Family", "Standard NDISRH200V5 Family vCPUs", 96),
+    ("Standard_ND96isr_MI300X_v5", "standardNDISv5MI300XFamily", "Standard NDISv5MI300X Family vCPUs", 96),
+    ("Standard_ND128isr_NDR_GB200_v6", "standardNDISRGB200V6NDRFamily", "Standard NDISRGB200V6NDR Family vCPUs", 128),
+    ("Standard_ND128isr_GB300_v6", "standardNDISRGB300V6Family", "Standard NDISRGB300V6 Family vCPUs", 128),
+];
+
+/// The regional totals every usages list has: Regular VMs' vCPUs, spot (low-priority) VMs' vCPUs.
+const CORES: (&str, &str) = ("cores", "Total Regional vCPUs");
+const LOW_PRIORITY: (&str, &str) = ("lowPriorityCores", "Total Regional Low-priority vCPUs");
+
+/// A VM that takes quota and capacity: a scale set's (its set's key) or a standalone one (its own key).
+struct Placed {
+    owner: String,
+    size: String,
+    location: String,
+    zone: Option<String>,
+    spot: bool,
+}
+
+impl Placed {
+    /// In `place`: its location, or its location's zone (`eastus-1`).
+    fn is_in(&self, place: &str) -> bool {
+        place.eq_ignore_ascii_case(&self.location)
+            || self.zone.as_ref().is_some_and(|z| place.eq_ignore_ascii_case(&format!("{}-{z}", self.location)))
+    }
+
+    fn vcpus(&self) -> u64 {
+        SIZES.iter().find(|s| s.0.eq_ignore_ascii_case(&self.size)).map_or(0, |s| s.3)
+    }
+
+    fn family(&self) -> Option<&'static str> {
+        SIZES.iter().find(|s| s.0.eq_ignore_ascii_case(&self.size)).map(|s| s.1)
+    }
+}
+
+/// What a scale set or VM body asks for: size, location, first zone, spot.
+fn placement_of(value: &Value, size: Option<&str>) -> (String, String, Option<String>, bool) {
+    let priority = value["properties"]["virtualMachineProfile"]["priority"].as_str().or(value["properties"]["priority"].as_str());
+    (
+        size.unwrap_or_default().to_owned(),
+        value["location"].as_str().unwrap_or("eastus").to_lowercase(),
+        value["zones"][0].as_str().map(str::to_owned),
+        priority.is_some_and(|p| p.eq_ignore_ascii_case("Spot") || p.eq_ignore_ascii_case("Low")),
+    )
+}
+
+impl Store {
+    /// Every VM that is allocated (deallocated VMs hold neither quota nor capacity).
+    fn placed(&self) -> Vec<Placed> {
+        let mut out = Vec::new();
+        for (key, stored) in &self.resources {
+            if let Some((set, _)) = key.split_once("/virtualmachines/").filter(|(set, _)| set.contains("/virtualmachinescalesets/")) {
+                if self.lives.get(key).is_some_and(|l| l.power == Power::Deallocated) {
+                    continue;
+                }
+                let Some(parent) = self.resources.get(set) else { continue };
+                let (size, location, zone, spot) = placement_of(&parent.value, parent.value["sku"]["name"].as_str());
+                out.push(Placed { owner: set.to_owned(), size, location, zone, spot });
+            } else if type_of(key).eq_ignore_ascii_case("virtualMachines") && !key.contains("/virtualmachinescalesets/") {
+                let (size, location, zone, spot) =
+                    placement_of(&stored.value, stored.value["properties"]["hardwareProfile"]["vmSize"].as_str());
+                out.push(Placed { owner: key.clone(), size, location, zone, spot });
+            }
+        }
+        out
+    }
+
+    /// How many VMs of `size` the owner `owner` (a scale set or VM key) may hold in all, by the capacity
+    /// limits of the places it is in (`None`: no limit applies).
+    fn room(&self, owner: &str, size: &str, location: &str, zone: Option<&str>) -> Option<u64> {
+        let placed = self.placed();
+        let me = Placed {
+            owner: owner.to_owned(),
+            size: size.to_owned(),
+            location: location.to_owned(),
+            zone: zone.map(str::to_owned),
+            spot: false,
+        };
+        self.capacity
+            .iter()
+            .filter(|((place, s), _)| s.eq_ignore_ascii_case(size) && me.is_in(place))
+            .map(|((place, _), limit)| {
+                let others = placed.iter().filter(|p| p.owner != owner && p.size.eq_ignore_ascii_case(size) && p.is_in(place)).count();
+                limit.saturating_sub(others as u64)
+            })
+            .min()
+    }
+
+    /// The limit and usage of one compute usage in a location.
+    fn usage(&self, id: &str, location: &str) -> (u64, u64) {
+        let placed = self.placed();
+        let here = placed.iter().filter(|p| p.location.eq_ignore_ascii_case(location));
+        let used: u64 = if id.eq_ignore_ascii_case(CORES.0) {
+            here.filter(|p| !p.spot).map(Placed::vcpus).sum()
+        } else if id.eq_ignore_ascii_case(LOW_PRIORITY.0) {
+            here.filter(|p| p.spot).map(Placed::vcpus).sum()
+        } else {
+            here.filter(|p| !p.spot && p.family().is_some_and(|f| f.eq_ignore_ascii_case(id))).map(Placed::vcpus).sum()
+        };
+        let limit = self.quotas.get(&(id.to_lowercase(), location.to_lowercase())).copied().unwrap_or(DEFAULT_QUOTA);
+        (limit, used)
+    }
+
+    /// Usage_List: the regional totals, every family the emulator knows, and any usage a test limited here.
+    fn usages(&self, location: &str) -> Vec<Value> {
+        let mut names: Vec<(String, String)> = vec![(CORES.0.into(), CORES.1.into()), (LOW_PRIORITY.0.into(), LOW_PRIORITY.1.into())];
+        for (_, family, display, _) in SIZES {
+            if !names.iter().any(|(n, _)| n.eq_ignore_ascii_case(family)) {
+                names.push(((*family).to_owned(), (*display).to_owned()));
+            }
+        }
+        for (id, loc) in self.quotas.keys() {
+            if loc.eq_ignore_ascii_case(location) && !names.iter().any(|(n, _)| n.eq_ignore_ascii_case(id)) {
+                names.push((id.clone(), id.clone()));
+            }
+        }
+        names
+            .into_iter()
+            .map(|(id, display)| {
+                let (limit, used) = self.usage(&id, location);
+                json!({"unit": "Count", "currentValue": used, "limit": limit, "name": {"value": id, "localizedValue": display}})
+            })
+            .collect()
+    }
+
+    /// A quota a create would exceed (only limits a test set are enforced): ARM's refusal.
+    fn quota_refusal(&self, size: &str, location: &str, spot: bool, adding: u64) -> Option<(String, String)> {
+        let vcpus = SIZES.iter().find(|s| s.0.eq_ignore_ascii_case(size)).map_or(0, |s| s.3);
+        let id = if spot { LOW_PRIORITY.0 } else { SIZES.iter().find(|s| s.0.eq_ignore_ascii_case(size))?.1 };
+        self.quotas.get(&(id.to_lowercase(), location.to_lowercase()))?;
+        let (limit, used) = self.usage(id, location);
+        let need = adding * vcpus;
+        (used + need > limit).then(|| {
+            (
+                "OperationNotAllowed".to_owned(),
+                format!(
+                    "Operation could not be completed as it results in exceeding approved {id} Cores quota. Additional details - Deployment \
+                     Model: Resource Manager, Location: {location}, Current Limit: {limit}, Current Usage: {used}, Additional Required: {need}, \
+                     (Minimum) New Limit Required: {}.",
+                    used + need
+                ),
+            )
+        })
+    }
 }
 
 /// A scale-set VM's power state (`PowerState/<code>` in its instance view).
@@ -378,16 +537,25 @@ impl Azure {
             .unwrap_or_else(|| "10.0.0.0/24".into())
     }
 
-    fn scale_set_vms(store: &mut Store, vmss_id: &str, capacity: u64) {
+    /// Brings a scale set's VMs to `capacity`, making at most `max_new` new ones (what the zone has room
+    /// for); returns how many it could not make.
+    fn scale_set_vms(store: &mut Store, vmss_id: &str, capacity: u64, max_new: Option<u64>) -> u64 {
         let prefix = format!("{}/virtualmachines/", vmss_id.to_lowercase());
         let existing: Vec<String> = store.resources.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
         let name = vmss_id.rsplit('/').next().unwrap_or_default().to_owned();
         let range = Self::scale_set_prefix(store, vmss_id);
+        let mut room = max_new.unwrap_or(u64::MAX);
+        let mut short = 0;
         for i in 0..capacity {
             let id = format!("{vmss_id}/virtualMachines/{i}");
             if store.resources.contains_key(&id.to_lowercase()) {
                 continue;
             }
+            if room == 0 {
+                short += 1;
+                continue;
+            }
+            room -= 1;
             let nic = format!("{id}/networkInterfaces/{name}-nic");
             store.resources.insert(
                 id.to_lowercase(),
@@ -412,6 +580,14 @@ impl Azure {
                 store.lives.remove(&key);
             }
         }
+        short
+    }
+
+    /// The VMs of a scale set with an index below `capacity` (the ones a PUT at that capacity keeps).
+    fn set_vms_below(store: &Store, vmss_key: &str, capacity: u64) -> u64 {
+        let prefix = format!("{vmss_key}/virtualmachines/");
+        let below = |k: &&String| k.strip_prefix(&prefix).and_then(|i| i.parse::<u64>().ok()).is_some_and(|i| i < capacity);
+        store.resources.keys().filter(below).count() as u64
     }
 
     /// A scale set's model now: its `virtualMachineProfile`.
@@ -556,8 +732,8 @@ fn instance_view(life: &VmLife, model: &Value, set: &str, instance: &str, settli
 }
 
 /// The scale set actions the emulator serves, as the paths of their operations end
-/// (VirtualMachineScaleSets_UpdateInstances, _Reimage, _Redeploy, _Restart, _Start).
-const ACTIONS: [&str; 5] = ["manualupgrade", "reimage", "redeploy", "restart", "start"];
+/// (VirtualMachineScaleSets_UpdateInstances, _Reimage, _Redeploy, _Restart, _Start, _DeleteInstances).
+const ACTIONS: [&str; 6] = ["manualupgrade", "reimage", "redeploy", "restart", "start", "delete"];
 
 /// `(scale set id, action)` of a POST to a scale set action.
 fn scale_set_action(path: &str) -> Option<(String, &'static str)> {
@@ -608,7 +784,23 @@ impl Azure {
             let message = format!("Operation 'restart' is not allowed on VM '{name}_{instance}' since the VM is {}.", life.power.code());
             return arm_error(409, "OperationNotAllowed", &message);
         }
-        if capacity_error.is_none() {
+        // DeleteInstances: the named VMs go, and the scale set's capacity with them.
+        if action == "delete" {
+            if request["instanceIds"].as_array().is_none_or(|ids| ids.is_empty()) {
+                let body = json!({"error": {"code": "InvalidParameter", "target": "instanceIds",
+                    "message": "Required parameter 'instanceIds' is missing (null)."}});
+                return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+            }
+            for key in &named {
+                store.resources.remove(key);
+                store.lives.remove(key);
+                store.ips.remove(key);
+            }
+            if let Some(set) = store.resources.get_mut(&set_key) {
+                let capacity = set.value["sku"]["capacity"].as_u64().unwrap_or(0);
+                set.value["sku"]["capacity"] = json!(capacity.saturating_sub(named.len() as u64));
+            }
+        } else if capacity_error.is_none() {
             let model = Self::model_of(store, set);
             for key in &named {
                 let life = store.lives.entry(key.clone()).or_insert_with(|| VmLife::new(None));
@@ -779,7 +971,16 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     let listing_nics = path.to_lowercase().contains("/virtualmachinescalesets/") && path.to_lowercase().ends_with("/networkinterfaces");
     // A collection under a provider (.../providers/Microsoft.Network/virtualNetworks, .../virtualNetworks/v/subnets):
     // the list operations of each type.
-    let listing_collection = method == Method::GET && !listing_vms && !listing_nics && {
+    // Usage_List: /subscriptions/{s}/providers/Microsoft.Compute/locations/{location}/usages.
+    let usages_location = (method == Method::GET
+        && group_segs.len() == 7
+        && group_segs[2].eq_ignore_ascii_case("providers")
+        && group_segs[3].eq_ignore_ascii_case("Microsoft.Compute")
+        && group_segs[4].eq_ignore_ascii_case("locations")
+        && group_segs[6].eq_ignore_ascii_case("usages"))
+    .then(|| group_segs[5].to_lowercase());
+    let listing_usages = usages_location.is_some();
+    let listing_collection = method == Method::GET && !listing_vms && !listing_nics && !listing_usages && {
         let lower: Vec<String> = group_segs.iter().map(|s| s.to_lowercase()).collect();
         lower.iter().rposition(|s| s == "providers").is_some_and(|p| {
             let rest = group_segs.len() - p - 1;
@@ -788,6 +989,8 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     };
     let kind = if listing_group {
         "resources".to_owned()
+    } else if listing_usages {
+        "usages".to_owned()
     } else if vmss_action.is_some() {
         "virtualMachineScaleSets".to_owned()
     } else if listing_vms {
@@ -798,7 +1001,10 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         type_of(&path)
     };
     let verb = match vmss_action {
+        // Not `delete`: that is the scale set's own DELETE.
+        Some((_, "delete")) => "deleteInstances".to_owned(),
         Some((_, action)) => action.to_owned(),
+        None if listing_usages => "list".to_owned(),
         None if listing_vms || listing_nics || listing_group || listing_collection => "list".to_owned(),
         None => method.as_str().to_lowercase(),
     };
@@ -829,6 +1035,9 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let rg_id = if segs.len() >= 4 { format!("/{}", segs[..4].join("/")) } else { String::new() };
     match method.as_str() {
+        "GET" if listing_usages => {
+            axum::Json(json!({"value": store.usages(usages_location.as_deref().unwrap_or_default())})).into_response()
+        }
         "POST" if vmss_action.is_some() => {
             let (set, action) = vmss_action.unwrap_or_default();
             let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
@@ -924,6 +1133,35 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                 return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
             }
             let existed = store.resources.contains_key(&key);
+            // Quota (only a limit a test set) and capacity (at most what the place has room for) of the VMs
+            // this write adds: a scale set's new instances, or a standalone VM.
+            let standalone = kind == "virtualMachines" && !key.contains("/virtualmachinescalesets/");
+            let mut room = None;
+            if capacity_error.is_none() && (kind == "virtualMachineScaleSets" || standalone) {
+                let size =
+                    if standalone { value["properties"]["hardwareProfile"]["vmSize"].as_str() } else { value["sku"]["name"].as_str() };
+                let (size, location, zone, spot) = placement_of(&value, size);
+                let wanted = if standalone { 1 } else { value["sku"]["capacity"].as_u64().unwrap_or(0) };
+                let have = if standalone { u64::from(existed) } else { Azure::set_vms_below(&store, &key, wanted) };
+                if let Some((code, message)) = store.quota_refusal(&size, &location, spot, wanted.saturating_sub(have)) {
+                    return arm_error(409, &code, &message);
+                }
+                room = store.room(&key, &size, &location, zone.as_deref()).map(|r| r.saturating_sub(have));
+                if room.is_some_and(|r| r < wanted.saturating_sub(have)) {
+                    let (code, place) = if zone.is_some() { ("ZonalAllocationFailed", "zone") } else { ("AllocationFailed", "region") };
+                    capacity_error = Some((
+                        code.to_owned(),
+                        format!(
+                            "Allocation failed. We do not have sufficient capacity for the requested VM size {size} in this {place}. Read more about \
+                             improving likelihood of allocation success at http://aka.ms/allocation-guidance"
+                        ),
+                    ));
+                }
+                // A standalone VM without room is not made at all.
+                if standalone && capacity_error.is_some() {
+                    room = Some(0);
+                }
+            }
             let name = segs.last().copied().unwrap_or_default().to_owned();
             value["id"] = json!(path);
             value["name"] = json!(name);
@@ -945,6 +1183,10 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                 value["properties"] = json!({});
             }
             let mut lro = lro_of(&kind, "PUT", !existed);
+            // VirtualMachines_CreateOrUpdate: a create answers 201 with a Location to follow.
+            if standalone && !existed {
+                lro = Lro::Location;
+            }
             // A client this release does not answer for (the previous release, unjudged) followed only
             // Azure-AsyncOperation, which Azure's compute service also sends beside a scale set's Location.
             if !az.admin.judging() && lro == Lro::Location {
@@ -964,10 +1206,15 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                     value["properties"]["provisioningState"] = json!("Failed");
                 }
             }
-            store.resources.insert(key.clone(), Stored { value: value.clone(), changed: Instant::now() });
-            if kind == "virtualMachineScaleSets" && capacity_error.is_none() {
+            let placed_nothing = standalone && room == Some(0);
+            if !placed_nothing {
+                store.resources.insert(key.clone(), Stored { value: value.clone(), changed: Instant::now() });
+            }
+            // Under an allocation failure a scale set keeps the VMs that were placed (and its model's
+            // capacity); a fault injected as "capacity" places none.
+            if kind == "virtualMachineScaleSets" && (capacity_error.is_none() || room.is_some()) {
                 let capacity = value["sku"]["capacity"].as_u64().unwrap_or(0);
-                Azure::scale_set_vms(&mut store, &path, capacity);
+                Azure::scale_set_vms(&mut store, &path, capacity, room);
             }
             let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
             let mut resp = (status, axum::Json(value.clone())).into_response();
@@ -1012,6 +1259,46 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
 impl Emulated for Azure {
     fn reset(&self) {
         *self.store.lock().unwrap() = Store::default();
+    }
+
+    /// `POST /_admin/quota {"id", "scope", "limit"}`: a compute usage's limit in a location (usage is what
+    /// runs there); `POST /_admin/capacity {"zone", "instance_type", "available"}`: at most `available` VMs of
+    /// the size live in the location (or `<location>-<zone>`) at once, `null` lifting the limit.
+    fn extra_admin(&self, method: &str, route: &str, body: &Value) -> Option<(u16, Value)> {
+        let text = |k: &str| body[k].as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+        let mut store = self.store.lock().unwrap();
+        match (method, route) {
+            ("POST", "quota") => {
+                let (Some(id), Some(scope), Some(limit)) = (text("id"), text("scope"), body["limit"].as_u64()) else {
+                    return Some((400, json!({"error": "quota needs `id` (a usage name), `scope` (a location) and `limit` (vCPUs)"})));
+                };
+                store.quotas.insert((id.to_lowercase(), scope.to_lowercase()), limit);
+                let (limit, used) = store.usage(&id, &scope);
+                Some((200, json!({"id": id, "scope": scope, "limit": limit, "used": used})))
+            }
+            ("POST", "capacity") => {
+                let (Some(zone), Some(size)) = (text("zone"), text("instance_type")) else {
+                    return Some((
+                        400,
+                        json!({"error": "capacity needs `zone` (a location or <location>-<zone>), `instance_type` and `available`"}),
+                    ));
+                };
+                let place = (zone.to_lowercase(), size.to_lowercase());
+                match &body["available"] {
+                    Value::Null => {
+                        store.capacity.remove(&place);
+                    }
+                    v => match v.as_u64() {
+                        Some(n) => {
+                            store.capacity.insert(place, n);
+                        }
+                        None => return Some((400, json!({"error": "`available` is a count of VMs or null"}))),
+                    },
+                }
+                Some((200, json!({"zone": zone, "instance_type": size, "available": body["available"]})))
+            }
+            _ => None,
+        }
     }
 
     fn inventory(&self) -> Value {

@@ -50,6 +50,10 @@ struct Store {
     /// Service Networking's google.longrunning operations: the finished operation, and when it started.
     psa_operations: BTreeMap<String, (Value, Instant)>,
     next_id: u64,
+    /// Quota limits set through `/_admin/quota`, by (metric, region); others report [`DEFAULT_QUOTA`].
+    quota_limits: BTreeMap<(String, String), u64>,
+    /// Capacity set through `/_admin/capacity`: at most this many instances of a machine type live in a zone.
+    capacity: BTreeMap<(String, String), u64>,
 }
 
 pub struct Gcp {
@@ -449,6 +453,126 @@ fn check_labels(labels: &Value, field: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The limit a regional quota reports unless `/_admin/quota` set one: generous, so that nothing else is
+/// bounded by it.
+const DEFAULT_QUOTA: u64 = 100_000;
+
+/// The GPUs a machine type comes with, as Compute Engine's regional quota metrics count them: (on-demand
+/// metric, preemptible metric, GPUs per instance). Only metrics of compute v1's `Quota.metric` enum are
+/// here (the newer GPU families are limited by Cloud Quotas' GPU-family quota, which regions.get does not
+/// report); a machine type without a row counts against none.
+const GPU_QUOTAS: &[(&str, Option<&str>, &str, u64)] = &[
+    ("g2-standard-4", Some("NVIDIA_L4_GPUS"), "PREEMPTIBLE_NVIDIA_L4_GPUS", 1),
+    ("g2-standard-8", Some("NVIDIA_L4_GPUS"), "PREEMPTIBLE_NVIDIA_L4_GPUS", 1),
+    ("g2-standard-24", Some("NVIDIA_L4_GPUS"), "PREEMPTIBLE_NVIDIA_L4_GPUS", 2),
+    ("g2-standard-48", Some("NVIDIA_L4_GPUS"), "PREEMPTIBLE_NVIDIA_L4_GPUS", 4),
+    ("g2-standard-96", Some("NVIDIA_L4_GPUS"), "PREEMPTIBLE_NVIDIA_L4_GPUS", 8),
+    ("a3-highgpu-8g", None, "PREEMPTIBLE_NVIDIA_H100_GPUS", 8),
+];
+
+/// The quota metrics regions.get reports (each once), in order.
+fn quota_metrics() -> Vec<&'static str> {
+    let mut out: Vec<&str> = Vec::new();
+    for (_, on_demand, preemptible, _) in GPU_QUOTAS {
+        for m in on_demand.iter().chain(std::iter::once(preemptible)) {
+            if !out.contains(m) {
+                out.push(m);
+            }
+        }
+    }
+    out
+}
+
+/// The machine type of an instance (a URL or a bare name).
+fn machine_of(instance: &Value) -> &str {
+    instance["machineType"].as_str().unwrap_or_default().rsplit('/').next().unwrap_or_default()
+}
+
+/// Whether an instance holds its resources: on the way up or running (not stopped, suspended or gone).
+fn holds_capacity(status: &str) -> bool {
+    matches!(status, "PROVISIONING" | "STAGING" | "RUNNING" | "REPAIRING")
+}
+
+/// The quota metric an instance shaped like `instance` draws on, with what one takes: Spot, flex-start
+/// and preemptible VMs the preemptible one.
+fn quota_of(instance: &Value) -> Option<(&'static str, u64)> {
+    let (_, on_demand, preemptible, gpus) = GPU_QUOTAS.iter().find(|(m, ..)| *m == machine_of(instance))?;
+    let scheduling = &instance["scheduling"];
+    let model = scheduling["provisioningModel"].as_str().unwrap_or("STANDARD");
+    let preempted = matches!(model, "SPOT" | "FLEX_START") || scheduling["preemptible"].as_bool() == Some(true);
+    if preempted { Some((preemptible, *gpus)) } else { on_demand.map(|m| (m, *gpus)) }
+}
+
+/// `projects/p/zones/us-central1-a` -> `us-central1`.
+fn region_of_scope(scope: &str) -> &str {
+    let zone = scope.rsplit('/').next().unwrap_or_default();
+    zone.rsplit_once('-').map_or(zone, |(region, _)| region)
+}
+
+impl Store {
+    /// What instances in `region` use of `metric` now.
+    fn quota_usage(&self, project: &str, metric: &str, region: &str) -> u64 {
+        let zones = format!("projects/{project}/zones/{region}-");
+        self.resources
+            .iter()
+            .filter(|(k, s)| s.kind == "instances" && k.starts_with(&zones))
+            .filter(|(_, s)| holds_capacity(Gcp::view(s)["status"].as_str().unwrap_or_default()))
+            .filter_map(|(_, s)| quota_of(&s.value).filter(|(m, _)| *m == metric).map(|(_, n)| n))
+            .sum()
+    }
+
+    fn quota_limit(&self, metric: &str, region: &str) -> u64 {
+        self.quota_limits.get(&(metric.to_owned(), region.to_owned())).copied().unwrap_or(DEFAULT_QUOTA)
+    }
+
+    /// Whether `adding` more instances shaped like `instance` in the zone `scope` stay within the
+    /// region's quota; else the error Compute Engine's operation carries (QUOTA_EXCEEDED).
+    fn quota_refusal(&self, scope: &str, instance: &Value, adding: usize) -> Option<String> {
+        let (metric, per) = quota_of(instance)?;
+        let project = scope.split('/').nth(1).unwrap_or_default();
+        let region = region_of_scope(scope);
+        let (limit, used) = (self.quota_limit(metric, region), self.quota_usage(project, metric, region));
+        (used + per * adding as u64 > limit).then(|| format!("Quota '{metric}' exceeded.  Limit: {limit}.0 in region {region}."))
+    }
+
+    /// How many more instances of the machine type of `instance` the zone `scope` has room for (`None`: no
+    /// limit set).
+    fn capacity_free(&self, scope: &str, instance: &Value) -> Option<usize> {
+        let zone = scope.rsplit('/').next().unwrap_or_default();
+        let machine = machine_of(instance);
+        let available = *self.capacity.get(&(zone.to_owned(), machine.to_owned()))?;
+        let prefix = format!("{scope}/instances/");
+        let live = self
+            .resources
+            .iter()
+            .filter(|(k, s)| s.kind == "instances" && k.starts_with(&prefix) && machine_of(&s.value) == machine)
+            .filter(|(_, s)| holds_capacity(Gcp::view(s)["status"].as_str().unwrap_or_default()))
+            .count() as u64;
+        Some(available.saturating_sub(live) as usize)
+    }
+}
+
+/// The message of a ZONE_RESOURCE_POOL_EXHAUSTED operation error, as Compute Engine words it.
+fn exhausted(scope: &str) -> String {
+    format!(
+        "The zone '{scope}' does not have enough resources available to fulfill the request.  Try a different zone, or try again later."
+    )
+}
+
+/// regions.get: the region with its quotas (`metric`, `limit`, `usage`) as they are now.
+fn region_resource(store: &Store, project: &str, region: &str) -> Value {
+    let quotas: Vec<Value> = quota_metrics()
+        .into_iter()
+        .map(|m| json!({"metric": m, "limit": store.quota_limit(m, region) as f64, "usage": store.quota_usage(project, m, region) as f64}))
+        .collect();
+    let zones: Vec<String> = ["a", "b", "c", "f"].iter().map(|z| format!("{BASE}projects/{project}/zones/{region}-{z}")).collect();
+    json!({
+        "kind": "compute#region", "id": format!("{}", 1000 + region.len()), "name": region, "status": "UP",
+        "description": region, "creationTimestamp": "1969-12-31T16:00:00.000-08:00",
+        "selfLink": format!("{BASE}projects/{project}/regions/{region}"), "zones": zones, "quotas": quotas,
+    })
+}
+
 impl Gcp {
     /// The primary range of a stored subnetwork, by its URL or relative path.
     fn subnet_range(store: &Store, subnetwork: &str) -> Option<String> {
@@ -691,6 +815,22 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
     if segs.len() < 4 || segs[0] != "projects" {
         return error(404, "notFound", &format!("no route {rest}"));
     }
+    // regions.get: the region and its quotas, as they are now.
+    if segs.len() == 4 && segs[2] == "regions" {
+        if beta || method != Method::GET {
+            return error(404, "notFound", &format!("no route {method} {rest}"));
+        }
+        if let Some(fault) = gcp.admin.on_request("compute", "regions.get") {
+            match fault.kind {
+                FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
+                FaultKind::Throttle => return error(403, "rateLimitExceeded", "Rate Limit Exceeded"),
+                FaultKind::NotFound => return error(404, "notFound", &format!("The resource '{rest}' was not found")),
+                FaultKind::ServerError | FaultKind::Capacity => return error(503, "backendError", "Backend Error"),
+            }
+        }
+        let store = gcp.store.lock().unwrap();
+        return ok(region_resource(&store, segs[1], segs[3]));
+    }
     let (scope, tail) = match segs[2] {
         "global" => (segs[..3].join("/"), &segs[3..]),
         "zones" | "regions" if segs.len() >= 5 => (segs[..4].join("/"), &segs[4..]),
@@ -785,6 +925,20 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                     keys.push(key);
                 }
                 let name = body["name"].as_str().unwrap_or_default().to_owned();
+                // The zone's capacity for the machine type (`/_admin/capacity`), then the region's quota.
+                let target = format!("{scope}/instances/{name}");
+                if store.capacity_free(&scope, &body) == Some(0) {
+                    return ok(Gcp::operation(
+                        &mut store,
+                        &scope,
+                        "insert",
+                        &target,
+                        Some(("ZONE_RESOURCE_POOL_EXHAUSTED", exhausted(&scope))),
+                    ));
+                }
+                if let Some(message) = store.quota_refusal(&scope, &body, 1) {
+                    return ok(Gcp::operation(&mut store, &scope, "insert", &target, Some(("QUOTA_EXCEEDED", message))));
+                }
                 match check_topology(&store, &keys, &body, 1, "resource") {
                     Err(Refusal::Invalid(e)) => return e.response(),
                     Err(Refusal::Capacity(message)) => {
@@ -856,8 +1010,11 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             if !links.is_empty() {
                 properties["resourcePolicies"] = json!(links);
             }
-            let names: Vec<String> = if !bulk.per_instance_properties.is_empty() {
-                bulk.per_instance_properties.keys().cloned().collect()
+            let mut names: Vec<String> = if !bulk.per_instance_properties.is_empty() {
+                let mut named: Vec<String> = bulk.per_instance_properties.keys().cloned().collect();
+                // In the order of their numbers (node-2 before node-10).
+                named.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
+                named
             } else {
                 let pattern = bulk.name_pattern.clone().unwrap_or_else(|| "instance-####".into());
                 let hashes = pattern.chars().filter(|c| *c == '#').count().max(1);
@@ -869,6 +1026,46 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             }
             if let Some(taken) = names.iter().find(|n| store.resources.contains_key(&format!("{scope}/instances/{n}"))) {
                 return error(409, "alreadyExists", &format!("The resource '{scope}/instances/{taken}' already exists"));
+            }
+            // count is the most to make, minCount (count when not given) the fewest: fewer than minCount and
+            // none are made. With perInstanceProperties, count is at most their number.
+            let count = bulk.count.map_or(names.len(), |c| usize::try_from(c).unwrap_or(0));
+            if count == 0 || count > names.len() {
+                return error(
+                    400,
+                    "invalid",
+                    &format!(
+                        "Invalid value for field 'resource.count': '{count}'. It must be between 1 and the {} instances named in perInstanceProperties.",
+                        names.len()
+                    ),
+                );
+            }
+            let min = bulk.min_count.map_or(count, |m| usize::try_from(m).unwrap_or(usize::MAX));
+            if min == 0 || min > count {
+                return error(
+                    400,
+                    "invalid",
+                    &format!("Invalid value for field 'resource.minCount': '{min}'. It must be between 1 and count ({count})."),
+                );
+            }
+            names.truncate(count);
+            let target = format!("{scope}/instances");
+            // The zone's capacity for the machine type (`/_admin/capacity`): what fits is made, at least minCount.
+            if let Some(free) = store.capacity_free(&scope, &properties) {
+                if free < min {
+                    return ok(Gcp::operation(
+                        &mut store,
+                        &scope,
+                        "bulkInsert",
+                        &target,
+                        Some(("ZONE_RESOURCE_POOL_EXHAUSTED", exhausted(&scope))),
+                    ));
+                }
+                names.truncate(free);
+            }
+            // The region's quota takes them all or refuses them all, before anything is made.
+            if let Some(message) = store.quota_refusal(&scope, &properties, names.len()) {
+                return ok(Gcp::operation(&mut store, &scope, "bulkInsert", &target, Some(("QUOTA_EXCEEDED", message))));
             }
             // All or nothing: a GPU topology's sub-block that cannot take them all takes none.
             let topology = match check_topology(&store, &keys, &properties, names.len(), "resource.instanceProperties") {
@@ -894,8 +1091,16 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                     return e.response();
                 }
             }
-            let target = format!("{scope}/instances");
-            ok(Gcp::operation(&mut store, &scope, "bulkInsert", &target, None))
+            // How many it made, per zone, as Compute Engine reports it on the operation.
+            let mut op = Gcp::operation(&mut store, &scope, "bulkInsert", &target, None);
+            let zone = format!("zones/{}", segs[3]);
+            op["instancesBulkInsertOperationMetadata"] = json!({"perLocationStatus": {zone: {
+                "targetVmCount": count, "createdVmCount": names.len(), "failedToCreateVmCount": count - names.len(),
+                "deletedVmCount": 0, "status": "DONE"}}});
+            if let Some(stored) = store.operations.get_mut(&format!("{scope}/operations/{}", op["name"].as_str().unwrap_or_default())) {
+                stored.0 = op.clone();
+            }
+            ok(op)
         }
         verb @ ("start" | "reset" | "resume") => {
             let key = format!("{scope}/instances/{}", tail[1]);
@@ -1214,7 +1419,51 @@ fn parse_query(q: &str) -> BTreeMap<String, String> {
     q.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_owned(), v.replace("%2C", ",").replace("%2F", "/"))).collect()
 }
 
+impl Gcp {
+    /// `POST /_admin/quota` `{"id": <metric>, "scope": <region>, "limit": n}`.
+    fn set_quota(&self, body: &Value) -> (u16, Value) {
+        let (Some(id), Some(region)) = (body["id"].as_str(), body["scope"].as_str()) else {
+            return (400, json!({"error": "quota needs id (a quota metric) and scope (a region)"}));
+        };
+        if !quota_metrics().contains(&id) {
+            return (400, json!({"error": format!("{id} is not a quota metric the emulator counts; known: {:?}", quota_metrics())}));
+        }
+        let Some(limit) = body["limit"].as_u64() else { return (400, json!({"error": "quota needs limit, a whole number"})) };
+        self.store.lock().unwrap().quota_limits.insert((id.to_owned(), region.to_owned()), limit);
+        (200, json!({"id": id, "scope": region, "limit": limit}))
+    }
+
+    /// `POST /_admin/capacity` `{"zone": z, "instance_type": t, "available": n | null}`.
+    fn set_capacity(&self, body: &Value) -> (u16, Value) {
+        let (Some(zone), Some(machine)) = (body["zone"].as_str(), body["instance_type"].as_str()) else {
+            return (400, json!({"error": "capacity needs zone and instance_type"}));
+        };
+        let key = (zone.to_owned(), machine.to_owned());
+        let mut store = self.store.lock().unwrap();
+        match &body["available"] {
+            Value::Null => {
+                store.capacity.remove(&key);
+            }
+            v => match v.as_u64() {
+                Some(n) => {
+                    store.capacity.insert(key, n);
+                }
+                None => return (400, json!({"error": "available is a whole number or null"})),
+            },
+        }
+        (200, json!({"zone": zone, "instance_type": machine, "available": body["available"]}))
+    }
+}
+
 impl Emulated for Gcp {
+    fn extra_admin(&self, method: &str, route: &str, body: &Value) -> Option<(u16, Value)> {
+        match (method, route) {
+            ("POST", "quota") => Some(self.set_quota(body)),
+            ("POST", "capacity") => Some(self.set_capacity(body)),
+            _ => None,
+        }
+    }
+
     fn reset(&self) {
         *self.store.lock().unwrap() = Store::default();
     }

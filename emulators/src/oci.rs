@@ -3,7 +3,11 @@
 //! pools, GPU memory fabrics (seeded through `POST /_admin/gpu-memory-fabrics`, as the API cannot make one) and
 //! the GPU memory clusters that launch GB200/GB300 instances on them, work requests) and File Storage with
 //! Lustre (`/20250228`: Lustre file systems, Object Storage links and their import sync jobs, work requests)
-//! in memory on 127.0.0.1. Every request's HTTP signature is verified against the API public keys registered
+//! and the Limits service's GetResourceAvailability (`/20190729`, Compute GPU limits per availability domain,
+//! set through `POST /_admin/quota`; usage from the live instances) in memory on 127.0.0.1. Host capacity per
+//! availability domain and shape (`POST /_admin/capacity`) refuses a LaunchInstance beyond it with OCI's 500
+//! "Out of host capacity." and gives a cluster network's pool or a GPU memory cluster what fits, failing its
+//! work request. Every request's HTTP signature is verified against the API public keys registered
 //! through `POST /_admin/keys` (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem":
 //! ...}`); a missing or bad signature gets OCI's real 401 `NotAuthenticated` answer.
 //!
@@ -47,6 +51,26 @@ use crate::admin::{Admin, Emulated, FaultKind};
 const SETTLE: f64 = 0.3;
 const CORE: &str = "20160918";
 const LUSTRE: &str = "20250228";
+/// The Limits service's resource availability (the `oci` SDK's LimitsClient: `/20190729/services/...`).
+const LIMITS: &str = "20190729";
+/// What a Compute GPU limit is when the admin API set none: generous, so that tests not about quota never
+/// meet it.
+const DEFAULT_LIMIT: u64 = 100_000;
+/// The Compute service limits GetResourceAvailability answers for, by the GPU shape series that count against
+/// each (in GPUs, per availability domain; OCI's Compute Quotas reference names gpu-a10, gpu-h200, gpu-b200 and
+/// gpu-mi300x; the others as the provider names them, see `src/clouds/oci/limits.rs`).
+const GPU_LIMITS: [(&str, &str); 10] = [
+    ("BM.GPU.H100.", "gpu-h100-count"),
+    ("BM.GPU.H200.", "gpu-h200-count"),
+    ("BM.GPU.B200.", "gpu-b200-count"),
+    ("BM.GPU.B300.", "gpu-b300-count"),
+    ("BM.GPU.MI300X.", "gpu-mi300x-count"),
+    ("VM.GPU.A10.", "gpu-a10-count"),
+    ("BM.GPU.A10.", "gpu-a10-count"),
+    ("BM.GPU.L40S.", "gpu-l40s-count"),
+    ("BM.GPU.GB200", "gpu-gb200-count"),
+    ("BM.GPU.GB300.", "gpu-gb300-count"),
+];
 const MAX_PAGE: usize = 1000;
 /// The kinds of a GPU memory fabric (an NVL72 rack's NVLink fabric, found, never made) and of a GPU memory
 /// cluster (the instances launched on one).
@@ -240,6 +264,11 @@ struct Store {
     sync_jobs: BTreeMap<String, SyncJob>,
     /// `opc-retry-token` (with the path it was sent to) -> the answer given.
     retries: BTreeMap<String, Reply>,
+    /// Compute limits set through `POST /_admin/quota`: (limit name, availability domain) -> GPUs.
+    quotas: BTreeMap<(String, String), u64>,
+    /// Host capacity set through `POST /_admin/capacity`: (availability domain, shape) -> instances that may be
+    /// live there at once.
+    capacity: BTreeMap<(String, String), u64>,
     next: u64,
 }
 
@@ -328,6 +357,7 @@ enum Action {
     ListGpuMemoryClusterInstances,
     Power,
     DetachPoolInstance,
+    GetResourceAvailability,
 }
 
 struct Route {
@@ -346,9 +376,16 @@ struct Route {
 /// Maps a request to its operation; None for what OCI does not serve (a 404).
 fn route(method: &Method, path: &str) -> Option<Route> {
     let (version, rest) = path.split_once('/')?;
-    let version = [CORE, LUSTRE].into_iter().find(|v| *v == version)?;
+    let version = [CORE, LUSTRE, LIMITS].into_iter().find(|v| *v == version)?;
     let segs: Vec<&str> = rest.split('/').collect();
     let method = method.as_str();
+    // The Limits service serves only GetResourceAvailability here: `/services/{serviceName}/limits/{limitName}/resourceAvailability`.
+    if version == LIMITS {
+        let ("GET", ["services", service, "limits", limit, "resourceAvailability"]) = (method, &segs[..]) else { return None };
+        let (id, child) = ((*service).to_owned(), (*limit).to_owned());
+        let operation = "GetResourceAvailability".into();
+        return Some(Route { action: Action::GetResourceAvailability, version, collection: None, id, child, operation });
+    }
     if segs[0] == "workRequests" {
         let (action, operation) = match (method, &segs[1..]) {
             ("GET", [_]) => (Action::GetWorkRequest, "GetWorkRequest"),
@@ -508,7 +545,11 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         }
     }
     let Some(route) = route(&method, &path) else { return Reply::not_found().into_response() };
-    let service = if route.version == CORE { "core" } else { "lustre" };
+    let service = match route.version {
+        CORE => "core",
+        LIMITS => "limits",
+        _ => "lustre",
+    };
     let mut capacity_failure = false;
     if let Some(fault) = oci.admin.on_request(service, &route.operation) {
         match fault.kind {
@@ -561,6 +602,7 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         Action::ListGpuMemoryClusterInstances => list_gpu_memory_cluster_instances(&store, &req),
         Action::Power => instance_action(&mut store, &req),
         Action::DetachPoolInstance => detach_pool_instance(&mut store, &req),
+        Action::GetResourceAvailability => get_resource_availability(&store, &req),
     };
     let reply = result.unwrap_or_else(|e| e);
     if let Some(key) = retry
@@ -945,7 +987,13 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
         "computecluster" => {
             require(&value, "/availabilityDomain")?;
         }
-        "instance" => check_launch(store, &value)?,
+        "instance" => {
+            check_launch(store, &value)?;
+            let (ad, shape) = (text(&value, "/availabilityDomain").unwrap_or_default(), text(&value, "/shape").unwrap_or_default());
+            if room(store, ad, shape) == Some(0) {
+                return Err(out_of_host_capacity());
+            }
+        }
         "instanceconfiguration" => {
             require(&value, "/instanceDetails/launchDetails/shape")?;
         }
@@ -994,6 +1042,7 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
             let placement = network_placement.take().expect("checked above");
             let placement = PoolPlacement { network: id.clone(), compartment: compartment.clone(), ..placement };
             let mut pools = Vec::new();
+            let mut short = false;
             for requested in value["instancePools"].as_array().cloned().unwrap_or_default() {
                 let pool_id = ocid(store, "instancepool");
                 let size = requested["size"].as_u64().unwrap_or_default();
@@ -1006,15 +1055,21 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
                     pool["displayName"] = json!(name);
                 }
                 if !req.capacity_failure {
-                    launch_pool_instances(store, &placement, &pool, size);
+                    // Under a capacity limit the pool gets what fits, and says so in its size.
+                    let fits = pool_room(store, &placement.ad, &pool).map_or(size, |r| r.min(size));
+                    launch_pool_instances(store, &placement, &pool, fits);
+                    short |= fits < size;
+                    pool["size"] = json!(fits);
                 }
                 pools.push(pool);
             }
             value["instancePools"] = Value::Array(pools);
-            let failure = req.capacity_failure.then(|| ("InternalError".to_owned(), "Out of host capacity.".to_owned()));
-            if failure.is_some() {
+            // A capacity fault fails the whole network (it ends TERMINATED, nothing launched); a capacity limit
+            // keeps what fit, RUNNING, and only the work request fails.
+            if req.capacity_failure {
                 value["_failed"] = json!(true);
             }
+            let failure = (req.capacity_failure || short).then(host_capacity_failure);
             let resources = vec![("clusternetwork", id.clone(), "CREATED")];
             work_request = Some(new_work_request(store, CORE, "CreateClusterNetwork", &compartment, resources, failure));
         }
@@ -1035,12 +1090,21 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
         GMC => {
             // The instances launch with the cluster, from its instance configuration, on its fabric's hosts;
             // with no host capacity none does and the work request fails.
-            let failure = req.capacity_failure.then(|| ("InternalError".to_owned(), "Out of host capacity.".to_owned()));
+            let mut failure = req.capacity_failure.then(host_capacity_failure);
             value["systemTags"] = json!({});
             if failure.is_some() {
                 value["_failed"] = json!(true);
             } else {
-                launch_gpu_memory_cluster_instances(store, &value, gmc_size);
+                // Under a capacity limit the cluster gets what fits (its size says so) and the work request fails.
+                let ad = text(&value, "/availabilityDomain").unwrap_or_default().to_owned();
+                let fits = configuration_shape(store, value["instanceConfigurationId"].as_str().unwrap_or_default())
+                    .and_then(|shape| room(store, &ad, &shape))
+                    .map_or(gmc_size, |r| r.min(gmc_size));
+                if fits < gmc_size {
+                    value["size"] = json!(fits);
+                    failure = Some(host_capacity_failure());
+                }
+                launch_gpu_memory_cluster_instances(store, &value, fits);
             }
             let resources = vec![(GMC, id.clone(), "CREATED")];
             work_request = Some(new_work_request(store, CORE, "CreateComputeGpuMemoryCluster", &compartment, resources, failure));
@@ -1217,6 +1281,83 @@ fn launch_gpu_memory_cluster_instances(store: &mut Store, gmc: &Value, count: u6
     }
 }
 
+/// OCI's answer to a launch no host can take: 500 `InternalError` "Out of host capacity.".
+fn out_of_host_capacity() -> Reply {
+    Reply::error(500, "InternalError", "Out of host capacity.")
+}
+
+/// A work request's error when what it was to launch found no host (the pool or memory cluster got what fit).
+fn host_capacity_failure() -> (String, String) {
+    ("InternalError".to_owned(), "Out of host capacity.".to_owned())
+}
+
+/// The live instances of `shape` in availability domain `ad`.
+fn live_of_shape(store: &Store, ad: &str, shape: &str) -> u64 {
+    store.resources.values().filter(|s| live_instance(s) && s.value["availabilityDomain"] == ad && s.value["shape"] == shape).count() as u64
+}
+
+/// How many more instances of `shape` the host capacity set for `ad` takes; None when no limit is set.
+fn room(store: &Store, ad: &str, shape: &str) -> Option<u64> {
+    let limit = store.capacity.get(&(ad.to_owned(), shape.to_owned()))?;
+    Some(limit.saturating_sub(live_of_shape(store, ad, shape)))
+}
+
+/// The shape an instance configuration launches.
+fn configuration_shape(store: &Store, config_id: &str) -> Option<String> {
+    text(&store.resources.get(config_id)?.value, "/instanceDetails/launchDetails/shape").map(str::to_owned)
+}
+
+/// [`room`] for the shape a pool's instance configuration launches.
+fn pool_room(store: &Store, ad: &str, pool: &Value) -> Option<u64> {
+    room(store, ad, &configuration_shape(store, pool["instanceConfigurationId"].as_str().unwrap_or_default())?)
+}
+
+/// The Compute limit a shape's instances count against, if it is one of [`GPU_LIMITS`].
+fn limit_of_shape(shape: &str) -> Option<&'static str> {
+    GPU_LIMITS.iter().find(|(series, _)| shape.starts_with(series)).map(|(_, limit)| *limit)
+}
+
+/// The GPUs of a GPU shape: the count its name ends with (`BM.GPU.H100.8`, `VM.GPU.A10.1`).
+fn gpus_of_shape(shape: &str) -> u64 {
+    shape.rsplit('.').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// GPUs of the live instances counting against `limit` in `ad`: the tenancy's (its root compartment) or one
+/// compartment's.
+fn gpu_usage(store: &Store, limit: &str, ad: &str, compartment: &str) -> u64 {
+    let tenancy = compartment.starts_with("ocid1.tenancy.");
+    store
+        .resources
+        .values()
+        .filter(|s| live_instance(s) && s.value["availabilityDomain"] == ad && (tenancy || s.value["compartmentId"] == compartment))
+        .filter_map(|s| s.value["shape"].as_str())
+        .filter(|shape| limit_of_shape(shape) == Some(limit))
+        .map(gpus_of_shape)
+        .sum()
+}
+
+/// GetResourceAvailability for a Compute GPU limit: `used` from the live instances, `available` what the
+/// limit (set through `/_admin/quota`, else [`DEFAULT_LIMIT`]) leaves. As OCI: `compartmentId` is required,
+/// an availability domain is required for an AD-scoped limit (400 InvalidParameter), and a limit it does not
+/// report on is a 404.
+fn get_resource_availability(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let compartment = req.query.get("compartmentId").ok_or_else(|| missing("compartmentId"))?;
+    let (service, limit) = (req.route.id.as_str(), req.route.child.as_str());
+    if service != "compute" || !GPU_LIMITS.iter().any(|(_, l)| *l == limit) {
+        return Err(Reply::not_found());
+    }
+    let Some(ad) = req.query.get("availabilityDomain").filter(|a| !a.is_empty()) else {
+        return Err(invalid(format!("The limit {limit} is scoped to an availability domain: availabilityDomain is required.")));
+    };
+    let used = gpu_usage(store, limit, ad, compartment);
+    let total = store.quotas.get(&(limit.to_owned(), ad.clone())).copied().unwrap_or(DEFAULT_LIMIT);
+    let available = total.saturating_sub(used);
+    Ok(Reply::json(
+        200,
+        json!({"used": used, "available": available, "fractionalUsage": used as f64, "fractionalAvailability": available as f64}),
+    ))
+}
+
 /// Whether an instance is one of its cluster's: not terminating or terminated.
 fn live_instance(s: &Stored) -> bool {
     s.kind == "instance" && !matches!(state_of(s).as_str(), "TERMINATING" | "TERMINATED")
@@ -1310,6 +1451,7 @@ fn update_gpu_memory_cluster(store: &mut Store, id: &str, body: &Value, state: &
     let live = gmc_members(store, id).len() as i64;
     let gmc = &store.resources[id].value;
     let mut resize = None;
+    let mut short = false;
     if let Some(size) = body.get("size") {
         let size = check_gmc_size(size)?;
         if size != live {
@@ -1339,7 +1481,18 @@ fn update_gpu_memory_cluster(store: &mut Store, id: &str, body: &Value, state: &
         Some(size) => {
             set_state(store.resources.get_mut(id).expect("found above"), "UPDATING");
             if size > live && !capacity_failure {
-                launch_gpu_memory_cluster_instances(store, &value, (size - live) as u64);
+                let want = (size - live) as u64;
+                let ad = value["availabilityDomain"].as_str().unwrap_or_default().to_owned();
+                let fits = configuration_shape(store, value["instanceConfigurationId"].as_str().unwrap_or_default())
+                    .and_then(|shape| room(store, &ad, &shape))
+                    .map_or(want, |r| r.min(want));
+                launch_gpu_memory_cluster_instances(store, &value, fits);
+                if fits < want {
+                    short = true;
+                    if let Some(s) = store.resources.get_mut(id) {
+                        s.value["size"] = json!(live as u64 + fits);
+                    }
+                }
             }
             let members: Vec<String> = gmc_members(store, id).into_iter().cloned().collect();
             // The newest go first.
@@ -1351,8 +1504,7 @@ fn update_gpu_memory_cluster(store: &mut Store, id: &str, body: &Value, state: &
         }
         None => store.resources.get_mut(id).expect("found above").version += 1,
     }
-    let failure =
-        (capacity_failure && resize.is_some_and(|n| n > live)).then(|| ("InternalError".to_owned(), "Out of host capacity.".to_owned()));
+    let failure = ((capacity_failure && resize.is_some_and(|n| n > live)) || short).then(host_capacity_failure);
     let wr = new_work_request(store, CORE, "UpdateComputeGpuMemoryCluster", &compartment, vec![(GMC, id.to_owned(), "UPDATED")], failure);
     Ok(shown_reply(store, 200, id).header("opc-work-request-id", wr))
 }
@@ -1800,6 +1952,7 @@ fn update_cluster_network(store: &mut Store, id: &str, body: &Value, state: &str
     };
     let mut resizes = Vec::new();
     let mut configs = Vec::new();
+    let mut short = false;
     if let Some(requested) = body.get("instancePools") {
         let requested = requested.as_array().ok_or_else(|| invalid("instancePools must be a list."))?;
         for r in requested {
@@ -1835,8 +1988,15 @@ fn update_cluster_network(store: &mut Store, id: &str, body: &Value, state: &str
             .map(|(id, _)| id.clone())
             .collect();
         let have = live.len() as u64;
+        let mut size = size;
         if size > have {
-            launch_pool_instances(store, &placement, &pools[index], size - have);
+            // Under a capacity limit the pool grows by what fits, and its size says so.
+            let fits = pool_room(store, &placement.ad, &pools[index]).map_or(size - have, |r| r.min(size - have));
+            launch_pool_instances(store, &placement, &pools[index], fits);
+            if fits < size - have {
+                short = true;
+                size = have + fits;
+            }
         }
         // The newest go first.
         for victim in live.iter().rev().take(have.saturating_sub(size) as usize) {
@@ -1856,7 +2016,9 @@ fn update_cluster_network(store: &mut Store, id: &str, body: &Value, state: &str
     }
     let compartment = placement.compartment.clone();
     let mut reply = resource_reply(200, &store.resources[id]);
-    let wr = new_work_request(store, CORE, "UpdateClusterNetwork", &compartment, vec![("clusternetwork", id.to_owned(), "UPDATED")], None);
+    let failure = short.then(host_capacity_failure);
+    let wr =
+        new_work_request(store, CORE, "UpdateClusterNetwork", &compartment, vec![("clusternetwork", id.to_owned(), "UPDATED")], failure);
     reply = reply.header("opc-work-request-id", wr);
     Ok(reply)
 }
@@ -2377,6 +2539,54 @@ impl Oci {
     }
 }
 
+impl Oci {
+    /// `POST /_admin/quota` `{"id": "<limit name>", "scope": "<availability domain>", "limit": <GPUs>}`: a
+    /// Compute GPU limit, as GetResourceAvailability reports it (usage is always the live instances').
+    fn set_quota(&self, body: &Value) -> (u16, Value) {
+        let (Some(id), Some(scope), Some(limit)) = (text(body, "/id"), text(body, "/scope"), body.get("limit").and_then(Value::as_u64))
+        else {
+            return (400, json!({"error": "quota needs id (a Compute limit name), scope (an availability domain) and limit (GPUs)"}));
+        };
+        if !GPU_LIMITS.iter().any(|(_, l)| *l == id) {
+            let known: Vec<&str> = GPU_LIMITS.iter().map(|(_, l)| *l).collect();
+            return (400, json!({"error": format!("{id} is not a Compute limit the emulator reports; it knows {}", known.join(", "))}));
+        }
+        let mut store = self.store.lock().unwrap();
+        store.quotas.insert((id.to_owned(), scope.to_owned()), limit);
+        let used = gpu_usage(&store, id, scope, "ocid1.tenancy.");
+        (200, json!({"id": id, "scope": scope, "limit": limit, "used": used}))
+    }
+
+    /// `POST /_admin/capacity` `{"zone": "<availability domain>", "instance_type": "<shape>", "available": <n> | null}`:
+    /// at most n instances of the shape live in the availability domain at once (null lifts it).
+    fn set_capacity(&self, body: &Value) -> (u16, Value) {
+        let (Some(zone), Some(shape)) = (text(body, "/zone"), text(body, "/instance_type")) else {
+            return (
+                400,
+                json!({"error": "capacity needs zone (an availability domain), instance_type (a shape) and available (n or null)"}),
+            );
+        };
+        let key = (zone.to_owned(), shape.to_owned());
+        let mut store = self.store.lock().unwrap();
+        match body.get("available") {
+            None | Some(Value::Null) => {
+                store.capacity.remove(&key);
+            }
+            Some(n) => match n.as_u64() {
+                Some(n) => {
+                    store.capacity.insert(key, n);
+                }
+                None => return (400, json!({"error": "available must be a non-negative integer or null"})),
+            },
+        }
+        let live = live_of_shape(&store, zone, shape);
+        (
+            200,
+            json!({"zone": zone, "instance_type": shape, "available": body.get("available").cloned().unwrap_or(Value::Null), "live": live}),
+        )
+    }
+}
+
 impl Emulated for Oci {
     fn reset(&self) {
         let mut store = self.store.lock().unwrap();
@@ -2497,6 +2707,8 @@ impl Emulated for Oci {
 
     fn extra_admin(&self, method: &str, route: &str, body: &Value) -> Option<(u16, Value)> {
         match (method, route) {
+            ("POST", "quota") => return Some(self.set_quota(body)),
+            ("POST", "capacity") => return Some(self.set_capacity(body)),
             ("POST", "gpu-memory-fabrics") => return Some(self.seed_fabric(body)),
             ("GET", "gpu-memory-fabrics") => {
                 let store = self.store.lock().unwrap();

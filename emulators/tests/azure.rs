@@ -501,3 +501,137 @@ async fn scale_set_actions_touch_only_the_named_vms() {
     assert_eq!(actions[vm(1).to_lowercase()], json!({"manualupgrade": 1, "reimage": 1, "restart": 1}));
     assert_eq!(actions[vm(3).to_lowercase()], json!({"start": 1}));
 }
+
+fn admin_post(running: &azure::Running, route: &str, body: Value) -> (u16, Value) {
+    let emu = running.emulator.clone();
+    emu.admin.handle("POST", route, body.to_string().as_bytes(), emu.as_ref())
+}
+
+/// Usage_List of a location as a map of usage name -> (limit, currentValue), each usage checked for the
+/// fields ListUsagesResult's Usage requires.
+async fn usages(c: &Client, location: &str) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let reply = c.call("GET", &format!("{SUB}/providers/Microsoft.Compute/locations/{location}/usages?{V}"), None, true).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let list = reply.body["value"].as_array().expect("value[]").clone();
+    list.iter()
+        .map(|u| {
+            assert_eq!(u["unit"], "Count", "{u}");
+            assert!(u["name"]["localizedValue"].is_string(), "{u}");
+            (u["name"]["value"].as_str().unwrap().to_owned(), (u["limit"].as_u64().unwrap(), u["currentValue"].as_u64().unwrap()))
+        })
+        .collect()
+}
+
+async fn vm_count(c: &Client, vmss: &str) -> usize {
+    c.call("GET", &format!("{vmss}/virtualMachines?{V}"), None, true).await.body["value"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compute_usages_report_the_limit_set_and_the_vcpus_of_what_runs() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let rg = format!("{SUB}/resourceGroups/quota-rg");
+    assert_eq!(c.call("PUT", &format!("{rg}?{V_GROUP}"), Some(json!({"location": "eastus"})), true).await.status, 201);
+    let family = "standardNDSH100v5Family";
+
+    // Without a limit set, every usage is generous and nothing is used.
+    let before = usages(&c, "eastus").await;
+    assert_eq!(before[family], (100_000, 0));
+    assert_eq!(before["lowPriorityCores"], (100_000, 0));
+    assert_eq!(before["cores"], (100_000, 0));
+
+    let (status, set) = admin_post(&running, "quota", json!({"id": family, "scope": "eastus", "limit": 288}));
+    assert_eq!((status, &set["limit"]), (200, &json!(288)), "{set}");
+    let (status, _) = admin_post(&running, "quota", json!({"id": family, "limit": 1}));
+    assert_eq!(status, 400, "a quota needs its scope");
+
+    // Two H100 VMs (96 vCPUs each) count against the family and the regional total; one spot VM against
+    // the low-priority quota only.
+    let vmss = format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/q-0");
+    let created = c.call("PUT", &format!("{vmss}?{V}"), Some(vmss_body(2)), true).await;
+    assert_eq!(c.wait(&created).await["status"], "Succeeded");
+    let mut spot = vmss_body(1);
+    spot["properties"]["virtualMachineProfile"] = json!({"priority": "Spot", "evictionPolicy": "Delete"});
+    let spot_set = format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/q-spot");
+    let created = c.call("PUT", &format!("{spot_set}?{V}"), Some(spot), true).await;
+    assert_eq!(c.wait(&created).await["status"], "Succeeded");
+    let after = usages(&c, "eastus").await;
+    assert_eq!(after[family], (288, 192));
+    assert_eq!(after["cores"], (100_000, 192));
+    assert_eq!(after["lowPriorityCores"], (100_000, 96));
+    assert_eq!(usages(&c, "westus").await[family], (100_000, 0), "a quota is per location");
+
+    // A scale-out past a limit that was set is refused as ARM refuses it, and nothing is added.
+    let over = c.call("PUT", &format!("{vmss}?{V}"), Some(vmss_body(4)), true).await;
+    assert_eq!((over.status, over.body["error"]["code"].as_str()), (409, Some("OperationNotAllowed")), "{}", over.body);
+    let message = over.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(family) && message.contains("Current Limit: 288") && message.contains("Additional Required: 192"),
+        "{message}"
+    );
+    assert_eq!(vm_count(&c, &vmss).await, 2);
+
+    // A deleted VM frees its quota.
+    let gone = c.call("POST", &format!("{vmss}/delete?{V}"), Some(json!({"instanceIds": ["1"]})), true).await;
+    assert_eq!(gone.status, 202);
+    assert_eq!(c.wait(&gone).await["status"], "Succeeded");
+    assert_eq!(usages(&c, "eastus").await[family], (288, 96));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_limit_places_what_fits_and_fails_the_rest_with_allocation_failed() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let rg = format!("{SUB}/resourceGroups/cap-rg");
+    assert_eq!(c.call("PUT", &format!("{rg}?{V_GROUP}"), Some(json!({"location": "eastus"})), true).await.status, 201);
+    let set = |n: &str| format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{n}");
+    let size = "Standard_ND96isr_H100_v5";
+    let (status, _) = admin_post(&running, "capacity", json!({"zone": "eastus", "instance_type": size, "available": 3}));
+    assert_eq!(status, 200);
+    let (status, _) = admin_post(&running, "capacity", json!({"zone": "eastus", "instance_type": size, "available": "some"}));
+    assert_eq!(status, 400);
+
+    let a = c.call("PUT", &format!("{}?{V}", set("a")), Some(vmss_body(2)), true).await;
+    assert_eq!(c.wait(&a).await["status"], "Succeeded");
+    // Two more asked, one fits: it is placed, and the operation fails as ARM reports an allocation failure.
+    let b = c.call("PUT", &format!("{}?{V}", set("b")), Some(vmss_body(2)), true).await;
+    assert_eq!(b.status, 201);
+    let outcome = c.wait(&b).await;
+    assert_eq!((outcome["status"].as_str(), outcome["error"]["code"].as_str()), (Some("Failed"), Some("AllocationFailed")), "{outcome}");
+    assert!(outcome["error"]["message"].as_str().unwrap().starts_with("Allocation failed."), "{outcome}");
+    assert_eq!(vm_count(&c, &set("b")).await, 1);
+    let got = c.call("GET", &format!("{}?{V}", set("b")), None, true).await.body;
+    assert_eq!((got["properties"]["provisioningState"].as_str(), got["sku"]["capacity"].as_u64()), (Some("Failed"), Some(2)));
+
+    // DeleteInstances takes the placed VM away and lowers the capacity with it.
+    let missing = c.call("POST", &format!("{}/delete?{V}", set("b")), Some(json!({"instanceIds": ["7"]})), true).await;
+    assert_eq!((missing.status, missing.body["error"]["code"].as_str()), (400, Some("InvalidParameter")));
+    let deleting = c.call("POST", &format!("{}/delete?{V}", set("b")), Some(json!({"instanceIds": ["0"]})), true).await;
+    assert_eq!(c.wait(&deleting).await["status"], "Succeeded");
+    assert_eq!(vm_count(&c, &set("b")).await, 0);
+    assert_eq!(c.call("GET", &format!("{}?{V}", set("b")), None, true).await.body["sku"]["capacity"], 1);
+
+    // Lifted, the same PUT places every VM.
+    admin_post(&running, "capacity", json!({"zone": "eastus", "instance_type": size, "available": null}));
+    let b = c.call("PUT", &format!("{}?{V}", set("b")), Some(vmss_body(2)), true).await;
+    assert_eq!(b.status, 200, "an update: no monitor, the provisioningState settles");
+    assert_eq!(c.settle(&format!("{}?{V}", set("b"))).await["properties"]["provisioningState"], "Succeeded");
+    assert_eq!(vm_count(&c, &set("b")).await, 2);
+
+    // A zone's limit: a zonal scale set fails with ZonalAllocationFailed, and so does a single VM.
+    admin_post(&running, "capacity", json!({"zone": "eastus-1", "instance_type": size, "available": 0}));
+    let mut zonal = vmss_body(1);
+    zonal["zones"] = json!(["1"]);
+    let z = c.call("PUT", &format!("{}?{V}", set("z")), Some(zonal), true).await;
+    assert_eq!(c.wait(&z).await["error"]["code"], "ZonalAllocationFailed");
+    assert_eq!(vm_count(&c, &set("z")).await, 0);
+    let vm = format!("{rg}/providers/Microsoft.Compute/virtualMachines/one");
+    let body = json!({"location": "eastus", "zones": ["1"], "properties": {"hardwareProfile": {"vmSize": size}}});
+    let single = c.call("PUT", &format!("{vm}?{V}"), Some(body), true).await;
+    assert_eq!(single.status, 201, "{}", single.body);
+    assert_eq!(c.wait(&single).await["error"]["code"], "ZonalAllocationFailed");
+    assert_eq!(c.call("GET", &format!("{vm}?{V}"), None, true).await.status, 404, "a VM without room is not made");
+    // Elsewhere in the location there is room.
+    let other = c.call("PUT", &format!("{}?{V}", set("elsewhere")), Some(vmss_body(1)), true).await;
+    assert_eq!(c.wait(&other).await["status"], "Succeeded");
+}

@@ -698,3 +698,173 @@ async fn node_health_labels_and_restarts_through_the_compute_api() {
     assert!(healed.resource_status.and_then(|r| r.upcoming_maintenance).is_none());
     assert_eq!(healed.status, Some(model::instance::Status::Running));
 }
+
+/// g2-standard-4 nodes (one L4 each) named `names`, `min` of them at least, under `model` (STANDARD, SPOT).
+fn l4_bulk(names: &[String], min: Option<usize>, model: &str) -> model::BulkInsertInstanceResource {
+    let mut body = json!({"count": names.len().to_string(),
+                          "perInstanceProperties": names.iter().map(|n| (n.clone(), json!({}))).collect::<serde_json::Map<_, _>>(),
+                          "instanceProperties": {"machineType": "g2-standard-4", "labels": {"hpc_cluster": "cap"},
+                                                 "scheduling": {"onHostMaintenance": "TERMINATE", "provisioningModel": model},
+                                                 "networkInterfaces": [{"network": format!("projects/{P}/global/networks/default")}]}});
+    if let Some(m) = min {
+        body["minCount"] = json!(m.to_string());
+    }
+    serde_json::from_value(body).unwrap()
+}
+
+/// The operation once DONE (zoneOperations.get through the vendor's client): its error codes, and how many VMs
+/// its bulkInsert metadata says it made in the zone.
+async fn finished(endpoint: &str, op: model::Operation) -> (Vec<String>, Option<i32>) {
+    let ops = client!(google_cloud_compute_v1::client::ZoneOperations, endpoint);
+    let name = op.name.clone().unwrap();
+    let mut op = op;
+    for _ in 0..50 {
+        if op.status == Some(model::operation::Status::Done) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        op = ops.get().set_project(P).set_zone(ZONE).set_operation(&name).send().await.unwrap();
+    }
+    assert_eq!(op.status, Some(model::operation::Status::Done));
+    let codes = op.error.iter().flat_map(|e| e.errors.iter().filter_map(|x| x.code.clone())).collect();
+    let made = op
+        .instances_bulk_insert_operation_metadata
+        .and_then(|m| m.per_location_status.get(&format!("zones/{ZONE}")).and_then(|s| s.created_vm_count));
+    (codes, made)
+}
+
+fn node_names(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("{prefix}-{i}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regions_get_reports_quota_limits_and_the_gpus_live_instances_use() {
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let regions = client!(google_cloud_compute_v1::client::Regions, &emu.endpoint);
+    let instances = client!(Instances, &emu.endpoint);
+    let quota = |region: &model::Region, metric: &str| {
+        let q =
+            region.quotas.iter().find(|q| q.metric.as_ref().and_then(|m| m.name()) == Some(metric)).unwrap_or_else(|| panic!("{metric}"));
+        (q.limit.unwrap(), q.usage.unwrap())
+    };
+    let region = regions.get().set_project(P).set_region(REGION).send().await.unwrap();
+    assert_eq!(region.name.as_deref(), Some(REGION));
+    assert_eq!(quota(&region, "NVIDIA_L4_GPUS"), (100_000.0, 0.0), "a generous default");
+    // An unknown metric is refused by the admin API.
+    let (status, _) = emu.emulator.admin.handle(
+        "POST",
+        "quota",
+        br#"{"id": "NVIDIA_X_GPUS", "scope": "us-central1", "limit": 1}"#,
+        emu.emulator.as_ref(),
+    );
+    assert_eq!(status, 400);
+    admin(&emu.emulator, "POST", "quota", json!({"id": "NVIDIA_L4_GPUS", "scope": REGION, "limit": 5}));
+
+    let op = instances
+        .bulk_insert()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_body(l4_bulk(&node_names("cap", 0..3), None, "STANDARD"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(finished(&emu.endpoint, op).await, (vec![], Some(3)));
+    let op = instances
+        .bulk_insert()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_body(l4_bulk(&node_names("spot", 0..2), None, "SPOT"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(finished(&emu.endpoint, op).await, (vec![], Some(2)));
+    let region = regions.get().set_project(P).set_region(REGION).send().await.unwrap();
+    assert_eq!(quota(&region, "NVIDIA_L4_GPUS"), (5.0, 3.0));
+    assert_eq!(quota(&region, "PREEMPTIBLE_NVIDIA_L4_GPUS"), (100_000.0, 2.0), "Spot VMs draw on the preemptible quota");
+    let other = regions.get().set_project(P).set_region("europe-west4").send().await.unwrap();
+    assert_eq!(quota(&other, "NVIDIA_L4_GPUS"), (100_000.0, 0.0), "quotas are per region");
+
+    // Past the limit: the operation fails with QUOTA_EXCEEDED and makes nothing.
+    let op = instances
+        .bulk_insert()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_body(l4_bulk(&node_names("more", 0..3), None, "STANDARD"))
+        .send()
+        .await
+        .unwrap();
+    let (codes, _) = finished(&emu.endpoint, op).await;
+    assert_eq!(codes, ["QUOTA_EXCEEDED"]);
+    // A stopped node frees its GPUs.
+    admin(
+        &emu.emulator,
+        "POST",
+        "out-of-band",
+        json!({"action": "stop_instance", "id": format!("projects/{P}/zones/{ZONE}/instances/cap-0")}),
+    );
+    let region = regions.get().set_project(P).set_region(REGION).send().await.unwrap();
+    assert_eq!(quota(&region, "NVIDIA_L4_GPUS"), (5.0, 2.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_capacity_limit_refuses_below_min_count_and_makes_what_fits_above_it() {
+    let emu = gcp::serve("127.0.0.1:0").await.unwrap();
+    let instances = client!(Instances, &emu.endpoint);
+    let live = || async {
+        let list = instances.list().set_project(P).set_zone(ZONE).send().await.unwrap();
+        let mut names: Vec<String> = list.items.into_iter().filter_map(|i| i.name).collect();
+        names.sort();
+        names
+    };
+    admin(&emu.emulator, "POST", "capacity", json!({"zone": ZONE, "instance_type": "g2-standard-4", "available": 3}));
+    // minCount = count = 4, 3 free: ZONE_RESOURCE_POOL_EXHAUSTED and none made.
+    let op = instances
+        .bulk_insert()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_body(l4_bulk(&node_names("cap", 0..4), None, "STANDARD"))
+        .send()
+        .await
+        .unwrap();
+    let (codes, _) = finished(&emu.endpoint, op).await;
+    assert_eq!(codes, ["ZONE_RESOURCE_POOL_EXHAUSTED"]);
+    assert!(live().await.is_empty());
+    // minCount 2 of 4: the 3 that fit, in name order.
+    let op = instances
+        .bulk_insert()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_body(l4_bulk(&node_names("cap", 0..4), Some(2), "STANDARD"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(finished(&emu.endpoint, op).await, (vec![], Some(3)));
+    assert_eq!(live().await, ["cap-0", "cap-1", "cap-2"]);
+    // Full: a single insert fails the same way; another machine type is not limited.
+    let one: model::Instance =
+        serde_json::from_value(json!({"name": "solo", "machineType": format!("zones/{ZONE}/machineTypes/g2-standard-4"),
+        "networkInterfaces": [{"network": format!("projects/{P}/global/networks/default")}]}))
+        .unwrap();
+    let op = instances.insert().set_project(P).set_zone(ZONE).set_body(one.clone()).send().await.unwrap();
+    assert_eq!(finished(&emu.endpoint, op).await.0, ["ZONE_RESOURCE_POOL_EXHAUSTED"]);
+    let mut other = one.clone();
+    other.name = Some("other".into());
+    other.machine_type = Some(format!("zones/{ZONE}/machineTypes/n2-standard-4"));
+    let op = instances.insert().set_project(P).set_zone(ZONE).set_body(other).send().await.unwrap();
+    assert_eq!(finished(&emu.endpoint, op).await.0, Vec::<String>::new());
+    // minCount above count is refused as invalid.
+    let bad = instances
+        .bulk_insert()
+        .set_project(P)
+        .set_zone(ZONE)
+        .set_body(l4_bulk(&node_names("bad", 0..2), Some(3), "STANDARD"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(bad.http_status_code(), Some(400));
+    // The limit lifted: the fourth comes.
+    admin(&emu.emulator, "POST", "capacity", json!({"zone": ZONE, "instance_type": "g2-standard-4", "available": null}));
+    let op = instances.insert().set_project(P).set_zone(ZONE).set_body(one).send().await.unwrap();
+    assert_eq!(finished(&emu.endpoint, op).await.0, Vec::<String>::new());
+    assert_eq!(live().await, ["cap-0", "cap-1", "cap-2", "other", "solo"]);
+}

@@ -214,6 +214,18 @@ variable "wait_for_selfcheck" {
   default     = false
 }
 
+variable "capacity_policy" {
+  description = "When the cloud gives fewer nodes than planned: all-or-nothing (release what came, the default for training), at-least (keep at least min_nodes) or keep-partial. Null: the workload's default."
+  type        = string
+  default     = null
+}
+
+variable "min_nodes" {
+  description = "With capacity_policy = \"at-least\": the fewest nodes worth keeping."
+  type        = number
+  default     = null
+}
+
 variable "tags" {
   description = "Tags (GCP: labels) on every cloud resource, after the provider's default_tags."
   type        = map(string)
@@ -250,18 +262,20 @@ locals {
 }
 
 resource "hpc_gpu_cluster" "this" {
-  name           = var.name
-  fabric         = hpc_gpu_fabric.this
-  node_count     = local.node_count
-  workload       = var.workload
-  capacity_type  = var.capacity_type
-  reservation_id = var.reservation_id
-  image          = var.image
-  user_data      = var.user_data
-  ssh_public_key = var.ssh_public_key
-  repair         = var.repair
-  max_repairs    = var.max_repairs
-  tags           = var.tags
+  name            = var.name
+  fabric          = hpc_gpu_fabric.this
+  node_count      = local.node_count
+  workload        = var.workload
+  capacity_type   = var.capacity_type
+  reservation_id  = var.reservation_id
+  image           = var.image
+  user_data       = var.user_data
+  ssh_public_key  = var.ssh_public_key
+  repair          = var.repair
+  max_repairs     = var.max_repairs
+  capacity_policy = var.capacity_policy
+  min_nodes       = var.min_nodes
+  tags            = var.tags
 
   update_strategy {
     batch_size         = var.update_batch_size

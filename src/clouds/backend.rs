@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::quota::{QuotaFamily, QuotaReading};
 use super::{aws, azure, gcp, oci};
 use crate::catalog::Cloud;
 use crate::framework::{Context, Value};
@@ -151,6 +152,27 @@ pub trait ClusterBackend: Backend<ClusterSpec> {
 
     /// Day 2: restarts the named nodes in place (`repair = "reboot"`) and waits until they run again.
     async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String>;
+
+    /// The quota the nodes of `spec` draw on, with what one node takes of it; `None` where they draw on
+    /// none the provider reads (nodes launched into a reservation or a capacity block the user holds, whose
+    /// size is the bound), or the provider knows no quota for the node type.
+    fn quota(&self, _spec: &ClusterSpec) -> Option<QuotaFamily> {
+        None
+    }
+
+    /// Reads a quota's limit and usage: one call per family and place (the plan-time check caches it for
+    /// the run, across resources). An error (no permission, no such API at the endpoint) makes the check
+    /// a warning, never a failure.
+    async fn read_quota(&self, _ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+        Err(format!("reading {} is not supported", family.id))
+    }
+
+    /// The cloud's own code when `detail` (the error of a failed apply) says there was no capacity for the
+    /// node type where it was asked for (`InsufficientInstanceCapacity`, `ZONE_RESOURCE_POOL_EXHAUSTED`,
+    /// `AllocationFailed`, `Out of host capacity`), which the lifecycle turns into one diagnostic.
+    fn capacity_code(&self, _detail: &str) -> Option<&'static str> {
+        None
+    }
 
     /// A state stored under an older schema version, brought to what this release plans for this cloud
     /// (nothing changes in the cloud).

@@ -10,6 +10,7 @@ pub mod azure;
 pub mod backend;
 pub mod gcp;
 pub mod oci;
+pub mod quota;
 pub mod rules;
 pub mod shared;
 pub mod throttle;

@@ -93,6 +93,9 @@ pub trait Resource: Send + Sync {
     fn validate(&self, _config: &Value, _diags: &mut Diagnostics) {}
     /// Pure: no IO. Must only set attributes that are null in config and computed.
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse;
+    /// After a plan without errors: the checks that ask the cloud (quota), which may add diagnostics.
+    /// Called for every plan that does not destroy; the default asks nothing.
+    async fn check_plan(&self, _ctx: &Context, _req: PlanRequest<'_>, _planned: &Value, _diags: &mut Diagnostics) {}
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse;
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome;
     /// Adopts an existing object by its documented import id.

@@ -11,8 +11,8 @@ use crate::clouds::rules::{Reported, rules};
 use crate::config::validate_tags;
 use crate::framework::{AttributePath, Diagnostics, Value, one_of};
 pub use crate::model::{
-    CapacityType, ClusterRef, ClusterSpec, Day2, FabricRef, FabricSpec, FilesystemSpec, Network, NodeAmount, Placement, Repair, Workload,
-    parse_duration,
+    CapacityPolicy, CapacityType, ClusterRef, ClusterSpec, Day2, FabricRef, FabricSpec, FilesystemSpec, Network, NodeAmount, Placement,
+    Repair, Workload, parse_duration,
 };
 
 // ------------------------------------------------------------------------------------------ helpers
@@ -576,11 +576,13 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         ok = false;
     }
     let day2 = day2(c, diags);
+    let capacity_policy = capacity_policy(c, workload, node_count, diags);
     if !ok {
         return Err(());
     }
     Ok(ClusterSpec {
         day2: day2?,
+        capacity_policy: capacity_policy?,
         user_data_version: user_data_version.as_number().and_then(|n| n.as_i64()),
         name,
         fabric,
@@ -597,6 +599,60 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         rdma_interfaces,
         tags,
     })
+}
+
+/// `capacity_policy` and `min_nodes`, defaulted from the workload where unset.
+fn capacity_policy(c: &Value, workload: Workload, node_count: u32, diags: &mut Diagnostics) -> Result<CapacityPolicy, ()> {
+    let min = whole_number(c.get("min_nodes"), AttributePath::attr("min_nodes"), 1, i64::from(u32::MAX), diags)?;
+    let policy = match string(c.get("capacity_policy"))? {
+        None => None,
+        Some(p) if CapacityPolicy::NAMES.contains(&p.as_str()) => Some(p),
+        Some(p) => {
+            diags.error_at(
+                AttributePath::attr("capacity_policy"),
+                "Unsupported capacity policy",
+                format!(
+                    "{p:?} is not a capacity policy. Valid values: {} (all-or-nothing: keep no node unless all came; at-least: keep \
+                     what came when at least min_nodes did; keep-partial: keep what came and fail the apply, the next apply retries).",
+                    one_of(&CapacityPolicy::NAMES)
+                ),
+            );
+            return Err(());
+        }
+    };
+    let min = min.map(|m| m as u32);
+    let default = CapacityPolicy::default_for(workload);
+    let out = match (policy.as_deref(), min) {
+        (Some("at-least"), m) => CapacityPolicy::AtLeast(m.unwrap_or(1)),
+        (Some("all-or-nothing"), None) => CapacityPolicy::AllOrNothing,
+        (Some(_), None) => CapacityPolicy::KeepPartial,
+        (None, None) => default,
+        (None, Some(m)) if default.min_nodes().is_some() => CapacityPolicy::AtLeast(m),
+        (named, Some(_)) => {
+            diags.error_at(
+                AttributePath::attr("min_nodes"),
+                "min_nodes without at-least",
+                format!(
+                    "min_nodes applies with capacity_policy = \"at-least\"; the policy here is {:?}{}. Set capacity_policy = \
+                     \"at-least\" or remove min_nodes.",
+                    named.unwrap_or(default.as_str()),
+                    if named.is_none() { format!(" (the default for {} clusters)", workload.as_str()) } else { String::new() }
+                ),
+            );
+            return Err(());
+        }
+    };
+    if let CapacityPolicy::AtLeast(m) = out
+        && m > node_count
+    {
+        diags.error_at(
+            AttributePath::attr("min_nodes"),
+            "min_nodes above node_count",
+            format!("min_nodes = {m} asks for more nodes than node_count = {node_count}: set it from 1 to {node_count}."),
+        );
+        return Err(());
+    }
+    Ok(out)
 }
 
 /// `repair`, `max_repairs` and the `update_strategy` block, defaulted where unset.

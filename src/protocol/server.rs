@@ -359,7 +359,7 @@ impl Inner {
         resp
     }
 
-    fn plan_resource_change(&self, req: pb::plan_resource_change::Request) -> pb::plan_resource_change::Response {
+    async fn plan_resource_change(&self, req: pb::plan_resource_change::Request) -> pb::plan_resource_change::Response {
         let mut diags = Diagnostics::new();
         let mut resp = pb::plan_resource_change::Response::default();
         if let Some(r) = self.resource(&req.type_name, &mut diags) {
@@ -367,11 +367,11 @@ impl Inner {
             let proposed = convert::decode(req.proposed_new_state.as_ref(), &r.ty, "proposed new state", &mut diags);
             let config = convert::decode(req.config.as_ref(), &r.ty, "resource configuration", &mut diags);
             if let (Some(prior), Some(proposed), Some(config)) = (prior, proposed, config) {
-                let plan = r.imp.plan(
-                    &self.context(),
-                    PlanRequest { prior: &prior, proposed: &proposed, config: &config, prior_private: &req.prior_private },
-                    &mut diags,
-                );
+                let request = PlanRequest { prior: &prior, proposed: &proposed, config: &config, prior_private: &req.prior_private };
+                let plan = r.imp.plan(&self.context(), request, &mut diags);
+                if !diags.has_errors() && plan.planned.is_present() {
+                    r.imp.check_plan(&self.context(), request, &plan.planned, &mut diags).await;
+                }
                 if !diags.has_errors() {
                     let planned = r.schema.block.without_write_only(plan.planned);
                     resp.planned_identity = self.identity_of(&req.type_name, r, &planned);
@@ -606,7 +606,7 @@ impl Provider for ProviderService {
         &self,
         req: Request<pb::plan_resource_change::Request>,
     ) -> Result<Response<pb::plan_resource_change::Response>, Status> {
-        guarded("PlanResourceChange", async { self.inner.plan_resource_change(req.into_inner()) }).await
+        guarded("PlanResourceChange", async { self.inner.plan_resource_change(req.into_inner()).await }).await
     }
 
     async fn apply_resource_change(

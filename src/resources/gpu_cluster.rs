@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::capacity;
 use super::common::{self, PlanShape, fabric_ref_type};
 use super::day2;
 use super::gpu_fabric;
@@ -94,6 +95,20 @@ pub fn schema() -> Schema {
                 "`on-demand` (default), `spot`, `reservation`, `capacity-block` (AWS) or `flex-start` (GCP).",
             ))
             .attribute(Attribute::optional("reservation_id", Type::String, "Reservation to launch into, for `reservation` and `capacity-block`."))
+            .attribute(Attribute::optional_computed(
+                "capacity_policy",
+                Type::String,
+                "What an apply does when the cloud gives fewer nodes than it adds: `all-or-nothing` (the default for `pretraining` and \
+                 `finetuning`: what it launched is released before it fails, so no idle GPUs are paid for), `at-least` (the default for \
+                 `inference` and `media`, with `min_nodes` 1: what came is kept if at least `min_nodes` nodes run, with a warning, and the \
+                 next plan adds the rest), or `keep-partial` (what came is kept and the apply fails; the next apply retries). The plan \
+                 shows which applies.",
+            ))
+            .attribute(Attribute::optional_computed(
+                "min_nodes",
+                Type::Number,
+                "With `capacity_policy = \"at-least\"`: the fewest nodes worth keeping (default 1). Null under the other policies.",
+            ))
             .attribute(Attribute::optional("image", Type::String, "Image (AMI, image URN, image self link, image OCID); the cloud's GPU image by default."))
             .attribute(Attribute::optional("user_data", Type::String, "Cloud-init or script passed to every node unchanged. Kept in state (marked sensitive); to keep it out of state and plan files, set `user_data_wo` instead.").sensitive())
             .attribute(
@@ -329,7 +344,8 @@ fn rack_outputs(s: &ClusterSpec) -> BTreeMap<String, Value> {
 fn with_derived_outputs(state: Value) -> Value {
     let rack = state.get("kubernetes_node_labels").is_null();
     let day2 = state.get("revision").is_null();
-    if !rack && !day2 {
+    let policy = state.get("capacity_policy").is_null();
+    if !rack && !day2 && !policy {
         return state;
     }
     // What the configuration was: a cluster without a fabric keeps the one it made in `fabric`, and one on
@@ -347,6 +363,9 @@ fn with_derived_outputs(state: Value) -> Value {
     let Value::Map(mut m) = state else { return state };
     if rack {
         m.extend(rack_outputs(&spec));
+    }
+    if policy {
+        m.extend(capacity::outputs(&spec));
     }
     if day2 {
         let revision = spec.revision();
@@ -376,6 +395,7 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     }
     let s = &plan.spec;
     out.insert("capacity_type".into(), Value::from(s.capacity.as_str()));
+    out.extend(capacity::outputs(s));
     out.insert("repair".into(), Value::from(s.day2.repair.as_str()));
     out.insert("max_repairs".into(), Value::from(s.day2.max_repairs.label()));
     out.insert("revision".into(), Value::from(s.revision()));
@@ -446,6 +466,15 @@ impl Resource for GpuCluster {
             }
         }
         resp
+    }
+
+    async fn check_plan(&self, ctx: &Context, req: PlanRequest<'_>, planned: &Value, diags: &mut Diagnostics) {
+        if !planned.get("node_count").is_wholly_known() {
+            return;
+        }
+        if let Some(spec) = spec::parse_cluster(req.config, &mut Diagnostics::new()) {
+            capacity::check_quota(ctx, req.prior, &spec, diags).await;
+        }
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
@@ -551,16 +580,23 @@ async fn with_own_network(ctx: &Context, state: Value, cloud: Cloud, census: &Ce
 
 /// The nodes' step: a create or destroy through the lifecycle; an update with the day-2 work (repairs,
 /// rolling batches) around the backend's converge.
+/// Under the capacity policy: when fewer nodes came than planned, it decides what is kept
+/// (`capacity::settle`).
 async fn apply_on_fabric(ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, d: &mut Diagnostics) -> Value {
-    if req.planned.is_null() || req.prior.is_null() {
-        let state = LIFECYCLE.apply_in(ctx, req, cloud, census, d).await;
-        return if req.planned.is_null() || d.has_errors() { state } else { day2::settle(state, req.planned) };
-    }
-    let Some(spec) = spec::parse_cluster(req.config, &mut Diagnostics::new()) else {
+    let spec = if req.planned.is_null() { None } else { spec::parse_cluster(req.config, &mut Diagnostics::new()) };
+    let Some(spec) = spec else {
         return LIFECYCLE.apply_in(ctx, req, cloud, census, d).await;
     };
-    let timeout = shared::timeout(req.config, "update", LIFECYCLE.timeouts.update);
-    day2::apply(ctx, &LIFECYCLE, req, &spec, cloud, census, timeout, d).await
+    let mut step = Diagnostics::new();
+    let (state, timeout) = if req.prior.is_null() {
+        let state = LIFECYCLE.apply_in(ctx, req, cloud, census, &mut step).await;
+        let state = if step.has_errors() { state } else { day2::settle(state, req.planned) };
+        (state, shared::timeout(req.config, "create", LIFECYCLE.timeouts.create))
+    } else {
+        let timeout = shared::timeout(req.config, "update", LIFECYCLE.timeouts.update);
+        (day2::apply(ctx, &LIFECYCLE, req, &spec, cloud, census, timeout, &mut step).await, timeout)
+    };
+    capacity::settle(ctx, &spec, req.prior, req.planned, state, cloud, census, timeout, step, d).await
 }
 
 // ------------------------------------------------------------------------------- without a fabric

@@ -1,5 +1,6 @@
 //! The provider's data sources and resources, one file each, and its functions.
 
+pub mod capacity;
 pub mod common;
 pub mod day2;
 pub mod functions;

@@ -1,4 +1,4 @@
-//! The AWS API clients (aws-sdk-ec2, aws-sdk-fsx) as the resources use them: one client pair per region
+//! The AWS API clients (aws-sdk-ec2, aws-sdk-fsx, aws-sdk-servicequotas) as the resources use them: one client pair per region
 //! and configuration, the standard credential chain for real use, static credentials and the endpoint
 //! override for emulators; errors turned into the cloud's own words (the waiter is `shared::wait_for`).
 
@@ -16,6 +16,8 @@ use crate::framework::Context;
 pub struct Aws {
     pub ec2: aws_sdk_ec2::Client,
     pub fsx: aws_sdk_fsx::Client,
+    /// Service Quotas, for the plan's quota check (the same endpoint override as EC2).
+    pub quotas: aws_sdk_servicequotas::Client,
     pub region: String,
 }
 
@@ -51,7 +53,12 @@ async fn build(settings: &CloudSettings, region: &str) -> Aws {
         loader = loader.endpoint_url(endpoint.trim_end_matches('/'));
     }
     let shared = loader.load().await;
-    Aws { ec2: aws_sdk_ec2::Client::new(&shared), fsx: aws_sdk_fsx::Client::new(&shared), region: region.to_owned() }
+    Aws {
+        ec2: aws_sdk_ec2::Client::new(&shared),
+        fsx: aws_sdk_fsx::Client::new(&shared),
+        quotas: aws_sdk_servicequotas::Client::new(&shared),
+        region: region.to_owned(),
+    }
 }
 
 /// A failed call in the cloud's own words: `Code: message`, or what kept the request from AWS.

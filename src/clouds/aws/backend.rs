@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::{api, cluster, fabric, filesystem};
+use super::{api, cluster, fabric, filesystem, quota};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec};
@@ -265,6 +266,19 @@ impl ClusterBackend for Aws {
 
     fn upgrade(&self, version: i64, state: Value) -> Value {
         without_public_ip_flag(version, state)
+    }
+
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        quota::family(spec)
+    }
+
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+        let client = api::connect(ctx, &family.scope).await;
+        quota::read(&client, family).await
+    }
+
+    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
+        crate::clouds::quota::first_code(detail, &quota::CAPACITY_CODES)
     }
 }
 

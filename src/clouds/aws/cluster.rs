@@ -1,5 +1,8 @@
 //! `hpc_gpu_cluster` on AWS: a launch template with one EFA interface per network card, and the nodes,
-//! launched in batches with MinCount = MaxCount into the fabric's placement group. Every node carries
+//! launched in batches into the fabric's placement group, with RunInstances MinCount the fewest new nodes the
+//! capacity policy keeps (all-or-nothing: MinCount = MaxCount, so EC2 launches the batch whole or not at
+//! all; at-least and keep-partial: EC2 launches between MinCount and MaxCount, and a shortfall is an error
+//! naming InsufficientInstanceCapacity with the nodes that came). Every node carries
 //! `hpc:cluster = <cluster>` and `hpc:node = <cluster>-<i>`, so a refresh is one filtered
 //! DescribeInstances (paginated) whatever the node count. Only the nodes, launch template and key pair whose
 //! `hpc:owner` tag the census admits are kept, changed or deleted.
@@ -37,7 +40,7 @@ use crate::ownership::{Census, marker_in};
 
 pub const TAG: &str = "hpc:cluster";
 pub const NODE_TAG: &str = "hpc:node";
-/// Nodes per RunInstances call: all-or-nothing within a batch, as a cluster placement group wants.
+/// Nodes per RunInstances call (MaxCount).
 pub const BATCH: usize = 100;
 /// States a node counts in; `shutting-down` and `terminated` nodes are gone.
 const ALIVE: [&str; 4] = ["pending", "running", "stopping", "stopped"];
@@ -500,8 +503,12 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         wanted.iter().enumerate().filter(|(_, n)| !keep.contains_key(*n)).map(|(i, n)| (i as u32, n.clone())).collect();
     let mut launched = Vec::new();
     let mut result: Result<(), String> = Ok(());
+    // The fewest new nodes the capacity policy keeps: EC2's own all-or-nothing (MinCount) takes them.
+    let need = spec.capacity_policy.min_new(keep.len() as u32, missing.len() as u32);
     for (batch, reservation) in launch_batches(spec, &missing, ultraservers.as_deref()) {
-        match launch(ctx, aws, spec, &batch, reservation, o).await {
+        let got = launched.len() as u32;
+        let min = min_count(need, got, batch.len() as u32, ultraservers.is_some());
+        match launch(ctx, aws, spec, &batch, reservation, min, o).await {
             Ok(nodes) => launched.extend(nodes),
             Err((nodes, e)) => {
                 launched.extend(nodes);
@@ -648,6 +655,16 @@ fn check_block(
     Ok(reservations.to_vec())
 }
 
+/// RunInstances `MinCount` for a batch of `size` when the policy needs `need` new nodes and `got` came in the
+/// batches before: what is still needed, at least 1, at most the batch (all-or-nothing: every batch whole).
+/// An UltraServer's NVLink domain launches whole or not at all.
+fn min_count(need: u32, got: u32, size: u32, ultraserver: bool) -> u32 {
+    if ultraserver || size == 0 {
+        return size;
+    }
+    need.saturating_sub(got).clamp(1, size)
+}
+
 /// The missing nodes as RunInstances batches: at most [`BATCH`] nodes each; for an UltraServer cluster, per
 /// NVLink domain, each with that domain's capacity reservation.
 fn launch_batches<'a>(
@@ -683,17 +700,21 @@ async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<
     Ok(())
 }
 
-/// Launches one batch (all or nothing), names its nodes and waits until they run. `reservation` (an
-/// UltraServer's capacity reservation) overrides the launch template's capacity reservation target.
+/// Launches one batch (MinCount `min`, MaxCount the batch: EC2 launches at least `min` or none), names the
+/// nodes it launched and waits until they run. Fewer than the batch (EC2 had capacity for only some) is an
+/// error naming InsufficientInstanceCapacity, with the nodes that came. `reservation` (an UltraServer's
+/// capacity reservation) overrides the launch template's capacity reservation target.
 async fn launch(
     ctx: &Context,
     aws: &Aws,
     spec: &ClusterSpec,
     names: &[String],
     reservation: Option<&str>,
+    min: u32,
     o: &Options<'_>,
 ) -> Result<Vec<Node>, (Vec<Node>, String)> {
     let n = names.len() as i32;
+    let where_ = spec.fabric.zone.as_deref().unwrap_or(&aws.region).to_owned();
     let mut tags = o.tags.clone();
     tags.insert(TAG.into(), spec.name.clone());
     // Each node records the configuration it is made with; a rolling update remakes the others.
@@ -709,7 +730,7 @@ async fn launch(
         .ec2
         .run_instances()
         .launch_template(LaunchTemplateSpecification::builder().launch_template_name(template_name(&spec.name)).version("$Latest").build())
-        .min_count(n)
+        .min_count(min as i32)
         .max_count(n)
         .set_capacity_reservation_specification(target)
         .tag_specifications(tag_spec(ResourceType::Instance, &node_tags))
@@ -718,15 +739,7 @@ async fn launch(
         .await
         .map_err(|e| {
             let into = reservation.map(|r| format!(" into capacity reservation {r}")).unwrap_or_default();
-            (
-                Vec::new(),
-                format!(
-                    "launching {n} x {}{into} in {}: {}",
-                    spec.fabric.sku.name,
-                    spec.fabric.zone.as_deref().unwrap_or(&aws.region),
-                    why(&e)
-                ),
-            )
+            (Vec::new(), format!("launching {n} x {}{into} in {where_}{}: {}", spec.fabric.sku.name, at_least(min, n), why(&e)))
         })?;
     let launched: Vec<(String, Option<String>)> =
         out.instances().iter().filter_map(|i| Some((i.instance_id()?.to_owned(), i.private_ip_address().map(str::to_owned)))).collect();
@@ -790,9 +803,26 @@ async fn launch(
     })
     .await;
     match waited {
+        Ok(()) if nodes.len() < names.len() => {
+            let k = nodes.len();
+            let e = format!(
+                "launching {n} x {} in {where_}{}: EC2 launched {k} of {n}: InsufficientInstanceCapacity: there was capacity for \
+                 {k} {} now, not for the other {}",
+                spec.fabric.sku.name,
+                at_least(min, n),
+                spec.fabric.sku.name,
+                names.len() - k
+            );
+            Err((nodes, e))
+        }
         Ok(()) => Ok(nodes),
         Err(e) => Err((nodes, e)),
     }
+}
+
+/// ` (at least 2)` where a launch may take fewer than it asks for.
+fn at_least(min: u32, n: i32) -> String {
+    if (min as i32) < n { format!(" (at least {min})") } else { String::new() }
 }
 
 /// Terminates instances and waits until they are gone.
@@ -995,6 +1025,7 @@ mod tests {
     fn spec(instance_type: &str, nodes: u32, reservation: &str) -> ClusterSpec {
         ClusterSpec {
             day2: Default::default(),
+            capacity_policy: crate::model::CapacityPolicy::AllOrNothing,
             user_data_version: None,
             name: "gb".into(),
             fabric: FabricRef {
@@ -1050,6 +1081,26 @@ mod tests {
         let p5 = spec("p5.48xlarge", 150, "cr-x");
         let plain: Vec<(usize, Option<&str>)> = launch_batches(&p5, &missing(0..150), None).iter().map(|(n, r)| (n.len(), *r)).collect();
         assert_eq!(plain, [(100, None), (50, None)]);
+    }
+
+    #[test]
+    fn min_count_is_what_the_policy_still_needs_at_least_one_at_most_the_batch() {
+        use crate::model::CapacityPolicy::{AllOrNothing, AtLeast, KeepPartial};
+        // One batch of 4 missing nodes, none running.
+        assert_eq!(min_count(AllOrNothing.min_new(0, 4), 0, 4, false), 4);
+        assert_eq!(min_count(AtLeast(2).min_new(0, 4), 0, 4, false), 2);
+        assert_eq!(min_count(KeepPartial.min_new(0, 4), 0, 4, false), 1);
+        // Two running already cover at-least 2: any one more is kept.
+        assert_eq!(min_count(AtLeast(2).min_new(2, 2), 0, 2, false), 1);
+        // 150 missing in batches of 100 and 50: all-or-nothing takes each whole; at-least 120 needs 20 more
+        // after the first 100, and then any.
+        let need = AllOrNothing.min_new(0, 150);
+        assert_eq!((min_count(need, 0, 100, false), min_count(need, 100, 50, false)), (100, 50));
+        let need = AtLeast(120).min_new(0, 150);
+        assert_eq!((min_count(need, 0, 100, false), min_count(need, 100, 50, false)), (100, 20));
+        assert_eq!(min_count(need, 130, 20, false), 1);
+        // An NVLink domain launches whole.
+        assert_eq!(min_count(1, 0, 18, true), 18);
     }
 
     #[test]

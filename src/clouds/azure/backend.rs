@@ -9,9 +9,10 @@ use async_trait::async_trait;
 
 use super::api::{self, Arm};
 use super::cluster::SCALE_SET;
-use super::{cluster, fabric, filesystem};
+use super::{cluster, fabric, filesystem, quota};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec, Network};
@@ -35,6 +36,11 @@ fn group_of(v: &Value) -> Option<String> {
 /// `in <resource group>` for a cluster or filesystem, as their messages always said.
 fn group_place(v: &Value) -> String {
     group_of(v).map_or_else(|| "on Azure".to_owned(), |g| format!("in {g}"))
+}
+
+/// The names of the nodes a state lists.
+fn prior_nodes(state: &Value) -> Vec<String> {
+    state.get("nodes").as_list().unwrap_or_default().iter().filter_map(|n| n.get("name").as_str().map(str::to_owned)).collect()
 }
 
 /// The scale-set sizes a state was planned with (from its expansion).
@@ -233,8 +239,31 @@ impl Backend<ClusterSpec> for Azure {
                     Err(_) => Outcome::done(state),
                 }
             }
-            Err(e) => {
-                let kept = match cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await {
+            Err(mut e) => {
+                let mut live = cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await;
+                // Fewer nodes came than the policy keeps (no capacity, most often): the VMs this apply made are
+                // deleted from their scale sets before the apply fails. A node is otherwise remade in place on
+                // Azure, never deleted, so the lifecycle's release by `remove_nodes` would keep them.
+                if let Ok(found) = &live {
+                    let nodes = cluster::nodes(&spec.name, &sizes, found, change.prior.get("node_revisions"));
+                    if !spec.capacity_policy.keeps(nodes.len() as u32, spec.node_count) {
+                        let had = prior_nodes(change.prior);
+                        let made = cluster::made_since(&spec.name, &sizes, found, &had);
+                        match cluster::release(ctx, &arm, &group, &spec.name, &made, step.timeout).await {
+                            Ok(0) => {}
+                            Ok(n) => {
+                                e = format!(
+                                    "{e}; {n} of the {} nodes came, fewer than capacity_policy = \"{}\" keeps, and were deleted again",
+                                    spec.node_count,
+                                    spec.capacity_policy.as_str()
+                                );
+                                live = cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await;
+                            }
+                            Err(r) => e = format!("{e}; deleting the VMs that came failed: {r}"),
+                        }
+                    }
+                }
+                let kept = match live {
                     Ok(live) => {
                         let nodes = cluster::nodes(&spec.name, &sizes, &live, change.prior.get("node_revisions"));
                         shared::with_nodes(&state, Cloud::Azure, SCALE_SET, &nodes)
@@ -306,6 +335,20 @@ impl ClusterBackend for Azure {
 
     fn node_piece(&self) -> &'static str {
         SCALE_SET
+    }
+
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        quota::family(spec)
+    }
+
+    /// One `Usage_List` of the location per family.
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+        let arm = arm(ctx).await?;
+        quota::read(ctx, &arm, family).await
+    }
+
+    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
+        crate::clouds::quota::first_code(detail, &quota::CAPACITY_CODES)
     }
 
     async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {

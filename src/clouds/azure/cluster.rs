@@ -556,13 +556,45 @@ pub async fn converge(
         let b = set_body(arm, spec, group, &subnet, i, *size, existing[i].as_ref(), tags, Remake::Keep);
         async move { arm.put(ctx, &id, COMPUTE_API, &b, timeout).await.map(|_| ()) }
     });
-    futures::future::try_join_all(puts).await?;
+    // Every scale set's operation is followed to its end, a failed one too: what came is what the caller
+    // observes next (an allocation failure leaves the VMs that were placed).
+    let failures: Vec<String> = futures::future::join_all(puts).await.into_iter().filter_map(Result::err).collect();
+    if !failures.is_empty() {
+        return Err(failures.join("; "));
+    }
     let extra = (sizes.len()..all).filter(|i| mine[*i]).map(|i| {
         let id = scale_set_id(arm, group, &spec.name, i);
         async move { arm.delete(ctx, &id, COMPUTE_API, timeout).await }
     });
     futures::future::try_join_all(extra).await?;
     Ok(())
+}
+
+/// The VMs of the nodes `had` does not name (those an apply just made), by scale set: `(set index,
+/// instance ids)`.
+pub fn made_since(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], had: &[String]) -> Vec<(usize, Vec<String>)> {
+    let names: Vec<String> = nodes(cluster, sizes, live, &crate::framework::Value::Null).into_iter().map(|n| n.name).collect();
+    let new: Vec<String> = names.into_iter().filter(|n| !had.contains(n)).collect();
+    named(cluster, sizes, live, &new).into_iter().map(|(j, vms)| (j, ids(&vms))).collect()
+}
+
+/// Releases the VMs an apply made when the cloud gave fewer than the capacity policy keeps: each scale set
+/// deletes them by instance id (VirtualMachineScaleSets_DeleteInstances, which lowers the set's capacity
+/// with them), leaving the nodes the cluster had. A node is otherwise never deleted on Azure (see
+/// `remake`); this is the scale set's own way of undoing a scale-out. Returns how many were deleted.
+pub async fn release(
+    ctx: &Context,
+    arm: &Arm,
+    group: &str,
+    cluster: &str,
+    made: &[(usize, Vec<String>)],
+    timeout: Duration,
+) -> Result<usize, String> {
+    let jobs = made.iter().filter(|(_, ids)| !ids.is_empty()).map(|(j, ids)| async move {
+        let id = scale_set_id(arm, group, cluster, *j);
+        act(ctx, arm, &id, "delete", json!({"instanceIds": ids}), timeout).await.map(|_| ids.len())
+    });
+    futures::future::try_join_all(jobs).await.map(|n| n.into_iter().sum())
 }
 
 /// The cluster's scale sets as they are, by the spec's split (the census's only).
@@ -809,6 +841,7 @@ mod tests {
         let sku = crate::catalog::find_sku(crate::catalog::Cloud::Azure, "Standard_ND96isr_H100_v5").unwrap();
         ClusterSpec {
             day2: Default::default(),
+            capacity_policy: crate::model::CapacityPolicy::AllOrNothing,
             user_data_version: None,
             name: "c".into(),
             fabric: crate::model::FabricRef {

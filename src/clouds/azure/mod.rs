@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod quota;
 pub mod rules;
 
 use std::collections::BTreeMap;
@@ -213,6 +214,7 @@ mod tests {
         let gb200 = crate::catalog::find_sku(crate::catalog::Cloud::Azure, "Standard_ND128isr_NDR_GB200_v6").unwrap();
         let cluster = |nodes: u32| crate::model::ClusterSpec {
             day2: Default::default(),
+            capacity_policy: crate::model::CapacityPolicy::AllOrNothing,
             user_data_version: None,
             name: "t".into(),
             fabric: crate::model::FabricRef {

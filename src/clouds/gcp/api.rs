@@ -8,7 +8,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use google_cloud_compute_v1::client::{
-    Firewalls, GlobalAddresses, GlobalOperations, Instances, Networks, RegionOperations, ResourcePolicies, Subnetworks, ZoneOperations,
+    Firewalls, GlobalAddresses, GlobalOperations, Instances, Networks, RegionOperations, Regions, ResourcePolicies, Subnetworks,
+    ZoneOperations,
 };
 use google_cloud_compute_v1::model::Operation;
 
@@ -26,6 +27,8 @@ pub struct Gcp {
     pub policies: ResourcePolicies,
     pub instances: Instances,
     pub addresses: GlobalAddresses,
+    /// regions.get: the region's quotas (`Region.quotas`), for the plan-time quota check.
+    pub regions: Regions,
     pub lustre: google_cloud_lustre_v1::client::Lustre,
     /// For the one API without a client crate (Service Networking).
     pub http: reqwest::Client,
@@ -123,6 +126,7 @@ async fn build(settings: &CloudSettings) -> Result<Gcp, String> {
         policies: client!(ResourcePolicies, settings, creds),
         instances: client!(Instances, settings, creds),
         addresses: client!(GlobalAddresses, settings, creds),
+        regions: client!(Regions, settings, creds),
         lustre: client!(google_cloud_lustre_v1::client::Lustre, settings, creds),
         http: reqwest::Client::new(),
         credentials: creds.clone(),
@@ -317,6 +321,12 @@ fn polling() -> google_cloud_gax::exponential_backoff::ExponentialBackoff {
 /// Waits for an operation to finish (polling its zone, region or global collection with backoff), and
 /// returns Compute Engine's error if it failed: a DONE operation can carry one.
 pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<(), String> {
+    wait_done(ctx, gcp, op, what, timeout).await.map(|_| ())
+}
+
+/// [`wait`], returning the finished operation (bulkInsert's `instancesBulkInsertOperationMetadata` says how
+/// many instances it made).
+pub async fn wait_done(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<Operation, String> {
     let name = op.name.clone().unwrap_or_default();
     let mut current = op;
     let deadline = tokio::time::Instant::now() + timeout;
@@ -332,7 +342,7 @@ pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: 
                     .collect();
                 return Err(format!("{what} failed: {}", detail.join("; ")));
             }
-            return Ok(());
+            return Ok(current);
         }
         if tokio::time::Instant::now() + delay > deadline {
             return Err(format!("timed out after {} waiting for {what}", crate::clouds::shared::human(timeout)));

@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 
-use super::{api, cluster, fabric, filesystem};
+use super::{api, cluster, fabric, filesystem, quota};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec, Network};
@@ -306,6 +307,43 @@ impl ClusterBackend for Gcp {
         let zone = spec.fabric.zone.clone().unwrap_or_default();
         let client = api::connect(step.ctx).await?;
         cluster::nodes(step.ctx, &client, &zone, &spec.name, step.census).await.map(|_| ())
+    }
+
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        quota::family(spec)
+    }
+
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+        let client = api::connect(ctx).await?;
+        read_quota(ctx, &client, family).await
+    }
+
+    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
+        crate::clouds::quota::first_code(detail, &quota::CAPACITY_CODES)
+    }
+}
+
+/// One `regions.get` of the family's region: its `quotas[]` entry for the family's metric.
+pub async fn read_quota(ctx: &Context, client: &api::Gcp, family: &QuotaFamily) -> Result<QuotaReading, String> {
+    let region = family.scope.as_str();
+    let what = format!("reading the quotas of region {region} (regions.get)");
+    let found = api::call(ctx, &what, || client.regions.get().set_project(&client.project).set_region(region).send())
+        .await
+        .map_err(String::from)?;
+    let entry = found.quotas.iter().find(|q| q.metric.as_ref().and_then(|m| m.name()) == Some(family.id.as_str()));
+    let Some(q) = entry else {
+        // Compute Engine answers without quotas when it cannot read them (quotaStatusWarning says why).
+        let why = found
+            .quota_status_warning
+            .as_ref()
+            .and_then(|w| w.message.clone())
+            .map_or_else(|| format!("it lists no quota {}", family.id), |m| format!("no quotas: {m}"));
+        return Err(format!("{what}: {why}"));
+    };
+    let whole = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0).map(|v| v.round() as u64);
+    match (whole(q.limit), whole(q.usage)) {
+        (Some(limit), Some(used)) => Ok(QuotaReading { limit, used }),
+        _ => Err(format!("{what}: quota {} has no limit or usage ({:?}, {:?})", family.id, q.limit, q.usage)),
     }
 }
 

@@ -470,14 +470,23 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
         // The nodes made now run the spec's node configuration: they carry its revision.
         let mut labels = o.labels.clone();
         labels.insert(shared::REVISION_LABEL.to_owned(), spec.revision());
-        for (policy, names) in policy_groups(spec, &missing) {
+        // bulkInsert's minCount is the capacity policy's: all of them under all-or-nothing (Compute Engine
+        // makes none unless it can make them all), fewer under at-least and keep-partial (it makes what the
+        // zone has, at least minCount). Over several batches the minimum is spread: each batch needs what
+        // the batches before it did not bring.
+        let existing = (wanted.len() - missing.len()) as u32;
+        let mut need = spec.capacity_policy.min_new(existing, missing.len() as u32) as usize;
+        let mut made: Vec<String> = Vec::new();
+        let mut short: Option<String> = None;
+        'groups: for (policy, names) in policy_groups(spec, &missing) {
             let props: model::InstanceProperties =
                 serde_json::from_value(properties(&gcp.project, spec, &host, &labels, o.day2, policy.as_deref()))
                     .map_err(|e| format!("building the instance properties: {e}"))?;
             for batch in names.chunks(BATCH) {
+                let min = need.clamp(1, batch.len());
                 let per_instance: serde_json::Map<String, serde_json::Value> = batch.iter().map(|n| (n.clone(), json!({}))).collect();
                 let body: model::BulkInsertInstanceResource = serde_json::from_value(json!({
-                    "count": batch.len().to_string(), "minCount": batch.len().to_string(), "perInstanceProperties": per_instance,
+                    "count": batch.len().to_string(), "minCount": min.to_string(), "perInstanceProperties": per_instance,
                 }))
                 .map_err(|e| format!("building the bulkInsert request: {e}"))?;
                 let body = body.set_instance_properties(props.clone());
@@ -490,14 +499,32 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
                     gcp.instances.bulk_insert().set_project(&gcp.project).set_zone(&zone).set_body(body.clone()).send()
                 })
                 .await?;
-                api::wait(ctx, gcp, op, &what, o.timeout).await?;
+                // Fewer than minCount: the operation fails (ZONE_RESOURCE_POOL_EXHAUSTED) and makes none.
+                let done = api::wait_done(ctx, gcp, op, &what, o.timeout).await?;
+                let created =
+                    if min == batch.len() { batch.to_vec() } else { batch_made(ctx, gcp, &zone, &spec.name, batch, &done, census).await? };
+                need = need.saturating_sub(created.len());
+                let got = created.len();
+                made.extend(created);
+                if got < batch.len() {
+                    short = Some(format!(
+                        "{what}: Compute Engine made {got} of {} (minCount {min}): {}: the zone has no capacity for the other {}",
+                        batch.len(),
+                        shortfall_code(&done),
+                        batch.len() - got
+                    ));
+                    break 'groups;
+                }
             }
         }
         // Flex-start capacity may queue; everything else is running before the converge says it is done
         // (a rolling update starts its next batch only then).
         if spec.capacity != CapacityType::FlexStart {
-            let made: Vec<String> = missing.iter().map(|n| (*n).clone()).collect();
             wait_settled(ctx, gcp, &zone, &spec.name, &made, o.timeout, census).await?;
+        }
+        if let Some(e) = short {
+            // The nodes made stay (the lifecycle's capacity policy decides whether they are kept).
+            return Err(e);
         }
     }
     if o.relabel {
@@ -514,6 +541,43 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
     let kept: BTreeSet<&str> = domains.iter().map(|d| d.name.as_str()).collect();
     let stale = policies.iter().filter(|p| !kept.contains(p.as_str())).map(|p| delete_policy(ctx, gcp, region, p, o.timeout));
     futures::future::try_join_all(stale).await.map(|_| ())
+}
+
+/// The nodes of `batch` a finished bulkInsert made: its `instancesBulkInsertOperationMetadata` count when it
+/// has one (Compute Engine creates them under the names asked for), else one list of the cluster's nodes.
+async fn batch_made(
+    ctx: &Context,
+    gcp: &Gcp,
+    zone: &str,
+    cluster: &str,
+    batch: &[String],
+    done: &model::Operation,
+    census: &Census,
+) -> Result<Vec<String>, String> {
+    let counted: Option<i32> = done
+        .instances_bulk_insert_operation_metadata
+        .as_ref()
+        .filter(|m| !m.per_location_status.is_empty())
+        .map(|m| m.per_location_status.values().filter_map(|s| s.created_vm_count).sum());
+    if counted == Some(batch.len() as i32) {
+        return Ok(batch.to_vec());
+    }
+    let live = nodes(ctx, gcp, zone, cluster, census).await?;
+    Ok(batch.iter().filter(|b| live.iter().any(|n| &&n.name == b)).cloned().collect())
+}
+
+/// The code of a bulkInsert that made fewer than it was asked for: one its operation names (an error or a
+/// warning entry), else Compute Engine's code for a zone without the resources.
+fn shortfall_code(done: &model::Operation) -> String {
+    let said: Vec<String> = done
+        .error
+        .iter()
+        .flat_map(|e| e.errors.iter().filter_map(|x| x.code.clone()))
+        .chain(done.warnings.iter().filter_map(|w| w.code.as_ref().and_then(|c| c.name()).map(str::to_owned)))
+        .collect();
+    said.into_iter()
+        .find(|c| super::quota::CAPACITY_CODES.contains(&c.as_str()))
+        .unwrap_or_else(|| "ZONE_RESOURCE_POOL_EXHAUSTED".to_owned())
 }
 
 /// Until none of `names` is still PROVISIONING or STAGING (one list per round): each runs, or has stopped
@@ -855,6 +919,7 @@ mod tests {
     fn a4x(nodes: u32) -> ClusterSpec {
         ClusterSpec {
             day2: Default::default(),
+            capacity_policy: crate::model::CapacityPolicy::AllOrNothing,
             user_data_version: None,
             name: "gb".into(),
             fabric: FabricRef {

@@ -9,6 +9,7 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod quota;
 pub mod rules;
 pub mod topology;
 

@@ -1,5 +1,6 @@
-//! OCI's REST APIs as the resources use them: Core (`/20160918`, `iaas.<region>.oraclecloud.com`) and File
-//! Storage with Lustre (`/20250228`, `lustre-file-storage.<region>.oci.oraclecloud.com`), on reqwest with
+//! OCI's REST APIs as the resources use them: Core (`/20160918`, `iaas.<region>.oraclecloud.com`), File
+//! Storage with Lustre (`/20250228`, `lustre-file-storage.<region>.oci.oraclecloud.com`) and Limits
+//! (`/20190729`, `limits.<region>.oci.oraclecloud.com`, for the plan's quota check), on reqwest with
 //! our own request signer (the only Rust OCI SDK is AGPL). Credentials come from the provider's `oci` block
 //! or a profile of the OCI config file (`~/.oci/config`, or the file `OCI_CONFIG_FILE` names), the block
 //! winning attribute by attribute. 429 (OCI sends no Retry-After) and 5xx are retried with capped
@@ -22,11 +23,13 @@ use crate::clouds::throttle::jitter;
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::Context;
 
-/// The two OCI services the resources call.
+/// The OCI services the resources call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Service {
     Core,
     Lustre,
+    /// Service limits: GetResourceAvailability (the `oci` SDK's LimitsClient puts its version in the path).
+    Limits,
 }
 
 impl Service {
@@ -34,6 +37,7 @@ impl Service {
         match self {
             Service::Core => "20160918",
             Service::Lustre => "20250228",
+            Service::Limits => "20190729",
         }
     }
 }
@@ -45,6 +49,7 @@ pub struct Oci {
     pub tenancy: String,
     core: String,
     lustre: String,
+    limits: String,
     http: reqwest::Client,
     signer: Arc<Signer>,
 }
@@ -148,13 +153,21 @@ fn build(settings: &CloudSettings, region: &str) -> Result<Oci, String> {
     let signer =
         Signer::from_pem(&pem, &tenancy, &user.unwrap_or_default(), &fingerprint.unwrap_or_default()).map_err(|e| e.to_string())?;
     let region = if region.is_empty() { pick("region", "region").unwrap_or_default() } else { region.to_owned() };
-    let (core, lustre) = match &settings.endpoint {
-        Some(e) => (e.trim_end_matches('/').to_owned(), e.trim_end_matches('/').to_owned()),
-        None => (format!("https://iaas.{region}.oraclecloud.com"), format!("https://lustre-file-storage.{region}.oci.oraclecloud.com")),
+    // An endpoint override (an emulator) serves every service at the one address, by each one's version path.
+    let (core, lustre, limits) = match &settings.endpoint {
+        Some(e) => {
+            let e = e.trim_end_matches('/').to_owned();
+            (e.clone(), e.clone(), e)
+        }
+        None => (
+            format!("https://iaas.{region}.oraclecloud.com"),
+            format!("https://lustre-file-storage.{region}.oci.oraclecloud.com"),
+            format!("https://limits.{region}.oci.oraclecloud.com"),
+        ),
     };
     let http =
         reqwest::Client::builder().timeout(Duration::from_secs(120)).build().map_err(|e| format!("building the HTTPS client: {e}"))?;
-    Ok(Oci { region, tenancy, core, lustre, http, signer: Arc::new(signer) })
+    Ok(Oci { region, tenancy, core, lustre, limits, http, signer: Arc::new(signer) })
 }
 
 /// An OCI answer: status, the JSON body, and the headers the resources use.
@@ -219,6 +232,7 @@ impl Oci {
         match service {
             Service::Core => &self.core,
             Service::Lustre => &self.lustre,
+            Service::Limits => &self.limits,
         }
     }
 

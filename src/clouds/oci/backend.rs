@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::{api, cluster, fabric, filesystem, memory};
+use super::{api, cluster, fabric, filesystem, limits, memory};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
+use crate::clouds::quota::{self, QuotaFamily, QuotaReading};
 use crate::clouds::shared::{self, NodeAddress};
 use crate::framework::{Context, Value};
 use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec, Network, Placement};
@@ -428,6 +429,21 @@ impl ClusterBackend for Oci {
 
     fn node_piece(&self) -> &'static str {
         NODES
+    }
+
+    /// The Compute service limit of the shape's GPUs in the fabric's availability domain.
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        limits::family(spec)
+    }
+
+    /// One GetResourceAvailability on the region's Limits endpoint, for the tenancy.
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+        let client = api::connect(ctx, &limits::region_of(family))?;
+        limits::read(ctx, &client, family).await
+    }
+
+    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
+        quota::first_code(detail, limits::CAPACITY_CODES)
     }
 
     async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {

@@ -366,12 +366,15 @@ async fn drop_stale_configurations(ctx: &Context, oci: &Oci, at: &Location<'_>, 
     }
 }
 
-/// A capacity failure as users need it: what, where, and that the apply can simply be run again.
+/// A capacity failure as users need it: what, where, and how many nodes exist. OCI's own words ("Out of host
+/// capacity") stay in it: the backend's `capacity_code` finds them there, and the cluster's
+/// `capacity_policy` decides what happens to the nodes that came.
 pub(super) fn capacity_message(spec: &ClusterSpec, err: &str, have: usize) -> String {
     if err.to_ascii_lowercase().contains("out of host capacity") {
         format!(
-            "Out of host capacity: OCI has no free {} hosts in {} right now ({err}). {have} of {} nodes exist and are kept; apply again \
-             later to launch the rest, or launch into a capacity reservation (capacity_type = \"reservation\", reservation_id)",
+            "Out of host capacity: OCI has no free {} hosts in {} right now ({err}). {have} of {} nodes exist; what is kept follows the \
+             cluster's capacity_policy. Apply again later to launch the rest, or launch into a capacity reservation \
+             (capacity_type = \"reservation\", reservation_id)",
             spec.fabric.sku.name,
             spec.fabric.zone.as_deref().unwrap_or("the availability domain"),
             spec.node_count
@@ -598,11 +601,13 @@ async fn converge_network(
             }
         }
     };
-    if let Some(wr) = work {
-        oci.wait_work_request(ctx, Service::Core, &wr, &format!("building {what}"), timeout)
-            .await
-            .map_err(|e| capacity_message(spec, &e, 0))?;
-    }
+    // A work request that failed for want of hosts may have left part of the pool running (a resize OCI
+    // could only partly place): those nodes are still named and tagged below, so that the state and the
+    // capacity policy see them under the cluster's names, and then the failure is returned.
+    let failed = match work {
+        Some(wr) => oci.wait_work_request(ctx, Service::Core, &wr, &format!("building {what}"), timeout).await.err(),
+        None => None,
+    };
     // OCI names pool instances itself; give them the cluster's names, filling gaps from the lowest index, and
     // the cluster's tags beside the revision their configuration gave them.
     let nodes = observe(ctx, oci, at, census).await?;
@@ -629,6 +634,10 @@ async fn converge_network(
     .buffer_unordered(PARALLEL)
     .try_collect::<Vec<()>>()
     .await?;
+    if let Some(e) = failed {
+        let now = observe(ctx, oci, at, census).await.map(|n| n.len()).unwrap_or(0);
+        return Err(capacity_message(spec, &e, now));
+    }
     wait_running(ctx, oci, spec, at, timeout, census).await
 }
 

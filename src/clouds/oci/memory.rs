@@ -193,13 +193,17 @@ pub async fn converge(
         }
     }
     let waits = work.iter().map(|(wr, what)| oci.wait_work_request(ctx, Service::Core, wr, what, timeout));
-    if let Err(e) = futures::future::try_join_all(waits).await {
+    let failed = futures::future::try_join_all(waits).await.err();
+    let mut by_name = live;
+    by_name.extend(created);
+    let named = name_nodes(ctx, oci, spec, at, &by_name, tags, census).await;
+    // A memory cluster OCI could only partly place keeps what came: named above, so that the state and the
+    // capacity policy see them under the cluster's names; the failure is what the apply reports.
+    if let Some(e) = failed {
         let now = observe(ctx, oci, at, census).await.map(|n| n.len()).unwrap_or(0);
         return Err(capacity_message(spec, &e, now));
     }
-    let mut by_name = live;
-    by_name.extend(created);
-    name_nodes(ctx, oci, spec, at, &by_name, tags, census).await
+    named
 }
 
 fn too_few_fabrics(spec: &ClusterSpec, at: &Location<'_>, needed: usize, free: &[Json], seen: &[String]) -> String {

@@ -8,6 +8,7 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod limits;
 pub mod memory;
 pub mod rules;
 pub mod signing;
