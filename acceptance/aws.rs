@@ -320,7 +320,7 @@ pub fn cloud_failures_reach_the_user_and_nothing_is_lost(cli: &Cli) {
     admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "capacity"})));
     let failed = apply(&w).expect_code(1).output();
     let flat = fold(&failed);
-    assert!(flat.contains("Error: Creating the cluster failed"), "{failed}");
+    assert!(flat.contains("Error: Not enough p5.48xlarge capacity in us-east-1a"), "{failed}");
     assert!(flat.contains("InsufficientInstanceCapacity") && flat.contains("p5.48xlarge") && flat.contains("us-east-1a"), "{failed}");
     assert!(!failed.contains("panic") && !failed.contains("rpc error"), "{failed}");
     // What was made is in state: the fabric, and the cluster (tainted) with its launch template.
