@@ -277,7 +277,10 @@ pub fn own_network_is_kept_when_nodes_fail(cli: &Cli) {
     admin(ep, "POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "capacity"})));
     let failed = apply(&w).expect_code(1).output();
     let flat = fold(&failed);
-    assert!(flat.contains("Error: Creating the cluster failed") && flat.contains("InsufficientInstanceCapacity"), "{failed}");
+    assert!(
+        flat.contains("Error: Not enough ") && flat.contains(" capacity in ") && flat.contains("InsufficientInstanceCapacity"),
+        "{failed}"
+    );
     assert!(!failed.contains("panic") && !failed.contains("rpc error"), "{failed}");
     let kept = &state_values(&w)["hpc_gpu_cluster.serve"];
     let vpc = kept["network"]["vpc_id"].as_str().unwrap_or_else(|| panic!("the network made is in state: {kept}")).to_owned();
