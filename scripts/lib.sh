@@ -13,7 +13,22 @@ TERRAFORM_WRAPPER_VERSION=1.0.3.post3
 # The release before owner markers: its state files are what the state-upgrade tests bring forward.
 PREVIOUS_RELEASE=75094228a4c2228b1fa502c318422f7eac55642b
 
-log() { printf '\n==> %s\n' "$*" >&2; }
+# Each log line opens a stage; with HPC_STAGE_FILE set (test.sh sets it), the stage's start time is written
+# there too, from subshells as well, so the stages can be timed at the end (print_stage_times).
+log() {
+  printf '\n==> %s\n' "$*" >&2
+  if [ -n "${HPC_STAGE_FILE:-}" ]; then printf '%s\t%s\n' "$(date +%s)" "$*" >>"$HPC_STAGE_FILE"; fi
+  return 0
+}
+
+# Prints how long each stage logged to HPC_STAGE_FILE took, and the total, as a table.
+print_stage_times() {
+  [ -s "${HPC_STAGE_FILE:-}" ] || return 0
+  printf '%s\tend\n' "$(date +%s)" >>"$HPC_STAGE_FILE"
+  printf '\n==> stage timings (%s)\n' "${1:-}" >&2
+  awk -F'\t' 'NR == 1 {first = $1} NR > 1 {printf "%6d s  %s\n", $1 - t, substr(label, 1, 100)}
+    {t = $1; label = $2} END {printf "%6d s  total\n", t - first}' "$HPC_STAGE_FILE" >&2
+}
 
 # OpenTofu, built with this machine's Go from the Go module proxy (see acceptance/tools/tofu/go.mod).
 ensure_tofu() {
@@ -117,13 +132,14 @@ ensure_cargo_deny() {
 }
 
 # The previous release's provider (PREVIOUS_RELEASE, from this repository's history), built once into the
-# cache for the state-upgrade tests; prints the directory that holds it (for dev_overrides). Its build
-# directory is removed afterwards: only the binary is kept.
+# cache for the state-upgrade tests; prints the directory that holds it (for dev_overrides). It builds in
+# the shared target directory, so the dependencies it compiles (nearly all the same versions as today's)
+# are the ones the test build reuses on a cold cache; only its binary is kept.
 ensure_previous_provider() {
   local dir="$HPC_CACHE/previous-$PREVIOUS_RELEASE"
   if [ ! -x "$dir/terraform-provider-hpc" ]; then
     log "building the previous release ${PREVIOUS_RELEASE:0:7} for the state-upgrade tests (first run only, several minutes)"
-    local src="$HPC_CACHE/previous-src" target="$HPC_CACHE/previous-target"
+    local src="$HPC_CACHE/previous-src" target="$CARGO_TARGET_DIR"
     rm -rf "$src" && mkdir -p "$src"
     git -C "$ROOT" archive "$PREVIOUS_RELEASE" | tar -x -C "$src" ||
       { log "cannot read $PREVIOUS_RELEASE from this repository's history"; return 1; }
@@ -131,7 +147,7 @@ ensure_previous_provider() {
     mkdir -p "$dir"
     cp "$target/debug/terraform-provider-hpc" "$dir/terraform-provider-hpc.tmp"
     mv "$dir/terraform-provider-hpc.tmp" "$dir/terraform-provider-hpc"
-    rm -rf "$src" "$target"
+    rm -rf "$src"
   fi
   echo "$dir"
 }

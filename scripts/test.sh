@@ -5,6 +5,11 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
+HPC_STAGE_FILE=$(mktemp "${TMPDIR:-/tmp}/hpc-stages.XXXXXX")
+export HPC_STAGE_FILE
+trap 'status=$?; print_stage_times "$([ $status = 0 ] && echo passed || echo "failed, exit $status")"; rm -f "$HPC_STAGE_FILE"' EXIT
+log "setup: the CLIs, emulators' packages, PostgreSQL and the previous release (cached under $HPC_CACHE)"
+
 HPC_TOFU=$(ensure_tofu)
 HPC_TERRAFORM=$(find_terraform)
 HPC_TERRAFORM_OLDEST=$(ensure_terraform_oldest)
@@ -35,6 +40,9 @@ cargo clippy --quiet --workspace --all-targets -- -D warnings
 log "licences of everything linked (cargo deny)"
 "$(ensure_cargo_deny)" check licenses 2>&1 | grep -v '^warning\|^ *[┌│━]\|^$' || true
 "$(ensure_cargo_deny)" check licenses >/dev/null 2>&1
+
+log "build: every test target (debug)"
+cargo test --workspace --lib --bins --tests --no-run --quiet
 
 log "tests: unit, protocol, planner goldens, docs, emulators (aws-sdk-ec2/fsx on moto; google-cloud-compute/lustre, ARM over HTTPS, signed OCI on ours), acceptance (OpenTofu and the newest Terraform; Terraform 1.0.3 smoke set)"
 # Benches are left out on purpose: they print figures (./scripts/bench.sh) and never gate a build.
