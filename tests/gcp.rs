@@ -700,8 +700,7 @@ async fn an_image_change_rolls_the_nodes_in_batches_with_the_new_revision() {
         timeout: std::time::Duration::from_secs(60),
     };
     let backend = hpc_provider::clouds::backend::cluster(hpc_provider::catalog::Cloud::Gcp);
-    let parse = |v: &Value| hpc_provider::planner::spec::parse_cluster(v, &mut Diagnostics::new());
-    let Ok(found) = backend.import(&step, "gcp/us-central1-a/d2", &parse).await else { panic!("the backend's import failed") };
+    let Ok(found) = backend.import(&step, "gcp/us-central1-a/d2").await else { panic!("the backend's import failed") };
     assert_eq!(found.config.get("update_strategy").get("batch_size").as_str(), Some("2"));
     assert_eq!((found.config.get("repair").as_str(), found.config.get("max_repairs").as_str()), (Some("replace"), Some("20%")));
 }

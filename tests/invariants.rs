@@ -229,12 +229,66 @@ fn every_cloud_operation_on_pieces_goes_through_the_census() {
             let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(&path)).unwrap();
             for op in ["observe", "converge", "delete"] {
                 for (at, _) in text.match_indices(&format!("pub async fn {op}(")) {
-                    let signature = &text[at..at + text[at..].find('{').unwrap()];
+                    let open = at + text[at..].find('{').unwrap();
+                    let signature = &text[at..open];
                     assert!(signature.contains("Census"), "{path}: {op} does not take the census:\n{signature}");
+                    // Taking it is not enough: the body must hand it on or ask it (admit, gate, ...).
+                    let name = census_parameter(signature).unwrap_or_else(|| panic!("{path}: {op}: no census parameter in {signature}"));
+                    let body = &text[open..open + body_len(&text[open..])];
+                    assert!(
+                        uses_name(body, &name),
+                        "{path}: {op} takes the census as `{name}` and never uses it: its pieces would not be checked for their owner"
+                    );
                     checked += 1;
                 }
             }
         }
     }
     assert!(checked >= 30, "only {checked} operations found: the file layout changed");
+}
+
+/// The name of the `&Census` parameter in a function signature (`census: &Census` -> `census`).
+fn census_parameter(signature: &str) -> Option<String> {
+    let params = &signature[signature.find('(')? + 1..];
+    let param = params.split(',').find(|p| p.contains("Census"))?;
+    let name = param.split(':').next()?.trim();
+    Some(name.to_owned()).filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+}
+
+/// The length of the block that opens at the first character of `text` (a `{`), braces counted.
+fn body_len(text: &str) -> usize {
+    let mut depth = 0;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    text.len()
+}
+
+/// Whether `name` occurs in `code` as a whole identifier.
+fn uses_name(code: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.match_indices(name).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = code[at + name.len()..].chars().next();
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
+
+#[test]
+fn the_census_checks_see_through_a_parameter_that_is_never_used() {
+    let signature = "pub async fn observe(ctx: &Context, name: &str, census: &Census) -> Result<Live, String> ";
+    assert_eq!(census_parameter(signature).as_deref(), Some("census"));
+    let unused = "{ let censuses = 1; list(ctx, name).await }";
+    assert!(!uses_name(&unused[..body_len(unused)], "census"));
+    let used = "{ for p in list(ctx, name).await { census.admit(p) } }";
+    assert!(uses_name(&used[..body_len(used)], "census"));
 }

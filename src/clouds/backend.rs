@@ -100,10 +100,6 @@ pub enum ImportError {
     Failed(String),
 }
 
-/// The resource's own parser, lent to a backend that needs a spec from a state or a reconstructed
-/// configuration (the planner sits above the clouds, so a backend cannot call it itself).
-pub type Parse<'a, S> = dyn Fn(&Value) -> Option<S> + Send + Sync + 'a;
-
 /// One resource kind on one cloud.
 #[async_trait]
 pub trait Backend<S: Send + Sync>: Send + Sync {
@@ -125,14 +121,23 @@ pub trait Backend<S: Send + Sync>: Send + Sync {
     /// Creates or updates everything the spec describes; the state returned carries what the cloud assigned.
     async fn apply(&self, step: &Step<'_>, change: &Change<'_, S>) -> Outcome;
 
-    /// Deletes what `prior` describes; on failure, the state of what is left (or `prior`).
-    async fn delete(&self, step: &Step<'_>, prior: &Value, parse: &Parse<'_, S>) -> Outcome;
+    /// Deletes what `prior` describes; on failure, the state of what is left (or `prior`). `spec` is the
+    /// lifecycle's reading of `prior` (`None` when it describes nothing this release can parse).
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&S>) -> Outcome;
 
-    /// The state brought to what exists, `None` when nothing does.
-    async fn read(&self, step: &Step<'_>, state: &Value, parse: &Parse<'_, S>) -> Result<Option<Value>, String>;
+    /// The state brought to what exists, `None` when nothing does. `spec` is the lifecycle's reading of
+    /// `state`, as for [`Backend::delete`].
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&S>) -> Result<Option<Value>, String>;
 
     /// Reconstructs the configuration of what answers to `id`.
-    async fn import(&self, step: &Step<'_>, id: &str, parse: &Parse<'_, S>) -> Result<Imported, ImportError>;
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError>;
+
+    /// After [`Backend::import`], with the lifecycle's reading of the configuration it reconstructed: the
+    /// attributes the cloud assigned that only that reading tells (a created network's ids). Not called when
+    /// the configuration does not parse (the lifecycle's derivation reports why).
+    async fn imported(&self, _step: &Step<'_>, _spec: &S, _found: &mut Imported) -> Result<(), ImportError> {
+        Ok(())
+    }
 }
 
 /// What a cluster's backend provides beyond the common steps.

@@ -96,6 +96,15 @@ pub trait Resource: Send + Sync {
     /// After a plan without errors: the checks that ask the cloud (quota), which may add diagnostics.
     /// Called for every plan that does not destroy; the default asks nothing.
     async fn check_plan(&self, _ctx: &Context, _req: PlanRequest<'_>, _planned: &Value, _diags: &mut Diagnostics) {}
+    /// What `PlanResourceChange` runs: [`Resource::plan`], then, when it planned something without errors,
+    /// [`Resource::check_plan`]. A resource overrides it to parse its configuration once for both.
+    async fn plan_checked(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
+        let plan = self.plan(ctx, req, diags);
+        if !diags.has_errors() && plan.planned.is_present() {
+            self.check_plan(ctx, req, &plan.planned, diags).await;
+        }
+        plan
+    }
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse;
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome;
     /// Adopts an existing object by its documented import id.

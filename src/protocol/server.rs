@@ -368,10 +368,7 @@ impl Inner {
             let config = convert::decode(req.config.as_ref(), &r.ty, "resource configuration", &mut diags);
             if let (Some(prior), Some(proposed), Some(config)) = (prior, proposed, config) {
                 let request = PlanRequest { prior: &prior, proposed: &proposed, config: &config, prior_private: &req.prior_private };
-                let plan = r.imp.plan(&self.context(), request, &mut diags);
-                if !diags.has_errors() && plan.planned.is_present() {
-                    r.imp.check_plan(&self.context(), request, &plan.planned, &mut diags).await;
-                }
+                let plan = r.imp.plan_checked(&self.context(), request, &mut diags).await;
                 if !diags.has_errors() {
                     let planned = r.schema.block.without_write_only(plan.planned);
                     resp.planned_identity = self.identity_of(&req.type_name, r, &planned);

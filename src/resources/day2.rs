@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::lifecycle::Kind;
+use super::lifecycle::{At, Kind};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{self, Step};
 use crate::framework::{ApplyRequest, AttributePath, Context, Diagnostics, ReadOutcome, Value};
@@ -199,23 +199,15 @@ pub fn settle(mut state: Value, planned: &Value) -> Value {
     state
 }
 
-/// The nodes' part of an update: repairs, then the backend's converge, then each batch (remove, converge,
-/// wait), stopping at the first failure with the state as the cloud has it.
-#[allow(clippy::too_many_arguments)]
-pub async fn apply(
-    ctx: &Context,
-    lifecycle: &Kind<ClusterSpec>,
-    req: &ApplyRequest<'_>,
-    spec: &ClusterSpec,
-    cloud: Cloud,
-    census: &Census,
-    timeout: Duration,
-    diags: &mut Diagnostics,
-) -> Value {
+/// The nodes' part of an update (the lifecycle's update step of a cluster): repairs, then the backend's
+/// converge, then each batch (remove, converge, wait), stopping at the first failure with the state as the
+/// cloud has it.
+pub async fn apply(lifecycle: &Kind<ClusterSpec>, at: &At<'_>, spec: &ClusterSpec, timeout: Duration, diags: &mut Diagnostics) -> Value {
+    let (ctx, req, cloud, census) = (at.ctx, at.req, at.cloud, at.census);
     let (prior, planned) = (req.prior, req.planned);
     let w = work(spec, prior, planned);
     if w.is_empty() {
-        let state = lifecycle.apply_in(ctx, req, cloud, census, diags).await;
+        let state = lifecycle.converge(ctx, req, spec, cloud, census, diags).await;
         return if diags.has_errors() { state } else { settle(state, planned) };
     }
     let backend = backend::cluster(cloud);
@@ -270,7 +262,7 @@ pub async fn apply(
             return as_found(ctx, lifecycle, prior, cloud, census, diags).await;
         }
     }
-    let mut state = lifecycle.apply_in(ctx, &ApplyRequest { planned: &current, ..*req }, cloud, census, diags).await;
+    let mut state = lifecycle.converge(ctx, &ApplyRequest { planned: &current, ..*req }, spec, cloud, census, diags).await;
     if diags.has_errors() {
         return state;
     }
@@ -292,7 +284,7 @@ pub async fn apply(
             runs.insert(n.clone(), new_revision.clone());
         }
         current = so_far(&runs);
-        state = lifecycle.apply_in(ctx, &ApplyRequest { planned: &current, ..*req }, cloud, census, diags).await;
+        state = lifecycle.converge(ctx, &ApplyRequest { planned: &current, ..*req }, spec, cloud, census, diags).await;
         if diags.has_errors() {
             return state;
         }
@@ -331,7 +323,7 @@ async fn wait_for_selfcheck(
     let poll = poll_interval();
     loop {
         let mut quiet = Diagnostics::new();
-        if let Some(found) = found(lifecycle.read_in(ctx, state, &[], cloud, census, &mut quiet).await) {
+        if let Some(found) = found(lifecycle.observe(ctx, state, &[], cloud, census, &mut quiet).await) {
             let verdicts = found.get("selfcheck");
             let failed: Vec<String> = batch
                 .iter()
@@ -378,7 +370,7 @@ async fn as_found(
     diags: &mut Diagnostics,
 ) -> Value {
     let mut quiet = Diagnostics::new();
-    let state = found(lifecycle.read_in(ctx, last, &[], cloud, census, &mut quiet).await).unwrap_or_else(|| last.clone());
+    let state = found(lifecycle.observe(ctx, last, &[], cloud, census, &mut quiet).await).unwrap_or_else(|| last.clone());
     if quiet.has_errors() {
         diags.extend(quiet);
     }

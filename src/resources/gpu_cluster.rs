@@ -9,7 +9,7 @@ use super::capacity;
 use super::common::{self, PlanShape, fabric_ref_type};
 use super::day2;
 use super::gpu_fabric;
-use super::lifecycle::{Kind, Timeouts};
+use super::lifecycle::{At, Kind, Parts, Timeouts};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{self, Backend, Step};
 use crate::clouds::shared;
@@ -381,8 +381,13 @@ fn with_derived_outputs(state: Value) -> Value {
     Value::Map(m)
 }
 
+/// The planner's computed attributes of a configuration (the lifecycle's derivation of an imported one).
 fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
-    let spec = spec::parse_cluster(config, diags)?;
+    derive_spec(ctx, spec::parse_cluster(config, diags)?, diags)
+}
+
+/// The planner's computed attributes of a parsed configuration.
+fn derive_spec(ctx: &Context, spec: ClusterSpec, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
     let own = match spec.own_fabric.clone() {
         Some(f) => Some(own_fabric(ctx, f, diags)?),
         None => None,
@@ -440,67 +445,36 @@ impl Resource for GpuCluster {
     }
 
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
-        let prior = req.prior;
-        let on_fabric = req.config.get("fabric").is_present() || req.config.get("fabric").is_unknown();
-        let config = req.config;
-        let mut resp = common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags));
-        plan_nodes(prior, &mut resp.planned);
-        if resp.planned.is_present() {
-            match spec::parse_cluster(config, &mut Diagnostics::new()) {
-                Some(s) => day2::plan(&s, prior, &mut resp.planned, diags),
-                None => {
-                    if let Value::Map(m) = &mut resp.planned {
-                        for attr in day2::ATTRS {
-                            m.insert(attr.into(), Value::Unknown);
-                        }
-                    }
-                }
-            }
-        }
-        if let Value::Map(m) = &mut resp.planned {
-            if on_fabric {
-                m.insert("network".into(), Value::Null);
-            } else if has_missing_pieces(prior) {
-                // A repair may make the network again, with new ids.
-                m.insert("network".into(), Value::Unknown);
-            }
-        }
-        resp
+        let spec = parse_proposed(&req, diags);
+        plan_spec(ctx, req, spec, diags)
     }
 
+    /// For callers that planned already (tests); the plan RPC goes through [`Resource::plan_checked`].
     async fn check_plan(&self, ctx: &Context, req: PlanRequest<'_>, planned: &Value, diags: &mut Diagnostics) {
-        if !planned.get("node_count").is_wholly_known() {
-            return;
+        if let Some(spec) = parse_proposed(&req, &mut Diagnostics::new()) {
+            LIFECYCLE.plan_reads(ctx, &spec, &req, planned, diags).await;
         }
-        if let Some(spec) = spec::parse_cluster(req.config, &mut Diagnostics::new()) {
-            capacity::check_quota(ctx, req.prior, &spec, diags).await;
+    }
+
+    /// The configuration parsed once: the pure plan, then the lifecycle's plan-time reads (quota).
+    async fn plan_checked(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
+        let spec = parse_proposed(&req, diags);
+        let plan = plan_spec(ctx, req, spec.clone(), diags);
+        if !diags.has_errors()
+            && plan.planned.is_present()
+            && let Some(spec) = &spec
+        {
+            LIFECYCLE.plan_reads(ctx, spec, &req, &plan.planned, diags).await;
         }
+        plan
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        let target = if req.planned.is_null() { req.prior } else { req.planned };
-        let own = owns_network(target);
-        common::apply_with(common::CLUSTER, &req, diags, async |cloud, census, d| {
-            if own { apply_owning_network(ctx, &req, cloud, census, d).await } else { apply_on_fabric(ctx, &req, cloud, census, d).await }
-        })
-        .await
+        LIFECYCLE.apply(ctx, &req, diags).await
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
-        let found = common::read_with(common::CLUSTER, state, private, diags, async |cloud, census, d| {
-            let nodes = LIFECYCLE.read_in(ctx, state, private, cloud, census, d).await;
-            if !owns_network(state) {
-                return nodes;
-            }
-            read_owned_network(ctx, state, nodes, cloud, census, d).await
-        })
-        .await;
-        match found {
-            ReadOutcome::Found { state: refreshed, private } => {
-                ReadOutcome::Found { state: keep_write_only_out(state, refreshed), private }
-            }
-            gone => gone,
-        }
+        LIFECYCLE.read(ctx, state, private, diags).await
     }
 
     fn identity_schema(&self) -> Option<crate::framework::IdentitySchema> {
@@ -516,11 +490,7 @@ impl Resource for GpuCluster {
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        common::import_with(common::CLUSTER, "aws/us-east-1/train-nodes", id, diags, async |cloud, census, d| {
-            let state = LIFECYCLE.import_in(ctx, id, cloud, census, d).await?;
-            with_own_network(ctx, state, cloud, census, d).await
-        })
-        .await
+        LIFECYCLE.import(ctx, id, "aws/us-east-1/train-nodes", diags).await
     }
 
     fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
@@ -530,6 +500,42 @@ impl Resource for GpuCluster {
         };
         with_derived_outputs(common::upgrade_owner(common::CLUSTER, version, state))
     }
+}
+
+/// The configuration of a plan that does not destroy, parsed with its diagnostics (`None` when it does not
+/// parse or is not wholly known yet).
+fn parse_proposed(req: &PlanRequest<'_>, diags: &mut Diagnostics) -> Option<ClusterSpec> {
+    if req.proposed.is_null() { None } else { spec::parse_cluster(req.config, diags) }
+}
+
+/// The pure plan of a parsed configuration: the planner's attributes, the nodes, the day-2 work, the network.
+fn plan_spec(ctx: &Context, req: PlanRequest<'_>, spec: Option<ClusterSpec>, diags: &mut Diagnostics) -> PlanResponse {
+    let prior = req.prior;
+    let on_fabric = req.config.get("fabric").is_present() || req.config.get("fabric").is_unknown();
+    let day2_spec = spec.clone();
+    let mut resp = common::plan(&schema(), &SHAPE, req, diags, |_, diags| derive_spec(ctx, spec?, diags));
+    plan_nodes(prior, &mut resp.planned);
+    if resp.planned.is_present() {
+        match &day2_spec {
+            Some(s) => day2::plan(s, prior, &mut resp.planned, diags),
+            None => {
+                if let Value::Map(m) = &mut resp.planned {
+                    for attr in day2::ATTRS {
+                        m.insert(attr.into(), Value::Unknown);
+                    }
+                }
+            }
+        }
+    }
+    if let Value::Map(m) = &mut resp.planned {
+        if on_fabric {
+            m.insert("network".into(), Value::Null);
+        } else if has_missing_pieces(prior) {
+            // A repair may make the network again, with new ids.
+            m.insert("network".into(), Value::Unknown);
+        }
+    }
+    resp
 }
 
 /// The nodes of a cluster given `user_data_wo` carry it, and the cloud hands it back on a read: it must
@@ -576,27 +582,6 @@ async fn with_own_network(ctx: &Context, state: Value, cloud: Cloud, census: &Ce
     }
     map.extend(derive(ctx, &Value::Map(config), diags)?);
     Some(Value::Map(map))
-}
-
-/// The nodes' step: a create or destroy through the lifecycle; an update with the day-2 work (repairs,
-/// rolling batches) around the backend's converge.
-/// Under the capacity policy: when fewer nodes came than planned, it decides what is kept
-/// (`capacity::settle`).
-async fn apply_on_fabric(ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, d: &mut Diagnostics) -> Value {
-    let spec = if req.planned.is_null() { None } else { spec::parse_cluster(req.config, &mut Diagnostics::new()) };
-    let Some(spec) = spec else {
-        return LIFECYCLE.apply_in(ctx, req, cloud, census, d).await;
-    };
-    let mut step = Diagnostics::new();
-    let (state, timeout) = if req.prior.is_null() {
-        let state = LIFECYCLE.apply_in(ctx, req, cloud, census, &mut step).await;
-        let state = if step.has_errors() { state } else { day2::settle(state, req.planned) };
-        (state, shared::timeout(req.config, "create", LIFECYCLE.timeouts.create))
-    } else {
-        let timeout = shared::timeout(req.config, "update", LIFECYCLE.timeouts.update);
-        (day2::apply(ctx, &LIFECYCLE, req, &spec, cloud, census, timeout, &mut step).await, timeout)
-    };
-    capacity::settle(ctx, &spec, req.prior, req.planned, state, cloud, census, timeout, step, d).await
 }
 
 // ------------------------------------------------------------------------------- without a fabric
@@ -668,33 +653,20 @@ async fn look_for_nodes(ctx: &Context, spec: &spec::ClusterSpec, cloud: Cloud, c
     census.look_ahead()
 }
 
-/// Create, update or destroy a cluster without a fabric, all under the cluster's owner: its network first
-/// (and last on destroy), then the nodes. A network that cannot be made starts no node; one that cannot be
-/// deleted stays in state.
-async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, diags: &mut Diagnostics) -> Value {
+/// Before the nodes of a cluster without a fabric are created or updated, under the cluster's owner: its
+/// network (a create first looks at the nodes' names, so another owner's nodes refuse it before anything is
+/// made). `Ok` carries the network's ids for the state; a network that cannot be made starts no node, and
+/// `Err` carries the state to end with.
+async fn own_network_first(at: &At<'_>, spec: &ClusterSpec, diags: &mut Diagnostics) -> Result<Value, Value> {
+    let (ctx, req, cloud, census) = (at.ctx, at.req, at.cloud, at.census);
     let fabric_prior = if req.prior.is_null() { Value::Null } else { own_fabric_state(ctx, req.prior) };
-    if req.planned.is_null() {
-        let nodes_left = apply_on_fabric(ctx, req, cloud, census, diags).await;
-        if nodes_left.is_present() {
-            return nodes_left;
-        }
-        let request = ApplyRequest { prior: &fabric_prior, planned: &Value::Null, config: &Value::Null, private: &[] };
-        let gone = gpu_fabric::LIFECYCLE.apply_in(ctx, &request, cloud, census, diags).await;
-        if gone.is_null() {
-            return nodes_left;
-        }
-        // The nodes are gone and the network is not: it stays in state (with no nodes) for the next destroy.
-        let pieces = fabric_prior.get("expansion").as_list().map_or(0, <[Value]>::len);
-        return without_nodes(req.prior, cloud, pieces);
-    }
     if census.is_creating()
-        && let Some(spec) = spec::parse_cluster(req.config, &mut Diagnostics::new())
-        && let Err(e) = look_for_nodes(ctx, &spec, cloud, census).await
+        && let Err(e) = look_for_nodes(ctx, spec, cloud, census).await
     {
         if !census.refused() {
             diags.error("Creating the cluster failed", format!("Cluster {}: {e}. Nothing was created.", spec.name));
         }
-        return Value::Null;
+        return Err(Value::Null);
     }
     let config = spec::own_fabric_config(req.config);
     let mut network_diags = Diagnostics::new();
@@ -707,34 +679,122 @@ async fn apply_owning_network(ctx: &Context, req: &ApplyRequest<'_>, cloud: Clou
         None
     } else {
         let request = ApplyRequest { prior: &fabric_prior, planned: &plan.planned, config: &config, private: &[] };
-        Some(gpu_fabric::LIFECYCLE.apply_in(ctx, &request, cloud, census, &mut network_diags).await)
+        Some(gpu_fabric::LIFECYCLE.apply_config(ctx, &request, cloud, census, &mut network_diags).await)
     };
     let network = made.as_ref().map_or(Value::Null, network_of);
-    if network_diags.has_errors() {
-        diags.extend(network_diags);
-        if req.prior.is_present() {
-            return req.prior.clone();
-        }
-        // Nothing of the nodes was started; what the network got is kept, so a destroy removes it.
-        let id = plan.planned.get("id");
-        let learned = BTreeMap::from([
-            ("id".to_owned(), if id.is_present() { id.clone() } else { req.planned.get("fabric").get("id").clone() }),
-            ("network".to_owned(), network),
-        ]);
-        let mut state = common::fill(req.planned, &learned);
-        if let Value::Map(m) = &mut state {
-            m.insert("nodes".into(), Value::list([]));
-        }
-        return state;
-    }
+    let failed = network_diags.has_errors();
     diags.extend(network_diags);
-    let mut state = apply_on_fabric(ctx, req, cloud, census, diags).await;
-    if let Value::Map(m) = &mut state
-        && req.planned.get("network").is_unknown()
-    {
-        m.insert("network".into(), network);
+    if !failed {
+        return Ok(network);
     }
-    state
+    if req.prior.is_present() {
+        return Err(req.prior.clone());
+    }
+    // Nothing of the nodes was started; what the network got is kept, so a destroy removes it.
+    let id = plan.planned.get("id");
+    let learned = BTreeMap::from([
+        ("id".to_owned(), if id.is_present() { id.clone() } else { req.planned.get("fabric").get("id").clone() }),
+        ("network".to_owned(), network),
+    ]);
+    let mut state = common::fill(req.planned, &learned);
+    if let Value::Map(m) = &mut state {
+        m.insert("nodes".into(), Value::list([]));
+    }
+    Err(state)
+}
+
+/// After the nodes of a cluster without a fabric are deleted (`left` null): its network, under the
+/// cluster's owner. A network that cannot be deleted stays in state, with no nodes, for the next destroy.
+async fn own_network_last(at: &At<'_>, left: Value, diags: &mut Diagnostics) -> Value {
+    let (ctx, req, cloud, census) = (at.ctx, at.req, at.cloud, at.census);
+    let fabric_prior = own_fabric_state(ctx, req.prior);
+    let request = ApplyRequest { prior: &fabric_prior, planned: &Value::Null, config: &Value::Null, private: &[] };
+    let gone = gpu_fabric::LIFECYCLE.apply_config(ctx, &request, cloud, census, diags).await;
+    if gone.is_null() {
+        return left;
+    }
+    let pieces = fabric_prior.get("expansion").as_list().map_or(0, <[Value]>::len);
+    without_nodes(req.prior, cloud, pieces)
+}
+
+/// What a cluster adds to the lifecycle's steps: the quota read of a plan, its own network (first on a
+/// create or update, last on a destroy, refreshed and imported with the nodes) when it has no fabric, the
+/// day-2 work of an update (repairs, rolling batches) and the settlement of a converge that got fewer nodes
+/// than planned (the capacity policy).
+struct ClusterParts;
+
+#[async_trait]
+impl Parts<ClusterSpec> for ClusterParts {
+    async fn plan_reads(&self, ctx: &Context, spec: &ClusterSpec, req: &PlanRequest<'_>, planned: &Value, diags: &mut Diagnostics) {
+        if planned.get("node_count").is_wholly_known() {
+            capacity::check_quota(ctx, req.prior, spec, diags).await;
+        }
+    }
+
+    async fn before(&self, _kind: &Kind<ClusterSpec>, at: &At<'_>, spec: &ClusterSpec, diags: &mut Diagnostics) -> Result<Value, Value> {
+        if !owns_network(at.req.planned) {
+            return Ok(Value::Null);
+        }
+        own_network_first(at, spec, diags).await
+    }
+
+    async fn update(&self, kind: &Kind<ClusterSpec>, at: &At<'_>, spec: &ClusterSpec, diags: &mut Diagnostics) -> Value {
+        day2::apply(kind, at, spec, kind.apply_timeout(at.req), diags).await
+    }
+
+    async fn settle(
+        &self,
+        kind: &Kind<ClusterSpec>,
+        at: &At<'_>,
+        spec: &ClusterSpec,
+        state: Value,
+        converged: Diagnostics,
+        diags: &mut Diagnostics,
+    ) -> Value {
+        // A create's day-2 attributes; an update's come from its day-2 work.
+        let state = if at.creating() && !converged.has_errors() { day2::settle(state, at.req.planned) } else { state };
+        let timeout = kind.apply_timeout(at.req);
+        capacity::settle(at.ctx, spec, at.req.prior, at.req.planned, state, at.cloud, at.census, timeout, converged, diags).await
+    }
+
+    async fn after(&self, at: &At<'_>, mut state: Value, network: Value) -> Value {
+        if owns_network(at.req.planned)
+            && at.req.planned.get("network").is_unknown()
+            && let Value::Map(m) = &mut state
+        {
+            m.insert("network".into(), network);
+        }
+        state
+    }
+
+    async fn after_delete(&self, _kind: &Kind<ClusterSpec>, at: &At<'_>, left: Value, diags: &mut Diagnostics) -> Value {
+        if !owns_network(at.req.prior) || left.is_present() {
+            return left;
+        }
+        own_network_last(at, left, diags).await
+    }
+
+    async fn read(
+        &self,
+        ctx: &Context,
+        state: &Value,
+        found: ReadOutcome,
+        cloud: Cloud,
+        census: &Census,
+        diags: &mut Diagnostics,
+    ) -> ReadOutcome {
+        let found = if owns_network(state) { read_owned_network(ctx, state, found, cloud, census, diags).await } else { found };
+        match found {
+            ReadOutcome::Found { state: refreshed, private } => {
+                ReadOutcome::Found { state: keep_write_only_out(state, refreshed), private }
+            }
+            gone => gone,
+        }
+    }
+
+    async fn imported(&self, ctx: &Context, state: Value, cloud: Cloud, census: &Census, diags: &mut Diagnostics) -> Option<Value> {
+        with_own_network(ctx, state, cloud, census, diags).await
+    }
 }
 
 /// Refresh of a cluster without a fabric: its nodes as usual, and its network through the fabric's own
@@ -781,6 +841,7 @@ static LIFECYCLE: Kind<ClusterSpec> = Kind {
     timeouts: Timeouts { create: Duration::from_secs(60 * 60), update: Duration::from_secs(60 * 60), delete: Duration::from_secs(30 * 60) },
     kept: "The nodes that exist are kept in state; apply again to finish, or destroy.",
     left: "What is left stays in state; run destroy again.",
+    parts: &ClusterParts,
 };
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::common::{self, PlanShape};
 use std::time::Duration;
 
-use super::lifecycle::{Kind, Timeouts};
+use super::lifecycle::{Kind, NoParts, Timeouts};
 use crate::clouds::backend;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, PlanRequest, PlanResponse, ReadOutcome, Resource, Schema, Type,
@@ -184,6 +184,7 @@ pub(crate) static LIFECYCLE: Kind<FabricSpec> = Kind {
     timeouts: Timeouts { create: THIRTY_MINUTES, update: THIRTY_MINUTES, delete: THIRTY_MINUTES },
     kept: "The pieces created so far are kept in state; apply again to finish, or destroy.",
     left: "What is left stays in state; run destroy again.",
+    parts: &NoParts,
 };
 
 const THIRTY_MINUTES: Duration = Duration::from_secs(30 * 60);

@@ -5,17 +5,30 @@
 //! built from the configuration an import reconstructs. Ownership (the journal, the census, adopting on
 //! import) wraps every step through `common::{apply_with, read_with, import_with}`.
 //!
-//! A resource supplies a [`Kind`]: its schema, its parser, the planner's derivation, its own tag keys and
-//! its backend selector; nothing else.
+//! A resource supplies a [`Kind`]: its schema, its parser, the planner's derivation, its own tag keys, its
+//! backend selector, and the [`Parts`] it adds at named points of the steps (the cluster: its own network,
+//! its day-2 work and its capacity settlement; the fabric and the filesystem add none).
+//!
+//! Each step parses its spec once, keeping the parser's diagnostics, and hands the typed spec down to the
+//! parts and the backend; nothing below calls back up into the planner.
+//!
+//! An apply, in order: parse -> configured? -> `Parts::before` (what the resource makes for itself first)
+//! -> converge (`Backend::apply` on a create; `Parts::update` on an update, the backend's converge by
+//! default) -> `Parts::settle` (what the converge's failure leaves) -> `Parts::after`. A delete: the
+//! backend's delete -> `Parts::after_delete`. A refresh: the backend's read -> `Parts::read`. An import: the
+//! backend's import (and `Backend::imported`) -> derivation -> `Parts::imported`. A plan's reads of the
+//! cloud (quota) are `Parts::plan_reads`, the one step of a plan that is not pure.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+use async_trait::async_trait;
 
 use super::common;
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Step};
 use crate::clouds::shared::timeout;
-use crate::framework::{ApplyRequest, ApplyResponse, Context, Diagnostics, ReadOutcome, Schema, Value};
+use crate::framework::{ApplyRequest, ApplyResponse, Context, Diagnostics, PlanRequest, ReadOutcome, Schema, Value};
 use crate::ownership::Census;
 
 /// How long each step may take when the resource's `timeouts` block does not say.
@@ -25,6 +38,89 @@ pub struct Timeouts {
     pub update: Duration,
     pub delete: Duration,
 }
+
+/// Where an apply runs: the request, the cloud and the owner's census.
+pub struct At<'a> {
+    pub ctx: &'a Context,
+    pub req: &'a ApplyRequest<'a>,
+    pub cloud: Cloud,
+    pub census: &'a Census,
+}
+
+impl At<'_> {
+    pub fn creating(&self) -> bool {
+        self.req.prior.is_null()
+    }
+}
+
+/// What a resource adds to the steps every resource goes through, each at a named point; every part has a
+/// default that adds nothing.
+#[async_trait]
+pub trait Parts<S: Send + Sync + 'static>: Send + Sync {
+    /// Plan: the reads a plan makes of the cloud (quota), after the pure derivation planned `planned`
+    /// without errors. The only step of a plan that asks the cloud.
+    async fn plan_reads(&self, _ctx: &Context, _spec: &S, _req: &PlanRequest<'_>, _planned: &Value, _diags: &mut Diagnostics) {}
+
+    /// Apply, before a create's or an update's converge: what the resource makes for itself first.
+    /// `Ok(carried)` goes on (`carried` reaches [`Parts::after`]); `Err(state)` ends the apply with `state`.
+    async fn before(&self, _kind: &Kind<S>, _at: &At<'_>, _spec: &S, _diags: &mut Diagnostics) -> Result<Value, Value> {
+        Ok(Value::Null)
+    }
+
+    /// Apply, an update's converge: the backend's by default.
+    async fn update(&self, kind: &Kind<S>, at: &At<'_>, spec: &S, diags: &mut Diagnostics) -> Value {
+        kind.converge(at.ctx, at.req, spec, at.cloud, at.census, diags).await
+    }
+
+    /// Apply, after a create's or an update's converge: what is kept when it failed. `converged` holds the
+    /// converge's diagnostics; what this returns goes to `diags`.
+    async fn settle(
+        &self,
+        _kind: &Kind<S>,
+        _at: &At<'_>,
+        _spec: &S,
+        state: Value,
+        converged: Diagnostics,
+        diags: &mut Diagnostics,
+    ) -> Value {
+        diags.extend(converged);
+        state
+    }
+
+    /// Apply, last: `carried` is what [`Parts::before`] handed on.
+    async fn after(&self, _at: &At<'_>, state: Value, _carried: Value) -> Value {
+        state
+    }
+
+    /// Delete, after the backend's: what the resource made for itself goes last. `left` is what the
+    /// backend's delete left (null when nothing).
+    async fn after_delete(&self, _kind: &Kind<S>, _at: &At<'_>, left: Value, _diags: &mut Diagnostics) -> Value {
+        left
+    }
+
+    /// Refresh, after the backend's read of `state`: what the resource owns besides, read with it.
+    async fn read(
+        &self,
+        _ctx: &Context,
+        _state: &Value,
+        found: ReadOutcome,
+        _cloud: Cloud,
+        _census: &Census,
+        _diags: &mut Diagnostics,
+    ) -> ReadOutcome {
+        found
+    }
+
+    /// Import, after the imported state is derived: what the resource owns besides, imported with it.
+    async fn imported(&self, _ctx: &Context, state: Value, _cloud: Cloud, _census: &Census, _diags: &mut Diagnostics) -> Option<Value> {
+        Some(state)
+    }
+}
+
+/// The parts of a resource that adds none.
+pub struct NoParts;
+
+impl<S: Send + Sync + 'static> Parts<S> for NoParts {}
 
 /// What a resource kind gives the lifecycle.
 pub struct Kind<S: 'static> {
@@ -44,12 +140,21 @@ pub struct Kind<S: 'static> {
     pub kept: &'static str,
     /// What a failed delete says of what is left.
     pub left: &'static str,
+    /// What the resource adds to the steps.
+    pub parts: &'static dyn Parts<S>,
 }
 
 impl<S: Send + Sync + 'static> Kind<S> {
-    /// Create, update or destroy, under the ownership rule.
+    /// Create, update or destroy, under the ownership rule; the configuration is parsed once, here.
     pub async fn apply(&self, ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        common::apply_with(self.kind, req, diags, async |cloud, census, d| self.apply_in(ctx, req, cloud, census, d).await).await
+        let spec = if req.planned.is_null() { None } else { (self.parse)(req.config, diags) };
+        common::apply_with(self.kind, req, diags, async |cloud, census, d| self.apply_in(ctx, req, spec.as_ref(), cloud, census, d).await)
+            .await
+    }
+
+    /// A plan's reads of the cloud ([`Parts::plan_reads`]) for a parsed spec.
+    pub async fn plan_reads(&self, ctx: &Context, spec: &S, req: &PlanRequest<'_>, planned: &Value, diags: &mut Diagnostics) {
+        self.parts.plan_reads(ctx, spec, req, planned, diags).await;
     }
 
     /// Refresh, admitting only the state's owner's pieces.
@@ -65,12 +170,62 @@ impl<S: Send + Sync + 'static> Kind<S> {
         common::import_with(self.kind, example, id, diags, async |cloud, census, d| self.import_in(ctx, id, cloud, census, d).await).await
     }
 
-    /// One apply as `census`'s owner: a delete when nothing is planned, else a create or an update.
-    pub async fn apply_in(&self, ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, diags: &mut Diagnostics) -> Value {
+    /// One apply as `census`'s owner, with the resource's parts: a delete when nothing is planned, else a
+    /// create or an update of `spec` (the configuration's; `None` when it does not parse).
+    pub async fn apply_in(
+        &self,
+        ctx: &Context,
+        req: &ApplyRequest<'_>,
+        spec: Option<&S>,
+        cloud: Cloud,
+        census: &Census,
+        diags: &mut Diagnostics,
+    ) -> Value {
+        let at = At { ctx, req, cloud, census };
         if req.planned.is_null() {
-            self.delete(ctx, req.prior, cloud, census, diags).await
+            let left = self.remove(ctx, req.prior, cloud, census, diags).await;
+            return self.parts.after_delete(self, &at, left, diags).await;
+        }
+        let Some(spec) = spec else {
+            // Reported where it was parsed; the configured check comes first, as for every step.
+            let backend = (self.backend)(cloud);
+            self.configured(ctx, backend, cloud, diags).await;
+            return req.prior.clone();
+        };
+        let carried = match self.parts.before(self, &at, spec, diags).await {
+            Ok(carried) => carried,
+            Err(state) => return state,
+        };
+        let mut converged = Diagnostics::new();
+        let state = if at.creating() {
+            self.converge(ctx, req, spec, cloud, census, &mut converged).await
         } else {
-            self.change(ctx, req, cloud, census, diags).await
+            self.parts.update(self, &at, spec, &mut converged).await
+        };
+        let state = self.parts.settle(self, &at, spec, state, converged, diags).await;
+        self.parts.after(&at, state, carried).await
+    }
+
+    /// [`Kind::apply_in`] of a configuration not parsed yet (a resource applying another kind's spec, as
+    /// a cluster does its own network's).
+    pub async fn apply_config(
+        &self,
+        ctx: &Context,
+        req: &ApplyRequest<'_>,
+        cloud: Cloud,
+        census: &Census,
+        diags: &mut Diagnostics,
+    ) -> Value {
+        let spec = if req.planned.is_null() { None } else { (self.parse)(req.config, diags) };
+        self.apply_in(ctx, req, spec.as_ref(), cloud, census, diags).await
+    }
+
+    /// How long a create or an update of `req` may take.
+    pub fn apply_timeout(&self, req: &ApplyRequest<'_>) -> Duration {
+        if req.prior.is_null() {
+            timeout(req.config, "create", self.timeouts.create)
+        } else {
+            timeout(req.config, "update", self.timeouts.update)
         }
     }
 
@@ -107,15 +262,23 @@ impl<S: Send + Sync + 'static> Kind<S> {
         }
     }
 
-    async fn change(&self, ctx: &Context, req: &ApplyRequest<'_>, cloud: Cloud, census: &Census, diags: &mut Diagnostics) -> Value {
+    /// The backend's create or update of `spec`, without the resource's parts (which call it).
+    pub async fn converge(
+        &self,
+        ctx: &Context,
+        req: &ApplyRequest<'_>,
+        spec: &S,
+        cloud: Cloud,
+        census: &Census,
+        diags: &mut Diagnostics,
+    ) -> Value {
         let backend = (self.backend)(cloud);
         if !self.configured(ctx, backend, cloud, diags).await {
             return req.prior.clone();
         }
-        let Some(spec) = (self.parse)(req.config, diags) else { return req.prior.clone() };
         let creating = req.prior.is_null();
         let mut learned = BTreeMap::new();
-        if let Some(id) = backend.id(&spec) {
+        if let Some(id) = backend.id(spec) {
             census.set_import_id(&id);
             learned.insert("id".to_owned(), Value::from(id));
         }
@@ -126,7 +289,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
         let (op, default) = if creating { ("create", self.timeouts.create) } else { ("update", self.timeouts.update) };
         let step = self.step(ctx, census, &default_tags, timeout(req.config, op, default));
         let change = Change {
-            spec: &spec,
+            spec,
             config: req.config,
             prior: req.prior,
             planned: req.planned,
@@ -142,14 +305,16 @@ impl<S: Send + Sync + 'static> Kind<S> {
         out.state
     }
 
-    async fn delete(&self, ctx: &Context, prior: &Value, cloud: Cloud, census: &Census, diags: &mut Diagnostics) -> Value {
+    /// The backend's delete of `prior`, without the resource's parts.
+    async fn remove(&self, ctx: &Context, prior: &Value, cloud: Cloud, census: &Census, diags: &mut Diagnostics) -> Value {
         let backend = (self.backend)(cloud);
         if !self.configured(ctx, backend, cloud, diags).await {
             return prior.clone();
         }
         let default_tags = common::defaults(ctx).default_tags;
         let step = self.step(ctx, census, &default_tags, timeout(prior, "delete", self.timeouts.delete));
-        let out = backend.delete(&step, prior, &self.parse_state).await;
+        let spec = (self.parse_state)(prior);
+        let out = backend.delete(&step, prior, spec.as_ref()).await;
         if let Some(e) = out.error {
             let summary = format!("Deleting the {} failed", self.kind.noun.to_lowercase());
             self.report(backend, diags, summary, sentences(&self.what(backend, prior), &e, self.left));
@@ -157,8 +322,22 @@ impl<S: Send + Sync + 'static> Kind<S> {
         out.state
     }
 
-    /// Refreshes as `census`'s owner.
+    /// Refreshes as `census`'s owner, with the resource's parts.
     pub async fn read_in(
+        &self,
+        ctx: &Context,
+        state: &Value,
+        private: &[u8],
+        cloud: Cloud,
+        census: &Census,
+        diags: &mut Diagnostics,
+    ) -> ReadOutcome {
+        let found = self.observe(ctx, state, private, cloud, census, diags).await;
+        self.parts.read(ctx, state, found, cloud, census, diags).await
+    }
+
+    /// The backend's refresh of `state`, without the resource's parts (which call it).
+    pub async fn observe(
         &self,
         ctx: &Context,
         state: &Value,
@@ -174,7 +353,8 @@ impl<S: Send + Sync + 'static> Kind<S> {
         }
         let default_tags = common::defaults(ctx).default_tags;
         let step = self.step(ctx, census, &default_tags, self.timeouts.delete);
-        match backend.read(&step, state, &self.parse_state).await {
+        let spec = (self.parse_state)(state);
+        match backend.read(&step, state, spec.as_ref()).await {
             Ok(None) => ReadOutcome::Gone,
             Ok(Some(state)) => ReadOutcome::Found { state, private: private.to_vec() },
             Err(e) => {
@@ -193,10 +373,18 @@ impl<S: Send + Sync + 'static> Kind<S> {
         }
         let default_tags = common::defaults(ctx).default_tags;
         let step = self.step(ctx, census, &default_tags, self.timeouts.delete);
-        match backend.import(&step, id, &self.parse_state).await {
+        let found = match backend.import(&step, id).await {
+            Ok(mut found) => match (self.parse_state)(&found.config) {
+                Some(spec) => backend.imported(&step, &spec, &mut found).await.map(|()| found),
+                None => Ok(found),
+            },
+            Err(e) => Err(e),
+        };
+        match found {
             Ok(Imported { config, assigned }) => {
                 let derived = (self.derive)(ctx, &config, diags)?;
-                Some(common::imported_state(&(self.schema)(), &config, &derived, &assigned))
+                let state = common::imported_state(&(self.schema)(), &config, &derived, &assigned);
+                self.parts.imported(ctx, state, cloud, census, diags).await
             }
             Err(ImportError::BadId(text)) => {
                 diags.error("Invalid import id", text);

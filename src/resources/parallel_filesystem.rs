@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::common::{self, PlanShape, cluster_ref_type, fabric_ref_type};
-use super::lifecycle::{Kind, Timeouts};
+use super::lifecycle::{Kind, NoParts, Timeouts};
 use crate::clouds::backend;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
@@ -198,4 +198,5 @@ static LIFECYCLE: Kind<FilesystemSpec> = Kind {
     },
     kept: "",
     left: "It stays in state; run destroy again.",
+    parts: &NoParts,
 };

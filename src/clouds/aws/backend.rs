@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::{api, cluster, fabric, filesystem, quota};
 use crate::catalog::Cloud;
-use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
@@ -62,14 +62,14 @@ impl Backend<FabricSpec> for Aws {
         Outcome { state, error }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, FabricSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FabricSpec>) -> Outcome {
         let (region, name) = region_and_name(prior);
         let client = api::connect(step.ctx, region).await;
         let done = fabric::delete(step.ctx, &client, name, given_network(prior), step.timeout, step.census).await;
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, FabricSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
         let (region, name) = region_and_name(state);
         let client = api::connect(step.ctx, region).await;
         let live = fabric::observe(&client, name, given_network(state), step.census).await?;
@@ -80,7 +80,7 @@ impl Backend<FabricSpec> for Aws {
         Ok(Some(shared::with_missing(state, |k| kinds.contains(&k))))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, FabricSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((region, name)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not an AWS fabric id: give \"aws/<region>/<fabric name>\", e.g. \"aws/us-east-1/train\"."
@@ -208,7 +208,7 @@ impl Backend<ClusterSpec> for Aws {
         }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, ClusterSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
         let name = prior.get("name").as_str().unwrap_or_default();
         let client = api::connect(step.ctx, fabric_region(prior)).await;
         let Err(e) = cluster::delete(step.ctx, &client, name, step.timeout, step.census).await else {
@@ -223,14 +223,14 @@ impl Backend<ClusterSpec> for Aws {
         Outcome::failed(left, e)
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, ClusterSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
         let name = state.get("name").as_str().unwrap_or_default();
         let client = api::connect(step.ctx, fabric_region(state)).await;
         let live = cluster::refresh(&client, name, step.census).await?;
         Ok((!live.is_empty()).then(|| refreshed_cluster(state, &live)))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, ClusterSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((region, name)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not an AWS cluster id: give \"aws/<region>/<cluster name>\", e.g. \"aws/us-east-1/train-nodes\"."
@@ -409,21 +409,21 @@ impl Backend<FilesystemSpec> for Aws {
         }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
         let client = api::connect(step.ctx, fabric_region(prior)).await;
         let Some(fs_id) = fs_id_of(prior) else { return Outcome::done(Value::Null) };
         let done = filesystem::delete(step.ctx, &client, &fs_id, step.timeout, step.census).await;
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, String> {
         let Some(fs_id) = fs_id_of(state) else { return Ok(None) };
         let client = api::connect(step.ctx, fabric_region(state)).await;
         let live = filesystem::observe(&client, &fs_id, step.census).await?;
         Ok(live.map(|live| refreshed_filesystem(state, &live)))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, FilesystemSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((region, key)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not an AWS filesystem id: give \"aws/<region>/<file system id or name>\", e.g. \"aws/us-east-1/fs-0123456789abcdef0\"."

@@ -11,7 +11,7 @@ use super::api::{self, Arm};
 use super::cluster::SCALE_SET;
 use super::{cluster, fabric, filesystem, quota};
 use crate::catalog::Cloud;
-use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
@@ -124,22 +124,22 @@ impl Backend<FabricSpec> for Azure {
         Outcome { state, error: done.err() }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, parse: &Parse<'_, FabricSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&FabricSpec>) -> Outcome {
         let arm = match arm(step.ctx).await {
             Ok(a) => a,
             Err(e) => return Outcome::failed(prior.clone(), e),
         };
-        let Some(spec) = parse(prior) else {
+        let Some(spec) = spec else {
             return Outcome::failed(prior.clone(), "its state does not describe a fabric this provider can read");
         };
-        let done = fabric::delete(step.ctx, &arm, &spec, step.timeout, step.census).await;
+        let done = fabric::delete(step.ctx, &arm, spec, step.timeout, step.census).await;
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, parse: &Parse<'_, FabricSpec>) -> Result<Option<Value>, String> {
-        let Some(spec) = parse(state) else { return Ok(Some(state.clone())) };
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
+        let Some(spec) = spec else { return Ok(Some(state.clone())) };
         let arm = arm(step.ctx).await?;
-        let ids = fabric::ids(&arm, &spec);
+        let ids = fabric::ids(&arm, spec);
         let live = fabric::observe(step.ctx, &arm, &ids, step.census).await?;
         if live.is_empty() {
             return Ok(None);
@@ -147,7 +147,7 @@ impl Backend<FabricSpec> for Azure {
         Ok(Some(shared::with_missing(state, fabric::present(&live, &ids))))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, parse: &Parse<'_, FabricSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((group, name)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not an Azure fabric id: give \"azure/<resource group>/<fabric name>\", e.g. \"azure/train-rg/train\"."
@@ -170,16 +170,18 @@ impl Backend<FabricSpec> for Azure {
             Err(e) => Err(e),
         }
         .map_err(ImportError::Failed)?;
-        let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-        // A configuration that does not parse is reported by the lifecycle's derivation of it.
-        if let Some(spec) = parse(&config)
-            && let Network::Create { .. } = &spec.network
-        {
-            let ids = fabric::ids(&arm, &spec);
-            assigned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
-            assigned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+
+    /// A network the fabric created has the ids its names give.
+    async fn imported(&self, step: &Step<'_>, spec: &FabricSpec, found: &mut Imported) -> Result<(), ImportError> {
+        if let Network::Create { .. } = &spec.network {
+            let arm = arm(step.ctx).await.map_err(ImportError::Failed)?;
+            let ids = fabric::ids(&arm, spec);
+            found.assigned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
+            found.assigned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));
         }
-        Ok(Imported { config, assigned })
+        Ok(())
     }
 }
 
@@ -275,7 +277,7 @@ impl Backend<ClusterSpec> for Azure {
         }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, ClusterSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
         let arm = match arm(step.ctx).await {
             Ok(a) => a,
             Err(e) => return Outcome::failed(prior.clone(), e),
@@ -287,7 +289,7 @@ impl Backend<ClusterSpec> for Azure {
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, ClusterSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
         let name = state.get("name").as_str().unwrap_or_default();
         let Some(group) = group_of(state) else { return Ok(Some(state.clone())) };
         let arm = arm(step.ctx).await?;
@@ -302,7 +304,7 @@ impl Backend<ClusterSpec> for Azure {
         Ok(Some(with_gone_sets(out, name, &live)))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, ClusterSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((group, name)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not an Azure cluster id: give \"azure/<resource group>/<cluster name>\", e.g. \"azure/train-rg/train\"."
@@ -408,7 +410,7 @@ impl Backend<FilesystemSpec> for Azure {
         }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
         let name = prior.get("name").as_str().unwrap_or_default();
         let arm = match arm(step.ctx).await {
             Ok(a) => a,
@@ -419,7 +421,7 @@ impl Backend<FilesystemSpec> for Azure {
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, String> {
         let name = state.get("name").as_str().unwrap_or_default();
         let Some(group) = group_of(state) else { return Ok(Some(state.clone())) };
         let arm = arm(step.ctx).await?;
@@ -427,7 +429,7 @@ impl Backend<FilesystemSpec> for Azure {
         Ok(found.map(|fs| azure_refreshed(state, &fs)))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, FilesystemSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((group, name)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not an Azure filesystem id: give \"azure/<resource group>/<name>\", e.g. \"azure/train-rg/scratch\"."

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::{api, cluster, fabric, filesystem, quota};
 use crate::catalog::Cloud;
-use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
@@ -80,30 +80,30 @@ impl Backend<FabricSpec> for Gcp {
         Outcome { state, error: result.err() }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, parse: &Parse<'_, FabricSpec>) -> Outcome {
-        let Some(spec) = parse(prior) else {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&FabricSpec>) -> Outcome {
+        let Some(spec) = spec else {
             return Outcome::failed(prior.clone(), "the state does not describe a Google Cloud fabric");
         };
         let client = match api::connect(step.ctx).await {
             Ok(c) => c,
             Err(e) => return Outcome::failed(prior.clone(), e),
         };
-        let done = fabric::delete(step.ctx, &client, &spec, step.timeout, step.census).await;
+        let done = fabric::delete(step.ctx, &client, spec, step.timeout, step.census).await;
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, parse: &Parse<'_, FabricSpec>) -> Result<Option<Value>, String> {
-        let Some(spec) = parse(state) else { return Ok(Some(state.clone())) };
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
+        let Some(spec) = spec else { return Ok(Some(state.clone())) };
         let client = api::connect(step.ctx).await?;
         let live = fabric::observe(step.ctx, &client, &spec.name, &spec.region, step.census).await?;
         if live.found.is_empty() {
             return Ok(None);
         }
-        let expansion = fabric::refreshed_expansion(state.get("expansion"), &spec, &client.project, &live);
+        let expansion = fabric::refreshed_expansion(state.get("expansion"), spec, &client.project, &live);
         Ok(Some(shared::with_attr(state, "expansion", expansion)))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, FabricSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((zone, name)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not a Google Cloud fabric id: give \"gcp/<zone>/<fabric name>\", e.g. \"gcp/us-central1-a/train\"."
@@ -238,7 +238,7 @@ impl Backend<ClusterSpec> for Gcp {
         }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, ClusterSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
         let (ctx, census) = (step.ctx, step.census);
         let (zone, name) = zone_and_name(prior);
         let client = match api::connect(ctx).await {
@@ -257,7 +257,7 @@ impl Backend<ClusterSpec> for Gcp {
         Outcome::failed(left, e)
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, ClusterSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
         let (zone, name) = zone_and_name(state);
         let client = api::connect(step.ctx).await?;
         // One instances.list, and on A4X one resourcePolicies.list, whatever the size.
@@ -271,7 +271,7 @@ impl Backend<ClusterSpec> for Gcp {
         Ok(Some(with_domain_nodes(state, &nodes, policies.as_ref())))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, ClusterSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((zone, name)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not a Google Cloud cluster id: give \"gcp/<zone>/<cluster name>\", e.g. \"gcp/us-central1-a/train\"."
@@ -416,7 +416,7 @@ impl Backend<FilesystemSpec> for Gcp {
         Outcome::failed(left, e)
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
         let ctx = step.ctx;
         let (zone, name) = zone_and_name(prior);
         let client = match api::connect(ctx).await {
@@ -429,7 +429,7 @@ impl Backend<FilesystemSpec> for Gcp {
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, String> {
         let (ctx, census) = (step.ctx, step.census);
         let (zone, name) = zone_and_name(state);
         let client = api::connect(ctx).await?;
@@ -443,7 +443,7 @@ impl Backend<FilesystemSpec> for Gcp {
         }
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, FilesystemSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let Some((zone, name)) = api::parse_id(id) else {
             return Err(ImportError::BadId(format!(
                 "{id:?} is not a Google Cloud filesystem id: give \"gcp/<zone>/<name>\", e.g. \"gcp/us-central1-a/scratch\"."

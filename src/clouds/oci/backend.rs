@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::{api, cluster, fabric, filesystem, limits, memory};
 use crate::catalog::Cloud;
-use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Parse, Step};
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
 use crate::clouds::quota::{self, QuotaFamily, QuotaReading};
 use crate::clouds::shared::{self, NodeAddress};
 use crate::framework::{Context, Value};
@@ -121,29 +121,29 @@ impl Backend<FabricSpec> for Oci {
         }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, parse: &Parse<'_, FabricSpec>) -> Outcome {
-        let Some(spec) = parse(prior) else {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&FabricSpec>) -> Outcome {
+        let Some(spec) = spec else {
             return Outcome::failed(prior.clone(), "the state does not describe a fabric this provider can read");
         };
         let client = match api::connect(step.ctx, &spec.region) {
             Ok(c) => c,
             Err(e) => return Outcome::failed(prior.clone(), e),
         };
-        let done = fabric::delete(step.ctx, &client, &spec, compartment_of(&spec), step.timeout, step.census).await;
+        let done = fabric::delete(step.ctx, &client, spec, compartment_of(spec), step.timeout, step.census).await;
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, parse: &Parse<'_, FabricSpec>) -> Result<Option<Value>, String> {
-        let Some(spec) = parse(state) else { return Ok(Some(state.clone())) };
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
+        let Some(spec) = spec else { return Ok(Some(state.clone())) };
         let client = api::connect(step.ctx, &spec.region)?;
-        let live = fabric::observe(step.ctx, &client, &spec, compartment_of(&spec), step.census).await?;
+        let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await?;
         if live.is_empty() {
             return Ok(None);
         }
         Ok(Some(shared::with_missing(state, fabric::present(&live))))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, parse: &Parse<'_, FabricSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let (region, compartment, name) = import_id(id, "fabric", "train")?;
         let client = api::connect(step.ctx, region).map_err(ImportError::Failed)?;
         let config = match fabric::find_nsg(step.ctx, &client, compartment, name, step.census).await {
@@ -152,19 +152,21 @@ impl Backend<FabricSpec> for Oci {
             Err(e) => Err(e),
         }
         .map_err(ImportError::Failed)?;
-        let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
-        // A configuration that does not parse is left to the lifecycle's derivation to report.
-        if let Some(spec) = parse(&config)
-            && let Network::Create { .. } = &spec.network
-        {
-            let live = fabric::observe(step.ctx, &client, &spec, compartment, step.census).await.map_err(ImportError::Failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+
+    /// A network the fabric created: its VCN and subnet OCIDs, as they are found.
+    async fn imported(&self, step: &Step<'_>, spec: &FabricSpec, found: &mut Imported) -> Result<(), ImportError> {
+        if let Network::Create { .. } = &spec.network {
+            let client = api::connect(step.ctx, &spec.region).map_err(ImportError::Failed)?;
+            let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await.map_err(ImportError::Failed)?;
             for (attr, piece) in [("vpc_id", &live.vcn), ("subnet_id", &live.subnet)] {
                 if let Some(ocid) = piece.as_ref().and_then(|p| p["id"].as_str()) {
-                    assigned.insert(attr.to_owned(), Value::from(ocid));
+                    found.assigned.insert(attr.to_owned(), Value::from(ocid));
                 }
             }
         }
-        Ok(Imported { config, assigned })
+        Ok(())
     }
 }
 
@@ -374,7 +376,7 @@ impl Backend<ClusterSpec> for Oci {
         }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, ClusterSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
         let Some(site) = location(prior) else { return Outcome::failed(prior.clone(), no_fabric_id("cluster")) };
         let client = match api::connect(step.ctx, &site.region) {
             Ok(c) => c,
@@ -387,7 +389,7 @@ impl Backend<ClusterSpec> for Oci {
         }
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, ClusterSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
         let Some(site) = location(state) else { return Ok(Some(state.clone())) };
         let name = name_of(state);
         let client = api::connect(step.ctx, &site.region)?;
@@ -407,7 +409,7 @@ impl Backend<ClusterSpec> for Oci {
         }
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, ClusterSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let (region, compartment, name) = import_id(id, "cluster", "train")?;
         let client = api::connect(step.ctx, region).map_err(ImportError::Failed)?;
         let (config, _) = cluster::imported_config(step.ctx, &client, compartment, name, step.default_tags, step.census)
@@ -536,7 +538,7 @@ impl Backend<FilesystemSpec> for Oci {
         }
     }
 
-    async fn delete(&self, step: &Step<'_>, prior: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Outcome {
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
         let Some((region, compartment)) = fabric_place(prior) else {
             return Outcome::failed(prior.clone(), no_fabric_id("filesystem"));
         };
@@ -548,13 +550,13 @@ impl Backend<FilesystemSpec> for Oci {
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _parse: &Parse<'_, FilesystemSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, String> {
         let Some((region, compartment)) = fabric_place(state) else { return Ok(Some(state.clone())) };
         let client = api::connect(step.ctx, &region)?;
         Ok(filesystem::observe(step.ctx, &client, &compartment, name_of(state), step.census).await?.map(|fs| refreshed(state, &fs)))
     }
 
-    async fn import(&self, step: &Step<'_>, id: &str, _parse: &Parse<'_, FilesystemSpec>) -> Result<Imported, ImportError> {
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let (region, compartment, name) = import_id(id, "filesystem", "scratch")?;
         let client = api::connect(step.ctx, region).map_err(ImportError::Failed)?;
         let (config, fs) = match filesystem::observe(step.ctx, &client, compartment, name, step.census).await {
