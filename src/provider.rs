@@ -47,3 +47,32 @@ impl ProviderDefinition for HpcProvider {
         functions::all()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{day2, gpu_cluster};
+
+    #[test]
+    fn every_served_schema_declares_only_plan_modifiers_that_apply() {
+        let p = HpcProvider;
+        for r in p.resources() {
+            let errors = r.schema().block.plan_modifier_errors();
+            assert!(errors.is_empty(), "{}: {errors:#?}", r.type_name());
+            assert!(r.schema().block.has_plan_modifiers(), "{}: no attribute requires replacement or is assigned", r.type_name());
+        }
+        // Nothing plans a data source or the provider's configuration, so a modifier there is a mistake.
+        for ds in p.data_sources() {
+            assert!(!ds.schema().block.has_plan_modifiers(), "{} is never planned", ds.type_name());
+        }
+        assert!(!p.schema().block.has_plan_modifiers(), "the provider's configuration is never planned");
+    }
+
+    #[test]
+    fn the_cluster_attributes_still_named_in_lists_exist() {
+        let schema = gpu_cluster::schema();
+        let own_network: Vec<&str> = crate::planner::spec::OWN_NETWORK.to_vec();
+        assert_eq!(schema.block.unknown_attributes(&own_network), Vec::<&str>::new());
+        assert_eq!(schema.block.unknown_attributes(&day2::ATTRS), Vec::<&str>::new());
+    }
+}

@@ -129,7 +129,11 @@ fn block_section(out: &mut String, block: &Block, prefix: &str, nested: &mut Vec
         for a in attrs {
             let sensitive = if a.sensitive { ", Sensitive" } else { "" };
             let write_only = if a.write_only { ", [Write-only](#write-only-arguments)" } else { "" };
-            let _ = writeln!(out, "- `{}` ({}{sensitive}{write_only}) {}", a.name, type_name(&a.ty), a.description);
+            let description = match a.replace_note() {
+                Some(note) => format!("{} {note}", a.description),
+                None => a.description.clone(),
+            };
+            let _ = writeln!(out, "- `{}` ({}{sensitive}{write_only}) {description}", a.name, type_name(&a.ty));
             if let Some(attrs) = object_attributes(&a.ty) {
                 let path = join(prefix, &a.name);
                 let _ = writeln!(out, "  See [below for nested schema](#nestedblock--{}).", path.replace('.', "--"));
@@ -196,6 +200,9 @@ mod tests {
             Block::new("A thing.")
                 .attribute(Attribute::required("cloud", Type::String, "Which cloud."))
                 .attribute(Attribute::optional("token", Type::String, "Secret.").sensitive())
+                .attribute(Attribute::optional("zone", Type::String, "Where.").requires_replace())
+                .attribute(Attribute::optional("size", Type::Number, "How big.").requires_replace_if("when it shrinks", |_| true))
+                .attribute(Attribute::computed("id", Type::String, "Its id.").assigned_at_apply())
                 .attribute(Attribute::computed("nodes", Type::list(Type::object([("ip", Type::String)])), "Nodes."))
                 .block(NestedBlock::single(
                     "aws",
@@ -207,6 +214,9 @@ mod tests {
             "# hpc_thing (Data Source)",
             "### Required\n\n- `cloud` (String) Which cloud.",
             "- `token` (String, Sensitive) Secret.",
+            "- `zone` (String) Where. Changing this forces a new resource.\n",
+            "- `size` (Number) How big. Changing this forces a new resource when it shrinks.\n",
+            "- `id` (String) Its id.\n",
             "- `aws` (Block, at most one) AWS settings.",
             "### Nested Schema for `aws`",
             "- `region` (String) Region.",

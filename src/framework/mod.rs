@@ -15,5 +15,5 @@ pub use resource::{
     ApplyRequest, ApplyResponse, Context, DataSource, IdentityAttribute, IdentitySchema, PlanRequest, PlanResponse, ProviderDefinition,
     ReadOutcome, Resource,
 };
-pub use schema::{Attribute, Block, NestedBlock, Nesting, Schema};
+pub use schema::{Attribute, Block, Change, NestedBlock, Nesting, Replace, Schema};
 pub use value::{Number, Type, Value};

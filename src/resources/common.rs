@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::ProviderConfig;
-use crate::framework::{AttributePath, Context, Diagnostics, PlanRequest, PlanResponse, Schema, Type, Value};
+use crate::framework::{AttributePath, Change, Context, Diagnostics, PlanRequest, PlanResponse, Schema, Type, Value};
 use crate::ownership::Census;
 use crate::planner::Defaults;
 
@@ -33,20 +33,13 @@ pub fn defaults(ctx: &Context) -> Defaults {
     Defaults { prices: config.prices.clone(), default_tags: config.default_tags.clone(), gcp_project: config.gcp_project() }
 }
 
-/// How a resource's attributes behave in a plan.
-pub struct PlanShape {
-    /// Computed attributes the cloud assigns at apply: unknown on create, kept from prior state on update.
-    pub assigned: &'static [&'static str],
-    /// Attributes whose change replaces the resource (the rest update in place).
-    pub replace: &'static [&'static str],
-}
-
-/// Plans a create, update or destroy. `derive` computes the planner's attributes from a wholly known
-/// configuration; it returns `None` when something is still unknown (those attributes are then planned
-/// unknown) or invalid (diagnostics say why).
+/// Plans a create, update or destroy by the schema's plan modifiers: a computed attribute the
+/// configuration leaves null is assigned at apply (unknown on create, kept on update) or derived, and an
+/// update replaces the object where an attribute's change requires it. `derive` computes the planner's
+/// attributes from a wholly known configuration; it returns `None` when something is still unknown (those
+/// attributes are then planned unknown) or invalid (diagnostics say why).
 pub fn plan(
     schema: &Schema,
-    shape: &PlanShape,
     req: PlanRequest<'_>,
     diags: &mut Diagnostics,
     derive: impl FnOnce(&Value, &mut Diagnostics) -> Option<BTreeMap<String, Value>>,
@@ -62,7 +55,7 @@ pub fn plan(
         if attr.optional && !req.config.get(name).is_null() {
             continue; // the user's value stands, exactly as written
         }
-        let value = if shape.assigned.contains(&name) {
+        let value = if attr.assigned_at_apply {
             if creating { Value::Unknown } else { req.prior.get(name).clone() }
         } else {
             match &derived {
@@ -74,10 +67,16 @@ pub fn plan(
     }
     let mut requires_replace = Vec::new();
     if !creating {
-        for attr in shape.replace {
-            let planned_value = planned.get(*attr).unwrap_or(&Value::Null);
-            if req.prior.get(attr) != planned_value && !planned_value.is_unknown() {
-                requires_replace.push(AttributePath::attr(attr));
+        for attr in &schema.block.attributes {
+            let name = attr.name.as_str();
+            let change = Change {
+                resource: req.config,
+                prior: req.prior.get(name),
+                config: req.config.get(name),
+                planned: planned.get(name).unwrap_or(&Value::Null),
+            };
+            if attr.forces_replacement(&change) {
+                requires_replace.push(AttributePath::attr(name));
             }
         }
     }

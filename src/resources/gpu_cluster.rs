@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::capacity;
-use super::common::{self, PlanShape, fabric_ref_type};
+use super::common::{self, fabric_ref_type};
 use super::day2;
 use super::gpu_fabric;
 use super::lifecycle::{At, Kind, Parts, Timeouts};
@@ -21,24 +21,6 @@ use crate::ownership::Census;
 use crate::planner::{self, ClusterSpec, expansion_type, expansion_value, spec};
 
 pub struct GpuCluster;
-
-const SHAPE: PlanShape = PlanShape {
-    assigned: &["id", "owner", "nodes", "network", "unhealthy_nodes", "selfcheck", "node_revisions"],
-    replace: &[
-        "name",
-        "fabric",
-        "cloud",
-        "region",
-        "zone",
-        "instance_type",
-        "vpc_id",
-        "subnet_id",
-        "resource_group",
-        "compartment_id",
-        "capacity_type",
-        "reservation_id",
-    ],
-};
 
 pub fn schema() -> Schema {
     let timeouts = Block::new("How long create, update and delete may take (e.g. `90m`, `2h`); GPU capacity can take long to arrive.")
@@ -67,34 +49,34 @@ pub fn schema() -> Schema {
              Inference and media nodes need no RDMA fabric: without `fabric`, the cluster says where it runs itself and makes (or joins) \
              its own network, with no placement group.",
         )
-        .attribute(Attribute::required("name", Type::String, "Name; nodes are named `<name>-0` .. `<name>-<n-1>`."))
+        .attribute(Attribute::required("name", Type::String, "Name; nodes are named `<name>-0` .. `<name>-<n-1>`.").requires_replace())
         .attribute(Attribute::optional_computed(
             "fabric",
             fabric_ref_type(),
             "The fabric to build on: `fabric = hpc_gpu_fabric.<name>`. Leave it out for inference, media or single-node clusters and set \
              `cloud`, `region`, `zone` and `gpu` (or `instance_type`) instead; it then shows the network the cluster made for itself \
              (named after the cluster, placement `none`), which a filesystem can take as its `fabric`.",
-        ))
-        .attribute(Attribute::optional("cloud", Type::String, "Without a fabric: `aws`, `azure`, `gcp` or `oci`."))
-        .attribute(Attribute::optional("region", Type::String, "Without a fabric: region (Azure: location)."))
-        .attribute(Attribute::optional("zone", Type::String, "Without a fabric: availability zone (GCP zone, OCI availability domain); required except on Azure."))
+        ).requires_replace())
+        .attribute(Attribute::optional("cloud", Type::String, "Without a fabric: `aws`, `azure`, `gcp` or `oci`.").requires_replace())
+        .attribute(Attribute::optional("region", Type::String, "Without a fabric: region (Azure: location).").requires_replace())
+        .attribute(Attribute::optional("zone", Type::String, "Without a fabric: availability zone (GCP zone, OCI availability domain); required except on Azure.").requires_replace())
         .attribute(Attribute::optional("gpu", Type::String, "Without a fabric: GPU model, resolved through the catalog to a node type (or set `instance_type`)."))
-        .attribute(Attribute::optional("vpc_id", Type::String, "Without a fabric: existing VPC/VNet/VCN to join (with `subnet_id`); otherwise the cluster creates a small one (10.0.0.0/16)."))
-        .attribute(Attribute::optional("subnet_id", Type::String, "Without a fabric: existing subnet to join (with `vpc_id`)."))
-        .attribute(Attribute::optional("resource_group", Type::String, "Without a fabric, Azure: existing resource group to build in; otherwise `<name>-rg` is created."))
-        .attribute(Attribute::optional("compartment_id", Type::String, "Without a fabric, OCI: compartment OCID to build in. Required on OCI."))
+        .attribute(Attribute::optional("vpc_id", Type::String, "Without a fabric: existing VPC/VNet/VCN to join (with `subnet_id`); otherwise the cluster creates a small one (10.0.0.0/16).").requires_replace())
+        .attribute(Attribute::optional("subnet_id", Type::String, "Without a fabric: existing subnet to join (with `vpc_id`).").requires_replace())
+        .attribute(Attribute::optional("resource_group", Type::String, "Without a fabric, Azure: existing resource group to build in; otherwise `<name>-rg` is created.").requires_replace())
+        .attribute(Attribute::optional("compartment_id", Type::String, "Without a fabric, OCI: compartment OCID to build in. Required on OCI.").requires_replace())
         .attribute(Attribute::computed(
             "network",
             Type::object([("vpc_id", Type::String), ("subnet_id", Type::String)]),
             "Without a fabric: the VPC/VNet/VCN and subnet the nodes are on, created or joined (for load balancers and firewall rules). Null on a fabric: read them from it.",
-        ))
+        ).assigned_at_apply())
         .attribute(Attribute::required("node_count", Type::Number, "Number of nodes. Changes in place."))
             .attribute(Attribute::optional_computed(
                 "capacity_type",
                 Type::String,
                 "`on-demand` (default), `spot`, `reservation`, `capacity-block` (AWS) or `flex-start` (GCP).",
-            ))
-            .attribute(Attribute::optional("reservation_id", Type::String, "Reservation to launch into, for `reservation` and `capacity-block`."))
+            ).requires_replace())
+            .attribute(Attribute::optional("reservation_id", Type::String, "Reservation to launch into, for `reservation` and `capacity-block`.").requires_replace())
             .attribute(Attribute::optional_computed(
                 "capacity_policy",
                 Type::String,
@@ -140,9 +122,9 @@ pub fn schema() -> Schema {
                 "RDMA interfaces per node. AWS: EFA interfaces, one per network card (default: all). Elsewhere fixed by the node type.",
             ))
             .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
-            .attribute(Attribute::computed("id", Type::String, "Identifier of the cluster, assigned when it is created."))
-            .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC))
-            .attribute(Attribute::optional_computed("instance_type", Type::String, "Node type: from the fabric, or without one set here (or resolved from `gpu`)."))
+            .attribute(Attribute::computed("id", Type::String, "Identifier of the cluster, assigned when it is created.").assigned_at_apply())
+            .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC).assigned_at_apply())
+            .attribute(Attribute::optional_computed("instance_type", Type::String, "Node type: from the fabric, or without one set here (or resolved from `gpu`).").requires_replace())
             .attribute(Attribute::computed("gpu_model", Type::String, "GPU model of the nodes."))
             .attribute(Attribute::computed("gpus_total", Type::Number, "GPUs in the cluster."))
             .attribute(Attribute::computed("node_names", Type::list(Type::String), "Names of the nodes."))
@@ -150,7 +132,7 @@ pub fn schema() -> Schema {
                 "nodes",
                 nodes_type(),
                 "The live nodes in index order: `name`, the cloud's `id` for it (instance id, instance path, VM id, instance OCID) and the `private_ip` of its primary interface, for hostfiles and job launchers. Known after apply.",
-            ))
+            ).assigned_at_apply())
             .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this cluster is made of, as planned."))
             .attribute(Attribute::computed(
                 "node_environment",
@@ -224,20 +206,20 @@ pub fn schema() -> Schema {
                 "node_revisions",
                 Type::map(Type::String),
                 "The `revision` each node runs, by node name: after an interrupted rolling update, which nodes run which configuration.",
-            ))
+            ).assigned_at_apply())
             .attribute(Attribute::computed(
                 "unhealthy_nodes",
                 Type::map(Type::String),
                 "Nodes the last refresh found unhealthy, by name, with the reason: what the cloud says (a failed status check, a scheduled \
                  retirement or maintenance, a node not running) or what the node's self-check published (`self-check: 7 of 8 GPUs`). \
                  The plan shows the ones the apply repairs.",
-            ))
+            ).assigned_at_apply())
             .attribute(Attribute::computed(
                 "selfcheck",
                 Type::map(Type::String),
                 "The boot-time self-check verdict each node published through the cloud (`ok` or `fail-...`), by node name; nodes that \
                  have not reported are absent.",
-            ))
+            ).assigned_at_apply())
             .block(NestedBlock::single("update_strategy", update_strategy))
             .block(NestedBlock::single("timeouts", timeouts)),
     )
@@ -513,7 +495,7 @@ fn plan_spec(ctx: &Context, req: PlanRequest<'_>, spec: Option<ClusterSpec>, dia
     let prior = req.prior;
     let on_fabric = req.config.get("fabric").is_present() || req.config.get("fabric").is_unknown();
     let day2_spec = spec.clone();
-    let mut resp = common::plan(&schema(), &SHAPE, req, diags, |_, diags| derive_spec(ctx, spec?, diags));
+    let mut resp = common::plan(&schema(), req, diags, |_, diags| derive_spec(ctx, spec?, diags));
     plan_nodes(prior, &mut resp.planned);
     if resp.planned.is_present() {
         match &day2_spec {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
-use super::common::{self, PlanShape};
+use super::common;
 use std::time::Duration;
 
 use super::lifecycle::{Kind, NoParts, Timeouts};
@@ -17,24 +17,6 @@ use crate::planner::{self, FabricSpec, Network, expansion_type, expansion_value,
 
 pub struct GpuFabric;
 
-const SHAPE: PlanShape = PlanShape {
-    assigned: &["id", "owner", "vpc_id", "subnet_id"],
-    replace: &[
-        "name",
-        "cloud",
-        "region",
-        "zone",
-        "instance_type",
-        "vpc_id",
-        "subnet_id",
-        "cidr_block",
-        "placement",
-        "max_distance",
-        "resource_group",
-        "compartment_id",
-    ],
-};
-
 pub fn schema() -> Schema {
     Schema::new(
         1,
@@ -42,23 +24,23 @@ pub fn schema() -> Schema {
             "The inter-node tier of a GPU cluster: the network nodes join (existing or created), proximity placement, and the RDMA fabric's \
              security rules, expanded into the cloud's own pieces in the plan.",
         )
-        .attribute(Attribute::required("name", Type::String, "Name, used as the prefix of every piece (1-40 lowercase letters, digits, hyphens)."))
-        .attribute(Attribute::required("cloud", Type::String, "`aws`, `azure`, `gcp` or `oci`."))
-        .attribute(Attribute::required("region", Type::String, "Region (Azure: location)."))
-        .attribute(Attribute::optional("zone", Type::String, "Availability zone (GCP zone, OCI availability domain). Required except on Azure."))
+        .attribute(Attribute::required("name", Type::String, "Name, used as the prefix of every piece (1-40 lowercase letters, digits, hyphens).").requires_replace())
+        .attribute(Attribute::required("cloud", Type::String, "`aws`, `azure`, `gcp` or `oci`.").requires_replace())
+        .attribute(Attribute::required("region", Type::String, "Region (Azure: location).").requires_replace())
+        .attribute(Attribute::optional("zone", Type::String, "Availability zone (GCP zone, OCI availability domain). Required except on Azure.").requires_replace())
         .attribute(Attribute::optional("gpu", Type::String, "GPU model the fabric serves, resolved through the catalog to the best-connected node type."))
-        .attribute(Attribute::optional_computed("instance_type", Type::String, "Node type the fabric serves; set it, or set `gpu` and read it here."))
+        .attribute(Attribute::optional_computed("instance_type", Type::String, "Node type the fabric serves; set it, or set `gpu` and read it here.").requires_replace())
         .attribute(Attribute::computed("gpu_model", Type::String, "GPU model of the node type."))
-        .attribute(Attribute::optional_computed("vpc_id", Type::String, "Existing VPC/VNet/VCN to join (with `subnet_id`); otherwise the one created."))
-        .attribute(Attribute::optional_computed("subnet_id", Type::String, "Existing subnet to join (with `vpc_id`); otherwise the one created."))
-        .attribute(Attribute::optional_computed("cidr_block", Type::String, "Address range of a created network (/16 to /24; default 10.0.0.0/16)."))
-        .attribute(Attribute::optional_computed("placement", Type::String, "`cluster` (default: proximity placement), `none`, or on OCI `cluster-network`."))
-        .attribute(Attribute::optional("max_distance", Type::Number, "GCP compact placement: maximum distance 1-3 (1 not allowed for A3 Ultra/A4)."))
-        .attribute(Attribute::optional("resource_group", Type::String, "Azure: existing resource group to build in; otherwise one is created."))
-        .attribute(Attribute::optional("compartment_id", Type::String, "OCI: compartment OCID to build in. Required on OCI."))
+        .attribute(Attribute::optional_computed("vpc_id", Type::String, "Existing VPC/VNet/VCN to join (with `subnet_id`); otherwise the one created.").requires_replace().assigned_at_apply())
+        .attribute(Attribute::optional_computed("subnet_id", Type::String, "Existing subnet to join (with `vpc_id`); otherwise the one created.").requires_replace().assigned_at_apply())
+        .attribute(Attribute::optional_computed("cidr_block", Type::String, "Address range of a created network (/16 to /24; default 10.0.0.0/16).").requires_replace())
+        .attribute(Attribute::optional_computed("placement", Type::String, "`cluster` (default: proximity placement), `none`, or on OCI `cluster-network`.").requires_replace())
+        .attribute(Attribute::optional("max_distance", Type::Number, "GCP compact placement: maximum distance 1-3 (1 not allowed for A3 Ultra/A4).").requires_replace())
+        .attribute(Attribute::optional("resource_group", Type::String, "Azure: existing resource group to build in; otherwise one is created.").requires_replace())
+        .attribute(Attribute::optional("compartment_id", Type::String, "OCI: compartment OCID to build in. Required on OCI.").requires_replace())
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
-        .attribute(Attribute::computed("id", Type::String, "Identifier of the fabric, assigned when it is created."))
-        .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC))
+        .attribute(Attribute::computed("id", Type::String, "Identifier of the fabric, assigned when it is created.").assigned_at_apply())
+        .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC).assigned_at_apply())
         .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this fabric is made of, as planned.")),
     )
 }
@@ -137,7 +119,7 @@ impl Resource for GpuFabric {
 
 /// Plans a fabric; also how a cluster without a fabric plans the one it makes for itself.
 pub(crate) fn plan(ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
-    common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags))
+    common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags))
 }
 
 /// A fabric whose expansion is empty (on Google Cloud: Ethernet, no placement, an existing network: no

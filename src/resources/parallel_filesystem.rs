@@ -5,21 +5,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::common::{self, PlanShape, cluster_ref_type, fabric_ref_type};
+use super::common::{self, cluster_ref_type, fabric_ref_type};
 use super::lifecycle::{Kind, NoParts, Timeouts};
 use crate::clouds::backend;
 use crate::framework::{
-    ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
+    ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Change, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
     ReadOutcome, Resource, Schema, Type, Value,
 };
 use crate::planner::{self, FilesystemSpec, expansion_type, expansion_value, spec};
 
 pub struct ParallelFilesystem;
-
-const SHAPE: PlanShape = PlanShape {
-    assigned: &["id", "owner", "mount_target", "mount_command"],
-    replace: &["name", "fabric", "filesystem_name", "maintenance_window"],
-};
 
 pub fn schema() -> Schema {
     let timeouts =
@@ -33,22 +28,25 @@ pub fn schema() -> Schema {
             "Managed Lustre near a fabric: FSx for Lustre PERSISTENT_2, Azure Managed Lustre, Google Cloud Managed Lustre or OCI File Storage \
              with Lustre, with sizes validated against each cloud's rules at plan time.",
         )
-        .attribute(Attribute::required("name", Type::String, "Name (1-40 lowercase letters, digits, hyphens)."))
-        .attribute(Attribute::required("fabric", fabric_ref_type(), "The fabric whose network serves the filesystem: `fabric = hpc_gpu_fabric.<name>`."))
+        .attribute(Attribute::required("name", Type::String, "Name (1-40 lowercase letters, digits, hyphens).").requires_replace())
+        .attribute(Attribute::required("fabric", fabric_ref_type(), "The fabric whose network serves the filesystem: `fabric = hpc_gpu_fabric.<name>`.").requires_replace())
         .attribute(Attribute::optional("cluster", cluster_ref_type(), "The cluster it feeds (`cluster = hpc_gpu_cluster.<name>`), for the throughput check."))
-        .attribute(Attribute::required("capacity_gib", Type::Number, "Capacity in GiB (OCI: GB as OCI counts them). Validated per cloud and tier."))
+        .attribute(Attribute::required("capacity_gib", Type::Number, "Capacity in GiB (OCI: GB as OCI counts them). Validated per cloud and tier.")
+            .requires_replace_if("when it shrinks, and on Azure whenever it changes (Azure Managed Lustre is sized at creation); elsewhere it grows in place", capacity_replaces))
         .attribute(Attribute::required(
             "throughput_per_tib",
             Type::Number,
             "Throughput tier in MB/s per TiB: 125, 250, 500 or 1000 (Azure: 40, 125, 250 or 500).",
-        ))
-        .attribute(Attribute::optional_computed("filesystem_name", Type::String, "Lustre filesystem name clients mount (1-8 letters or digits)."))
+        )
+        .requires_replace_if("except on AWS, where FSx changes the tier in place", tier_replaces))
+        .attribute(Attribute::optional_computed("filesystem_name", Type::String, "Lustre filesystem name clients mount (1-8 letters or digits).")
+            .requires_replace_if("unless it is left out on AWS, where FSx picks the mount name itself", name_replaces))
         .attribute(Attribute::optional("data_repository", Type::String, "Object store to link: s3://, gs://, a blob container's resource id (/subscriptions/.../storageAccounts/<account>/blobServices/default/containers/<container>; its logging container is <container>-logs in the same account), oci://."))
         .attribute(Attribute::optional("metadata_iops", Type::Number, "AWS: provisioned metadata IOPS (1500, 3000, 6000, 12000 or multiples of 12000)."))
-        .attribute(Attribute::optional_computed("maintenance_window", Type::String, "Azure: weekly maintenance window, e.g. `Sunday 02:00` (UTC)."))
+        .attribute(Attribute::optional_computed("maintenance_window", Type::String, "Azure: weekly maintenance window, e.g. `Sunday 02:00` (UTC).").requires_replace())
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
-        .attribute(Attribute::computed("id", Type::String, "Identifier of the filesystem, assigned when it is created."))
-        .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC))
+        .attribute(Attribute::computed("id", Type::String, "Identifier of the filesystem, assigned when it is created.").assigned_at_apply())
+        .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC).assigned_at_apply())
         .attribute(Attribute::computed("throughput_mbps", Type::Number, "Aggregate throughput in MB/s: capacity (TiB) x tier."))
         .attribute(Attribute::computed(
             "estimated_hourly_cost_usd",
@@ -57,8 +55,8 @@ pub fn schema() -> Schema {
         ))
         .attribute(Attribute::computed("cost_basis", Type::String, "How `estimated_hourly_cost_usd` was made (price, source, date), or why it was not."))
         .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this filesystem is made of, as planned."))
-        .attribute(Attribute::computed("mount_target", Type::String, "Address clients mount, assigned when the filesystem is created."))
-        .attribute(Attribute::computed("mount_command", Type::String, "A ready `mount -t lustre` command for the nodes."))
+        .attribute(Attribute::computed("mount_target", Type::String, "Address clients mount, assigned when the filesystem is created.").assigned_at_apply())
+        .attribute(Attribute::computed("mount_command", Type::String, "A ready `mount -t lustre` command for the nodes.").assigned_at_apply())
         .block(NestedBlock::single("timeouts", timeouts)),
     )
 }
@@ -101,27 +99,22 @@ impl Resource for ParallelFilesystem {
     }
 
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
-        let mut resp = common::plan(&schema(), &SHAPE, req, diags, |config, diags| derive(ctx, config, diags));
-        // Capacity can grow in place on AWS, GCP and OCI; it never shrinks, and AMLFS is sized at creation.
+        let mut resp = common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags));
+        // Capacity never shrinks: where it grows in place, lowering it replaces the filesystem (see `capacity_replaces`).
         if let (Some(before), Some(after)) = (req.prior.get("capacity_gib").as_number(), req.config.get("capacity_gib").as_number())
-            && before != after
+            && after.as_f64() < before.as_f64()
+            && service(req.config).is_none_or(|s| s.grows_in_place)
         {
-            let grows = service(req.config).is_none_or(|s| s.grows_in_place);
-            if after.as_f64() < before.as_f64() || !grows {
-                resp.requires_replace.push(AttributePath::attr("capacity_gib"));
-            }
-            if after.as_f64() < before.as_f64() && grows {
-                diags.warning_at(
-                    AttributePath::attr("capacity_gib"),
-                    "Filesystem capacity cannot shrink",
-                    format!(
-                        "The filesystem has {before} GiB (grown outside this configuration, or capacity_gib was lowered) and Lustre capacity \
-                         only grows: reaching {after} GiB means replacing it, and its data is lost. To keep it, set capacity_gib = {before}."
-                    ),
-                );
-            }
+            diags.warning_at(
+                AttributePath::attr("capacity_gib"),
+                "Filesystem capacity cannot shrink",
+                format!(
+                    "The filesystem has {before} GiB (grown outside this configuration, or capacity_gib was lowered) and Lustre capacity \
+                     only grows: reaching {after} GiB means replacing it, and its data is lost. To keep it, set capacity_gib = {before}."
+                ),
+            );
         }
-        // A service that names the mount itself (FSx): known once it exists.
+        // A service that names the mount itself (FSx): known once it exists (and no replacement, see `name_replaces`).
         if service(req.config).is_some_and(|s| s.names_itself)
             && req.config.get("filesystem_name").is_null()
             && let Value::Map(planned) = &mut resp.planned
@@ -129,14 +122,6 @@ impl Resource for ParallelFilesystem {
         {
             let prior = req.prior.get("filesystem_name");
             planned.insert("filesystem_name".into(), if prior.is_present() { prior.clone() } else { Value::Unknown });
-            resp.requires_replace.retain(|p| *p != AttributePath::attr("filesystem_name"));
-        }
-        // The tier is an in-place update only where the service says so.
-        if req.prior.is_present()
-            && req.prior.get("throughput_per_tib") != req.config.get("throughput_per_tib")
-            && !service(req.config).is_some_and(|s| s.tier_in_place)
-        {
-            resp.requires_replace.push(AttributePath::attr("throughput_per_tib"));
         }
         resp
     }
@@ -168,6 +153,24 @@ impl Resource for ParallelFilesystem {
     fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
         common::upgrade_owner(common::FILESYSTEM, version, state)
     }
+}
+
+/// Capacity grows in place on AWS, GCP and OCI; it never shrinks, and AMLFS is sized at creation.
+fn capacity_replaces(change: &Change<'_>) -> bool {
+    let (Some(before), Some(after)) = (change.prior.as_number(), change.config.as_number()) else { return false };
+    after.as_f64() < before.as_f64() || !service(change.resource).is_none_or(|s| s.grows_in_place)
+}
+
+/// The tier is an in-place update only where the service says so.
+fn tier_replaces(change: &Change<'_>) -> bool {
+    !service(change.resource).is_some_and(|s| s.tier_in_place)
+}
+
+/// A mount name the service picks itself (FSx, when the configuration leaves it out) is the service's to
+/// keep; any other change of the name replaces the filesystem.
+fn name_replaces(change: &Change<'_>) -> bool {
+    let picked_by_service = service(change.resource).is_some_and(|s| s.names_itself) && change.config.is_null();
+    !picked_by_service && !change.planned.is_unknown()
 }
 
 /// The managed Lustre service of a configuration's cloud.
