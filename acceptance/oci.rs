@@ -154,7 +154,7 @@ fn signed(endpoint: &str, key: &OciKey, method: &str, path: &str, body: Option<&
     let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
     let signer = Signer::from_pem(&key.private_key_pem, &key.tenancy, &key.user, &key.fingerprint).unwrap();
     let payload = body.map(|b| b.to_string().into_bytes());
-    let date = hpc_provider::clouds::oci::api::http_date(std::time::SystemTime::now());
+    let date = hpc_provider::clock::http_date(std::time::SystemTime::now());
     let request = Request { method, host, path_and_query: path, date: &date, body: payload.as_deref(), content_type: "application/json" };
     let headers = signer.sign(&request).unwrap();
     let mut head = format!("{method} {path} HTTP/1.1\r\nconnection: close\r\naccept: application/json\r\n");

@@ -7,6 +7,7 @@ pub mod clouds;
 pub mod config;
 pub mod framework;
 pub mod model;
+pub mod nodes;
 pub mod ownership;
 pub mod planner;
 pub mod protocol;

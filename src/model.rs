@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::catalog::{Cloud, Sku};
 use crate::framework::{Type, Value};
+use crate::nodes;
 
 /// Placement policy of a fabric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,11 +63,11 @@ impl ClusterSpec {
     /// consecutive nodes. Empty for a node type whose NVLink stays inside the node.
     pub fn nvlink_domains(&self) -> Vec<NvlinkDomainPlan> {
         let Some(per) = self.nvlink_domain_nodes() else { return Vec::new() };
-        (0..self.node_count.div_ceil(per))
+        (0..nodes::domain_count(self.node_count, per))
             .map(|d| NvlinkDomainPlan {
                 index: d,
-                name: domain_name(&self.name, d),
-                nodes: (d * per..((d + 1) * per).min(self.node_count)).collect(),
+                name: nodes::domain_name(&self.name, d),
+                nodes: nodes::domain_nodes(d, per, self.node_count).collect(),
             })
             .collect()
     }
@@ -89,7 +90,8 @@ impl ClusterSpec {
                 }
             }
             Some(Network::Create { .. }) => {
-                format!("{what} {}-{} (made with this cluster)", self.name, if what == "subnet" { "subnet" } else { "vpc" })
+                let made = if what == "subnet" { format!("{}-subnet", self.name) } else { format!("{}-vpc", self.name) };
+                format!("{what} {made} (made with this cluster)")
             }
             None => format!("{what} of fabric {}", self.fabric.name),
         }
@@ -472,39 +474,4 @@ pub fn node_revision(image: Option<&str>, user_data: &str, ssh_public_key: Optio
         format!("image={}\nuser_data={}\nssh={}\nrdma={}\n", image.unwrap_or(""), user_data, ssh_public_key.unwrap_or(""), rdma_interfaces);
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
     digest.as_ref()[..5].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The name of NVLink domain `index` of `cluster`.
-pub fn domain_name(cluster: &str, index: u32) -> String {
-    format!("{cluster}-nvl{index}")
-}
-
-/// The domain a node index belongs to, given the nodes per domain.
-pub fn domain_of(node: u32, per_domain: u32) -> u32 {
-    node / per_domain.max(1)
-}
-
-pub fn node_names(cluster: &str, count: u32) -> Vec<String> {
-    (0..count).map(|i| format!("{cluster}-{i}")).collect()
-}
-
-/// `90m`, `2h`, `1h30m`, `45s` -> seconds.
-pub fn parse_duration(s: &str) -> Option<u64> {
-    let mut total = 0u64;
-    let mut num = String::new();
-    for ch in s.chars() {
-        if ch.is_ascii_digit() {
-            num.push(ch);
-        } else {
-            let n: u64 = num.parse().ok()?;
-            num.clear();
-            total += n * match ch {
-                'h' => 3600,
-                'm' => 60,
-                's' => 1,
-                _ => return None,
-            };
-        }
-    }
-    (num.is_empty() && total > 0).then_some(total)
 }

@@ -45,8 +45,7 @@ impl Owner {
     pub fn mint() -> Owner {
         let mut random = [0u8; 8];
         let _ = aws_lc_rs::rand::fill(&mut random);
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        Owner { marker: format!("{}-{}", compact_time(now), hex(&random)) }
+        Owner { marker: format!("{}-{}", crate::clock::compact_stamp(crate::clock::now_secs()), hex(&random)) }
     }
 
     /// The owner of state written before markers existed: derived from the resource's type and id, so
@@ -93,20 +92,7 @@ impl Owner {
 
 /// When the owner behind a marker was minted, as `2026-12-01 08:35:55 UTC`.
 pub fn created_of(marker: &str) -> Option<String> {
-    let t = marker.split('-').next()?;
-    let (date, time) = t.split_once('t')?;
-    let time = time.strip_suffix('z')?;
-    if date.len() != 8 || time.len() != 6 || !date.chars().chain(time.chars()).all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    Some(format!("{}-{}-{} {}:{}:{} UTC", &date[..4], &date[4..6], &date[6..], &time[..2], &time[2..4], &time[4..]))
-}
-
-/// `20261201t083555z` for seconds since the epoch.
-fn compact_time(secs: u64) -> String {
-    let (y, m, d) = crate::clock::civil_from_days((secs / 86_400) as i64);
-    let s = secs % 86_400;
-    format!("{y:04}{m:02}{d:02}t{:02}{:02}{:02}z", s / 3600, s % 3600 / 60, s % 60)
+    crate::clock::compact_stamp_readable(marker.split('-').next()?)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -437,7 +423,7 @@ pub mod journal {
     }
 
     fn now() -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+        crate::clock::now_secs()
     }
 
     fn read(key: &str) -> Option<serde_json::Value> {
@@ -517,7 +503,6 @@ mod tests {
         assert!(created_of(m).is_some_and(|c| c.starts_with("20") && c.ends_with(" UTC")), "{m}");
         assert_ne!(Owner::mint(), o, "two creates get two owners");
         assert_eq!(created_of("20261201t083555z-3f9a1c2b7d4e6a01").as_deref(), Some("2026-12-01 08:35:55 UTC"));
-        assert_eq!(compact_time(1_796_114_155), "20261201t083555z");
     }
 
     #[test]

@@ -86,11 +86,11 @@ fn module_of(path: &Path) -> String {
 }
 
 /// Layers point down only: protocol and provider -> resources -> planner -> clouds -> model, config,
-/// ownership -> catalog -> framework, clock. A module imports only modules of a lower layer (or itself).
+/// ownership -> catalog -> framework, clock, nodes. A module imports only modules of a lower layer (or itself).
 #[test]
 fn layers_only_point_down() {
     let rank = |m: &str| match m {
-        "framework" | "clock" => 0,
+        "framework" | "clock" | "nodes" => 0,
         "catalog" | "ownership" => 1,
         "model" | "config" => 2,
         "clouds" => 3,
@@ -291,4 +291,181 @@ fn the_census_checks_see_through_a_parameter_that_is_never_used() {
     assert!(!uses_name(&unused[..body_len(unused)], "census"));
     let used = "{ for p in list(ctx, name).await { census.admit(p) } }";
     assert!(uses_name(&used[..body_len(used)], "census"));
+}
+
+/// Where the `<name>-<number>` shape is written outside `src/nodes.rs` for something that is not a node,
+/// each with why: the node-name check below must find exactly these (so the list cannot go stale).
+const NUMBERED_NAMES_NOT_NODES: [(&str, &str, &str); 8] = [
+    ("ownership.rs", "\"{}-{}\"", "an owner marker: the creation stamp, then random hex"),
+    ("clouds/aws/mod.rs", "\"{first}-{last}\"", "a range of EFA network cards: `1-16`"),
+    (
+        "clouds/azure/filesystem.rs",
+        "let tier = fs[\"sku\"][\"name\"].as_str().and_then(|s| s.rsplit('-').next()).and_then(|t| t.parse().ok()).unwrap_or(0)",
+        "a Managed Lustre SKU's throughput tier: `AMLFS-Durable-Premium-250`",
+    ),
+    ("config.rs", "let parts: Vec<&str> = r.split('-').collect()", "an AWS region: `us-east-1`"),
+    ("clouds/azure/cluster.rs", "\"{cluster}-{index}\"", "an Azure scale set: numbered apart from the nodes it holds"),
+    ("clouds/mod.rs", "\"{name}-0\"", "name_range: numbered networks and subnetworks"),
+    ("clouds/mod.rs", "\"{name}-0 .. {name}-{}\"", "name_range: numbered networks and subnetworks"),
+    ("planner/nccl.rs", "\"{name}-{index}.{name}\"", "the NCCL test job's pod host names (Kubernetes indexed pods)"),
+];
+
+/// Node names (`<cluster>-<i>`) and NVLink domain pieces (`<cluster>-nvl<k>`) are written and read only by
+/// `src/nodes.rs`: every cloud finds its own nodes by reading back the names it wrote, so a second writer
+/// or reader that differs on odd input (a `+`, a leading zero) adopts or loses nodes. Caught here: a string
+/// literal with a placeholder, a `-` and a number or placeholder (`"{cluster}-{i}"`, `"{}-0"`), and a
+/// statement that cuts a name at a `-` (`rsplit_once('-')`, `strip_prefix('-')`, `strip_prefix("-nvl")`, ...)
+/// with a number parse in it or in the statement after it. Times are `-`-separated too: `src/clock.rs`.
+#[test]
+fn node_names_are_written_and_read_only_in_the_nodes_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for (path, text) in sources("src") {
+        let rel = path.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+        if rel == "nodes.rs" || rel == "clock.rs" {
+            continue;
+        }
+        found.extend(node_name_handling(code(&text)).into_iter().map(|snippet| (rel.clone(), snippet)));
+    }
+    let unlisted: Vec<String> = found
+        .iter()
+        .filter(|(file, snippet)| !NUMBERED_NAMES_NOT_NODES.iter().any(|(f, s, _)| f == file && s == snippet))
+        .map(|(file, snippet)| format!("src/{file}: {snippet}"))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "these write or read a node name themselves:\n{}\nuse crate::nodes (node_name, node_index, domain_name, ...), \
+         or if one is not a node's name, add it with the reason to NUMBERED_NAMES_NOT_NODES",
+        unlisted.join("\n")
+    );
+    for (file, snippet, why) in NUMBERED_NAMES_NOT_NODES {
+        assert!(
+            found.iter().any(|(f, s)| f == file && s == snippet),
+            "NUMBERED_NAMES_NOT_NODES lists src/{file} {snippet} ({why}), no longer there"
+        );
+    }
+}
+
+#[test]
+fn the_node_name_check_catches_a_planted_writer_and_reader() {
+    let planted = r#"
+        fn name(cluster: &str, i: u32) -> String { format!("{cluster}-{i}") }
+        fn first(cluster: &str) -> String { format!("{}-0", cluster) }
+        fn index(name: &str) -> Option<u32> { name.rsplit_once('-')?.1.parse::<u32>().ok() }
+        fn index2(cluster: &str, name: &str) -> Option<u32> {
+            let digits = name.strip_prefix(cluster)?.strip_prefix('-')?;
+            digits.parse().ok()
+        }
+        fn domain(cluster: &str, name: &str) -> Option<u32> { name.strip_prefix(cluster)?.strip_prefix("-nvl")?.parse().ok() }
+    "#;
+    let found = node_name_handling(planted);
+    assert_eq!(found.iter().filter(|s| s.starts_with('"')).collect::<Vec<_>>(), ["\"{cluster}-{i}\"", "\"{}-0\""]);
+    let parses: Vec<&String> = found.iter().filter(|s| !s.starts_with('"')).collect();
+    assert_eq!(parses.len(), 3, "{parses:?}");
+    assert!(parses[0].contains("rsplit_once") && parses[1].contains("strip_prefix('-')") && parses[2].contains("-nvl"), "{parses:?}");
+    // Names of other pieces, a region cut from a zone, and comments and char literals pass.
+    let clean = r#"
+        // a node is `<cluster>-<i>`, e.g. format!("{cluster}-{i}")
+        fn subnet(fabric: &str, i: u32) -> String { format!("{fabric}-gpu-{i}") }
+        fn template(c: &str) -> String { format!("{c}-lt") }
+        fn region(zone: &str) -> &str { zone.rsplit_once('-').map_or(zone, |(r, _)| r) }
+        fn quote() -> char { '"' }
+        fn number(s: &str) -> Option<u32> { s.parse().ok() }
+        const RAW: &str = r"{a}-{b}";
+    "#;
+    assert_eq!(node_name_handling(&clean[..clean.find("const RAW").unwrap()]), Vec::<String>::new());
+    assert_eq!(node_name_handling(clean), ["\"{a}-{b}\""], "raw strings are read too");
+}
+
+/// The node-name writers and readers in `code` (see [`node_names_are_written_and_read_only_in_the_nodes_module`]):
+/// offending string literals as written (with their quotes), then offending statements.
+fn node_name_handling(code: &str) -> Vec<String> {
+    let (literals, bare) = literals_and_code(code);
+    let numbered =
+        |lit: &str| lit.match_indices("}-").any(|(at, _)| lit[at + 2..].chars().next().is_some_and(|c| c == '{' || c.is_ascii_digit()));
+    let mut out: Vec<String> = literals.into_iter().filter(|l| numbered(l)).collect();
+    const CUTS: [&str; 7] =
+        ["rsplit_once('-')", "split_once('-')", "strip_prefix('-')", "rsplit('-')", "split('-')", "'-')", "strip_prefix(\"-nvl\")"];
+    let parses = |s: &str| s.contains(".parse()") || s.contains(".parse::<") || s.contains("from_str(");
+    let statements: Vec<&str> = bare.split([';', '{', '}']).collect();
+    for (i, s) in statements.iter().enumerate() {
+        if CUTS.iter().any(|c| s.contains(c)) && (parses(s) || statements.get(i + 1).is_some_and(|next| parses(next))) {
+            out.push(s.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    out
+}
+
+/// The string literals of `code` (each with its quotes, raw ones as `"..."` too), and the code with
+/// comments dropped and every string literal's text kept (so `strip_prefix("-nvl")` can still be seen).
+fn literals_and_code(code: &str) -> (Vec<String>, String) {
+    let chars: Vec<char> = code.chars().collect();
+    let (mut literals, mut bare) = (Vec::new(), String::new());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '/' && chars.get(i + 1) == Some(&'/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '\'' && (chars.get(i + 2) == Some(&'\'') || chars.get(i + 1) == Some(&'\\')) {
+            // A char literal (`'"'`, `'\''`); a lifetime (`'a`) is not followed by a quote two on.
+            let end = (i + 1..chars.len()).find(|&j| chars[j] == '\'' && j > i + 1).unwrap_or(chars.len() - 1);
+            bare.extend(&chars[i..=end]);
+            i = end + 1;
+        } else if c == '"'
+            || (c == 'r'
+                && matches!(chars.get(i + 1), Some('"' | '#'))
+                && !chars[..i].last().is_some_and(|p| p.is_alphanumeric() || *p == '_'))
+        {
+            let hashes = if c == 'r' { chars[i + 1..].iter().take_while(|h| **h == '#').count() } else { 0 };
+            let open = if c == 'r' { i + 1 + hashes } else { i };
+            if chars.get(open) != Some(&'"') {
+                bare.push(c);
+                i += 1;
+                continue;
+            }
+            let mut j = open + 1;
+            let text_end = loop {
+                if j >= chars.len() {
+                    break chars.len();
+                }
+                if c != 'r' && chars[j] == '\\' {
+                    j += 2;
+                    continue;
+                }
+                if chars[j] == '"' && chars[j + 1..].iter().take(hashes).filter(|h| **h == '#').count() == hashes {
+                    break j;
+                }
+                j += 1;
+            };
+            let text: String = chars[open + 1..text_end.min(chars.len())].iter().collect();
+            literals.push(format!("\"{text}\""));
+            bare.push('"');
+            bare.push_str(&text);
+            bare.push('"');
+            i = text_end + 1 + hashes;
+        } else {
+            bare.push(c);
+            i += 1;
+        }
+    }
+    (literals, bare)
+}
+
+/// Times are read from the clock, written, parsed and rounded only in `src/clock.rs`: a second date
+/// reader disagrees on odd input (four rounded to the minute, each its own way).
+#[test]
+fn times_are_handled_only_in_the_clock_module() {
+    let mut checked = 0;
+    for (path, text) in sources("src") {
+        if path.ends_with("clock.rs") {
+            continue;
+        }
+        for word in ["UNIX_EPOCH", "civil_from_days", "days_from_civil", "86_400", "86400", "DateTimeFormat", "1440"] {
+            assert!(!code(&text).contains(word), "{} uses {word}: write, parse or round times with crate::clock", path.display());
+        }
+        checked += 1;
+    }
+    assert!(checked >= 50, "only {checked} files seen");
 }

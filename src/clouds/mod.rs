@@ -133,21 +133,13 @@ pub fn network_refs(network: &Network, vpc_kind: &str, subnet_kind: &str, fabric
     }
 }
 
-/// `name-0 .. name-(n-1)`, for settings that list generated names compactly.
+/// `name-0 .. name-(n-1)`, for settings that list numbered networks or subnetworks compactly (node names
+/// are [`crate::nodes`]'s).
 pub fn name_range(name: &str, n: u32) -> String {
     match n {
         0 => String::from("(none)"),
         1 => format!("{name}-0"),
         _ => format!("{name}-0 .. {name}-{}", n - 1),
-    }
-}
-
-/// The names of the nodes at `indices` (consecutive) of cluster `name`: `name-18 .. name-35`.
-pub fn node_range(name: &str, indices: &[u32]) -> String {
-    match indices {
-        [] => String::from("(none)"),
-        [one] => format!("{name}-{one}"),
-        [first, .., last] => format!("{name}-{first} .. {name}-{last}"),
     }
 }
 

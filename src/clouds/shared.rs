@@ -1,5 +1,5 @@
-//! What every cloud's backend shares, written once: the waiter (backoff, deadline, cancellation), duration
-//! formatting, timeouts from a `timeouts` block, the `<cloud>/<location>/<name>` ids, the user's tags with
+//! What every cloud's backend shares, written once: the waiter (backoff, deadline, cancellation), the
+//! timeouts from a `timeouts` block, the `<cloud>/<location>/<name>` ids, the user's tags with
 //! each cloud's own reserved keys left out, and the edits a refresh makes to a state (pieces marked
 //! missing, node lists brought to what exists). No cloud's vocabulary here.
 
@@ -30,7 +30,7 @@ impl Backoff {
 pub fn timed_out(timeout: Duration, what: &str) -> String {
     format!(
         "timed out after {} waiting for {what}; raise the timeout in the resource's timeouts block if the cloud is slow",
-        human(timeout)
+        crate::clock::format_duration(timeout)
     )
 }
 
@@ -69,21 +69,9 @@ where
     }
 }
 
-/// `90m`, `2h`, `45s`, `200ms`: a duration as a timeouts block would write it.
-pub fn human(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        return format!("{}ms", d.as_millis());
-    }
-    match d.as_secs() {
-        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
 /// A resource's timeout for `op` from its `timeouts` block, or `default`.
 pub fn timeout(state: &Value, op: &str, default: Duration) -> Duration {
-    state.get("timeouts").get(op).as_str().and_then(crate::model::parse_duration).map_or(default, Duration::from_secs)
+    state.get("timeouts").get(op).as_str().and_then(crate::clock::parse_duration).map_or(default, Duration::from_secs)
 }
 
 /// The ids the resources use: `<cloud>/<location...>/<name>`; the location says which API to ask.
@@ -257,8 +245,8 @@ pub fn nodes_value(nodes: &[NodeAddress]) -> Value {
 
 /// Node names written compactly when they run from 0 without gaps, else listed.
 pub fn names_setting(cluster: &str, names: &[String]) -> String {
-    if names.iter().enumerate().all(|(i, n)| *n == format!("{cluster}-{i}")) {
-        crate::clouds::name_range(cluster, names.len() as u32)
+    if crate::nodes::are_first_nodes(cluster, names) {
+        crate::nodes::first_nodes_range(cluster, names.len() as u32)
     } else {
         names.join(", ")
     }
@@ -389,10 +377,6 @@ mod tests {
 
     #[test]
     fn durations_read_as_written() {
-        assert_eq!(human(Duration::from_millis(200)), "200ms");
-        assert_eq!(human(Duration::from_secs(5400)), "90m");
-        assert_eq!(human(Duration::from_secs(7200)), "2h");
-        assert_eq!(human(Duration::from_secs(61)), "61s");
         assert_eq!(Backoff::STANDARD.next(Duration::from_secs(4)), Duration::from_secs(5));
     }
 

@@ -16,8 +16,9 @@ use crate::clouds;
 use crate::framework::{AttributePath, Diagnostics};
 pub use crate::model::{
     CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, Workload, expansion_type, expansion_value,
-    node_names, tag_string,
+    tag_string,
 };
+use crate::nodes::node_names;
 
 pub struct FabricPlan {
     pub spec: FabricSpec,

@@ -11,19 +11,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::model::{ClusterSpec, NvlinkDomainPlan};
+use crate::nodes::{self, hostlist};
 
 /// The label every node of a cluster gets with its NVLink domain's name (the cluster's own label is
 /// [`super::nccl::NODE_LABEL`]).
 pub const DOMAIN_LABEL: &str = "hpc-platform/nvlink-domain";
-
-/// Nodes of `cluster` at consecutive `indices` as a Slurm host list: `train-[0-17]`.
-pub fn hostlist(cluster: &str, indices: &[u32]) -> String {
-    match indices {
-        [] => String::new(),
-        [one] => format!("{cluster}-{one}"),
-        [first, .., last] => format!("{cluster}-[{first}-{last}]"),
-    }
-}
 
 /// Slurm's `topology.conf` for the block plugin: one block per NVLink domain, and the block size. `None`
 /// for a node type whose NVLink stays inside the node.
@@ -70,9 +62,9 @@ pub fn node_labels(spec: &ClusterSpec) -> BTreeMap<String, BTreeMap<String, Stri
         .map(|i| {
             let mut labels = BTreeMap::from([(super::nccl::NODE_LABEL.to_owned(), spec.name.clone())]);
             if let Some(per) = per {
-                labels.insert(DOMAIN_LABEL.to_owned(), crate::model::domain_name(&spec.name, crate::model::domain_of(i, per)));
+                labels.insert(DOMAIN_LABEL.to_owned(), nodes::domain_name(&spec.name, nodes::domain_of(i, per)));
             }
-            (format!("{}-{i}", spec.name), labels)
+            (nodes::node_name(&spec.name, i), labels)
         })
         .collect()
 }
@@ -89,7 +81,7 @@ pub fn domain_rows(spec: &ClusterSpec) -> Vec<(String, Vec<String>, u32)> {
         .into_iter()
         .map(|NvlinkDomainPlan { name, nodes, .. }| {
             let gpus = nodes.len() as u32 * spec.fabric.sku.gpu_count;
-            (name, nodes.iter().map(|i| format!("{}-{i}", spec.name)).collect(), gpus)
+            (name, nodes.iter().map(|i| crate::nodes::node_name(&spec.name, *i)).collect(), gpus)
         })
         .collect()
 }

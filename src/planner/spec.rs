@@ -12,7 +12,7 @@ use crate::config::validate_tags;
 use crate::framework::{AttributePath, Diagnostics, Value, one_of};
 pub use crate::model::{
     CapacityPolicy, CapacityType, ClusterRef, ClusterSpec, Day2, FabricRef, FabricSpec, FilesystemSpec, Network, NodeAmount, Placement,
-    Repair, Workload, parse_duration,
+    Repair, Workload,
 };
 
 // ------------------------------------------------------------------------------------------ helpers
@@ -445,7 +445,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     if let Some(t) = c.get("timeouts").as_map() {
         for (k, v) in t {
             if let Some(s) = v.as_str()
-                && parse_duration(s).is_none()
+                && crate::clock::parse_duration(s).is_none()
             {
                 diags.error_at(
                     AttributePath::attr("timeouts").and_attr(k),
@@ -845,14 +845,6 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90m"), Some(5400));
-        assert_eq!(parse_duration("1h30m"), Some(5400));
-        assert_eq!(parse_duration("2"), None);
-        assert_eq!(parse_duration("2d"), None);
-    }
 
     #[test]
     fn names_and_cidrs() {

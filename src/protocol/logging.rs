@@ -2,7 +2,7 @@
 //! shows at their level under `TF_LOG` / `TF_LOG_PROVIDER`. Stdout is reserved for the handshake line.
 
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -48,19 +48,10 @@ impl<S: Subscriber> Layer<S> for HclogLayer {
         };
         fields.0.insert("@level".into(), level.into());
         fields.0.insert("@module".into(), "hpc".into());
-        fields.0.insert("@timestamp".into(), rfc3339_now().into());
+        fields.0.insert("@timestamp".into(), crate::clock::rfc3339_micros(SystemTime::now()).into());
         let line = serde_json::Value::Object(fields.0).to_string();
         let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
-}
-
-/// `2026-11-29T20:10:23.123456Z`, from the system clock, without a date library.
-fn rfc3339_now() -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = now.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = crate::clock::civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z", rem / 3600, rem % 3600 / 60, rem % 60, now.subsec_micros())
 }
 
 /// Installs the stderr logger at the level of `TF_LOG_PROVIDER` or `TF_LOG` (default info), and a panic
@@ -94,16 +85,4 @@ pub fn init() {
             .unwrap_or_default();
         tracing::error!(%location, panic = %message, "panic");
     }));
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn timestamp_is_rfc3339_utc() {
-        let ts = super::rfc3339_now();
-        assert_eq!(ts.len(), 27, "{ts}");
-        assert!(ts.ends_with('Z') && ts.as_bytes()[10] == b'T', "{ts}");
-        let year: i32 = ts[..4].parse().unwrap();
-        assert!(year >= 2024, "{ts}");
-    }
 }

@@ -52,10 +52,6 @@ fn strings(v: &Value) -> Vec<String> {
     v.as_list().unwrap_or_default().iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()
 }
 
-fn index_of(cluster: &str, node: &str) -> u64 {
-    node.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)
-}
-
 /// What an apply from `prior` (the refreshed state) to `planned` does to the nodes. Nothing on a create,
 /// and nothing while the node names or the revision are still unknown.
 pub fn work(spec: &ClusterSpec, prior: &Value, planned: &Value) -> Work {
@@ -75,7 +71,7 @@ pub fn work(spec: &ClusterSpec, prior: &Value, planned: &Value) -> Work {
                 .collect()
         })
         .unwrap_or_default();
-    unhealthy.sort_by_key(|(n, _)| (index_of(&spec.name, n), n.clone()));
+    unhealthy.sort_by_key(|(n, _)| (crate::nodes::order(&spec.name, n), n.clone()));
     if spec.day2.repair != Repair::Report {
         let cap = spec.day2.max_repairs.of(spec.node_count) as usize;
         out.capped = unhealthy.split_off(cap.min(unhealthy.len()));
@@ -343,7 +339,7 @@ async fn wait_for_selfcheck(
             return Err(format!(
                 "timed out after {} waiting for {} to publish a passing self-check (raise the update timeout in the timeouts block, \
                  or set update_strategy.wait_for_selfcheck = false)",
-                crate::clouds::shared::human(timeout),
+                crate::clock::format_duration(timeout),
                 batch.join(", ")
             ));
         }

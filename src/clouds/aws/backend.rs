@@ -135,22 +135,22 @@ fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress]) -> Value {
     let Some(per) = domain_nodes(state) else { return state.clone() };
     let name = state.get("name").as_str().unwrap_or_default().to_owned();
     let Some(pieces) = state.get("expansion").as_list() else { return state.clone() };
-    let index = |node: &str| node.strip_prefix(name.as_str())?.strip_prefix('-')?.parse::<u32>().ok();
-    let domain = |piece: &str| piece.strip_prefix(name.as_str())?.strip_prefix("-nvl")?.parse::<u32>().ok();
+    let index = |node: &str| crate::nodes::node_index(&name, node);
+    let domain = |piece: &str| crate::nodes::domain_index(&name, piece);
     let pieces: Vec<Value> = pieces
         .iter()
         .map(|p| {
             let k = p.get("name").as_str().and_then(domain);
             let (Some(k), Some(NODES)) = (k, p.get("kind").as_str()) else { return p.clone() };
             let mut mine: Vec<u32> =
-                nodes.iter().filter_map(|n| index(&n.name)).filter(|i| crate::model::domain_of(*i, per) == k).collect();
+                nodes.iter().filter_map(|n| index(&n.name)).filter(|i| crate::nodes::domain_of(*i, per) == k).collect();
             mine.sort_unstable();
             mine.dedup();
-            let whole: Vec<u32> = (k * per..(k + 1) * per).collect();
+            let whole: Vec<u32> = crate::nodes::whole_domain(k, per).collect();
             let names = if mine == whole {
-                crate::clouds::node_range(&name, &mine)
+                crate::nodes::node_range(&name, &mine)
             } else {
-                mine.iter().map(|i| format!("{name}-{i}")).collect::<Vec<_>>().join(", ")
+                mine.iter().map(|i| crate::nodes::node_name(&name, *i)).collect::<Vec<_>>().join(", ")
             };
             let patched = shared::patch_piece(&Value::list([p.clone()]), NODES, Some(mine.len() as i64), &[("names", names)]);
             let patched = patched.as_list().and_then(|l| l.first().cloned()).unwrap_or_else(|| p.clone());

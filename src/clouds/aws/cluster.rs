@@ -21,7 +21,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 use aws_sdk_ec2::types::{
     CapacityReservationSpecification, CapacityReservationTarget, Instance, InstanceStateName, InstanceStatus, InstanceStatusSummary,
     LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateHttpTokensState, LaunchTemplateInstanceMarketOptionsRequest,
@@ -117,7 +116,7 @@ impl ClusterLive {
 fn node_of(cluster: &str, i: &Instance) -> Node {
     let tags = api::tag_map(i.tags());
     let name = tags.get(NODE_TAG).cloned().unwrap_or_default();
-    let index = name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|n| n.parse().ok());
+    let index = crate::nodes::node_index(cluster, &name);
     Node {
         id: i.instance_id().unwrap_or_default().to_owned(),
         name,
@@ -214,7 +213,7 @@ pub fn unhealthy(status: &InstanceStatus) -> Option<String> {
         }
         let Some(code) = event.code() else { continue };
         reasons.push(match event.not_before() {
-            Some(t) => format!("scheduled {} from {}", code.as_str(), minute(t)),
+            Some(t) => format!("scheduled {} from {}", code.as_str(), crate::clock::utc_minute_of(t.secs())),
             None => format!("scheduled {}", code.as_str()),
         });
     }
@@ -227,18 +226,9 @@ fn impaired(check: &str, summary: &InstanceStatusSummary) -> Option<String> {
     }
     let since = summary.details().iter().filter_map(|d| d.impaired_since()).min_by_key(|t| (t.secs(), t.subsec_nanos()));
     Some(match since {
-        Some(t) => format!("{check} status check impaired since {}", minute(t)),
+        Some(t) => format!("{check} status check impaired since {}", crate::clock::utc_minute_of(t.secs())),
         None => format!("{check} status check impaired"),
     })
-}
-
-/// A time as the plan shows it: `2026-12-01T10:02Z`.
-pub fn minute(t: &DateTime) -> String {
-    let text = t.fmt(DateTimeFormat::DateTime).unwrap_or_default();
-    match text.get(..16) {
-        Some(head) => format!("{head}Z"),
-        None => text,
-    }
 }
 
 /// The cluster's launch template id and tags, if it exists and the census admits it
@@ -484,7 +474,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     }
 
     // Which nodes to keep, launch and terminate.
-    let wanted: Vec<String> = crate::model::node_names(name, spec.node_count);
+    let wanted: Vec<String> = crate::nodes::node_names(name, spec.node_count);
     let mut keep: BTreeMap<String, Node> = BTreeMap::new();
     let mut extra: Vec<String> = Vec::new();
     for node in live.nodes {
@@ -678,7 +668,7 @@ fn launch_batches<'a>(
     let per = spec.nvlink_domain_nodes().unwrap_or(1);
     let mut by_domain: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for (index, name) in missing {
-        by_domain.entry(crate::model::domain_of(*index, per)).or_default().push(name.clone());
+        by_domain.entry(crate::nodes::domain_of(*index, per)).or_default().push(name.clone());
     }
     let mut out = Vec::new();
     for (domain, names) in by_domain {
@@ -754,7 +744,7 @@ async fn launch(
             .tags(aws_sdk_ec2::types::Tag::builder().key("Name").value(node).build())
             .send()
             .await;
-        let index = node.rsplit('-').next().and_then(|i| i.parse().ok());
+        let index = crate::nodes::node_index(&spec.name, node);
         nodes.push(Node {
             id: id.clone(),
             name: node.clone(),
@@ -1021,6 +1011,7 @@ mod tests {
     use super::*;
     use crate::catalog::Cloud;
     use crate::model::{FabricRef, Workload};
+    use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 
     fn spec(instance_type: &str, nodes: u32, reservation: &str) -> ClusterSpec {
         ClusterSpec {

@@ -12,9 +12,10 @@ pub mod rules;
 
 use std::collections::BTreeMap;
 
-use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs, node_range};
+use super::{DEFAULT_IMAGE, first_subnet, network_refs};
 use crate::catalog::Sku;
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
+use crate::nodes::{first_nodes_range, node_range};
 
 fn placement_group(fabric: &str) -> String {
     format!("aws_placement_group.{fabric}-pg")
@@ -206,7 +207,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
             .set("instance_type", f.sku.name)
             .set("launch_template", format!("aws_launch_template.{template}"))
             .set("subnet_id", spec.network_label("subnet"))
-            .set("names", name_range(n, spec.node_count))
+            .set("names", first_nodes_range(n, spec.node_count))
             .set("launch", "RunInstances with MinCount = MaxCount per batch"),
     );
     out

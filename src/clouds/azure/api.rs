@@ -259,7 +259,7 @@ impl Arm {
                 Some(_) => {}
             }
             if tokio::time::Instant::now() + delay > deadline {
-                return Err(format!("timed out after {} while creating {}", crate::clouds::shared::human(timeout), short(id)));
+                return Err(format!("timed out after {} while creating {}", crate::clock::format_duration(timeout), short(id)));
             }
             tokio::select! {
                 _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
@@ -338,7 +338,7 @@ impl Arm {
                 },
             }
             if tokio::time::Instant::now() + delay > deadline {
-                return Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout)));
+                return Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)));
             }
             // Retry-After as the service gives it (at most 10 s), else the standard backoff.
             let wait = reply.retry_after.unwrap_or(delay).min(Duration::from_secs(10));

@@ -69,7 +69,8 @@ fn azure_refreshed(state: &Value, fs: &serde_json::Value) -> Value {
 
 /// The scale sets the refresh did not find, marked missing in the expansion (the next apply recreates them).
 fn with_gone_sets(state: Value, cluster: &str, live: &[Option<cluster::SetLive>]) -> Value {
-    let gone: Vec<String> = live.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(i, _)| format!("{cluster}-{i}")).collect();
+    let gone: Vec<String> =
+        live.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(i, _)| cluster::scale_set_name(cluster, i)).collect();
     if gone.is_empty() {
         return state;
     }

@@ -27,13 +27,20 @@ use super::fabric::{COMPUTE_API, NETWORK_API};
 use crate::clouds::NodeAddress;
 use crate::framework::Context;
 use crate::model::{CapacityType, ClusterSpec, Placement};
+use crate::nodes::node_name;
 use crate::ownership::{Census, marker_in_json};
 
 /// The Azure HPC image (Ubuntu 22.04 with the InfiniBand and GPU drivers) used when a cluster sets none.
 pub const DEFAULT_IMAGE: &str = "microsoft-dsvm:ubuntu-hpc:2204:latest";
 
+/// The name of a cluster's scale set `index`: `<cluster>-<index>`, numbered apart from its nodes (scale set 1
+/// of a cluster of 300 VMs holds nodes `<cluster>-100` ..).
+pub fn scale_set_name(cluster: &str, index: usize) -> String {
+    format!("{cluster}-{index}")
+}
+
 pub fn scale_set_id(arm: &Arm, group: &str, cluster: &str, index: usize) -> String {
-    format!("{}/providers/Microsoft.Compute/virtualMachineScaleSets/{cluster}-{index}", arm.group_id(group))
+    format!("{}/providers/Microsoft.Compute/virtualMachineScaleSets/{}", arm.group_id(group), scale_set_name(cluster, index))
 }
 
 /// The resource group a fabric lives in, from its id (`azure/<group>/<name>`).
@@ -115,38 +122,6 @@ pub struct SetLive {
     pub vms: Vec<Vm>,
 }
 
-/// `2026-12-01T10:02:33.1234567+00:00` (or `...Z`, or another offset) as `2026-12-01T10:02Z`, in UTC.
-pub fn minute(t: &str) -> String {
-    let parse = || -> Option<String> {
-        let num = |a: usize, b: usize| t.get(a..b)?.parse::<i64>().ok();
-        let (y, mo, d, h, mi) = (num(0, 4)?, num(5, 7)?, num(8, 10)?, num(11, 13)?, num(14, 16)?);
-        // The offset: `Z`, or `+HH:MM` / `-HH:MM` after the seconds and their fraction.
-        let rest = t.get(16..)?;
-        let offset = match rest.find(['Z', 'z', '+', '-']) {
-            Some(i) if rest[i..].starts_with(['Z', 'z']) => 0,
-            Some(i) => {
-                let sign = if rest[i..].starts_with('-') { -1 } else { 1 };
-                let hh: i64 = rest.get(i + 1..i + 3)?.parse().ok()?;
-                let mm: i64 = rest.get(i + 4..i + 6).and_then(|m| m.parse().ok()).unwrap_or(0);
-                sign * (hh * 60 + mm)
-            }
-            None => 0,
-        };
-        // Days since 1970-01-01 of the civil date (Howard Hinnant's days-from-civil).
-        let (yy, m) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
-        let era = yy.div_euclid(400);
-        let yoe = yy - era * 400;
-        let doy = (153 * m + 2) / 5 + d - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        let days = era * 146_097 + doe - 719_468;
-        let minutes = days * 1440 + h * 60 + mi - offset;
-        let (y, mo, d) = crate::clock::civil_from_days(minutes.div_euclid(1440));
-        let m = minutes.rem_euclid(1440);
-        Some(format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}Z", m / 60, m % 60))
-    };
-    parse().unwrap_or_else(|| t.to_owned())
-}
-
 /// A verdict as the self-check publishes it: lowercase letters, digits and `-`, at most 63 characters.
 fn verdict(v: &str) -> Option<String> {
     let ok = !v.is_empty() && v.len() <= 63 && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
@@ -158,7 +133,7 @@ fn verdict(v: &str) -> Option<String> {
 /// maintenance (`maintenanceRedeployStatus`), and the Application Health extension's state (`vmHealth`,
 /// `HealthState/<state>`) with the self-check's verdict in the extension's `CustomMetrics` substatus.
 pub fn condition(view: &Json) -> Condition {
-    let since = |s: &Json| s["time"].as_str().map(|t| format!(" since {}", minute(t))).unwrap_or_default();
+    let since = |s: &Json| s["time"].as_str().map(|t| format!(" since {}", crate::clock::utc_minute(t))).unwrap_or_default();
     let mut out = Condition::default();
     let mut failed = None;
     for s in view["statuses"].as_array().into_iter().flatten() {
@@ -180,7 +155,7 @@ pub fn condition(view: &Json) -> Condition {
     let m = &view["maintenanceRedeployStatus"];
     let completed = m["lastOperationResultCode"].as_str().is_some_and(|c| c.eq_ignore_ascii_case("MaintenanceCompleted"));
     let window = m["maintenanceWindowStartTime"].as_str().or(m["preMaintenanceWindowStartTime"].as_str());
-    let maintenance = window.filter(|_| !completed).map(|t| format!("scheduled for maintenance from {}", minute(t)));
+    let maintenance = window.filter(|_| !completed).map(|t| format!("scheduled for maintenance from {}", crate::clock::utc_minute(t)));
     let health = &view["vmHealth"]["status"];
     let state = health["code"].as_str().and_then(|c| c.strip_prefix("HealthState/")).map(str::to_ascii_lowercase);
     let published = view["extensions"]
@@ -299,7 +274,7 @@ pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], known: &cra
     for (j, size) in sizes.iter().enumerate() {
         if let Some(set) = live.get(j).and_then(Option::as_ref) {
             out.extend(set.vms.iter().take(*size as usize).enumerate().map(|(k, vm)| {
-                let name = format!("{cluster}-{}", offset + k);
+                let name = node_name(cluster, (offset + k) as u32);
                 NodeAddress {
                     revision: revision_of(set, vm, known.get(&name).as_str()),
                     health: vm.condition.health.clone(),
@@ -326,7 +301,7 @@ fn named<'a>(cluster: &str, sizes: &[u32], live: &'a [Option<SetLive>], names: &
                 .iter()
                 .take(*size as usize)
                 .enumerate()
-                .filter(|(k, _)| names.iter().any(|n| *n == format!("{cluster}-{}", offset + k)))
+                .filter(|(k, _)| names.iter().any(|n| *n == node_name(cluster, (offset + k) as u32)))
                 .map(|(_, vm)| vm)
                 .collect();
             if !picked.is_empty() {
@@ -541,7 +516,7 @@ pub async fn converge(
         let exists = arm.get(ctx, &id, COMPUTE_API).await?;
         let ours = exists.as_ref().is_some_and(|s| census.admit(SCALE_SET, &super::api::short(&id), marker_in_json(&s["tags"]), None));
         if exists.is_some() && !ours {
-            taken.push(format!("{}-{i}", spec.name));
+            taken.push(scale_set_name(&spec.name, i));
         }
         mine.push(ours);
         existing.push(exists);
@@ -670,7 +645,7 @@ pub async fn remake(
     let subnet = &subnet;
     let jobs = targets.into_iter().map(|(j, vms)| async move {
         let id = scale_set_id(arm, group, &spec.name, j);
-        let vanished = || format!("scale set {}-{j} vanished while its nodes were remade", spec.name);
+        let vanished = || format!("scale set {} vanished while its nodes were remade", scale_set_name(&spec.name, j));
         let set = arm.get(ctx, &id, COMPUTE_API).await?.ok_or_else(vanished)?;
         let size = set["sku"]["capacity"].as_u64().map_or(vms.len() as u32, |c| c as u32);
         let tags = super::api::tags_of(&set);
@@ -785,10 +760,10 @@ pub async fn imported_config(
     use crate::framework::Value;
     let sets = scale_sets(ctx, arm, group, cluster, census).await?;
     let Some((first, _)) = sets.first() else {
-        return Err(format!("no cluster named {cluster:?} in {group}: no scale set {cluster}-0"));
+        return Err(format!("no cluster named {cluster:?} in {group}: no scale set {}", scale_set_name(cluster, 0)));
     };
     let tags = super::api::tags_of(first);
-    let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("scale set {cluster}-0 has no hpc:fabric tag"))?;
+    let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("scale set {} has no hpc:fabric tag", scale_set_name(cluster, 0)))?;
     let profile = &first["properties"]["virtualMachineProfile"];
     let reservation = profile["capacityReservation"]["capacityReservationGroup"]["id"].as_str().map(str::to_owned);
     let capacity = match (profile["priority"].as_str(), &reservation) {
@@ -890,16 +865,6 @@ mod tests {
             "vmHealth": {"status": status(&format!("HealthState/{}", state.to_lowercase()), Some("2026-12-01T10:02:41.1234567+00:00"))},
             "extensions": [{"name": HEALTH_EXTENSION, "type": "Microsoft.ManagedServices.ApplicationHealthLinux", "substatuses": subs}],
         }))
-    }
-
-    #[test]
-    fn times_read_as_utc_minutes() {
-        assert_eq!(minute("2026-12-01T10:02:41.1234567+00:00"), "2026-12-01T10:02Z");
-        assert_eq!(minute("2026-12-01T10:02:00Z"), "2026-12-01T10:02Z");
-        assert_eq!(minute("2026-12-01T01:30:00-02:00"), "2026-12-01T03:30Z");
-        assert_eq!(minute("2027-01-01T00:30:00+01:00"), "2026-12-31T23:30Z");
-        assert_eq!(minute("2028-03-01T00:10+00:20"), "2028-02-29T23:50Z");
-        assert_eq!(minute("soon"), "soon", "what cannot be read is shown as given");
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         .iter()
         .enumerate()
         .map(|(i, size)| {
-            Piece::new("azurerm_linux_virtual_machine_scale_set", format!("{n}-{i}"))
+            Piece::new("azurerm_linux_virtual_machine_scale_set", cluster::scale_set_name(n, i))
                 .set("sku", f.sku.name)
                 .set("instances", size)
                 .set_opt("nvlink_domains", racks(*size))

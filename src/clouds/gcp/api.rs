@@ -345,7 +345,7 @@ pub async fn wait_done(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, time
             return Ok(current);
         }
         if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {what}", crate::clouds::shared::human(timeout)));
+            return Err(format!("timed out after {} waiting for {what}", crate::clock::format_duration(timeout)));
         }
         tokio::select! {
             _ = ctx.cancelled() => return Err(crate::clouds::shared::interrupted(what)),

@@ -150,7 +150,7 @@ fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress], policies: Opt
     let pieces: Vec<Value> = pieces
         .iter()
         .map(|p| {
-            let Some(k) = p.get("name").as_str().and_then(|n| cluster::domain_index(&name, n)) else { return p.clone() };
+            let Some(k) = p.get("name").as_str().and_then(|n| crate::nodes::domain_index(&name, n)) else { return p.clone() };
             match p.get("kind").as_str() {
                 Some("google_compute_resource_policy") => match policies {
                     Some(found) if !found.contains(p.get("name").as_str().unwrap_or_default()) => shared::marked_missing(p),
@@ -159,15 +159,15 @@ fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress], policies: Opt
                 Some(NODE_PIECE) => {
                     let mut mine: Vec<u32> = nodes
                         .iter()
-                        .map(|n| cluster::index_of(&name, &n.name))
-                        .filter(|i| *i != u32::MAX && crate::model::domain_of(*i, per) == k)
+                        .map(|n| crate::nodes::order(&name, &n.name))
+                        .filter(|i| *i != u32::MAX && crate::nodes::domain_of(*i, per) == k)
                         .collect();
                     mine.sort_unstable();
-                    let whole: Vec<u32> = (k * per..(k + 1) * per).collect();
+                    let whole: Vec<u32> = crate::nodes::whole_domain(k, per).collect();
                     let names = if mine == whole {
-                        crate::clouds::node_range(&name, &mine)
+                        crate::nodes::node_range(&name, &mine)
                     } else {
-                        mine.iter().map(|i| format!("{name}-{i}")).collect::<Vec<_>>().join(", ")
+                        mine.iter().map(|i| crate::nodes::node_name(&name, *i)).collect::<Vec<_>>().join(", ")
                     };
                     let patched = shared::patch_piece(&Value::list([p.clone()]), NODE_PIECE, Some(mine.len() as i64), &[("names", names)]);
                     let patched = patched.as_list().and_then(|l| l.first().cloned()).unwrap_or_else(|| p.clone());

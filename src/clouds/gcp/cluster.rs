@@ -93,40 +93,13 @@ pub fn health(i: &model::Instance) -> Option<String> {
         _ => "",
     };
     let ongoing = m.maintenance_status.as_ref().and_then(|s| s.name()) == Some("ONGOING");
-    let at = m.window_start_time.as_deref().map(|t| utc_minute(t).unwrap_or_else(|| t.to_owned()));
+    let at = m.window_start_time.as_deref().map(crate::clock::utc_minute);
     Some(match (ongoing, at) {
         (true, Some(t)) => format!("{kind}maintenance ongoing since {t}"),
         (true, None) => format!("{kind}maintenance ongoing"),
         (false, Some(t)) => format!("upcoming {kind}maintenance from {t}"),
         (false, None) => format!("upcoming {kind}maintenance"),
     })
-}
-
-/// An RFC 3339 time (`2026-12-05T00:00:00.000-08:00`) as the UTC minute it names (`2026-12-05T08:00Z`).
-pub fn utc_minute(t: &str) -> Option<String> {
-    let num = |s: &str| -> Option<i64> { (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten() };
-    let (date, rest) = t.split_once(['T', 't'])?;
-    let mut d = date.splitn(3, '-');
-    let (y, mo, day) = (num(d.next()?)?, num(d.next()?)?, num(d.next()?)?);
-    let (h, mi) = (num(rest.get(0..2)?)?, num(rest.get(3..5)?)?);
-    let zone = rest.find(['Z', 'z', '+', '-']).map(|at| &rest[at..])?;
-    let offset = match zone.as_bytes()[0] {
-        b'Z' | b'z' => 0,
-        sign => {
-            let minutes = num(zone.get(1..3)?)? * 60 + num(zone.get(4..6)?)?;
-            if sign == b'-' { -minutes } else { minutes }
-        }
-    };
-    // Days since 1970-01-01 of the civil date (Howard Hinnant's days-from-civil).
-    let (yy, m) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let doy = (153 * m + 2) / 5 + day - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
-    let minutes = days * 1440 + h * 60 + mi - offset;
-    let (y, mo, day) = crate::clock::civil_from_days(minutes.div_euclid(1440));
-    let m = minutes.rem_euclid(1440);
-    Some(format!("{y:04}-{mo:02}-{day:02}T{:02}:{:02}Z", m / 60, m % 60))
 }
 
 /// A label of a node, if it has one.
@@ -146,7 +119,7 @@ pub fn node_own_label(key: &str) -> bool {
 /// The nodes in index order, with the id the google provider gives an instance, nic0's address, the
 /// revision and self-check verdict in its labels and what Compute Engine says of its health.
 pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Vec<crate::clouds::NodeAddress> {
-    let mut ordered: Vec<(u32, &Node)> = nodes.iter().map(|n| (index_of(cluster, &n.name), n)).collect();
+    let mut ordered: Vec<(u32, &Node)> = nodes.iter().map(|n| (crate::nodes::order(cluster, &n.name), n)).collect();
     ordered.sort_by(|a, b| (a.0, &a.1.name).cmp(&(b.0, &b.1.name)));
     ordered
         .into_iter()
@@ -161,14 +134,9 @@ pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Ve
         .collect()
 }
 
-/// The index of a node named `<cluster>-<i>`; names that do not follow it sort last.
-pub fn index_of(cluster: &str, name: &str) -> u32 {
-    name.strip_prefix(cluster).and_then(|r| r.strip_prefix('-')).and_then(|i| i.parse().ok()).unwrap_or(u32::MAX)
-}
-
 /// Node names in index order.
 pub fn node_names(cluster: &str, nodes: &[Node]) -> Vec<String> {
-    let mut names: Vec<(u32, String)> = nodes.iter().map(|n| (index_of(cluster, &n.name), n.name.clone())).collect();
+    let mut names: Vec<(u32, String)> = nodes.iter().map(|n| (crate::nodes::order(cluster, &n.name), n.name.clone())).collect();
     names.sort();
     names.into_iter().map(|(_, n)| n).collect()
 }
@@ -328,7 +296,7 @@ fn policy_groups(spec: &ClusterSpec, names: &[&String]) -> Vec<(Option<String>, 
     for name in names {
         let policy = match spec.nvlink_domain_nodes() {
             Some(per) if topology::gpu_topology(spec.fabric.sku).is_some() => {
-                Some(crate::model::domain_name(&spec.name, crate::model::domain_of(index_of(&spec.name, name), per)))
+                Some(crate::nodes::domain_name(&spec.name, crate::nodes::domain_of(crate::nodes::order(&spec.name, name), per)))
             }
             _ if spec.fabric.placement == Placement::Cluster => Some(format!("{}-placement", spec.fabric.name)),
             _ => None,
@@ -374,12 +342,6 @@ pub fn domain_policies(spec: &ClusterSpec, owner: Option<&str>) -> Vec<DomainPol
         .collect()
 }
 
-/// The domain index of a policy named `<cluster>-nvl<k>`.
-pub fn domain_index(cluster: &str, name: &str) -> Option<u32> {
-    let digits = name.strip_prefix(cluster)?.strip_prefix("-nvl")?;
-    (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
-}
-
 /// The cluster's domain policies that exist and the census admits, by name: one paginated
 /// `resourcePolicies.list` in the region, whatever the cluster's size. A policy with a domain's name and
 /// no description of ours still takes the name (the census records whose it is).
@@ -400,7 +362,7 @@ pub async fn domain_policies_live(
         .await?;
         for p in page.items {
             let Some(name) = p.name else { continue };
-            if domain_index(cluster, &name).is_none() {
+            if crate::nodes::domain_index(cluster, &name).is_none() {
                 continue;
             }
             let described = p.description.as_deref().and_then(fabric::parse_description);
@@ -458,7 +420,7 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
     let rack = topology::gpu_topology(spec.fabric.sku).is_some();
     let policies = if rack { domain_policies_live(ctx, gcp, region, &spec.name, census).await? } else { BTreeSet::new() };
     census.gate()?;
-    let wanted = crate::model::node_names(&spec.name, spec.node_count);
+    let wanted = crate::nodes::node_names(&spec.name, spec.node_count);
     let missing: Vec<&String> = wanted.iter().filter(|w| !live.iter().any(|n| &n.name == *w)).collect();
     // A wanted node that exists but is stopped is left alone: the refresh reports it unhealthy
     // (`status TERMINATED`), and the cluster's `repair` decides (reboot_nodes starts it, remove_nodes lets
@@ -971,7 +933,7 @@ mod tests {
             assert!(!described.contains_key("fabric"), "the fabric's listing must not take it");
         }
         // Each domain's node piece is the group bulkInsert makes into that domain's policy.
-        let names = crate::model::node_names("gb", 36);
+        let names = crate::nodes::node_names("gb", 36);
         let groups = policy_groups(&spec, &names.iter().collect::<Vec<_>>());
         let planned_nodes: Vec<(String, u32, String, String)> = pieces
             .iter()
@@ -982,11 +944,11 @@ mod tests {
             .iter()
             .map(|(policy, members)| {
                 let policy = policy.clone().unwrap();
-                let indices: Vec<u32> = members.iter().map(|m| index_of("gb", m)).collect();
+                let indices: Vec<u32> = members.iter().map(|m| crate::nodes::order("gb", m)).collect();
                 (
                     policy.clone(),
                     members.len() as u32,
-                    crate::clouds::node_range("gb", &indices),
+                    crate::nodes::node_range("gb", &indices),
                     format!("google_compute_resource_policy.{policy}"),
                 )
             })
@@ -1016,17 +978,8 @@ mod tests {
         let mut a4 = a4x(4);
         a4.fabric.sku = crate::catalog::find_sku(Cloud::Gcp, "a4-highgpu-8g").unwrap();
         assert!(domain_policies(&a4, None).is_empty());
-        let four = crate::model::node_names("gb", 4);
+        let four = crate::nodes::node_names("gb", 4);
         assert_eq!(policy_groups(&a4, &four.iter().collect::<Vec<_>>()), [(Some("fab-placement".to_owned()), four.clone())]);
-    }
-
-    #[test]
-    fn a_domain_policy_is_named_after_its_cluster_and_index() {
-        assert_eq!(domain_index("gb", "gb-nvl0"), Some(0));
-        assert_eq!(domain_index("gb", "gb-nvl12"), Some(12));
-        for other in ["gb-placement", "gb-nvl", "gb-nvl0-nvl1", "gbx-nvl0", "gb-nvlx"] {
-            assert_eq!(domain_index("gb", other), None, "{other}");
-        }
     }
 
     fn instance(v: serde_json::Value) -> model::Instance {
@@ -1063,16 +1016,6 @@ mod tests {
         let both = instance(json!({"status": "TERMINATED", "resourceStatus": {"upcomingMaintenance": {"type": "SCHEDULED"}}}));
         assert_eq!(health(&both).as_deref(), Some("status TERMINATED"));
         assert_eq!(health(&instance(json!({"status": "RUNNING", "resourceStatus": {"physicalHost": "/b/s/h"}}))), None);
-    }
-
-    #[test]
-    fn times_become_utc_minutes() {
-        assert_eq!(utc_minute("2026-12-01T10:02:59Z").as_deref(), Some("2026-12-01T10:02Z"));
-        assert_eq!(utc_minute("2026-12-31T23:30:00+01:00").as_deref(), Some("2026-12-31T22:30Z"));
-        assert_eq!(utc_minute("2026-12-31T23:30:00-01:00").as_deref(), Some("2027-01-01T00:30Z"));
-        assert_eq!(utc_minute("2024-02-29T00:10:00.123+00:30").as_deref(), Some("2024-02-28T23:40Z"));
-        assert_eq!(utc_minute("soon"), None);
-        assert_eq!(utc_minute("2026-12-01T10:02"), None);
     }
 
     fn node(labels: serde_json::Value) -> Node {

@@ -109,7 +109,7 @@ async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: D
             return Err(format!("{what}: Service Networking answered an operation without a name: {op}"));
         };
         if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {what}", crate::clouds::shared::human(timeout)));
+            return Err(format!("timed out after {} waiting for {what}", crate::clock::format_duration(timeout)));
         }
         tokio::select! {
             _ = ctx.cancelled() => return Err(crate::clouds::shared::interrupted(what)),
@@ -220,7 +220,7 @@ async fn wait_lro<T>(
 ) -> Result<T, String> {
     tokio::select! {
         _ = ctx.cancelled() => Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
-        _ = tokio::time::sleep(timeout) => Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout))),
+        _ = tokio::time::sleep(timeout) => Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout))),
         out = poll => out.map_err(|e| format!("{what}: {}", api::why(&e))),
     }
 }
@@ -233,7 +233,7 @@ where
     Fut: std::future::Future<Output = Result<T, api::GaxError>>,
 {
     match tokio::time::timeout(timeout, call(ctx, what, f)).await {
-        Err(_) => Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout))),
+        Err(_) => Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout))),
         Ok(result) => result.map_err(String::from),
     }
 }

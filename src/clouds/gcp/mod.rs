@@ -15,9 +15,10 @@ pub mod topology;
 
 use std::collections::BTreeMap;
 
-use super::{DEFAULT_IMAGE, name_range, node_range};
+use super::{DEFAULT_IMAGE, name_range};
 use crate::catalog::{Fabric, Sku};
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Piece, Placement};
+use crate::nodes::{first_nodes_range, node_range};
 
 /// GCP labels: lowercase keys and values; our `hpc:` keys become `hpc_`.
 fn labels(tags: &BTreeMap<String, String>) -> String {
@@ -81,7 +82,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         } else {
             "(none)".into()
         };
-        out.push(nodes(n, spec.node_count, name_range(n, spec.node_count), policies));
+        out.push(nodes(n, spec.node_count, first_nodes_range(n, spec.node_count), policies));
     }
     let nic = "google_compute_instance.network_interface";
     out.push(Piece::new(nic, format!("{n} nic0")).set("network", spec.network_label("host network")).set("nic_type", "GVNIC"));

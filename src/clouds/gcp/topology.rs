@@ -170,7 +170,9 @@ pub fn topology(spec: &FabricSpec, project: &str) -> Topology {
         groups.push(group(
             Kind::Subnetwork,
             rdma.clone(),
-            (0..rdma_subnets(sku)).map(|i| subnetwork(format!("{rdma}-{i}"), rdma.clone(), format!("192.168.{}.0/24", 128 + i))).collect(),
+            (0..rdma_subnets(sku))
+                .map(|i| subnetwork(format!("{n}-rdma-{i}"), rdma.clone(), format!("192.168.{}.0/24", 128 + i)))
+                .collect(),
         ));
     }
     if fabric_policy(spec) {

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value as Json;
 
@@ -198,16 +198,6 @@ pub const AUTH_FAILED: &str = "OCI refused the request's signature (401 NotAuthe
 
 const ATTEMPTS: u32 = 8;
 
-/// RFC 7231 date (`Sun, 29 Nov 2026 20:00:00 GMT`), the form the `date` header and signature use.
-pub fn http_date(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
-    let (year, month, day) = crate::clock::civil_from_days(days as i64);
-    let name = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][(month - 1) as usize];
-    format!("{weekday}, {day:02} {name} {year} {:02}:{:02}:{:02} GMT", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
 /// A random token (hex), for `opc-retry-token` and jitter.
 fn random_u64() -> u64 {
     let mut b = [0u8; 8];
@@ -264,7 +254,7 @@ impl Oci {
         let mut delay = Duration::from_millis(250);
         for attempt in 1..=ATTEMPTS {
             crate::clouds::throttle::OCI.take(ctx.cancelled()).await;
-            let date = http_date(SystemTime::now());
+            let date = crate::clock::http_date(SystemTime::now());
             let headers = self
                 .signer
                 .sign(&Request {
@@ -522,7 +512,7 @@ impl Oci {
         timeout: Duration,
     ) -> Result<(), String> {
         if tokio::time::Instant::now() + *delay > deadline {
-            return Err(format!("timed out after {} while {what}", crate::clouds::shared::human(timeout)));
+            return Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)));
         }
         tokio::select! {
             _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
@@ -578,13 +568,6 @@ pub fn parse_id(id: &str) -> Option<(&str, &str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates_are_rfc_7231() {
-        assert_eq!(http_date(UNIX_EPOCH), "Thu, 01 Jan 1970 00:00:00 GMT");
-        assert_eq!(http_date(UNIX_EPOCH + Duration::from_secs(1_795_982_400)), "Sun, 29 Nov 2026 20:00:00 GMT");
-        assert_eq!(http_date(UNIX_EPOCH + Duration::from_secs(951_782_400)), "Tue, 29 Feb 2000 00:00:00 GMT");
-    }
 
     #[test]
     fn work_requests_needing_attention_fail_and_waiting_ones_are_waited_on() {

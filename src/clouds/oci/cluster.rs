@@ -27,6 +27,7 @@ use super::fabric::{Joined, join, retag};
 use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
+use crate::nodes::{node_index, node_name, order};
 use crate::ownership::{Census, marker_in};
 
 /// Launch calls in flight at once (OCI publishes no rate; 429s are retried with backoff).
@@ -45,11 +46,6 @@ pub struct Location<'a> {
 /// Nodes per NVLink domain of an OCI shape whose domains are GPU memory clusters, `None` for other shapes.
 pub fn per_domain(shape: &str) -> Option<u32> {
     crate::catalog::find_sku(crate::catalog::Cloud::Oci, shape)?.nvlink_domain.map(|d| d.nodes)
-}
-
-/// The index of a node named `<cluster>-<i>`.
-pub fn index_of(cluster: &str, name: &str) -> Option<u32> {
-    name.strip_prefix(cluster)?.strip_prefix('-')?.parse().ok()
 }
 
 /// The cluster network named `<cluster>-cn` the census admits, if it exists.
@@ -99,9 +95,7 @@ pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Censu
         }
     };
     nodes.retain(|n| !is_gone(n) && !matches!(node_state(n).as_str(), "TERMINATING" | "TERMINATED"));
-    nodes.sort_by_key(|n| {
-        (index_of(at.name, n["displayName"].as_str().unwrap_or_default()).unwrap_or(u32::MAX), n["displayName"].to_string())
-    });
+    nodes.sort_by_key(|n| (order(at.name, n["displayName"].as_str().unwrap_or_default()), n["displayName"].to_string()));
     Ok(nodes)
 }
 
@@ -120,15 +114,7 @@ pub fn health_of(n: &Json) -> Option<String> {
         return Some(format!("state {state}"));
     }
     let due = n["timeMaintenanceRebootDue"].as_str().filter(|t| !t.is_empty())?;
-    Some(format!("maintenance reboot due {}", to_the_minute(due)))
-}
-
-/// An RFC 3339 UTC time to the minute: `2026-12-05T00:00:29.600Z` is `2026-12-05T00:00Z`.
-fn to_the_minute(t: &str) -> String {
-    match t.get(..16) {
-        Some(minute) if t.ends_with('Z') && t.as_bytes().get(10) == Some(&b'T') => format!("{minute}Z"),
-        _ => t.to_owned(),
-    }
+    Some(format!("maintenance reboot due {}", crate::clock::utc_minute(due)))
 }
 
 /// A cluster network's nodes as full Instances (freeform tags, maintenance), from one ListInstances in the
@@ -499,18 +485,18 @@ async fn converge_nodes(
     census: &Census,
 ) -> Result<(), String> {
     let nodes = observe(ctx, oci, at, census).await?;
-    let have: BTreeSet<u32> = nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).collect();
+    let have: BTreeSet<u32> = nodes.iter().filter_map(|n| node_index(at.name, n["displayName"].as_str()?)).collect();
     // Scale down: the highest indexes go first.
     let extra: Vec<(String, String)> = nodes
         .iter()
-        .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
+        .filter(|n| node_index(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
         .map(|n| (n["id"].as_str().unwrap_or_default().to_owned(), format!("node {}", n["displayName"].as_str().unwrap_or_default())))
         .collect();
     terminate(ctx, oci, extra, timeout).await?;
     // Tags changed: every remaining node gets them.
     let kept: Vec<Json> = nodes
         .iter()
-        .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_some_and(|i| i < spec.node_count))
+        .filter(|n| node_index(at.name, n["displayName"].as_str().unwrap_or_default()).is_some_and(|i| i < spec.node_count))
         .cloned()
         .collect();
     futures::stream::iter(kept.into_iter().map(|n| async move { retag_node(ctx, oci, &n, tags).await }))
@@ -520,9 +506,9 @@ async fn converge_nodes(
     let missing: Vec<u32> = (0..spec.node_count).filter(|i| !have.contains(i)).collect();
     let launched = futures::stream::iter(missing.into_iter().map(|i| {
         let mut body = details.clone();
-        body["displayName"] = json!(format!("{}-{i}", at.name));
+        body["displayName"] = json!(node_name(at.name, i));
         body["freeformTags"] = json!(launch_tags);
-        let what = format!("node {}-{i}", at.name);
+        let what = format!("node {}", node_name(at.name, i));
         async move { oci.create(ctx, Service::Core, "instances", &body, &what).await.map(|_| ()) }
     }))
     .buffer_unordered(PARALLEL)
@@ -612,10 +598,10 @@ async fn converge_network(
     // the cluster's tags beside the revision their configuration gave them.
     let nodes = observe(ctx, oci, at, census).await?;
     let taken: BTreeSet<u32> =
-        nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
+        nodes.iter().filter_map(|n| node_index(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
     let unnamed: Vec<Json> = nodes
         .into_iter()
-        .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
+        .filter(|n| node_index(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
         .collect();
     let unnamed = if unnamed.is_empty() { unnamed } else { with_details(ctx, oci, at, unnamed).await? };
     let mut free = (0..spec.node_count).filter(|i| !taken.contains(i));
@@ -624,7 +610,7 @@ async fn converge_network(
         .iter()
         .filter_map(|n| {
             let wanted = node_tags(&tags_of(n), tags, Some(&revision));
-            Some((n["id"].as_str()?.to_owned(), format!("{}-{}", at.name, free.next()?), wanted))
+            Some((n["id"].as_str()?.to_owned(), node_name(at.name, free.next()?), wanted))
         })
         .collect();
     futures::stream::iter(renames.into_iter().map(|(id, name, tags)| {
@@ -698,7 +684,7 @@ async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: D
         let left = all.iter().any(|i| {
             let tags = tags_of(i);
             let named = tags.get("hpc:cluster").map(String::as_str) == Some(at.name)
-                || index_of(at.name, i["displayName"].as_str().unwrap_or_default()).is_some();
+                || node_index(at.name, i["displayName"].as_str().unwrap_or_default()).is_some();
             named && census.claims(marker_in(&tags)) && i["lifecycleState"].as_str() != Some("TERMINATED")
         });
         Ok((!left).then_some(()))
@@ -949,17 +935,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn node_indices_come_only_from_the_clusters_own_names() {
-        assert_eq!(index_of("lib", "lib-0"), Some(0));
-        assert_eq!(index_of("lib", "lib-12"), Some(12));
-        // A cluster whose name has a hyphen: the index is after the whole name.
-        assert_eq!(index_of("lib-a", "lib-a-3"), Some(3));
-        for other in ["lib", "lib-", "lib-x", "lib-a-3", "library-1", "xlib-1", "lib_1", "lib--1", "lib-1-2"] {
-            assert_eq!(index_of("lib", other), None, "{other}");
-        }
-    }
-
-    #[test]
     fn a_node_is_unhealthy_when_stopped_or_due_for_a_maintenance_reboot() {
         for (node, health) in [
             (json!({"lifecycleState": "RUNNING"}), None),
@@ -975,7 +950,9 @@ mod tests {
         ] {
             assert_eq!(health_of(&node).as_deref(), health, "{node}");
         }
-        assert_eq!(to_the_minute("2026-12-05T00:00+01:00"), "2026-12-05T00:00+01:00", "a time not in UTC is given as OCI wrote it");
+        // A time with another offset is shown in UTC, as every cloud's times are.
+        let due = json!({"lifecycleState": "RUNNING", "timeMaintenanceRebootDue": "2026-12-05T00:00+01:00"});
+        assert_eq!(health_of(&due).as_deref(), Some("maintenance reboot due 2026-12-04T23:00Z"));
     }
 
     #[test]

@@ -17,10 +17,11 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value as Json, json};
 
 use super::api::{Oci, Service, encode, is_gone, tags_of};
-use super::cluster::{Location, PARALLEL, capacity_message, index_of, node_tags, observe};
+use super::cluster::{Location, PARALLEL, capacity_message, node_tags, observe};
 use crate::clouds::shared::{self, NodeAddress};
 use crate::framework::{Context, Value};
 use crate::model::ClusterSpec;
+use crate::nodes::{domain_index, node_index, node_name};
 use crate::ownership::{Census, marker_in};
 
 /// The expansion's piece kinds.
@@ -31,12 +32,6 @@ pub const CLUSTER: &str = "oci_core_compute_gpu_memory_cluster";
 pub const FABRIC_CHOICE: &str = "found at apply, one per domain: an AVAILABLE, HEALTHY GPU memory fabric in the availability domain \
      with available_host_count >= 18 that no GPU memory cluster uses (ListComputeGpuMemoryFabrics once per apply)";
 pub const FABRIC_LIFECYCLE: &str = "the rack's own: never created, changed or deleted";
-
-/// The index of a domain piece named `<cluster>-nvl<k>`.
-pub fn domain_index(cluster: &str, name: &str) -> Option<u32> {
-    let digits = name.strip_prefix(cluster)?.strip_prefix("-nvl")?;
-    (!digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
-}
 
 /// Every GPU memory cluster in the cluster's compartment and availability domain, any owner's, not being
 /// deleted: one paginated list.
@@ -263,10 +258,10 @@ async fn name_nodes(
 ) -> Result<(), String> {
     let nodes = observe(ctx, oci, at, census).await?;
     let named: BTreeSet<u32> =
-        nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
+        nodes.iter().filter_map(|n| node_index(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
     let unnamed: BTreeMap<&str, &Json> = nodes
         .iter()
-        .filter(|n| index_of(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
+        .filter(|n| node_index(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
         .filter_map(|n| Some((n["id"].as_str()?, n)))
         .collect();
     let mut updates: Vec<(String, Json, String)> = Vec::new();
@@ -280,7 +275,7 @@ async fn name_nodes(
         for m in members.iter().filter(|m| !matches!(m["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED"))) {
             let Some(member) = m["id"].as_str().filter(|i| unnamed.contains_key(i)) else { continue };
             let Some(i) = free.next() else { break };
-            let name = format!("{}-{i}", at.name);
+            let name = node_name(at.name, *i);
             let wanted = node_tags(&tags_of(unnamed[member]), tags, Some(&revision));
             updates.push((member.to_owned(), json!({"displayName": name, "freeformTags": wanted}), name));
         }
@@ -323,15 +318,8 @@ pub fn with_domains(state: &Value, nodes: &[NodeAddress], clusters: Option<&BTre
             let gmc = clusters.map(|c| c.get(piece_name));
             match p.get("kind").as_str() {
                 Some(super::backend::NODES) => {
-                    let mut mine: Vec<u32> =
-                        nodes.iter().filter_map(|n| index_of(&name, &n.name)).filter(|i| crate::model::domain_of(*i, per) == k).collect();
-                    mine.sort_unstable();
-                    let whole: Vec<u32> = (k * per..(k + 1) * per).collect();
-                    let names = if mine == whole {
-                        crate::clouds::node_range(&name, &mine)
-                    } else {
-                        mine.iter().map(|i| format!("{name}-{i}")).collect::<Vec<_>>().join(", ")
-                    };
+                    let mine = crate::nodes::nodes_in_domain(&name, nodes.iter().map(|n| n.name.as_str()), k, per);
+                    let names = crate::nodes::domain_names_setting(&name, k, per, &mine);
                     let patched = one(Some(mine.len() as i64), &[("names", names)]);
                     if mine.is_empty() { shared::marked_missing(&patched) } else { patched }
                 }
@@ -349,19 +337,4 @@ pub fn with_domains(state: &Value, nodes: &[NodeAddress], clusters: Option<&BTre
         })
         .collect();
     shared::with_attr(state, "expansion", Value::list(pieces))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn domain_pieces_are_named_after_the_cluster() {
-        assert_eq!(domain_index("train", "train-nvl0"), Some(0));
-        assert_eq!(domain_index("train", "train-nvl12"), Some(12));
-        assert_eq!(domain_index("a-b", "a-b-nvl1"), Some(1));
-        for other in ["train", "train-nvl", "train-nvlx", "train-0", "trains-nvl1", "train-nvl1-2"] {
-            assert_eq!(domain_index("train", other), None, "{other}");
-        }
-    }
 }

@@ -15,9 +15,10 @@ pub mod signing;
 
 use std::collections::BTreeMap;
 
-use super::{DEFAULT_IMAGE, first_subnet, name_range, network_refs, node_range};
+use super::{DEFAULT_IMAGE, first_subnet, network_refs};
 use crate::catalog::Sku;
 use crate::model::{CapacityType, ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece, Placement, tag_string};
+use crate::nodes::{first_nodes_range, node_range};
 
 /// The Oracle Cloud Agent plugins RDMA clusters need; without them the RDMA NICs stay unconfigured.
 pub const RDMA_PLUGINS: [&str; 3] =
@@ -142,7 +143,7 @@ pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
                 .count(spec.node_count)
                 .set("shape", f.sku.name)
                 .set("availability_domain", &ad)
-                .set("names", name_range(n, spec.node_count))
+                .set("names", first_nodes_range(n, spec.node_count))
                 .set("instance_configuration_id", &config)
                 .set(
                     "compute_cluster_id",
