@@ -53,13 +53,15 @@ trait Cloud: Sized {
     const SKU: &'static str;
     /// Where that capacity is counted (zone, availability domain or region), as capacity diagnostics name it.
     const ZONE: &'static str;
+    /// The cloud's own word for "no capacity", as its capacity diagnostics quote it.
+    const CAPACITY_CODE: &'static str;
     /// Two images, for a rolling update from the first to the second.
     const IMAGES: [&'static str; 2];
     /// Whether a repaired or updated node is remade in place (same id, reimaged), not replaced.
     const REMADE_IN_PLACE: bool = false;
     /// Whether a node's name is its position among the live nodes, so that a node lost outside moves the
     /// names of the ones after it until the next apply.
-    const NAMES_FOLLOW_POSITIONS: bool = false;
+    const NAMES_FOLLOW_POSITIONS: bool = true;
 
     /// This cloud's emulator, empty, and a provider configured for it.
     async fn start() -> Self;
@@ -301,25 +303,27 @@ async fn another_owners_cluster_of_the_same_name_is_refused_and_left_untouched<C
 }
 
 /// Capacity for 3 of the node type where a cluster of 4 is created under `policy`: what the apply gave,
-/// and the configuration.
-async fn short_of_capacity<C: Cloud>(c: &C, policy: Json) -> (Applied, Value) {
-    make_fabric(c, "f").await;
+/// the configuration and the fabric.
+async fn short_of_capacity<C: Cloud>(c: &C, policy: Json) -> (Applied, Value, Value) {
+    let fabric = make_fabric(c, "f").await;
     c.admin("POST", "capacity", Some(json!({"zone": C::ZONE, "instance_type": C::SKU, "available": 3})));
     let config = config(c, "f", "c", 4, policy);
     let applied = apply_to(c.ctx(), &GpuCluster, &Value::Null, &config).await;
     c.settle().await;
-    (applied, config)
+    (applied, config, fabric)
 }
 
-/// Capacity back: the next apply from `state` makes the cluster whole, the nodes there kept.
-async fn capacity_back<C: Cloud>(c: &C, state: &Value, config: &Value) {
+/// Capacity back: the next apply from `state` makes the cluster whole, the nodes there kept; its destroy
+/// leaves nothing.
+async fn capacity_back<C: Cloud>(c: &C, fabric: &Value, state: &Value, config: &Value) {
     let before = incarnations(&c.nodes("c").await);
     c.admin("POST", "capacity", Some(json!({"zone": C::ZONE, "instance_type": C::SKU, "available": null})));
     let refreshed = match read(c.ctx(), &GpuCluster, state).await.0 {
         ReadOutcome::Found { state, .. } => state,
         ReadOutcome::Gone => Value::Null,
     };
-    let (whole, _) = apply_ok(c, &GpuCluster, &refreshed, config).await;
+    let (whole, warnings) = apply_ok(c, &GpuCluster, &refreshed, config).await;
+    assert!(warnings.iter().all(|w| !w.contains("capacity")), "no shortfall is left: {warnings:?}");
     c.settle().await;
     assert_eq!(node_names(&whole), names("c", 0..4));
     let after = incarnations(&c.nodes("c").await);
@@ -327,42 +331,52 @@ async fn capacity_back<C: Cloud>(c: &C, state: &Value, config: &Value) {
     for (n, id) in before {
         assert_eq!(after[&n], id, "{n} kept");
     }
+    destroy(c.ctx(), &GpuCluster, &whole).await;
+    destroy(c.ctx(), &GpuFabric, fabric).await;
+    c.settle().await;
+    let inventory = c.admin("GET", "inventory", None);
+    assert_eq!(inventory["empty"], true, "{inventory}");
 }
 
+/// The one capacity diagnostic: the node type, where, and the cloud's code.
 fn shortage<'a, C: Cloud>(errors: &'a [String]) -> &'a str {
     let summary = format!("Not enough {} capacity in {}", C::SKU, C::ZONE);
-    errors.iter().find(|e| e.starts_with(&summary)).unwrap_or_else(|| panic!("no {summary:?} in {errors:?}"))
+    let said = errors.iter().find(|e| e.starts_with(&summary)).unwrap_or_else(|| panic!("no {summary:?} in {errors:?}"));
+    assert!(said.contains(&format!("({})", C::CAPACITY_CODE)), "{said}");
+    said
 }
 
 async fn short_of_capacity_all_or_nothing_releases_what_came<C: Cloud>() {
     let c = C::start().await;
-    let (applied, config) = short_of_capacity(&c, json!({"capacity_policy": "all-or-nothing"})).await;
+    let (applied, config, fabric) = short_of_capacity(&c, json!({"capacity_policy": "all-or-nothing"})).await;
     let said = shortage::<C>(&applied.errors);
     assert!(said.contains("capacity_policy = \"all-or-nothing\" keeps none of them"), "{said}");
+    // The cloud's all-or-nothing launch made none, or what came was released.
+    assert!(said.contains("nothing was launched") || said.contains("launched were released"), "{said}");
     assert!(node_names(&applied.state).is_empty(), "the state keeps none: {:?}", applied.state);
     assert_eq!(c.nodes("c").await, BTreeMap::new(), "nothing of the cluster runs");
-    capacity_back(&c, &applied.state, &config).await;
+    capacity_back(&c, &fabric, &applied.state, &config).await;
 }
 
 async fn short_of_capacity_at_least_keeps_what_came_with_a_warning<C: Cloud>() {
     let c = C::start().await;
-    let (applied, config) = short_of_capacity(&c, json!({"capacity_policy": "at-least", "min_nodes": 2})).await;
+    let (applied, config, fabric) = short_of_capacity(&c, json!({"capacity_policy": "at-least", "min_nodes": 2})).await;
     assert!(applied.errors.is_empty(), "{:?}", applied.errors);
     let warning = applied.warnings.iter().find(|w| w.starts_with("3 of 4 nodes: capacity short")).expect("the shortfall's warning");
-    assert!(warning.contains("min_nodes = 2"), "{warning}");
+    assert!(warning.contains("min_nodes = 2") && warning.contains(&format!("({})", C::CAPACITY_CODE)), "{warning}");
     assert_eq!(c.nodes("c").await.keys().cloned().collect::<Vec<_>>(), names("c", 0..3));
     assert_eq!(node_names(&read_found(c.ctx(), &GpuCluster, &applied.state).await), names("c", 0..3));
-    capacity_back(&c, &applied.state, &config).await;
+    capacity_back(&c, &fabric, &applied.state, &config).await;
 }
 
 async fn short_of_capacity_keep_partial_keeps_what_came_and_fails<C: Cloud>() {
     let c = C::start().await;
-    let (applied, config) = short_of_capacity(&c, json!({"capacity_policy": "keep-partial"})).await;
+    let (applied, config, fabric) = short_of_capacity(&c, json!({"capacity_policy": "keep-partial"})).await;
     let said = shortage::<C>(&applied.errors);
     assert!(said.contains("keep-partial") && said.contains("3 of 4 nodes exist"), "{said}");
     assert_eq!(node_names(&applied.state), names("c", 0..3), "the state keeps what came");
     assert_eq!(c.nodes("c").await.keys().cloned().collect::<Vec<_>>(), names("c", 0..3));
-    capacity_back(&c, &applied.state, &config).await;
+    capacity_back(&c, &fabric, &applied.state, &config).await;
 }
 
 async fn an_unhealthy_node_is_repaired_and_the_others_are_left_alone<C: Cloud>() {
@@ -494,6 +508,7 @@ impl Aws {
 
 impl Cloud for Aws {
     const SKU: &'static str = "p5.48xlarge";
+    const CAPACITY_CODE: &'static str = "InsufficientInstanceCapacity";
     const ZONE: &'static str = "us-east-1a";
     const IMAGES: [&'static str; 2] = ["ami-12c6146b", "ami-1e749f67"];
 
@@ -592,6 +607,7 @@ impl Drop for Azure {
 
 impl Cloud for Azure {
     const SKU: &'static str = "Standard_ND96isr_H100_v5";
+    const CAPACITY_CODE: &'static str = "AllocationFailed";
     const ZONE: &'static str = "eastus";
     const IMAGES: [&'static str; 2] = ["microsoft-dsvm:ubuntu-hpc:2204:22.04.1", "microsoft-dsvm:ubuntu-hpc:2204:22.04.2"];
     const REMADE_IN_PLACE: bool = true;
@@ -699,6 +715,7 @@ impl Gcp {
 
 impl Cloud for Gcp {
     const SKU: &'static str = "a3-highgpu-8g";
+    const CAPACITY_CODE: &'static str = "ZONE_RESOURCE_POOL_EXHAUSTED";
     const ZONE: &'static str = "us-central1-a";
     const IMAGES: [&'static str; 2] = ["projects/ml-prod/global/images/node-v1", "projects/ml-prod/global/images/node-v2"];
 
@@ -777,6 +794,7 @@ struct Oci {
 
 impl Cloud for Oci {
     const SKU: &'static str = "BM.GPU.H100.8";
+    const CAPACITY_CODE: &'static str = "Out of host capacity";
     const ZONE: &'static str = OCI_AD;
     const IMAGES: [&'static str; 2] = ["ocid1.image.oc1.iad.emulator-ol8-gpu", "ocid1.image.oc1.iad.emulator-ubuntu-gpu"];
 
