@@ -282,7 +282,11 @@ async fn an_import_by_id_gives_the_state_the_apply_gave<C: Cloud>() {
     let imported = import_and_read(c.ctx(), &GpuCluster, cluster.get("id").as_str().unwrap()).await;
     // The `timeouts` block is the configuration's alone (the cloud keeps no trace of it).
     let untimed = |v: &Value| hpc_provider::clouds::shared::with_attr(v, "timeouts", Value::Null);
-    assert_eq!(differences(&untimed(&imported), &untimed(&cluster)), Vec::<String>::new(), "the imported cluster is the one the apply made");
+    assert_eq!(
+        differences(&untimed(&imported), &untimed(&cluster)),
+        Vec::<String>::new(),
+        "the imported cluster is the one the apply made"
+    );
     let imported = import_and_read(c.ctx(), &GpuFabric, fabric.get("id").as_str().unwrap()).await;
     assert_eq!(differences(&imported, &fabric), Vec::<String>::new(), "the imported fabric");
 }
@@ -291,6 +295,7 @@ async fn another_owners_cluster_of_the_same_name_is_refused_and_left_untouched<C
     let c = C::start().await;
     let (config, theirs) = cluster_of(&c, 2, json!({})).await;
     let before = c.admin("GET", "snapshot", None);
+    let their_state = read_found(c.ctx(), &GpuCluster, &theirs).await;
     // Another state (a fresh create, so another owner) with the same name.
     let refused = apply_to(c.ctx(), &GpuCluster, &Value::Null, &config).await;
     let error = refused.errors.iter().find(|e| e.starts_with("Name already in use")).unwrap_or_else(|| panic!("{:?}", refused.errors));
@@ -298,8 +303,9 @@ async fn another_owners_cluster_of_the_same_name_is_refused_and_left_untouched<C
     assert!(error.contains("c-0"), "the diagnostic names the pieces: {error}");
     assert!(node_names(&refused.state).is_empty(), "{:?}", refused.state);
     assert_eq!(c.admin("GET", "snapshot", None), before, "nothing of the other owner's changed");
-    assert_eq!(read_found(c.ctx(), &GpuCluster, &theirs).await, read_found(c.ctx(), &GpuCluster, &theirs).await);
-    assert_eq!(node_names(&read_found(c.ctx(), &GpuCluster, &theirs).await), names("c", 0..2));
+    let refreshed = read_found(c.ctx(), &GpuCluster, &theirs).await;
+    assert_eq!(differences(&refreshed, &their_state), Vec::<String>::new(), "their cluster reads as before");
+    assert_eq!(node_names(&refreshed), names("c", 0..2));
 }
 
 /// Capacity for 3 of the node type where a cluster of 4 is created under `policy`: what the apply gave,
@@ -339,7 +345,7 @@ async fn capacity_back<C: Cloud>(c: &C, fabric: &Value, state: &Value, config: &
 }
 
 /// The one capacity diagnostic: the node type, where, and the cloud's code.
-fn shortage<'a, C: Cloud>(errors: &'a [String]) -> &'a str {
+fn shortage<C: Cloud>(errors: &[String]) -> &str {
     let summary = format!("Not enough {} capacity in {}", C::SKU, C::ZONE);
     let said = errors.iter().find(|e| e.starts_with(&summary)).unwrap_or_else(|| panic!("no {summary:?} in {errors:?}"));
     assert!(said.contains(&format!("({})", C::CAPACITY_CODE)), "{said}");
@@ -514,7 +520,8 @@ impl Cloud for Aws {
 
     async fn start() -> Self {
         let emulator = start_aws();
-        let ctx = provider_context(json!({"aws": {"region": "us-east-1", "endpoint": emulator.endpoint, "access_key": "t", "secret_key": "t"}}));
+        let ctx =
+            provider_context(json!({"aws": {"region": "us-east-1", "endpoint": emulator.endpoint, "access_key": "t", "secret_key": "t"}}));
         Aws { emulator, ctx }
     }
 
@@ -569,7 +576,11 @@ impl Cloud for Aws {
     }
 
     fn impair(&self, node: &Node) {
-        self.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": node.id, "check": "system", "since": "2026-12-01T10:02:00Z"})));
+        self.admin(
+            "POST",
+            "out-of-band",
+            Some(json!({"action": "impair", "id": node.id, "check": "system", "since": "2026-12-01T10:02:00Z"})),
+        );
     }
 }
 
@@ -660,7 +671,7 @@ impl Cloud for Azure {
             }
         }
         let mut out = BTreeMap::new();
-        for (set, mut vms) in sets {
+        for mut vms in sets.into_values() {
             vms.sort();
             let set_id = vms.first().map(|(_, id)| id.split("/virtualmachines/").next().unwrap().to_owned()).unwrap_or_default();
             let placement = arm.get(&set_id).and_then(|s| s.pointer("/properties/proximityPlacementGroup/id")).and_then(Json::as_str);
@@ -674,7 +685,6 @@ impl Cloud for Azure {
                 };
                 out.insert(format!("{cluster}-{}", out.len()), node);
             }
-            let _ = set;
         }
         out
     }
