@@ -61,7 +61,7 @@ trait Cloud: Sized {
     const REMADE_IN_PLACE: bool = false;
     /// Whether a node's name is its position among the live nodes, so that a node lost outside moves the
     /// names of the ones after it until the next apply.
-    const NAMES_FOLLOW_POSITIONS: bool = true;
+    const NAMES_FOLLOW_POSITIONS: bool = false;
 
     /// This cloud's emulator, empty, and a provider configured for it.
     async fn start() -> Self;
