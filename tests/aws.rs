@@ -3,6 +3,9 @@
 //! tags), what they become in EC2, and that an import gives back exactly the created state; and the
 //! cluster backend's day-2 operations (health in the refresh, removing, rebooting and rolling nodes).
 //!
+//! The behaviours every cloud keeps (create, grow, shrink, drift, import, ownership, capacity policies, repair,
+//! rolling updates, destroy) are in `contract.rs`; this file keeps what only AWS has.
+//!
 //! Each test starts its own emulator (moto in a child process): faults and the inventory are an
 //! emulator's, so tests never see each other's.
 
@@ -184,17 +187,6 @@ async fn an_import_gives_back_exactly_the_created_cluster_and_fabric() {
     assert_eq!(imported, cb.cluster);
     let imported_fabric = import_and_read(&cb.env.ctx, &GpuFabric, "aws/us-east-1/cb").await;
     assert_eq!(imported_fabric, cb.fabric);
-}
-
-#[tokio::test]
-async fn scaling_down_removes_the_highest_numbered_node() {
-    let cb = capacity_block_cluster().await;
-    let (cluster, diags) = apply(&cb.env.ctx, &GpuCluster, &cb.cluster, &cb.resized(1, "ml")).await;
-    assert!(diags.iter().all(|d| !d.starts_with("Updating")), "{diags:?}");
-    assert_eq!(cluster.get("node_names"), &Value::list([Value::from("cbc-0")]));
-    let nodes = cb.env.nodes();
-    assert_eq!(nodes.len(), 1);
-    assert_eq!(nodes[0]["tags"]["hpc:node"], "cbc-0");
 }
 
 #[tokio::test]

@@ -3,6 +3,9 @@
 //! reported with ARM's code and kept in state, the scale-set split the plan promised, imports keeping a
 //! user's tag named `Name`, and another owner's piece at a fabric's id left alone.
 //!
+//! The behaviours every cloud keeps (create, grow, shrink, drift, import, ownership, capacity policies, repair,
+//! rolling updates, destroy) are in `contract.rs`; this file keeps what only Azure has.
+//!
 //! One emulator serves every test of this binary (the certificate the provider trusts is named by an
 //! environment variable, read whenever an ARM client is built), so each test names its own pieces. Faults
 //! and assertions about the whole emulator (counts, "nothing left") need it alone: such a test holds

@@ -3,6 +3,9 @@
 //! options on the nodes, capacity and rate-limit errors, import ids; day 2 (health and self-check verdicts
 //! read with the one list, repairs by replacement and by reboot, a rolling image change, the backend's
 //! remove_nodes and reboot_nodes leaving other nodes alone).
+//!
+//! The behaviours every cloud keeps (create, grow, shrink, drift, import, ownership, capacity policies, repair,
+//! rolling updates, destroy) are in `contract.rs`; this file keeps what only Google Cloud has.
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The OCI resources through the provider's own Resource implementations against the OCI emulator (every
-//! request signed with the test API key): 429 without Retry-After retried with backoff, "Out of host
-//! capacity" reported with the shape and availability domain while the nodes launched are kept and the
-//! next apply finishes, a cluster network built, renamed, resized and destroyed, credentials from an OCI
+//! request signed with the test API key), what only OCI has (the behaviours every cloud keeps, a compute
+//! cluster's "Out of host capacity" under each capacity policy among them, are in `contract.rs`): 429
+//! without Retry-After retried with backoff, a cluster network built, renamed, resized and destroyed, credentials from an OCI
 //! config file profile, a wrong key reported as an authentication failure, a cluster network's failed work
 //! request reported as missing capacity, Lustre grown in place and linked to Object Storage, and GB200 NVL72:
 //! one GPU memory cluster per NVLink domain on fabrics found (never changed), grown by a domain, a lost node
@@ -160,45 +160,6 @@ async fn a_vcn_read_as_not_found_right_after_its_create_is_waited_out() {
     fabric(&oci.ctx, "lib", "cluster").await;
     let faults = oci.admin("GET", "faults", None);
     assert_eq!(faults["faults"][0]["fired"], json!(2), "{faults}");
-}
-
-/// A fabric and a 3-node cluster whose second launch finds no host capacity: the fabric, the cluster's
-/// configuration, the state the apply left and its diagnostics.
-async fn launch_out_of_host_capacity(oci: &Oci) -> (Value, Value, Value, Vec<String>) {
-    let fabric = fabric(&oci.ctx, "lib", "cluster").await;
-    oci.admin("POST", "faults", Some(json!({"service": "core", "operation": "LaunchInstance", "kind": "capacity", "nth": 2, "times": 1})));
-    let config = with_policy("lib", "lib", "cluster", 3, "keep-partial", None);
-    let (partial, diags) = apply(&oci.ctx, &GpuCluster, &Value::Null, &config).await;
-    (fabric, config, partial, diags)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn out_of_host_capacity_is_reported_with_the_shape_and_availability_domain() {
-    let oci = Oci::start();
-    let (_, _, _, diags) = launch_out_of_host_capacity(&oci).await;
-    let failure = diagnostic(&diags, &format!("Not enough BM.GPU.H100.8 capacity in {AD}"));
-    assert_out_of_host_capacity(failure);
-    assert!(failure.contains("2 of 3 nodes exist") && failure.contains("keep-partial"), "{failure}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_nodes_launched_before_out_of_host_capacity_are_kept_in_state() {
-    let oci = Oci::start();
-    let (_, _, partial, _) = launch_out_of_host_capacity(&oci).await;
-    assert_eq!(node_names(&partial).len(), 2, "the state keeps the nodes that were launched");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_apply_after_out_of_host_capacity_launches_only_the_missing_node() {
-    let oci = Oci::start();
-    let (fabric, config, partial, _) = launch_out_of_host_capacity(&oci).await;
-    let (cluster, diags) = apply(&oci.ctx, &GpuCluster, &partial, &config).await;
-    assert!(diags.is_empty(), "{diags:?}");
-    assert_eq!(node_names(&cluster), ["lib-0", "lib-1", "lib-2"]);
-    assert_eq!(oci.inventory("core", "instance"), Some(3));
-    destroy(&oci.ctx, &GpuCluster, &cluster).await;
-    destroy(&oci.ctx, &GpuFabric, &fabric).await;
-    oci.assert_empty();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1185,47 +1146,6 @@ async fn a_plan_beyond_the_gpu_limit_is_refused_naming_the_limit_the_need_and_wh
         assert!(errors[0].contains(part), "{part}: {}", errors[0]);
     }
     assert!(oci.inventory("core", "instance") == Some(0));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn all_or_nothing_under_a_host_limit_releases_what_came_and_the_state_says_so() {
-    let oci = Oci::start();
-    let fabric = fabric(&oci.ctx, "lib", "cluster").await;
-    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 3})));
-    let (state, diags) = apply(&oci.ctx, &GpuCluster, &Value::Null, &with_policy("aon", "lib", "cluster", 4, "all-or-nothing", None)).await;
-    let failure = diagnostic(&diags, &format!("Not enough BM.GPU.H100.8 capacity in {AD}"));
-    assert!(failure.contains("Out of host capacity") && failure.contains("all-or-nothing") && failure.contains("released"), "{failure}");
-    assert!(node_names(&state).is_empty(), "{:?}", node_names(&state));
-    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
-    let live = oci
-        .snapshot_of("instance")
-        .into_iter()
-        .filter(|i| !matches!(i["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED")))
-        .count();
-    assert_eq!(live, 0, "nothing of the cluster runs");
-    destroy(&oci.ctx, &GpuCluster, &state).await;
-    destroy(&oci.ctx, &GpuFabric, &fabric).await;
-    oci.assert_empty();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_least_two_under_a_host_limit_keeps_the_three_that_came_and_the_next_apply_adds_the_fourth() {
-    let oci = Oci::start();
-    let fabric = fabric(&oci.ctx, "lib", "cluster").await;
-    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 3})));
-    let config = with_policy("al", "lib", "cluster", 4, "at-least", Some(2));
-    let (state, diags) = apply(&oci.ctx, &GpuCluster, &Value::Null, &config).await;
-    let warning = diagnostic(&diags, "3 of 4 nodes: capacity short");
-    assert!(warning.contains("Out of host capacity") && warning.contains("min_nodes = 2"), "{warning}");
-    let read = read_found(&oci.ctx, &GpuCluster, &state).await;
-    assert_eq!(node_names(&read).len(), 3, "{:?}", node_names(&read));
-    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": null})));
-    let (grown, diags) = apply(&oci.ctx, &GpuCluster, &read, &config).await;
-    assert!(diags.is_empty(), "{diags:?}");
-    assert_eq!(node_names(&grown), ["al-0", "al-1", "al-2", "al-3"]);
-    destroy(&oci.ctx, &GpuCluster, &grown).await;
-    destroy(&oci.ctx, &GpuFabric, &fabric).await;
-    oci.assert_empty();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
