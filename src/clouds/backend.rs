@@ -1,5 +1,6 @@
 //! The one interface between the lifecycle (`resources::lifecycle`) and a cloud: a backend per resource
-//! kind, implemented by `clouds/<cloud>/backend.rs` and chosen by [`fabric`], [`cluster`] and
+//! kind, implemented beside that kind (`clouds/<cloud>/fabric.rs`, `cluster.rs`, `filesystem.rs`, on the
+//! type in `clouds/<cloud>/backend.rs`) and chosen by [`fabric`], [`cluster`] and
 //! [`filesystem`], each one exhaustive match on the cloud, so a cloud added to `Cloud` does not compile
 //! until it provides every operation.
 //!

@@ -2,10 +2,12 @@
 //! group, with throughput per TiB, metadata configuration and an optional S3 data repository association.
 //! Capacity grows in place; FSx assigns the mount name. Only a file system whose `hpc:owner` tag the census
 //! admits is adopted, changed or deleted.
+//! The lifecycle's backend for this kind, `Backend<FilesystemSpec>` on `backend::Aws`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use aws_sdk_fsx::types::{
     AutoExportPolicy, AutoImportPolicy, CreateFileSystemLustreConfiguration, CreateFileSystemLustreMetadataConfiguration,
     DataCompressionType, DataRepositoryAssociation, EventType, FileSystem, FileSystemLifecycle, FileSystemType, LustreDeploymentType,
@@ -14,7 +16,11 @@ use aws_sdk_fsx::types::{
 };
 
 use super::api::{self, Aws, why};
+use super::backend::{self, fabric_region};
 use super::fabric;
+use super::filesystem;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::{Census, marker_in};
@@ -428,4 +434,203 @@ pub async fn imported_config(aws: &Aws, live: &FsLive, defaults: &BTreeMap<Strin
         ("metadata_iops", Value::from(live.metadata_iops())),
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ]))
+}
+
+/// The FSx file system id in a filesystem state's `aws/<region>/<fs id>`.
+fn fs_id_of(state: &Value) -> Option<String> {
+    api::parse_id(state.get("id").as_str()?).map(|(_, id)| id.to_owned())
+}
+
+/// A filesystem state brought to what exists: capacity, tier and mount point as found; a vanished data
+/// repository association marked missing.
+fn refreshed_filesystem(state: &Value, live: &filesystem::FsLive) -> Value {
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    let capacity = live.capacity();
+    let tier = live.throughput_per_tib().unwrap_or_default();
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("filesystem_name".into(), Value::from(live.mount_name()));
+    out.insert("mount_target".into(), Value::from(live.dns()));
+    out.insert("mount_command".into(), Value::from(live.mount_command()));
+    if state.get("metadata_iops").is_present() {
+        out.insert("metadata_iops".into(), Value::from(live.metadata_iops()));
+    }
+    let mut expansion = shared::patch_piece(
+        state.get("expansion"),
+        "aws_fsx_lustre_file_system",
+        None,
+        &[("storage_capacity", capacity.to_string()), ("per_unit_storage_throughput", tier.to_string())],
+    );
+    if live.dra.is_none() {
+        expansion = shared::mark_missing(&expansion, |k| k != "aws_fsx_data_repository_association");
+    } else if let Some(path) = live.dra.as_ref().and_then(|d| d.data_repository_path()) {
+        out.insert("data_repository".into(), Value::from(path));
+        expansion =
+            shared::patch_piece(&expansion, "aws_fsx_data_repository_association", None, &[("data_repository_path", path.to_owned())]);
+    }
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+/// What FSx assigned: the id, the mount name, the DNS name and the mount command made of them.
+fn assigned_by_fsx(region: &str, live: &filesystem::FsLive) -> [(&'static str, Value); 4] {
+    [
+        ("id", Value::from(api::resource_id(region, live.id()))),
+        ("filesystem_name", Value::from(live.mount_name())),
+        ("mount_target", Value::from(live.dns())),
+        ("mount_command", Value::from(live.mount_command())),
+    ]
+}
+
+#[async_trait]
+impl Backend<FilesystemSpec> for backend::Aws {
+    async fn configured(&self, _ctx: &Context) -> Result<(), String> {
+        // The SDK's credential chain is resolved per call; a client is always made.
+        Ok(())
+    }
+
+    /// FSx assigns the id; `apply` writes it.
+    fn id(&self, _spec: &FilesystemSpec) -> Option<String> {
+        None
+    }
+
+    fn place(&self, v: &Value) -> String {
+        match fs_id_of(v) {
+            Some(fs_id) => format!("({fs_id}) in {}", fabric_region(v)),
+            None => format!("in {}", fabric_region(v)),
+        }
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FilesystemSpec>) -> Outcome {
+        let spec = change.spec;
+        let region = spec.fabric.region.as_str();
+        let client = api::connect(step.ctx, region).await;
+        let stale = change.stale_tags();
+        let options = filesystem::Options { tags: change.tags, stale_tags: &stale, timeout: step.timeout };
+        let known = fs_id_of(change.prior);
+        match filesystem::converge(step.ctx, &client, spec, known.as_deref(), &options, step.census).await {
+            Ok(live) => {
+                let state = assigned_by_fsx(region, &live).into_iter().fold(change.state.clone(), |s, (k, v)| shared::with_attr(&s, k, v));
+                Outcome::done(state)
+            }
+            Err((id, e)) => {
+                let state = match id {
+                    // Keep track of what exists: a failed create is tainted and replaced by the next apply.
+                    Some(fs_id) => {
+                        let state = shared::with_attr(change.state, "id", Value::from(api::resource_id(region, &fs_id)));
+                        match filesystem::observe(&client, &fs_id, step.census).await {
+                            Ok(Some(live)) => refreshed_filesystem(&state, &live),
+                            _ => state,
+                        }
+                    }
+                    None if change.creating() => Value::Null,
+                    None => change.prior.clone(),
+                };
+                Outcome::failed(state, e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
+        let client = api::connect(step.ctx, fabric_region(prior)).await;
+        let Some(fs_id) = fs_id_of(prior) else { return Outcome::done(Value::Null) };
+        let done = filesystem::delete(step.ctx, &client, &fs_id, step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, String> {
+        let Some(fs_id) = fs_id_of(state) else { return Ok(None) };
+        let client = api::connect(step.ctx, fabric_region(state)).await;
+        let live = filesystem::observe(&client, &fs_id, step.census).await?;
+        Ok(live.map(|live| refreshed_filesystem(state, &live)))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((region, key)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an AWS filesystem id: give \"aws/<region>/<file system id or name>\", e.g. \"aws/us-east-1/fs-0123456789abcdef0\"."
+            )));
+        };
+        let client = api::connect(step.ctx, region).await;
+        let fs_id = if key.starts_with("fs-") {
+            Some(key.to_owned())
+        } else {
+            filesystem::find_by_name(&client, key, step.census).await.map_err(ImportError::Failed)?
+        };
+        let live = match fs_id {
+            Some(fs_id) => filesystem::observe(&client, &fs_id, step.census).await.map_err(ImportError::Failed)?,
+            None => None,
+        };
+        let Some(live) = live else {
+            return Err(ImportError::Failed(format!("no such FSx for Lustre file system in {region}")));
+        };
+        let config = filesystem::imported_config(&client, &live, step.default_tags).await.map_err(ImportError::Failed)?;
+        let assigned = assigned_by_fsx(region, &live).into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        Ok(Imported { config, assigned })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(kind: &str, name: &str) -> Value {
+        Value::object([
+            ("kind", Value::from(kind)),
+            ("name", Value::from(name)),
+            ("count", Value::int(1)),
+            ("settings", Value::object([("names", Value::from("x")), ("data_repository_path", Value::from("s3://old"))])),
+        ])
+    }
+
+    fn missing(state: &Value) -> Vec<String> {
+        let pieces = state.get("expansion").as_list().unwrap_or_default().to_vec();
+        pieces
+            .iter()
+            .filter(|p| p.get("settings").get("missing").is_present())
+            .map(|p| p.get("kind").as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_fsx_id_comes_from_the_filesystem_id() {
+        let state = |id: Value| Value::object([("id", id), ("fabric", Value::object([("region", Value::from("us-east-1"))]))]);
+        assert_eq!(fs_id_of(&state(Value::from("aws/us-east-1/fs-0123"))), Some("fs-0123".to_owned()));
+        for bad in [Value::Null, Value::Unknown, Value::from("fs-0123"), Value::from("gcp/us-east-1/fs-0123")] {
+            assert_eq!(fs_id_of(&state(bad.clone())), None, "{bad:?}");
+        }
+        let fs: &dyn Backend<FilesystemSpec> = &backend::Aws;
+        assert_eq!(fs.place(&state(Value::from("aws/us-east-1/fs-0123"))), "(fs-0123) in us-east-1");
+        assert_eq!(fs.place(&state(Value::Null)), "in us-east-1");
+    }
+
+    #[test]
+    fn a_filesystem_refresh_takes_fsx_values_and_marks_a_vanished_association_missing() {
+        use aws_sdk_fsx::types::{FileSystem, LustreFileSystemConfiguration};
+        let fs = FileSystem::builder()
+            .file_system_id("fs-0123")
+            .storage_capacity(2400)
+            .dns_name("fs-0123.fsx.us-east-1.amazonaws.com")
+            .lustre_configuration(LustreFileSystemConfiguration::builder().mount_name("abcd").per_unit_storage_throughput(250).build())
+            .build();
+        let state = Value::object([
+            ("capacity_gib", Value::int(1200)),
+            ("metadata_iops", Value::Null),
+            (
+                "expansion",
+                Value::list([piece("aws_fsx_lustre_file_system", "scratch"), piece("aws_fsx_data_repository_association", "scratch-dra")]),
+            ),
+        ]);
+        let out = refreshed_filesystem(&state, &filesystem::FsLive { fs, dra: None });
+        assert_eq!(out.get("capacity_gib"), &Value::int(2400));
+        assert_eq!(out.get("throughput_mbps"), &Value::int(2400 * 250 / 1024));
+        assert_eq!(out.get("filesystem_name").as_str(), Some("abcd"));
+        assert_eq!(out.get("metadata_iops"), &Value::Null);
+        assert_eq!(
+            out.get("mount_command").as_str(),
+            Some("sudo mkdir -p /fsx && sudo mount -t lustre -o relatime,flock fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd /fsx")
+        );
+        assert_eq!(missing(&out), ["aws_fsx_data_repository_association"]);
+    }
 }

@@ -3,13 +3,20 @@
 //! the security group's tags record the fabric's configuration for imports. A refresh is one GET per piece.
 //! Only pieces the census admits (their `hpc:owner` tag) are used, changed or deleted; the resource group
 //! the fabric made is deleted only while nothing of another owner is in it.
+//! The lifecycle's backend for this kind, `Backend<FabricSpec>` on `backend::Azure`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::{Arm, same_id, short};
+use super::backend::{self, arm};
+use super::fabric;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::{Census, marker_in_json};
@@ -269,4 +276,117 @@ pub fn imported_config(
         &[("resource_group", group)],
         defaults,
     )
+}
+
+#[async_trait]
+impl Backend<FabricSpec> for backend::Azure {
+    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+        api::connect(ctx).await.map(|_| ())
+    }
+
+    fn id(&self, spec: &FabricSpec) -> Option<String> {
+        Some(api::resource_id(&fabric::group_name(&spec.name, spec.resource_group.as_deref()), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", v.get("region").as_str().unwrap_or_default())
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FabricSpec>) -> Outcome {
+        let spec = change.spec;
+        let arm = match arm(step.ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let ids = fabric::ids(&arm, spec);
+        let mut state = change.state.clone();
+        if let Network::Create { .. } = &spec.network {
+            state = shared::with_attr(&state, "vpc_id", Value::from(ids.vnet.as_str()));
+            state = shared::with_attr(&state, "subnet_id", Value::from(ids.subnet.as_str()));
+        }
+        let gpu = change.config.get("gpu").as_str();
+        let done = fabric::converge(step.ctx, &arm, spec, gpu, change.tags, change.retag(), step.timeout, step.census).await;
+        // The state is the planned one whether or not the fabric is complete: what was made stays in it.
+        Outcome { state, error: done.err() }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&FabricSpec>) -> Outcome {
+        let arm = match arm(step.ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let Some(spec) = spec else {
+            return Outcome::failed(prior.clone(), "its state does not describe a fabric this provider can read");
+        };
+        let done = fabric::delete(step.ctx, &arm, spec, step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
+        let Some(spec) = spec else { return Ok(Some(state.clone())) };
+        let arm = arm(step.ctx).await?;
+        let ids = fabric::ids(&arm, spec);
+        let live = fabric::observe(step.ctx, &arm, &ids, step.census).await?;
+        if live.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(shared::with_missing(state, fabric::present(&live, &ids))))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((group, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an Azure fabric id: give \"azure/<resource group>/<fabric name>\", e.g. \"azure/train-rg/train\"."
+            )));
+        };
+        let arm = arm(step.ctx).await.map_err(ImportError::Failed)?;
+        let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{name}-nsg", arm.group_id(group));
+        let config = match arm.get(step.ctx, &nsg_id, fabric::NETWORK_API).await {
+            Ok(Some(nsg)) => {
+                step.census.admit(
+                    "azurerm_network_security_group",
+                    &format!("{name}-nsg"),
+                    crate::ownership::marker_in_json(&nsg["tags"]),
+                    None,
+                );
+                let ours = group == format!("{name}-rg");
+                fabric::imported_config(group, name, &nsg, !ours, step.default_tags)
+            }
+            Ok(None) => Err(format!("no fabric named {name:?} in resource group {group}: no security group {name}-nsg")),
+            Err(e) => Err(e),
+        }
+        .map_err(ImportError::Failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+
+    /// A network the fabric created has the ids its names give.
+    async fn imported(&self, step: &Step<'_>, spec: &FabricSpec, found: &mut Imported) -> Result<(), ImportError> {
+        if let Network::Create { .. } = &spec.network {
+            let arm = arm(step.ctx).await.map_err(ImportError::Failed)?;
+            let ids = fabric::ids(&arm, spec);
+            found.assigned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
+            found.assigned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_imported_fabric_keeps_a_user_tag_named_name() {
+        let nsg = serde_json::json!({
+            "location": "eastus",
+            "tags": {"hpc:instance-type": "Standard_ND96isr_H100_v5", "hpc:placement": "cluster", "hpc:cidr": "10.0.0.0/16",
+                     "hpc:owner": "o-1", "hpc:fabric": "train", "Name": "x", "team": "ml", "env": "prod"},
+        });
+        let defaults = BTreeMap::from([("env".to_owned(), "prod".to_owned())]);
+        let config = fabric::imported_config("train-rg", "train", &nsg, false, &defaults).unwrap();
+        let tags = config.get("tags");
+        assert_eq!(tags.get("Name").as_str(), Some("x"), "{tags:?}");
+        assert_eq!(tags.get("team").as_str(), Some("ml"));
+        assert!(tags.get("env").is_null() && tags.get("hpc:owner").is_null(), "defaults and the provider's keys are left out: {tags:?}");
+    }
 }

@@ -3,13 +3,20 @@
 //! maintenance window and optional blob import/export (HSM). AMLFS is sized at creation (the plan replaces
 //! it on a capacity change); tags update in place. A filesystem of the same name that another owner's
 //! `hpc:owner` tag marks is never PUT or deleted.
+//! The lifecycle's backend for this kind, `Backend<FilesystemSpec>` on `backend::Azure`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::Arm;
+use super::backend::{self, UNKNOWN_FABRIC, arm, group_of, group_place, unknown_fabric_summary};
+use super::filesystem;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::{Census, marker_in_json};
@@ -170,4 +177,102 @@ pub async fn imported_config(
         ),
         ("tags", super::api::imported_tags(&tags, defaults)),
     ]))
+}
+
+/// A filesystem state brought to what exists.
+fn azure_refreshed(state: &Value, fs: &serde_json::Value) -> Value {
+    let (capacity, tier) = filesystem::size_of(fs);
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("mount_target".into(), Value::from(filesystem::mount_target(fs)));
+    out.insert("mount_command".into(), Value::from(filesystem::mount_command(fs)));
+    Value::Map(out)
+}
+
+#[async_trait]
+impl Backend<FilesystemSpec> for backend::Azure {
+    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+        api::connect(ctx).await.map(|_| ())
+    }
+
+    /// Only the fabric's id names the resource group: `apply` makes the id.
+    fn id(&self, _spec: &FilesystemSpec) -> Option<String> {
+        None
+    }
+
+    fn place(&self, v: &Value) -> String {
+        group_place(v)
+    }
+
+    fn summary(&self, detail: &str) -> Option<&'static str> {
+        unknown_fabric_summary(detail)
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FilesystemSpec>) -> Outcome {
+        let (ctx, census, spec) = (step.ctx, step.census, change.spec);
+        let name = change.planned.get("name").as_str().unwrap_or_default();
+        let arm = match arm(ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let Some(group) = group_of(change.planned) else { return Outcome::failed(change.prior.clone(), UNKNOWN_FABRIC) };
+        let id = api::resource_id(&group, name);
+        census.set_import_id(&id);
+        let state = shared::with_attr(change.state, "id", Value::from(id));
+        match filesystem::converge(ctx, &arm, spec, &group, change.tags, step.timeout, census).await {
+            Ok(fs) => {
+                let state = shared::with_attr(&state, "mount_target", Value::from(filesystem::mount_target(&fs)));
+                Outcome::done(shared::with_attr(&state, "mount_command", Value::from(filesystem::mount_command(&fs))))
+            }
+            Err(e) => {
+                let kept = match filesystem::observe(ctx, &arm, &group, name, census).await {
+                    Ok(Some(fs)) => azure_refreshed(&state, &fs),
+                    _ if change.creating() => Value::Null,
+                    _ => change.prior.clone(),
+                };
+                Outcome::failed(kept, e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
+        let name = prior.get("name").as_str().unwrap_or_default();
+        let arm = match arm(step.ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let Some(group) = group_of(prior) else { return Outcome::failed(prior.clone(), UNKNOWN_FABRIC) };
+        let done = filesystem::delete(step.ctx, &arm, &group, name, step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, String> {
+        let name = state.get("name").as_str().unwrap_or_default();
+        let Some(group) = group_of(state) else { return Ok(Some(state.clone())) };
+        let arm = arm(step.ctx).await?;
+        let found = filesystem::observe(step.ctx, &arm, &group, name, step.census).await?;
+        Ok(found.map(|fs| azure_refreshed(state, &fs)))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((group, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an Azure filesystem id: give \"azure/<resource group>/<name>\", e.g. \"azure/train-rg/scratch\"."
+            )));
+        };
+        let arm = arm(step.ctx).await.map_err(ImportError::Failed)?;
+        let fs = filesystem::observe(step.ctx, &arm, group, name, step.census)
+            .await
+            .and_then(|found| found.ok_or_else(|| format!("no Azure Managed Lustre filesystem {name} in {group}")))
+            .map_err(ImportError::Failed)?;
+        let config = filesystem::imported_config(step.ctx, &arm, group, &fs, step.default_tags).await.map_err(ImportError::Failed)?;
+        let assigned = BTreeMap::from([
+            ("id".to_owned(), Value::from(id)),
+            ("mount_target".to_owned(), Value::from(filesystem::mount_target(&fs))),
+            ("mount_command".to_owned(), Value::from(filesystem::mount_command(&fs))),
+        ]);
+        Ok(Imported { config, assigned })
+    }
 }

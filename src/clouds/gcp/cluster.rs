@@ -16,16 +16,23 @@
 //! gpuTopology 1x72, described like the fabric's pieces (`hpc-provider cluster=... owner=...`), and creates
 //! each domain's 18 nodes into their own domain's policy, bound to the reservation. A refresh lists the
 //! region's policies once; destroy deletes the nodes, then the policies the census admits.
+//! The lifecycle's backend for this kind, `Backend<ClusterSpec>` and `ClusterBackend` on `backend::Gcp`, comes last, before the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use google_cloud_compute_v1::model;
 use serde_json::json;
 
 use super::api::{self, Gcp, call};
+use super::backend::{self, configured, in_zone, region_of, zone_and_name};
+use super::{cluster, quota};
 use super::{fabric, topology};
+use crate::catalog::Cloud;
 use crate::catalog::Fabric;
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
@@ -908,6 +915,232 @@ pub async fn imported_config(
     );
     entries.extend(imported_day2(i).into_iter().map(|(k, v)| (k.to_owned(), v)));
     Ok(config)
+}
+
+/// The kind of the node piece in a cluster's expansion.
+const NODE_PIECE: &str = "google_compute_instance";
+
+/// The cluster's nodes with their addresses, revisions, self-check verdicts and health (a stopped node is
+/// there, unhealthy: `status TERMINATED`).
+async fn live_nodes(ctx: &Context, client: &api::Gcp, zone: &str, name: &str, census: &Census) -> Result<Vec<shared::NodeAddress>, String> {
+    let live = cluster::nodes(ctx, client, zone, name, census).await?;
+    Ok(cluster::addresses(&client.project, zone, name, &live))
+}
+
+/// Nodes per NVLink domain of a cluster state whose machine type places each domain in a policy of its own
+/// (A4X), `None` otherwise.
+fn domain_nodes(state: &Value) -> Option<u32> {
+    let sku = crate::catalog::find_sku(Cloud::Gcp, state.get("instance_type").as_str()?)?;
+    super::topology::gpu_topology(sku)?;
+    sku.nvlink_domain.map(|d| d.nodes)
+}
+
+/// A cluster state brought to the nodes that exist ([`shared::with_nodes`]) and, on A4X, to each NVLink
+/// domain: a domain's node piece counts and names its own nodes that are up (missing when none is), and its
+/// policy piece is marked missing when the policy is gone. `policies` is `None` when they were not read.
+fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress], policies: Option<&BTreeSet<String>>) -> Value {
+    let out = shared::with_nodes(state, Cloud::Gcp, NODE_PIECE, nodes);
+    let Some(per) = domain_nodes(state) else { return out };
+    let name = state.get("name").as_str().unwrap_or_default().to_owned();
+    let Some(pieces) = out.get("expansion").as_list() else { return out };
+    let pieces: Vec<Value> = pieces
+        .iter()
+        .map(|p| {
+            let Some(k) = p.get("name").as_str().and_then(|n| cluster::domain_index(&name, n)) else { return p.clone() };
+            match p.get("kind").as_str() {
+                Some("google_compute_resource_policy") => match policies {
+                    Some(found) if !found.contains(p.get("name").as_str().unwrap_or_default()) => shared::marked_missing(p),
+                    _ => p.clone(),
+                },
+                Some(NODE_PIECE) => {
+                    let mut mine: Vec<u32> = nodes
+                        .iter()
+                        .map(|n| cluster::index_of(&name, &n.name))
+                        .filter(|i| *i != u32::MAX && crate::model::domain_of(*i, per) == k)
+                        .collect();
+                    mine.sort_unstable();
+                    let whole: Vec<u32> = (k * per..(k + 1) * per).collect();
+                    let names = if mine == whole {
+                        crate::clouds::node_range(&name, &mine)
+                    } else {
+                        mine.iter().map(|i| format!("{name}-{i}")).collect::<Vec<_>>().join(", ")
+                    };
+                    let patched = shared::patch_piece(&Value::list([p.clone()]), NODE_PIECE, Some(mine.len() as i64), &[("names", names)]);
+                    let patched = patched.as_list().and_then(|l| l.first().cloned()).unwrap_or_else(|| p.clone());
+                    if mine.is_empty() { shared::marked_missing(&patched) } else { patched }
+                }
+                _ => p.clone(),
+            }
+        })
+        .collect();
+    shared::with_attr(&out, "expansion", Value::list(pieces))
+}
+
+/// The cluster's NVLink domain policies, read (one list) only for a machine type that has them.
+async fn live_policies(ctx: &Context, client: &api::Gcp, state: &Value, census: &Census) -> Result<Option<BTreeSet<String>>, String> {
+    if domain_nodes(state).is_none() {
+        return Ok(None);
+    }
+    let (zone, name) = zone_and_name(state);
+    cluster::domain_policies_live(ctx, client, region_of(zone), name, census).await.map(Some)
+}
+
+#[async_trait]
+impl Backend<ClusterSpec> for backend::Gcp {
+    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+        configured(ctx).await
+    }
+
+    fn id(&self, spec: &ClusterSpec) -> Option<String> {
+        Some(api::resource_id(spec.fabric.zone.as_deref().unwrap_or_default(), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        in_zone(v.get("fabric").get("zone"))
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
+        let (ctx, census, spec) = (step.ctx, step.census, change.spec);
+        let client = match api::connect(ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let labels = api::labels(change.tags);
+        let relabel = !change.creating() && api::labels(change.prior_tags) != labels;
+        let day2 = cluster::day2_settings(change.planned);
+        let redescribe = !change.creating() && cluster::day2_settings(change.prior) != day2;
+        let options = cluster::Options { labels: &labels, relabel, day2: Some(&day2), redescribe, timeout: step.timeout };
+        let state = change.state.clone();
+        match cluster::converge(ctx, &client, spec, &options, census).await {
+            Ok(()) => {
+                if !change.planned.get("nodes").is_unknown() {
+                    return Outcome::done(state);
+                }
+                // A failed lookup leaves it null: the next refresh fills it in.
+                match live_nodes(ctx, &client, &zone, &spec.name, census).await {
+                    Ok(nodes) => Outcome::done(shared::with_attr(&state, "nodes", shared::nodes_value(&nodes))),
+                    Err(_) => Outcome::done(state),
+                }
+            }
+            Err(e) => {
+                let policies = live_policies(ctx, &client, &state, census).await.ok().flatten();
+                let state = match live_nodes(ctx, &client, &zone, &spec.name, census).await {
+                    Ok(nodes) => with_domain_nodes(&state, &nodes, policies.as_ref()),
+                    Err(_) => state,
+                };
+                Outcome::failed(state, e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
+        let (ctx, census) = (step.ctx, step.census);
+        let (zone, name) = zone_and_name(prior);
+        let client = match api::connect(ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let rack = domain_nodes(prior).is_some();
+        let Err(e) = cluster::delete(ctx, &client, zone, name, rack, step.timeout, census).await else { return Outcome::done(Value::Null) };
+        let policies = live_policies(ctx, &client, prior, census).await;
+        let left = match (cluster::nodes(ctx, &client, zone, name, census).await, policies) {
+            // Nothing left (not even an NVLink domain policy): the cluster is gone.
+            (Ok(live), Ok(p)) if live.is_empty() && p.as_ref().is_none_or(BTreeSet::is_empty) => Value::Null,
+            (Ok(live), p) => with_domain_nodes(prior, &cluster::addresses(&client.project, zone, name, &live), p.ok().flatten().as_ref()),
+            _ => prior.clone(),
+        };
+        Outcome::failed(left, e)
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
+        let (zone, name) = zone_and_name(state);
+        let client = api::connect(step.ctx).await?;
+        // One instances.list, and on A4X one resourcePolicies.list, whatever the size.
+        let live = cluster::nodes(step.ctx, &client, zone, name, step.census).await?;
+        let policies = live_policies(step.ctx, &client, state, step.census).await?;
+        if live.is_empty() && policies.as_ref().is_none_or(BTreeSet::is_empty) {
+            return Ok(None);
+        }
+        // Health, revisions and self-check verdicts come with the same list: nothing per node.
+        let nodes = cluster::addresses(&client.project, zone, name, &live);
+        Ok(Some(with_domain_nodes(state, &nodes, policies.as_ref())))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((zone, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not a Google Cloud cluster id: give \"gcp/<zone>/<cluster name>\", e.g. \"gcp/us-central1-a/train\"."
+            )));
+        };
+        let client = api::connect(step.ctx).await.map_err(ImportError::Failed)?;
+        let defaults = api::labels(step.default_tags);
+        let live = cluster::nodes(step.ctx, &client, zone, name, step.census).await.map_err(ImportError::Failed)?;
+        let config = cluster::imported_config(step.ctx, &client, zone, name, &live, &defaults).await.map_err(ImportError::Failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+}
+
+#[async_trait]
+impl ClusterBackend for backend::Gcp {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx).await?;
+        cluster::remove(step.ctx, &client, &zone, &spec.name, names, step.timeout, step.census).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx).await?;
+        cluster::reboot(step.ctx, &client, &zone, &spec.name, names, step.timeout, step.census).await
+    }
+
+    fn node_piece(&self) -> &'static str {
+        NODE_PIECE
+    }
+
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx).await?;
+        cluster::nodes(step.ctx, &client, &zone, &spec.name, step.census).await.map(|_| ())
+    }
+
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        quota::family(spec)
+    }
+
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+        let client = api::connect(ctx).await?;
+        read_quota(ctx, &client, family).await
+    }
+
+    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
+        crate::clouds::quota::first_code(detail, &quota::CAPACITY_CODES)
+    }
+}
+
+/// One `regions.get` of the family's region: its `quotas[]` entry for the family's metric.
+pub async fn read_quota(ctx: &Context, client: &api::Gcp, family: &QuotaFamily) -> Result<QuotaReading, String> {
+    let region = family.scope.as_str();
+    let what = format!("reading the quotas of region {region} (regions.get)");
+    let found = api::call(ctx, &what, || client.regions.get().set_project(&client.project).set_region(region).send())
+        .await
+        .map_err(String::from)?;
+    let entry = found.quotas.iter().find(|q| q.metric.as_ref().and_then(|m| m.name()) == Some(family.id.as_str()));
+    let Some(q) = entry else {
+        // Compute Engine answers without quotas when it cannot read them (quotaStatusWarning says why).
+        let why = found
+            .quota_status_warning
+            .as_ref()
+            .and_then(|w| w.message.clone())
+            .map_or_else(|| format!("it lists no quota {}", family.id), |m| format!("no quotas: {m}"));
+        return Err(format!("{what}: {why}"));
+    };
+    let whole = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0).map(|v| v.round() as u64);
+    match (whole(q.limit), whole(q.usage)) {
+        (Some(limit), Some(used)) => Ok(QuotaReading { limit, used }),
+        _ => Err(format!("{what}: quota {} has no limit or usage ({:?}, {:?})", family.id, q.limit, q.usage)),
+    }
 }
 
 #[cfg(test)]

@@ -4,14 +4,21 @@
 //! Capacity grows in place; an optional Cloud Storage import runs once after creation. The instance's
 //! `hpc_owner` label and the range's description say whose they are; only the census's are changed or
 //! deleted.
+//! The lifecycle's backend for this kind, `Backend<FilesystemSpec>` on `backend::Gcp`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use google_cloud_lustre_v1::model::{Instance, instance::State};
 use serde_json::{Value as Json, json};
 
 use super::api::{self, Gcp, call};
+use super::backend::{self, configured, in_zone, region_of, zone_and_name};
+use super::{cluster, fabric, filesystem};
+use crate::catalog::Cloud;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::Census;
@@ -412,6 +419,152 @@ pub fn imported_config(zone: &str, live: &FsLive, fabric_ref: Value, defaults: &
         ("filesystem_name", Value::from(i.filesystem.as_str())),
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ])
+}
+
+/// A filesystem state brought to what exists: capacity, tier and mount point as found; the private service
+/// access pieces that are gone marked missing.
+fn refreshed(state: &Value, live: &filesystem::FsLive) -> Value {
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    let (capacity, tier) = (live.instance.capacity_gib, live.instance.per_unit_storage_throughput);
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("mount_target".into(), Value::from(live.mount_point()));
+    out.insert("mount_command".into(), Value::from(live.mount_command()));
+    let mut expansion = shared::patch_piece(
+        state.get("expansion"),
+        "google_lustre_instance",
+        None,
+        &[("capacity_gib", capacity.to_string()), ("per_unit_storage_throughput", tier.to_string())],
+    );
+    expansion = shared::mark_missing(&expansion, |k| match k {
+        "google_compute_global_address" => live.address,
+        "google_service_networking_connection" => live.peered,
+        _ => true,
+    });
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+#[async_trait]
+impl Backend<FilesystemSpec> for backend::Gcp {
+    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+        configured(ctx).await
+    }
+
+    fn id(&self, spec: &FilesystemSpec) -> Option<String> {
+        Some(api::resource_id(spec.fabric.zone.as_deref().unwrap_or_default(), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        in_zone(v.get("fabric").get("zone"))
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FilesystemSpec>) -> Outcome {
+        let (ctx, census, spec) = (step.ctx, step.census, change.spec);
+        let client = match api::connect(ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let name = &spec.name;
+        let labels = api::labels(change.tags);
+        let options = filesystem::Options { labels: &labels, timeout: step.timeout };
+        let state = change.state.clone();
+        let e = match filesystem::converge(ctx, &client, spec, &options, census).await {
+            Ok(live) => {
+                let state = shared::with_attr(&state, "mount_target", Value::from(live.mount_point()));
+                return Outcome::done(shared::with_attr(&state, "mount_command", Value::from(live.mount_command())));
+            }
+            Err(e) => e,
+        };
+        let creating = change.creating();
+        let left = match filesystem::observe(ctx, &client, &zone, name, None, census).await {
+            Ok(Some(live)) => refreshed(&state, &live),
+            // The instance does not exist, but its reserved range may: keep the state (the CLI taints it)
+            // so that the next apply or a destroy finds and removes what was made.
+            _ if creating && filesystem::range_exists(ctx, &client, name, census).await != Some(false) => state,
+            _ if creating => Value::Null,
+            _ => change.prior.clone(),
+        };
+        Outcome::failed(left, e)
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
+        let ctx = step.ctx;
+        let (zone, name) = zone_and_name(prior);
+        let client = match api::connect(ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let fabric = prior.get("fabric").get("name").as_str().unwrap_or_default();
+        let network = filesystem::host_network(ctx, &client, fabric, region_of(zone)).await.ok();
+        let done = filesystem::delete(ctx, &client, zone, name, network.as_deref(), step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, String> {
+        let (ctx, census) = (step.ctx, step.census);
+        let (zone, name) = zone_and_name(state);
+        let client = api::connect(ctx).await?;
+        match filesystem::observe(ctx, &client, zone, name, None, census).await? {
+            Some(live) => Ok(Some(refreshed(state, &live))),
+            // Only the reserved range is left (a create that failed part-way): still ours to remove.
+            None if filesystem::range_exists(ctx, &client, name, census).await == Some(true) => {
+                Ok(Some(shared::with_missing(state, |k| k != "google_lustre_instance")))
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((zone, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not a Google Cloud filesystem id: give \"gcp/<zone>/<name>\", e.g. \"gcp/us-central1-a/scratch\"."
+            )));
+        };
+        let ctx = step.ctx;
+        let client = api::connect(ctx).await.map_err(ImportError::Failed)?;
+        let live = match filesystem::observe(ctx, &client, zone, name, None, step.census).await.map_err(ImportError::Failed)? {
+            Some(live) => live,
+            None => return Err(ImportError::Failed(format!("no Managed Lustre instance {name} in {zone}"))),
+        };
+        let region = region_of(zone);
+        let described = fabric::parse_description(&live.instance.description).unwrap_or_default();
+        let Some(fabric_name) = described.get("fabric").cloned() else {
+            return Err(ImportError::Failed(
+                "the instance's description does not name its fabric (it was not made by this provider)".into(),
+            ));
+        };
+        let found = fabric::observe(ctx, &client, &fabric_name, region, &Census::reading()).await.map_err(ImportError::Failed)?;
+        let d = found.description().unwrap_or_default();
+        let fabric_ref = fabric::fabric_ref(zone, region, &fabric_name, &d);
+        let defaults = api::labels(step.default_tags);
+        let mut config = filesystem::imported_config(zone, &live, fabric_ref, &defaults);
+        if let Some(cluster_name) = live.instance.labels.get("hpc_cluster") {
+            let nodes = cluster::nodes(ctx, &client, zone, cluster_name, &Census::reading()).await.map_err(ImportError::Failed)?;
+            let per_node =
+                d.get("instance_type").and_then(|t| crate::catalog::find_sku(Cloud::Gcp, t)).map_or(0, |s| i64::from(s.gpu_count));
+            let workload =
+                nodes.first().and_then(|n| cluster::metadata(&n.instance, "hpc-workload")).unwrap_or_else(|| "pretraining".into());
+            config = shared::with_attr(
+                &config,
+                "cluster",
+                Value::object([
+                    ("id", Value::from(api::resource_id(zone, cluster_name))),
+                    ("name", Value::from(cluster_name.as_str())),
+                    ("gpus_total", Value::int(nodes.len() as i64 * per_node)),
+                    ("workload", Value::from(workload)),
+                ]),
+            );
+        }
+        let assigned = BTreeMap::from([
+            ("id".to_owned(), Value::from(id)),
+            ("mount_target".to_owned(), Value::from(live.mount_point())),
+            ("mount_command".to_owned(), Value::from(live.mount_command())),
+        ]);
+        Ok(Imported { config, assigned })
+    }
 }
 
 #[cfg(test)]

@@ -14,16 +14,25 @@
 //! than running or launching, `timeMaintenanceRebootDue`) and the verdict its self-check published in its
 //! own `hpc:selfcheck` freeform tag (UpdateInstance, with the instance principal). Freeform tags are replaced
 //! whole by UpdateInstance, so every retag keeps those two keys as the node has them.
+//! The lifecycle's backend for this kind, `Backend<ClusterSpec>` and `ClusterBackend` on `backend::Oci`, comes last, before the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use base64::Engine;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::{Oci, Service, encode, is_gone, tags_of};
+use super::backend::{self, configured, fabric_place, fabric_region, import_id, name_of, no_fabric_id, summary};
 use super::fabric::{Joined, join, retag};
+use super::{cluster, limits, memory};
+use crate::catalog::Cloud;
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::quota::{self, QuotaFamily, QuotaReading};
+use crate::clouds::shared::{self, NodeAddress};
 use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
@@ -944,6 +953,306 @@ pub async fn imported_config(
     Ok((config, placement))
 }
 
+/// The node piece of a cluster's expansion.
+pub(super) const NODES: &str = "oci_core_instance";
+const CONFIGURATION: &str = "oci_core_instance_configuration";
+
+/// Where an OCI cluster lives, from its fabric reference.
+#[derive(Debug, PartialEq, Eq)]
+struct Site {
+    region: String,
+    compartment: String,
+    /// The availability domain.
+    zone: String,
+    placement: Placement,
+    /// Nodes per NVLink domain of a GB200/GB300 cluster (its domains are GPU memory clusters).
+    per_domain: Option<u32>,
+}
+
+impl Site {
+    fn at<'a>(&'a self, name: &'a str) -> cluster::Location<'a> {
+        cluster::Location { compartment: &self.compartment, zone: &self.zone, name, placement: self.placement, per_domain: self.per_domain }
+    }
+}
+
+/// The site of a cluster (planned or in state): region and compartment from its fabric's id, availability
+/// domain and placement as the fabric reference says; None without an OCI fabric id.
+fn location(v: &Value) -> Option<Site> {
+    let fabric = v.get("fabric");
+    let (region, compartment) = fabric_place(v)?;
+    let placement = fabric.get("placement").as_str().and_then(Placement::parse).unwrap_or(Placement::Cluster);
+    let shape = v.get("instance_type").as_str().or(fabric.get("instance_type").as_str()).unwrap_or_default();
+    let zone = fabric.get("zone").as_str().unwrap_or_default().to_owned();
+    Some(Site { region, compartment, zone, placement, per_domain: cluster::per_domain(shape) })
+}
+
+/// What the day-2 core asks of a cluster's nodes besides the converge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Day2Work {
+    Remove,
+    Reboot,
+}
+
+/// Day-2 work asked for before the cluster's compartment was known here, to be done by the apply that
+/// follows on the same census (see [`day2_nodes`]).
+struct Deferred {
+    census: (usize, String),
+    cluster: String,
+    work: Day2Work,
+    names: Vec<String>,
+}
+
+static DEFERRED: std::sync::Mutex<Vec<Deferred>> = std::sync::Mutex::new(Vec::new());
+
+/// The census's address and its owner's marker: the one operation the core passes to both calls.
+fn census_key(step: &Step<'_>) -> (usize, String) {
+    (std::ptr::from_ref(step.census) as usize, step.census.owner().marker().to_owned())
+}
+
+/// Where a cluster's day-2 calls go: the spec gives region, availability domain and placement; the
+/// compartment is its own fabric's or, for a cluster on a fabric, the one in the cluster's id
+/// (`oci/<region>/<compartment>/<name>`), which the census holds once an apply has set it. `None` when
+/// neither is known.
+fn day2_site(step: &Step<'_>, spec: &ClusterSpec) -> Option<Site> {
+    let f = &spec.fabric;
+    let from_id = || {
+        let id = step.census.import_id()?;
+        let (region, compartment, name) = api::parse_id(&id)?;
+        (region == f.region && name == spec.name).then(|| compartment.to_owned())
+    };
+    let compartment = spec.own_fabric.as_ref().and_then(|o| o.compartment_id.clone()).or_else(from_id)?;
+    Some(Site {
+        region: f.region.clone(),
+        compartment,
+        zone: f.zone.clone().unwrap_or_default(),
+        placement: f.placement,
+        per_domain: spec.nvlink_domain_nodes(),
+    })
+}
+
+async fn day2_at(step: &Step<'_>, site: &Site, name: &str, work: Day2Work, names: &[String]) -> Result<(), String> {
+    let client = api::connect(step.ctx, &site.region)?;
+    let at = site.at(name);
+    match work {
+        Day2Work::Remove => cluster::remove_nodes(step.ctx, &client, &at, names, step.timeout, step.census).await,
+        Day2Work::Reboot => cluster::reboot_nodes(step.ctx, &client, &at, names, step.timeout, step.census).await,
+    }
+}
+
+/// Removes or reboots the named nodes. The spec carries no compartment for a cluster on a fabric (it is in
+/// the fabric's and the cluster's ids, in the plan): when the census does not know it yet (a repair comes
+/// before the apply that sets it), the work is deferred to that apply, which does it first, on the same
+/// census, before it converges.
+async fn day2_nodes(step: &Step<'_>, spec: &ClusterSpec, names: &[String], work: Day2Work) -> Result<(), String> {
+    match day2_site(step, spec) {
+        Some(site) => day2_at(step, &site, &spec.name, work, names).await,
+        None => {
+            let mut deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+            deferred.push(Deferred { census: census_key(step), cluster: spec.name.clone(), work, names: names.to_vec() });
+            Ok(())
+        }
+    }
+}
+
+/// Does the day-2 work deferred to this apply (same census, same cluster), in the order it was asked.
+async fn deferred_day2(step: &Step<'_>, site: &Site, name: &str) -> Result<(), String> {
+    let mine: Vec<Deferred> = {
+        let mut deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+        let (mine, rest) = std::mem::take(&mut *deferred).into_iter().partition(|d| d.census == census_key(step) && d.cluster == name);
+        *deferred = rest;
+        mine
+    };
+    for d in mine {
+        day2_at(step, site, name, d.work, &d.names).await?;
+    }
+    Ok(())
+}
+
+/// The cluster's live nodes with their addresses.
+async fn live_nodes(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_>) -> Result<Vec<NodeAddress>, String> {
+    let nodes = cluster::observe(step.ctx, client, at, step.census).await?;
+    cluster::addresses(step.ctx, client, at, &nodes).await
+}
+
+/// A cluster state brought to its nodes and, for GB200/GB300, to each NVLink domain's GPU memory cluster
+/// (`clusters`, `None` when not read).
+fn with_found(
+    state: &Value,
+    at: &cluster::Location<'_>,
+    nodes: &[NodeAddress],
+    clusters: Option<&BTreeMap<String, serde_json::Value>>,
+) -> Value {
+    let out = shared::with_nodes(state, Cloud::Oci, NODES, nodes);
+    match at.per_domain {
+        Some(per) => memory::with_domains(&out, nodes, clusters, per),
+        None => out,
+    }
+}
+
+/// The cluster's own GPU memory clusters (one list), for a GB200/GB300 cluster only.
+async fn memory_clusters(
+    step: &Step<'_>,
+    client: &api::Oci,
+    at: &cluster::Location<'_>,
+) -> Result<Option<BTreeMap<String, serde_json::Value>>, String> {
+    match at.per_domain {
+        Some(_) => memory::clusters(step.ctx, client, at, step.census).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// `state` brought to the nodes that exist, or as it is when they cannot be listed.
+async fn with_live(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_>, state: &Value) -> Value {
+    let clusters = memory_clusters(step, client, at).await.ok().flatten();
+    match live_nodes(step, client, at).await {
+        Ok(nodes) => with_found(state, at, &nodes, clusters.as_ref()),
+        Err(_) => state.clone(),
+    }
+}
+
+#[async_trait]
+impl Backend<ClusterSpec> for backend::Oci {
+    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+        configured(ctx)
+    }
+
+    fn id(&self, _spec: &ClusterSpec) -> Option<String> {
+        // The compartment is in the fabric's id, which the spec does not carry: `apply` assigns it.
+        None
+    }
+
+    /// `in us-ashburn-1 (Uocm:US-ASHBURN-AD-2)`: region and availability domain of the fabric.
+    fn place(&self, v: &Value) -> String {
+        let region = fabric_region(v);
+        match v.get("fabric").get("zone").as_str() {
+            Some(zone) if !zone.is_empty() => format!("in {region} ({zone})"),
+            _ => format!("in {region}"),
+        }
+    }
+
+    fn summary(&self, detail: &str) -> Option<&'static str> {
+        summary(detail)
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
+        let Some(site) = location(change.planned) else { return Outcome::failed(change.prior.clone(), no_fabric_id("cluster")) };
+        let client = match api::connect(step.ctx, &site.region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let spec = change.spec;
+        let at = site.at(name_of(change.planned));
+        let id = api::resource_id(&site.region, &site.compartment, &spec.name);
+        step.census.set_import_id(&id);
+        let state = shared::with_attr(change.state, "id", Value::from(id));
+        if let Err(e) = deferred_day2(step, &site, &spec.name).await {
+            return Outcome::failed(with_live(step, &client, &at, &state).await, e);
+        }
+        let settings = cluster::day2_settings(change.config);
+        match cluster::converge(step.ctx, &client, spec, &site.compartment, change.tags, &settings, step.timeout, step.census).await {
+            // Where the plan left `nodes` unknown, the nodes as they now are; a failed lookup leaves it null
+            // for the next refresh.
+            Ok(()) if change.planned.get("nodes").is_unknown() => match live_nodes(step, &client, &at).await {
+                Ok(nodes) => Outcome::done(shared::with_attr(&state, "nodes", shared::nodes_value(&nodes))),
+                Err(_) => Outcome::done(state),
+            },
+            Ok(()) => Outcome::done(state),
+            Err(e) => Outcome::failed(with_live(step, &client, &at, &state).await, e),
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
+        let Some(site) = location(prior) else { return Outcome::failed(prior.clone(), no_fabric_id("cluster")) };
+        let client = match api::connect(step.ctx, &site.region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let at = site.at(name_of(prior));
+        match cluster::delete(step.ctx, &client, &at, step.timeout, step.census).await {
+            Ok(()) => Outcome::done(Value::Null),
+            Err(e) => Outcome::failed(with_live(step, &client, &at, prior).await, e),
+        }
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
+        let Some(site) = location(state) else { return Ok(Some(state.clone())) };
+        let name = name_of(state);
+        let client = api::connect(step.ctx, &site.region)?;
+        let at = site.at(name);
+        // One ListInstances (and for GB200/GB300 one ListComputeGpuMemoryClusters), whatever the size.
+        let nodes = cluster::observe(step.ctx, &client, &at, step.census).await;
+        let config = cluster::find_configuration(step.ctx, &client, &site.compartment, name, step.census).await;
+        let clusters = memory_clusters(step, &client, &at).await?;
+        match (nodes, config) {
+            (Ok(nodes), Ok(None)) if nodes.is_empty() && clusters.as_ref().is_none_or(BTreeMap::is_empty) => Ok(None),
+            (Ok(nodes), Ok(config)) => {
+                let nodes = cluster::addresses(step.ctx, &client, &at, &nodes).await?;
+                let out = with_found(state, &at, &nodes, clusters.as_ref());
+                Ok(Some(if config.is_none() { shared::with_missing(&out, |k| k != CONFIGURATION) } else { out }))
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        }
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let (region, compartment, name) = import_id(id, "cluster", "train")?;
+        let client = api::connect(step.ctx, region).map_err(ImportError::Failed)?;
+        let (config, _) = cluster::imported_config(step.ctx, &client, compartment, name, step.default_tags, step.census)
+            .await
+            .map_err(ImportError::Failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+}
+
+#[async_trait]
+impl ClusterBackend for backend::Oci {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        day2_nodes(step, spec, names, Day2Work::Remove).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+        day2_nodes(step, spec, names, Day2Work::Reboot).await
+    }
+
+    fn node_piece(&self) -> &'static str {
+        NODES
+    }
+
+    /// The Compute service limit of the shape's GPUs in the fabric's availability domain.
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        limits::family(spec)
+    }
+
+    /// One GetResourceAvailability on the region's Limits endpoint, for the tenancy.
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+        let client = api::connect(ctx, &limits::region_of(family))?;
+        limits::read(ctx, &client, family).await
+    }
+
+    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
+        quota::first_code(detail, limits::CAPACITY_CODES)
+    }
+
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
+        let f = &spec.fabric;
+        let zone = f.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx, &f.region)?;
+        let compartment = spec.own_fabric.as_ref().and_then(|o| o.compartment_id.clone()).unwrap_or_default();
+        let at = cluster::Location {
+            compartment: &compartment,
+            zone: &zone,
+            name: &spec.name,
+            placement: f.placement,
+            per_domain: spec.nvlink_domain_nodes(),
+        };
+        cluster::observe(step.ctx, &client, &at, step.census).await?;
+        if at.per_domain.is_some() {
+            memory::clusters(step.ctx, &client, &at, step.census).await?;
+        }
+        cluster::find_configuration(step.ctx, &client, &compartment, &spec.name, step.census).await.map(|_| ())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1023,5 +1332,60 @@ mod tests {
         ] {
             assert_eq!(node_state(&node), state, "{node}");
         }
+    }
+    use serde_json::json;
+
+    const COMPARTMENT: &str = "ocid1.compartment.oc1..lib";
+
+    /// A state or configuration written as JSON.
+    fn value(j: serde_json::Value) -> Value {
+        match j {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::from(b),
+            serde_json::Value::Number(n) => Value::int(n.as_i64().unwrap()),
+            serde_json::Value::String(s) => Value::from(s),
+            serde_json::Value::Array(items) => Value::list(items.into_iter().map(value)),
+            serde_json::Value::Object(m) => Value::object(m.into_iter().map(|(k, v)| (k, value(v)))),
+        }
+    }
+
+    fn on_fabric(fabric: serde_json::Value) -> Value {
+        value(json!({"name": "lib", "fabric": fabric}))
+    }
+
+    fn fabric_ref(placement: Option<&str>) -> serde_json::Value {
+        json!({"id": format!("oci/us-ashburn-1/{COMPARTMENT}/lib"), "region": "us-ashburn-1", "zone": "Uocm:US-ASHBURN-AD-2",
+               "placement": placement})
+    }
+
+    #[test]
+    fn a_cluster_lives_where_its_fabric_id_says() {
+        let site = location(&on_fabric(fabric_ref(Some("cluster-network")))).unwrap();
+        assert_eq!(
+            site,
+            Site {
+                region: "us-ashburn-1".into(),
+                compartment: COMPARTMENT.into(),
+                zone: "Uocm:US-ASHBURN-AD-2".into(),
+                placement: Placement::ClusterNetwork,
+                per_domain: None
+            }
+        );
+        assert_eq!(location(&on_fabric(fabric_ref(Some("none")))).unwrap().placement, Placement::None);
+        // Without a placement (or an unknown one) the fabric's default: a compute cluster.
+        assert_eq!(location(&on_fabric(fabric_ref(None))).unwrap().placement, Placement::Cluster);
+        assert_eq!(location(&on_fabric(fabric_ref(Some("spread")))).unwrap().placement, Placement::Cluster);
+    }
+
+    #[test]
+    fn a_fabric_without_an_oci_id_places_nothing() {
+        for id in [json!(null), json!("oci/us-ashburn-1/lib"), json!("oci/us-ashburn-1/not-an-ocid/lib"), json!("aws/us-east-1/lib")] {
+            let v = on_fabric(json!({"id": id, "region": "us-ashburn-1"}));
+            assert_eq!(location(&v), None, "{id}");
+            assert_eq!(fabric_place(&v), None, "{id}");
+            // Messages still name the region the reference gives.
+            assert_eq!(fabric_region(&v), "us-ashburn-1");
+        }
+        assert_eq!(fabric_place(&on_fabric(fabric_ref(None))), Some(("us-ashburn-1".into(), COMPARTMENT.into())));
     }
 }

@@ -5,13 +5,20 @@
 //! and subnet. Pieces are found by display name in the compartment; the security group's freeform tags
 //! record the fabric's configuration for imports. A refresh is one list call per kind. Only pieces the
 //! census admits (their `hpc:owner` freeform tag) are used, changed or deleted.
+//! The lifecycle's backend for this kind, `Backend<FabricSpec>` on `backend::Oci`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::{Oci, Service, encode, is_gone, tags_of};
+use super::backend::{self, configured, import_id, summary};
+use super::fabric;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::Census;
@@ -365,6 +372,101 @@ pub async fn join(
         None
     };
     Ok(Joined { subnet, nsg: nsg["id"].as_str().unwrap_or_default().to_owned(), compute_cluster })
+}
+
+fn compartment_of(spec: &FabricSpec) -> &str {
+    spec.compartment_id.as_deref().unwrap_or_default()
+}
+
+#[async_trait]
+impl Backend<FabricSpec> for backend::Oci {
+    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+        configured(ctx)
+    }
+
+    fn id(&self, spec: &FabricSpec) -> Option<String> {
+        Some(api::resource_id(&spec.region, compartment_of(spec), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", v.get("region").as_str().unwrap_or_default())
+    }
+
+    fn summary(&self, detail: &str) -> Option<&'static str> {
+        summary(detail)
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FabricSpec>) -> Outcome {
+        let spec = change.spec;
+        let compartment = compartment_of(spec);
+        let client = match api::connect(step.ctx, &spec.region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let gpu = change.config.get("gpu").as_str();
+        match fabric::converge(step.ctx, &client, spec, compartment, gpu, change.tags, step.timeout, step.census).await {
+            Ok(done) => {
+                let state = shared::with_attr(change.state, "vpc_id", Value::from(done.vcn));
+                Outcome::done(shared::with_attr(&state, "subnet_id", Value::from(done.subnet)))
+            }
+            Err(e) => {
+                // A create that left nothing behind leaves nothing in state either.
+                if change.creating() && fabric::observe(step.ctx, &client, spec, compartment, step.census).await.is_ok_and(|l| l.is_empty())
+                {
+                    return Outcome::failed(Value::Null, e);
+                }
+                Outcome::failed(change.state.clone(), e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&FabricSpec>) -> Outcome {
+        let Some(spec) = spec else {
+            return Outcome::failed(prior.clone(), "the state does not describe a fabric this provider can read");
+        };
+        let client = match api::connect(step.ctx, &spec.region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let done = fabric::delete(step.ctx, &client, spec, compartment_of(spec), step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
+        let Some(spec) = spec else { return Ok(Some(state.clone())) };
+        let client = api::connect(step.ctx, &spec.region)?;
+        let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await?;
+        if live.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(shared::with_missing(state, fabric::present(&live))))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let (region, compartment, name) = import_id(id, "fabric", "train")?;
+        let client = api::connect(step.ctx, region).map_err(ImportError::Failed)?;
+        let config = match fabric::find_nsg(step.ctx, &client, compartment, name, step.census).await {
+            Ok(Some(nsg)) => fabric::imported_config(region, compartment, name, &nsg, step.default_tags),
+            Ok(None) => Err(format!("no fabric named {name:?} in the compartment: no network security group {name}-nsg")),
+            Err(e) => Err(e),
+        }
+        .map_err(ImportError::Failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+
+    /// A network the fabric created: its VCN and subnet OCIDs, as they are found.
+    async fn imported(&self, step: &Step<'_>, spec: &FabricSpec, found: &mut Imported) -> Result<(), ImportError> {
+        if let Network::Create { .. } = &spec.network {
+            let client = api::connect(step.ctx, &spec.region).map_err(ImportError::Failed)?;
+            let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await.map_err(ImportError::Failed)?;
+            for (attr, piece) in [("vpc_id", &live.vcn), ("subnet_id", &live.subnet)] {
+                if let Some(ocid) = piece.as_ref().and_then(|p| p["id"].as_str()) {
+                    found.assigned.insert(attr.to_owned(), Value::from(ocid));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

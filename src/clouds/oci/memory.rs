@@ -322,7 +322,7 @@ pub fn with_domains(state: &Value, nodes: &[NodeAddress], clusters: Option<&BTre
             };
             let gmc = clusters.map(|c| c.get(piece_name));
             match p.get("kind").as_str() {
-                Some(super::backend::NODES) => {
+                Some(super::cluster::NODES) => {
                     let mut mine: Vec<u32> =
                         nodes.iter().filter_map(|n| index_of(&name, &n.name)).filter(|i| crate::model::domain_of(*i, per) == k).collect();
                     mine.sort_unstable();
