@@ -33,12 +33,13 @@ use aws_sdk_ec2::types::{
 };
 use base64::Engine;
 
-use super::api::{self, Aws, filter, tag_filter, tag_spec, why};
+use super::api::{self, Aws, filter, tag_filter, tag_spec};
 use super::backend::{self, fabric_region};
 use super::fabric;
 use super::{cluster, quota};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::{CloudError, ErrorKind};
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
@@ -138,7 +139,7 @@ fn node_of(cluster: &str, i: &Instance) -> Node {
 }
 
 /// All live nodes of a cluster the census admits: one filtered DescribeInstances, paginated.
-pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node>, String> {
+pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node>, CloudError> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -151,7 +152,7 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
             .max_results(1000)
             .send()
             .await
-            .map_err(|e| format!("listing the cluster's nodes: {}", why(&e)))?;
+            .map_err(|e| api::error(&e).context("listing the cluster's nodes"))?;
         for r in page.reservations() {
             for i in r.instances() {
                 let node = node_of(cluster, i);
@@ -172,7 +173,7 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
 /// The nodes with what EC2 says of their health: one DescribeInstanceStatus listing (all instances, paged by
 /// [`STATUS_PAGE`]; EC2 takes no tag filter and no page size beside instance ids, and ids would make the
 /// calls grow with the cluster), kept for these nodes' ids. No call when there are no nodes.
-pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, String> {
+pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, CloudError> {
     if nodes.is_empty() {
         return Ok(nodes);
     }
@@ -188,7 +189,7 @@ pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, S
             .set_next_token(token.take())
             .send()
             .await
-            .map_err(|e| format!("reading the nodes' status checks and scheduled events (DescribeInstanceStatus): {}", why(&e)))?;
+            .map_err(|e| api::error(&e).context("reading the nodes' status checks and scheduled events (DescribeInstanceStatus)"))?;
         for status in page.instance_statuses() {
             let Some(id) = status.instance_id().filter(|id| ids.contains(id)) else { continue };
             if let Some(reason) = unhealthy(status) {
@@ -251,12 +252,12 @@ pub fn minute(t: &DateTime) -> String {
 
 /// The cluster's launch template id and tags, if it exists and the census admits it
 /// (DescribeLaunchTemplates carries its tags).
-async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<(String, BTreeMap<String, String>)>, String> {
+async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<(String, BTreeMap<String, String>)>, CloudError> {
     let name = template_name(cluster);
     let described = match aws.ec2.describe_launch_templates().launch_template_names(&name).send().await {
         Ok(out) => out,
-        Err(e) if api::code(&e).is_some_and(template_not_found) => return Ok(None),
-        Err(e) => return Err(format!("reading launch template {name}: {}", why(&e))),
+        Err(e) if api::error(&e).is_not_found() => return Ok(None),
+        Err(e) => return Err(api::error(&e).context(format!("reading launch template {name}"))),
     };
     let Some(lt) = described.launch_templates().first() else { return Ok(None) };
     let created = lt.create_time().map(|t| t.to_string());
@@ -265,24 +266,20 @@ async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option
     Ok(ours.then(|| (lt.launch_template_id().unwrap_or_default().to_owned(), tags)))
 }
 
-fn template_not_found(code: &str) -> bool {
-    code.starts_with("InvalidLaunchTemplateName.NotFound") || code.starts_with("InvalidLaunchTemplateId.NotFound")
-}
-
 /// The cluster's launch template (latest version) and its tags, if it exists and the census admits it.
 pub async fn template(
     aws: &Aws,
     cluster: &str,
     census: &Census,
-) -> Result<Option<(LaunchTemplateVersion, BTreeMap<String, String>)>, String> {
+) -> Result<Option<(LaunchTemplateVersion, BTreeMap<String, String>)>, CloudError> {
     let Some((_, tags)) = template_id(aws, cluster, census).await? else {
         return Ok(None);
     };
     let name = template_name(cluster);
     match aws.ec2.describe_launch_template_versions().launch_template_name(&name).versions("$Latest").send().await {
         Ok(out) => Ok(out.launch_template_versions().first().cloned().map(|v| (v, tags))),
-        Err(e) if api::code(&e).is_some_and(template_not_found) => Ok(None),
-        Err(e) => Err(format!("reading launch template {name}: {}", why(&e))),
+        Err(e) if api::error(&e).is_not_found() => Ok(None),
+        Err(e) => Err(api::error(&e).context(format!("reading launch template {name}"))),
     }
 }
 
@@ -292,7 +289,7 @@ pub fn template_revision(version: &LaunchTemplateVersion) -> Option<&str> {
 }
 
 /// Whether the cluster's key pair exists and is the census's, and its public key.
-async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<String>), String> {
+async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<String>), CloudError> {
     match aws.ec2.describe_key_pairs().key_names(key_name(cluster)).include_public_key(true).send().await {
         Ok(out) => Ok(out
             .key_pairs()
@@ -300,20 +297,20 @@ async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<
             .filter(|k| census.admit("aws_key_pair", &key_name(cluster), marker_in(&api::tag_map(k.tags())), None))
             .map_or((false, None), |k| (true, k.public_key().map(str::to_owned)))),
         Err(e) if api::code(&e) == Some("InvalidKeyPair.NotFound") => Ok((false, None)),
-        Err(e) => Err(format!("reading key pair {}: {}", key_name(cluster), why(&e))),
+        Err(e) => Err(api::error(&e).context(format!("reading key pair {}", key_name(cluster)))),
     }
 }
 
 /// Everything of the cluster the census admits, for an apply or an import: the launch template's latest
 /// version, the nodes with their health, the key pair.
-pub async fn observe(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+pub async fn observe(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, CloudError> {
     let mut live = find(aws, cluster, census).await?;
     live.nodes = with_health(aws, std::mem::take(&mut live.nodes)).await?;
     Ok(live)
 }
 
 /// [`observe`] without the nodes' health (what a delete or a look ahead needs).
-pub async fn find(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+pub async fn find(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, CloudError> {
     let template = template(aws, cluster, census).await?;
     let (key, public_key) = key(aws, cluster, census).await?;
     let (template, template_tags) = template.map_or((None, BTreeMap::new()), |(v, t)| (Some(v), t));
@@ -329,7 +326,7 @@ pub async fn find(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLi
 
 /// What a refresh needs: whether the launch template is there, the nodes and their health (three calls at
 /// any size).
-pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, CloudError> {
     let has_template = template_id(aws, cluster, census).await?.is_some();
     let nodes = with_health(aws, nodes(aws, cluster, census).await?).await?;
     Ok(ClusterLive { has_template, nodes, ..Default::default() })
@@ -356,7 +353,7 @@ fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateI
         .collect()
 }
 
-async fn default_image(aws: &Aws) -> Result<String, String> {
+async fn default_image(aws: &Aws) -> Result<String, CloudError> {
     const NAME: &str = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*";
     let out = aws
         .ec2
@@ -366,11 +363,14 @@ async fn default_image(aws: &Aws) -> Result<String, String> {
         .filters(filter("state", &["available"]))
         .send()
         .await
-        .map_err(|e| format!("looking up the AWS Deep Learning Base GPU AMI: {}", why(&e)))?;
+        .map_err(|e| api::error(&e).context("looking up the AWS Deep Learning Base GPU AMI"))?;
     let mut images: Vec<_> = out.images().iter().filter_map(|i| Some((i.creation_date().unwrap_or_default(), i.image_id()?))).collect();
     images.sort();
     images.last().map(|(_, id)| (*id).to_owned()).ok_or_else(|| {
-        format!("no image is set and no AWS Deep Learning Base GPU AMI ({NAME}) is offered in {}: set image to an AMI id", aws.region)
+        CloudError::other(format!(
+            "no image is set and no AWS Deep Learning Base GPU AMI ({NAME}) is offered in {}: set image to an AMI id",
+            aws.region
+        ))
     })
 }
 
@@ -389,7 +389,7 @@ pub struct Options<'a> {
 
 /// Creates the launch template if missing, launches the nodes that are missing, terminates the ones
 /// beyond `node_count`, and waits for them. On error, whatever exists is reported with it.
-pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<Converged, String> {
+pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<Converged, CloudError> {
     let name = &spec.name;
     let mut live = observe(aws, name, census).await?;
     census.gate()?;
@@ -403,8 +403,11 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
             aws.region
         )
     })?;
-    let subnet =
-        f.sg_tags().get("hpc:subnet").cloned().ok_or_else(|| format!("security group {sg} does not record the fabric's subnet"))?;
+    let subnet = f
+        .sg_tags()
+        .get("hpc:subnet")
+        .cloned()
+        .ok_or_else(|| CloudError::other(format!("security group {sg} does not record the fabric's subnet")))?;
     let group = match spec.fabric.placement {
         Placement::Cluster => Some(f.placement_group.clone().ok_or_else(|| {
             format!(
@@ -465,7 +468,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
                 .launch_template_data(data)
                 .send()
                 .await
-                .map_err(|e| format!("updating launch template {} to revision {revision}: {}", template_name(name), why(&e)))?;
+                .map_err(|e| api::error(&e).context(format!("updating launch template {} to revision {revision}", template_name(name))))?;
             // Its tags follow the configuration (the default-image mark comes and goes with `image`).
             let mut gone = stale.clone();
             if spec.image.is_some() && live.template_tags.contains_key(DEFAULT_IMAGE_TAG) {
@@ -481,7 +484,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
                 .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &fabric::named(&lt_tags, &template_name(name))))
                 .send()
                 .await
-                .map_err(|e| format!("creating launch template {}: {}", template_name(name), why(&e)))?;
+                .map_err(|e| api::error(&e).context(format!("creating launch template {}", template_name(name))))?;
         }
         let made = template(aws, name, census).await?;
         live.has_template = made.is_some();
@@ -510,7 +513,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     let missing: Vec<(u32, String)> =
         wanted.iter().enumerate().filter(|(_, n)| !keep.contains_key(*n)).map(|(i, n)| (i as u32, n.clone())).collect();
     let mut launched = Vec::new();
-    let mut result: Result<(), String> = Ok(());
+    let mut result: Result<(), CloudError> = Ok(());
     // The fewest new nodes the capacity policy keeps: EC2's own all-or-nothing (MinCount) takes them.
     let need = spec.capacity_policy.min_new(keep.len() as u32, missing.len() as u32);
     for (batch, reservation) in launch_batches(spec, &missing, ultraservers.as_deref()) {
@@ -536,7 +539,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     all.extend(launched);
     match result {
         Ok(()) => Ok(Converged { nodes: all }),
-        Err(e) => Err(format!("{e} ({} of {} nodes exist)", all.len(), spec.node_count)),
+        Err(e) => Err(e.map_message(|e| format!("{e} ({} of {} nodes exist)", all.len(), spec.node_count))),
     }
 }
 
@@ -607,7 +610,7 @@ fn template_data(
 /// in the order DescribeCapacityBlocks lists them; `None` for any other node type. Refused, before anything
 /// is launched, when the block is not an UltraServer block of the node type's UltraServer type or holds fewer
 /// UltraServers than `node_count` has NVLink domains.
-pub async fn ultraserver_reservations(aws: &Aws, spec: &ClusterSpec) -> Result<Option<Vec<String>>, String> {
+pub async fn ultraserver_reservations(aws: &Aws, spec: &ClusterSpec) -> Result<Option<Vec<String>>, CloudError> {
     let Some(ultraserver) = super::ultraserver_type(spec.fabric.sku) else { return Ok(None) };
     let block = spec.reservation_id.as_deref().unwrap_or_default();
     let out = aws
@@ -616,7 +619,7 @@ pub async fn ultraserver_reservations(aws: &Aws, spec: &ClusterSpec) -> Result<O
         .capacity_block_ids(block)
         .send()
         .await
-        .map_err(|e| format!("reading Capacity Block {block}: {}", why(&e)))?;
+        .map_err(|e| api::error(&e).context(format!("reading Capacity Block {block}")))?;
     let found =
         out.capacity_blocks().iter().find(|b| b.capacity_block_id() == Some(block)).ok_or_else(|| {
             format!("Capacity Block {block} was not found in {}: set reservation_id to a block you bought there", aws.region)
@@ -633,7 +636,7 @@ fn check_block(
     block_type: Option<&str>,
     reservations: &[String],
     per: u32,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, CloudError> {
     let domains = spec.nvlink_domains().len();
     match block_type {
         Some(t) if t == ultraserver => {}
@@ -642,14 +645,16 @@ fn check_block(
                 "Capacity Block {block} holds {other} UltraServers, not {ultraserver}: each NVLink domain of {per} {} nodes needs one \
                  {ultraserver}; nothing was launched",
                 spec.fabric.sku.name
-            ));
+            )
+            .into());
         }
         None => {
             return Err(format!(
                 "Capacity Block {block} is a block of instances, not of UltraServers: {} launches only into {ultraserver} UltraServers; \
                  nothing was launched",
                 spec.fabric.sku.name
-            ));
+            )
+            .into());
         }
     }
     if reservations.len() < domains {
@@ -658,7 +663,8 @@ fn check_block(
              nodes, one UltraServer each: buy a block with at least {domains} UltraServers or lower node_count; nothing was launched",
             reservations.len(),
             spec.node_count
-        ));
+        )
+        .into());
     }
     Ok(reservations.to_vec())
 }
@@ -696,7 +702,7 @@ fn launch_batches<'a>(
     out
 }
 
-async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), String> {
+async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
     aws.ec2
         .import_key_pair()
         .key_name(key_name(cluster))
@@ -704,7 +710,7 @@ async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<
         .tag_specifications(tag_spec(ResourceType::KeyPair, tags))
         .send()
         .await
-        .map_err(|e| format!("importing ssh_public_key as key pair {}: {}", key_name(cluster), why(&e)))?;
+        .map_err(|e| api::error(&e).context(format!("importing ssh_public_key as key pair {}", key_name(cluster))))?;
     Ok(())
 }
 
@@ -720,7 +726,7 @@ async fn launch(
     reservation: Option<&str>,
     min: u32,
     o: &Options<'_>,
-) -> Result<Vec<Node>, (Vec<Node>, String)> {
+) -> Result<Vec<Node>, (Vec<Node>, CloudError)> {
     let n = names.len() as i32;
     let where_ = spec.fabric.zone.as_deref().unwrap_or(&aws.region).to_owned();
     let mut tags = o.tags.clone();
@@ -747,7 +753,7 @@ async fn launch(
         .await
         .map_err(|e| {
             let into = reservation.map(|r| format!(" into capacity reservation {r}")).unwrap_or_default();
-            (Vec::new(), format!("launching {n} x {}{into} in {where_}{}: {}", spec.fabric.sku.name, at_least(min, n), why(&e)))
+            (Vec::new(), api::error(&e).context(format!("launching {n} x {}{into} in {where_}{}", spec.fabric.sku.name, at_least(min, n))))
         })?;
     let launched: Vec<(String, Option<String>)> =
         out.instances().iter().filter_map(|i| Some((i.instance_id()?.to_owned(), i.private_ip_address().map(str::to_owned)))).collect();
@@ -775,7 +781,7 @@ async fn launch(
             // Untagged nodes would be lost track of: terminate the rest of the batch rather than leak them.
             let rest: Vec<String> = ids.iter().filter(|i| !nodes.iter().any(|n| &n.id == *i)).cloned().collect();
             let _ = aws.ec2.terminate_instances().set_instance_ids(Some(rest)).send().await;
-            return Err((nodes, format!("naming node {node} ({id}): {}", why(&e))));
+            return Err((nodes, api::error(&e).context(format!("naming node {node} ({id})"))));
         }
     }
     let what = format!("{n} node(s) of {} to run", spec.name);
@@ -788,7 +794,7 @@ async fn launch(
                 .set_instance_ids(Some(ids.clone()))
                 .send()
                 .await
-                .map_err(|e| format!("reading new nodes: {}", why(&e)))?;
+                .map_err(|e| api::error(&e).context("reading new nodes"))?;
             let mut running = 0;
             for i in out.reservations().iter().flat_map(|r| r.instances()) {
                 let state = i.state().and_then(|s| s.name()).cloned();
@@ -797,11 +803,17 @@ async fn launch(
                     Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => {
                         let reason = i.state_reason().and_then(|r| r.message()).unwrap_or("no reason given");
                         let node = api::tag_map(i.tags()).get(NODE_TAG).cloned().unwrap_or_default();
-                        return Err(format!(
+                        let message = format!(
                             "node {node} ({}) went to {} instead of running: {reason}",
                             i.instance_id().unwrap_or_default(),
                             i.state().and_then(|s| s.name()).map(|s| s.as_str().to_owned()).unwrap_or_default()
-                        ));
+                        );
+                        // The state reason's code (`Server.InsufficientInstanceCapacity`) says what the kind is.
+                        let code = i.state_reason().and_then(|r| r.code()).map(|c| c.strip_prefix("Server.").unwrap_or(c));
+                        return Err(match code {
+                            Some(c) => CloudError::new(api::kind_of(c), Some(c.to_owned()), message),
+                            None => CloudError::other(message),
+                        });
                     }
                     _ => {}
                 }
@@ -821,7 +833,7 @@ async fn launch(
                 spec.fabric.sku.name,
                 names.len() - k
             );
-            Err((nodes, e))
+            Err((nodes, CloudError::new(ErrorKind::NoCapacity, Some("InsufficientInstanceCapacity".into()), e)))
         }
         Ok(()) => Ok(nodes),
         Err(e) => Err((nodes, e)),
@@ -834,14 +846,14 @@ fn at_least(min: u32, n: i32) -> String {
 }
 
 /// Terminates instances and waits until they are gone.
-pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Duration) -> Result<(), String> {
+pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Duration) -> Result<(), CloudError> {
     for chunk in ids.chunks(1000) {
         aws.ec2
             .terminate_instances()
             .set_instance_ids(Some(chunk.to_vec()))
             .send()
             .await
-            .map_err(|e| format!("terminating {} node(s): {}", chunk.len(), why(&e)))?;
+            .map_err(|e| api::error(&e).context(format!("terminating {} node(s)", chunk.len())))?;
     }
     let ids = ids.to_vec();
     crate::clouds::shared::wait_for(ctx, &format!("{} node(s) to terminate", ids.len()), timeout, || {
@@ -854,7 +866,7 @@ pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Durati
                 .filters(filter("instance-state-name", &["pending", "running", "stopping", "stopped", "shutting-down"]))
                 .send()
                 .await
-                .map_err(|e| format!("reading terminating nodes: {}", why(&e)))?;
+                .map_err(|e| api::error(&e).context("reading terminating nodes"))?;
             Ok(out.reservations().iter().all(|r| r.instances().is_empty()).then_some(()))
         }
     })
@@ -862,7 +874,7 @@ pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Durati
 }
 
 /// Terminates every node the census admits, then deletes the launch template and key pair if they are its.
-pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let live = find(aws, cluster, census).await?;
     let ids: Vec<String> = live.nodes.iter().map(|n| n.id.clone()).collect();
     if !ids.is_empty() {
@@ -871,8 +883,8 @@ pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, 
     if live.has_template {
         match aws.ec2.delete_launch_template().launch_template_name(template_name(cluster)).send().await {
             Ok(_) => {}
-            Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => {}
-            Err(e) => return Err(format!("deleting launch template {}: {}", template_name(cluster), why(&e))),
+            Err(e) if api::error(&e).is_not_found() => {}
+            Err(e) => return Err(api::error(&e).context(format!("deleting launch template {}", template_name(cluster)))),
         }
     }
     if !live.key {
@@ -881,16 +893,16 @@ pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, 
     delete_key(aws, cluster).await
 }
 
-async fn delete_key(aws: &Aws, cluster: &str) -> Result<(), String> {
+async fn delete_key(aws: &Aws, cluster: &str) -> Result<(), CloudError> {
     match aws.ec2.delete_key_pair().key_name(key_name(cluster)).send().await {
         Ok(_) => Ok(()),
-        Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => Ok(()),
-        Err(e) => Err(format!("deleting key pair {}: {}", key_name(cluster), why(&e))),
+        Err(e) if api::error(&e).is_not_found() => Ok(()),
+        Err(e) => Err(api::error(&e).context(format!("deleting key pair {}", key_name(cluster)))),
     }
 }
 
 /// The nodes of `names` that exist and the census admits (one listing), in the order listed.
-async fn named_nodes(aws: &Aws, cluster: &str, names: &[String], census: &Census) -> Result<Vec<Node>, String> {
+async fn named_nodes(aws: &Aws, cluster: &str, names: &[String], census: &Census) -> Result<Vec<Node>, CloudError> {
     let mut found = nodes(aws, cluster, census).await?;
     found.retain(|n| names.contains(&n.name));
     found.sort_by_key(|n| (n.index.unwrap_or(u32::MAX), n.id.clone()));
@@ -900,7 +912,14 @@ async fn named_nodes(aws: &Aws, cluster: &str, names: &[String], census: &Census
 /// Day 2: terminates the named nodes (one TerminateInstances for all of them) and waits until they are
 /// gone; the apply that follows launches them again under their names, into their reservation or
 /// UltraServer. Names with no node the census admits are skipped.
-pub async fn remove(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn remove(
+    ctx: &Context,
+    aws: &Aws,
+    cluster: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), CloudError> {
     let ids: Vec<String> = named_nodes(aws, cluster, names, census).await?.into_iter().map(|n| n.id).collect();
     if ids.is_empty() {
         return Ok(());
@@ -909,7 +928,14 @@ pub async fn remove(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], t
 }
 
 /// Day 2: reboots the named nodes (one RebootInstances for all of them) and waits until they all run.
-pub async fn reboot(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn reboot(
+    ctx: &Context,
+    aws: &Aws,
+    cluster: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), CloudError> {
     let found = named_nodes(aws, cluster, names, census).await?;
     if found.is_empty() {
         return Ok(());
@@ -922,7 +948,7 @@ pub async fn reboot(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], t
             .set_instance_ids(Some(chunk.to_vec()))
             .send()
             .await
-            .map_err(|e| format!("rebooting {shown}: {}", why(&e)))?;
+            .map_err(|e| api::error(&e).context(format!("rebooting {shown}")))?;
     }
     crate::clouds::shared::wait_for(ctx, &format!("{shown} to run again after the reboot"), timeout, || {
         let ids = ids.clone();
@@ -933,14 +959,16 @@ pub async fn reboot(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], t
                 .filters(filter("instance-id", &ids.iter().map(String::as_str).collect::<Vec<_>>()))
                 .send()
                 .await
-                .map_err(|e| format!("reading rebooted nodes: {}", why(&e)))?;
+                .map_err(|e| api::error(&e).context("reading rebooted nodes"))?;
             let mut running = 0;
             for i in out.reservations().iter().flat_map(|r| r.instances()) {
                 match i.state().and_then(|s| s.name()) {
                     Some(InstanceStateName::Running) => running += 1,
                     Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => {
                         let node = api::tag_map(i.tags()).get(NODE_TAG).cloned().unwrap_or_default();
-                        return Err(format!("node {node} ({}) was terminated during its reboot", i.instance_id().unwrap_or_default()));
+                        return Err(
+                            format!("node {node} ({}) was terminated during its reboot", i.instance_id().unwrap_or_default()).into()
+                        );
                     }
                     _ => {}
                 }
@@ -957,15 +985,19 @@ pub async fn imported_config(
     cluster: &str,
     live: &ClusterLive,
     defaults: &BTreeMap<String, String>,
-) -> Result<(Value, BTreeMap<String, String>), String> {
+) -> Result<(Value, BTreeMap<String, String>), CloudError> {
     let Some(version) = &live.template else {
-        return Err(format!("no cluster named {cluster:?} in {}: no launch template {}", aws.region, template_name(cluster)));
+        return Err(format!("no cluster named {cluster:?} in {}: no launch template {}", aws.region, template_name(cluster)).into());
     };
     // Its tags came with it; the nodes' own (`hpc:revision`, `hpc:selfcheck`) are never read as the user's.
     let tags = live.template_tags.clone();
-    let fabric_name =
-        tags.get(fabric::TAG).cloned().ok_or_else(|| format!("launch template {} has no {} tag", template_name(cluster), fabric::TAG))?;
-    let data = version.launch_template_data().ok_or_else(|| format!("launch template {} has no data", template_name(cluster)))?;
+    let fabric_name = tags
+        .get(fabric::TAG)
+        .cloned()
+        .ok_or_else(|| CloudError::other(format!("launch template {} has no {} tag", template_name(cluster), fabric::TAG)))?;
+    let data = version
+        .launch_template_data()
+        .ok_or_else(|| CloudError::other(format!("launch template {} has no data", template_name(cluster))))?;
     let instance_type = data.instance_type().map(|t| t.as_str().to_owned()).unwrap_or_default();
     let zone = data.placement().and_then(|p| p.availability_zone()).unwrap_or_default();
     let placement = if data.placement().and_then(|p| p.group_name()).is_some_and(|g| !g.is_empty()) { "cluster" } else { "none" };
@@ -1094,7 +1126,7 @@ fn with_addresses(state: &Value, planned: &Value, nodes: &[shared::NodeAddress])
 
 #[async_trait]
 impl Backend<ClusterSpec> for backend::Aws {
-    async fn configured(&self, _ctx: &Context) -> Result<(), String> {
+    async fn configured(&self, _ctx: &Context) -> Result<(), CloudError> {
         // The SDK's credential chain is resolved per call; a client is always made.
         Ok(())
     }
@@ -1140,7 +1172,7 @@ impl Backend<ClusterSpec> for backend::Aws {
         Outcome::failed(left, e)
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, CloudError> {
         let name = state.get("name").as_str().unwrap_or_default();
         let client = api::connect(step.ctx, fabric_region(state)).await;
         let live = cluster::refresh(&client, name, step.census).await?;
@@ -1154,20 +1186,20 @@ impl Backend<ClusterSpec> for backend::Aws {
             )));
         };
         let client = api::connect(step.ctx, region).await;
-        let live = cluster::observe(&client, name, step.census).await.map_err(ImportError::Failed)?;
-        let (config, _) = cluster::imported_config(&client, name, &live, step.default_tags).await.map_err(ImportError::Failed)?;
+        let live = cluster::observe(&client, name, step.census).await.map_err(ImportError::failed)?;
+        let (config, _) = cluster::imported_config(&client, name, &live, step.default_tags).await.map_err(ImportError::failed)?;
         Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
     }
 }
 
 #[async_trait]
 impl ClusterBackend for backend::Aws {
-    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
         let client = api::connect(step.ctx, &spec.fabric.region).await;
         cluster::remove(step.ctx, &client, &spec.name, names, step.timeout, step.census).await
     }
 
-    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
         let client = api::connect(step.ctx, &spec.fabric.region).await;
         cluster::reboot(step.ctx, &client, &spec.name, names, step.timeout, step.census).await
     }
@@ -1176,7 +1208,7 @@ impl ClusterBackend for backend::Aws {
         NODES
     }
 
-    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {
         let client = api::connect(step.ctx, &spec.fabric.region).await;
         cluster::find(&client, &spec.name, step.census).await.map(|_| ())
     }
@@ -1189,13 +1221,9 @@ impl ClusterBackend for backend::Aws {
         quota::family(spec)
     }
 
-    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
         let client = api::connect(ctx, &family.scope).await;
         quota::read(&client, family).await
-    }
-
-    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
-        crate::clouds::quota::first_code(detail, &quota::CAPACITY_CODES)
     }
 }
 
@@ -1319,7 +1347,7 @@ mod tests {
     fn a_block_with_fewer_ultraservers_than_domains_or_of_another_type_is_refused() {
         let s = spec("p6e-gb200.36xlarge", 54, "cb-1");
         let two: Vec<String> = ["cr-a", "cr-b"].map(String::from).to_vec();
-        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &two, 18).unwrap_err();
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &two, 18).unwrap_err().to_string();
         for part in [
             "Capacity Block cb-1",
             "holds 2 u-p6e-gb200x72 UltraServer(s)",
@@ -1328,9 +1356,9 @@ mod tests {
         ] {
             assert!(e.contains(part), "{part:?} not in {e}");
         }
-        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x36"), &two, 18).unwrap_err();
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x36"), &two, 18).unwrap_err().to_string();
         assert!(e.contains("u-p6e-gb200x36"), "{e}");
-        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", None, &two, 18).unwrap_err();
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", None, &two, 18).unwrap_err().to_string();
         assert!(e.contains("not of UltraServers"), "{e}");
         let three: Vec<String> = ["cr-a", "cr-b", "cr-c"].map(String::from).to_vec();
         assert_eq!(check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &three, 18).unwrap(), three);

@@ -6,6 +6,7 @@
 
 use super::api::{self, Arm};
 use super::cluster;
+use crate::clouds::{CloudError, ErrorKind};
 use crate::framework::{Context, Value};
 
 /// The Azure backend of every resource kind.
@@ -15,8 +16,13 @@ pub struct Azure;
 pub(super) const UNKNOWN_FABRIC: &str = "its fabric has no Azure id (azure/<resource group>/<name>): apply the fabric first";
 const UNKNOWN_FABRIC_SUMMARY: &str = "Unknown fabric";
 
-pub(super) fn unknown_fabric_summary(detail: &str) -> Option<&'static str> {
-    detail.contains(UNKNOWN_FABRIC).then_some(UNKNOWN_FABRIC_SUMMARY)
+/// [`UNKNOWN_FABRIC`] as an error: an invalid `fabric`.
+pub(super) fn unknown_fabric() -> CloudError {
+    CloudError::new(ErrorKind::InvalidRequest { field: Some("fabric".into()) }, None, UNKNOWN_FABRIC)
+}
+
+pub(super) fn unknown_fabric_summary(error: &CloudError) -> Option<&'static str> {
+    matches!(&error.kind, ErrorKind::InvalidRequest { field: Some(f) } if f == "fabric").then_some(UNKNOWN_FABRIC_SUMMARY)
 }
 
 /// The resource group of the fabric a cluster or filesystem state (or plan) names.
@@ -29,7 +35,7 @@ pub(super) fn group_place(v: &Value) -> String {
     group_of(v).map_or_else(|| "on Azure".to_owned(), |g| format!("in {g}"))
 }
 
-pub(super) async fn arm(ctx: &Context) -> Result<Arm, String> {
+pub(super) async fn arm(ctx: &Context) -> Result<Arm, CloudError> {
     api::connect(ctx).await
 }
 
@@ -50,8 +56,10 @@ mod tests {
 
     #[test]
     fn an_unknown_fabric_keeps_its_own_summary() {
-        let detail = format!("Cluster c on Azure: {UNKNOWN_FABRIC}.");
-        assert_eq!(unknown_fabric_summary(&detail), Some("Unknown fabric"));
-        assert_eq!(unknown_fabric_summary("Cluster c in rg: AllocationFailed: no capacity."), None);
+        assert_eq!(unknown_fabric_summary(&unknown_fabric()), Some("Unknown fabric"));
+        // The decision is the kind's: the same words from the cloud are not an unknown fabric.
+        assert_eq!(unknown_fabric_summary(&CloudError::other(UNKNOWN_FABRIC)), None);
+        let short = crate::clouds::azure::api::error(409, None, &serde_json::json!({"code": "AllocationFailed"}), "no capacity");
+        assert_eq!(unknown_fabric_summary(&short), None);
     }
 }

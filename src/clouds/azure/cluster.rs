@@ -26,12 +26,13 @@ use serde_json::{Value as Json, json};
 
 use super::api;
 use super::api::Arm;
-use super::backend::{self, UNKNOWN_FABRIC, arm, group_of, group_place, unknown_fabric_summary};
+use super::backend::{self, arm, group_of, group_place, unknown_fabric, unknown_fabric_summary};
 use super::fabric::{COMPUTE_API, NETWORK_API};
 use super::{cluster, fabric, quota};
 use crate::catalog::Cloud;
 use crate::clouds::NodeAddress;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::Context;
@@ -217,7 +218,7 @@ pub fn condition(view: &Json) -> Condition {
 }
 
 /// A scale set of the cluster, read by id, if it exists and the census admits it.
-async fn own_set(ctx: &Context, arm: &Arm, id: &str, census: &Census) -> Result<Option<Json>, String> {
+async fn own_set(ctx: &Context, arm: &Arm, id: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let set = arm.get(ctx, id, COMPUTE_API).await?;
     Ok(set.filter(|s| census.admit(SCALE_SET, &super::api::short(id), marker_in_json(&s["tags"]), None)))
 }
@@ -258,7 +259,7 @@ fn set_live(set: &Json, vms: &[Json], nics: &[Json]) -> SetLive {
 }
 
 /// The VMs of a scale set with their instance views (one call, whatever their number).
-async fn list_vms(ctx: &Context, arm: &Arm, set_id: &str) -> Result<Vec<Json>, String> {
+async fn list_vms(ctx: &Context, arm: &Arm, set_id: &str) -> Result<Vec<Json>, CloudError> {
     arm.list(ctx, &format!("{set_id}/virtualMachines?$expand=instanceView"), COMPUTE_API).await
 }
 
@@ -271,7 +272,7 @@ pub async fn observe(
     cluster: &str,
     sets: usize,
     census: &Census,
-) -> Result<Vec<Option<SetLive>>, String> {
+) -> Result<Vec<Option<SetLive>>, CloudError> {
     let mut out = Vec::new();
     for i in 0..sets {
         let id = scale_set_id(arm, group, cluster, i);
@@ -361,12 +362,12 @@ fn image_reference(image: Option<&str>) -> Json {
 }
 
 /// The fabric's subnet: created by the fabric (deterministic) or given to it (its security group's tags).
-async fn subnet_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, String> {
+async fn subnet_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, CloudError> {
     let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg", arm.group_id(group));
     let nsg = arm
         .get(ctx, &nsg_id, NETWORK_API)
         .await?
-        .ok_or_else(|| format!("fabric {fabric} has no security group in {group}: apply the fabric first"))?;
+        .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no security group in {group}: apply the fabric first")))?;
     Ok(match nsg["tags"]["hpc:subnet"].as_str() {
         Some(s) => s.to_owned(),
         None => format!("{}/providers/Microsoft.Network/virtualNetworks/{fabric}-vpc/subnets/{fabric}-subnet", arm.group_id(group)),
@@ -540,7 +541,7 @@ pub async fn converge(
     previous_sets: usize,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let sizes = super::cluster_scale_sets(spec);
     let all = sizes.len().max(previous_sets);
     let mut mine = Vec::new();
@@ -558,7 +559,7 @@ pub async fn converge(
     }
     census.gate()?;
     if !taken.is_empty() {
-        return Err(format!("scale set(s) {} belong to another owner and were left alone", taken.join(", ")));
+        return Err(format!("scale set(s) {} belong to another owner and were left alone", taken.join(", ")).into());
     }
     let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
     let puts = sizes.iter().enumerate().map(|(i, size)| {
@@ -568,9 +569,11 @@ pub async fn converge(
     });
     // Every scale set's operation is followed to its end, a failed one too: what came is what the caller
     // observes next (an allocation failure leaves the VMs that were placed).
-    let failures: Vec<String> = futures::future::join_all(puts).await.into_iter().filter_map(Result::err).collect();
-    if !failures.is_empty() {
-        return Err(failures.join("; "));
+    let failures: Vec<CloudError> = futures::future::join_all(puts).await.into_iter().filter_map(Result::err).collect();
+    // One error for all of them, of the kind of the first shortage (else of the first failure).
+    if let Some(first) = failures.iter().find(|e| e.capacity_code().is_some()).or(failures.first()) {
+        let text = failures.iter().map(|e| e.message.as_str()).collect::<Vec<_>>().join("; ");
+        return Err(first.clone().map_message(|_| text));
     }
     let extra = (sizes.len()..all).filter(|i| mine[*i]).map(|i| {
         let id = scale_set_id(arm, group, &spec.name, i);
@@ -599,7 +602,7 @@ pub async fn release(
     cluster: &str,
     made: &[(usize, Vec<String>)],
     timeout: Duration,
-) -> Result<usize, String> {
+) -> Result<usize, CloudError> {
     let jobs = made.iter().filter(|(_, ids)| !ids.is_empty()).map(|(j, ids)| async move {
         let id = scale_set_id(arm, group, cluster, *j);
         act(ctx, arm, &id, "delete", json!({"instanceIds": ids}), timeout).await.map(|_| ids.len())
@@ -614,14 +617,14 @@ async fn observe_spec(
     spec: &ClusterSpec,
     group: &str,
     census: &Census,
-) -> Result<(Vec<u32>, Vec<Option<SetLive>>), String> {
+) -> Result<(Vec<u32>, Vec<Option<SetLive>>), CloudError> {
     let sizes = super::cluster_scale_sets(spec);
     let live = observe(ctx, arm, group, &spec.name, sizes.len(), census).await?;
     Ok((sizes, live))
 }
 
 /// One scale set action on the VMs `body` names, followed to its end.
-async fn act(ctx: &Context, arm: &Arm, set_id: &str, action: &str, body: Json, timeout: Duration) -> Result<(), String> {
+async fn act(ctx: &Context, arm: &Arm, set_id: &str, action: &str, body: Json, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("{action} of {} VM(s) of {}", body["instanceIds"].as_array().map_or(0, Vec::len), super::api::short(set_id));
     arm.action(ctx, &format!("{set_id}/{action}"), COMPUTE_API, &body, &what, timeout).await
 }
@@ -634,7 +637,7 @@ async fn wait_running(
     instance_ids: &[String],
     latest: bool,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let what = format!("VM(s) {} of {} to run again", instance_ids.join(", "), super::api::short(set_id));
     crate::clouds::shared::wait_for(ctx, &what, timeout, || async {
         let vms = list_vms(ctx, arm, set_id).await?;
@@ -670,7 +673,7 @@ pub async fn remake(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
     let targets = named(&spec.name, &sizes, &live, names);
     if targets.is_empty() {
@@ -716,7 +719,7 @@ pub async fn reboot(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
     let jobs = named(&spec.name, &sizes, &live, names).into_iter().map(|(j, vms)| async move {
         let id = scale_set_id(arm, group, &spec.name, j);
@@ -742,7 +745,7 @@ pub async fn delete(
     sets: usize,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let mut ours = Vec::new();
     for i in 0..sets {
         let id = scale_set_id(arm, group, cluster, i);
@@ -756,7 +759,7 @@ pub async fn delete(
 
 /// The scale sets of a cluster that exist and the census admits, in order, with their VM counts (one GET
 /// and one list each).
-pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str, census: &Census) -> Result<Vec<(Json, usize)>, String> {
+pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str, census: &Census) -> Result<Vec<(Json, usize)>, CloudError> {
     let mut out = Vec::new();
     loop {
         let id = scale_set_id(arm, group, cluster, out.len());
@@ -767,10 +770,13 @@ pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str, ce
 }
 
 /// The fabric a scale set belongs to, as the `fabric = hpc_gpu_fabric.x` object, from its security group.
-pub async fn fabric_ref(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<crate::framework::Value, String> {
+pub async fn fabric_ref(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<crate::framework::Value, CloudError> {
     use crate::framework::Value;
     let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg", arm.group_id(group));
-    let nsg = arm.get(ctx, &nsg_id, NETWORK_API).await?.ok_or_else(|| format!("the fabric {fabric} no longer exists in {group}"))?;
+    let nsg = arm
+        .get(ctx, &nsg_id, NETWORK_API)
+        .await?
+        .ok_or_else(|| CloudError::other(format!("the fabric {fabric} no longer exists in {group}")))?;
     let tag = |k: &str| nsg["tags"][k].as_str().map_or(Value::Null, Value::from);
     Ok(Value::object([
         ("id", Value::from(super::api::resource_id(group, fabric))),
@@ -791,14 +797,14 @@ pub async fn imported_config(
     cluster: &str,
     defaults: &BTreeMap<String, String>,
     census: &Census,
-) -> Result<crate::framework::Value, String> {
+) -> Result<crate::framework::Value, CloudError> {
     use crate::framework::Value;
     let sets = scale_sets(ctx, arm, group, cluster, census).await?;
     let Some((first, _)) = sets.first() else {
-        return Err(format!("no cluster named {cluster:?} in {group}: no scale set {cluster}-0"));
+        return Err(format!("no cluster named {cluster:?} in {group}: no scale set {cluster}-0").into());
     };
     let tags = super::api::tags_of(first);
-    let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("scale set {cluster}-0 has no hpc:fabric tag"))?;
+    let fabric = tags.get("hpc:fabric").ok_or_else(|| CloudError::other(format!("scale set {cluster}-0 has no hpc:fabric tag")))?;
     let profile = &first["properties"]["virtualMachineProfile"];
     let reservation = profile["capacityReservation"]["capacityReservationGroup"]["id"].as_str().map(str::to_owned);
     let capacity = match (profile["priority"].as_str(), &reservation) {
@@ -880,7 +886,7 @@ fn spec_group(spec: &ClusterSpec) -> String {
 
 #[async_trait]
 impl Backend<ClusterSpec> for backend::Azure {
-    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
         api::connect(ctx).await.map(|_| ())
     }
 
@@ -893,8 +899,8 @@ impl Backend<ClusterSpec> for backend::Azure {
         group_place(v)
     }
 
-    fn summary(&self, detail: &str) -> Option<&'static str> {
-        unknown_fabric_summary(detail)
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        unknown_fabric_summary(error)
     }
 
     async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
@@ -903,7 +909,7 @@ impl Backend<ClusterSpec> for backend::Azure {
             Ok(a) => a,
             Err(e) => return Outcome::failed(change.prior.clone(), e),
         };
-        let Some(group) = group_of(change.planned) else { return Outcome::failed(change.prior.clone(), UNKNOWN_FABRIC) };
+        let Some(group) = group_of(change.planned) else { return Outcome::failed(change.prior.clone(), unknown_fabric()) };
         let previous_sets = azure_sizes(change.prior).len();
         let id = api::resource_id(&group, &spec.name);
         census.set_import_id(&id);
@@ -945,14 +951,16 @@ impl Backend<ClusterSpec> for backend::Azure {
                         match cluster::release(ctx, &arm, &group, &spec.name, &made, step.timeout).await {
                             Ok(0) => {}
                             Ok(n) => {
-                                e = format!(
-                                    "{e}; {n} of the {} nodes came, fewer than capacity_policy = \"{}\" keeps, and were deleted again",
-                                    spec.node_count,
-                                    spec.capacity_policy.as_str()
-                                );
+                                e = e.map_message(|e| {
+                                    format!(
+                                        "{e}; {n} of the {} nodes came, fewer than capacity_policy = \"{}\" keeps, and were deleted again",
+                                        spec.node_count,
+                                        spec.capacity_policy.as_str()
+                                    )
+                                });
                                 live = cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await;
                             }
-                            Err(r) => e = format!("{e}; deleting the VMs that came failed: {r}"),
+                            Err(r) => e = e.map_message(|e| format!("{e}; deleting the VMs that came failed: {r}")),
                         }
                     }
                 }
@@ -973,14 +981,14 @@ impl Backend<ClusterSpec> for backend::Azure {
             Ok(a) => a,
             Err(e) => return Outcome::failed(prior.clone(), e),
         };
-        let Some(group) = group_of(prior) else { return Outcome::failed(prior.clone(), UNKNOWN_FABRIC) };
+        let Some(group) = group_of(prior) else { return Outcome::failed(prior.clone(), unknown_fabric()) };
         let previous_sets = azure_sizes(prior).len();
         let name = prior.get("name").as_str().unwrap_or_default();
         let done = cluster::delete(step.ctx, &arm, &group, name, previous_sets, step.timeout, step.census).await;
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, CloudError> {
         let name = state.get("name").as_str().unwrap_or_default();
         let Some(group) = group_of(state) else { return Ok(Some(state.clone())) };
         let arm = arm(step.ctx).await?;
@@ -1001,9 +1009,9 @@ impl Backend<ClusterSpec> for backend::Azure {
                 "{id:?} is not an Azure cluster id: give \"azure/<resource group>/<cluster name>\", e.g. \"azure/train-rg/train\"."
             )));
         };
-        let arm = arm(step.ctx).await.map_err(ImportError::Failed)?;
+        let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
         let config =
-            cluster::imported_config(step.ctx, &arm, group, name, step.default_tags, step.census).await.map_err(ImportError::Failed)?;
+            cluster::imported_config(step.ctx, &arm, group, name, step.default_tags, step.census).await.map_err(ImportError::failed)?;
         Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
     }
 }
@@ -1014,13 +1022,13 @@ impl ClusterBackend for backend::Azure {
     /// its scale set's end and move every later node's name. The scale set model is brought to the spec
     /// and the named VMs upgraded to it and reimaged (redeployed first when broken); the apply that follows
     /// finds nothing missing.
-    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
         let arm = arm(step.ctx).await?;
         let group = spec_group(spec);
         cluster::remake(step.ctx, &arm, spec, &group, names, step.timeout, step.census).await
     }
 
-    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
         let arm = arm(step.ctx).await?;
         let group = spec_group(spec);
         cluster::reboot(step.ctx, &arm, spec, &group, names, step.timeout, step.census).await
@@ -1035,16 +1043,12 @@ impl ClusterBackend for backend::Azure {
     }
 
     /// One `Usage_List` of the location per family.
-    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
         let arm = arm(ctx).await?;
         quota::read(ctx, &arm, family).await
     }
 
-    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
-        crate::clouds::quota::first_code(detail, &quota::CAPACITY_CODES)
-    }
-
-    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {
         let arm = arm(step.ctx).await?;
         let group = spec_group(spec);
         let sets = super::cluster_scale_sets(spec).len();

@@ -16,6 +16,7 @@ use super::api::{Arm, same_id, short};
 use super::backend::{self, arm};
 use super::fabric;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network, Placement};
@@ -100,7 +101,7 @@ fn admitted(census: &Census, kind: &str, piece: Option<Json>, taken: &mut Vec<St
     None
 }
 
-pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids, census: &Census) -> Result<FabricLive, String> {
+pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids, census: &Census) -> Result<FabricLive, CloudError> {
     let Some(group) = arm.get(ctx, &ids.group, GROUP_API).await? else { return Ok(FabricLive::default()) };
     let mut taken = Vec::new();
     let group_ours = ids.group_is_ours && admitted(census, "azurerm_resource_group", Some(group), &mut taken).is_some();
@@ -132,17 +133,19 @@ pub async fn converge(
     retag: bool,
     timeout: Duration,
     census: &Census,
-) -> Result<Ids, String> {
+) -> Result<Ids, CloudError> {
     let ids = ids(arm, spec);
     let live = observe(ctx, arm, &ids, census).await?;
     census.gate()?;
     if !live.taken.is_empty() {
-        return Err(format!("{} belong to another owner and were left alone", live.taken.join(", ")));
+        return Err(format!("{} belong to another owner and were left alone", live.taken.join(", ")).into());
     }
     let location = &spec.region;
     if !live.group {
         if !ids.group_is_ours {
-            return Err(format!("resource group {} (resource_group) does not exist", spec.resource_group.as_deref().unwrap_or_default()));
+            return Err(
+                format!("resource group {} (resource_group) does not exist", spec.resource_group.as_deref().unwrap_or_default()).into()
+            );
         }
         arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), timeout).await?;
     } else if retag && ids.group_is_ours {
@@ -165,7 +168,7 @@ pub async fn converge(
             }
         }
         Network::Existing { subnet_id, .. } => {
-            let Some(mut subnet) = live.subnet.clone() else { return Err(format!("subnet {subnet_id} (subnet_id) does not exist")) };
+            let Some(mut subnet) = live.subnet.clone() else { return Err(format!("subnet {subnet_id} (subnet_id) does not exist").into()) };
             if !live.associated(&ids) {
                 subnet["properties"]["networkSecurityGroup"] = json!({"id": ids.nsg});
                 arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, timeout).await?;
@@ -187,7 +190,7 @@ pub async fn converge(
 
 /// Deletes what of the fabric is this owner's: its own resource group in one call while nothing of
 /// another owner is in it, or its pieces one by one inside the user's group.
-pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let ids = ids(arm, spec);
     let live = observe(ctx, arm, &ids, census).await?;
     if ids.group_is_ours {
@@ -215,7 +218,8 @@ pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Durati
                 short(&ids.group),
                 names.len(),
                 names.join(", ")
-            ));
+            )
+            .into());
         }
         return arm.delete(ctx, &ids.group, GROUP_API, timeout).await;
     }
@@ -263,7 +267,7 @@ pub fn imported_config(
     nsg: &Json,
     given_group: bool,
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, CloudError> {
     let tags = super::api::tags_of(nsg);
     let region = nsg["location"].as_str().unwrap_or_default();
     let group = if given_group { Value::from(group) } else { Value::Null };
@@ -276,11 +280,12 @@ pub fn imported_config(
         &[("resource_group", group)],
         defaults,
     )
+    .map_err(CloudError::from)
 }
 
 #[async_trait]
 impl Backend<FabricSpec> for backend::Azure {
-    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
         api::connect(ctx).await.map(|_| ())
     }
 
@@ -322,7 +327,7 @@ impl Backend<FabricSpec> for backend::Azure {
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, CloudError> {
         let Some(spec) = spec else { return Ok(Some(state.clone())) };
         let arm = arm(step.ctx).await?;
         let ids = fabric::ids(&arm, spec);
@@ -339,7 +344,7 @@ impl Backend<FabricSpec> for backend::Azure {
                 "{id:?} is not an Azure fabric id: give \"azure/<resource group>/<fabric name>\", e.g. \"azure/train-rg/train\"."
             )));
         };
-        let arm = arm(step.ctx).await.map_err(ImportError::Failed)?;
+        let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
         let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{name}-nsg", arm.group_id(group));
         let config = match arm.get(step.ctx, &nsg_id, fabric::NETWORK_API).await {
             Ok(Some(nsg)) => {
@@ -352,17 +357,17 @@ impl Backend<FabricSpec> for backend::Azure {
                 let ours = group == format!("{name}-rg");
                 fabric::imported_config(group, name, &nsg, !ours, step.default_tags)
             }
-            Ok(None) => Err(format!("no fabric named {name:?} in resource group {group}: no security group {name}-nsg")),
+            Ok(None) => Err(format!("no fabric named {name:?} in resource group {group}: no security group {name}-nsg").into()),
             Err(e) => Err(e),
         }
-        .map_err(ImportError::Failed)?;
+        .map_err(ImportError::failed)?;
         Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
     }
 
     /// A network the fabric created has the ids its names give.
     async fn imported(&self, step: &Step<'_>, spec: &FabricSpec, found: &mut Imported) -> Result<(), ImportError> {
         if let Network::Create { .. } = &spec.network {
-            let arm = arm(step.ctx).await.map_err(ImportError::Failed)?;
+            let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
             let ids = fabric::ids(&arm, spec);
             found.assigned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
             found.assigned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));

@@ -4,6 +4,7 @@
 //! `gcp/<zone>/<name>`; node and filesystem labels are the step's tags with `:` made `_` (`api::labels`).
 
 use super::api;
+use crate::clouds::CloudError;
 use crate::framework::{Context, Value};
 
 /// The Google Cloud backend of every resource kind.
@@ -14,7 +15,7 @@ pub fn region_of(zone: &str) -> &str {
     zone.rsplit_once('-').map_or(zone, |(region, _)| region)
 }
 
-pub(super) async fn configured(ctx: &Context) -> Result<(), String> {
+pub(super) async fn configured(ctx: &Context) -> Result<(), CloudError> {
     api::connect(ctx).await.map(|_| ())
 }
 

@@ -32,6 +32,7 @@ use super::{fabric, topology};
 use crate::catalog::Cloud;
 use crate::catalog::Fabric;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
@@ -51,7 +52,7 @@ pub struct Node {
 }
 
 /// The cluster's nodes the census admits: one filtered list (paginated) in the zone.
-pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: &Census) -> Result<Vec<Node>, String> {
+pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: &Census) -> Result<Vec<Node>, CloudError> {
     let filter = format!("labels.hpc_cluster = \"{cluster}\"");
     let mut out = Vec::new();
     let mut token = String::new();
@@ -181,7 +182,7 @@ pub fn node_names(cluster: &str, nodes: &[Node]) -> Vec<String> {
 }
 
 /// The host network and subnetwork the fabric's nodes join (created by the fabric, or given to it).
-async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(String, String), String> {
+async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(String, String), CloudError> {
     let f = &spec.fabric;
     let p = &gcp.project;
     // A cluster without a fabric that joins a network names it itself (an Ethernet fabric on a given
@@ -193,7 +194,9 @@ async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(S
         ));
     }
     let live = fabric::observe(ctx, gcp, &f.name, &f.region, &Census::reading()).await?;
-    let d = live.description().ok_or_else(|| format!("fabric {} has no pieces in {}: apply the fabric first", f.name, gcp.project))?;
+    let d = live
+        .description()
+        .ok_or_else(|| CloudError::other(format!("fabric {} has no pieces in {}: apply the fabric first", f.name, gcp.project)))?;
     Ok(match (d.get("vpc"), d.get("subnet")) {
         (Some(v), Some(s)) => (
             format!("projects/{p}/global/networks/{}", api::short_name(v)),
@@ -396,7 +399,7 @@ pub async fn domain_policies_live(
     region: &str,
     cluster: &str,
     census: &Census,
-) -> Result<BTreeSet<String>, String> {
+) -> Result<BTreeSet<String>, CloudError> {
     let mut out = BTreeSet::new();
     let mut token = String::new();
     loop {
@@ -427,19 +430,19 @@ pub async fn domain_policies_live(
     Ok(out)
 }
 
-async fn insert_policy(ctx: &Context, gcp: &Gcp, region: &str, policy: &DomainPolicy, timeout: Duration) -> Result<(), String> {
+async fn insert_policy(ctx: &Context, gcp: &Gcp, region: &str, policy: &DomainPolicy, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("creating resource policy {} (NVLink domain {})", policy.name, policy.index);
-    let body: model::ResourcePolicy = serde_json::from_value(policy.body.clone()).map_err(|e| format!("{what}: {e}"))?;
+    let body: model::ResourcePolicy = serde_json::from_value(policy.body.clone()).map_err(|e| CloudError::other(format!("{what}: {e}")))?;
     let op = call(ctx, &what, || gcp.policies.insert().set_project(&gcp.project).set_region(region).set_body(body.clone()).send()).await?;
     api::wait(ctx, gcp, op, &what, timeout).await
 }
 
-async fn delete_policy(ctx: &Context, gcp: &Gcp, region: &str, name: &str, timeout: Duration) -> Result<(), String> {
+async fn delete_policy(ctx: &Context, gcp: &Gcp, region: &str, name: &str, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("deleting resource policy {name}");
     match call(ctx, &what, || gcp.policies.delete().set_project(&gcp.project).set_region(region).set_resource_policy(name).send()).await {
         Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
-        Err(e) if e.not_found() => Ok(()),
-        Err(e) => Err(e.to_string()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -457,7 +460,7 @@ pub struct Options<'a> {
 /// Creates the missing nodes (bulkInsert per batch with their exact names) and deletes those beyond
 /// `node_count`, waiting for both. On A4X the domain policies come first (the missing ones), each domain's
 /// nodes go into their own, and the policies of domains no longer wanted go once their nodes have.
-pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<(), String> {
+pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<(), CloudError> {
     let zone = spec.fabric.zone.clone().unwrap_or_default();
     let region = &spec.fabric.region;
     let live = nodes(ctx, gcp, &zone, &spec.name, census).await?;
@@ -484,18 +487,18 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
         let existing = (wanted.len() - missing.len()) as u32;
         let mut need = spec.capacity_policy.min_new(existing, missing.len() as u32) as usize;
         let mut made: Vec<String> = Vec::new();
-        let mut short: Option<String> = None;
+        let mut short: Option<CloudError> = None;
         'groups: for (policy, names) in policy_groups(spec, &missing) {
             let props: model::InstanceProperties =
                 serde_json::from_value(properties(&gcp.project, spec, &host, &labels, o.day2, policy.as_deref()))
-                    .map_err(|e| format!("building the instance properties: {e}"))?;
+                    .map_err(|e| CloudError::other(format!("building the instance properties: {e}")))?;
             for batch in names.chunks(BATCH) {
                 let min = need.clamp(1, batch.len());
                 let per_instance: serde_json::Map<String, serde_json::Value> = batch.iter().map(|n| (n.clone(), json!({}))).collect();
                 let body: model::BulkInsertInstanceResource = serde_json::from_value(json!({
                     "count": batch.len().to_string(), "minCount": min.to_string(), "perInstanceProperties": per_instance,
                 }))
-                .map_err(|e| format!("building the bulkInsert request: {e}"))?;
+                .map_err(|e| CloudError::other(format!("building the bulkInsert request: {e}")))?;
                 let body = body.set_instance_properties(props.clone());
                 let into = match (&policy, rack) {
                     (Some(p), true) => format!(" (NVLink domain {p})"),
@@ -514,12 +517,13 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
                 let got = created.len();
                 made.extend(created);
                 if got < batch.len() {
-                    short = Some(format!(
-                        "{what}: Compute Engine made {got} of {} (minCount {min}): {}: the zone has no capacity for the other {}",
+                    let code = shortfall_code(&done);
+                    let message = format!(
+                        "{what}: Compute Engine made {got} of {} (minCount {min}): {code}: the zone has no capacity for the other {}",
                         batch.len(),
-                        shortfall_code(&done),
                         batch.len() - got
-                    ));
+                    );
+                    short = Some(api::operation_error(&code, message));
                     break 'groups;
                 }
             }
@@ -560,7 +564,7 @@ async fn batch_made(
     batch: &[String],
     done: &model::Operation,
     census: &Census,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, CloudError> {
     let counted: Option<i32> = done
         .instances_bulk_insert_operation_metadata
         .as_ref()
@@ -597,7 +601,7 @@ async fn wait_settled(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let what = format!("{} node(s) of {cluster} to run", names.len());
     shared::wait_for(ctx, &what, timeout, || async {
         let live = nodes(ctx, gcp, zone, cluster, census).await?;
@@ -631,7 +635,7 @@ async fn relabel(
     labels: impl Fn(&model::Instance) -> BTreeMap<String, String>,
     what: &str,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let mut instance = node.instance.clone();
     let mut attempt = 1;
     loop {
@@ -645,19 +649,19 @@ async fn relabel(
         .await;
         match sent {
             Ok(op) => return api::wait(ctx, gcp, op, what, timeout).await,
-            Err(api::GaxErrorIn::Api(_, e)) if e.http_status_code() == Some(412) && attempt < 4 => {
+            Err(e) if e.kind == crate::clouds::ErrorKind::Conflict && attempt < 4 => {
                 attempt += 1;
                 instance = call(ctx, what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send())
                     .await?;
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         }
     }
 }
 
 /// Writes the day-2 settings into a node's metadata (setMetadata replaces every item: the others are kept),
 /// with the metadata's fingerprint; on 412 conditionNotMet the node is read again, a few times.
-async fn set_day2(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, settings: &str, timeout: Duration) -> Result<(), String> {
+async fn set_day2(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, settings: &str, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("recording the day-2 settings on node {}", node.name);
     let mut instance = node.instance.clone();
     let mut attempt = 1;
@@ -676,18 +680,18 @@ async fn set_day2(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, settings: &
         .await;
         match sent {
             Ok(op) => return api::wait(ctx, gcp, op, &what, timeout).await,
-            Err(api::GaxErrorIn::Api(_, e)) if e.http_status_code() == Some(412) && attempt < 4 => {
+            Err(e) if e.kind == crate::clouds::ErrorKind::Conflict && attempt < 4 => {
                 attempt += 1;
                 instance =
                     call(ctx, &what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send())
                         .await?;
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         }
     }
 }
 
-async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Options<'_>) -> Result<(), String> {
+async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Options<'_>) -> Result<(), CloudError> {
     let what = format!("labelling node {}", node.name);
     relabel(ctx, gcp, zone, node, |i| labels_for(i, o.labels), &what, o.timeout).await
 }
@@ -703,7 +707,7 @@ pub async fn remove(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let live = nodes(ctx, gcp, zone, cluster, census).await?;
     let doomed: Vec<String> = live.into_iter().map(|n| n.name).filter(|n| names.contains(n)).collect();
     delete_nodes(ctx, gcp, zone, cluster, doomed, timeout, census).await
@@ -721,12 +725,12 @@ pub async fn reboot(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let settled = |n: &Node| matches!(n.status.as_str(), "RUNNING" | "TERMINATED" | "STOPPED" | "SUSPENDED");
     let what = format!("{} node(s) of {cluster} to settle before they are rebooted", names.len());
     let live = shared::wait_for(ctx, &what, timeout, || async {
         let live: Vec<Node> = nodes(ctx, gcp, zone, cluster, census).await?.into_iter().filter(|n| names.contains(&n.name)).collect();
-        Ok(live.iter().all(settled).then_some(live))
+        Ok::<_, CloudError>(live.iter().all(settled).then_some(live))
     })
     .await?;
     if live.is_empty() {
@@ -770,7 +774,7 @@ pub async fn reboot(
         let down: Vec<&Node> = live.iter().filter(|n| names.contains(&n.name) && n.status != "RUNNING").collect();
         // Its restart operation is done, so a node that is neither running nor coming up stopped again.
         match down.iter().find(|n| !coming_up(&n.status)) {
-            Some(n) => Err(format!("node {} is {} after its restart, not RUNNING", n.name, n.status)),
+            Some(n) => Err(format!("node {} is {} after its restart, not RUNNING", n.name, n.status).into()),
             None => Ok(down.is_empty().then_some(())),
         }
     })
@@ -787,7 +791,7 @@ async fn delete_nodes(
     names: Vec<String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     use futures::{StreamExt, TryStreamExt};
     if names.is_empty() {
         return Ok(());
@@ -796,8 +800,8 @@ async fn delete_nodes(
         let what = format!("deleting node {name}");
         match call(ctx, &what, || gcp.instances.delete().set_project(&gcp.project).set_zone(zone).set_instance(&name).send()).await {
             Ok(_) => Ok(()),
-            Err(e) if e.not_found() => Ok(()),
-            Err(e) => Err(e.to_string()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
         }
     }))
     .buffer_unordered(16)
@@ -821,7 +825,7 @@ pub async fn delete(
     rack: bool,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let live = nodes(ctx, gcp, zone, cluster, census).await?;
     delete_nodes(ctx, gcp, zone, cluster, live.into_iter().map(|n| n.name).collect(), timeout, census).await?;
     if !rack {
@@ -846,12 +850,14 @@ pub async fn imported_config(
     cluster: &str,
     live: &[Node],
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
-    let first =
-        live.first().ok_or_else(|| format!("no cluster named {cluster:?} in {zone}: no instances labelled hpc_cluster = {cluster}"))?;
+) -> Result<Value, CloudError> {
+    let first = live.first().ok_or_else(|| {
+        CloudError::other(format!("no cluster named {cluster:?} in {zone}: no instances labelled hpc_cluster = {cluster}"))
+    })?;
     let i = &first.instance;
     let labels = i.labels.clone().into_iter().collect::<BTreeMap<String, String>>();
-    let fabric_name = labels.get("hpc_fabric").cloned().ok_or_else(|| format!("node {} has no hpc_fabric label", first.name))?;
+    let fabric_name =
+        labels.get("hpc_fabric").cloned().ok_or_else(|| CloudError::other(format!("node {} has no hpc_fabric label", first.name)))?;
     let region = zone.rsplit_once('-').map_or(zone, |(r, _)| r);
     // The fabric's pieces are read for their description (a cluster without a fabric imports its own
     // network separately, under the cluster's owner).
@@ -864,7 +870,7 @@ pub async fn imported_config(
     let d = match (f.description(), &joined) {
         (Some(d), _) => d,
         (None, Some(_)) => BTreeMap::new(),
-        (None, None) => return Err(format!("the fabric {fabric_name} of cluster {cluster} no longer exists")),
+        (None, None) => return Err(format!("the fabric {fabric_name} of cluster {cluster} no longer exists").into()),
     };
     let scheduling = i.scheduling.clone().unwrap_or_default();
     let model_name = scheduling.provisioning_model.as_ref().and_then(|m| m.name().map(str::to_owned)).unwrap_or_default();
@@ -922,7 +928,13 @@ const NODE_PIECE: &str = "google_compute_instance";
 
 /// The cluster's nodes with their addresses, revisions, self-check verdicts and health (a stopped node is
 /// there, unhealthy: `status TERMINATED`).
-async fn live_nodes(ctx: &Context, client: &api::Gcp, zone: &str, name: &str, census: &Census) -> Result<Vec<shared::NodeAddress>, String> {
+async fn live_nodes(
+    ctx: &Context,
+    client: &api::Gcp,
+    zone: &str,
+    name: &str,
+    census: &Census,
+) -> Result<Vec<shared::NodeAddress>, CloudError> {
     let live = cluster::nodes(ctx, client, zone, name, census).await?;
     Ok(cluster::addresses(&client.project, zone, name, &live))
 }
@@ -977,7 +989,7 @@ fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress], policies: Opt
 }
 
 /// The cluster's NVLink domain policies, read (one list) only for a machine type that has them.
-async fn live_policies(ctx: &Context, client: &api::Gcp, state: &Value, census: &Census) -> Result<Option<BTreeSet<String>>, String> {
+async fn live_policies(ctx: &Context, client: &api::Gcp, state: &Value, census: &Census) -> Result<Option<BTreeSet<String>>, CloudError> {
     if domain_nodes(state).is_none() {
         return Ok(None);
     }
@@ -987,7 +999,7 @@ async fn live_policies(ctx: &Context, client: &api::Gcp, state: &Value, census: 
 
 #[async_trait]
 impl Backend<ClusterSpec> for backend::Gcp {
-    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
         configured(ctx).await
     }
 
@@ -1053,7 +1065,7 @@ impl Backend<ClusterSpec> for backend::Gcp {
         Outcome::failed(left, e)
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, CloudError> {
         let (zone, name) = zone_and_name(state);
         let client = api::connect(step.ctx).await?;
         // One instances.list, and on A4X one resourcePolicies.list, whatever the size.
@@ -1073,23 +1085,23 @@ impl Backend<ClusterSpec> for backend::Gcp {
                 "{id:?} is not a Google Cloud cluster id: give \"gcp/<zone>/<cluster name>\", e.g. \"gcp/us-central1-a/train\"."
             )));
         };
-        let client = api::connect(step.ctx).await.map_err(ImportError::Failed)?;
+        let client = api::connect(step.ctx).await.map_err(ImportError::failed)?;
         let defaults = api::labels(step.default_tags);
-        let live = cluster::nodes(step.ctx, &client, zone, name, step.census).await.map_err(ImportError::Failed)?;
-        let config = cluster::imported_config(step.ctx, &client, zone, name, &live, &defaults).await.map_err(ImportError::Failed)?;
+        let live = cluster::nodes(step.ctx, &client, zone, name, step.census).await.map_err(ImportError::failed)?;
+        let config = cluster::imported_config(step.ctx, &client, zone, name, &live, &defaults).await.map_err(ImportError::failed)?;
         Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
     }
 }
 
 #[async_trait]
 impl ClusterBackend for backend::Gcp {
-    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
         let zone = spec.fabric.zone.clone().unwrap_or_default();
         let client = api::connect(step.ctx).await?;
         cluster::remove(step.ctx, &client, &zone, &spec.name, names, step.timeout, step.census).await
     }
 
-    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
         let zone = spec.fabric.zone.clone().unwrap_or_default();
         let client = api::connect(step.ctx).await?;
         cluster::reboot(step.ctx, &client, &zone, &spec.name, names, step.timeout, step.census).await
@@ -1099,7 +1111,7 @@ impl ClusterBackend for backend::Gcp {
         NODE_PIECE
     }
 
-    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {
         let zone = spec.fabric.zone.clone().unwrap_or_default();
         let client = api::connect(step.ctx).await?;
         cluster::nodes(step.ctx, &client, &zone, &spec.name, step.census).await.map(|_| ())
@@ -1109,18 +1121,14 @@ impl ClusterBackend for backend::Gcp {
         quota::family(spec)
     }
 
-    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
         let client = api::connect(ctx).await?;
         read_quota(ctx, &client, family).await
-    }
-
-    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
-        crate::clouds::quota::first_code(detail, &quota::CAPACITY_CODES)
     }
 }
 
 /// One `regions.get` of the family's region: its `quotas[]` entry for the family's metric.
-pub async fn read_quota(ctx: &Context, client: &api::Gcp, family: &QuotaFamily) -> Result<QuotaReading, String> {
+pub async fn read_quota(ctx: &Context, client: &api::Gcp, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
     let region = family.scope.as_str();
     let what = format!("reading the quotas of region {region} (regions.get)");
     let found = api::call(ctx, &what, || client.regions.get().set_project(&client.project).set_region(region).send())
@@ -1134,12 +1142,12 @@ pub async fn read_quota(ctx: &Context, client: &api::Gcp, family: &QuotaFamily) 
             .as_ref()
             .and_then(|w| w.message.clone())
             .map_or_else(|| format!("it lists no quota {}", family.id), |m| format!("no quotas: {m}"));
-        return Err(format!("{what}: {why}"));
+        return Err(format!("{what}: {why}").into());
     };
     let whole = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0).map(|v| v.round() as u64);
     match (whole(q.limit), whole(q.usage)) {
         (Some(limit), Some(used)) => Ok(QuotaReading { limit, used }),
-        _ => Err(format!("{what}: quota {} has no limit or usage ({:?}, {:?})", family.id, q.limit, q.usage)),
+        _ => Err(format!("{what}: quota {} has no limit or usage ({:?}, {:?})", family.id, q.limit, q.usage).into()),
     }
 }
 

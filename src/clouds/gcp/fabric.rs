@@ -19,6 +19,7 @@ use super::backend::{self, configured, in_zone, region_of};
 use super::fabric;
 use super::topology::{Shape, topology};
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network};
@@ -171,7 +172,7 @@ fn keep(live: &mut FabricLive, kind: Kind, fabric: &str, item: Listed, census: &
 
 /// Lists what exists of fabric `name` in `region` and is the census's to use: networks, subnetworks,
 /// firewalls, resource policies, one paginated list each.
-pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census: &Census) -> Result<FabricLive, String> {
+pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census: &Census) -> Result<FabricLive, CloudError> {
     let p = &gcp.project;
     let mut live = FabricLive::default();
     // Pages through one list call, keeping the items named `<fabric>-...`.
@@ -211,7 +212,7 @@ pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census:
     Ok(live)
 }
 
-async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Duration) -> Result<(), String> {
+async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Duration) -> Result<(), CloudError> {
     let p = &gcp.project;
     let what = format!("creating {} {}", kind_word(item.kind), item.name);
     let bad = |e: serde_json::Error| format!("{what}: {e}");
@@ -232,7 +233,8 @@ async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Du
         Kind::Policy if item.body["groupPlacementPolicy"].get("maxDistance").is_some() => {
             let url = format!("{}/compute/beta/projects/{p}/regions/{region}/resourcePolicies", api::base(gcp, api::COMPUTE));
             let answer = api::rest(ctx, gcp, reqwest::Method::POST, &url, Some(&item.body), &what).await?;
-            serde_json::from_value::<model::Operation>(answer).map_err(|e| format!("{what}: the answer is not an operation: {e}"))?
+            serde_json::from_value::<model::Operation>(answer)
+                .map_err(|e| CloudError::other(format!("{what}: the answer is not an operation: {e}")))?
         }
         Kind::Policy => {
             let body: model::ResourcePolicy = serde_json::from_value(item.body.clone()).map_err(bad)?;
@@ -242,7 +244,7 @@ async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Du
     api::wait(ctx, gcp, op, &what, timeout).await
 }
 
-async fn remove(ctx: &Context, gcp: &Gcp, kind: Kind, name: &str, region: &str, timeout: Duration) -> Result<(), String> {
+async fn remove(ctx: &Context, gcp: &Gcp, kind: Kind, name: &str, region: &str, timeout: Duration) -> Result<(), CloudError> {
     let p = &gcp.project;
     let what = format!("deleting {} {name}", kind_word(kind));
     let sent = match kind {
@@ -255,8 +257,8 @@ async fn remove(ctx: &Context, gcp: &Gcp, kind: Kind, name: &str, region: &str, 
     };
     match sent {
         Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
-        Err(e) if e.not_found() => Ok(()),
-        Err(e) => Err(e.to_string()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -277,7 +279,7 @@ pub async fn converge(
     gpu: Option<&str>,
     timeout: Duration,
     census: &Census,
-) -> Result<FabricLive, String> {
+) -> Result<FabricLive, CloudError> {
     let live = observe(ctx, gcp, &spec.name, &spec.region, census).await?;
     census.gate()?;
     if let Network::Existing { vpc_id, subnet_id } = &spec.network {
@@ -300,7 +302,7 @@ pub async fn converge(
 }
 
 /// Deletes the fabric's pieces the census admits, in reverse order of creation.
-pub async fn delete(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let live = observe(ctx, gcp, &spec.name, &spec.region, census).await?;
     let items: Vec<Item> = desired(spec, &gcp.project, None, None).into_iter().filter(|i| live.has(i.kind, &i.name)).collect();
     for kind in [Kind::Policy, Kind::Firewall, Kind::Subnetwork, Kind::Network] {
@@ -347,7 +349,7 @@ fn piece_kind(kind: Option<&str>) -> Option<Kind> {
 }
 
 /// The configuration an import rebuilds from the pieces' descriptions.
-pub fn imported_config(zone: &str, name: &str, region: &str, live: &FabricLive) -> Result<Value, String> {
+pub fn imported_config(zone: &str, name: &str, region: &str, live: &FabricLive) -> Result<Value, CloudError> {
     let d = live.description().ok_or_else(|| {
         format!("no fabric named {name:?} in {zone}: no network, firewall or policy named {name}-... made by this provider")
     })?;
@@ -392,7 +394,7 @@ fn created_network(name: &str, live: &fabric::FabricLive) -> Vec<(&'static str, 
 
 #[async_trait]
 impl Backend<FabricSpec> for backend::Gcp {
-    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
         configured(ctx).await
     }
 
@@ -437,7 +439,7 @@ impl Backend<FabricSpec> for backend::Gcp {
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, CloudError> {
         let Some(spec) = spec else { return Ok(Some(state.clone())) };
         let client = api::connect(step.ctx).await?;
         let live = fabric::observe(step.ctx, &client, &spec.name, &spec.region, step.census).await?;
@@ -455,9 +457,9 @@ impl Backend<FabricSpec> for backend::Gcp {
             )));
         };
         let region = region_of(zone);
-        let client = api::connect(step.ctx).await.map_err(ImportError::Failed)?;
-        let live = fabric::observe(step.ctx, &client, name, region, step.census).await.map_err(ImportError::Failed)?;
-        let config = fabric::imported_config(zone, name, region, &live).map_err(ImportError::Failed)?;
+        let client = api::connect(step.ctx).await.map_err(ImportError::failed)?;
+        let live = fabric::observe(step.ctx, &client, name, region, step.census).await.map_err(ImportError::failed)?;
+        let config = fabric::imported_config(zone, name, region, &live).map_err(ImportError::failed)?;
         let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
         assigned.extend(created_network(name, &live).into_iter().map(|(attr, link)| (attr.to_owned(), link)));
         Ok(Imported { config, assigned })

@@ -6,6 +6,7 @@
 
 use super::api;
 use crate::clouds::backend::ImportError;
+use crate::clouds::{CloudError, ErrorKind};
 use crate::framework::{Context, Value};
 
 /// The OCI backend of every resource kind.
@@ -17,23 +18,21 @@ const SOME_REGION: &str = "us-ashburn-1";
 /// What a cluster or filesystem whose fabric has no OCI id says (and [`summary`] recognises).
 const NO_FABRIC_ID: &str = "fabric has no OCI id (oci/<region>/<compartment>/<name>): apply the fabric first";
 
-pub(super) fn no_fabric_id(what: &str) -> String {
-    format!("the {what}'s {NO_FABRIC_ID}")
+pub(super) fn no_fabric_id(what: &str) -> CloudError {
+    CloudError::new(ErrorKind::InvalidRequest { field: Some("fabric".into()) }, None, format!("the {what}'s {NO_FABRIC_ID}"))
 }
 
 /// Whether the provider's `oci` block (or the config file profile it names) makes a client.
-pub(super) fn configured(ctx: &Context) -> Result<(), String> {
+pub(super) fn configured(ctx: &Context) -> Result<(), CloudError> {
     api::connect(ctx, SOME_REGION).map(|_| ())
 }
 
 /// Authentication failures under their own summary; a fabric without an id as "Unknown fabric".
-pub(super) fn summary(detail: &str) -> Option<&'static str> {
-    if detail.contains(api::AUTH_FAILED) {
-        Some("OCI authentication failed")
-    } else if detail.contains(NO_FABRIC_ID) {
-        Some("Unknown fabric")
-    } else {
-        None
+pub(super) fn summary(error: &CloudError) -> Option<&'static str> {
+    match &error.kind {
+        ErrorKind::Unauthenticated => Some("OCI authentication failed"),
+        ErrorKind::InvalidRequest { field: Some(f) } if f == "fabric" => Some("Unknown fabric"),
+        _ => None,
     }
 }
 
@@ -107,11 +106,13 @@ mod tests {
 
     #[test]
     fn authentication_failures_and_missing_fabric_ids_have_their_own_summaries() {
-        let auth = format!("Fabric lib in us-ashburn-1: {}: NotAuthenticated: no. The API key ...", api::AUTH_FAILED);
+        let auth = CloudError::new(ErrorKind::Unauthenticated, Some("NotAuthenticated".into()), "no");
         assert_eq!(summary(&auth), Some("OCI authentication failed"));
-        let unknown = format!("Cluster lib in us-ashburn-1: {}.", no_fabric_id("cluster"));
-        assert_eq!(summary(&unknown), Some("Unknown fabric"));
-        assert_eq!(summary("Fabric lib in us-ashburn-1: creating VCN lib-vpc: LimitExceeded: too many."), None);
+        assert_eq!(summary(&no_fabric_id("cluster")), Some("Unknown fabric"));
+        let limit = api::error(400, &serde_json::json!({"code": "LimitExceeded", "message": "too many"}), "creating VCN lib-vpc");
+        assert_eq!(summary(&limit), None);
+        // The words alone decide nothing.
+        assert_eq!(summary(&CloudError::other(format!("{}: {NO_FABRIC_ID}", api::AUTH_FAILED))), None);
     }
 
     #[test]

@@ -31,7 +31,8 @@ use super::fabric::{Joined, join, retag};
 use super::{cluster, limits, memory};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
-use crate::clouds::quota::{self, QuotaFamily, QuotaReading};
+use crate::clouds::error::CloudError;
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared::{self, NodeAddress};
 use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
 use crate::framework::{Context, Value};
@@ -62,7 +63,7 @@ pub fn index_of(cluster: &str, name: &str) -> Option<u32> {
 }
 
 /// The cluster network named `<cluster>-cn` the census admits, if it exists.
-pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{name}-cn")));
     let all = oci.list(ctx, Service::Core, "clusterNetworks", &q).await?;
     Ok(all
@@ -74,7 +75,7 @@ pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &st
 /// The cluster's live nodes (not terminating) the census admits, in name order: one list call for
 /// independently placed nodes; for a cluster network (whose instances are its own), its lookup and one
 /// list of its instances.
-pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Census) -> Result<Vec<Json>, String> {
+pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Census) -> Result<Vec<Json>, CloudError> {
     let mut nodes = match at.placement {
         Placement::ClusterNetwork => match find_network(ctx, oci, at.compartment, at.name, census).await? {
             Some(cn) => {
@@ -143,7 +144,7 @@ fn to_the_minute(t: &str) -> String {
 /// A cluster network's nodes as full Instances (freeform tags, maintenance), from one ListInstances in the
 /// availability domain: its own list answers InstanceSummaries, which have neither. Other nodes are
 /// Instances already and are returned as they are; a summary OCI does not list yet is kept.
-pub async fn with_details(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: Vec<Json>) -> Result<Vec<Json>, String> {
+pub async fn with_details(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: Vec<Json>) -> Result<Vec<Json>, CloudError> {
     if nodes.iter().all(|n| n.get("freeformTags").is_some()) {
         return Ok(nodes);
     }
@@ -157,7 +158,7 @@ pub async fn with_details(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: Ve
 /// revision, health and self-check verdict: one list of VNIC attachments in the availability domain and one
 /// list of private IPs per subnet the nodes are in (one, for a fabric), and for a cluster network one
 /// instance list, whatever the node count.
-pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Json]) -> Result<Vec<crate::clouds::NodeAddress>, String> {
+pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Json]) -> Result<Vec<crate::clouds::NodeAddress>, CloudError> {
     let nodes = with_details(ctx, oci, at, nodes.to_vec()).await?;
     let mut vnic_of: BTreeMap<String, String> = BTreeMap::new();
     let mut subnets: BTreeSet<String> = BTreeSet::new();
@@ -207,7 +208,7 @@ pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Jso
 }
 
 /// The default image for a GPU shape: the newest platform image OCI offers for it whose name says GPU.
-async fn default_image(ctx: &Context, oci: &Oci, compartment: &str, shape: &str) -> Result<String, String> {
+async fn default_image(ctx: &Context, oci: &Oci, compartment: &str, shape: &str) -> Result<String, CloudError> {
     let q = format!("compartmentId={}&shape={}&sortBy=TIMECREATED&sortOrder=DESC", encode(compartment), encode(shape));
     let images = oci.list(ctx, Service::Core, "images", &q).await?;
     images
@@ -215,7 +216,7 @@ async fn default_image(ctx: &Context, oci: &Oci, compartment: &str, shape: &str)
         .find(|i| i["displayName"].as_str().is_some_and(|n| n.contains("GPU")))
         .or(images.first())
         .and_then(|i| i["id"].as_str().map(str::to_owned))
-        .ok_or_else(|| format!("OCI offers no image for shape {shape} in this region: set image to an image OCID"))
+        .ok_or_else(|| CloudError::other(format!("OCI offers no image for shape {shape} in this region: set image to an image OCID")))
 }
 
 /// The launch details every node gets: the instance configuration's (InstanceConfigurationLaunchInstanceDetails)
@@ -280,7 +281,7 @@ pub fn node_tags(live: &BTreeMap<String, String>, tags: &BTreeMap<String, String
 }
 
 /// Gives a node the cluster's tags (UpdateInstance), keeping its own day-2 keys; nothing when it has them.
-async fn retag_node(ctx: &Context, oci: &Oci, node: &Json, tags: &BTreeMap<String, String>) -> Result<(), String> {
+async fn retag_node(ctx: &Context, oci: &Oci, node: &Json, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
     let live = tags_of(node);
     let wanted = node_tags(&live, tags, None);
     if live == wanted {
@@ -294,7 +295,7 @@ async fn retag_node(ctx: &Context, oci: &Oci, node: &Json, tags: &BTreeMap<Strin
 /// The cluster's instance configurations `<cluster>-ic` the census admits (summaries, newest first): one
 /// list, as OCI cannot filter it by name. There is one per node configuration revision a rolling update
 /// still needs, each tagged with its revision (`hpc:revision`; none on one an earlier release made).
-pub async fn configurations(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Vec<Json>, String> {
+pub async fn configurations(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Vec<Json>, CloudError> {
     let all = oci.list(ctx, Service::Core, "instanceConfigurations", &format!("compartmentId={}", encode(compartment))).await?;
     let wanted = format!("{name}-ic");
     let mut ours: Vec<Json> = all
@@ -309,13 +310,19 @@ pub async fn configurations(ctx: &Context, oci: &Oci, compartment: &str, name: &
     Ok(ours)
 }
 
-async fn get_configuration(ctx: &Context, oci: &Oci, summary: &Json) -> Result<Option<Json>, String> {
+async fn get_configuration(ctx: &Context, oci: &Oci, summary: &Json) -> Result<Option<Json>, CloudError> {
     let id = summary["id"].as_str().unwrap_or_default();
     oci.get(ctx, Service::Core, &format!("/instanceConfigurations/{id}")).await
 }
 
 /// The cluster's newest instance configuration `<cluster>-ic` the census admits, if one exists.
-pub async fn find_configuration(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn find_configuration(
+    ctx: &Context,
+    oci: &Oci,
+    compartment: &str,
+    name: &str,
+    census: &Census,
+) -> Result<Option<Json>, CloudError> {
     match configurations(ctx, oci, compartment, name, census).await?.first() {
         Some(summary) => get_configuration(ctx, oci, summary).await,
         None => Ok(None),
@@ -340,7 +347,7 @@ fn made_from(config: &Json, spec: &ClusterSpec) -> bool {
 
 /// The configuration for the spec's revision among `summaries`: the one tagged with it, else one an earlier
 /// release made from the same settings (adopted: it gets the tag).
-async fn configuration_for(ctx: &Context, oci: &Oci, spec: &ClusterSpec, summaries: &[Json]) -> Result<Option<Json>, String> {
+async fn configuration_for(ctx: &Context, oci: &Oci, spec: &ClusterSpec, summaries: &[Json]) -> Result<Option<Json>, CloudError> {
     let revision = spec.revision();
     if let Some(tagged) = summaries.iter().find(|c| tags_of(c).get(REVISION_TAG) == Some(&revision)) {
         return get_configuration(ctx, oci, tagged).await;
@@ -375,21 +382,21 @@ async fn drop_stale_configurations(ctx: &Context, oci: &Oci, at: &Location<'_>, 
     }
 }
 
-/// A capacity failure as users need it: what, where, and how many nodes exist. OCI's own words ("Out of host
-/// capacity") stay in it: the backend's `capacity_code` finds them there, and the cluster's
+/// A capacity failure as users need it: what, where, and how many nodes exist. The error keeps its kind and
+/// OCI's code (and OCI's own words, "Out of host capacity", in its message), so the cluster's
 /// `capacity_policy` decides what happens to the nodes that came.
-pub(super) fn capacity_message(spec: &ClusterSpec, err: &str, have: usize) -> String {
-    if err.to_ascii_lowercase().contains("out of host capacity") {
-        format!(
+pub(super) fn capacity_message(spec: &ClusterSpec, err: &CloudError, have: usize) -> CloudError {
+    if err.capacity_code().is_some() {
+        err.clone().map_message(|err| format!(
             "Out of host capacity: OCI has no free {} hosts in {} right now ({err}). {have} of {} nodes exist; what is kept follows the \
              cluster's capacity_policy. Apply again later to launch the rest, or launch into a capacity reservation \
              (capacity_type = \"reservation\", reservation_id)",
             spec.fabric.sku.name,
             spec.fabric.zone.as_deref().unwrap_or("the availability domain"),
             spec.node_count
-        )
+        ))
     } else {
-        err.to_owned()
+        err.clone()
     }
 }
 
@@ -408,7 +415,7 @@ pub async fn converge(
     settings: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
     let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement, per_domain: spec.nvlink_domain_nodes() };
@@ -477,10 +484,9 @@ pub async fn converge(
         Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout, census).await?,
         // GB200/GB300: each NVLink domain's nodes are launched by its GPU memory cluster.
         _ if at.per_domain.is_some() => {
-            let compute_cluster = joined
-                .compute_cluster
-                .as_deref()
-                .ok_or_else(|| format!("fabric {} has no compute cluster: GPU memory clusters are built over one", f.name))?;
+            let compute_cluster = joined.compute_cluster.as_deref().ok_or_else(|| {
+                CloudError::other(format!("fabric {} has no compute cluster: GPU memory clusters are built over one", f.name))
+            })?;
             super::memory::converge(ctx, oci, spec, &at, &memory_clusters, &config_id, compute_cluster, tags, timeout, census).await?;
             wait_running(ctx, oci, spec, &at, timeout, census).await?
         }
@@ -506,7 +512,7 @@ async fn converge_nodes(
     launch_tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let nodes = observe(ctx, oci, at, census).await?;
     let have: BTreeSet<u32> = nodes.iter().filter_map(|n| index_of(at.name, n["displayName"].as_str()?)).collect();
     // Scale down: the highest indexes go first.
@@ -535,7 +541,7 @@ async fn converge_nodes(
         async move { oci.create(ctx, Service::Core, "instances", &body, &what).await.map(|_| ()) }
     }))
     .buffer_unordered(PARALLEL)
-    .collect::<Vec<Result<(), String>>>()
+    .collect::<Vec<Result<(), CloudError>>>()
     .await;
     if let Some(Err(e)) = launched.iter().find(|r| r.is_err()) {
         let now = observe(ctx, oci, at, census).await.map(|n| n.len()).unwrap_or(0);
@@ -553,13 +559,13 @@ async fn wait_running(
     at: &Location<'_>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let want = spec.node_count as usize;
     crate::clouds::shared::wait_for(ctx, &format!("{want} node(s) to run"), timeout, || async {
         let nodes = observe(ctx, oci, at, census).await?;
         if nodes.len() < want {
             let why = format!("only {} of {want} nodes came up (OCI terminated the others while launching them)", nodes.len());
-            return Err(capacity_message(spec, &why, nodes.len()));
+            return Err(CloudError::other(why));
         }
         let up = nodes.iter().filter(|n| matches!(node_state(n).as_str(), "RUNNING" | "STOPPED")).count();
         let launching = nodes.iter().any(|n| matches!(node_state(n).as_str(), "PROVISIONING" | "STARTING"));
@@ -579,7 +585,7 @@ async fn converge_network(
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let what = format!("cluster network {}-cn", spec.name);
     let work = match find_network(ctx, oci, at.compartment, at.name, census).await? {
         None => {
@@ -652,7 +658,7 @@ async fn converge_network(
 
 /// Terminates every node (or the cluster network) the census admits and waits for it, then deletes the
 /// configurations (one per revision a rolling update left).
-pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     // GPU memory clusters first: deleting one terminates its instances (any node left is terminated below).
     if at.per_domain.is_some() {
         super::memory::delete(ctx, oci, at, timeout, census).await?;
@@ -689,7 +695,7 @@ pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Durati
 }
 
 /// Terminates instances `(id, what)`, a few at a time.
-async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeout: Duration) -> Result<(), String> {
+async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeout: Duration) -> Result<(), CloudError> {
     futures::stream::iter(nodes.into_iter().map(|(id, what)| async move {
         oci.delete(ctx, Service::Core, &format!("/instances/{id}?preserveBootVolume=false"), &what, timeout).await.map(|_| ())
     }))
@@ -700,7 +706,7 @@ async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeo
 }
 
 /// Waits until no node of the cluster (this owner's) is left but terminated ones (one list per round).
-async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
+async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
     crate::clouds::shared::wait_for(ctx, &format!("the nodes of {} to terminate", at.name), timeout, || async {
         let all = oci.list(ctx, Service::Core, "instances", &q).await?;
@@ -740,7 +746,7 @@ pub async fn remove_nodes(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let nodes = observe(ctx, oci, at, census).await?;
     let victims = named(&nodes, names);
     if victims.is_empty() {
@@ -748,7 +754,8 @@ pub async fn remove_nodes(
     }
     if at.placement == Placement::ClusterNetwork {
         let what = format!("cluster network {}-cn", at.name);
-        let cn = find_network(ctx, oci, at.compartment, at.name, census).await?.ok_or_else(|| format!("{what} is gone"))?;
+        let cn =
+            find_network(ctx, oci, at.compartment, at.name, census).await?.ok_or_else(|| CloudError::other(format!("{what} is gone")))?;
         let (cn_id, pool) = (cn["id"].as_str().unwrap_or_default(), cn["instancePools"][0]["id"].as_str().unwrap_or_default());
         for (id, name, _) in &victims {
             // OCI scales the pool for each detach: one at a time, each on a RUNNING cluster network.
@@ -807,7 +814,7 @@ pub async fn reboot_nodes(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let nodes = observe(ctx, oci, at, census).await?;
     let victims: Vec<(String, String, String)> =
         named(&nodes, names).into_iter().map(|(id, name, state)| (id.to_owned(), name.to_owned(), state)).collect();
@@ -836,7 +843,7 @@ pub async fn reboot_nodes(
         let mut all_up = true;
         for (id, name, _) in &victims {
             let Some(n) = nodes.iter().find(|n| n["id"].as_str() == Some(id.as_str())) else {
-                return Err(format!("node {name} was terminated while it restarted"));
+                return Err(format!("node {name} was terminated while it restarted").into());
             };
             if node_state(n) != "RUNNING" {
                 down.insert(id.clone());
@@ -905,12 +912,13 @@ pub async fn imported_config(
     name: &str,
     defaults: &BTreeMap<String, String>,
     census: &Census,
-) -> Result<(Value, Placement), String> {
+) -> Result<(Value, Placement), CloudError> {
     let config = find_configuration(ctx, oci, compartment, name, census)
         .await?
-        .ok_or_else(|| format!("no cluster named {name:?} in the compartment: no instance configuration {name}-ic"))?;
+        .ok_or_else(|| CloudError::other(format!("no cluster named {name:?} in the compartment: no instance configuration {name}-ic")))?;
     let tags = tags_of(&config);
-    let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("instance configuration {name}-ic has no hpc:fabric tag"))?;
+    let fabric =
+        tags.get("hpc:fabric").ok_or_else(|| CloudError::other(format!("instance configuration {name}-ic has no hpc:fabric tag")))?;
     let (fabric_ref, _) = super::fabric::fabric_ref(ctx, oci, compartment, fabric).await?;
     let placement = match fabric_ref.get("placement").as_str() {
         Some("cluster-network") => Placement::ClusterNetwork,
@@ -1030,7 +1038,7 @@ fn day2_site(step: &Step<'_>, spec: &ClusterSpec) -> Option<Site> {
     })
 }
 
-async fn day2_at(step: &Step<'_>, site: &Site, name: &str, work: Day2Work, names: &[String]) -> Result<(), String> {
+async fn day2_at(step: &Step<'_>, site: &Site, name: &str, work: Day2Work, names: &[String]) -> Result<(), CloudError> {
     let client = api::connect(step.ctx, &site.region)?;
     let at = site.at(name);
     match work {
@@ -1043,7 +1051,7 @@ async fn day2_at(step: &Step<'_>, site: &Site, name: &str, work: Day2Work, names
 /// the fabric's and the cluster's ids, in the plan): when the census does not know it yet (a repair comes
 /// before the apply that sets it), the work is deferred to that apply, which does it first, on the same
 /// census, before it converges.
-async fn day2_nodes(step: &Step<'_>, spec: &ClusterSpec, names: &[String], work: Day2Work) -> Result<(), String> {
+async fn day2_nodes(step: &Step<'_>, spec: &ClusterSpec, names: &[String], work: Day2Work) -> Result<(), CloudError> {
     match day2_site(step, spec) {
         Some(site) => day2_at(step, &site, &spec.name, work, names).await,
         None => {
@@ -1055,7 +1063,7 @@ async fn day2_nodes(step: &Step<'_>, spec: &ClusterSpec, names: &[String], work:
 }
 
 /// Does the day-2 work deferred to this apply (same census, same cluster), in the order it was asked.
-async fn deferred_day2(step: &Step<'_>, site: &Site, name: &str) -> Result<(), String> {
+async fn deferred_day2(step: &Step<'_>, site: &Site, name: &str) -> Result<(), CloudError> {
     let mine: Vec<Deferred> = {
         let mut deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
         let (mine, rest) = std::mem::take(&mut *deferred).into_iter().partition(|d| d.census == census_key(step) && d.cluster == name);
@@ -1069,7 +1077,7 @@ async fn deferred_day2(step: &Step<'_>, site: &Site, name: &str) -> Result<(), S
 }
 
 /// The cluster's live nodes with their addresses.
-async fn live_nodes(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_>) -> Result<Vec<NodeAddress>, String> {
+async fn live_nodes(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_>) -> Result<Vec<NodeAddress>, CloudError> {
     let nodes = cluster::observe(step.ctx, client, at, step.census).await?;
     cluster::addresses(step.ctx, client, at, &nodes).await
 }
@@ -1094,7 +1102,7 @@ async fn memory_clusters(
     step: &Step<'_>,
     client: &api::Oci,
     at: &cluster::Location<'_>,
-) -> Result<Option<BTreeMap<String, serde_json::Value>>, String> {
+) -> Result<Option<BTreeMap<String, serde_json::Value>>, CloudError> {
     match at.per_domain {
         Some(_) => memory::clusters(step.ctx, client, at, step.census).await.map(Some),
         None => Ok(None),
@@ -1112,7 +1120,7 @@ async fn with_live(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_
 
 #[async_trait]
 impl Backend<ClusterSpec> for backend::Oci {
-    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
         configured(ctx)
     }
 
@@ -1130,8 +1138,8 @@ impl Backend<ClusterSpec> for backend::Oci {
         }
     }
 
-    fn summary(&self, detail: &str) -> Option<&'static str> {
-        summary(detail)
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        summary(error)
     }
 
     async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
@@ -1174,7 +1182,7 @@ impl Backend<ClusterSpec> for backend::Oci {
         }
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, CloudError> {
         let Some(site) = location(state) else { return Ok(Some(state.clone())) };
         let name = name_of(state);
         let client = api::connect(step.ctx, &site.region)?;
@@ -1196,21 +1204,21 @@ impl Backend<ClusterSpec> for backend::Oci {
 
     async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let (region, compartment, name) = import_id(id, "cluster", "train")?;
-        let client = api::connect(step.ctx, region).map_err(ImportError::Failed)?;
+        let client = api::connect(step.ctx, region).map_err(ImportError::failed)?;
         let (config, _) = cluster::imported_config(step.ctx, &client, compartment, name, step.default_tags, step.census)
             .await
-            .map_err(ImportError::Failed)?;
+            .map_err(ImportError::failed)?;
         Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
     }
 }
 
 #[async_trait]
 impl ClusterBackend for backend::Oci {
-    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
         day2_nodes(step, spec, names, Day2Work::Remove).await
     }
 
-    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String> {
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
         day2_nodes(step, spec, names, Day2Work::Reboot).await
     }
 
@@ -1224,16 +1232,12 @@ impl ClusterBackend for backend::Oci {
     }
 
     /// One GetResourceAvailability on the region's Limits endpoint, for the tenancy.
-    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
         let client = api::connect(ctx, &limits::region_of(family))?;
         limits::read(ctx, &client, family).await
     }
 
-    fn capacity_code(&self, detail: &str) -> Option<&'static str> {
-        quota::first_code(detail, limits::CAPACITY_CODES)
-    }
-
-    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String> {
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {
         let f = &spec.fabric;
         let zone = f.zone.clone().unwrap_or_default();
         let client = api::connect(step.ctx, &f.region)?;

@@ -18,6 +18,7 @@ use super::api::{Oci, Service, encode, is_gone, tags_of};
 use super::backend::{self, configured, import_id, summary};
 use super::fabric;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network, Placement};
@@ -46,7 +47,14 @@ fn id(v: &Option<Json>) -> Option<String> {
 
 /// The first live item of a list filtered by display name that the census admits (pieces of another
 /// owner are recorded); `kind` names it in the official provider's words.
-pub async fn find(oci: &Oci, ctx: &Context, collection: &str, query: String, kind: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn find(
+    oci: &Oci,
+    ctx: &Context,
+    collection: &str,
+    query: String,
+    kind: &str,
+    census: &Census,
+) -> Result<Option<Json>, CloudError> {
     let items = oci.list(ctx, Service::Core, collection, &query).await?;
     Ok(items.into_iter().filter(|i| !is_gone(i)).find(|i| {
         let name = i["displayName"].as_str().unwrap_or_default();
@@ -55,12 +63,12 @@ pub async fn find(oci: &Oci, ctx: &Context, collection: &str, query: String, kin
 }
 
 /// The fabric's security group, found by name in the compartment.
-pub async fn find_nsg(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn find_nsg(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{fabric}-nsg")));
     find(oci, ctx, "networkSecurityGroups", q, "oci_core_network_security_group", census).await
 }
 
-pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str, census: &Census) -> Result<FabricLive, String> {
+pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str, census: &Census) -> Result<FabricLive, CloudError> {
     let n = &spec.name;
     let c = encode(compartment);
     let mut live = FabricLive::default();
@@ -112,7 +120,7 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<Converged, String> {
+) -> Result<Converged, CloudError> {
     let n = &spec.name;
     let live = observe(ctx, oci, spec, compartment, census).await?;
     census.gate()?;
@@ -125,9 +133,10 @@ pub async fn converge(
                     return Err(format!(
                         "subnet {subnet_id} (subnet_id) belongs to VCN {}, not to {vpc_id} (vpc_id)",
                         s["vcnId"].as_str().unwrap_or("?")
-                    ));
+                    )
+                    .into());
                 }
-                None => return Err(format!("subnet {subnet_id} (subnet_id) does not exist or is not visible to this user")),
+                None => return Err(format!("subnet {subnet_id} (subnet_id) does not exist or is not visible to this user").into()),
             }
             (vpc_id.clone(), subnet_id.clone())
         }
@@ -242,7 +251,7 @@ fn dns_label(name: &str) -> String {
 }
 
 /// Brings a piece's freeform tags to `tags` when they differ (one PUT; nothing when equal).
-pub async fn retag(ctx: &Context, oci: &Oci, collection: &str, item: &Json, tags: &BTreeMap<String, String>) -> Result<(), String> {
+pub async fn retag(ctx: &Context, oci: &Oci, collection: &str, item: &Json, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
     if &tags_of(item) == tags {
         return Ok(());
     }
@@ -259,7 +268,7 @@ pub async fn delete(
     compartment: &str,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let live = observe(ctx, oci, spec, compartment, census).await?;
     let n = &spec.name;
     if let Some(cc) = id(&live.compute_cluster) {
@@ -299,17 +308,18 @@ pub fn imported_config(
     name: &str,
     nsg: &Json,
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, CloudError> {
     let tags = tags_of(nsg);
     let location = [("compartment_id", Value::from(compartment))];
     crate::clouds::config_from_record(crate::catalog::Cloud::Oci, name, region, &tags, ("hpc:vcn", "hpc:subnet"), &location, defaults)
+        .map_err(CloudError::from)
 }
 
 /// The fabric as the `fabric = hpc_gpu_fabric.x` object, from its security group.
-pub async fn fabric_ref(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<(Value, Json), String> {
+pub async fn fabric_ref(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<(Value, Json), CloudError> {
     let nsg = find_nsg(ctx, oci, compartment, fabric, &Census::reading())
         .await?
-        .ok_or_else(|| format!("the fabric {fabric} no longer exists in the compartment"))?;
+        .ok_or_else(|| CloudError::other(format!("the fabric {fabric} no longer exists in the compartment")))?;
     let tags = tags_of(&nsg);
     let tag = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
     let reference = Value::object([
@@ -338,12 +348,12 @@ pub async fn join(
     fabric: &str,
     zone: &str,
     cluster_placement: bool,
-) -> Result<Joined, String> {
+) -> Result<Joined, CloudError> {
     // Another resource's pieces, read to join them, never changed.
     let reading = Census::reading();
     let nsg = find_nsg(ctx, oci, compartment, fabric, &reading)
         .await?
-        .ok_or_else(|| format!("fabric {fabric} has no security group {fabric}-nsg: apply the fabric first"))?;
+        .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no security group {fabric}-nsg: apply the fabric first")))?;
     let tags = tags_of(&nsg);
     let subnet = match tags.get("hpc:subnet") {
         Some(s) => s.clone(),
@@ -353,7 +363,7 @@ pub async fn join(
                 format!("compartmentId={}&vcnId={}&displayName={}", encode(compartment), encode(vcn), encode(&format!("{fabric}-subnet")));
             let found = find(oci, ctx, "subnets", q, "oci_core_subnet", &reading)
                 .await?
-                .ok_or_else(|| format!("fabric {fabric} has no subnet {fabric}-subnet: apply the fabric again"))?;
+                .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no subnet {fabric}-subnet: apply the fabric again")))?;
             found["id"].as_str().unwrap_or_default().to_owned()
         }
     };
@@ -366,7 +376,7 @@ pub async fn join(
         );
         let cc = find(oci, ctx, "computeClusters", q, "oci_core_compute_cluster", &reading)
             .await?
-            .ok_or_else(|| format!("fabric {fabric} has no compute cluster {fabric}-cc: apply the fabric again"))?;
+            .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no compute cluster {fabric}-cc: apply the fabric again")))?;
         Some(cc["id"].as_str().unwrap_or_default().to_owned())
     } else {
         None
@@ -380,7 +390,7 @@ fn compartment_of(spec: &FabricSpec) -> &str {
 
 #[async_trait]
 impl Backend<FabricSpec> for backend::Oci {
-    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
         configured(ctx)
     }
 
@@ -392,8 +402,8 @@ impl Backend<FabricSpec> for backend::Oci {
         format!("in {}", v.get("region").as_str().unwrap_or_default())
     }
 
-    fn summary(&self, detail: &str) -> Option<&'static str> {
-        summary(detail)
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        summary(error)
     }
 
     async fn apply(&self, step: &Step<'_>, change: &Change<'_, FabricSpec>) -> Outcome {
@@ -432,7 +442,7 @@ impl Backend<FabricSpec> for backend::Oci {
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, CloudError> {
         let Some(spec) = spec else { return Ok(Some(state.clone())) };
         let client = api::connect(step.ctx, &spec.region)?;
         let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await?;
@@ -444,21 +454,21 @@ impl Backend<FabricSpec> for backend::Oci {
 
     async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let (region, compartment, name) = import_id(id, "fabric", "train")?;
-        let client = api::connect(step.ctx, region).map_err(ImportError::Failed)?;
+        let client = api::connect(step.ctx, region).map_err(ImportError::failed)?;
         let config = match fabric::find_nsg(step.ctx, &client, compartment, name, step.census).await {
             Ok(Some(nsg)) => fabric::imported_config(region, compartment, name, &nsg, step.default_tags),
-            Ok(None) => Err(format!("no fabric named {name:?} in the compartment: no network security group {name}-nsg")),
+            Ok(None) => Err(format!("no fabric named {name:?} in the compartment: no network security group {name}-nsg").into()),
             Err(e) => Err(e),
         }
-        .map_err(ImportError::Failed)?;
+        .map_err(ImportError::failed)?;
         Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
     }
 
     /// A network the fabric created: its VCN and subnet OCIDs, as they are found.
     async fn imported(&self, step: &Step<'_>, spec: &FabricSpec, found: &mut Imported) -> Result<(), ImportError> {
         if let Network::Create { .. } = &spec.network {
-            let client = api::connect(step.ctx, &spec.region).map_err(ImportError::Failed)?;
-            let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await.map_err(ImportError::Failed)?;
+            let client = api::connect(step.ctx, &spec.region).map_err(ImportError::failed)?;
+            let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await.map_err(ImportError::failed)?;
             for (attr, piece) in [("vpc_id", &live.vcn), ("subnet_id", &live.subnet)] {
                 if let Some(ocid) = piece.as_ref().and_then(|p| p["id"].as_str()) {
                     found.assigned.insert(attr.to_owned(), Value::from(ocid));

@@ -19,13 +19,14 @@ use super::api::{Oci, Service, encode, is_gone, tags_of};
 use super::backend::{self, configured, fabric_place, fabric_region, import_id, name_of, no_fabric_id, summary};
 use super::filesystem;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::{Census, marker_in};
 
 /// The filesystem named `name` in the compartment the census admits, if it exists.
-pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(name));
     let found = oci
         .list(ctx, Service::Lustre, "lustreFileSystems", &q)
@@ -85,7 +86,7 @@ pub fn mount_command(fs: &Json) -> String {
     format!("sudo mkdir -p /mnt/lustre && sudo mount -t lustre {} /mnt/lustre", mount_target(fs))
 }
 
-async fn links(ctx: &Context, oci: &Oci, compartment: &str, fs_id: &str) -> Result<Vec<Json>, String> {
+async fn links(ctx: &Context, oci: &Oci, compartment: &str, fs_id: &str) -> Result<Vec<Json>, CloudError> {
     let q = format!("compartmentId={}&lustreFileSystemId={}", encode(compartment), encode(fs_id));
     Ok(oci.list(ctx, Service::Lustre, "objectStorageLinks", &q).await?.into_iter().filter(|l| !is_gone(l)).collect())
 }
@@ -99,7 +100,7 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<Json, String> {
+) -> Result<Json, CloudError> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
     let what = format!("Lustre file system {}", spec.name);
@@ -158,8 +159,9 @@ pub async fn converge(
         )
         .await?;
     if let Some(repo) = &spec.data_repository {
-        let prefix = object_storage_prefix(repo)
-            .ok_or_else(|| format!("data_repository {repo:?} is not an Object Storage location oci://bucket@namespace/prefix"))?;
+        let prefix = object_storage_prefix(repo).ok_or_else(|| {
+            CloudError::other(format!("data_repository {repo:?} is not an Object Storage location oci://bucket@namespace/prefix"))
+        })?;
         let link = match links(ctx, oci, compartment, &id).await?.into_iter().next() {
             Some(l) => l,
             None => {
@@ -184,13 +186,13 @@ pub async fn converge(
 /// Imports the link's data into the filesystem, once: when the link is ACTIVE and has run no sync job, one
 /// is started; a job already running (an earlier apply was interrupted) is waited for. A job that ends
 /// FAILED or CANCELED is an error naming OCI's details.
-async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str, timeout: Duration) -> Result<(), String> {
+async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str, timeout: Duration) -> Result<(), CloudError> {
     let link_id = link["id"].as_str().unwrap_or_default();
     let path = format!("/objectStorageLinks/{link_id}");
     let link = oci
         .wait_state(ctx, Service::Lustre, &path, &["ACTIVE"], &["FAILED", "DELETED"], &format!("linking {prefix} to {what}"), timeout)
         .await?;
-    let start = async || -> Result<String, String> {
+    let start = async || -> Result<String, CloudError> {
         let job = oci
             .action(
                 ctx,
@@ -200,7 +202,10 @@ async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str,
                 &format!("importing {prefix} into {what}"),
             )
             .await?;
-        job["id"].as_str().map(str::to_owned).ok_or_else(|| format!("importing {prefix} into {what}: OCI answered no sync job"))
+        job["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| CloudError::other(format!("importing {prefix} into {what}: OCI answered no sync job")))
     };
     let job_id = match (link["currentJobId"].as_str(), link["lastJobId"].as_str()) {
         (Some(current), _) => current.to_owned(),
@@ -216,13 +221,14 @@ async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str,
         let job = oci
             .get(ctx, Service::Lustre, &format!("{path}/syncJobs/{job_id}"))
             .await?
-            .ok_or_else(|| format!("{doing}: sync job {job_id} vanished"))?;
+            .ok_or_else(|| CloudError::other(format!("{doing}: sync job {job_id} vanished")))?;
         match job["lifecycleState"].as_str().unwrap_or_default() {
             "SUCCEEDED" => Ok(Some(())),
             state @ ("FAILED" | "CANCELED") => Err(format!(
                 "{doing}: sync job {job_id} ended {state}: {}",
                 job["lifecycleDetails"].as_str().unwrap_or("OCI gave no detail")
-            )),
+            )
+            .into()),
             _ => Ok(None),
         }
     })
@@ -230,7 +236,7 @@ async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str,
 }
 
 /// Deletes the link, then the filesystem (if it is the census's), and waits for the work request.
-pub async fn delete(ctx: &Context, oci: &Oci, compartment: &str, name: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, oci: &Oci, compartment: &str, name: &str, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let Some(fs) = observe(ctx, oci, compartment, name, census).await? else { return Ok(()) };
     let id = fs["id"].as_str().unwrap_or_default();
     for link in links(ctx, oci, compartment, id).await? {
@@ -251,7 +257,7 @@ pub async fn imported_config(
     compartment: &str,
     fs: &Json,
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, CloudError> {
     let (capacity, tier) = size_of(fs);
     let tags = tags_of(fs);
     let fabric = tags.get("hpc:fabric").ok_or_else(|| "the filesystem has no hpc:fabric tag naming its fabric".to_owned())?;
@@ -315,7 +321,7 @@ fn mount_of(fs: &serde_json::Value) -> [(&'static str, Value); 2] {
 
 #[async_trait]
 impl Backend<FilesystemSpec> for backend::Oci {
-    async fn configured(&self, ctx: &Context) -> Result<(), String> {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
         configured(ctx)
     }
 
@@ -328,8 +334,8 @@ impl Backend<FilesystemSpec> for backend::Oci {
         format!("in {}", fabric_region(v))
     }
 
-    fn summary(&self, detail: &str) -> Option<&'static str> {
-        summary(detail)
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        summary(error)
     }
 
     async fn apply(&self, step: &Step<'_>, change: &Change<'_, FilesystemSpec>) -> Outcome {
@@ -369,7 +375,7 @@ impl Backend<FilesystemSpec> for backend::Oci {
         Outcome::of(done, Value::Null, || prior.clone())
     }
 
-    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, String> {
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, CloudError> {
         let Some((region, compartment)) = fabric_place(state) else { return Ok(Some(state.clone())) };
         let client = api::connect(step.ctx, &region)?;
         Ok(filesystem::observe(step.ctx, &client, &compartment, name_of(state), step.census).await?.map(|fs| refreshed(state, &fs)))
@@ -377,13 +383,13 @@ impl Backend<FilesystemSpec> for backend::Oci {
 
     async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
         let (region, compartment, name) = import_id(id, "filesystem", "scratch")?;
-        let client = api::connect(step.ctx, region).map_err(ImportError::Failed)?;
+        let client = api::connect(step.ctx, region).map_err(ImportError::failed)?;
         let (config, fs) = match filesystem::observe(step.ctx, &client, compartment, name, step.census).await {
             Ok(Some(fs)) => filesystem::imported_config(step.ctx, &client, compartment, &fs, step.default_tags).await.map(|c| (c, fs)),
-            Ok(None) => Err(format!("no Lustre file system named {name} in the compartment")),
+            Ok(None) => Err(format!("no Lustre file system named {name} in the compartment").into()),
             Err(e) => Err(e),
         }
-        .map_err(ImportError::Failed)?;
+        .map_err(ImportError::failed)?;
         let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
         assigned.extend(mount_of(&fs).map(|(k, v)| (k.to_owned(), v)));
         Ok(Imported { config, assigned })
