@@ -632,13 +632,13 @@ mod day2 {
     async fn remove(env: &Env, state: &Value, config: &Value, nodes: &[&str]) -> Result<(), String> {
         let census = census(state);
         let step = Step { ctx: &env.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(120) };
-        backend::cluster(Cloud::Aws).remove_nodes(&step, &spec(config), &names(nodes)).await
+        backend::cluster(Cloud::Aws).remove_nodes(&step, &spec(config), &names(nodes)).await.map_err(String::from)
     }
 
     async fn reboot(env: &Env, state: &Value, config: &Value, nodes: &[&str]) -> Result<(), String> {
         let census = census(state);
         let step = Step { ctx: &env.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(120) };
-        backend::cluster(Cloud::Aws).reboot_nodes(&step, &spec(config), &names(nodes)).await
+        backend::cluster(Cloud::Aws).reboot_nodes(&step, &spec(config), &names(nodes)).await.map_err(String::from)
     }
 
     /// The tags the lifecycle gives every piece of `v`.
@@ -969,7 +969,7 @@ mod capacity {
     }
 
     /// The backend's create of `config`, as the lifecycle calls it (the policy's release is the lifecycle's).
-    async fn create(env: &Env, config: &Value) -> (Value, Option<String>) {
+    async fn create(env: &Env, config: &Value) -> (Value, Option<hpc_provider::clouds::CloudError>) {
         let mut state = config.as_map().cloned().unwrap_or_default();
         state.insert("id".into(), Value::from("aws/us-east-1/cap"));
         let state = Value::Map(state);
@@ -1035,9 +1035,12 @@ mod capacity {
         env.admin("POST", "capacity", Some(json!({"zone": "us-east-1a", "instance_type": "g6.xlarge", "available": 3})));
         let (_, error) = create(&env, &config(4, "all-or-nothing", None)).await;
         let error = error.expect("no capacity for 4");
-        assert!(error.contains("InsufficientInstanceCapacity") && error.contains("launching 4 x g6.xlarge in us-east-1a"), "{error}");
-        assert!(error.contains("(0 of 4 nodes exist)"), "{error}");
-        assert_eq!(backend::cluster(Cloud::Aws).capacity_code(&error), Some("InsufficientInstanceCapacity"));
+        assert!(
+            error.message.contains("InsufficientInstanceCapacity") && error.message.contains("launching 4 x g6.xlarge in us-east-1a"),
+            "{error}"
+        );
+        assert!(error.message.contains("(0 of 4 nodes exist)"), "{error}");
+        assert_eq!(error.capacity_code(), Some("InsufficientInstanceCapacity"), "{error}");
         assert!(live(&env).is_empty(), "{:?}", live(&env));
     }
 
@@ -1047,9 +1050,12 @@ mod capacity {
         env.admin("POST", "capacity", Some(json!({"zone": "us-east-1a", "instance_type": "g6.xlarge", "available": 3})));
         let (state, error) = create(&env, &config(4, "at-least", Some(2))).await;
         let error = error.expect("a shortfall is an error");
-        assert!(error.contains("EC2 launched 3 of 4: InsufficientInstanceCapacity") && error.contains("(at least 2)"), "{error}");
-        assert!(error.contains("(3 of 4 nodes exist)"), "{error}");
-        assert_eq!(backend::cluster(Cloud::Aws).capacity_code(&error), Some("InsufficientInstanceCapacity"));
+        assert!(
+            error.message.contains("EC2 launched 3 of 4: InsufficientInstanceCapacity") && error.message.contains("(at least 2)"),
+            "{error}"
+        );
+        assert!(error.message.contains("(3 of 4 nodes exist)"), "{error}");
+        assert_eq!(error.capacity_code(), Some("InsufficientInstanceCapacity"), "{error}");
         assert_eq!(live(&env), ["cap-0", "cap-1", "cap-2"]);
         assert_eq!(state.get("node_count"), &Value::int(3), "the state keeps the nodes that exist");
         // Below the minimum EC2 launches none.
@@ -1060,7 +1066,7 @@ mod capacity {
         );
         let (_, error) = create(&env, &other).await;
         let error = error.unwrap();
-        assert!(error.contains("launching 5 x g6.xlarge in us-east-1a (at least 3): InsufficientInstanceCapacity"), "{error}");
+        assert!(error.message.contains("launching 5 x g6.xlarge in us-east-1a (at least 3): InsufficientInstanceCapacity"), "{error}");
         assert_eq!(live(&env).len(), 3);
         // Capacity back: the next apply adds the rest.
         env.admin("POST", "capacity", Some(json!({"zone": "us-east-1a", "instance_type": "g6.xlarge", "available": null})));

@@ -797,13 +797,11 @@ fn every_catalog_machine_type_maps_to_the_regional_gpu_quota_regions_get_reports
     let f = gcp.quota(&cap_spec("g2-standard-4", 2, "on-demand")).unwrap();
     assert_eq!(f.name, "NVIDIA L4 GPUs");
     assert!(f.request.contains("NVIDIA-L4-GPUS-per-project-region") && f.request.contains("region=us-central1"), "{}", f.request);
-    // Compute Engine's code for a zone without capacity, as converge's errors carry it.
-    assert_eq!(
-        gcp.capacity_code("creating 4 x g2-standard-4 in us-central1-a failed: ZONE_RESOURCE_POOL_EXHAUSTED: The zone ..."),
-        Some("ZONE_RESOURCE_POOL_EXHAUSTED")
-    );
-    assert_eq!(gcp.capacity_code("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: ..."), Some("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"));
-    assert_eq!(gcp.capacity_code("QUOTA_EXCEEDED: Quota 'NVIDIA_L4_GPUS' exceeded"), None);
+    // Compute Engine's code for a zone without capacity, as an operation's error carries it.
+    let op = |code: &str| hpc_provider::clouds::gcp::api::operation_error(code, "creating 4 x g2-standard-4 in us-central1-a failed");
+    assert_eq!(op("ZONE_RESOURCE_POOL_EXHAUSTED").capacity_code(), Some("ZONE_RESOURCE_POOL_EXHAUSTED"));
+    assert_eq!(op("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS").capacity_code(), Some("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"));
+    assert_eq!(op("QUOTA_EXCEEDED").capacity_code(), None);
 }
 
 /// The fabric `capfab` (g2-standard-4, compact placement), made through the resource.
@@ -830,7 +828,7 @@ fn cap_nodes(ep: &str) -> Vec<String> {
     names
 }
 
-async fn converge(ctx: &Context, spec: &hpc_provider::model::ClusterSpec) -> Result<(), String> {
+async fn converge(ctx: &Context, spec: &hpc_provider::model::ClusterSpec) -> Result<(), hpc_provider::clouds::CloudError> {
     use hpc_provider::clouds::gcp::{api, cluster};
     let client = api::connect(ctx).await?;
     let labels =
@@ -867,22 +865,21 @@ async fn read_quota_reports_the_limit_and_what_the_live_nodes_use_in_one_regions
     // A metric the region does not report: an error naming the call, for the check's warning.
     let mut unknown = family.clone();
     unknown.id = "NVIDIA_T4_GPUS".into();
-    let e = gcp.read_quota(&ctx, &unknown).await.unwrap_err();
+    let e = gcp.read_quota(&ctx, &unknown).await.unwrap_err().message;
     assert!(e.contains("regions.get") && e.contains("NVIDIA_T4_GPUS"), "{e}");
     // Past the limit, Compute Engine refuses the create.
     let more = cap_spec("g2-standard-4", 7, "on-demand");
     let e = converge(&ctx, &more).await.unwrap_err();
-    assert!(e.contains("QUOTA_EXCEEDED") && e.contains("NVIDIA_L4_GPUS"), "{e}");
+    assert!(e.message.contains("QUOTA_EXCEEDED") && e.message.contains("NVIDIA_L4_GPUS"), "{e}");
+    assert_eq!((&e.kind, e.capacity_code()), (&hpc_provider::clouds::ErrorKind::Quota, None), "a quota is not a shortage: {e}");
     assert_eq!(cap_nodes(&ep).len(), 3, "nothing made past the quota");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_a_capacity_limit_bulk_insert_min_count_follows_the_capacity_policy() {
-    use hpc_provider::catalog::Cloud;
     use hpc_provider::model::CapacityPolicy;
     let ep = start_gcp();
     let ctx = context(&ep);
-    let gcp = hpc_provider::clouds::backend::cluster(Cloud::Gcp);
     cap_fabric(&ctx).await;
     admin(&ep, "POST", "capacity", Some(json!({"zone": "us-central1-a", "instance_type": "g2-standard-4", "available": 3})));
     let mut spec = cap_spec("g2-standard-4", 4, "on-demand");
@@ -890,20 +887,20 @@ async fn under_a_capacity_limit_bulk_insert_min_count_follows_the_capacity_polic
     // All or nothing: minCount 4, the zone has 3: Compute Engine makes none.
     spec.capacity_policy = CapacityPolicy::AllOrNothing;
     let e = converge(&ctx, &spec).await.unwrap_err();
-    assert_eq!(gcp.capacity_code(&e), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
+    assert_eq!(e.capacity_code(), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
     assert!(cap_nodes(&ep).is_empty(), "{:?}", cap_nodes(&ep));
 
     // At least 2: minCount 2, the zone makes the 3 it has, and the converge fails naming the code.
     spec.capacity_policy = CapacityPolicy::AtLeast(2);
     let e = converge(&ctx, &spec).await.unwrap_err();
-    assert!(e.contains("made 3 of 4") && e.contains("minCount 2"), "{e}");
-    assert_eq!(gcp.capacity_code(&e), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
+    assert!(e.message.contains("made 3 of 4") && e.message.contains("minCount 2"), "{e}");
+    assert_eq!(e.capacity_code(), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
     assert_eq!(cap_nodes(&ep), ["cap-0", "cap-1", "cap-2"]);
 
     // The zone is full: even keep-partial's minCount 1 gets nothing, and the nodes there stay.
     spec.capacity_policy = CapacityPolicy::KeepPartial;
     let e = converge(&ctx, &spec).await.unwrap_err();
-    assert_eq!(gcp.capacity_code(&e), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
+    assert_eq!(e.capacity_code(), Some("ZONE_RESOURCE_POOL_EXHAUSTED"), "{e}");
     assert_eq!(cap_nodes(&ep), ["cap-0", "cap-1", "cap-2"]);
 
     // The limit lifted: the remainder comes, and all-or-nothing over the missing one succeeds.

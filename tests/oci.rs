@@ -736,13 +736,13 @@ mod day2 {
     async fn remove(oci: &Oci, state: &Value, config: &Value, nodes: &[&str]) -> Result<(), String> {
         let census = census(state);
         let step = Step { ctx: &oci.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(60) };
-        backend::cluster(Cloud::Oci).remove_nodes(&step, &spec(config), &names(nodes)).await
+        backend::cluster(Cloud::Oci).remove_nodes(&step, &spec(config), &names(nodes)).await.map_err(String::from)
     }
 
     async fn reboot(oci: &Oci, state: &Value, config: &Value, nodes: &[&str]) -> Result<(), String> {
         let census = census(state);
         let step = Step { ctx: &oci.ctx, census: &census, default_tags: &BTreeMap::new(), timeout: Duration::from_secs(60) };
-        backend::cluster(Cloud::Oci).reboot_nodes(&step, &spec(config), &names(nodes)).await
+        backend::cluster(Cloud::Oci).reboot_nodes(&step, &spec(config), &names(nodes)).await.map_err(String::from)
     }
 
     /// The backend's converge from `state` to `config`, as the day-2 core calls it after removing nodes.
@@ -1110,8 +1110,11 @@ fn every_oci_gpu_shape_draws_on_its_gpu_limit_in_the_availability_domain_on_dema
     let h100 = backend.quota(&oci_spec("BM.GPU.H100.8", "on-demand")).unwrap();
     assert_eq!((h100.id.as_str(), h100.per_node), ("gpu-h100-count", 8));
     assert_eq!(hpc_provider::clouds::oci::limits::region_of(&h100), "us-ashburn-1");
-    assert_eq!(backend.capacity_code("creating node x-1: InternalError: Out of host capacity."), Some("Out of host capacity"));
-    assert_eq!(backend.capacity_code("creating node x-1: LimitExceeded: too many"), None);
+    let error = |status: u16, code: &str, message: &str| {
+        hpc_provider::clouds::oci::api::error(status, &serde_json::json!({"code": code, "message": message}), "creating node x-1")
+    };
+    assert_eq!(error(500, "InternalError", "Out of host capacity.").capacity_code(), Some("Out of host capacity"));
+    assert_eq!(error(400, "LimitExceeded", "too many").capacity_code(), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1127,7 +1130,7 @@ async fn the_gpu_limit_is_read_from_the_limits_service_with_the_usage_of_the_nod
     assert_eq!(oci.admin("GET", "counters", None)["counters"]["limits:GetResourceAvailability"], 1);
     // A limit the service does not report on: an error that says which call failed and why.
     let other = hpc_provider::clouds::quota::QuotaFamily { id: "no-such-limit".into(), ..family };
-    let e = backend.read_quota(&oci.ctx, &other).await.unwrap_err();
+    let e = backend.read_quota(&oci.ctx, &other).await.unwrap_err().message;
     assert!(e.contains("GetResourceAvailability") && e.contains("404") && e.contains("no-such-limit"), "{e}");
 }
 

@@ -1,5 +1,6 @@
 //! The one interface between the lifecycle (`resources::lifecycle`) and a cloud: a backend per resource
-//! kind, implemented by `clouds/<cloud>/backend.rs` and chosen by [`fabric`], [`cluster`] and
+//! kind, implemented beside that kind (`clouds/<cloud>/fabric.rs`, `cluster.rs`, `filesystem.rs`, on the
+//! type in `clouds/<cloud>/backend.rs`) and chosen by [`fabric`], [`cluster`] and
 //! [`filesystem`], each one exhaustive match on the cloud, so a cloud added to `Cloud` does not compile
 //! until it provides every operation.
 //!
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use super::error::CloudError;
 use super::quota::{QuotaFamily, QuotaReading};
 use super::{aws, azure, gcp, oci};
 use crate::catalog::Cloud;
@@ -65,7 +67,7 @@ impl<S> Change<'_, S> {
 /// stopped it, if one did. A failed step still returns everything that exists, so nothing is lost.
 pub struct Outcome {
     pub state: Value,
-    pub error: Option<String>,
+    pub error: Option<CloudError>,
 }
 
 impl Outcome {
@@ -73,12 +75,12 @@ impl Outcome {
         Outcome { state, error: None }
     }
 
-    pub fn failed(state: Value, error: impl Into<String>) -> Outcome {
+    pub fn failed(state: Value, error: impl Into<CloudError>) -> Outcome {
         Outcome { state, error: Some(error.into()) }
     }
 
     /// `Ok` becomes `done(on_ok)`, `Err` becomes `failed(on_err)`.
-    pub fn of(result: Result<(), String>, on_ok: Value, on_err: impl FnOnce() -> Value) -> Outcome {
+    pub fn of<E: Into<CloudError>>(result: Result<(), E>, on_ok: Value, on_err: impl FnOnce() -> Value) -> Outcome {
         match result {
             Ok(()) => Outcome::done(on_ok),
             Err(e) => Outcome::failed(on_err(), e),
@@ -97,14 +99,20 @@ pub enum ImportError {
     /// The id has the wrong form; the text shows the right one with an example.
     BadId(String),
     /// Nothing importable answers to the id, or the cloud said no.
-    Failed(String),
+    Failed(CloudError),
+}
+
+impl ImportError {
+    pub fn failed(e: impl Into<CloudError>) -> ImportError {
+        ImportError::Failed(e.into())
+    }
 }
 
 /// One resource kind on one cloud.
 #[async_trait]
 pub trait Backend<S: Send + Sync>: Send + Sync {
     /// Whether the provider's block for this cloud can make a client; the text says what is wrong.
-    async fn configured(&self, ctx: &Context) -> Result<(), String>;
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError>;
 
     /// The id a create assigns (`<cloud>/<location>/<name>`), known before any call so an interrupted create
     /// resumes under it; `None` where the cloud assigns it (the lifecycle then leaves it to `apply`).
@@ -113,8 +121,9 @@ pub trait Backend<S: Send + Sync>: Send + Sync {
     /// Where the object of a state or configuration lives, for messages: `in us-east-1`.
     fn place(&self, v: &Value) -> String;
 
-    /// A diagnostic summary that says more than the lifecycle's for this detail (e.g. failed authentication).
-    fn summary(&self, _detail: &str) -> Option<&'static str> {
+    /// A diagnostic summary that says more than the lifecycle's for this error (e.g. failed authentication),
+    /// decided by its kind.
+    fn summary(&self, _error: &CloudError) -> Option<&'static str> {
         None
     }
 
@@ -127,7 +136,7 @@ pub trait Backend<S: Send + Sync>: Send + Sync {
 
     /// The state brought to what exists, `None` when nothing does. `spec` is the lifecycle's reading of
     /// `state`, as for [`Backend::delete`].
-    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&S>) -> Result<Option<Value>, String>;
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&S>) -> Result<Option<Value>, CloudError>;
 
     /// Reconstructs the configuration of what answers to `id`.
     async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError>;
@@ -148,15 +157,15 @@ pub trait ClusterBackend: Backend<ClusterSpec> {
 
     /// Before a cluster without a fabric makes its network: whether its nodes' names are free (another
     /// owner's nodes refuse the create here, so that not even the network is made).
-    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), String>;
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError>;
 
     /// Day 2: deletes the named nodes and waits until they are gone, so that the apply which follows makes
     /// them again under their own names, with the spec's configuration, in their placement group, scale
     /// set or compute cluster and their reservation. Only nodes the census admits are touched.
-    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String>;
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError>;
 
     /// Day 2: restarts the named nodes in place (`repair = "reboot"`) and waits until they run again.
-    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), String>;
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError>;
 
     /// The quota the nodes of `spec` draw on, with what one node takes of it; `None` where they draw on
     /// none the provider reads (nodes launched into a reservation or a capacity block the user holds, whose
@@ -168,15 +177,8 @@ pub trait ClusterBackend: Backend<ClusterSpec> {
     /// Reads a quota's limit and usage: one call per family and place (the plan-time check caches it for
     /// the run, across resources). An error (no permission, no such API at the endpoint) makes the check
     /// a warning, never a failure.
-    async fn read_quota(&self, _ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, String> {
-        Err(format!("reading {} is not supported", family.id))
-    }
-
-    /// The cloud's own code when `detail` (the error of a failed apply) says there was no capacity for the
-    /// node type where it was asked for (`InsufficientInstanceCapacity`, `ZONE_RESOURCE_POOL_EXHAUSTED`,
-    /// `AllocationFailed`, `Out of host capacity`), which the lifecycle turns into one diagnostic.
-    fn capacity_code(&self, _detail: &str) -> Option<&'static str> {
-        None
+    async fn read_quota(&self, _ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
+        Err(format!("reading {} is not supported", family.id).into())
     }
 
     /// A state stored under an older schema version, brought to what this release plans for this cloud

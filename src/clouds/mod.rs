@@ -8,6 +8,7 @@
 pub mod aws;
 pub mod azure;
 pub mod backend;
+pub mod error;
 pub mod gcp;
 pub mod oci;
 pub mod quota;
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 use crate::catalog::{Cloud, Sku};
 use crate::model::{ClusterSpec, Defaults, FabricSpec, FilesystemSpec, Network, Piece};
 
+pub use error::{CloudError, ErrorKind};
 pub use shared::NodeAddress;
 
 /// What a cloud's expander gives the planner: pure functions from a neutral spec to the cloud's pieces,

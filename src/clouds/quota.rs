@@ -1,6 +1,6 @@
 //! Quotas and capacity, as each cloud names them: the quota a cluster's nodes draw on ([`QuotaFamily`], from
-//! a cluster backend's `quota`), what the cloud says of it ([`QuotaReading`], from `read_quota`), and the
-//! cloud's own words for "no capacity" (`capacity_code`). The check itself (cached per run, claims of the
+//! a cluster backend's `quota`) and what the cloud says of it ([`QuotaReading`], from `read_quota`); "no
+//! capacity" is a kind of `CloudError`, with the cloud's code. The check itself (cached per run, claims of the
 //! clusters in one plan, the diagnostic) is the same for every cloud: `resources::capacity`.
 
 use crate::catalog::Cloud;
@@ -36,12 +36,6 @@ impl QuotaReading {
     pub fn free(&self) -> u64 {
         self.limit.saturating_sub(self.used)
     }
-}
-
-/// The first of `codes` that `detail` (an error a cloud returned) contains: the cloud's code for "no
-/// capacity", for backends' `capacity_code`.
-pub fn first_code(detail: &str, codes: &[&'static str]) -> Option<&'static str> {
-    codes.iter().copied().find(|c| detail.contains(c))
 }
 
 /// What could help when a zone has no capacity for the node type, for this cluster.

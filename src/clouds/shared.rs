@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::catalog::Cloud;
+use crate::clouds::CloudError;
 use crate::framework::{Context, Value};
 
 /// How a waiter polls: from `first`, doubling up to `max`.
@@ -41,10 +42,11 @@ pub fn interrupted(what: &str) -> String {
 
 /// Polls `check` until it yields a value, on [`Backoff::STANDARD`], until `timeout` passes or StopProvider
 /// cancels. `check` returns `Ok(None)` to keep waiting and `Err` for a terminal failure.
-pub async fn wait_for<T, F, Fut>(ctx: &Context, what: &str, timeout: Duration, mut check: F) -> Result<T, String>
+pub async fn wait_for<T, E, F, Fut>(ctx: &Context, what: &str, timeout: Duration, mut check: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>, String>>,
+    Fut: std::future::Future<Output = Result<Option<T>, E>>,
+    E: From<CloudError>,
 {
     let deadline = tokio::time::Instant::now() + timeout;
     let backoff = Backoff::STANDARD;
@@ -52,17 +54,17 @@ where
     loop {
         // The check's own API call is abandoned too when the CLI asks the provider to stop.
         let checked = tokio::select! {
-            _ = ctx.cancelled() => return Err(interrupted(what)),
+            _ = ctx.cancelled() => return Err(CloudError::interrupted(interrupted(what)).into()),
             c = check() => c,
         };
         if let Some(done) = checked? {
             return Ok(done);
         }
         if tokio::time::Instant::now() + delay > deadline {
-            return Err(timed_out(timeout, what));
+            return Err(CloudError::timed_out(timed_out(timeout, what)).into());
         }
         tokio::select! {
-            _ = ctx.cancelled() => return Err(interrupted(what)),
+            _ = ctx.cancelled() => return Err(CloudError::interrupted(interrupted(what)).into()),
             _ = tokio::time::sleep(delay) => {}
         }
         delay = backoff.next(delay);
@@ -333,7 +335,7 @@ mod tests {
         let out = wait_for(&ctx(), "x", Duration::from_secs(10), || {
             polls += 1;
             let n = polls;
-            async move { Ok((n == 3).then_some(n)) }
+            async move { Ok::<_, CloudError>((n == 3).then_some(n)) }
         })
         .await;
         assert_eq!(out, Ok(3));

@@ -77,7 +77,34 @@ pub struct Diagnostic {
     pub summary: String,
     pub detail: String,
     pub path: Option<AttributePath>,
+    /// The typed error the diagnostic was made from, for code that decides on it (never on the text).
+    pub cause: Option<Cause>,
 }
+
+impl Diagnostic {
+    /// The cause, when it is a `T`.
+    pub fn cause<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        self.cause.as_ref()?.0.downcast_ref::<T>()
+    }
+}
+
+/// A diagnostic's typed cause. Two causes are equal when they say the same; the CLI never sees them.
+#[derive(Clone)]
+pub struct Cause(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Cause({:?})", self.0.to_string())
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Cause) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for Cause {}
 
 /// An ordered collection of diagnostics; most provider functions take `&mut Diagnostics`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -109,7 +136,14 @@ impl Diagnostics {
     }
 
     fn add(&mut self, severity: Severity, summary: impl Into<String>, detail: impl Into<String>, path: Option<AttributePath>) {
-        self.0.push(Diagnostic { severity, summary: summary.into(), detail: detail.into(), path });
+        self.0.push(Diagnostic { severity, summary: summary.into(), detail: detail.into(), path, cause: None });
+    }
+
+    /// Keeps `cause` as the typed cause of the diagnostic added last.
+    pub fn caused_by(&mut self, cause: impl std::error::Error + Send + Sync + 'static) {
+        if let Some(last) = self.0.last_mut() {
+            last.cause = Some(Cause(std::sync::Arc::new(cause)));
+        }
     }
 
     pub fn extend(&mut self, other: Diagnostics) {

@@ -9,7 +9,7 @@ pub mod resource;
 pub mod schema;
 pub mod value;
 
-pub use diagnostics::{AttributePath, Diagnostic, Diagnostics, PathStep, Severity, one_of};
+pub use diagnostics::{AttributePath, Cause, Diagnostic, Diagnostics, PathStep, Severity, one_of};
 pub use function::{Function, FunctionError, Parameter, Signature};
 pub use resource::{
     ApplyRequest, ApplyResponse, Context, DataSource, IdentityAttribute, IdentitySchema, PlanRequest, PlanResponse, ProviderDefinition,

@@ -162,6 +162,7 @@ fn codec_diagnostic(what: &str, e: &CodecError) -> Diagnostic {
              disagree on the schema; run the command again, and report it if it persists."
         ),
         path: (!e.path.is_root()).then(|| e.path.clone()),
+        cause: None,
     }
 }
 

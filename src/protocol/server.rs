@@ -161,6 +161,7 @@ async fn guarded<R: FromDiagnostic>(rpc: &'static str, body: impl Future<Output 
                      by this call after the error. Please report this with the output of TF_LOG=debug."
                 ),
                 path: None,
+                cause: None,
             };
             Ok(Response::new(R::from_diagnostic(convert::diagnostic(&d))))
         }

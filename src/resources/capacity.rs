@@ -4,17 +4,18 @@
 //! adds (`capacity_policy`): release what it launched (`all-or-nothing`, or `at-least` below its minimum),
 //! keep what came with a warning (`at-least`), or keep it and fail (`keep-partial`), with one diagnostic
 //! naming zone, node type, capacity type and what could help, in the cloud's own words for the shortage.
-//! The clouds supply the quota each node draws on, how to read it and their codes for "no capacity"
-//! (`ClusterBackend::{quota, read_quota, capacity_code}`); their converge uses the cloud's own all-or-nothing
+//! The clouds supply the quota each node draws on and how to read it (`ClusterBackend::{quota, read_quota}`),
+//! and their converge fails with a typed error (`CloudError` of kind `NoCapacity` with the cloud's code)
+//! that the settlement decides on; their converge uses the cloud's own all-or-nothing
 //! launch where there is one (RunInstances `MinCount`, bulkInsert `minCount`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::Cloud;
-use crate::clouds::NodeAddress;
 use crate::clouds::backend::{self, Step};
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
+use crate::clouds::{CloudError, NodeAddress};
 use crate::config::{ProviderConfig, QuotaCheck};
 use crate::framework::{AttributePath, Context, Diagnostics, Value};
 use crate::model::{CapacityPolicy, ClusterSpec};
@@ -48,7 +49,7 @@ pub async fn check_quota(ctx: &Context, prior: &Value, spec: &ClusterSpec, diags
     let key = format!("{}/{}/{}", cloud.as_str(), family.scope, family.id);
     let mut ledger = config.quotas.inner.lock().await;
     if !ledger.readings.contains_key(&key) {
-        let read = backend.read_quota(ctx, &family).await.map(|r| (r.limit, r.used));
+        let read = backend.read_quota(ctx, &family).await.map(|r| (r.limit, r.used)).map_err(String::from);
         ledger.readings.insert(key.clone(), read);
     }
     let reading = ledger.readings[&key].clone().map(|(limit, used)| QuotaReading { limit, used });
@@ -153,6 +154,12 @@ fn as_planned(planned: &Value, state: &Value) -> Value {
     Value::Map(out)
 }
 
+/// The cloud's own code for "no capacity" (`InsufficientInstanceCapacity`, `ZONE_RESOURCE_POOL_EXHAUSTED`,
+/// `AllocationFailed`, `Out of host capacity`), from the first error whose typed cause is a capacity error.
+fn capacity_code(errors: &[crate::framework::Diagnostic]) -> Option<String> {
+    errors.iter().find_map(|d| d.cause::<CloudError>()?.capacity_code().map(str::to_owned))
+}
+
 /// After the nodes' converge of a create or an update: when fewer nodes exist than planned, the policy
 /// decides what is kept, and the cloud's "no capacity" becomes one diagnostic. `step_diags` are the
 /// converge's; the result goes to `diags`.
@@ -179,7 +186,7 @@ pub async fn settle(
     let (errors, others): (Vec<_>, Vec<_>) = step_diags.0.into_iter().partition(|d| d.severity == crate::framework::Severity::Error);
     diags.extend(Diagnostics(others));
     let said: Vec<String> = errors.iter().map(|d| d.detail.clone()).collect();
-    let code = said.iter().find_map(|d| backend.capacity_code(d));
+    let code = capacity_code(&errors);
     let had = node_names(prior);
     let made: Vec<String> = live.iter().filter(|n| !had.contains(*n)).cloned().collect();
     let zone = spec.fabric.zone.clone().unwrap_or_else(|| spec.fabric.region.clone());
@@ -188,7 +195,7 @@ pub async fn settle(
         Some(_) => format!("Not enough {} capacity in {zone}", spec.fabric.sku.name),
         None => errors.first().map_or_else(|| "Creating the cluster's nodes failed".to_owned(), |d| d.summary.clone()),
     };
-    let cause = match code {
+    let cause = match &code {
         Some(code) => format!(
             "{} has no more {} capacity for {} nodes in {zone} ({code}): {came}.",
             cloud.display_name(),
@@ -320,6 +327,54 @@ mod tests {
         assert!(shortfall(&spec(4), 4, &family(192), r, 0).is_none());
         let (_, detail) = shortfall(&spec(4), 4, &family(192), r, 384).unwrap();
         assert!(detail.contains("1000 free, 384 of which other clusters in this plan take"), "{detail}");
+    }
+
+    /// A state of `n` nodes `train-0` ...
+    fn with_nodes(n: usize) -> Value {
+        let nodes = (0..n).map(|i| Value::object([("name", Value::from(format!("train-{i}"))), ("id", Value::from(format!("i-{i}")))]));
+        Value::object([("name", Value::from("train")), ("node_count", Value::int(n as i64)), ("nodes", Value::list(nodes))])
+    }
+
+    #[tokio::test]
+    async fn settlement_decides_on_the_typed_error_not_on_its_words() {
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let mut spec = spec(4);
+        spec.capacity_policy = CapacityPolicy::KeepPartial;
+        let settle_with = |error: CloudError| {
+            let (ctx, spec) = (&ctx, &spec);
+            async move {
+                let mut step = Diagnostics::new();
+                step.error("Creating the cluster failed", format!("Cluster train in us-east-1: {error}."));
+                step.caused_by(error);
+                let mut diags = Diagnostics::new();
+                let census = Census::reading();
+                let state = with_nodes(3);
+                settle(
+                    ctx,
+                    spec,
+                    &Value::Null,
+                    &state,
+                    state.clone(),
+                    Cloud::Aws,
+                    &census,
+                    std::time::Duration::from_secs(1),
+                    step,
+                    &mut diags,
+                )
+                .await;
+                diags.0.into_iter().next().unwrap()
+            }
+        };
+        // The message names no code: the kind and code decide.
+        let short = CloudError::new(crate::clouds::ErrorKind::NoCapacity, Some("InsufficientInstanceCapacity".into()), "EC2 said no");
+        let d = settle_with(short).await;
+        assert_eq!(d.summary, "Not enough p5.48xlarge capacity in us-east-1a");
+        assert!(d.detail.contains("(InsufficientInstanceCapacity)") && d.detail.contains("What can help"), "{}", d.detail);
+        // The code's words in the message of another kind decide nothing.
+        let worded = CloudError::other("launching: InsufficientInstanceCapacity: no");
+        let d = settle_with(worded).await;
+        assert_eq!(d.summary, "Creating the cluster failed");
+        assert!(!d.detail.contains("What can help"), "{}", d.detail);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use async_trait::async_trait;
 
 use super::common;
 use crate::catalog::Cloud;
+use crate::clouds::CloudError;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Step};
 use crate::clouds::shared::timeout;
 use crate::framework::{ApplyRequest, ApplyResponse, Context, Diagnostics, PlanRequest, ReadOutcome, Schema, Value};
@@ -240,11 +241,14 @@ impl<S: Send + Sync + 'static> Kind<S> {
         common::owned_tags(ctx, v.get("tags"), &ours, census)
     }
 
-    fn report(&self, backend: &dyn Backend<S>, diags: &mut Diagnostics, summary: String, detail: String) {
-        match backend.summary(&detail) {
+    /// The diagnostic of a failed step: the backend's summary for the error's kind where it has one, the
+    /// error kept as the diagnostic's cause.
+    fn report(&self, backend: &dyn Backend<S>, diags: &mut Diagnostics, summary: String, detail: String, error: &CloudError) {
+        match backend.summary(error) {
             Some(better) => diags.error(better, detail),
             None => diags.error(summary, detail),
         }
+        diags.caused_by(error.clone());
     }
 
     /// `Fabric train in us-east-1`.
@@ -300,7 +304,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
         let out = backend.apply(&step, &change).await;
         if let Some(e) = out.error {
             let summary = format!("{} the {} failed", if creating { "Creating" } else { "Updating" }, self.kind.noun.to_lowercase());
-            self.report(backend, diags, summary, sentences(&self.what(backend, req.planned), &e, self.kept));
+            self.report(backend, diags, summary, sentences(&self.what(backend, req.planned), &e.message, self.kept), &e);
         }
         out.state
     }
@@ -317,7 +321,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
         let out = backend.delete(&step, prior, spec.as_ref()).await;
         if let Some(e) = out.error {
             let summary = format!("Deleting the {} failed", self.kind.noun.to_lowercase());
-            self.report(backend, diags, summary, sentences(&self.what(backend, prior), &e, self.left));
+            self.report(backend, diags, summary, sentences(&self.what(backend, prior), &e.message, self.left), &e);
         }
         out.state
     }
@@ -359,7 +363,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
             Ok(Some(state)) => ReadOutcome::Found { state, private: private.to_vec() },
             Err(e) => {
                 let summary = format!("Reading the {} failed", self.kind.noun.to_lowercase());
-                self.report(backend, diags, summary, sentences(&self.what(backend, state), &e, ""));
+                self.report(backend, diags, summary, sentences(&self.what(backend, state), &e.message, ""), &e);
                 unchanged()
             }
         }
@@ -392,7 +396,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
             }
             Err(ImportError::Failed(e)) => {
                 let summary = format!("Cannot import the {}", self.kind.noun.to_lowercase());
-                self.report(backend, diags, summary, format!("{id}: {e}."));
+                self.report(backend, diags, summary, format!("{id}: {e}."), &e);
                 None
             }
         }

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 
 use crate::catalog::Cloud;
+use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::Context;
 
@@ -58,6 +59,53 @@ async fn build(settings: &CloudSettings, region: &str) -> Aws {
         fsx: aws_sdk_fsx::Client::new(&shared),
         quotas: aws_sdk_servicequotas::Client::new(&shared),
         region: region.to_owned(),
+    }
+}
+
+/// A failed call as a [`CloudError`]: the kind from the service's error code (the SDK has retried
+/// throttling and transient errors already), the code, and [`why`] as its message.
+pub fn error<E, R>(err: &aws_sdk_ec2::error::SdkError<E, R>) -> CloudError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    use aws_sdk_ec2::error::SdkError;
+    let message = why(err);
+    match err {
+        SdkError::ServiceError(_) => match code(err) {
+            Some(c) => CloudError::new(kind_of(c), Some(c.to_owned()), message),
+            None => CloudError::other(message),
+        },
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => CloudError::new(ErrorKind::Transient, None, message),
+        _ => CloudError::other(message),
+    }
+}
+
+/// The kind of an EC2, FSx or Service Quotas error code (EC2 API reference, "Error codes").
+pub fn kind_of(code: &str) -> ErrorKind {
+    match code {
+        "InsufficientInstanceCapacity" | "InsufficientCapacityOnHost" | "InsufficientHostCapacity" | "ReservationCapacityExceeded" => {
+            ErrorKind::NoCapacity
+        }
+        "Throttling" | "ThrottlingException" | "RequestLimitExceeded" | "TooManyRequestsException" => {
+            ErrorKind::Throttled { retry_after: None }
+        }
+        "InternalError" | "InternalFailure" | "ServiceUnavailable" | "Unavailable" | "InternalServerError" => ErrorKind::Transient,
+        "AuthFailure" | "UnrecognizedClientException" | "InvalidClientTokenId" => ErrorKind::Unauthenticated,
+        "UnauthorizedOperation" | "AccessDenied" | "AccessDeniedException" => ErrorKind::Forbidden,
+        "DependencyViolation"
+        | "IncorrectState"
+        | "IncorrectInstanceState"
+        | "IncorrectFileSystemLifeCycleState"
+        | "BadRequest.Conflict" => ErrorKind::Conflict,
+        c if c.ends_with(".Duplicate") || c.ends_with("AlreadyExists") || c.ends_with(".InUse") => ErrorKind::Conflict,
+        c if c.ends_with("NotFound") || c.ends_with("NotFoundException") || c == "NoSuchResourceException" => ErrorKind::NotFound,
+        c if c.ends_with("LimitExceeded") || c == "ServiceLimitExceeded" || c == "VcpuLimitExceeded" => ErrorKind::Quota,
+        c if c.starts_with("InvalidParameter") || c.starts_with("MissingParameter") || c == "ValidationException" => {
+            ErrorKind::InvalidRequest { field: None }
+        }
+        c if c.starts_with("Invalid") => ErrorKind::InvalidRequest { field: None },
+        _ => ErrorKind::Other,
     }
 }
 
@@ -133,6 +181,30 @@ pub fn parse_id(id: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ec2_error_codes_map_to_their_kinds() {
+        // The codes EC2, FSx and Service Quotas answer with (the SDK hands over the code of the error body).
+        for (code, kind) in [
+            ("InsufficientInstanceCapacity", ErrorKind::NoCapacity),
+            ("ReservationCapacityExceeded", ErrorKind::NoCapacity),
+            ("InvalidLaunchTemplateName.NotFoundException", ErrorKind::NotFound),
+            ("InvalidGroup.NotFound", ErrorKind::NotFound),
+            ("FileSystemNotFound", ErrorKind::NotFound),
+            ("RequestLimitExceeded", ErrorKind::Throttled { retry_after: None }),
+            ("VcpuLimitExceeded", ErrorKind::Quota),
+            ("ServiceLimitExceeded", ErrorKind::Quota),
+            ("DependencyViolation", ErrorKind::Conflict),
+            ("InvalidGroup.Duplicate", ErrorKind::Conflict),
+            ("UnauthorizedOperation", ErrorKind::Forbidden),
+            ("AuthFailure", ErrorKind::Unauthenticated),
+            ("InvalidParameterValue", ErrorKind::InvalidRequest { field: None }),
+            ("InternalError", ErrorKind::Transient),
+            ("SomethingNew", ErrorKind::Other),
+        ] {
+            assert_eq!(kind_of(code), kind, "{code}");
+        }
+    }
 
     #[test]
     fn ids_round_trip_and_reject_other_shapes() {

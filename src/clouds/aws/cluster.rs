@@ -17,10 +17,12 @@
 //! An UltraServer node type (p6e-gb200) launches each NVLink domain into one UltraServer of the Capacity
 //! Block `reservation_id` names: an apply reads the block once (DescribeCapacityBlocks) and launches domain k
 //! into the k-th of its capacity reservations, as listed. The block is bought, never made or deleted here.
+//! The lifecycle's backend for this kind, `Backend<ClusterSpec>` and `ClusterBackend` on `backend::Aws`, comes last, before the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use aws_sdk_ec2::types::{
     CapacityReservationSpecification, CapacityReservationTarget, Instance, InstanceStateName, InstanceStatus, InstanceStatusSummary,
     LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateHttpTokensState, LaunchTemplateInstanceMarketOptionsRequest,
@@ -30,8 +32,15 @@ use aws_sdk_ec2::types::{
 };
 use base64::Engine;
 
-use super::api::{self, Aws, filter, tag_filter, tag_spec, why};
+use super::api::{self, Aws, filter, tag_filter, tag_spec};
+use super::backend::{self, fabric_region};
 use super::fabric;
+use super::{cluster, quota};
+use crate::catalog::Cloud;
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::{CloudError, ErrorKind};
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
+use crate::clouds::shared;
 use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
@@ -129,7 +138,7 @@ fn node_of(cluster: &str, i: &Instance) -> Node {
 }
 
 /// All live nodes of a cluster the census admits: one filtered DescribeInstances, paginated.
-pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node>, String> {
+pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node>, CloudError> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -142,7 +151,7 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
             .max_results(1000)
             .send()
             .await
-            .map_err(|e| format!("listing the cluster's nodes: {}", why(&e)))?;
+            .map_err(|e| api::error(&e).context("listing the cluster's nodes"))?;
         for r in page.reservations() {
             for i in r.instances() {
                 let node = node_of(cluster, i);
@@ -163,7 +172,7 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
 /// The nodes with what EC2 says of their health: one DescribeInstanceStatus listing (all instances, paged by
 /// [`STATUS_PAGE`]; EC2 takes no tag filter and no page size beside instance ids, and ids would make the
 /// calls grow with the cluster), kept for these nodes' ids. No call when there are no nodes.
-pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, String> {
+pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, CloudError> {
     if nodes.is_empty() {
         return Ok(nodes);
     }
@@ -179,7 +188,7 @@ pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, S
             .set_next_token(token.take())
             .send()
             .await
-            .map_err(|e| format!("reading the nodes' status checks and scheduled events (DescribeInstanceStatus): {}", why(&e)))?;
+            .map_err(|e| api::error(&e).context("reading the nodes' status checks and scheduled events (DescribeInstanceStatus)"))?;
         for status in page.instance_statuses() {
             let Some(id) = status.instance_id().filter(|id| ids.contains(id)) else { continue };
             if let Some(reason) = unhealthy(status) {
@@ -233,12 +242,12 @@ fn impaired(check: &str, summary: &InstanceStatusSummary) -> Option<String> {
 
 /// The cluster's launch template id and tags, if it exists and the census admits it
 /// (DescribeLaunchTemplates carries its tags).
-async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<(String, BTreeMap<String, String>)>, String> {
+async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option<(String, BTreeMap<String, String>)>, CloudError> {
     let name = template_name(cluster);
     let described = match aws.ec2.describe_launch_templates().launch_template_names(&name).send().await {
         Ok(out) => out,
-        Err(e) if api::code(&e).is_some_and(template_not_found) => return Ok(None),
-        Err(e) => return Err(format!("reading launch template {name}: {}", why(&e))),
+        Err(e) if api::error(&e).is_not_found() => return Ok(None),
+        Err(e) => return Err(api::error(&e).context(format!("reading launch template {name}"))),
     };
     let Some(lt) = described.launch_templates().first() else { return Ok(None) };
     let created = lt.create_time().map(|t| t.to_string());
@@ -247,24 +256,20 @@ async fn template_id(aws: &Aws, cluster: &str, census: &Census) -> Result<Option
     Ok(ours.then(|| (lt.launch_template_id().unwrap_or_default().to_owned(), tags)))
 }
 
-fn template_not_found(code: &str) -> bool {
-    code.starts_with("InvalidLaunchTemplateName.NotFound") || code.starts_with("InvalidLaunchTemplateId.NotFound")
-}
-
 /// The cluster's launch template (latest version) and its tags, if it exists and the census admits it.
 pub async fn template(
     aws: &Aws,
     cluster: &str,
     census: &Census,
-) -> Result<Option<(LaunchTemplateVersion, BTreeMap<String, String>)>, String> {
+) -> Result<Option<(LaunchTemplateVersion, BTreeMap<String, String>)>, CloudError> {
     let Some((_, tags)) = template_id(aws, cluster, census).await? else {
         return Ok(None);
     };
     let name = template_name(cluster);
     match aws.ec2.describe_launch_template_versions().launch_template_name(&name).versions("$Latest").send().await {
         Ok(out) => Ok(out.launch_template_versions().first().cloned().map(|v| (v, tags))),
-        Err(e) if api::code(&e).is_some_and(template_not_found) => Ok(None),
-        Err(e) => Err(format!("reading launch template {name}: {}", why(&e))),
+        Err(e) if api::error(&e).is_not_found() => Ok(None),
+        Err(e) => Err(api::error(&e).context(format!("reading launch template {name}"))),
     }
 }
 
@@ -274,7 +279,7 @@ pub fn template_revision(version: &LaunchTemplateVersion) -> Option<&str> {
 }
 
 /// Whether the cluster's key pair exists and is the census's, and its public key.
-async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<String>), String> {
+async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<String>), CloudError> {
     match aws.ec2.describe_key_pairs().key_names(key_name(cluster)).include_public_key(true).send().await {
         Ok(out) => Ok(out
             .key_pairs()
@@ -282,20 +287,20 @@ async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<
             .filter(|k| census.admit("aws_key_pair", &key_name(cluster), marker_in(&api::tag_map(k.tags())), None))
             .map_or((false, None), |k| (true, k.public_key().map(str::to_owned)))),
         Err(e) if api::code(&e) == Some("InvalidKeyPair.NotFound") => Ok((false, None)),
-        Err(e) => Err(format!("reading key pair {}: {}", key_name(cluster), why(&e))),
+        Err(e) => Err(api::error(&e).context(format!("reading key pair {}", key_name(cluster)))),
     }
 }
 
 /// Everything of the cluster the census admits, for an apply or an import: the launch template's latest
 /// version, the nodes with their health, the key pair.
-pub async fn observe(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+pub async fn observe(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, CloudError> {
     let mut live = find(aws, cluster, census).await?;
     live.nodes = with_health(aws, std::mem::take(&mut live.nodes)).await?;
     Ok(live)
 }
 
 /// [`observe`] without the nodes' health (what a delete or a look ahead needs).
-pub async fn find(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+pub async fn find(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, CloudError> {
     let template = template(aws, cluster, census).await?;
     let (key, public_key) = key(aws, cluster, census).await?;
     let (template, template_tags) = template.map_or((None, BTreeMap::new()), |(v, t)| (Some(v), t));
@@ -311,7 +316,7 @@ pub async fn find(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLi
 
 /// What a refresh needs: whether the launch template is there, the nodes and their health (three calls at
 /// any size).
-pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, String> {
+pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, CloudError> {
     let has_template = template_id(aws, cluster, census).await?.is_some();
     let nodes = with_health(aws, nodes(aws, cluster, census).await?).await?;
     Ok(ClusterLive { has_template, nodes, ..Default::default() })
@@ -338,7 +343,7 @@ fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateI
         .collect()
 }
 
-async fn default_image(aws: &Aws) -> Result<String, String> {
+async fn default_image(aws: &Aws) -> Result<String, CloudError> {
     const NAME: &str = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*";
     let out = aws
         .ec2
@@ -348,11 +353,14 @@ async fn default_image(aws: &Aws) -> Result<String, String> {
         .filters(filter("state", &["available"]))
         .send()
         .await
-        .map_err(|e| format!("looking up the AWS Deep Learning Base GPU AMI: {}", why(&e)))?;
+        .map_err(|e| api::error(&e).context("looking up the AWS Deep Learning Base GPU AMI"))?;
     let mut images: Vec<_> = out.images().iter().filter_map(|i| Some((i.creation_date().unwrap_or_default(), i.image_id()?))).collect();
     images.sort();
     images.last().map(|(_, id)| (*id).to_owned()).ok_or_else(|| {
-        format!("no image is set and no AWS Deep Learning Base GPU AMI ({NAME}) is offered in {}: set image to an AMI id", aws.region)
+        CloudError::other(format!(
+            "no image is set and no AWS Deep Learning Base GPU AMI ({NAME}) is offered in {}: set image to an AMI id",
+            aws.region
+        ))
     })
 }
 
@@ -371,7 +379,7 @@ pub struct Options<'a> {
 
 /// Creates the launch template if missing, launches the nodes that are missing, terminates the ones
 /// beyond `node_count`, and waits for them. On error, whatever exists is reported with it.
-pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<Converged, String> {
+pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<Converged, CloudError> {
     let name = &spec.name;
     let mut live = observe(aws, name, census).await?;
     census.gate()?;
@@ -385,8 +393,11 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
             aws.region
         )
     })?;
-    let subnet =
-        f.sg_tags().get("hpc:subnet").cloned().ok_or_else(|| format!("security group {sg} does not record the fabric's subnet"))?;
+    let subnet = f
+        .sg_tags()
+        .get("hpc:subnet")
+        .cloned()
+        .ok_or_else(|| CloudError::other(format!("security group {sg} does not record the fabric's subnet")))?;
     let group = match spec.fabric.placement {
         Placement::Cluster => Some(f.placement_group.clone().ok_or_else(|| {
             format!(
@@ -447,7 +458,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
                 .launch_template_data(data)
                 .send()
                 .await
-                .map_err(|e| format!("updating launch template {} to revision {revision}: {}", template_name(name), why(&e)))?;
+                .map_err(|e| api::error(&e).context(format!("updating launch template {} to revision {revision}", template_name(name))))?;
             // Its tags follow the configuration (the default-image mark comes and goes with `image`).
             let mut gone = stale.clone();
             if spec.image.is_some() && live.template_tags.contains_key(DEFAULT_IMAGE_TAG) {
@@ -463,7 +474,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
                 .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &fabric::named(&lt_tags, &template_name(name))))
                 .send()
                 .await
-                .map_err(|e| format!("creating launch template {}: {}", template_name(name), why(&e)))?;
+                .map_err(|e| api::error(&e).context(format!("creating launch template {}", template_name(name))))?;
         }
         let made = template(aws, name, census).await?;
         live.has_template = made.is_some();
@@ -492,7 +503,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     let missing: Vec<(u32, String)> =
         wanted.iter().enumerate().filter(|(_, n)| !keep.contains_key(*n)).map(|(i, n)| (i as u32, n.clone())).collect();
     let mut launched = Vec::new();
-    let mut result: Result<(), String> = Ok(());
+    let mut result: Result<(), CloudError> = Ok(());
     // The fewest new nodes the capacity policy keeps: EC2's own all-or-nothing (MinCount) takes them.
     let need = spec.capacity_policy.min_new(keep.len() as u32, missing.len() as u32);
     for (batch, reservation) in launch_batches(spec, &missing, ultraservers.as_deref()) {
@@ -518,7 +529,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     all.extend(launched);
     match result {
         Ok(()) => Ok(Converged { nodes: all }),
-        Err(e) => Err(format!("{e} ({} of {} nodes exist)", all.len(), spec.node_count)),
+        Err(e) => Err(e.map_message(|e| format!("{e} ({} of {} nodes exist)", all.len(), spec.node_count))),
     }
 }
 
@@ -589,7 +600,7 @@ fn template_data(
 /// in the order DescribeCapacityBlocks lists them; `None` for any other node type. Refused, before anything
 /// is launched, when the block is not an UltraServer block of the node type's UltraServer type or holds fewer
 /// UltraServers than `node_count` has NVLink domains.
-pub async fn ultraserver_reservations(aws: &Aws, spec: &ClusterSpec) -> Result<Option<Vec<String>>, String> {
+pub async fn ultraserver_reservations(aws: &Aws, spec: &ClusterSpec) -> Result<Option<Vec<String>>, CloudError> {
     let Some(ultraserver) = super::ultraserver_type(spec.fabric.sku) else { return Ok(None) };
     let block = spec.reservation_id.as_deref().unwrap_or_default();
     let out = aws
@@ -598,7 +609,7 @@ pub async fn ultraserver_reservations(aws: &Aws, spec: &ClusterSpec) -> Result<O
         .capacity_block_ids(block)
         .send()
         .await
-        .map_err(|e| format!("reading Capacity Block {block}: {}", why(&e)))?;
+        .map_err(|e| api::error(&e).context(format!("reading Capacity Block {block}")))?;
     let found =
         out.capacity_blocks().iter().find(|b| b.capacity_block_id() == Some(block)).ok_or_else(|| {
             format!("Capacity Block {block} was not found in {}: set reservation_id to a block you bought there", aws.region)
@@ -615,7 +626,7 @@ fn check_block(
     block_type: Option<&str>,
     reservations: &[String],
     per: u32,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, CloudError> {
     let domains = spec.nvlink_domains().len();
     match block_type {
         Some(t) if t == ultraserver => {}
@@ -624,14 +635,16 @@ fn check_block(
                 "Capacity Block {block} holds {other} UltraServers, not {ultraserver}: each NVLink domain of {per} {} nodes needs one \
                  {ultraserver}; nothing was launched",
                 spec.fabric.sku.name
-            ));
+            )
+            .into());
         }
         None => {
             return Err(format!(
                 "Capacity Block {block} is a block of instances, not of UltraServers: {} launches only into {ultraserver} UltraServers; \
                  nothing was launched",
                 spec.fabric.sku.name
-            ));
+            )
+            .into());
         }
     }
     if reservations.len() < domains {
@@ -640,7 +653,8 @@ fn check_block(
              nodes, one UltraServer each: buy a block with at least {domains} UltraServers or lower node_count; nothing was launched",
             reservations.len(),
             spec.node_count
-        ));
+        )
+        .into());
     }
     Ok(reservations.to_vec())
 }
@@ -678,7 +692,7 @@ fn launch_batches<'a>(
     out
 }
 
-async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), String> {
+async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
     aws.ec2
         .import_key_pair()
         .key_name(key_name(cluster))
@@ -686,7 +700,7 @@ async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<
         .tag_specifications(tag_spec(ResourceType::KeyPair, tags))
         .send()
         .await
-        .map_err(|e| format!("importing ssh_public_key as key pair {}: {}", key_name(cluster), why(&e)))?;
+        .map_err(|e| api::error(&e).context(format!("importing ssh_public_key as key pair {}", key_name(cluster))))?;
     Ok(())
 }
 
@@ -702,7 +716,7 @@ async fn launch(
     reservation: Option<&str>,
     min: u32,
     o: &Options<'_>,
-) -> Result<Vec<Node>, (Vec<Node>, String)> {
+) -> Result<Vec<Node>, (Vec<Node>, CloudError)> {
     let n = names.len() as i32;
     let where_ = spec.fabric.zone.as_deref().unwrap_or(&aws.region).to_owned();
     let mut tags = o.tags.clone();
@@ -729,7 +743,7 @@ async fn launch(
         .await
         .map_err(|e| {
             let into = reservation.map(|r| format!(" into capacity reservation {r}")).unwrap_or_default();
-            (Vec::new(), format!("launching {n} x {}{into} in {where_}{}: {}", spec.fabric.sku.name, at_least(min, n), why(&e)))
+            (Vec::new(), api::error(&e).context(format!("launching {n} x {}{into} in {where_}{}", spec.fabric.sku.name, at_least(min, n))))
         })?;
     let launched: Vec<(String, Option<String>)> =
         out.instances().iter().filter_map(|i| Some((i.instance_id()?.to_owned(), i.private_ip_address().map(str::to_owned)))).collect();
@@ -757,7 +771,7 @@ async fn launch(
             // Untagged nodes would be lost track of: terminate the rest of the batch rather than leak them.
             let rest: Vec<String> = ids.iter().filter(|i| !nodes.iter().any(|n| &n.id == *i)).cloned().collect();
             let _ = aws.ec2.terminate_instances().set_instance_ids(Some(rest)).send().await;
-            return Err((nodes, format!("naming node {node} ({id}): {}", why(&e))));
+            return Err((nodes, api::error(&e).context(format!("naming node {node} ({id})"))));
         }
     }
     let what = format!("{n} node(s) of {} to run", spec.name);
@@ -770,7 +784,7 @@ async fn launch(
                 .set_instance_ids(Some(ids.clone()))
                 .send()
                 .await
-                .map_err(|e| format!("reading new nodes: {}", why(&e)))?;
+                .map_err(|e| api::error(&e).context("reading new nodes"))?;
             let mut running = 0;
             for i in out.reservations().iter().flat_map(|r| r.instances()) {
                 let state = i.state().and_then(|s| s.name()).cloned();
@@ -779,11 +793,17 @@ async fn launch(
                     Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => {
                         let reason = i.state_reason().and_then(|r| r.message()).unwrap_or("no reason given");
                         let node = api::tag_map(i.tags()).get(NODE_TAG).cloned().unwrap_or_default();
-                        return Err(format!(
+                        let message = format!(
                             "node {node} ({}) went to {} instead of running: {reason}",
                             i.instance_id().unwrap_or_default(),
                             i.state().and_then(|s| s.name()).map(|s| s.as_str().to_owned()).unwrap_or_default()
-                        ));
+                        );
+                        // The state reason's code (`Server.InsufficientInstanceCapacity`) says what the kind is.
+                        let code = i.state_reason().and_then(|r| r.code()).map(|c| c.strip_prefix("Server.").unwrap_or(c));
+                        return Err(match code {
+                            Some(c) => CloudError::new(api::kind_of(c), Some(c.to_owned()), message),
+                            None => CloudError::other(message),
+                        });
                     }
                     _ => {}
                 }
@@ -803,7 +823,7 @@ async fn launch(
                 spec.fabric.sku.name,
                 names.len() - k
             );
-            Err((nodes, e))
+            Err((nodes, CloudError::new(ErrorKind::NoCapacity, Some("InsufficientInstanceCapacity".into()), e)))
         }
         Ok(()) => Ok(nodes),
         Err(e) => Err((nodes, e)),
@@ -816,14 +836,14 @@ fn at_least(min: u32, n: i32) -> String {
 }
 
 /// Terminates instances and waits until they are gone.
-pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Duration) -> Result<(), String> {
+pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Duration) -> Result<(), CloudError> {
     for chunk in ids.chunks(1000) {
         aws.ec2
             .terminate_instances()
             .set_instance_ids(Some(chunk.to_vec()))
             .send()
             .await
-            .map_err(|e| format!("terminating {} node(s): {}", chunk.len(), why(&e)))?;
+            .map_err(|e| api::error(&e).context(format!("terminating {} node(s)", chunk.len())))?;
     }
     let ids = ids.to_vec();
     crate::clouds::shared::wait_for(ctx, &format!("{} node(s) to terminate", ids.len()), timeout, || {
@@ -836,7 +856,7 @@ pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Durati
                 .filters(filter("instance-state-name", &["pending", "running", "stopping", "stopped", "shutting-down"]))
                 .send()
                 .await
-                .map_err(|e| format!("reading terminating nodes: {}", why(&e)))?;
+                .map_err(|e| api::error(&e).context("reading terminating nodes"))?;
             Ok(out.reservations().iter().all(|r| r.instances().is_empty()).then_some(()))
         }
     })
@@ -844,7 +864,7 @@ pub async fn terminate(ctx: &Context, aws: &Aws, ids: &[String], timeout: Durati
 }
 
 /// Terminates every node the census admits, then deletes the launch template and key pair if they are its.
-pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let live = find(aws, cluster, census).await?;
     let ids: Vec<String> = live.nodes.iter().map(|n| n.id.clone()).collect();
     if !ids.is_empty() {
@@ -853,8 +873,8 @@ pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, 
     if live.has_template {
         match aws.ec2.delete_launch_template().launch_template_name(template_name(cluster)).send().await {
             Ok(_) => {}
-            Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => {}
-            Err(e) => return Err(format!("deleting launch template {}: {}", template_name(cluster), why(&e))),
+            Err(e) if api::error(&e).is_not_found() => {}
+            Err(e) => return Err(api::error(&e).context(format!("deleting launch template {}", template_name(cluster)))),
         }
     }
     if !live.key {
@@ -863,16 +883,16 @@ pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, 
     delete_key(aws, cluster).await
 }
 
-async fn delete_key(aws: &Aws, cluster: &str) -> Result<(), String> {
+async fn delete_key(aws: &Aws, cluster: &str) -> Result<(), CloudError> {
     match aws.ec2.delete_key_pair().key_name(key_name(cluster)).send().await {
         Ok(_) => Ok(()),
-        Err(e) if api::code(&e).is_some_and(|c| c.contains("NotFound")) => Ok(()),
-        Err(e) => Err(format!("deleting key pair {}: {}", key_name(cluster), why(&e))),
+        Err(e) if api::error(&e).is_not_found() => Ok(()),
+        Err(e) => Err(api::error(&e).context(format!("deleting key pair {}", key_name(cluster)))),
     }
 }
 
 /// The nodes of `names` that exist and the census admits (one listing), in the order listed.
-async fn named_nodes(aws: &Aws, cluster: &str, names: &[String], census: &Census) -> Result<Vec<Node>, String> {
+async fn named_nodes(aws: &Aws, cluster: &str, names: &[String], census: &Census) -> Result<Vec<Node>, CloudError> {
     let mut found = nodes(aws, cluster, census).await?;
     found.retain(|n| names.contains(&n.name));
     found.sort_by_key(|n| (n.index.unwrap_or(u32::MAX), n.id.clone()));
@@ -882,7 +902,14 @@ async fn named_nodes(aws: &Aws, cluster: &str, names: &[String], census: &Census
 /// Day 2: terminates the named nodes (one TerminateInstances for all of them) and waits until they are
 /// gone; the apply that follows launches them again under their names, into their reservation or
 /// UltraServer. Names with no node the census admits are skipped.
-pub async fn remove(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn remove(
+    ctx: &Context,
+    aws: &Aws,
+    cluster: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), CloudError> {
     let ids: Vec<String> = named_nodes(aws, cluster, names, census).await?.into_iter().map(|n| n.id).collect();
     if ids.is_empty() {
         return Ok(());
@@ -891,7 +918,14 @@ pub async fn remove(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], t
 }
 
 /// Day 2: reboots the named nodes (one RebootInstances for all of them) and waits until they all run.
-pub async fn reboot(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn reboot(
+    ctx: &Context,
+    aws: &Aws,
+    cluster: &str,
+    names: &[String],
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), CloudError> {
     let found = named_nodes(aws, cluster, names, census).await?;
     if found.is_empty() {
         return Ok(());
@@ -904,7 +938,7 @@ pub async fn reboot(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], t
             .set_instance_ids(Some(chunk.to_vec()))
             .send()
             .await
-            .map_err(|e| format!("rebooting {shown}: {}", why(&e)))?;
+            .map_err(|e| api::error(&e).context(format!("rebooting {shown}")))?;
     }
     crate::clouds::shared::wait_for(ctx, &format!("{shown} to run again after the reboot"), timeout, || {
         let ids = ids.clone();
@@ -915,14 +949,16 @@ pub async fn reboot(ctx: &Context, aws: &Aws, cluster: &str, names: &[String], t
                 .filters(filter("instance-id", &ids.iter().map(String::as_str).collect::<Vec<_>>()))
                 .send()
                 .await
-                .map_err(|e| format!("reading rebooted nodes: {}", why(&e)))?;
+                .map_err(|e| api::error(&e).context("reading rebooted nodes"))?;
             let mut running = 0;
             for i in out.reservations().iter().flat_map(|r| r.instances()) {
                 match i.state().and_then(|s| s.name()) {
                     Some(InstanceStateName::Running) => running += 1,
                     Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => {
                         let node = api::tag_map(i.tags()).get(NODE_TAG).cloned().unwrap_or_default();
-                        return Err(format!("node {node} ({}) was terminated during its reboot", i.instance_id().unwrap_or_default()));
+                        return Err(
+                            format!("node {node} ({}) was terminated during its reboot", i.instance_id().unwrap_or_default()).into()
+                        );
                     }
                     _ => {}
                 }
@@ -939,15 +975,19 @@ pub async fn imported_config(
     cluster: &str,
     live: &ClusterLive,
     defaults: &BTreeMap<String, String>,
-) -> Result<(Value, BTreeMap<String, String>), String> {
+) -> Result<(Value, BTreeMap<String, String>), CloudError> {
     let Some(version) = &live.template else {
-        return Err(format!("no cluster named {cluster:?} in {}: no launch template {}", aws.region, template_name(cluster)));
+        return Err(format!("no cluster named {cluster:?} in {}: no launch template {}", aws.region, template_name(cluster)).into());
     };
     // Its tags came with it; the nodes' own (`hpc:revision`, `hpc:selfcheck`) are never read as the user's.
     let tags = live.template_tags.clone();
-    let fabric_name =
-        tags.get(fabric::TAG).cloned().ok_or_else(|| format!("launch template {} has no {} tag", template_name(cluster), fabric::TAG))?;
-    let data = version.launch_template_data().ok_or_else(|| format!("launch template {} has no data", template_name(cluster)))?;
+    let fabric_name = tags
+        .get(fabric::TAG)
+        .cloned()
+        .ok_or_else(|| CloudError::other(format!("launch template {} has no {} tag", template_name(cluster), fabric::TAG)))?;
+    let data = version
+        .launch_template_data()
+        .ok_or_else(|| CloudError::other(format!("launch template {} has no data", template_name(cluster))))?;
     let instance_type = data.instance_type().map(|t| t.as_str().to_owned()).unwrap_or_default();
     let zone = data.placement().and_then(|p| p.availability_zone()).unwrap_or_default();
     let placement = if data.placement().and_then(|p| p.group_name()).is_some_and(|g| !g.is_empty()) { "cluster" } else { "none" };
@@ -1004,6 +1044,206 @@ pub async fn imported_config(
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ]);
     Ok((config, tags))
+}
+
+/// The node piece of a cluster's expansion.
+const NODES: &str = "aws_instance";
+
+/// A cluster state brought to what exists: node count, names and GPUs as found (on an UltraServer node
+/// type, each NVLink domain's node piece with its own nodes); a launch template that is gone (with its
+/// interfaces) marked missing.
+fn refreshed_cluster(state: &Value, live: &cluster::ClusterLive) -> Value {
+    let nodes = live.addresses();
+    let out = with_domain_nodes(&shared::with_nodes(state, Cloud::Aws, NODES, &nodes), &nodes);
+    if live.has_template {
+        return out;
+    }
+    shared::with_missing(&out, |k| !k.starts_with("aws_launch_template"))
+}
+
+/// Nodes per NVLink domain of a cluster state whose node type is an UltraServer's (one piece per domain).
+fn domain_nodes(state: &Value) -> Option<u32> {
+    let sku = crate::catalog::find_sku(Cloud::Aws, state.get("instance_type").as_str()?)?;
+    super::ultraserver_type(sku)?;
+    sku.nvlink_domain.map(|d| d.nodes)
+}
+
+/// On an UltraServer node type, each domain's node piece (`<cluster>-nvl<k>`) counts and names the nodes of
+/// that domain that exist, and is marked missing when none does; other states are returned as they are.
+fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress]) -> Value {
+    let Some(per) = domain_nodes(state) else { return state.clone() };
+    let name = state.get("name").as_str().unwrap_or_default().to_owned();
+    let Some(pieces) = state.get("expansion").as_list() else { return state.clone() };
+    let index = |node: &str| crate::nodes::node_index(&name, node);
+    let domain = |piece: &str| crate::nodes::domain_index(&name, piece);
+    let pieces: Vec<Value> = pieces
+        .iter()
+        .map(|p| {
+            let k = p.get("name").as_str().and_then(domain);
+            let (Some(k), Some(NODES)) = (k, p.get("kind").as_str()) else { return p.clone() };
+            let mut mine: Vec<u32> =
+                nodes.iter().filter_map(|n| index(&n.name)).filter(|i| crate::nodes::domain_of(*i, per) == k).collect();
+            mine.sort_unstable();
+            mine.dedup();
+            let whole: Vec<u32> = crate::nodes::whole_domain(k, per).collect();
+            let names = if mine == whole {
+                crate::nodes::node_range(&name, &mine)
+            } else {
+                mine.iter().map(|i| crate::nodes::node_name(&name, *i)).collect::<Vec<_>>().join(", ")
+            };
+            let patched = shared::patch_piece(&Value::list([p.clone()]), NODES, Some(mine.len() as i64), &[("names", names)]);
+            let patched = patched.as_list().and_then(|l| l.first().cloned()).unwrap_or_else(|| p.clone());
+            if mine.is_empty() { shared::marked_missing(&patched) } else { patched }
+        })
+        .collect();
+    shared::with_attr(state, "expansion", Value::list(pieces))
+}
+
+/// The state after a successful apply: where the plan left `nodes` (or the day-2 maps: `node_revisions`,
+/// `unhealthy_nodes`, `selfcheck`) unknown, the nodes as they now are.
+fn with_addresses(state: &Value, planned: &Value, nodes: &[shared::NodeAddress]) -> Value {
+    let mut out = state.clone();
+    if planned.get("nodes").is_unknown() {
+        out = shared::with_attr(&out, "nodes", shared::nodes_value(nodes));
+    }
+    for (attr, value) in shared::node_day2(state, nodes) {
+        if planned.get(&attr).is_unknown() {
+            out = shared::with_attr(&out, &attr, value);
+        }
+    }
+    out
+}
+
+#[async_trait]
+impl Backend<ClusterSpec> for backend::Aws {
+    async fn configured(&self, _ctx: &Context) -> Result<(), CloudError> {
+        // The SDK's credential chain is resolved per call; a client is always made.
+        Ok(())
+    }
+
+    fn id(&self, spec: &ClusterSpec) -> Option<String> {
+        Some(api::resource_id(&spec.fabric.region, &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", fabric_region(v))
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
+        let spec = change.spec;
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        let stale = change.stale_tags();
+        let options = cluster::Options { tags: change.tags, stale_tags: &stale, retag: change.retag(), timeout: step.timeout };
+        match cluster::converge(step.ctx, &client, spec, &options, step.census).await {
+            Ok(converged) => {
+                let live = cluster::ClusterLive { has_template: true, nodes: converged.nodes, ..Default::default() };
+                Outcome::done(with_addresses(change.state, change.planned, &live.addresses()))
+            }
+            // The nodes that exist are kept in state.
+            Err(e) => match cluster::observe(&client, &spec.name, step.census).await {
+                Ok(live) => Outcome::failed(refreshed_cluster(change.state, &live), e),
+                Err(_) => Outcome::failed(change.state.clone(), e),
+            },
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
+        let name = prior.get("name").as_str().unwrap_or_default();
+        let client = api::connect(step.ctx, fabric_region(prior)).await;
+        let Err(e) = cluster::delete(step.ctx, &client, name, step.timeout, step.census).await else {
+            return Outcome::done(Value::Null);
+        };
+        // What is left stays in state.
+        let left = match cluster::observe(&client, name, step.census).await {
+            Ok(live) if live.is_empty() => Value::Null,
+            Ok(live) => refreshed_cluster(prior, &live),
+            Err(_) => prior.clone(),
+        };
+        Outcome::failed(left, e)
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, CloudError> {
+        let name = state.get("name").as_str().unwrap_or_default();
+        let client = api::connect(step.ctx, fabric_region(state)).await;
+        let live = cluster::refresh(&client, name, step.census).await?;
+        Ok((!live.is_empty()).then(|| refreshed_cluster(state, &live)))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((region, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an AWS cluster id: give \"aws/<region>/<cluster name>\", e.g. \"aws/us-east-1/train-nodes\"."
+            )));
+        };
+        let client = api::connect(step.ctx, region).await;
+        let live = cluster::observe(&client, name, step.census).await.map_err(ImportError::failed)?;
+        let (config, _) = cluster::imported_config(&client, name, &live, step.default_tags).await.map_err(ImportError::failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+}
+
+#[async_trait]
+impl ClusterBackend for backend::Aws {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        cluster::remove(step.ctx, &client, &spec.name, names, step.timeout, step.census).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        cluster::reboot(step.ctx, &client, &spec.name, names, step.timeout, step.census).await
+    }
+
+    fn node_piece(&self) -> &'static str {
+        NODES
+    }
+
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        cluster::find(&client, &spec.name, step.census).await.map(|_| ())
+    }
+
+    fn upgrade(&self, version: i64, state: Value) -> Value {
+        without_public_ip_flag(version, state)
+    }
+
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        quota::family(spec)
+    }
+
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
+        let client = api::connect(ctx, &family.scope).await;
+        quota::read(&client, family).await
+    }
+}
+
+/// State written before schema version 1 describes an AWS launch template whose primary interface sets
+/// associate_public_ip_address beside the EFA interfaces; EC2 refuses that, this release sends no such flag
+/// (and gives an existing template a new version without it), so the description loses it too.
+fn without_public_ip_flag(version: i64, state: Value) -> Value {
+    if version >= 1 {
+        return state;
+    }
+    let Value::Map(mut map) = state else { return state };
+    let Some(Value::List(pieces)) = map.get("expansion").cloned() else { return Value::Map(map) };
+    let several = pieces.iter().filter(|p| p.get("kind").as_str() == Some("aws_launch_template.network_interfaces")).count() > 1;
+    if !several {
+        return Value::Map(map);
+    }
+    let pieces = pieces
+        .into_iter()
+        .map(|p| match p {
+            Value::Map(mut piece) => {
+                if let Some(Value::Map(settings)) = piece.get_mut("settings") {
+                    settings.remove("associate_public_ip_address");
+                }
+                Value::Map(piece)
+            }
+            other => other,
+        })
+        .collect();
+    map.insert("expansion".into(), Value::List(pieces));
+    Value::Map(map)
 }
 
 #[cfg(test)]
@@ -1098,7 +1338,7 @@ mod tests {
     fn a_block_with_fewer_ultraservers_than_domains_or_of_another_type_is_refused() {
         let s = spec("p6e-gb200.36xlarge", 54, "cb-1");
         let two: Vec<String> = ["cr-a", "cr-b"].map(String::from).to_vec();
-        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &two, 18).unwrap_err();
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &two, 18).unwrap_err().to_string();
         for part in [
             "Capacity Block cb-1",
             "holds 2 u-p6e-gb200x72 UltraServer(s)",
@@ -1107,9 +1347,9 @@ mod tests {
         ] {
             assert!(e.contains(part), "{part:?} not in {e}");
         }
-        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x36"), &two, 18).unwrap_err();
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x36"), &two, 18).unwrap_err().to_string();
         assert!(e.contains("u-p6e-gb200x36"), "{e}");
-        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", None, &two, 18).unwrap_err();
+        let e = check_block(&s, "u-p6e-gb200x72", "cb-1", None, &two, 18).unwrap_err().to_string();
         assert!(e.contains("not of UltraServers"), "{e}");
         let three: Vec<String> = ["cr-a", "cr-b", "cr-c"].map(String::from).to_vec();
         assert_eq!(check_block(&s, "u-p6e-gb200x72", "cb-1", Some("u-p6e-gb200x72"), &three, 18).unwrap(), three);
@@ -1168,5 +1408,124 @@ mod tests {
         assert!(node_only_tag("hpc:selfcheck") && node_only_tag("hpc:revision") && !node_only_tag("hpc:cluster"));
         assert!(same_key("ssh-ed25519 AAAAC3Nza ml@example", "ssh-ed25519 AAAAC3Nza"));
         assert!(!same_key("ssh-ed25519 AAAAC3Nza ml@example", "ssh-ed25519 AAAAC3Nzb ml@example"));
+    }
+
+    fn piece(kind: &str, name: &str) -> Value {
+        Value::object([
+            ("kind", Value::from(kind)),
+            ("name", Value::from(name)),
+            ("count", Value::int(1)),
+            ("settings", Value::object([("names", Value::from("x")), ("data_repository_path", Value::from("s3://old"))])),
+        ])
+    }
+
+    fn missing_pieces(state: &Value) -> Vec<String> {
+        let pieces = state.get("expansion").as_list().unwrap_or_default().to_vec();
+        pieces
+            .iter()
+            .filter(|p| p.get("settings").get("missing").is_present())
+            .map(|p| p.get("kind").as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    fn cluster_state() -> Value {
+        Value::object([
+            ("name", Value::from("train")),
+            ("fabric", Value::object([("region", Value::from("us-east-1"))])),
+            ("instance_type", Value::from("p5.48xlarge")),
+            ("node_count", Value::int(3)),
+            (
+                "expansion",
+                Value::list([
+                    piece("aws_key_pair", "train-key"),
+                    piece("aws_launch_template", "train-lt"),
+                    piece("aws_launch_template.network_interfaces", "train-lt card 0"),
+                    piece("aws_instance", "train"),
+                ]),
+            ),
+        ])
+    }
+
+    fn live(has_template: bool) -> cluster::ClusterLive {
+        let node = |i: u32| cluster::Node {
+            id: format!("i-{i}"),
+            name: format!("train-{i}"),
+            index: Some(i),
+            private_ip: Some(format!("10.0.0.{i}")),
+            ..Default::default()
+        };
+        cluster::ClusterLive { has_template, nodes: vec![node(1), node(0)], ..Default::default() }
+    }
+
+    #[test]
+    fn a_cluster_refresh_marks_a_deleted_launch_template_and_its_interfaces_missing() {
+        let out = refreshed_cluster(&cluster_state(), &live(false));
+        assert_eq!(missing_pieces(&out), ["aws_launch_template", "aws_launch_template.network_interfaces"]);
+        assert_eq!(out.get("node_count"), &Value::int(2));
+        let names: Vec<&str> = out.get("node_names").as_list().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert_eq!(names, ["train-0", "train-1"]);
+        let instances = &out.get("expansion").as_list().unwrap()[3];
+        assert_eq!(instances.get("count"), &Value::int(2));
+        assert_eq!(instances.get("settings").get("names").as_str(), Some("train-0 .. train-1"));
+    }
+
+    #[test]
+    fn a_cluster_refresh_with_its_launch_template_marks_nothing() {
+        let out = refreshed_cluster(&cluster_state(), &live(true));
+        assert!(missing_pieces(&out).is_empty(), "{:?}", missing_pieces(&out));
+        assert_eq!(out.get("nodes").as_list().unwrap()[0].get("id").as_str(), Some("i-0"));
+    }
+
+    #[test]
+    fn an_ultraserver_cluster_refresh_counts_each_nvlink_domains_own_nodes() {
+        let state = Value::object([
+            ("name", Value::from("gb")),
+            ("instance_type", Value::from("p6e-gb200.36xlarge")),
+            (
+                "expansion",
+                Value::list([piece("aws_launch_template", "gb-lt"), piece("aws_instance", "gb-nvl0"), piece("aws_instance", "gb-nvl1")]),
+            ),
+        ]);
+        let node = |i: u32| cluster::Node { id: format!("i-{i}"), name: format!("gb-{i}"), index: Some(i), ..Default::default() };
+        let pieces = |nodes: Vec<cluster::Node>| {
+            let out = refreshed_cluster(&state, &cluster::ClusterLive { has_template: true, nodes, ..Default::default() });
+            out.get("expansion").as_list().unwrap()[1..]
+                .iter()
+                .map(|p| (p.get("count").clone(), p.get("settings").get("names").as_str().unwrap().to_owned()))
+                .collect::<Vec<_>>()
+        };
+        // Node gb-20 lost: its domain shows 17, the other its whole 18.
+        let found = pieces((0..36).filter(|i| *i != 20).map(node).collect());
+        assert_eq!(found[0], (Value::int(18), "gb-0 .. gb-17".to_owned()));
+        assert_eq!(found[1].0, Value::int(17));
+        assert!(found[1].1.starts_with("gb-18, gb-19, gb-21"), "{:?}", found[1]);
+        // A domain with no node left is missing.
+        let out = refreshed_cluster(
+            &state,
+            &cluster::ClusterLive { has_template: true, nodes: (0..18).map(node).collect(), ..Default::default() },
+        );
+        assert_eq!(missing_pieces(&out), ["aws_instance"]);
+        assert_eq!(out.get("node_count"), &Value::int(18));
+    }
+
+    #[test]
+    fn nodes_are_filled_in_only_where_the_plan_left_them_unknown() {
+        let nodes = live(true).addresses();
+        let state = Value::object([("nodes", Value::Null)]);
+        let unknown = Value::object([("nodes", Value::Unknown)]);
+        assert_eq!(with_addresses(&state, &unknown, &nodes).get("nodes").as_list().map(<[Value]>::len), Some(2));
+        assert_eq!(with_addresses(&state, &state, &nodes), state);
+        // The day-2 maps likewise: each node's revision, its health and its self-check verdict.
+        let mut nodes = nodes;
+        nodes[0].revision = Some("r2".into());
+        nodes[0].health = Some("system status check impaired since 2026-12-01T10:02Z".into());
+        nodes[1].selfcheck = Some("ok".into());
+        let unknown =
+            Value::object([("node_revisions", Value::Unknown), ("unhealthy_nodes", Value::Unknown), ("selfcheck", Value::Unknown)]);
+        let out = with_addresses(&Value::object([("revision", Value::from("r1"))]), &unknown, &nodes);
+        assert_eq!(out.get("node_revisions").get("train-0").as_str(), Some("r2"));
+        assert_eq!(out.get("node_revisions").get("train-1").as_str(), Some("r1"), "a node without its own takes the state's");
+        assert_eq!(out.get("unhealthy_nodes").as_map().map(|m| m.keys().cloned().collect::<Vec<_>>()), Some(vec!["train-0".to_owned()]));
+        assert_eq!(out.get("selfcheck").get("train-1").as_str(), Some("ok"));
     }
 }

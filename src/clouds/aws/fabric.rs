@@ -3,15 +3,26 @@
 //! also records the subnet and node type, so clusters, filesystems and imports find everything again.
 //! Apply converges (creates what is missing), so a failed create resumes and drift is repaired. Only pieces
 //! the census admits (this owner's `hpc:owner`) are used, changed or deleted.
+//! The lifecycle's backend for this kind, `Backend<FabricSpec>` on `backend::Aws`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 
+use async_trait::async_trait;
 use aws_sdk_ec2::types::{AttributeBooleanValue, IpPermission, PlacementStrategy, ResourceType, SecurityGroup, UserIdGroupPair};
 
-use super::api::{self, Aws, ec2_tags, filter, tag_filter, tag_spec, why};
+use super::api::{self, Aws, ec2_tags, filter, tag_filter, tag_spec};
+use super::{backend, fabric};
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::Census;
+
+/// A configuration the cloud's answer shows to be wrong, naming the attribute.
+fn invalid(field: &str, message: String) -> CloudError {
+    CloudError::new(crate::clouds::ErrorKind::InvalidRequest { field: Some(field.to_owned()) }, None, message)
+}
 
 pub const TAG: &str = "hpc:fabric";
 
@@ -57,7 +68,7 @@ impl FabricLive {
 
 /// Finds a fabric's pieces: one filtered call per kind, keeping the ones `census` admits. `network` names
 /// the VPC and subnet when known.
-pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>, census: &Census) -> Result<FabricLive, String> {
+pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>, census: &Census) -> Result<FabricLive, CloudError> {
     let mut live = FabricLive::default();
     let groups = aws
         .ec2
@@ -66,7 +77,7 @@ pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>, censu
         .filters(filter("group-name", &[&security_group_name(name)]))
         .send()
         .await
-        .map_err(|e| format!("listing the fabric's security groups: {}", why(&e)))?;
+        .map_err(|e| api::error(&e).context("listing the fabric's security groups"))?;
     live.security_group = groups
         .security_groups()
         .iter()
@@ -81,7 +92,7 @@ pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>, censu
         .filters(tag_filter(TAG, name))
         .send()
         .await
-        .map_err(|e| format!("listing placement groups: {}", why(&e)))?;
+        .map_err(|e| api::error(&e).context("listing placement groups"))?;
     live.placement_group = pgs
         .placement_groups()
         .iter()
@@ -99,7 +110,7 @@ pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>, censu
         Some(id) => aws.ec2.describe_vpcs().filters(filter("vpc-id", &[id])).send().await,
         None => aws.ec2.describe_vpcs().filters(tag_filter(TAG, name)).send().await,
     }
-    .map_err(|e| format!("listing VPCs: {}", why(&e)))?;
+    .map_err(|e| api::error(&e).context("listing VPCs"))?;
     let by_tag = vpc_id.is_none();
     live.vpc = vpcs
         .vpcs()
@@ -115,7 +126,7 @@ pub async fn observe(aws: &Aws, name: &str, network: Option<(&str, &str)>, censu
         Some(id) => aws.ec2.describe_subnets().filters(filter("subnet-id", &[id])).send().await,
         None => aws.ec2.describe_subnets().filters(tag_filter(TAG, name)).send().await,
     }
-    .map_err(|e| format!("listing subnets: {}", why(&e)))?;
+    .map_err(|e| api::error(&e).context("listing subnets"))?;
     let by_tag = subnet_id.is_none();
     live.subnet = subnets
         .subnets()
@@ -142,7 +153,7 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     stale_tag_keys: &[String],
     census: &Census,
-) -> Result<FabricIds, (FabricIds, String)> {
+) -> Result<FabricIds, (FabricIds, CloudError)> {
     let name = &spec.name;
     let mut ids = FabricIds::default();
     let known = match &spec.network {
@@ -150,22 +161,27 @@ pub async fn converge(
         Network::Create { .. } => None,
     };
     let live = observe(aws, name, known, census).await.map_err(|e| (ids.clone(), e))?;
-    census.gate().map_err(|e| (ids.clone(), e))?;
+    census.gate().map_err(|e| (ids.clone(), e.into()))?;
     let zone = spec.zone.clone().unwrap_or_default();
     let mut owned: Vec<String> = Vec::new();
 
     match &spec.network {
         Network::Existing { vpc_id, subnet_id } => {
             if live.vpc.is_none() {
-                return Err((ids, format!("VPC {vpc_id} (vpc_id) does not exist in {}", aws.region)));
+                return Err((ids, invalid("vpc_id", format!("VPC {vpc_id} (vpc_id) does not exist in {}", aws.region))));
             }
             match &live.subnet {
-                None => return Err((ids, format!("subnet {subnet_id} (subnet_id) does not exist in {}", aws.region))),
+                None => {
+                    return Err((ids, invalid("subnet_id", format!("subnet {subnet_id} (subnet_id) does not exist in {}", aws.region))));
+                }
                 Some((_, az)) if *az != zone => {
                     return Err((
                         ids,
-                        format!(
-                            "subnet {subnet_id} is in {az}, not in the fabric's zone {zone}: give a subnet in {zone} or set zone = \"{az}\""
+                        invalid(
+                            "subnet_id",
+                            format!(
+                                "subnet {subnet_id} is in {az}, not in the fabric's zone {zone}: give a subnet in {zone} or set zone = \"{az}\""
+                            ),
                         ),
                     ));
                 }
@@ -185,7 +201,7 @@ pub async fn converge(
                         .tag_specifications(tag_spec(ResourceType::Vpc, &named(tags, &format!("{name}-vpc"))))
                         .send()
                         .await
-                        .map_err(|e| (ids.clone(), format!("creating VPC {name}-vpc: {}", why(&e))))?;
+                        .map_err(|e| (ids.clone(), api::error(&e).context(format!("creating VPC {name}-vpc"))))?;
                     let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_owned();
                     ids.vpc_id = Some(id.clone());
                     aws.ec2
@@ -194,7 +210,7 @@ pub async fn converge(
                         .enable_dns_hostnames(AttributeBooleanValue::builder().value(true).build())
                         .send()
                         .await
-                        .map_err(|e| (ids.clone(), format!("enabling DNS host names on {id}: {}", why(&e))))?;
+                        .map_err(|e| (ids.clone(), api::error(&e).context(format!("enabling DNS host names on {id}"))))?;
                     id
                 }
             };
@@ -211,7 +227,7 @@ pub async fn converge(
                     .tag_specifications(tag_spec(ResourceType::Subnet, &named(tags, &format!("{name}-subnet"))))
                     .send()
                     .await
-                    .map_err(|e| (ids.clone(), format!("creating subnet {name}-subnet in {zone}: {}", why(&e))))?
+                    .map_err(|e| (ids.clone(), api::error(&e).context(format!("creating subnet {name}-subnet in {zone}"))))?
                     .subnet()
                     .and_then(|s| s.subnet_id())
                     .unwrap_or_default()
@@ -233,7 +249,7 @@ pub async fn converge(
             .tag_specifications(tag_spec(ResourceType::PlacementGroup, &named(tags, &pg)))
             .send()
             .await
-            .map_err(|e| (ids.clone(), format!("creating cluster placement group {pg}: {}", why(&e))))?;
+            .map_err(|e| (ids.clone(), api::error(&e).context(format!("creating cluster placement group {pg}"))))?;
     }
 
     // The security group records what a cluster or an import needs to find the rest.
@@ -254,7 +270,7 @@ pub async fn converge(
             .tag_specifications(tag_spec(ResourceType::SecurityGroup, &sg_tags))
             .send()
             .await
-            .map_err(|e| (ids.clone(), format!("creating security group {}: {}", security_group_name(name), why(&e))))?
+            .map_err(|e| (ids.clone(), api::error(&e).context(format!("creating security group {}", security_group_name(name)))))?
             .group_id()
             .unwrap_or_default()
             .to_owned(),
@@ -268,7 +284,7 @@ pub async fn converge(
             .ip_permissions(self_rule.clone())
             .send()
             .await
-            .map_err(|e| (ids.clone(), format!("adding the EFA self-referencing inbound rule to {sg_id}: {}", why(&e))))?;
+            .map_err(|e| (ids.clone(), api::error(&e).context(format!("adding the EFA self-referencing inbound rule to {sg_id}"))))?;
     }
     if !live.self_rule(true) {
         aws.ec2
@@ -277,7 +293,7 @@ pub async fn converge(
             .ip_permissions(self_rule)
             .send()
             .await
-            .map_err(|e| (ids.clone(), format!("adding the EFA self-referencing outbound rule to {sg_id}: {}", why(&e))))?;
+            .map_err(|e| (ids.clone(), api::error(&e).context(format!("adding the EFA self-referencing outbound rule to {sg_id}"))))?;
     }
 
     // Tags of pieces that already existed: bring them to what the configuration says.
@@ -296,7 +312,7 @@ pub async fn converge(
             .set_tags(Some(ec2_tags(&sg_tags)))
             .send()
             .await
-            .map_err(|e| (ids.clone(), format!("tagging {sg_id}: {}", why(&e))))?;
+            .map_err(|e| (ids.clone(), api::error(&e).context(format!("tagging {sg_id}"))))?;
     }
     Ok(ids)
 }
@@ -307,7 +323,7 @@ async fn pg_id(aws: &Aws, name: &str) -> Option<String> {
 }
 
 /// Sets `tags` on `resources` and removes `stale` keys (tags the configuration no longer has).
-pub async fn retag(aws: &Aws, resources: &[String], tags: &BTreeMap<String, String>, stale: &[String]) -> Result<(), String> {
+pub async fn retag(aws: &Aws, resources: &[String], tags: &BTreeMap<String, String>, stale: &[String]) -> Result<(), CloudError> {
     for chunk in resources.chunks(500) {
         if !stale.is_empty() {
             aws.ec2
@@ -316,7 +332,7 @@ pub async fn retag(aws: &Aws, resources: &[String], tags: &BTreeMap<String, Stri
                 .set_tags(Some(stale.iter().map(|k| aws_sdk_ec2::types::Tag::builder().key(k).build()).collect()))
                 .send()
                 .await
-                .map_err(|e| format!("removing tags: {}", why(&e)))?;
+                .map_err(|e| api::error(&e).context("removing tags"))?;
         }
         aws.ec2
             .create_tags()
@@ -324,7 +340,7 @@ pub async fn retag(aws: &Aws, resources: &[String], tags: &BTreeMap<String, Stri
             .set_tags(Some(ec2_tags(tags)))
             .send()
             .await
-            .map_err(|e| format!("tagging: {}", why(&e)))?;
+            .map_err(|e| api::error(&e).context("tagging"))?;
     }
     Ok(())
 }
@@ -344,7 +360,7 @@ pub async fn delete(
     network: Option<(&str, &str)>,
     timeout: std::time::Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let live = observe(aws, name, network, census).await?;
     if let Some(sg) = live.sg_id() {
         // Interfaces of terminating instances hold the group for a while: retry DependencyViolation.
@@ -356,7 +372,7 @@ pub async fn delete(
                     Ok(_) => Ok(Some(())),
                     Err(e) if api::code(&e) == Some("DependencyViolation") => Ok(None),
                     Err(e) if api::code(&e) == Some("InvalidGroup.NotFound") => Ok(Some(())),
-                    Err(e) => Err(format!("deleting security group {sg}: {}", why(&e))),
+                    Err(e) => Err(api::error(&e).context(format!("deleting security group {sg}"))),
                 }
             }
         })
@@ -366,7 +382,7 @@ pub async fn delete(
         match aws.ec2.delete_placement_group().group_name(pg).send().await {
             Ok(_) => {}
             Err(e) if api::code(&e) == Some("InvalidPlacementGroup.Unknown") => {}
-            Err(e) => return Err(format!("deleting placement group {pg}: {}", why(&e))),
+            Err(e) => return Err(api::error(&e).context(format!("deleting placement group {pg}"))),
         }
     }
     if let Some((vpc, _, true)) = &live.vpc {
@@ -374,13 +390,13 @@ pub async fn delete(
             match aws.ec2.delete_subnet().subnet_id(subnet).send().await {
                 Ok(_) => {}
                 Err(e) if api::code(&e) == Some("InvalidSubnetID.NotFound") => {}
-                Err(e) => return Err(format!("deleting subnet {subnet}: {}", why(&e))),
+                Err(e) => return Err(api::error(&e).context(format!("deleting subnet {subnet}"))),
             }
         }
         match aws.ec2.delete_vpc().vpc_id(vpc).send().await {
             Ok(_) => {}
             Err(e) if api::code(&e) == Some("InvalidVpcID.NotFound") => {}
-            Err(e) => return Err(format!("deleting VPC {vpc}: {}", why(&e))),
+            Err(e) => return Err(api::error(&e).context(format!("deleting VPC {vpc}"))),
         }
     }
     Ok(())
@@ -412,9 +428,11 @@ pub fn present_kinds(live: &FabricLive) -> Vec<&'static str> {
 
 /// The configuration an import reconstructs from what exists (what `hpc_gpu_fabric` would have been
 /// given to build it), and the ids.
-pub fn imported_config(region: &str, name: &str, live: &FabricLive, defaults: &BTreeMap<String, String>) -> Result<Value, String> {
+pub fn imported_config(region: &str, name: &str, live: &FabricLive, defaults: &BTreeMap<String, String>) -> Result<Value, CloudError> {
     let Some(group) = &live.security_group else {
-        return Err(format!("no fabric named {name:?} in {region}: no security group {} tagged {TAG} = {name}", security_group_name(name)));
+        return Err(
+            format!("no fabric named {name:?} in {region}: no security group {} tagged {TAG} = {name}", security_group_name(name)).into()
+        );
     };
     let tags = api::tag_map(group.tags());
     let instance_type = tags.get("hpc:instance-type").cloned().ok_or_else(|| {
@@ -423,13 +441,17 @@ pub fn imported_config(region: &str, name: &str, live: &FabricLive, defaults: &B
             group.group_id().unwrap_or_default()
         )
     })?;
-    let zone = live.subnet.as_ref().map(|s| s.1.clone()).ok_or_else(|| format!("the subnet of fabric {name} no longer exists"))?;
+    let zone = live
+        .subnet
+        .as_ref()
+        .map(|s| s.1.clone())
+        .ok_or_else(|| CloudError::other(format!("the subnet of fabric {name} no longer exists")))?;
     let (vpc, subnet, cidr) = match &live.vpc {
         Some((_, cidr, true)) => (Value::Null, Value::Null, Value::from(cidr.as_str())),
         Some((id, _, false)) => {
             (Value::from(id.as_str()), Value::from(live.subnet.as_ref().map(|s| s.0.as_str()).unwrap_or_default()), Value::Null)
         }
-        None => return Err(format!("the VPC of fabric {name} no longer exists")),
+        None => return Err(format!("the VPC of fabric {name} no longer exists").into()),
     };
     let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Aws, &tags, defaults);
     Ok(Value::object([
@@ -445,4 +467,88 @@ pub fn imported_config(region: &str, name: &str, live: &FabricLive, defaults: &B
         ("placement", Value::from(if live.placement_group.is_some() { "cluster" } else { "none" })),
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ]))
+}
+
+/// The existing network a fabric joins, from a state or configuration (none when it made its own).
+fn given_network(v: &Value) -> Option<(&str, &str)> {
+    if v.get("cidr_block").is_present() {
+        return None;
+    }
+    Some((v.get("vpc_id").as_str()?, v.get("subnet_id").as_str()?))
+}
+
+fn region_and_name(v: &Value) -> (&str, &str) {
+    (v.get("region").as_str().unwrap_or_default(), v.get("name").as_str().unwrap_or_default())
+}
+
+#[async_trait]
+impl Backend<FabricSpec> for backend::Aws {
+    async fn configured(&self, _ctx: &Context) -> Result<(), CloudError> {
+        // The SDK's credential chain is resolved per call; a client is always made.
+        Ok(())
+    }
+
+    fn id(&self, spec: &FabricSpec) -> Option<String> {
+        Some(api::resource_id(&spec.region, &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", v.get("region").as_str().unwrap_or_default())
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FabricSpec>) -> Outcome {
+        let spec = change.spec;
+        let client = api::connect(step.ctx, &spec.region).await;
+        let stale = change.stale_tags();
+        let gpu = change.config.get("gpu").as_str();
+        let (ids, error) = match fabric::converge(&client, spec, gpu, change.tags, &stale, step.census).await {
+            Ok(ids) => (ids, None),
+            Err((ids, e)) => (ids, Some(e)),
+        };
+        let mut state = change.state.clone();
+        if let Some(v) = ids.vpc_id {
+            state = shared::with_attr(&state, "vpc_id", Value::from(v));
+        }
+        if let Some(s) = ids.subnet_id {
+            state = shared::with_attr(&state, "subnet_id", Value::from(s));
+        }
+        Outcome { state, error }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FabricSpec>) -> Outcome {
+        let (region, name) = region_and_name(prior);
+        let client = api::connect(step.ctx, region).await;
+        let done = fabric::delete(step.ctx, &client, name, given_network(prior), step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FabricSpec>) -> Result<Option<Value>, CloudError> {
+        let (region, name) = region_and_name(state);
+        let client = api::connect(step.ctx, region).await;
+        let live = fabric::observe(&client, name, given_network(state), step.census).await?;
+        if live.is_empty() {
+            return Ok(None);
+        }
+        let kinds = fabric::present_kinds(&live);
+        Ok(Some(shared::with_missing(state, |k| kinds.contains(&k))))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((region, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an AWS fabric id: give \"aws/<region>/<fabric name>\", e.g. \"aws/us-east-1/train\"."
+            )));
+        };
+        let client = api::connect(step.ctx, region).await;
+        let live = fabric::observe(&client, name, None, step.census).await.map_err(ImportError::failed)?;
+        let config = fabric::imported_config(region, name, &live, step.default_tags).map_err(ImportError::failed)?;
+        let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+        if let Some((vpc, _, _)) = &live.vpc {
+            assigned.insert("vpc_id".to_owned(), Value::from(vpc.as_str()));
+        }
+        if let Some((subnet, _)) = &live.subnet {
+            assigned.insert("subnet_id".to_owned(), Value::from(subnet.as_str()));
+        }
+        Ok(Imported { config, assigned })
+    }
 }

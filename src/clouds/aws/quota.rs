@@ -14,6 +14,7 @@ use aws_sdk_ec2::types::{Instance, InstanceLifecycleType};
 
 use super::api::{Aws, filter, why};
 use crate::catalog::Cloud;
+use crate::clouds::CloudError;
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::model::{CapacityType, ClusterSpec};
 
@@ -139,14 +140,14 @@ fn instance_vcpus(i: &Instance) -> u64 {
 
 /// Reads a family's limit (GetServiceQuota; the AWS default when the account has no applied value) and
 /// usage (one DescribeInstances of the family's types, pending or running, paged).
-pub async fn read(aws: &Aws, family: &QuotaFamily) -> Result<QuotaReading, String> {
-    let q = by_code(&family.id).ok_or_else(|| format!("{} is not an EC2 quota this provider reads", family.id))?;
+pub async fn read(aws: &Aws, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
+    let q = by_code(&family.id).ok_or_else(|| CloudError::other(format!("{} is not an EC2 quota this provider reads", family.id)))?;
     let limit = limit(aws, q).await?;
     let used = usage(aws, q).await?;
     Ok(QuotaReading { limit, used })
 }
 
-async fn limit(aws: &Aws, q: Ec2Quota) -> Result<u64, String> {
+async fn limit(aws: &Aws, q: Ec2Quota) -> Result<u64, CloudError> {
     let call = |e: &dyn std::fmt::Display| {
         format!("reading Service Quotas {SERVICE_CODE}/{} ({}) in {} (GetServiceQuota): {e}", q.code, q.name, aws.region)
     };
@@ -171,13 +172,13 @@ async fn limit(aws: &Aws, q: Ec2Quota) -> Result<u64, String> {
             })?
             .quota()
             .and_then(|v| v.value()),
-        Err(e) => return Err(call(&why(&e))),
+        Err(e) => return Err(CloudError { message: call(&why(&e)), ..super::api::error(&e) }),
     };
     let value = value.ok_or_else(|| call(&"the answer has no Quota.Value"))?;
     Ok(if value.is_finite() && value > 0.0 { value.floor() as u64 } else { 0 })
 }
 
-async fn usage(aws: &Aws, q: Ec2Quota) -> Result<u64, String> {
+async fn usage(aws: &Aws, q: Ec2Quota) -> Result<u64, CloudError> {
     let mut used = 0;
     let mut token: Option<String> = None;
     loop {
@@ -200,10 +201,6 @@ async fn usage(aws: &Aws, q: Ec2Quota) -> Result<u64, String> {
         }
     }
 }
-
-/// EC2's codes for "no capacity" where a launch asked for it.
-pub const CAPACITY_CODES: [&str; 4] =
-    ["InsufficientInstanceCapacity", "InsufficientCapacityOnHost", "InsufficientHostCapacity", "ReservationCapacityExceeded"];
 
 #[cfg(test)]
 mod tests {

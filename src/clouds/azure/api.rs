@@ -13,6 +13,7 @@ use serde_json::Value as Json;
 
 use crate::catalog::Cloud;
 use crate::clouds::shared::Backoff;
+use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::{Context, Value};
 
@@ -34,7 +35,7 @@ impl std::fmt::Debug for Arm {
 }
 
 /// The ARM client for the provider's `azure` block, built once per process and configuration.
-pub async fn connect(ctx: &Context) -> Result<Arm, String> {
+pub async fn connect(ctx: &Context) -> Result<Arm, CloudError> {
     static CLIENTS: Mutex<BTreeMap<String, Arm>> = Mutex::new(BTreeMap::new());
     let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Azure)).cloned().unwrap_or_default();
     let key = format!("{:?}|{:?}", settings.endpoint, settings.settings);
@@ -57,26 +58,27 @@ pub async fn connect_or_report(ctx: &Context, diags: &mut crate::framework::Diag
     }
 }
 
-fn build(settings: &CloudSettings) -> Result<Arm, String> {
+fn build(settings: &CloudSettings) -> Result<Arm, CloudError> {
     let s = |k: &str| settings.settings.get(k).cloned();
     let subscription = s("subscription_id").ok_or("set subscription_id in the provider's azure block")?;
     let mut http = reqwest::Client::builder().timeout(Duration::from_secs(120));
     if let Ok(path) = std::env::var("HPC_AZURE_CA_FILE") {
-        let pem = std::fs::read(&path).map_err(|e| format!("HPC_AZURE_CA_FILE={path}: {e}"))?;
-        let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| format!("HPC_AZURE_CA_FILE={path} is not a PEM certificate: {e}"))?;
+        let pem = std::fs::read(&path).map_err(|e| CloudError::other(format!("HPC_AZURE_CA_FILE={path}: {e}")))?;
+        let cert = reqwest::Certificate::from_pem(&pem)
+            .map_err(|e| CloudError::other(format!("HPC_AZURE_CA_FILE={path} is not a PEM certificate: {e}")))?;
         http = http.add_root_certificate(cert);
     }
-    let http = http.build().map_err(|e| format!("building the HTTPS client: {e}"))?;
+    let http = http.build().map_err(|e| CloudError::other(format!("building the HTTPS client: {e}")))?;
     let credential: Option<Arc<dyn TokenCredential>> =
         if let (Some(tenant), Some(client), Some(secret)) = (s("tenant_id"), s("client_id"), s("client_secret")) {
             Some(
                 azure_identity::ClientSecretCredential::new(&tenant, client, secret.into(), None)
-                    .map_err(|e| format!("the azure block's service principal cannot be used: {e}"))?,
+                    .map_err(|e| CloudError::other(format!("the azure block's service principal cannot be used: {e}")))?,
             )
         } else if s("use_msi").as_deref() == Some("true") {
-            Some(azure_identity::ManagedIdentityCredential::new(None).map_err(|e| format!("managed identity: {e}"))?)
+            Some(azure_identity::ManagedIdentityCredential::new(None).map_err(|e| CloudError::other(format!("managed identity: {e}")))?)
         } else if s("use_cli").as_deref() == Some("true") || settings.endpoint.is_none() {
-            Some(azure_identity::AzureCliCredential::new(None).map_err(|e| format!("Azure CLI credential: {e}"))?)
+            Some(azure_identity::AzureCliCredential::new(None).map_err(|e| CloudError::other(format!("Azure CLI credential: {e}")))?)
         } else {
             // An emulator: it wants a bearer token of any kind.
             None
@@ -115,6 +117,49 @@ impl Reply {
             _ => format!("HTTP {}: {}", self.status, self.body),
         }
     }
+
+    /// The answer as a [`CloudError`], `what` said first: `creating virtualNetworks/v: Code: message`.
+    pub fn failure(&self, what: &str) -> CloudError {
+        error(self.status, self.retry_after, &self.body["error"], format!("{what}: {}", self.error()))
+    }
+}
+
+/// An ARM error (`{"code", "message", "target", "details": [{"code", ...}]}`, the object under `error` or a
+/// failed operation's) as a [`CloudError`]: the status gives the kind, the code refines it (Microsoft Learn,
+/// "Troubleshoot common Azure deployment errors"): allocation failures are no capacity, quota codes a quota,
+/// conflicts and throttling as named; an invalid request names its `target`. A code found only among the
+/// details (a deployment's `AllocationFailed` under `Conflict`) counts too.
+pub fn error(status: u16, retry_after: Option<Duration>, e: &Json, message: impl Into<String>) -> CloudError {
+    let code = e["code"].as_str();
+    let details: Vec<&str> = e["details"].as_array().into_iter().flatten().filter_map(|d| d["code"].as_str()).collect();
+    let mut out = CloudError::from_status(status, retry_after, code, message);
+    for c in code.into_iter().chain(details) {
+        let kind = match c {
+            "OverconstrainedZonalAllocationRequest"
+            | "OverconstrainedAllocationRequest"
+            | "ZonalAllocationFailed"
+            | "AllocationFailed"
+            | "SkuNotAvailable" => ErrorKind::NoCapacity,
+            "QuotaExceeded" => ErrorKind::Quota,
+            // Compute answers a request over the vCPU quota with OperationNotAllowed (409).
+            "OperationNotAllowed" if status == 409 => ErrorKind::Quota,
+            "TooManyRequests" | "SubscriptionRequestsThrottled" | "ResourceRequestsThrottled" => ErrorKind::Throttled { retry_after },
+            "ResourceNotFound" | "ResourceGroupNotFound" | "NotFound" => ErrorKind::NotFound,
+            "AuthorizationFailed" | "LinkedAuthorizationFailed" => ErrorKind::Forbidden,
+            "InvalidAuthenticationToken" | "AuthenticationFailed" | "ExpiredAuthenticationToken" => ErrorKind::Unauthenticated,
+            "InUseSubnetCannotBeDeleted" | "Conflict" | "AnotherOperationInProgress" => ErrorKind::Conflict,
+            "InvalidParameter" | "InvalidRequestContent" | "BadRequest" | "InvalidResourceName" => {
+                ErrorKind::InvalidRequest { field: e["target"].as_str().map(str::to_owned) }
+            }
+            _ => continue,
+        };
+        out.kind = kind;
+        out.code = Some(c.to_owned());
+        if out.kind == ErrorKind::NoCapacity {
+            break;
+        }
+    }
+    out
 }
 
 const ATTEMPTS: u32 = 6;
@@ -125,19 +170,19 @@ impl Arm {
         format!("/subscriptions/{}/resourceGroups/{rg}", self.subscription)
     }
 
-    async fn token(&self) -> Result<Option<String>, String> {
+    async fn token(&self) -> Result<Option<String>, CloudError> {
         match &self.credential {
             Some(c) => c
                 .get_token(&[SCOPE], None)
                 .await
                 .map(|t| Some(t.token.secret().to_owned()))
-                .map_err(|e| format!("getting an Azure token: {e}")),
+                .map_err(|e| CloudError::new(ErrorKind::Unauthenticated, None, format!("getting an Azure token: {e}"))),
             None => Ok(Some("emulator".into())),
         }
     }
 
     /// One request with retries: 429 after its Retry-After, 5xx with backoff; cancelled by StopProvider.
-    pub async fn send(&self, ctx: &Context, method: reqwest::Method, url: &str, body: Option<&Json>) -> Result<Reply, String> {
+    pub async fn send(&self, ctx: &Context, method: reqwest::Method, url: &str, body: Option<&Json>) -> Result<Reply, CloudError> {
         let url = if url.starts_with("http") { url.to_owned() } else { format!("{}{url}", self.base) };
         let mut delay = Duration::from_millis(500);
         let bucket = match method {
@@ -155,7 +200,7 @@ impl Arm {
                 request = request.header("content-type", "application/json").body(b.to_string());
             }
             let response = tokio::select! {
-                _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
+                _ = ctx.cancelled() => return Err(CloudError::interrupted("interrupted (the CLI asked the provider to stop)")),
                 r = request.send() => r,
             };
             let reply = match response {
@@ -174,7 +219,7 @@ impl Arm {
                     delay *= 2;
                     continue;
                 }
-                Err(e) => return Err(format!("calling Azure Resource Manager: {e}")),
+                Err(e) => return Err(CloudError::new(ErrorKind::Transient, None, format!("calling Azure Resource Manager: {e}"))),
             };
             let again = reply.status == 429 || reply.status >= 500;
             if !again || attempt == ATTEMPTS {
@@ -183,7 +228,7 @@ impl Arm {
             // Retry-After as given; our own backoff with jitter when there is none.
             let wait = reply.retry_after.unwrap_or_else(|| crate::clouds::throttle::jitter(delay)).min(Duration::from_secs(60));
             tokio::select! {
-                _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
+                _ = ctx.cancelled() => return Err(CloudError::interrupted("interrupted (the CLI asked the provider to stop)")),
                 _ = tokio::time::sleep(wait) => {}
             }
             delay = (delay * 2).min(Duration::from_secs(16));
@@ -192,17 +237,17 @@ impl Arm {
     }
 
     /// GET a resource: None when it does not exist.
-    pub async fn get(&self, ctx: &Context, id: &str, api: &str) -> Result<Option<Json>, String> {
+    pub async fn get(&self, ctx: &Context, id: &str, api: &str) -> Result<Option<Json>, CloudError> {
         let reply = self.send(ctx, reqwest::Method::GET, &format!("{id}?api-version={api}"), None).await?;
         match reply.status {
             200 => Ok(Some(reply.body)),
             404 => Ok(None),
-            _ => Err(format!("reading {id}: {}", reply.error())),
+            _ => Err(reply.failure(&format!("reading {id}"))),
         }
     }
 
     /// All items of a list, following nextLink. `url` may carry the operation's own query (`$expand=...`).
-    pub async fn list(&self, ctx: &Context, url: &str, api: &str) -> Result<Vec<Json>, String> {
+    pub async fn list(&self, ctx: &Context, url: &str, api: &str) -> Result<Vec<Json>, CloudError> {
         let joint = if url.contains('?') { '&' } else { '?' };
         let mut next = Some(format!("{url}{joint}api-version={api}"));
         let mut out = Vec::new();
@@ -212,7 +257,7 @@ impl Arm {
                 return Ok(out);
             }
             if reply.status != 200 {
-                return Err(format!("listing {url}: {}", reply.error()));
+                return Err(reply.failure(&format!("listing {url}")));
             }
             out.extend(reply.body["value"].as_array().cloned().unwrap_or_default());
             next = reply.body["nextLink"].as_str().map(str::to_owned);
@@ -222,10 +267,10 @@ impl Arm {
 
     /// PUT a resource and wait until its provisioning finishes (Azure-AsyncOperation or the resource's
     /// provisioningState). Errors carry ARM's code and message.
-    pub async fn put(&self, ctx: &Context, id: &str, api: &str, body: &Json, timeout: Duration) -> Result<Json, String> {
+    pub async fn put(&self, ctx: &Context, id: &str, api: &str, body: &Json, timeout: Duration) -> Result<Json, CloudError> {
         let reply = self.send(ctx, reqwest::Method::PUT, &format!("{id}?api-version={api}"), Some(body)).await?;
         if !(200..=202).contains(&reply.status) {
-            return Err(format!("creating {}: {}", short(id), reply.error()));
+            return Err(reply.failure(&format!("creating {}", short(id))));
         }
         if let Some(monitor) = &reply.monitor {
             self.wait(ctx, monitor, &format!("creating {}", short(id)), timeout).await?;
@@ -241,10 +286,10 @@ impl Arm {
                 // ARM reads may lag a write for a moment: NotFound right after it is retried a few times.
                 missing += 1;
                 if missing >= 5 {
-                    return Err(format!("{} vanished after it was created", short(id)));
+                    return Err(format!("{} vanished after it was created", short(id)).into());
                 }
                 tokio::select! {
-                    _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
+                    _ = ctx.cancelled() => return Err(CloudError::interrupted("interrupted (the CLI asked the provider to stop)")),
                     _ = tokio::time::sleep(delay) => {}
                 }
                 delay = backoff.next(delay);
@@ -254,15 +299,15 @@ impl Arm {
                 None => return Ok(found),
                 Some(s) if s.eq_ignore_ascii_case("Succeeded") => return Ok(found),
                 Some(s) if s.eq_ignore_ascii_case("Failed") || s.eq_ignore_ascii_case("Canceled") => {
-                    return Err(format!("creating {}: provisioning {s}", short(id)));
+                    return Err(format!("creating {}: provisioning {s}", short(id)).into());
                 }
                 Some(_) => {}
             }
             if tokio::time::Instant::now() + delay > deadline {
-                return Err(format!("timed out after {} while creating {}", crate::clock::format_duration(timeout), short(id)));
+                return Err(format!("timed out after {} while creating {}", crate::clock::format_duration(timeout), short(id)).into());
             }
             tokio::select! {
-                _ = ctx.cancelled() => return Err("interrupted (the CLI asked the provider to stop)".into()),
+                _ = ctx.cancelled() => return Err(CloudError::interrupted("interrupted (the CLI asked the provider to stop)")),
                 _ = tokio::time::sleep(delay) => {}
             }
             delay = backoff.next(delay);
@@ -272,7 +317,7 @@ impl Arm {
     /// POST a resource's action (a scale set's `restart`, `reimage`, ...) and follow it to its end: long-running
     /// actions answer 202 with a Location (or Azure-AsyncOperation) to poll, quick ones 200. `what` names it
     /// in messages ("restarting scaleSets/c-0").
-    pub async fn action(&self, ctx: &Context, url: &str, api: &str, body: &Json, what: &str, timeout: Duration) -> Result<(), String> {
+    pub async fn action(&self, ctx: &Context, url: &str, api: &str, body: &Json, what: &str, timeout: Duration) -> Result<(), CloudError> {
         let reply = self.send(ctx, reqwest::Method::POST, &format!("{url}?api-version={api}"), Some(body)).await?;
         match reply.status {
             200 | 204 => Ok(()),
@@ -280,12 +325,12 @@ impl Arm {
                 Some(monitor) => self.wait(ctx, monitor, what, timeout).await,
                 None => Ok(()),
             },
-            _ => Err(format!("{what}: {}", reply.error())),
+            _ => Err(reply.failure(what)),
         }
     }
 
     /// DELETE a resource and wait until it is gone; a missing resource is fine.
-    pub async fn delete(&self, ctx: &Context, id: &str, api: &str, timeout: Duration) -> Result<(), String> {
+    pub async fn delete(&self, ctx: &Context, id: &str, api: &str, timeout: Duration) -> Result<(), CloudError> {
         let reply = self.send(ctx, reqwest::Method::DELETE, &format!("{id}?api-version={api}"), None).await?;
         match reply.status {
             200 | 204 | 404 => Ok(()),
@@ -293,7 +338,7 @@ impl Arm {
                 Some(monitor) => self.wait(ctx, monitor, &format!("deleting {}", short(id)), timeout).await,
                 None => Ok(()),
             },
-            _ => Err(format!("deleting {}: {}", short(id), reply.error())),
+            _ => Err(reply.failure(&format!("deleting {}", short(id)))),
         }
     }
 
@@ -301,7 +346,7 @@ impl Arm {
     /// until its `status` is terminal (Failed or Canceled report ARM's error). A `Location` URL answers 202
     /// while the operation runs and then its final answer: 200 or 204 (with or without a body) is done, an
     /// error status carries ARM's error.
-    async fn wait(&self, ctx: &Context, monitor: &Monitor, what: &str, timeout: Duration) -> Result<(), String> {
+    async fn wait(&self, ctx: &Context, monitor: &Monitor, what: &str, timeout: Duration) -> Result<(), CloudError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let backoff = Backoff::STANDARD;
         let mut delay = backoff.first;
@@ -311,11 +356,13 @@ impl Arm {
         loop {
             let reply = self.send(ctx, reqwest::Method::GET, &url, None).await?;
             let failed = |e: &Json, fallback: &str| {
-                format!(
+                let message = format!(
                     "{what} failed: {}: {}",
                     e["code"].as_str().unwrap_or(fallback),
                     e["message"].as_str().unwrap_or("ARM gave no detail")
-                )
+                );
+                // A failed operation's own status is 200; its error object says what failed.
+                error(if reply.status < 400 { 0 } else { reply.status }, reply.retry_after, e, message)
             };
             match monitor {
                 Monitor::AsyncOperation(_) => match reply.body["status"].as_str() {
@@ -338,12 +385,12 @@ impl Arm {
                 },
             }
             if tokio::time::Instant::now() + delay > deadline {
-                return Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)));
+                return Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)).into());
             }
             // Retry-After as the service gives it (at most 10 s), else the standard backoff.
             let wait = reply.retry_after.unwrap_or(delay).min(Duration::from_secs(10));
             tokio::select! {
-                _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
+                _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)").into()),
                 _ = tokio::time::sleep(wait) => {}
             }
             delay = backoff.next(delay);
@@ -398,6 +445,25 @@ impl Arm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arm_error_bodies_map_to_their_kinds() {
+        use serde_json::json;
+        // A failed scale-set operation: the allocation failure under the operation's error.
+        let failed = json!({"code": "AllocationFailed", "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region."});
+        let e = error(0, None, &failed, "creating virtualMachineScaleSets/c-0 failed: AllocationFailed: Allocation failed.");
+        assert_eq!((e.kind.clone(), e.capacity_code()), (ErrorKind::NoCapacity, Some("AllocationFailed")));
+        // A code only among the details counts.
+        let nested = json!({"code": "Conflict", "details": [{"code": "ZonalAllocationFailed"}]});
+        assert_eq!(error(409, None, &nested, "m").capacity_code(), Some("ZonalAllocationFailed"));
+        let throttled = json!({"code": "SubscriptionRequestsThrottled", "message": "Number of requests exceeded the limit"});
+        assert_eq!(error(429, Some(Duration::from_secs(17)), &throttled, "m").retry_after(), Some(Duration::from_secs(17)));
+        assert_eq!(error(409, None, &json!({"code": "OperationNotAllowed"}), "m").kind, ErrorKind::Quota);
+        assert_eq!(error(404, None, &json!({"code": "ResourceGroupNotFound"}), "m").kind, ErrorKind::NotFound);
+        assert_eq!(error(403, None, &json!({"code": "AuthorizationFailed"}), "m").kind, ErrorKind::Forbidden);
+        let invalid = json!({"code": "InvalidParameter", "target": "computerNamePrefix"});
+        assert_eq!(error(400, None, &invalid, "m").kind, ErrorKind::InvalidRequest { field: Some("computerNamePrefix".into()) });
+    }
 
     #[test]
     fn ids_compare_without_case_and_read_short() {

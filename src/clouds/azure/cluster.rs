@@ -15,17 +15,28 @@
 //! `customMetrics`). Azure keeps no tags on a scale set's VMs (its tag support table: "No" for
 //! `virtualMachineScaleSets/virtualMachines`), so the revision a node runs is the scale set model's
 //! (`hpc:revision` on the scale set) when the VM has the latest model applied.
+//! The lifecycle's backend for this kind, `Backend<ClusterSpec>` and `ClusterBackend` on `backend::Azure`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use base64::Engine;
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::Arm;
+use super::backend::{self, arm, group_of, group_place, unknown_fabric, unknown_fabric_summary};
 use super::fabric::{COMPUTE_API, NETWORK_API};
+use super::{cluster, fabric, quota};
+use crate::catalog::Cloud;
 use crate::clouds::NodeAddress;
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
+use crate::clouds::shared;
 use crate::framework::Context;
+use crate::framework::Value;
 use crate::model::{CapacityType, ClusterSpec, Placement};
 use crate::nodes::node_name;
 use crate::ownership::{Census, marker_in_json};
@@ -182,7 +193,7 @@ pub fn condition(view: &Json) -> Condition {
 }
 
 /// A scale set of the cluster, read by id, if it exists and the census admits it.
-async fn own_set(ctx: &Context, arm: &Arm, id: &str, census: &Census) -> Result<Option<Json>, String> {
+async fn own_set(ctx: &Context, arm: &Arm, id: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let set = arm.get(ctx, id, COMPUTE_API).await?;
     Ok(set.filter(|s| census.admit(SCALE_SET, &super::api::short(id), marker_in_json(&s["tags"]), None)))
 }
@@ -223,7 +234,7 @@ fn set_live(set: &Json, vms: &[Json], nics: &[Json]) -> SetLive {
 }
 
 /// The VMs of a scale set with their instance views (one call, whatever their number).
-async fn list_vms(ctx: &Context, arm: &Arm, set_id: &str) -> Result<Vec<Json>, String> {
+async fn list_vms(ctx: &Context, arm: &Arm, set_id: &str) -> Result<Vec<Json>, CloudError> {
     arm.list(ctx, &format!("{set_id}/virtualMachines?$expand=instanceView"), COMPUTE_API).await
 }
 
@@ -236,7 +247,7 @@ pub async fn observe(
     cluster: &str,
     sets: usize,
     census: &Census,
-) -> Result<Vec<Option<SetLive>>, String> {
+) -> Result<Vec<Option<SetLive>>, CloudError> {
     let mut out = Vec::new();
     for i in 0..sets {
         let id = scale_set_id(arm, group, cluster, i);
@@ -326,12 +337,12 @@ fn image_reference(image: Option<&str>) -> Json {
 }
 
 /// The fabric's subnet: created by the fabric (deterministic) or given to it (its security group's tags).
-async fn subnet_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, String> {
+async fn subnet_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, CloudError> {
     let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg", arm.group_id(group));
     let nsg = arm
         .get(ctx, &nsg_id, NETWORK_API)
         .await?
-        .ok_or_else(|| format!("fabric {fabric} has no security group in {group}: apply the fabric first"))?;
+        .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no security group in {group}: apply the fabric first")))?;
     Ok(match nsg["tags"]["hpc:subnet"].as_str() {
         Some(s) => s.to_owned(),
         None => format!("{}/providers/Microsoft.Network/virtualNetworks/{fabric}-vpc/subnets/{fabric}-subnet", arm.group_id(group)),
@@ -505,7 +516,7 @@ pub async fn converge(
     previous_sets: usize,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let sizes = super::cluster_scale_sets(spec);
     let all = sizes.len().max(previous_sets);
     let mut mine = Vec::new();
@@ -523,7 +534,7 @@ pub async fn converge(
     }
     census.gate()?;
     if !taken.is_empty() {
-        return Err(format!("scale set(s) {} belong to another owner and were left alone", taken.join(", ")));
+        return Err(format!("scale set(s) {} belong to another owner and were left alone", taken.join(", ")).into());
     }
     let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
     let puts = sizes.iter().enumerate().map(|(i, size)| {
@@ -533,9 +544,11 @@ pub async fn converge(
     });
     // Every scale set's operation is followed to its end, a failed one too: what came is what the caller
     // observes next (an allocation failure leaves the VMs that were placed).
-    let failures: Vec<String> = futures::future::join_all(puts).await.into_iter().filter_map(Result::err).collect();
-    if !failures.is_empty() {
-        return Err(failures.join("; "));
+    let failures: Vec<CloudError> = futures::future::join_all(puts).await.into_iter().filter_map(Result::err).collect();
+    // One error for all of them, of the kind of the first shortage (else of the first failure).
+    if let Some(first) = failures.iter().find(|e| e.capacity_code().is_some()).or(failures.first()) {
+        let text = failures.iter().map(|e| e.message.as_str()).collect::<Vec<_>>().join("; ");
+        return Err(first.clone().map_message(|_| text));
     }
     let extra = (sizes.len()..all).filter(|i| mine[*i]).map(|i| {
         let id = scale_set_id(arm, group, &spec.name, i);
@@ -564,7 +577,7 @@ pub async fn release(
     cluster: &str,
     made: &[(usize, Vec<String>)],
     timeout: Duration,
-) -> Result<usize, String> {
+) -> Result<usize, CloudError> {
     let jobs = made.iter().filter(|(_, ids)| !ids.is_empty()).map(|(j, ids)| async move {
         let id = scale_set_id(arm, group, cluster, *j);
         act(ctx, arm, &id, "delete", json!({"instanceIds": ids}), timeout).await.map(|_| ids.len())
@@ -579,14 +592,14 @@ async fn observe_spec(
     spec: &ClusterSpec,
     group: &str,
     census: &Census,
-) -> Result<(Vec<u32>, Vec<Option<SetLive>>), String> {
+) -> Result<(Vec<u32>, Vec<Option<SetLive>>), CloudError> {
     let sizes = super::cluster_scale_sets(spec);
     let live = observe(ctx, arm, group, &spec.name, sizes.len(), census).await?;
     Ok((sizes, live))
 }
 
 /// One scale set action on the VMs `body` names, followed to its end.
-async fn act(ctx: &Context, arm: &Arm, set_id: &str, action: &str, body: Json, timeout: Duration) -> Result<(), String> {
+async fn act(ctx: &Context, arm: &Arm, set_id: &str, action: &str, body: Json, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("{action} of {} VM(s) of {}", body["instanceIds"].as_array().map_or(0, Vec::len), super::api::short(set_id));
     arm.action(ctx, &format!("{set_id}/{action}"), COMPUTE_API, &body, &what, timeout).await
 }
@@ -599,7 +612,7 @@ async fn wait_running(
     instance_ids: &[String],
     latest: bool,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let what = format!("VM(s) {} of {} to run again", instance_ids.join(", "), super::api::short(set_id));
     crate::clouds::shared::wait_for(ctx, &what, timeout, || async {
         let vms = list_vms(ctx, arm, set_id).await?;
@@ -635,7 +648,7 @@ pub async fn remake(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
     let targets = named(&spec.name, &sizes, &live, names);
     if targets.is_empty() {
@@ -681,7 +694,7 @@ pub async fn reboot(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
     let jobs = named(&spec.name, &sizes, &live, names).into_iter().map(|(j, vms)| async move {
         let id = scale_set_id(arm, group, &spec.name, j);
@@ -707,7 +720,7 @@ pub async fn delete(
     sets: usize,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let mut ours = Vec::new();
     for i in 0..sets {
         let id = scale_set_id(arm, group, cluster, i);
@@ -721,7 +734,7 @@ pub async fn delete(
 
 /// The scale sets of a cluster that exist and the census admits, in order, with their VM counts (one GET
 /// and one list each).
-pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str, census: &Census) -> Result<Vec<(Json, usize)>, String> {
+pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str, census: &Census) -> Result<Vec<(Json, usize)>, CloudError> {
     let mut out = Vec::new();
     loop {
         let id = scale_set_id(arm, group, cluster, out.len());
@@ -732,10 +745,13 @@ pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str, ce
 }
 
 /// The fabric a scale set belongs to, as the `fabric = hpc_gpu_fabric.x` object, from its security group.
-pub async fn fabric_ref(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<crate::framework::Value, String> {
+pub async fn fabric_ref(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<crate::framework::Value, CloudError> {
     use crate::framework::Value;
     let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg", arm.group_id(group));
-    let nsg = arm.get(ctx, &nsg_id, NETWORK_API).await?.ok_or_else(|| format!("the fabric {fabric} no longer exists in {group}"))?;
+    let nsg = arm
+        .get(ctx, &nsg_id, NETWORK_API)
+        .await?
+        .ok_or_else(|| CloudError::other(format!("the fabric {fabric} no longer exists in {group}")))?;
     let tag = |k: &str| nsg["tags"][k].as_str().map_or(Value::Null, Value::from);
     Ok(Value::object([
         ("id", Value::from(super::api::resource_id(group, fabric))),
@@ -756,14 +772,16 @@ pub async fn imported_config(
     cluster: &str,
     defaults: &BTreeMap<String, String>,
     census: &Census,
-) -> Result<crate::framework::Value, String> {
+) -> Result<crate::framework::Value, CloudError> {
     use crate::framework::Value;
     let sets = scale_sets(ctx, arm, group, cluster, census).await?;
     let Some((first, _)) = sets.first() else {
-        return Err(format!("no cluster named {cluster:?} in {group}: no scale set {}", scale_set_name(cluster, 0)));
+        return Err(format!("no cluster named {cluster:?} in {group}: no scale set {}", scale_set_name(cluster, 0)).into());
     };
     let tags = super::api::tags_of(first);
-    let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("scale set {} has no hpc:fabric tag", scale_set_name(cluster, 0)))?;
+    let fabric = tags
+        .get("hpc:fabric")
+        .ok_or_else(|| CloudError::other(format!("scale set {} has no hpc:fabric tag", scale_set_name(cluster, 0))))?;
     let profile = &first["properties"]["virtualMachineProfile"];
     let reservation = profile["capacityReservation"]["capacityReservationGroup"]["id"].as_str().map(str::to_owned);
     let capacity = match (profile["priority"].as_str(), &reservation) {
@@ -805,6 +823,216 @@ pub async fn imported_config(
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
         ("tags", super::api::imported_tags(&tags, defaults)),
     ]))
+}
+
+/// The names of the nodes a state lists.
+fn prior_nodes(state: &Value) -> Vec<String> {
+    state.get("nodes").as_list().unwrap_or_default().iter().filter_map(|n| n.get("name").as_str().map(str::to_owned)).collect()
+}
+
+/// The scale-set sizes a state was planned with (from its expansion).
+fn azure_sizes(state: &Value) -> Vec<u32> {
+    state
+        .get("expansion")
+        .as_list()
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p.get("kind").as_str() == Some(SCALE_SET))
+        .filter_map(|p| p.get("settings").get("instances").as_str().and_then(|n| n.parse().ok()))
+        .collect()
+}
+
+/// The scale sets the refresh did not find, marked missing in the expansion (the next apply recreates them).
+fn with_gone_sets(state: Value, cluster: &str, live: &[Option<cluster::SetLive>]) -> Value {
+    let gone: Vec<String> =
+        live.iter().enumerate().filter(|(_, l)| l.is_none()).map(|(i, _)| cluster::scale_set_name(cluster, i)).collect();
+    if gone.is_empty() {
+        return state;
+    }
+    let marked = Value::list(state.get("expansion").as_list().unwrap_or_default().iter().map(|p| {
+        let missing = p.get("name").as_str().is_some_and(|n| gone.iter().any(|g| g == n));
+        if missing && p.get("kind").as_str().is_some() { shared::marked_missing(p) } else { p.clone() }
+    }));
+    shared::with_attr(&state, "expansion", marked)
+}
+
+/// The resource group of a cluster's fabric, from its spec.
+fn spec_group(spec: &ClusterSpec) -> String {
+    let given = spec.own_fabric.as_ref().and_then(|o| o.resource_group.as_deref());
+    fabric::group_name(&spec.fabric.name, given)
+}
+
+#[async_trait]
+impl Backend<ClusterSpec> for backend::Azure {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        api::connect(ctx).await.map(|_| ())
+    }
+
+    /// Only the fabric's id names the resource group: `apply` makes the id.
+    fn id(&self, _spec: &ClusterSpec) -> Option<String> {
+        None
+    }
+
+    fn place(&self, v: &Value) -> String {
+        group_place(v)
+    }
+
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        unknown_fabric_summary(error)
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
+        let (ctx, census, spec) = (step.ctx, step.census, change.spec);
+        let arm = match arm(ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let Some(group) = group_of(change.planned) else { return Outcome::failed(change.prior.clone(), unknown_fabric()) };
+        let previous_sets = azure_sizes(change.prior).len();
+        let id = api::resource_id(&group, &spec.name);
+        census.set_import_id(&id);
+        let state = shared::with_attr(change.state, "id", Value::from(id));
+        let sizes = super::cluster_scale_sets(spec);
+        match cluster::converge(ctx, &arm, spec, &group, change.tags, previous_sets, step.timeout, census).await {
+            Ok(()) => {
+                // What the plan left to the apply: the nodes and what they run and report (a known value in
+                // the plan is kept as planned).
+                let computed = ["nodes", "node_revisions", "unhealthy_nodes", "selfcheck"];
+                if !computed.iter().any(|a| change.planned.get(a).is_unknown()) {
+                    return Outcome::done(state);
+                }
+                // A failed lookup leaves them null: the next refresh fills them in.
+                match cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await {
+                    Ok(live) => {
+                        let nodes = cluster::nodes(&spec.name, &sizes, &live, change.prior.get("node_revisions"));
+                        let mut found = shared::node_day2(change.prior, &nodes);
+                        found.insert("nodes".into(), shared::nodes_value(&nodes));
+                        let state = computed
+                            .iter()
+                            .filter(|a| change.planned.get(a).is_unknown())
+                            .fold(state, |s, a| shared::with_attr(&s, a, found.remove(*a).unwrap_or(Value::Null)));
+                        Outcome::done(state)
+                    }
+                    Err(_) => Outcome::done(state),
+                }
+            }
+            Err(mut e) => {
+                let mut live = cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await;
+                // Fewer nodes came than the policy keeps (no capacity, most often): the VMs this apply made are
+                // deleted from their scale sets before the apply fails. A node is otherwise remade in place on
+                // Azure, never deleted, so the lifecycle's release by `remove_nodes` would keep them.
+                if let Ok(found) = &live {
+                    let nodes = cluster::nodes(&spec.name, &sizes, found, change.prior.get("node_revisions"));
+                    if !spec.capacity_policy.keeps(nodes.len() as u32, spec.node_count) {
+                        let had = prior_nodes(change.prior);
+                        let made = cluster::made_since(&spec.name, &sizes, found, &had);
+                        match cluster::release(ctx, &arm, &group, &spec.name, &made, step.timeout).await {
+                            Ok(0) => {}
+                            Ok(n) => {
+                                e = e.map_message(|e| {
+                                    format!(
+                                        "{e}; {n} of the {} nodes came, fewer than capacity_policy = \"{}\" keeps, and were deleted again",
+                                        spec.node_count,
+                                        spec.capacity_policy.as_str()
+                                    )
+                                });
+                                live = cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await;
+                            }
+                            Err(r) => e = e.map_message(|e| format!("{e}; deleting the VMs that came failed: {r}")),
+                        }
+                    }
+                }
+                let kept = match live {
+                    Ok(live) => {
+                        let nodes = cluster::nodes(&spec.name, &sizes, &live, change.prior.get("node_revisions"));
+                        shared::with_nodes(&state, Cloud::Azure, SCALE_SET, &nodes)
+                    }
+                    Err(_) => state,
+                };
+                Outcome::failed(kept, e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
+        let arm = match arm(step.ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let Some(group) = group_of(prior) else { return Outcome::failed(prior.clone(), unknown_fabric()) };
+        let previous_sets = azure_sizes(prior).len();
+        let name = prior.get("name").as_str().unwrap_or_default();
+        let done = cluster::delete(step.ctx, &arm, &group, name, previous_sets, step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, CloudError> {
+        let name = state.get("name").as_str().unwrap_or_default();
+        let Some(group) = group_of(state) else { return Ok(Some(state.clone())) };
+        let arm = arm(step.ctx).await?;
+        let sizes = azure_sizes(state);
+        let live = cluster::observe(step.ctx, &arm, &group, name, sizes.len(), step.census).await?;
+        if live.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let nodes = cluster::nodes(name, &sizes, &live, state.get("node_revisions"));
+        // Each scale set keeps its planned size in the expansion (no piece is of this kind).
+        let out = shared::with_nodes(state, Cloud::Azure, "(scale sets keep their planned sizes)", &nodes);
+        Ok(Some(with_gone_sets(out, name, &live)))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((group, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an Azure cluster id: give \"azure/<resource group>/<cluster name>\", e.g. \"azure/train-rg/train\"."
+            )));
+        };
+        let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
+        let config =
+            cluster::imported_config(step.ctx, &arm, group, name, step.default_tags, step.census).await.map_err(ImportError::failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+}
+
+#[async_trait]
+impl ClusterBackend for backend::Azure {
+    /// On Azure a node is remade in place, never deleted: a VM made again would get a new instance id at
+    /// its scale set's end and move every later node's name. The scale set model is brought to the spec
+    /// and the named VMs upgraded to it and reimaged (redeployed first when broken); the apply that follows
+    /// finds nothing missing.
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        let arm = arm(step.ctx).await?;
+        let group = spec_group(spec);
+        cluster::remake(step.ctx, &arm, spec, &group, names, step.timeout, step.census).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        let arm = arm(step.ctx).await?;
+        let group = spec_group(spec);
+        cluster::reboot(step.ctx, &arm, spec, &group, names, step.timeout, step.census).await
+    }
+
+    fn node_piece(&self) -> &'static str {
+        SCALE_SET
+    }
+
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        quota::family(spec)
+    }
+
+    /// One `Usage_List` of the location per family.
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
+        let arm = arm(ctx).await?;
+        quota::read(ctx, &arm, family).await
+    }
+
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {
+        let arm = arm(step.ctx).await?;
+        let group = spec_group(spec);
+        let sets = super::cluster_scale_sets(spec).len();
+        // The census notes another owner's scale sets; the caller's look ahead refuses them.
+        cluster::observe(step.ctx, &arm, &group, &spec.name, sets, step.census).await.map(|_| ())
+    }
 }
 
 #[cfg(test)]
@@ -988,5 +1216,78 @@ mod tests {
             has_health_extension(&set_body(&arm, &new, "g", "subnet", 0, 4, Some(&legacy), &tags, Remake::Keep)),
             "the model changes anyway"
         );
+    }
+    use crate::clouds::azure::scale_set_sizes;
+
+    fn scale_set(name: &str, instances: &str) -> Value {
+        Value::object([
+            ("kind", Value::from(SCALE_SET)),
+            ("name", Value::from(name)),
+            ("settings", Value::object([("instances", Value::from(instances)), ("sku", Value::from("Standard_ND96isr_H100_v5"))])),
+        ])
+    }
+
+    fn piece(kind: &str, name: &str) -> Value {
+        Value::object([
+            ("kind", Value::from(kind)),
+            ("name", Value::from(name)),
+            ("settings", Value::object([("tags", Value::from("{}"))])),
+        ])
+    }
+
+    #[test]
+    fn scale_sets_hold_at_most_100_nodes_and_differ_by_at_most_one() {
+        assert_eq!(scale_set_sizes(101), vec![51, 50]);
+        assert_eq!(scale_set_sizes(300), vec![100, 100, 100]);
+        assert_eq!(scale_set_sizes(0), vec![0], "an empty cluster still plans one (empty) scale set");
+        for nodes in 1..=1000u32 {
+            let sizes = scale_set_sizes(nodes);
+            assert_eq!(sizes.iter().sum::<u32>(), nodes, "{nodes}");
+            assert!(sizes.iter().all(|s| *s <= 100), "{nodes}: {sizes:?}");
+            assert_eq!(sizes.len() as u32, nodes.div_ceil(100), "{nodes}: as few sets as the limit allows");
+            assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1, "{nodes}: {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_read_back_from_the_scale_sets_of_the_expansion_in_order() {
+        let state = Value::object([(
+            "expansion",
+            Value::list([
+                piece("azurerm_resource_group", "big-rg"),
+                scale_set("big-0", "75"),
+                scale_set("big-1", "74"),
+                piece("other", "x"),
+            ]),
+        )]);
+        assert_eq!(azure_sizes(&state), vec![75, 74]);
+        let unreadable = Value::object([("expansion", Value::list([scale_set("big-0", "many"), scale_set("big-1", "3")]))]);
+        assert_eq!(azure_sizes(&unreadable), vec![3], "a size that is not a number is skipped");
+        assert!(azure_sizes(&Value::Null).is_empty());
+        assert!(azure_sizes(&Value::object([("expansion", Value::Null)])).is_empty());
+    }
+
+    #[test]
+    fn computer_name_prefixes_fit_azure_s_15_characters_and_differ_per_set() {
+        assert_eq!(cluster::computer_name_prefix("train", 0), "train-0-");
+        assert_eq!(cluster::computer_name_prefix("averyveryverylongname", 12), "averyveryve-12-");
+        // A cut that ends on a hyphen does not double it.
+        assert_eq!(cluster::computer_name_prefix("abcdefghijk-lmn", 0), "abcdefghijk-0-");
+        let prefixes: Vec<String> = (0..120).map(|i| cluster::computer_name_prefix("a-rather-long-cluster-name", i)).collect();
+        assert!(prefixes.iter().all(|p| (1..=15).contains(&p.len())), "{prefixes:?}");
+        let distinct: std::collections::BTreeSet<&String> = prefixes.iter().collect();
+        assert_eq!(distinct.len(), prefixes.len());
+    }
+
+    #[test]
+    fn a_scale_set_deleted_outside_is_marked_missing() {
+        let state = Value::object([("expansion", Value::list([scale_set("c-0", "2"), scale_set("c-1", "2")]))]);
+        let vm = cluster::Vm { id: "vm".into(), ..Default::default() };
+        let set = cluster::SetLive { vms: vec![vm.clone(), vm], ..Default::default() };
+        let out = with_gone_sets(state.clone(), "c", &[Some(set), None]);
+        let pieces = out.get("expansion").as_list().unwrap().to_vec();
+        assert!(pieces[0].get("settings").get("missing").is_null());
+        assert_eq!(pieces[1].get("settings").get("missing").as_str(), Some(shared::MISSING));
+        assert_eq!(with_gone_sets(state.clone(), "c", &[Some(Default::default()), Some(Default::default())]), state);
     }
 }

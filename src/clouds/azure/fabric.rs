@@ -3,13 +3,21 @@
 //! the security group's tags record the fabric's configuration for imports. A refresh is one GET per piece.
 //! Only pieces the census admits (their `hpc:owner` tag) are used, changed or deleted; the resource group
 //! the fabric made is deleted only while nothing of another owner is in it.
+//! The lifecycle's backend for this kind, `Backend<FabricSpec>` on `backend::Azure`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::{Arm, same_id, short};
+use super::backend::{self, arm};
+use super::fabric;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::{Census, marker_in_json};
@@ -93,7 +101,7 @@ fn admitted(census: &Census, kind: &str, piece: Option<Json>, taken: &mut Vec<St
     None
 }
 
-pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids, census: &Census) -> Result<FabricLive, String> {
+pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids, census: &Census) -> Result<FabricLive, CloudError> {
     let Some(group) = arm.get(ctx, &ids.group, GROUP_API).await? else { return Ok(FabricLive::default()) };
     let mut taken = Vec::new();
     let group_ours = ids.group_is_ours && admitted(census, "azurerm_resource_group", Some(group), &mut taken).is_some();
@@ -125,17 +133,19 @@ pub async fn converge(
     retag: bool,
     timeout: Duration,
     census: &Census,
-) -> Result<Ids, String> {
+) -> Result<Ids, CloudError> {
     let ids = ids(arm, spec);
     let live = observe(ctx, arm, &ids, census).await?;
     census.gate()?;
     if !live.taken.is_empty() {
-        return Err(format!("{} belong to another owner and were left alone", live.taken.join(", ")));
+        return Err(format!("{} belong to another owner and were left alone", live.taken.join(", ")).into());
     }
     let location = &spec.region;
     if !live.group {
         if !ids.group_is_ours {
-            return Err(format!("resource group {} (resource_group) does not exist", spec.resource_group.as_deref().unwrap_or_default()));
+            return Err(
+                format!("resource group {} (resource_group) does not exist", spec.resource_group.as_deref().unwrap_or_default()).into()
+            );
         }
         arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), timeout).await?;
     } else if retag && ids.group_is_ours {
@@ -158,7 +168,7 @@ pub async fn converge(
             }
         }
         Network::Existing { subnet_id, .. } => {
-            let Some(mut subnet) = live.subnet.clone() else { return Err(format!("subnet {subnet_id} (subnet_id) does not exist")) };
+            let Some(mut subnet) = live.subnet.clone() else { return Err(format!("subnet {subnet_id} (subnet_id) does not exist").into()) };
             if !live.associated(&ids) {
                 subnet["properties"]["networkSecurityGroup"] = json!({"id": ids.nsg});
                 arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, timeout).await?;
@@ -180,7 +190,7 @@ pub async fn converge(
 
 /// Deletes what of the fabric is this owner's: its own resource group in one call while nothing of
 /// another owner is in it, or its pieces one by one inside the user's group.
-pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let ids = ids(arm, spec);
     let live = observe(ctx, arm, &ids, census).await?;
     if ids.group_is_ours {
@@ -208,7 +218,8 @@ pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Durati
                 short(&ids.group),
                 names.len(),
                 names.join(", ")
-            ));
+            )
+            .into());
         }
         return arm.delete(ctx, &ids.group, GROUP_API, timeout).await;
     }
@@ -256,7 +267,7 @@ pub fn imported_config(
     nsg: &Json,
     given_group: bool,
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, CloudError> {
     let tags = super::api::tags_of(nsg);
     let region = nsg["location"].as_str().unwrap_or_default();
     let group = if given_group { Value::from(group) } else { Value::Null };
@@ -269,4 +280,118 @@ pub fn imported_config(
         &[("resource_group", group)],
         defaults,
     )
+    .map_err(CloudError::from)
+}
+
+#[async_trait]
+impl Backend<FabricSpec> for backend::Azure {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        api::connect(ctx).await.map(|_| ())
+    }
+
+    fn id(&self, spec: &FabricSpec) -> Option<String> {
+        Some(api::resource_id(&fabric::group_name(&spec.name, spec.resource_group.as_deref()), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", v.get("region").as_str().unwrap_or_default())
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FabricSpec>) -> Outcome {
+        let spec = change.spec;
+        let arm = match arm(step.ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let ids = fabric::ids(&arm, spec);
+        let mut state = change.state.clone();
+        if let Network::Create { .. } = &spec.network {
+            state = shared::with_attr(&state, "vpc_id", Value::from(ids.vnet.as_str()));
+            state = shared::with_attr(&state, "subnet_id", Value::from(ids.subnet.as_str()));
+        }
+        let gpu = change.config.get("gpu").as_str();
+        let done = fabric::converge(step.ctx, &arm, spec, gpu, change.tags, change.retag(), step.timeout, step.census).await;
+        // The state is the planned one whether or not the fabric is complete: what was made stays in it.
+        Outcome { state, error: done.err() }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&FabricSpec>) -> Outcome {
+        let arm = match arm(step.ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let Some(spec) = spec else {
+            return Outcome::failed(prior.clone(), "its state does not describe a fabric this provider can read");
+        };
+        let done = fabric::delete(step.ctx, &arm, spec, step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, CloudError> {
+        let Some(spec) = spec else { return Ok(Some(state.clone())) };
+        let arm = arm(step.ctx).await?;
+        let ids = fabric::ids(&arm, spec);
+        let live = fabric::observe(step.ctx, &arm, &ids, step.census).await?;
+        if live.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(shared::with_missing(state, fabric::present(&live, &ids))))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((group, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an Azure fabric id: give \"azure/<resource group>/<fabric name>\", e.g. \"azure/train-rg/train\"."
+            )));
+        };
+        let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
+        let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{name}-nsg", arm.group_id(group));
+        let config = match arm.get(step.ctx, &nsg_id, fabric::NETWORK_API).await {
+            Ok(Some(nsg)) => {
+                step.census.admit(
+                    "azurerm_network_security_group",
+                    &format!("{name}-nsg"),
+                    crate::ownership::marker_in_json(&nsg["tags"]),
+                    None,
+                );
+                let ours = group == format!("{name}-rg");
+                fabric::imported_config(group, name, &nsg, !ours, step.default_tags)
+            }
+            Ok(None) => Err(format!("no fabric named {name:?} in resource group {group}: no security group {name}-nsg").into()),
+            Err(e) => Err(e),
+        }
+        .map_err(ImportError::failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+
+    /// A network the fabric created has the ids its names give.
+    async fn imported(&self, step: &Step<'_>, spec: &FabricSpec, found: &mut Imported) -> Result<(), ImportError> {
+        if let Network::Create { .. } = &spec.network {
+            let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
+            let ids = fabric::ids(&arm, spec);
+            found.assigned.insert("vpc_id".into(), Value::from(ids.vnet.as_str()));
+            found.assigned.insert("subnet_id".into(), Value::from(ids.subnet.as_str()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_imported_fabric_keeps_a_user_tag_named_name() {
+        let nsg = serde_json::json!({
+            "location": "eastus",
+            "tags": {"hpc:instance-type": "Standard_ND96isr_H100_v5", "hpc:placement": "cluster", "hpc:cidr": "10.0.0.0/16",
+                     "hpc:owner": "o-1", "hpc:fabric": "train", "Name": "x", "team": "ml", "env": "prod"},
+        });
+        let defaults = BTreeMap::from([("env".to_owned(), "prod".to_owned())]);
+        let config = fabric::imported_config("train-rg", "train", &nsg, false, &defaults).unwrap();
+        let tags = config.get("tags");
+        assert_eq!(tags.get("Name").as_str(), Some("x"), "{tags:?}");
+        assert_eq!(tags.get("team").as_str(), Some("ml"));
+        assert!(tags.get("env").is_null() && tags.get("hpc:owner").is_null(), "defaults and the provider's keys are left out: {tags:?}");
+    }
 }

@@ -3,13 +3,21 @@
 //! maintenance window and optional blob import/export (HSM). AMLFS is sized at creation (the plan replaces
 //! it on a capacity change); tags update in place. A filesystem of the same name that another owner's
 //! `hpc:owner` tag marks is never PUT or deleted.
+//! The lifecycle's backend for this kind, `Backend<FilesystemSpec>` on `backend::Azure`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::Arm;
+use super::backend::{self, arm, group_of, group_place, unknown_fabric, unknown_fabric_summary};
+use super::filesystem;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::{Census, marker_in_json};
@@ -39,12 +47,12 @@ pub fn mount_command(fs: &Json) -> String {
 }
 
 /// The fabric's subnet, as the cluster finds it.
-async fn subnet(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, String> {
+async fn subnet(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, CloudError> {
     let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg", arm.group_id(group));
     let nsg = arm
         .get(ctx, &nsg_id, super::fabric::NETWORK_API)
         .await?
-        .ok_or_else(|| format!("fabric {fabric} has no security group in {group}: apply the fabric first"))?;
+        .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no security group in {group}: apply the fabric first")))?;
     Ok(nsg["tags"]["hpc:subnet"].as_str().map(str::to_owned).unwrap_or_else(|| {
         format!("{}/providers/Microsoft.Network/virtualNetworks/{fabric}-vpc/subnets/{fabric}-subnet", arm.group_id(group))
     }))
@@ -59,13 +67,13 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<Json, String> {
+) -> Result<Json, CloudError> {
     let id = filesystem_id(arm, group, &spec.name);
     let found = arm.get(ctx, &id, API).await?;
     let ours = found.as_ref().is_none_or(|fs| census.admit(KIND, &spec.name, marker_in_json(&fs["tags"]), None));
     census.gate()?;
     if !ours {
-        return Err(format!("filesystem {} belongs to another owner and was left alone", spec.name));
+        return Err(format!("filesystem {} belongs to another owner and was left alone", spec.name).into());
     }
     let (day, time) = spec.maintenance_window.clone().unwrap_or_else(|| ("Sunday".into(), "02:00".into()));
     let mut props = json!({
@@ -110,13 +118,13 @@ pub fn logging_container(container: &str) -> String {
 }
 
 /// The filesystem, if it exists and the census admits it.
-pub async fn observe(ctx: &Context, arm: &Arm, group: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn observe(ctx: &Context, arm: &Arm, group: &str, name: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let found = arm.get(ctx, &filesystem_id(arm, group, name), API).await?;
     Ok(found.filter(|fs| census.admit(KIND, name, marker_in_json(&fs["tags"]), None)))
 }
 
 /// Deletes the filesystem if it is the census's.
-pub async fn delete(ctx: &Context, arm: &Arm, group: &str, name: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, arm: &Arm, group: &str, name: &str, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     if observe(ctx, arm, group, name, census).await?.is_none() {
         return Ok(());
     }
@@ -130,7 +138,7 @@ pub async fn imported_config(
     group: &str,
     fs: &Json,
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, CloudError> {
     let (capacity, tier) = size_of(fs);
     let tags = super::api::tags_of(fs);
     let fabric = tags.get("hpc:fabric").ok_or_else(|| "the filesystem has no hpc:fabric tag naming its fabric".to_owned())?;
@@ -170,4 +178,102 @@ pub async fn imported_config(
         ),
         ("tags", super::api::imported_tags(&tags, defaults)),
     ]))
+}
+
+/// A filesystem state brought to what exists.
+fn azure_refreshed(state: &Value, fs: &serde_json::Value) -> Value {
+    let (capacity, tier) = filesystem::size_of(fs);
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("mount_target".into(), Value::from(filesystem::mount_target(fs)));
+    out.insert("mount_command".into(), Value::from(filesystem::mount_command(fs)));
+    Value::Map(out)
+}
+
+#[async_trait]
+impl Backend<FilesystemSpec> for backend::Azure {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        api::connect(ctx).await.map(|_| ())
+    }
+
+    /// Only the fabric's id names the resource group: `apply` makes the id.
+    fn id(&self, _spec: &FilesystemSpec) -> Option<String> {
+        None
+    }
+
+    fn place(&self, v: &Value) -> String {
+        group_place(v)
+    }
+
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        unknown_fabric_summary(error)
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FilesystemSpec>) -> Outcome {
+        let (ctx, census, spec) = (step.ctx, step.census, change.spec);
+        let name = change.planned.get("name").as_str().unwrap_or_default();
+        let arm = match arm(ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let Some(group) = group_of(change.planned) else { return Outcome::failed(change.prior.clone(), unknown_fabric()) };
+        let id = api::resource_id(&group, name);
+        census.set_import_id(&id);
+        let state = shared::with_attr(change.state, "id", Value::from(id));
+        match filesystem::converge(ctx, &arm, spec, &group, change.tags, step.timeout, census).await {
+            Ok(fs) => {
+                let state = shared::with_attr(&state, "mount_target", Value::from(filesystem::mount_target(&fs)));
+                Outcome::done(shared::with_attr(&state, "mount_command", Value::from(filesystem::mount_command(&fs))))
+            }
+            Err(e) => {
+                let kept = match filesystem::observe(ctx, &arm, &group, name, census).await {
+                    Ok(Some(fs)) => azure_refreshed(&state, &fs),
+                    _ if change.creating() => Value::Null,
+                    _ => change.prior.clone(),
+                };
+                Outcome::failed(kept, e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
+        let name = prior.get("name").as_str().unwrap_or_default();
+        let arm = match arm(step.ctx).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let Some(group) = group_of(prior) else { return Outcome::failed(prior.clone(), unknown_fabric()) };
+        let done = filesystem::delete(step.ctx, &arm, &group, name, step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, CloudError> {
+        let name = state.get("name").as_str().unwrap_or_default();
+        let Some(group) = group_of(state) else { return Ok(Some(state.clone())) };
+        let arm = arm(step.ctx).await?;
+        let found = filesystem::observe(step.ctx, &arm, &group, name, step.census).await?;
+        Ok(found.map(|fs| azure_refreshed(state, &fs)))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((group, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an Azure filesystem id: give \"azure/<resource group>/<name>\", e.g. \"azure/train-rg/scratch\"."
+            )));
+        };
+        let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
+        let fs = filesystem::observe(step.ctx, &arm, group, name, step.census)
+            .await
+            .and_then(|found| found.ok_or_else(|| CloudError::other(format!("no Azure Managed Lustre filesystem {name} in {group}"))))
+            .map_err(ImportError::failed)?;
+        let config = filesystem::imported_config(step.ctx, &arm, group, &fs, step.default_tags).await.map_err(ImportError::failed)?;
+        let assigned = BTreeMap::from([
+            ("id".to_owned(), Value::from(id)),
+            ("mount_target".to_owned(), Value::from(filesystem::mount_target(&fs))),
+            ("mount_command".to_owned(), Value::from(filesystem::mount_command(&fs))),
+        ]);
+        Ok(Imported { config, assigned })
+    }
 }

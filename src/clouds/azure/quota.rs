@@ -16,21 +16,10 @@ use serde_json::Value as Json;
 use super::api::Arm;
 use super::fabric::COMPUTE_API;
 use crate::catalog::Cloud;
+use crate::clouds::CloudError;
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::framework::Context;
 use crate::model::{CapacityType, ClusterSpec};
-
-/// Azure's codes for "no capacity for the VM size where it was asked for", most specific first (a
-/// `ZonalAllocationFailed` detail also contains `AllocationFailed`). Microsoft Learn, "Troubleshoot
-/// allocation failures" (AllocationFailed, ZonalAllocationFailed, OverconstrainedAllocationRequest,
-/// OverconstrainedZonalAllocationRequest) and "Resolve errors for SKU not available" (SkuNotAvailable).
-pub const CAPACITY_CODES: [&str; 5] = [
-    "OverconstrainedZonalAllocationRequest",
-    "OverconstrainedAllocationRequest",
-    "ZonalAllocationFailed",
-    "AllocationFailed",
-    "SkuNotAvailable",
-];
 
 /// The spot quota: one per location for every family (its `localizedValue` as the usages list gives it).
 pub const LOW_PRIORITY: (&str, &str) = ("lowPriorityCores", "Total Regional Low-priority vCPUs");
@@ -118,14 +107,19 @@ pub fn reading(usages: &[Json], id: &str) -> Option<QuotaReading> {
 }
 
 /// One `Usage_List` of the family's location (following `nextLink`): the family's limit and usage.
-pub async fn read(ctx: &Context, arm: &Arm, family: &QuotaFamily) -> Result<QuotaReading, String> {
+pub async fn read(ctx: &Context, arm: &Arm, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
     let url = format!("/subscriptions/{}/providers/Microsoft.Compute/locations/{}/usages", arm.subscription, family.scope);
     let usages = arm
         .list(ctx, &url, COMPUTE_API)
         .await
-        .map_err(|e| format!("reading the Microsoft.Compute usages of {} (Usage_List) failed: {e}", family.scope))?;
+        .map_err(|e| e.map_message(|e| format!("reading the Microsoft.Compute usages of {} (Usage_List) failed: {e}", family.scope)))?;
     reading(&usages, &family.id).ok_or_else(|| {
-        format!("the Microsoft.Compute usages of {} (Usage_List) list no {} ({} entries came back)", family.scope, family.id, usages.len())
+        CloudError::other(format!(
+            "the Microsoft.Compute usages of {} (Usage_List) list no {} ({} entries came back)",
+            family.scope,
+            family.id,
+            usages.len()
+        ))
     })
 }
 
@@ -189,15 +183,5 @@ mod tests {
         assert_eq!(reading(&usages, "lowPriorityCores"), None);
         let broken = vec![json!({"name": {"value": "cores"}, "limit": 4})];
         assert_eq!(reading(&broken, "cores"), None, "a usage without currentValue is not a reading");
-    }
-
-    #[test]
-    fn the_most_specific_capacity_code_is_named() {
-        let first = |d: &str| crate::clouds::quota::first_code(d, &CAPACITY_CODES);
-        assert_eq!(first("creating virtualMachineScaleSets/c-0 failed: AllocationFailed: Allocation failed."), Some("AllocationFailed"));
-        assert_eq!(first("ZonalAllocationFailed: We do not have sufficient capacity"), Some("ZonalAllocationFailed"));
-        assert_eq!(first("OverconstrainedZonalAllocationRequest: ..."), Some("OverconstrainedZonalAllocationRequest"));
-        assert_eq!(first("SkuNotAvailable: The requested size is not available"), Some("SkuNotAvailable"));
-        assert_eq!(first("QuotaExceeded: Operation could not be completed"), None);
     }
 }

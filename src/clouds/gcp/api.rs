@@ -15,6 +15,7 @@ use google_cloud_compute_v1::model::Operation;
 
 use crate::catalog::Cloud;
 use crate::clouds::shared::Backoff;
+use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::Context;
 
@@ -44,7 +45,7 @@ pub struct Gcp {
 pub type GaxError = google_cloud_gax::error::Error;
 
 /// Clients for the configured project, built once per process and configuration.
-pub async fn connect(ctx: &Context) -> Result<Gcp, String> {
+pub async fn connect(ctx: &Context) -> Result<Gcp, CloudError> {
     static CLIENTS: Mutex<BTreeMap<String, Gcp>> = Mutex::new(BTreeMap::new());
     let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Gcp)).cloned().unwrap_or_default();
     let key = format!("{:?}|{:?}", settings.endpoint, settings.settings);
@@ -67,20 +68,22 @@ pub async fn connect_or_report(ctx: &Context, diags: &mut crate::framework::Diag
     }
 }
 
-fn credentials(settings: &CloudSettings) -> Result<google_cloud_auth::credentials::Credentials, String> {
+fn credentials(settings: &CloudSettings) -> Result<google_cloud_auth::credentials::Credentials, CloudError> {
     if let Some(key) = settings.settings.get("credentials") {
-        let json: serde_json::Value =
-            serde_json::from_str(key).map_err(|e| format!("the gcp block's credentials are not a service-account key (JSON): {e}"))?;
+        let json: serde_json::Value = serde_json::from_str(key)
+            .map_err(|e| CloudError::other(format!("the gcp block's credentials are not a service-account key (JSON): {e}")))?;
         return google_cloud_auth::credentials::service_account::Builder::new(json)
             .build()
-            .map_err(|e| format!("the gcp block's service-account key cannot be used: {e}"));
+            .map_err(|e| CloudError::other(format!("the gcp block's service-account key cannot be used: {e}")));
     }
     if settings.endpoint.is_some() {
         // An emulator: no Google identity to present.
         return Ok(google_cloud_auth::credentials::anonymous::Builder::new().build());
     }
     google_cloud_auth::credentials::Builder::default().build().map_err(|e| {
-        format!("no Google Cloud credentials: set credentials in the gcp block or configure Application Default Credentials ({e})")
+        CloudError::other(format!(
+            "no Google Cloud credentials: set credentials in the gcp block or configure Application Default Credentials ({e})"
+        ))
     })
 }
 
@@ -111,11 +114,11 @@ macro_rules! client {
         if let Some(ep) = &$settings.endpoint {
             b = b.with_endpoint(ep.trim_end_matches('/'));
         }
-        b.build().await.map_err(|e| format!("building the Google Cloud client: {e}"))?
+        b.build().await.map_err(|e| CloudError::other(format!("building the Google Cloud client: {e}")))?
     }};
 }
 
-async fn build(settings: &CloudSettings) -> Result<Gcp, String> {
+async fn build(settings: &CloudSettings) -> Result<Gcp, CloudError> {
     let project = settings.settings.get("project").cloned().ok_or("set project in the provider's gcp block")?;
     let creds = credentials(settings)?;
     Ok(Gcp {
@@ -156,11 +159,11 @@ pub async fn rest(
     url: &str,
     body: Option<&serde_json::Value>,
     what: &str,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, CloudError> {
     let headers = match gcp.credentials.headers(http::Extensions::new()).await {
         Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => data,
         Ok(_) => http::HeaderMap::new(),
-        Err(e) => return Err(format!("{what}: getting Google credentials: {e}")),
+        Err(e) => return Err(CloudError::new(ErrorKind::Unauthenticated, None, format!("{what}: getting Google credentials: {e}"))),
     };
     let mut delay = Duration::from_millis(250);
     let mut attempt = 1;
@@ -171,37 +174,35 @@ pub async fn rest(
             request = request.header("content-type", "application/json").body(b.to_string());
         }
         let sent = tokio::select! {
-            _ = ctx.cancelled() => return Err(format!("{what}: interrupted (the CLI asked the provider to stop)")),
+            _ = ctx.cancelled() => return Err(CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"))),
             r = async { match request.send().await { Ok(r) => Ok((r.status(), r.text().await.unwrap_or_default())), Err(e) => Err(e) } } => r,
         };
         let (status, text) = match sent {
             Ok(answer) => answer,
             Err(e) if attempt < ATTEMPTS && (e.is_connect() || e.is_timeout()) => (reqwest::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-            Err(e) => return Err(format!("{what}: {e}")),
+            Err(e) => return Err(CloudError::new(ErrorKind::Transient, None, format!("{what}: {e}"))),
         };
         if !(status.as_u16() == 429 || status.is_server_error()) || attempt == ATTEMPTS {
             break (status, text);
         }
         attempt += 1;
         tokio::select! {
-            _ = ctx.cancelled() => return Err(format!("{what}: interrupted (the CLI asked the provider to stop)")),
+            _ = ctx.cancelled() => return Err(CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"))),
             _ = tokio::time::sleep(crate::clouds::throttle::jitter(delay)) => {}
         }
         delay = (delay * 2).min(Duration::from_secs(8));
     };
     if !status.is_success() {
-        let message = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|j| j["error"]["message"].as_str().map(str::to_owned))
-            .unwrap_or(text);
-        return Err(format!("{what}: {message} (HTTP {})", status.as_u16()));
+        let body = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
+        let message = body["error"]["message"].as_str().map_or(text, str::to_owned);
+        return Err(error(status.as_u16(), None, &body, format!("{what}: {message} (HTTP {})", status.as_u16())));
     }
-    serde_json::from_str(&text).map_err(|e| format!("{what}: the answer is not JSON: {e}"))
+    serde_json::from_str(&text).map_err(|e| CloudError::other(format!("{what}: the answer is not JSON: {e}")))
 }
 
 /// The project's number, from Cloud Resource Manager v3 (`projects.get` answers `name: projects/<number>`);
 /// asked once per client.
-pub async fn project_number(ctx: &Context, gcp: &Gcp) -> Result<String, String> {
+pub async fn project_number(ctx: &Context, gcp: &Gcp) -> Result<String, CloudError> {
     gcp.number
         .get_or_try_init(|| async {
             let url = format!("{}/v3/projects/{}", base(gcp, RESOURCE_MANAGER), gcp.project);
@@ -212,7 +213,7 @@ pub async fn project_number(ctx: &Context, gcp: &Gcp) -> Result<String, String> 
                 .and_then(|n| n.strip_prefix("projects/"))
                 .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
                 .map(str::to_owned)
-                .ok_or_else(|| format!("{what}: Cloud Resource Manager answered no project number: {project}"))
+                .ok_or_else(|| CloudError::other(format!("{what}: Cloud Resource Manager answered no project number: {project}")))
         })
         .await
         .cloned()
@@ -226,17 +227,74 @@ pub fn why(e: &GaxError) -> String {
     }
 }
 
-pub fn is_not_found(e: &GaxError) -> bool {
-    e.http_status_code() == Some(404)
+/// A Google API error from its HTTP status and JSON body (`{"error": {"code", "message", "status", "errors":
+/// [{"reason", "location"}], "details": [{"fieldViolations": [{"field"}]}]}}`): the status gives the kind,
+/// `errors[].reason` or `error.status` refine it (a 403 `rateLimitExceeded` is throttling, `quotaExceeded` a
+/// quota) and name the code; an invalid request names its field where the body does.
+pub fn error(status: u16, retry_after: Option<Duration>, body: &serde_json::Value, message: impl Into<String>) -> CloudError {
+    let e = &body["error"];
+    let reasons: Vec<&str> = e["errors"].as_array().map(|a| a.iter().filter_map(|x| x["reason"].as_str()).collect()).unwrap_or_default();
+    let status_name = e["status"].as_str();
+    let mut out = CloudError::from_status(status, retry_after, reasons.first().copied().or(status_name), message);
+    if reasons.iter().any(|r| matches!(*r, "rateLimitExceeded" | "userRateLimitExceeded")) || status_name == Some("RATE_LIMIT_EXCEEDED") {
+        out.kind = ErrorKind::Throttled { retry_after };
+    } else if reasons.contains(&"quotaExceeded") || (status != 429 && status_name == Some("RESOURCE_EXHAUSTED")) {
+        out.kind = ErrorKind::Quota;
+    } else if let ErrorKind::InvalidRequest { field } = &mut out.kind {
+        let violation = e["details"].as_array().into_iter().flatten().find_map(|d| d["fieldViolations"][0]["field"].as_str());
+        *field = violation.or(e["errors"][0]["location"].as_str()).map(str::to_owned);
+    }
+    out
+}
+
+/// A client crate's error with what was being done: the HTTP status, the body it kept and `Retry-After`;
+/// without an HTTP answer, the transport's trouble as transient.
+pub fn error_of(what: &str, e: &GaxError) -> CloudError {
+    let message = format!("{what}: {}", why(e));
+    let Some(status) = e.http_status_code() else {
+        let kind = if e.is_transport() || e.is_io() || e.is_connect() || e.is_timeout() { ErrorKind::Transient } else { ErrorKind::Other };
+        return CloudError::new(kind, None, message);
+    };
+    let retry_after =
+        e.http_headers().and_then(|h| h.get("retry-after")).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()).map(Duration::from_secs);
+    // The client keeps the body only when it is not a Status; a Status keeps `errors[].reason` among its
+    // details (as ErrorInfo) and `error.status` as its code.
+    let body = match (e.http_payload(), e.status()) {
+        (Some(p), _) => serde_json::from_slice(p).unwrap_or_default(),
+        (None, Some(s)) => {
+            use google_cloud_gax::error::rpc::{Code, StatusDetails};
+            let reasons: Vec<serde_json::Value> = s
+                .details
+                .iter()
+                .filter_map(|d| match d {
+                    StatusDetails::ErrorInfo(info) if !info.reason.is_empty() => Some(serde_json::json!({"reason": info.reason})),
+                    _ => None,
+                })
+                .collect();
+            let status = (s.code != Code::Unknown).then(|| s.code.name());
+            serde_json::json!({"error": {"errors": reasons, "status": status}})
+        }
+        (None, None) => serde_json::Value::Null,
+    };
+    error(status, retry_after, &body, message)
+}
+
+/// A Compute Engine operation's error (`error.errors[]`: `code`, `message`), with its code: no capacity in
+/// the zone, a quota, a name taken, something missing.
+pub fn operation_error(code: &str, message: impl Into<String>) -> CloudError {
+    let kind = match code {
+        "ZONE_RESOURCE_POOL_EXHAUSTED" | "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" => ErrorKind::NoCapacity,
+        "QUOTA_EXCEEDED" => ErrorKind::Quota,
+        "RESOURCE_ALREADY_EXISTS" | "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE" => ErrorKind::Conflict,
+        "RESOURCE_NOT_FOUND" => ErrorKind::NotFound,
+        _ => ErrorKind::Other,
+    };
+    CloudError::new(kind, Some(code.to_owned()), message)
 }
 
 /// Rate limits (403 rateLimitExceeded, 429) and server trouble (500, 502, 503, 504) are worth retrying.
 fn retryable(e: &GaxError) -> bool {
-    match e.http_status_code() {
-        Some(429 | 500 | 502 | 503 | 504) => true,
-        Some(403) => format!("{e:?}").contains("rateLimitExceeded") || format!("{e:?}").contains("RATE_LIMIT"),
-        _ => e.is_transport() || e.is_io() || e.is_connect(),
-    }
+    error_of("", e).retryable()
 }
 
 /// Attempts per call. Under heavy throttling (the fault suite throttles 30% of calls) six attempts leave
@@ -246,7 +304,7 @@ const ATTEMPTS: u32 = 8;
 
 /// Calls `f`, retrying rate limits and transient errors with backoff (250 ms doubling to 8 s), cancelled by
 /// StopProvider. `what` names the call in errors.
-pub async fn call<T, F, Fut>(ctx: &Context, what: &str, mut f: F) -> Result<T, GaxErrorIn>
+pub async fn call<T, F, Fut>(ctx: &Context, what: &str, mut f: F) -> Result<T, CloudError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, GaxError>>,
@@ -257,7 +315,7 @@ where
         // An in-flight call is abandoned when the CLI asks the provider to stop.
         crate::clouds::throttle::GCP.take(ctx.cancelled()).await;
         let result = tokio::select! {
-            _ = ctx.cancelled() => return Err(GaxErrorIn::Stopped(what.to_owned())),
+            _ = ctx.cancelled() => return Err(CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"))),
             r = f() => r,
         };
         match result {
@@ -265,41 +323,13 @@ where
             Err(e) if retryable(&e) && attempt < ATTEMPTS => {
                 attempt += 1;
                 tokio::select! {
-                    _ = ctx.cancelled() => return Err(GaxErrorIn::Stopped(what.to_owned())),
+                    _ = ctx.cancelled() => return Err(CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"))),
                     _ = tokio::time::sleep(crate::clouds::throttle::jitter(delay)) => {}
                 }
                 delay = (delay * 2).min(Duration::from_secs(8));
             }
-            Err(e) => return Err(GaxErrorIn::Api(what.to_owned(), e)),
+            Err(e) => return Err(error_of(what, &e)),
         }
-    }
-}
-
-/// A failed call: the API's error with what was being done, or a stop.
-#[derive(Debug)]
-pub enum GaxErrorIn {
-    Api(String, GaxError),
-    Stopped(String),
-}
-
-impl GaxErrorIn {
-    pub fn not_found(&self) -> bool {
-        matches!(self, GaxErrorIn::Api(_, e) if is_not_found(e))
-    }
-}
-
-impl std::fmt::Display for GaxErrorIn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GaxErrorIn::Api(what, e) => write!(f, "{what}: {}", why(e)),
-            GaxErrorIn::Stopped(what) => write!(f, "{what}: interrupted (the CLI asked the provider to stop)"),
-        }
-    }
-}
-
-impl From<GaxErrorIn> for String {
-    fn from(e: GaxErrorIn) -> String {
-        e.to_string()
     }
 }
 
@@ -320,13 +350,13 @@ fn polling() -> google_cloud_gax::exponential_backoff::ExponentialBackoff {
 
 /// Waits for an operation to finish (polling its zone, region or global collection with backoff), and
 /// returns Compute Engine's error if it failed: a DONE operation can carry one.
-pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<(), String> {
+pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<(), CloudError> {
     wait_done(ctx, gcp, op, what, timeout).await.map(|_| ())
 }
 
 /// [`wait`], returning the finished operation (bulkInsert's `instancesBulkInsertOperationMetadata` says how
 /// many instances it made).
-pub async fn wait_done(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<Operation, String> {
+pub async fn wait_done(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<Operation, CloudError> {
     let name = op.name.clone().unwrap_or_default();
     let mut current = op;
     let deadline = tokio::time::Instant::now() + timeout;
@@ -340,15 +370,16 @@ pub async fn wait_done(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, time
                     .iter()
                     .map(|e| format!("{}: {}", e.code.as_deref().unwrap_or("ERROR"), e.message.as_deref().unwrap_or_default()))
                     .collect();
-                return Err(format!("{what} failed: {}", detail.join("; ")));
+                let code = err.errors.iter().find_map(|e| e.code.as_deref()).unwrap_or("ERROR");
+                return Err(operation_error(code, format!("{what} failed: {}", detail.join("; "))));
             }
             return Ok(current);
         }
         if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {what}", crate::clock::format_duration(timeout)));
+            return Err(format!("timed out after {} waiting for {what}", crate::clock::format_duration(timeout)).into());
         }
         tokio::select! {
-            _ = ctx.cancelled() => return Err(crate::clouds::shared::interrupted(what)),
+            _ = ctx.cancelled() => return Err(CloudError::interrupted(crate::clouds::shared::interrupted(what))),
             _ = tokio::time::sleep(delay) => {}
         }
         delay = backoff.next(delay);
@@ -390,6 +421,32 @@ pub fn labels(tags: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn google_error_bodies_map_to_their_kinds() {
+        use serde_json::json;
+        // Compute Engine's rate limit: 403 with errors[].reason rateLimitExceeded (not a refusal).
+        let body = json!({"error": {"code": 403, "message": "Rate Limit Exceeded",
+                          "errors": [{"message": "Rate Limit Exceeded", "domain": "usageLimits", "reason": "rateLimitExceeded"}]}});
+        let e = error(403, Some(Duration::from_secs(2)), &body, "listing instances: Rate Limit Exceeded (HTTP 403)");
+        assert_eq!(e.kind, ErrorKind::Throttled { retry_after: Some(Duration::from_secs(2)) });
+        assert_eq!(e.code.as_deref(), Some("rateLimitExceeded"));
+        assert!(e.retryable());
+        let denied = json!({"error": {"code": 403, "message": "Required 'compute.instances.list' permission", "status": "PERMISSION_DENIED",
+                            "errors": [{"reason": "forbidden"}]}});
+        assert_eq!(error(403, None, &denied, "m").kind, ErrorKind::Forbidden);
+        let quota = json!({"error": {"code": 403, "errors": [{"reason": "quotaExceeded"}]}});
+        assert_eq!(error(403, None, &quota, "m").kind, ErrorKind::Quota);
+        let missing = json!({"error": {"code": 404, "status": "NOT_FOUND", "errors": [{"reason": "notFound"}]}});
+        assert_eq!(error(404, None, &missing, "m").kind, ErrorKind::NotFound);
+        let invalid = json!({"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                             "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{"field": "instance.capacity_gib"}]}]}});
+        assert_eq!(error(400, None, &invalid, "m").kind, ErrorKind::InvalidRequest { field: Some("instance.capacity_gib".into()) });
+        // A DONE operation's error: the zone has no capacity.
+        let short = operation_error("ZONE_RESOURCE_POOL_EXHAUSTED", "creating 4 x a3-highgpu-8g failed: ZONE_RESOURCE_POOL_EXHAUSTED: ...");
+        assert_eq!(short.capacity_code(), Some("ZONE_RESOURCE_POOL_EXHAUSTED"));
+        assert_eq!(operation_error("QUOTA_EXCEEDED", "m").kind, ErrorKind::Quota);
+    }
 
     #[test]
     fn references_normalise_to_the_same_name() {

@@ -16,16 +16,24 @@
 //! gpuTopology 1x72, described like the fabric's pieces (`hpc-provider cluster=... owner=...`), and creates
 //! each domain's 18 nodes into their own domain's policy, bound to the reservation. A refresh lists the
 //! region's policies once; destroy deletes the nodes, then the policies the census admits.
+//! The lifecycle's backend for this kind, `Backend<ClusterSpec>` and `ClusterBackend` on `backend::Gcp`, comes last, before the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use google_cloud_compute_v1::model;
 use serde_json::json;
 
 use super::api::{self, Gcp, call};
+use super::backend::{self, configured, in_zone, region_of, zone_and_name};
+use super::{cluster, quota};
 use super::{fabric, topology};
+use crate::catalog::Cloud;
 use crate::catalog::Fabric;
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
@@ -44,7 +52,7 @@ pub struct Node {
 }
 
 /// The cluster's nodes the census admits: one filtered list (paginated) in the zone.
-pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: &Census) -> Result<Vec<Node>, String> {
+pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: &Census) -> Result<Vec<Node>, CloudError> {
     let filter = format!("labels.hpc_cluster = \"{cluster}\"");
     let mut out = Vec::new();
     let mut token = String::new();
@@ -142,7 +150,7 @@ pub fn node_names(cluster: &str, nodes: &[Node]) -> Vec<String> {
 }
 
 /// The host network and subnetwork the fabric's nodes join (created by the fabric, or given to it).
-async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(String, String), String> {
+async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(String, String), CloudError> {
     let f = &spec.fabric;
     let p = &gcp.project;
     // A cluster without a fabric that joins a network names it itself (an Ethernet fabric on a given
@@ -154,7 +162,9 @@ async fn host_network(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec) -> Result<(S
         ));
     }
     let live = fabric::observe(ctx, gcp, &f.name, &f.region, &Census::reading()).await?;
-    let d = live.description().ok_or_else(|| format!("fabric {} has no pieces in {}: apply the fabric first", f.name, gcp.project))?;
+    let d = live
+        .description()
+        .ok_or_else(|| CloudError::other(format!("fabric {} has no pieces in {}: apply the fabric first", f.name, gcp.project)))?;
     Ok(match (d.get("vpc"), d.get("subnet")) {
         (Some(v), Some(s)) => (
             format!("projects/{p}/global/networks/{}", api::short_name(v)),
@@ -351,7 +361,7 @@ pub async fn domain_policies_live(
     region: &str,
     cluster: &str,
     census: &Census,
-) -> Result<BTreeSet<String>, String> {
+) -> Result<BTreeSet<String>, CloudError> {
     let mut out = BTreeSet::new();
     let mut token = String::new();
     loop {
@@ -382,19 +392,19 @@ pub async fn domain_policies_live(
     Ok(out)
 }
 
-async fn insert_policy(ctx: &Context, gcp: &Gcp, region: &str, policy: &DomainPolicy, timeout: Duration) -> Result<(), String> {
+async fn insert_policy(ctx: &Context, gcp: &Gcp, region: &str, policy: &DomainPolicy, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("creating resource policy {} (NVLink domain {})", policy.name, policy.index);
-    let body: model::ResourcePolicy = serde_json::from_value(policy.body.clone()).map_err(|e| format!("{what}: {e}"))?;
+    let body: model::ResourcePolicy = serde_json::from_value(policy.body.clone()).map_err(|e| CloudError::other(format!("{what}: {e}")))?;
     let op = call(ctx, &what, || gcp.policies.insert().set_project(&gcp.project).set_region(region).set_body(body.clone()).send()).await?;
     api::wait(ctx, gcp, op, &what, timeout).await
 }
 
-async fn delete_policy(ctx: &Context, gcp: &Gcp, region: &str, name: &str, timeout: Duration) -> Result<(), String> {
+async fn delete_policy(ctx: &Context, gcp: &Gcp, region: &str, name: &str, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("deleting resource policy {name}");
     match call(ctx, &what, || gcp.policies.delete().set_project(&gcp.project).set_region(region).set_resource_policy(name).send()).await {
         Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
-        Err(e) if e.not_found() => Ok(()),
-        Err(e) => Err(e.to_string()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -412,7 +422,7 @@ pub struct Options<'a> {
 /// Creates the missing nodes (bulkInsert per batch with their exact names) and deletes those beyond
 /// `node_count`, waiting for both. On A4X the domain policies come first (the missing ones), each domain's
 /// nodes go into their own, and the policies of domains no longer wanted go once their nodes have.
-pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<(), String> {
+pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<'_>, census: &Census) -> Result<(), CloudError> {
     let zone = spec.fabric.zone.clone().unwrap_or_default();
     let region = &spec.fabric.region;
     let live = nodes(ctx, gcp, &zone, &spec.name, census).await?;
@@ -439,18 +449,18 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
         let existing = (wanted.len() - missing.len()) as u32;
         let mut need = spec.capacity_policy.min_new(existing, missing.len() as u32) as usize;
         let mut made: Vec<String> = Vec::new();
-        let mut short: Option<String> = None;
+        let mut short: Option<CloudError> = None;
         'groups: for (policy, names) in policy_groups(spec, &missing) {
             let props: model::InstanceProperties =
                 serde_json::from_value(properties(&gcp.project, spec, &host, &labels, o.day2, policy.as_deref()))
-                    .map_err(|e| format!("building the instance properties: {e}"))?;
+                    .map_err(|e| CloudError::other(format!("building the instance properties: {e}")))?;
             for batch in names.chunks(BATCH) {
                 let min = need.clamp(1, batch.len());
                 let per_instance: serde_json::Map<String, serde_json::Value> = batch.iter().map(|n| (n.clone(), json!({}))).collect();
                 let body: model::BulkInsertInstanceResource = serde_json::from_value(json!({
                     "count": batch.len().to_string(), "minCount": min.to_string(), "perInstanceProperties": per_instance,
                 }))
-                .map_err(|e| format!("building the bulkInsert request: {e}"))?;
+                .map_err(|e| CloudError::other(format!("building the bulkInsert request: {e}")))?;
                 let body = body.set_instance_properties(props.clone());
                 let into = match (&policy, rack) {
                     (Some(p), true) => format!(" (NVLink domain {p})"),
@@ -469,12 +479,13 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
                 let got = created.len();
                 made.extend(created);
                 if got < batch.len() {
-                    short = Some(format!(
-                        "{what}: Compute Engine made {got} of {} (minCount {min}): {}: the zone has no capacity for the other {}",
+                    let code = shortfall_code(&done);
+                    let message = format!(
+                        "{what}: Compute Engine made {got} of {} (minCount {min}): {code}: the zone has no capacity for the other {}",
                         batch.len(),
-                        shortfall_code(&done),
                         batch.len() - got
-                    ));
+                    );
+                    short = Some(api::operation_error(&code, message));
                     break 'groups;
                 }
             }
@@ -515,7 +526,7 @@ async fn batch_made(
     batch: &[String],
     done: &model::Operation,
     census: &Census,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, CloudError> {
     let counted: Option<i32> = done
         .instances_bulk_insert_operation_metadata
         .as_ref()
@@ -552,7 +563,7 @@ async fn wait_settled(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let what = format!("{} node(s) of {cluster} to run", names.len());
     shared::wait_for(ctx, &what, timeout, || async {
         let live = nodes(ctx, gcp, zone, cluster, census).await?;
@@ -586,7 +597,7 @@ async fn relabel(
     labels: impl Fn(&model::Instance) -> BTreeMap<String, String>,
     what: &str,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let mut instance = node.instance.clone();
     let mut attempt = 1;
     loop {
@@ -600,19 +611,19 @@ async fn relabel(
         .await;
         match sent {
             Ok(op) => return api::wait(ctx, gcp, op, what, timeout).await,
-            Err(api::GaxErrorIn::Api(_, e)) if e.http_status_code() == Some(412) && attempt < 4 => {
+            Err(e) if e.kind == crate::clouds::ErrorKind::Conflict && attempt < 4 => {
                 attempt += 1;
                 instance = call(ctx, what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send())
                     .await?;
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         }
     }
 }
 
 /// Writes the day-2 settings into a node's metadata (setMetadata replaces every item: the others are kept),
 /// with the metadata's fingerprint; on 412 conditionNotMet the node is read again, a few times.
-async fn set_day2(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, settings: &str, timeout: Duration) -> Result<(), String> {
+async fn set_day2(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, settings: &str, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("recording the day-2 settings on node {}", node.name);
     let mut instance = node.instance.clone();
     let mut attempt = 1;
@@ -631,18 +642,18 @@ async fn set_day2(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, settings: &
         .await;
         match sent {
             Ok(op) => return api::wait(ctx, gcp, op, &what, timeout).await,
-            Err(api::GaxErrorIn::Api(_, e)) if e.http_status_code() == Some(412) && attempt < 4 => {
+            Err(e) if e.kind == crate::clouds::ErrorKind::Conflict && attempt < 4 => {
                 attempt += 1;
                 instance =
                     call(ctx, &what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send())
                         .await?;
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         }
     }
 }
 
-async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Options<'_>) -> Result<(), String> {
+async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Options<'_>) -> Result<(), CloudError> {
     let what = format!("labelling node {}", node.name);
     relabel(ctx, gcp, zone, node, |i| labels_for(i, o.labels), &what, o.timeout).await
 }
@@ -658,7 +669,7 @@ pub async fn remove(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let live = nodes(ctx, gcp, zone, cluster, census).await?;
     let doomed: Vec<String> = live.into_iter().map(|n| n.name).filter(|n| names.contains(n)).collect();
     delete_nodes(ctx, gcp, zone, cluster, doomed, timeout, census).await
@@ -676,12 +687,12 @@ pub async fn reboot(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let settled = |n: &Node| matches!(n.status.as_str(), "RUNNING" | "TERMINATED" | "STOPPED" | "SUSPENDED");
     let what = format!("{} node(s) of {cluster} to settle before they are rebooted", names.len());
     let live = shared::wait_for(ctx, &what, timeout, || async {
         let live: Vec<Node> = nodes(ctx, gcp, zone, cluster, census).await?.into_iter().filter(|n| names.contains(&n.name)).collect();
-        Ok(live.iter().all(settled).then_some(live))
+        Ok::<_, CloudError>(live.iter().all(settled).then_some(live))
     })
     .await?;
     if live.is_empty() {
@@ -725,7 +736,7 @@ pub async fn reboot(
         let down: Vec<&Node> = live.iter().filter(|n| names.contains(&n.name) && n.status != "RUNNING").collect();
         // Its restart operation is done, so a node that is neither running nor coming up stopped again.
         match down.iter().find(|n| !coming_up(&n.status)) {
-            Some(n) => Err(format!("node {} is {} after its restart, not RUNNING", n.name, n.status)),
+            Some(n) => Err(format!("node {} is {} after its restart, not RUNNING", n.name, n.status).into()),
             None => Ok(down.is_empty().then_some(())),
         }
     })
@@ -742,7 +753,7 @@ async fn delete_nodes(
     names: Vec<String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     use futures::{StreamExt, TryStreamExt};
     if names.is_empty() {
         return Ok(());
@@ -751,8 +762,8 @@ async fn delete_nodes(
         let what = format!("deleting node {name}");
         match call(ctx, &what, || gcp.instances.delete().set_project(&gcp.project).set_zone(zone).set_instance(&name).send()).await {
             Ok(_) => Ok(()),
-            Err(e) if e.not_found() => Ok(()),
-            Err(e) => Err(e.to_string()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
         }
     }))
     .buffer_unordered(16)
@@ -776,7 +787,7 @@ pub async fn delete(
     rack: bool,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let live = nodes(ctx, gcp, zone, cluster, census).await?;
     delete_nodes(ctx, gcp, zone, cluster, live.into_iter().map(|n| n.name).collect(), timeout, census).await?;
     if !rack {
@@ -801,12 +812,14 @@ pub async fn imported_config(
     cluster: &str,
     live: &[Node],
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
-    let first =
-        live.first().ok_or_else(|| format!("no cluster named {cluster:?} in {zone}: no instances labelled hpc_cluster = {cluster}"))?;
+) -> Result<Value, CloudError> {
+    let first = live.first().ok_or_else(|| {
+        CloudError::other(format!("no cluster named {cluster:?} in {zone}: no instances labelled hpc_cluster = {cluster}"))
+    })?;
     let i = &first.instance;
     let labels = i.labels.clone().into_iter().collect::<BTreeMap<String, String>>();
-    let fabric_name = labels.get("hpc_fabric").cloned().ok_or_else(|| format!("node {} has no hpc_fabric label", first.name))?;
+    let fabric_name =
+        labels.get("hpc_fabric").cloned().ok_or_else(|| CloudError::other(format!("node {} has no hpc_fabric label", first.name)))?;
     let region = zone.rsplit_once('-').map_or(zone, |(r, _)| r);
     // The fabric's pieces are read for their description (a cluster without a fabric imports its own
     // network separately, under the cluster's owner).
@@ -819,7 +832,7 @@ pub async fn imported_config(
     let d = match (f.description(), &joined) {
         (Some(d), _) => d,
         (None, Some(_)) => BTreeMap::new(),
-        (None, None) => return Err(format!("the fabric {fabric_name} of cluster {cluster} no longer exists")),
+        (None, None) => return Err(format!("the fabric {fabric_name} of cluster {cluster} no longer exists").into()),
     };
     let scheduling = i.scheduling.clone().unwrap_or_default();
     let model_name = scheduling.provisioning_model.as_ref().and_then(|m| m.name().map(str::to_owned)).unwrap_or_default();
@@ -870,6 +883,234 @@ pub async fn imported_config(
     );
     entries.extend(imported_day2(i).into_iter().map(|(k, v)| (k.to_owned(), v)));
     Ok(config)
+}
+
+/// The kind of the node piece in a cluster's expansion.
+const NODE_PIECE: &str = "google_compute_instance";
+
+/// The cluster's nodes with their addresses, revisions, self-check verdicts and health (a stopped node is
+/// there, unhealthy: `status TERMINATED`).
+async fn live_nodes(
+    ctx: &Context,
+    client: &api::Gcp,
+    zone: &str,
+    name: &str,
+    census: &Census,
+) -> Result<Vec<shared::NodeAddress>, CloudError> {
+    let live = cluster::nodes(ctx, client, zone, name, census).await?;
+    Ok(cluster::addresses(&client.project, zone, name, &live))
+}
+
+/// Nodes per NVLink domain of a cluster state whose machine type places each domain in a policy of its own
+/// (A4X), `None` otherwise.
+fn domain_nodes(state: &Value) -> Option<u32> {
+    let sku = crate::catalog::find_sku(Cloud::Gcp, state.get("instance_type").as_str()?)?;
+    super::topology::gpu_topology(sku)?;
+    sku.nvlink_domain.map(|d| d.nodes)
+}
+
+/// A cluster state brought to the nodes that exist ([`shared::with_nodes`]) and, on A4X, to each NVLink
+/// domain: a domain's node piece counts and names its own nodes that are up (missing when none is), and its
+/// policy piece is marked missing when the policy is gone. `policies` is `None` when they were not read.
+fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress], policies: Option<&BTreeSet<String>>) -> Value {
+    let out = shared::with_nodes(state, Cloud::Gcp, NODE_PIECE, nodes);
+    let Some(per) = domain_nodes(state) else { return out };
+    let name = state.get("name").as_str().unwrap_or_default().to_owned();
+    let Some(pieces) = out.get("expansion").as_list() else { return out };
+    let pieces: Vec<Value> = pieces
+        .iter()
+        .map(|p| {
+            let Some(k) = p.get("name").as_str().and_then(|n| crate::nodes::domain_index(&name, n)) else { return p.clone() };
+            match p.get("kind").as_str() {
+                Some("google_compute_resource_policy") => match policies {
+                    Some(found) if !found.contains(p.get("name").as_str().unwrap_or_default()) => shared::marked_missing(p),
+                    _ => p.clone(),
+                },
+                Some(NODE_PIECE) => {
+                    let mut mine: Vec<u32> = nodes
+                        .iter()
+                        .map(|n| crate::nodes::order(&name, &n.name))
+                        .filter(|i| *i != u32::MAX && crate::nodes::domain_of(*i, per) == k)
+                        .collect();
+                    mine.sort_unstable();
+                    let whole: Vec<u32> = crate::nodes::whole_domain(k, per).collect();
+                    let names = if mine == whole {
+                        crate::nodes::node_range(&name, &mine)
+                    } else {
+                        mine.iter().map(|i| crate::nodes::node_name(&name, *i)).collect::<Vec<_>>().join(", ")
+                    };
+                    let patched = shared::patch_piece(&Value::list([p.clone()]), NODE_PIECE, Some(mine.len() as i64), &[("names", names)]);
+                    let patched = patched.as_list().and_then(|l| l.first().cloned()).unwrap_or_else(|| p.clone());
+                    if mine.is_empty() { shared::marked_missing(&patched) } else { patched }
+                }
+                _ => p.clone(),
+            }
+        })
+        .collect();
+    shared::with_attr(&out, "expansion", Value::list(pieces))
+}
+
+/// The cluster's NVLink domain policies, read (one list) only for a machine type that has them.
+async fn live_policies(ctx: &Context, client: &api::Gcp, state: &Value, census: &Census) -> Result<Option<BTreeSet<String>>, CloudError> {
+    if domain_nodes(state).is_none() {
+        return Ok(None);
+    }
+    let (zone, name) = zone_and_name(state);
+    cluster::domain_policies_live(ctx, client, region_of(zone), name, census).await.map(Some)
+}
+
+#[async_trait]
+impl Backend<ClusterSpec> for backend::Gcp {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        configured(ctx).await
+    }
+
+    fn id(&self, spec: &ClusterSpec) -> Option<String> {
+        Some(api::resource_id(spec.fabric.zone.as_deref().unwrap_or_default(), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        in_zone(v.get("fabric").get("zone"))
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
+        let (ctx, census, spec) = (step.ctx, step.census, change.spec);
+        let client = match api::connect(ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let labels = api::labels(change.tags);
+        let relabel = !change.creating() && api::labels(change.prior_tags) != labels;
+        let day2 = cluster::day2_settings(change.planned);
+        let redescribe = !change.creating() && cluster::day2_settings(change.prior) != day2;
+        let options = cluster::Options { labels: &labels, relabel, day2: Some(&day2), redescribe, timeout: step.timeout };
+        let state = change.state.clone();
+        match cluster::converge(ctx, &client, spec, &options, census).await {
+            Ok(()) => {
+                if !change.planned.get("nodes").is_unknown() {
+                    return Outcome::done(state);
+                }
+                // A failed lookup leaves it null: the next refresh fills it in.
+                match live_nodes(ctx, &client, &zone, &spec.name, census).await {
+                    Ok(nodes) => Outcome::done(shared::with_attr(&state, "nodes", shared::nodes_value(&nodes))),
+                    Err(_) => Outcome::done(state),
+                }
+            }
+            Err(e) => {
+                let policies = live_policies(ctx, &client, &state, census).await.ok().flatten();
+                let state = match live_nodes(ctx, &client, &zone, &spec.name, census).await {
+                    Ok(nodes) => with_domain_nodes(&state, &nodes, policies.as_ref()),
+                    Err(_) => state,
+                };
+                Outcome::failed(state, e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
+        let (ctx, census) = (step.ctx, step.census);
+        let (zone, name) = zone_and_name(prior);
+        let client = match api::connect(ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let rack = domain_nodes(prior).is_some();
+        let Err(e) = cluster::delete(ctx, &client, zone, name, rack, step.timeout, census).await else { return Outcome::done(Value::Null) };
+        let policies = live_policies(ctx, &client, prior, census).await;
+        let left = match (cluster::nodes(ctx, &client, zone, name, census).await, policies) {
+            // Nothing left (not even an NVLink domain policy): the cluster is gone.
+            (Ok(live), Ok(p)) if live.is_empty() && p.as_ref().is_none_or(BTreeSet::is_empty) => Value::Null,
+            (Ok(live), p) => with_domain_nodes(prior, &cluster::addresses(&client.project, zone, name, &live), p.ok().flatten().as_ref()),
+            _ => prior.clone(),
+        };
+        Outcome::failed(left, e)
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, CloudError> {
+        let (zone, name) = zone_and_name(state);
+        let client = api::connect(step.ctx).await?;
+        // One instances.list, and on A4X one resourcePolicies.list, whatever the size.
+        let live = cluster::nodes(step.ctx, &client, zone, name, step.census).await?;
+        let policies = live_policies(step.ctx, &client, state, step.census).await?;
+        if live.is_empty() && policies.as_ref().is_none_or(BTreeSet::is_empty) {
+            return Ok(None);
+        }
+        // Health, revisions and self-check verdicts come with the same list: nothing per node.
+        let nodes = cluster::addresses(&client.project, zone, name, &live);
+        Ok(Some(with_domain_nodes(state, &nodes, policies.as_ref())))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((zone, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not a Google Cloud cluster id: give \"gcp/<zone>/<cluster name>\", e.g. \"gcp/us-central1-a/train\"."
+            )));
+        };
+        let client = api::connect(step.ctx).await.map_err(ImportError::failed)?;
+        let defaults = api::labels(step.default_tags);
+        let live = cluster::nodes(step.ctx, &client, zone, name, step.census).await.map_err(ImportError::failed)?;
+        let config = cluster::imported_config(step.ctx, &client, zone, name, &live, &defaults).await.map_err(ImportError::failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+}
+
+#[async_trait]
+impl ClusterBackend for backend::Gcp {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx).await?;
+        cluster::remove(step.ctx, &client, &zone, &spec.name, names, step.timeout, step.census).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx).await?;
+        cluster::reboot(step.ctx, &client, &zone, &spec.name, names, step.timeout, step.census).await
+    }
+
+    fn node_piece(&self) -> &'static str {
+        NODE_PIECE
+    }
+
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx).await?;
+        cluster::nodes(step.ctx, &client, &zone, &spec.name, step.census).await.map(|_| ())
+    }
+
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        quota::family(spec)
+    }
+
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
+        let client = api::connect(ctx).await?;
+        read_quota(ctx, &client, family).await
+    }
+}
+
+/// One `regions.get` of the family's region: its `quotas[]` entry for the family's metric.
+pub async fn read_quota(ctx: &Context, client: &api::Gcp, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
+    let region = family.scope.as_str();
+    let what = format!("reading the quotas of region {region} (regions.get)");
+    let found = api::call(ctx, &what, || client.regions.get().set_project(&client.project).set_region(region).send())
+        .await
+        .map_err(String::from)?;
+    let entry = found.quotas.iter().find(|q| q.metric.as_ref().and_then(|m| m.name()) == Some(family.id.as_str()));
+    let Some(q) = entry else {
+        // Compute Engine answers without quotas when it cannot read them (quotaStatusWarning says why).
+        let why = found
+            .quota_status_warning
+            .as_ref()
+            .and_then(|w| w.message.clone())
+            .map_or_else(|| format!("it lists no quota {}", family.id), |m| format!("no quotas: {m}"));
+        return Err(format!("{what}: {why}").into());
+    };
+    let whole = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0).map(|v| v.round() as u64);
+    match (whole(q.limit), whole(q.usage)) {
+        (Some(limit), Some(used)) => Ok(QuotaReading { limit, used }),
+        _ => Err(format!("{what}: quota {} has no limit or usage ({:?}, {:?})", family.id, q.limit, q.usage).into()),
+    }
 }
 
 #[cfg(test)]

@@ -5,15 +5,22 @@
 //! Networks carry no labels, so every piece has a deterministic name (`<fabric>-...`) and a description
 //! recording the fabric and its owner's marker (`owner=`), which is how refresh and import find them: one
 //! list call per kind. Only pieces the census admits are used, changed or deleted.
+//! The lifecycle's backend for this kind, `Backend<FabricSpec>` on `backend::Gcp`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use google_cloud_compute_v1::model;
 use serde_json::{Value as Json, json};
 
 use super::api::{self, Gcp, call};
+use super::backend::{self, configured, in_zone, region_of};
+use super::fabric;
 use super::topology::{Shape, topology};
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network};
 use crate::ownership::Census;
@@ -165,7 +172,7 @@ fn keep(live: &mut FabricLive, kind: Kind, fabric: &str, item: Listed, census: &
 
 /// Lists what exists of fabric `name` in `region` and is the census's to use: networks, subnetworks,
 /// firewalls, resource policies, one paginated list each.
-pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census: &Census) -> Result<FabricLive, String> {
+pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census: &Census) -> Result<FabricLive, CloudError> {
     let p = &gcp.project;
     let mut live = FabricLive::default();
     // Pages through one list call, keeping the items named `<fabric>-...`.
@@ -205,7 +212,7 @@ pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census:
     Ok(live)
 }
 
-async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Duration) -> Result<(), String> {
+async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Duration) -> Result<(), CloudError> {
     let p = &gcp.project;
     let what = format!("creating {} {}", kind_word(item.kind), item.name);
     let bad = |e: serde_json::Error| format!("{what}: {e}");
@@ -226,7 +233,8 @@ async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Du
         Kind::Policy if item.body["groupPlacementPolicy"].get("maxDistance").is_some() => {
             let url = format!("{}/compute/beta/projects/{p}/regions/{region}/resourcePolicies", api::base(gcp, api::COMPUTE));
             let answer = api::rest(ctx, gcp, reqwest::Method::POST, &url, Some(&item.body), &what).await?;
-            serde_json::from_value::<model::Operation>(answer).map_err(|e| format!("{what}: the answer is not an operation: {e}"))?
+            serde_json::from_value::<model::Operation>(answer)
+                .map_err(|e| CloudError::other(format!("{what}: the answer is not an operation: {e}")))?
         }
         Kind::Policy => {
             let body: model::ResourcePolicy = serde_json::from_value(item.body.clone()).map_err(bad)?;
@@ -236,7 +244,7 @@ async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Du
     api::wait(ctx, gcp, op, &what, timeout).await
 }
 
-async fn remove(ctx: &Context, gcp: &Gcp, kind: Kind, name: &str, region: &str, timeout: Duration) -> Result<(), String> {
+async fn remove(ctx: &Context, gcp: &Gcp, kind: Kind, name: &str, region: &str, timeout: Duration) -> Result<(), CloudError> {
     let p = &gcp.project;
     let what = format!("deleting {} {name}", kind_word(kind));
     let sent = match kind {
@@ -249,8 +257,8 @@ async fn remove(ctx: &Context, gcp: &Gcp, kind: Kind, name: &str, region: &str, 
     };
     match sent {
         Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
-        Err(e) if e.not_found() => Ok(()),
-        Err(e) => Err(e.to_string()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -271,7 +279,7 @@ pub async fn converge(
     gpu: Option<&str>,
     timeout: Duration,
     census: &Census,
-) -> Result<FabricLive, String> {
+) -> Result<FabricLive, CloudError> {
     let live = observe(ctx, gcp, &spec.name, &spec.region, census).await?;
     census.gate()?;
     if let Network::Existing { vpc_id, subnet_id } = &spec.network {
@@ -294,7 +302,7 @@ pub async fn converge(
 }
 
 /// Deletes the fabric's pieces the census admits, in reverse order of creation.
-pub async fn delete(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, gcp: &Gcp, spec: &FabricSpec, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let live = observe(ctx, gcp, &spec.name, &spec.region, census).await?;
     let items: Vec<Item> = desired(spec, &gcp.project, None, None).into_iter().filter(|i| live.has(i.kind, &i.name)).collect();
     for kind in [Kind::Policy, Kind::Firewall, Kind::Subnetwork, Kind::Network] {
@@ -341,7 +349,7 @@ fn piece_kind(kind: Option<&str>) -> Option<Kind> {
 }
 
 /// The configuration an import rebuilds from the pieces' descriptions.
-pub fn imported_config(zone: &str, name: &str, region: &str, live: &FabricLive) -> Result<Value, String> {
+pub fn imported_config(zone: &str, name: &str, region: &str, live: &FabricLive) -> Result<Value, CloudError> {
     let d = live.description().ok_or_else(|| {
         format!("no fabric named {name:?} in {zone}: no network, firewall or policy named {name}-... made by this provider")
     })?;
@@ -373,6 +381,89 @@ pub fn fabric_ref(zone: &str, region: &str, name: &str, description: &BTreeMap<S
         ("instance_type", Value::from(description.get("instance_type").cloned())),
         ("placement", Value::from(description.get("placement").cloned())),
     ])
+}
+
+/// A fabric's created host network and subnetwork, as the self links found.
+fn created_network(name: &str, live: &fabric::FabricLive) -> Vec<(&'static str, Value)> {
+    use fabric::Kind;
+    [("vpc_id", Kind::Network, format!("{name}-vpc")), ("subnet_id", Kind::Subnetwork, format!("{name}-subnet"))]
+        .into_iter()
+        .filter_map(|(attr, kind, piece)| live.self_links.get(&(kind, piece)).map(|link| (attr, Value::from(link.as_str()))))
+        .collect()
+}
+
+#[async_trait]
+impl Backend<FabricSpec> for backend::Gcp {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        configured(ctx).await
+    }
+
+    fn id(&self, spec: &FabricSpec) -> Option<String> {
+        Some(api::resource_id(spec.zone.as_deref().unwrap_or_default(), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        in_zone(v.get("zone"))
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FabricSpec>) -> Outcome {
+        let spec = change.spec;
+        let client = match api::connect(step.ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let gpu = change.config.get("gpu").as_str();
+        let result = fabric::converge(step.ctx, &client, spec, gpu, step.timeout, step.census).await;
+        let live = match &result {
+            Ok(live) => Some(live.clone()),
+            Err(_) => fabric::observe(step.ctx, &client, &spec.name, &spec.region, step.census).await.ok(),
+        };
+        let mut state = change.state.clone();
+        if let (Network::Create { .. }, Some(live)) = (&spec.network, &live) {
+            for (attr, link) in created_network(&spec.name, live) {
+                state = shared::with_attr(&state, attr, link);
+            }
+        }
+        Outcome { state, error: result.err() }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&FabricSpec>) -> Outcome {
+        let Some(spec) = spec else {
+            return Outcome::failed(prior.clone(), "the state does not describe a Google Cloud fabric");
+        };
+        let client = match api::connect(step.ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let done = fabric::delete(step.ctx, &client, spec, step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, CloudError> {
+        let Some(spec) = spec else { return Ok(Some(state.clone())) };
+        let client = api::connect(step.ctx).await?;
+        let live = fabric::observe(step.ctx, &client, &spec.name, &spec.region, step.census).await?;
+        if live.found.is_empty() {
+            return Ok(None);
+        }
+        let expansion = fabric::refreshed_expansion(state.get("expansion"), spec, &client.project, &live);
+        Ok(Some(shared::with_attr(state, "expansion", expansion)))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((zone, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not a Google Cloud fabric id: give \"gcp/<zone>/<fabric name>\", e.g. \"gcp/us-central1-a/train\"."
+            )));
+        };
+        let region = region_of(zone);
+        let client = api::connect(step.ctx).await.map_err(ImportError::failed)?;
+        let live = fabric::observe(step.ctx, &client, name, region, step.census).await.map_err(ImportError::failed)?;
+        let config = fabric::imported_config(zone, name, region, &live).map_err(ImportError::failed)?;
+        let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+        assigned.extend(created_network(name, &live).into_iter().map(|(attr, link)| (attr.to_owned(), link)));
+        Ok(Imported { config, assigned })
+    }
 }
 
 #[cfg(test)]

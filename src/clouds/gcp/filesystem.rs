@@ -4,14 +4,22 @@
 //! Capacity grows in place; an optional Cloud Storage import runs once after creation. The instance's
 //! `hpc_owner` label and the range's description say whose they are; only the census's are changed or
 //! deleted.
+//! The lifecycle's backend for this kind, `Backend<FilesystemSpec>` on `backend::Gcp`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use google_cloud_lustre_v1::model::{Instance, instance::State};
 use serde_json::{Value as Json, json};
 
 use super::api::{self, Gcp, call};
+use super::backend::{self, configured, in_zone, region_of, zone_and_name};
+use super::{cluster, fabric, filesystem};
+use crate::catalog::Cloud;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::Census;
@@ -44,7 +52,7 @@ fn psa_name(fs: &str) -> String {
 }
 
 /// Whether the filesystem's reserved range exists and is the census's (its description names the owner).
-async fn own_range(ctx: &Context, gcp: &Gcp, fs: &str, census: &Census) -> Result<bool, String> {
+async fn own_range(ctx: &Context, gcp: &Gcp, fs: &str, census: &Census) -> Result<bool, CloudError> {
     let psa = psa_name(fs);
     match call(ctx, "reading the reserved range", || gcp.addresses.get().set_project(&gcp.project).set_address(&psa).send()).await {
         Ok(a) => {
@@ -52,8 +60,8 @@ async fn own_range(ctx: &Context, gcp: &Gcp, fs: &str, census: &Census) -> Resul
             let marker = described.get("owner").map(String::as_str);
             Ok(census.admit("google_compute_global_address", &psa, marker, a.creation_timestamp.as_deref()))
         }
-        Err(e) if e.not_found() => Ok(false),
-        Err(e) => Err(e.to_string()),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -63,9 +71,11 @@ pub async fn range_exists(ctx: &Context, gcp: &Gcp, fs: &str, census: &Census) -
 }
 
 /// The host network of the fabric, as `projects/<p>/global/networks/<name>`.
-pub async fn host_network(ctx: &Context, gcp: &Gcp, fabric: &str, region: &str) -> Result<String, String> {
+pub async fn host_network(ctx: &Context, gcp: &Gcp, fabric: &str, region: &str) -> Result<String, CloudError> {
     let live = super::fabric::observe(ctx, gcp, fabric, region, &Census::reading()).await?;
-    let d = live.description().ok_or_else(|| format!("fabric {fabric} has no pieces in {}: apply the fabric first", gcp.project))?;
+    let d = live
+        .description()
+        .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no pieces in {}: apply the fabric first", gcp.project)))?;
     let name = match d.get("vpc") {
         Some(v) => api::short_name(v).to_owned(),
         None => format!("{fabric}-vpc"),
@@ -82,37 +92,37 @@ const CONNECTION: &str = "services/servicenetworking.googleapis.com/connections/
 
 /// A network as Service Networking names it: `projects/<project number>/global/networks/<name>` (Compute
 /// and Managed Lustre take the project id; Service Networking wants the number).
-async fn numbered(ctx: &Context, gcp: &Gcp, network: &str) -> Result<String, String> {
+async fn numbered(ctx: &Context, gcp: &Gcp, network: &str) -> Result<String, CloudError> {
     let number = api::project_number(ctx, gcp).await?;
     Ok(format!("projects/{number}/global/networks/{}", api::short_name(network)))
 }
 
-async fn psa_request(ctx: &Context, gcp: &Gcp, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json, String> {
+async fn psa_request(ctx: &Context, gcp: &Gcp, method: reqwest::Method, path: &str, body: Option<Json>) -> Result<Json, CloudError> {
     let url = format!("{}/v1/{path}", api::base(gcp, SERVICE_NETWORKING));
     api::rest(ctx, gcp, method, &url, body.as_ref(), "calling Service Networking").await
 }
 
 /// Waits for a Service Networking operation (google.longrunning) to be done, polling `operations.get` with
 /// backoff; a done operation's `error` is the call's failure.
-async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: Duration) -> Result<(), String> {
+async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: Duration) -> Result<(), CloudError> {
     let deadline = tokio::time::Instant::now() + timeout;
     let backoff = crate::clouds::shared::Backoff::STANDARD;
     let mut delay = backoff.first;
     loop {
         if op["done"].as_bool() == Some(true) {
             return match op.get("error").filter(|e| !e.is_null()) {
-                Some(e) => Err(format!("{what} failed: {}", e["message"].as_str().unwrap_or("the operation failed"))),
+                Some(e) => Err(format!("{what} failed: {}", e["message"].as_str().unwrap_or("the operation failed")).into()),
                 None => Ok(()),
             };
         }
         let Some(name) = op["name"].as_str().filter(|n| !n.is_empty()).map(str::to_owned) else {
-            return Err(format!("{what}: Service Networking answered an operation without a name: {op}"));
+            return Err(format!("{what}: Service Networking answered an operation without a name: {op}").into());
         };
         if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {what}", crate::clock::format_duration(timeout)));
+            return Err(format!("timed out after {} waiting for {what}", crate::clock::format_duration(timeout)).into());
         }
         tokio::select! {
-            _ = ctx.cancelled() => return Err(crate::clouds::shared::interrupted(what)),
+            _ = ctx.cancelled() => return Err(CloudError::interrupted(crate::clouds::shared::interrupted(what))),
             _ = tokio::time::sleep(delay) => {}
         }
         delay = backoff.next(delay);
@@ -121,7 +131,7 @@ async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: D
 }
 
 /// The reserved ranges of the network's private-service-access connection, if it has one.
-async fn psa_ranges(ctx: &Context, gcp: &Gcp, network: &str) -> Result<Option<Vec<String>>, String> {
+async fn psa_ranges(ctx: &Context, gcp: &Gcp, network: &str) -> Result<Option<Vec<String>>, CloudError> {
     let network = numbered(ctx, gcp, network).await?;
     let out = psa_request(ctx, gcp, reqwest::Method::GET, &format!("{CONNECTIONS}?network={network}"), None).await?;
     Ok(out["connections"].as_array().and_then(|c| c.first()).map(|c| {
@@ -130,7 +140,7 @@ async fn psa_ranges(ctx: &Context, gcp: &Gcp, network: &str) -> Result<Option<Ve
 }
 
 /// Sets the connection's reserved ranges (`force` when one is removed) and waits for it.
-async fn psa_patch(ctx: &Context, gcp: &Gcp, network: &str, ranges: Vec<String>, force: bool, timeout: Duration) -> Result<(), String> {
+async fn psa_patch(ctx: &Context, gcp: &Gcp, network: &str, ranges: Vec<String>, force: bool, timeout: Duration) -> Result<(), CloudError> {
     let body = json!({"network": network, "reservedPeeringRanges": ranges});
     let path = format!("{CONNECTION}?updateMask=reservedPeeringRanges&force={force}");
     let op = psa_request(ctx, gcp, reqwest::Method::PATCH, &path, Some(body)).await?;
@@ -138,7 +148,7 @@ async fn psa_patch(ctx: &Context, gcp: &Gcp, network: &str, ranges: Vec<String>,
 }
 
 /// Adds `range` to the network's connection (creating it if there is none).
-async fn psa_connect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeout: Duration) -> Result<(), String> {
+async fn psa_connect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeout: Duration) -> Result<(), CloudError> {
     let numbered = numbered(ctx, gcp, network).await?;
     match psa_ranges(ctx, gcp, network).await? {
         Some(ranges) if ranges.iter().any(|r| r == range) => Ok(()),
@@ -155,7 +165,7 @@ async fn psa_connect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeo
 }
 
 /// Removes `range` from the network's connection, deleting the connection when it was the last one.
-async fn psa_disconnect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeout: Duration) -> Result<(), String> {
+async fn psa_disconnect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeout: Duration) -> Result<(), CloudError> {
     let Some(ranges) = psa_ranges(ctx, gcp, network).await? else { return Ok(()) };
     if !ranges.iter().any(|r| r == range) {
         return Ok(());
@@ -190,13 +200,13 @@ pub async fn observe(
     name: &str,
     network: Option<&str>,
     census: &Census,
-) -> Result<Option<FsLive>, String> {
+) -> Result<Option<FsLive>, CloudError> {
     let path = instance_path(&gcp.project, zone, name);
     let instance =
         match call(ctx, &format!("reading Managed Lustre instance {name}"), || gcp.lustre.get_instance().set_name(&path).send()).await {
             Ok(i) => i,
-            Err(e) if e.not_found() => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
         };
     if instance.state == State::Deleting {
         return Ok(None);
@@ -217,24 +227,24 @@ async fn wait_lro<T>(
     what: &str,
     timeout: Duration,
     poll: impl std::future::Future<Output = Result<T, api::GaxError>>,
-) -> Result<T, String> {
+) -> Result<T, CloudError> {
     tokio::select! {
-        _ = ctx.cancelled() => Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
-        _ = tokio::time::sleep(timeout) => Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout))),
-        out = poll => out.map_err(|e| format!("{what}: {}", api::why(&e))),
+        _ = ctx.cancelled() => Err(format!("interrupted while {what} (the CLI asked the provider to stop)").into()),
+        _ = tokio::time::sleep(timeout) => Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)).into()),
+        out = poll => out.map_err(|e| api::error_of(what, &e)),
     }
 }
 
 /// A long-running operation, started again when its start is refused with a rate limit or a transient error,
 /// as every other Google call is, within `timeout` (polls of a started operation ride out those errors).
-async fn retried_lro<T, F, Fut>(ctx: &Context, what: &str, timeout: Duration, f: F) -> Result<T, String>
+async fn retried_lro<T, F, Fut>(ctx: &Context, what: &str, timeout: Duration, f: F) -> Result<T, CloudError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, api::GaxError>>,
 {
     match tokio::time::timeout(timeout, call(ctx, what, f)).await {
-        Err(_) => Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout))),
-        Ok(result) => result.map_err(String::from),
+        Err(_) => Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)).into()),
+        Ok(result) => result,
     }
 }
 
@@ -245,7 +255,7 @@ pub struct Options<'a> {
 
 /// Creates what is missing (range, connection, instance, then the Cloud Storage import), grows capacity
 /// and updates labels.
-pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Options<'_>, census: &Census) -> Result<FsLive, String> {
+pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Options<'_>, census: &Census) -> Result<FsLive, CloudError> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
     let network = host_network(ctx, gcp, &f.name, &f.region).await?;
@@ -341,7 +351,7 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
     }
     observe(ctx, gcp, &zone, &spec.name, Some(&network), census)
         .await?
-        .ok_or_else(|| format!("Managed Lustre instance {path} vanished after it was created"))
+        .ok_or_else(|| CloudError::other(format!("Managed Lustre instance {path} vanished after it was created")))
 }
 
 /// Deletes the instance, its range's place in the network's connection, and the reserved range, each if it
@@ -355,7 +365,7 @@ pub async fn delete(
     network: Option<&str>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let p = &gcp.project;
     let path = instance_path(p, zone, name);
     let live = observe(ctx, gcp, zone, name, None, census).await?;
@@ -369,7 +379,7 @@ pub async fn delete(
         use google_cloud_lro::Poller;
         match wait_lro(ctx, &what, timeout, request.until_done()).await {
             Ok(()) => {}
-            Err(e) if e.contains("HTTP 404") || e.contains("not found") => {}
+            Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
         if range {
@@ -386,8 +396,8 @@ pub async fn delete(
     let what = format!("releasing range {psa}");
     match call(ctx, &what, || gcp.addresses.delete().set_project(p).set_address(&psa).send()).await {
         Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
-        Err(e) if e.not_found() => Ok(()),
-        Err(e) => Err(e.to_string()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -412,6 +422,150 @@ pub fn imported_config(zone: &str, live: &FsLive, fabric_ref: Value, defaults: &
         ("filesystem_name", Value::from(i.filesystem.as_str())),
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ])
+}
+
+/// A filesystem state brought to what exists: capacity, tier and mount point as found; the private service
+/// access pieces that are gone marked missing.
+fn refreshed(state: &Value, live: &filesystem::FsLive) -> Value {
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    let (capacity, tier) = (live.instance.capacity_gib, live.instance.per_unit_storage_throughput);
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("mount_target".into(), Value::from(live.mount_point()));
+    out.insert("mount_command".into(), Value::from(live.mount_command()));
+    let mut expansion = shared::patch_piece(
+        state.get("expansion"),
+        "google_lustre_instance",
+        None,
+        &[("capacity_gib", capacity.to_string()), ("per_unit_storage_throughput", tier.to_string())],
+    );
+    expansion = shared::mark_missing(&expansion, |k| match k {
+        "google_compute_global_address" => live.address,
+        "google_service_networking_connection" => live.peered,
+        _ => true,
+    });
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+#[async_trait]
+impl Backend<FilesystemSpec> for backend::Gcp {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        configured(ctx).await
+    }
+
+    fn id(&self, spec: &FilesystemSpec) -> Option<String> {
+        Some(api::resource_id(spec.fabric.zone.as_deref().unwrap_or_default(), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        in_zone(v.get("fabric").get("zone"))
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FilesystemSpec>) -> Outcome {
+        let (ctx, census, spec) = (step.ctx, step.census, change.spec);
+        let client = match api::connect(ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let zone = spec.fabric.zone.clone().unwrap_or_default();
+        let name = &spec.name;
+        let labels = api::labels(change.tags);
+        let options = filesystem::Options { labels: &labels, timeout: step.timeout };
+        let state = change.state.clone();
+        let e = match filesystem::converge(ctx, &client, spec, &options, census).await {
+            Ok(live) => {
+                let state = shared::with_attr(&state, "mount_target", Value::from(live.mount_point()));
+                return Outcome::done(shared::with_attr(&state, "mount_command", Value::from(live.mount_command())));
+            }
+            Err(e) => e,
+        };
+        let creating = change.creating();
+        let left = match filesystem::observe(ctx, &client, &zone, name, None, census).await {
+            Ok(Some(live)) => refreshed(&state, &live),
+            // The instance does not exist, but its reserved range may: keep the state (the CLI taints it)
+            // so that the next apply or a destroy finds and removes what was made.
+            _ if creating && filesystem::range_exists(ctx, &client, name, census).await != Some(false) => state,
+            _ if creating => Value::Null,
+            _ => change.prior.clone(),
+        };
+        Outcome::failed(left, e)
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
+        let ctx = step.ctx;
+        let (zone, name) = zone_and_name(prior);
+        let client = match api::connect(ctx).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let fabric = prior.get("fabric").get("name").as_str().unwrap_or_default();
+        let network = filesystem::host_network(ctx, &client, fabric, region_of(zone)).await.ok();
+        let done = filesystem::delete(ctx, &client, zone, name, network.as_deref(), step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, CloudError> {
+        let (ctx, census) = (step.ctx, step.census);
+        let (zone, name) = zone_and_name(state);
+        let client = api::connect(ctx).await?;
+        match filesystem::observe(ctx, &client, zone, name, None, census).await? {
+            Some(live) => Ok(Some(refreshed(state, &live))),
+            // Only the reserved range is left (a create that failed part-way): still ours to remove.
+            None if filesystem::range_exists(ctx, &client, name, census).await == Some(true) => {
+                Ok(Some(shared::with_missing(state, |k| k != "google_lustre_instance")))
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((zone, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not a Google Cloud filesystem id: give \"gcp/<zone>/<name>\", e.g. \"gcp/us-central1-a/scratch\"."
+            )));
+        };
+        let ctx = step.ctx;
+        let client = api::connect(ctx).await.map_err(ImportError::failed)?;
+        let live = match filesystem::observe(ctx, &client, zone, name, None, step.census).await.map_err(ImportError::failed)? {
+            Some(live) => live,
+            None => return Err(ImportError::failed(format!("no Managed Lustre instance {name} in {zone}"))),
+        };
+        let region = region_of(zone);
+        let described = fabric::parse_description(&live.instance.description).unwrap_or_default();
+        let Some(fabric_name) = described.get("fabric").cloned() else {
+            return Err(ImportError::failed("the instance's description does not name its fabric (it was not made by this provider)"));
+        };
+        let found = fabric::observe(ctx, &client, &fabric_name, region, &Census::reading()).await.map_err(ImportError::failed)?;
+        let d = found.description().unwrap_or_default();
+        let fabric_ref = fabric::fabric_ref(zone, region, &fabric_name, &d);
+        let defaults = api::labels(step.default_tags);
+        let mut config = filesystem::imported_config(zone, &live, fabric_ref, &defaults);
+        if let Some(cluster_name) = live.instance.labels.get("hpc_cluster") {
+            let nodes = cluster::nodes(ctx, &client, zone, cluster_name, &Census::reading()).await.map_err(ImportError::failed)?;
+            let per_node =
+                d.get("instance_type").and_then(|t| crate::catalog::find_sku(Cloud::Gcp, t)).map_or(0, |s| i64::from(s.gpu_count));
+            let workload =
+                nodes.first().and_then(|n| cluster::metadata(&n.instance, "hpc-workload")).unwrap_or_else(|| "pretraining".into());
+            config = shared::with_attr(
+                &config,
+                "cluster",
+                Value::object([
+                    ("id", Value::from(api::resource_id(zone, cluster_name))),
+                    ("name", Value::from(cluster_name.as_str())),
+                    ("gpus_total", Value::int(nodes.len() as i64 * per_node)),
+                    ("workload", Value::from(workload)),
+                ]),
+            );
+        }
+        let assigned = BTreeMap::from([
+            ("id".to_owned(), Value::from(id)),
+            ("mount_target".to_owned(), Value::from(live.mount_point())),
+            ("mount_command".to_owned(), Value::from(live.mount_command())),
+        ]);
+        Ok(Imported { config, assigned })
+    }
 }
 
 #[cfg(test)]

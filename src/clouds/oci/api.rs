@@ -20,6 +20,7 @@ use super::signing::{Request, Signer};
 use crate::catalog::Cloud;
 use crate::clouds::shared::Backoff;
 use crate::clouds::throttle::jitter;
+use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::Context;
 
@@ -61,7 +62,7 @@ impl std::fmt::Debug for Oci {
 }
 
 /// The client for a region, built once per process, configuration and region.
-pub fn connect(ctx: &Context, region: &str) -> Result<Oci, String> {
+pub fn connect(ctx: &Context, region: &str) -> Result<Oci, CloudError> {
     static CLIENTS: Mutex<BTreeMap<String, Oci>> = Mutex::new(BTreeMap::new());
     let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Oci)).cloned().unwrap_or_default();
     let key = format!("{region}|{:?}|{:?}", settings.endpoint, settings.settings);
@@ -103,7 +104,7 @@ fn home_path(path: &str) -> String {
     }
 }
 
-fn build(settings: &CloudSettings, region: &str) -> Result<Oci, String> {
+fn build(settings: &CloudSettings, region: &str) -> Result<Oci, CloudError> {
     let attr = |k: &str| settings.settings.get(k).cloned();
     let file_path = std::env::var("OCI_CONFIG_FILE").unwrap_or_else(|_| home_path("~/.oci/config"));
     let profile_name = attr("config_file_profile").unwrap_or_else(|| "DEFAULT".into());
@@ -111,12 +112,12 @@ fn build(settings: &CloudSettings, region: &str) -> Result<Oci, String> {
         Ok(text) => match config_profile(&text, &profile_name) {
             Some(p) => p,
             None if attr("config_file_profile").is_some() => {
-                return Err(format!("config_file_profile = {profile_name:?}: the OCI config file {file_path} has no such profile"));
+                return Err(format!("config_file_profile = {profile_name:?}: the OCI config file {file_path} has no such profile").into());
             }
             None => BTreeMap::new(),
         },
         Err(_) if attr("config_file_profile").is_some() => {
-            return Err(format!("config_file_profile = {profile_name:?} is set but the OCI config file {file_path} cannot be read"));
+            return Err(format!("config_file_profile = {profile_name:?} is set but the OCI config file {file_path} cannot be read").into());
         }
         Err(_) => BTreeMap::new(),
     };
@@ -141,7 +142,8 @@ fn build(settings: &CloudSettings, region: &str) -> Result<Oci, String> {
             "the OCI API key is incomplete: set {} in the provider's oci block, or in profile [{profile_name}] of {file_path} \
              (tenancy, user, fingerprint, key_file)",
             all.join(", ")
-        ));
+        )
+        .into());
     }
     let pem = pem.unwrap_or_default();
     if pem.contains("ENCRYPTED") || profile.contains_key("pass_phrase") {
@@ -189,8 +191,43 @@ impl Reply {
     }
 
     fn out_of_capacity(&self) -> bool {
-        self.body["message"].as_str().is_some_and(|m| m.to_ascii_lowercase().contains("out of host capacity"))
+        out_of_capacity(&self.body)
     }
+
+    /// The answer as a [`CloudError`], `what` said first: `creating VCN lib-vpc: LimitExceeded: too many`.
+    pub fn failure(&self, what: &str) -> CloudError {
+        error(self.status, &self.body, format!("{what}: {}", self.error()))
+    }
+}
+
+/// OCI's words for a launch that found no host for the shape: a 500 `InternalError` whose message says
+/// "Out of host capacity" (OCI documents no code of its own for it), kept as the error's code.
+pub const OUT_OF_HOST_CAPACITY: &str = "Out of host capacity";
+
+fn out_of_capacity(body: &Json) -> bool {
+    body["message"].as_str().is_some_and(|m| m.to_ascii_lowercase().contains(&OUT_OF_HOST_CAPACITY.to_ascii_lowercase()))
+}
+
+/// An OCI error (`{"code", "message"}`, API Errors in the OCI documentation) as a [`CloudError`]: the status
+/// gives the kind, the code refines it; a launch out of host capacity is no capacity.
+pub fn error(status: u16, body: &Json, message: impl Into<String>) -> CloudError {
+    let code = body["code"].as_str();
+    let mut out = CloudError::from_status(status, None, code, message);
+    if out_of_capacity(body) {
+        out.kind = ErrorKind::NoCapacity;
+        out.code = Some(OUT_OF_HOST_CAPACITY.to_owned());
+        return out;
+    }
+    out.kind = match code {
+        Some("NotAuthorizedOrNotFound" | "NotFound") => ErrorKind::NotFound,
+        Some("TooManyRequests") => ErrorKind::Throttled { retry_after: None },
+        Some("LimitExceeded" | "QuotaExceeded") => ErrorKind::Quota,
+        Some("Conflict" | "IncorrectState" | "NotAuthorizedOrResourceAlreadyExists") => ErrorKind::Conflict,
+        Some("NotAuthenticated") => ErrorKind::Unauthenticated,
+        Some("InvalidParameter" | "MissingParameter" | "CannotParseRequest") => ErrorKind::InvalidRequest { field: None },
+        _ => out.kind,
+    };
+    out
 }
 
 /// The sentence every authentication failure carries; the backend's `summary` gives it its own diagnostic.
@@ -236,14 +273,14 @@ impl Oci {
         service: Service,
         path: &str,
         body: Option<&Json>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, CloudError> {
         let base = self.base(service);
         let url = format!("{base}/{}{path}", service.version());
         let parsed = reqwest::Url::parse(&url).map_err(|e| format!("{url} is not a URL: {e}"))?;
         let host = match (parsed.host_str(), parsed.port()) {
             (Some(h), Some(p)) => format!("{h}:{p}"),
             (Some(h), None) => h.to_owned(),
-            _ => return Err(format!("{url} has no host")),
+            _ => return Err(format!("{url} has no host").into()),
         };
         let path_and_query = match parsed.query() {
             Some(q) => format!("{}?{q}", parsed.path()),
@@ -284,7 +321,7 @@ impl Oci {
                 request = request.body(Vec::<u8>::new());
             }
             let response = tokio::select! {
-                _ = ctx.cancelled() => return Err(INTERRUPTED.into()),
+                _ = ctx.cancelled() => return Err(CloudError::interrupted(INTERRUPTED)),
                 r = request.send() => r,
             };
             let reply = match response {
@@ -300,21 +337,22 @@ impl Oci {
                     delay = (delay * 2).min(Duration::from_secs(20));
                     continue;
                 }
-                Err(e) => return Err(format!("calling OCI at {base}: {e}")),
+                Err(e) => return Err(CloudError::new(ErrorKind::Transient, None, format!("calling OCI at {base}: {e}"))),
             };
             if reply.status == 401 {
-                return Err(format!(
+                let message = format!(
                     "{AUTH_FAILED}: {}. The API key (tenancy_ocid, user_ocid, fingerprint and the private key) is not one OCI knows: check \
                      that the fingerprint is the one shown for this user's API key and that the private key is its pair",
                     reply.error().trim_end_matches('.')
-                ));
+                );
+                return Err(CloudError::new(ErrorKind::Unauthenticated, reply.body["code"].as_str().map(str::to_owned), message));
             }
             let again = reply.status == 429 || (reply.status >= 500 && !reply.out_of_capacity());
             if !again || attempt == ATTEMPTS {
                 return Ok(reply);
             }
             tokio::select! {
-                _ = ctx.cancelled() => return Err(INTERRUPTED.into()),
+                _ = ctx.cancelled() => return Err(CloudError::interrupted(INTERRUPTED)),
                 _ = tokio::time::sleep(jitter(delay)) => {}
             }
             delay = (delay * 2).min(Duration::from_secs(20));
@@ -323,18 +361,18 @@ impl Oci {
     }
 
     /// GET a resource: None when it does not exist.
-    pub async fn get(&self, ctx: &Context, service: Service, path: &str) -> Result<Option<Json>, String> {
+    pub async fn get(&self, ctx: &Context, service: Service, path: &str) -> Result<Option<Json>, CloudError> {
         let reply = self.send(ctx, reqwest::Method::GET, service, path, None).await?;
         match reply.status {
             200 => Ok(Some(reply.body)),
             404 => Ok(None),
-            _ => Err(format!("reading {path}: {}", reply.error())),
+            _ => Err(reply.failure(&format!("reading {path}"))),
         }
     }
 
     /// Every item of a list (Core's bare arrays and the newer `{"items": [...]}`), following
     /// `opc-next-page`. `query` is `compartmentId=...&...`, already encoded.
-    pub async fn list(&self, ctx: &Context, service: Service, collection: &str, query: &str) -> Result<Vec<Json>, String> {
+    pub async fn list(&self, ctx: &Context, service: Service, collection: &str, query: &str) -> Result<Vec<Json>, CloudError> {
         let mut out = Vec::new();
         let mut page: Option<String> = None;
         loop {
@@ -344,7 +382,7 @@ impl Oci {
             }
             let reply = self.send(ctx, reqwest::Method::GET, service, &path, None).await?;
             if reply.status != 200 {
-                return Err(format!("listing {collection}: {}", reply.error()));
+                return Err(reply.failure(&format!("listing {collection}")));
             }
             match reply.body {
                 Json::Array(items) => out.extend(items),
@@ -365,16 +403,16 @@ impl Oci {
         collection: &str,
         body: &Json,
         what: &str,
-    ) -> Result<(Json, Option<String>), String> {
+    ) -> Result<(Json, Option<String>), CloudError> {
         let reply = self.send(ctx, reqwest::Method::POST, service, &format!("/{collection}"), Some(body)).await?;
         if !(200..=202).contains(&reply.status) {
-            return Err(format!("creating {what}: {}", reply.error()));
+            return Err(reply.failure(&format!("creating {what}")));
         }
         Ok((reply.body, reply.work_request))
     }
 
     /// POST an action (`/networkSecurityGroups/<id>/actions/addSecurityRules`); some take no body.
-    pub async fn action(&self, ctx: &Context, service: Service, path: &str, body: Option<&Json>, what: &str) -> Result<Json, String> {
+    pub async fn action(&self, ctx: &Context, service: Service, path: &str, body: Option<&Json>, what: &str) -> Result<Json, CloudError> {
         self.action_with_work_request(ctx, service, path, body, what).await.map(|(body, _)| body)
     }
 
@@ -387,10 +425,10 @@ impl Oci {
         path: &str,
         body: Option<&Json>,
         what: &str,
-    ) -> Result<(Json, Option<String>), String> {
+    ) -> Result<(Json, Option<String>), CloudError> {
         let reply = self.send(ctx, reqwest::Method::POST, service, path, body).await?;
         if !(200..=202).contains(&reply.status) {
-            return Err(format!("{what}: {}", reply.error()));
+            return Err(reply.failure(what));
         }
         Ok((reply.body, reply.work_request))
     }
@@ -403,10 +441,10 @@ impl Oci {
         path: &str,
         body: &Json,
         what: &str,
-    ) -> Result<(Json, Option<String>), String> {
+    ) -> Result<(Json, Option<String>), CloudError> {
         let reply = self.send(ctx, reqwest::Method::PUT, service, path, Some(body)).await?;
         if !(200..=202).contains(&reply.status) {
-            return Err(format!("updating {what}: {}", reply.error()));
+            return Err(reply.failure(&format!("updating {what}")));
         }
         Ok((reply.body, reply.work_request))
     }
@@ -420,7 +458,7 @@ impl Oci {
         path: &str,
         what: &str,
         timeout: Duration,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, CloudError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut delay = Backoff::STANDARD.first;
         loop {
@@ -428,10 +466,10 @@ impl Oci {
             match reply.status {
                 200 | 202 | 204 | 404 => return Ok(reply.work_request),
                 409 if tokio::time::Instant::now() + delay < deadline => {}
-                _ => return Err(format!("deleting {what}: {}", reply.error())),
+                _ => return Err(reply.failure(&format!("deleting {what}"))),
             }
             tokio::select! {
-                _ = ctx.cancelled() => return Err(format!("interrupted while deleting {what} (the CLI asked the provider to stop)")),
+                _ = ctx.cancelled() => return Err(format!("interrupted while deleting {what} (the CLI asked the provider to stop)").into()),
                 _ = tokio::time::sleep(delay) => {}
             }
             delay = Backoff::STANDARD.next(delay);
@@ -439,13 +477,20 @@ impl Oci {
     }
 
     /// Polls a work request until it succeeds; a failure reports OCI's errors for it.
-    pub async fn wait_work_request(&self, ctx: &Context, service: Service, id: &str, what: &str, timeout: Duration) -> Result<(), String> {
+    pub async fn wait_work_request(
+        &self,
+        ctx: &Context,
+        service: Service,
+        id: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<(), CloudError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut delay = Backoff::STANDARD.first;
         loop {
             let reply = self.send(ctx, reqwest::Method::GET, service, &format!("/workRequests/{id}"), None).await?;
             if reply.status != 200 {
-                return Err(format!("{what}: reading work request {id}: {}", reply.error()));
+                return Err(reply.failure(&format!("{what}: reading work request {id}")));
             }
             match work_request_outcome(reply.body["status"].as_str().unwrap_or("IN_PROGRESS")) {
                 Outcome::Done => return Ok(()),
@@ -457,7 +502,9 @@ impl Oci {
                         .map(|e| format!("{}: {}", e["code"].as_str().unwrap_or("Error"), e["message"].as_str().unwrap_or_default()))
                         .collect();
                     let detail = if detail.is_empty() { "OCI gave no detail".to_owned() } else { detail.join("; ") };
-                    return Err(format!("{what} failed (work request {id}, {status}): {detail}"));
+                    let message = format!("{what} failed (work request {id}, {status}): {detail}");
+                    // The kind of the first error the work request lists (a work request has no HTTP status).
+                    return Err(items.first().map_or_else(|| CloudError::other(message.clone()), |e| error(0, e, message.clone())));
                 }
                 Outcome::Pending => {}
             }
@@ -477,7 +524,7 @@ impl Oci {
         failed: &[&str],
         what: &str,
         timeout: Duration,
-    ) -> Result<Json, String> {
+    ) -> Result<Json, CloudError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut delay = Backoff::STANDARD.first;
         // Reads may lag a create: a few NotFound answers in a row are waited out before "vanished".
@@ -486,7 +533,7 @@ impl Oci {
             let Some(found) = self.get(ctx, service, path).await? else {
                 misses += 1;
                 if misses >= 6 {
-                    return Err(format!("{what}: it vanished while being built"));
+                    return Err(format!("{what}: it vanished while being built").into());
                 }
                 self.pause(ctx, &mut delay, deadline, what, timeout).await?;
                 continue;
@@ -497,7 +544,7 @@ impl Oci {
                 return Ok(found);
             }
             if failed.contains(&state.as_str()) {
-                return Err(format!("{what}: it went to {state}"));
+                return Err(format!("{what}: it went to {state}").into());
             }
             self.pause(ctx, &mut delay, deadline, what, timeout).await?;
         }
@@ -510,12 +557,12 @@ impl Oci {
         deadline: tokio::time::Instant,
         what: &str,
         timeout: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), CloudError> {
         if tokio::time::Instant::now() + *delay > deadline {
-            return Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)));
+            return Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)).into());
         }
         tokio::select! {
-            _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)")),
+            _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)").into()),
             _ = tokio::time::sleep(*delay) => {}
         }
         *delay = Backoff::STANDARD.next(*delay);
@@ -568,6 +615,30 @@ pub fn parse_id(id: &str) -> Option<(&str, &str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oci_error_bodies_map_to_their_kinds() {
+        use serde_json::json;
+        // A launch without a host: 500 InternalError whose message says so.
+        let body = json!({"code": "InternalError", "message": "Out of host capacity."});
+        let e = error(500, &body, "creating node x-1: InternalError: Out of host capacity.");
+        assert_eq!((e.kind.clone(), e.capacity_code()), (ErrorKind::NoCapacity, Some(OUT_OF_HOST_CAPACITY)));
+        // Any other 500 is server trouble, worth another attempt.
+        assert_eq!(error(500, &json!({"code": "InternalServerError", "message": "try later"}), "m").kind, ErrorKind::Transient);
+        for (status, code, kind) in [
+            (404, "NotAuthorizedOrNotFound", ErrorKind::NotFound),
+            (429, "TooManyRequests", ErrorKind::Throttled { retry_after: None }),
+            (400, "LimitExceeded", ErrorKind::Quota),
+            (400, "QuotaExceeded", ErrorKind::Quota),
+            (409, "IncorrectState", ErrorKind::Conflict),
+            (409, "NotAuthorizedOrResourceAlreadyExists", ErrorKind::Conflict),
+            (401, "NotAuthenticated", ErrorKind::Unauthenticated),
+            (400, "InvalidParameter", ErrorKind::InvalidRequest { field: None }),
+        ] {
+            let e = error(status, &json!({"code": code, "message": "m"}), "m");
+            assert_eq!((e.kind, e.code.as_deref()), (kind, Some(code)), "{code}");
+        }
+    }
 
     #[test]
     fn work_requests_needing_attention_fail_and_waiting_ones_are_waited_on() {

@@ -14,16 +14,26 @@
 //! than running or launching, `timeMaintenanceRebootDue`) and the verdict its self-check published in its
 //! own `hpc:selfcheck` freeform tag (UpdateInstance, with the instance principal). Freeform tags are replaced
 //! whole by UpdateInstance, so every retag keeps those two keys as the node has them.
+//! The lifecycle's backend for this kind, `Backend<ClusterSpec>` and `ClusterBackend` on `backend::Oci`, comes last, before the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use base64::Engine;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::{Oci, Service, encode, is_gone, tags_of};
+use super::backend::{self, configured, fabric_place, fabric_region, import_id, name_of, no_fabric_id, summary};
 use super::fabric::{Joined, join, retag};
+use super::{cluster, limits, memory};
+use crate::catalog::Cloud;
+use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::quota::{QuotaFamily, QuotaReading};
+use crate::clouds::shared::{self, NodeAddress};
 use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
@@ -49,7 +59,7 @@ pub fn per_domain(shape: &str) -> Option<u32> {
 }
 
 /// The cluster network named `<cluster>-cn` the census admits, if it exists.
-pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{name}-cn")));
     let all = oci.list(ctx, Service::Core, "clusterNetworks", &q).await?;
     Ok(all
@@ -61,7 +71,7 @@ pub async fn find_network(ctx: &Context, oci: &Oci, compartment: &str, name: &st
 /// The cluster's live nodes (not terminating) the census admits, in name order: one list call for
 /// independently placed nodes; for a cluster network (whose instances are its own), its lookup and one
 /// list of its instances.
-pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Census) -> Result<Vec<Json>, String> {
+pub async fn observe(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Census) -> Result<Vec<Json>, CloudError> {
     let mut nodes = match at.placement {
         Placement::ClusterNetwork => match find_network(ctx, oci, at.compartment, at.name, census).await? {
             Some(cn) => {
@@ -120,7 +130,7 @@ pub fn health_of(n: &Json) -> Option<String> {
 /// A cluster network's nodes as full Instances (freeform tags, maintenance), from one ListInstances in the
 /// availability domain: its own list answers InstanceSummaries, which have neither. Other nodes are
 /// Instances already and are returned as they are; a summary OCI does not list yet is kept.
-pub async fn with_details(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: Vec<Json>) -> Result<Vec<Json>, String> {
+pub async fn with_details(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: Vec<Json>) -> Result<Vec<Json>, CloudError> {
     if nodes.iter().all(|n| n.get("freeformTags").is_some()) {
         return Ok(nodes);
     }
@@ -134,7 +144,7 @@ pub async fn with_details(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: Ve
 /// revision, health and self-check verdict: one list of VNIC attachments in the availability domain and one
 /// list of private IPs per subnet the nodes are in (one, for a fabric), and for a cluster network one
 /// instance list, whatever the node count.
-pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Json]) -> Result<Vec<crate::clouds::NodeAddress>, String> {
+pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Json]) -> Result<Vec<crate::clouds::NodeAddress>, CloudError> {
     let nodes = with_details(ctx, oci, at, nodes.to_vec()).await?;
     let mut vnic_of: BTreeMap<String, String> = BTreeMap::new();
     let mut subnets: BTreeSet<String> = BTreeSet::new();
@@ -184,7 +194,7 @@ pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Jso
 }
 
 /// The default image for a GPU shape: the newest platform image OCI offers for it whose name says GPU.
-async fn default_image(ctx: &Context, oci: &Oci, compartment: &str, shape: &str) -> Result<String, String> {
+async fn default_image(ctx: &Context, oci: &Oci, compartment: &str, shape: &str) -> Result<String, CloudError> {
     let q = format!("compartmentId={}&shape={}&sortBy=TIMECREATED&sortOrder=DESC", encode(compartment), encode(shape));
     let images = oci.list(ctx, Service::Core, "images", &q).await?;
     images
@@ -192,7 +202,7 @@ async fn default_image(ctx: &Context, oci: &Oci, compartment: &str, shape: &str)
         .find(|i| i["displayName"].as_str().is_some_and(|n| n.contains("GPU")))
         .or(images.first())
         .and_then(|i| i["id"].as_str().map(str::to_owned))
-        .ok_or_else(|| format!("OCI offers no image for shape {shape} in this region: set image to an image OCID"))
+        .ok_or_else(|| CloudError::other(format!("OCI offers no image for shape {shape} in this region: set image to an image OCID")))
 }
 
 /// The launch details every node gets: the instance configuration's (InstanceConfigurationLaunchInstanceDetails)
@@ -257,7 +267,7 @@ pub fn node_tags(live: &BTreeMap<String, String>, tags: &BTreeMap<String, String
 }
 
 /// Gives a node the cluster's tags (UpdateInstance), keeping its own day-2 keys; nothing when it has them.
-async fn retag_node(ctx: &Context, oci: &Oci, node: &Json, tags: &BTreeMap<String, String>) -> Result<(), String> {
+async fn retag_node(ctx: &Context, oci: &Oci, node: &Json, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
     let live = tags_of(node);
     let wanted = node_tags(&live, tags, None);
     if live == wanted {
@@ -271,7 +281,7 @@ async fn retag_node(ctx: &Context, oci: &Oci, node: &Json, tags: &BTreeMap<Strin
 /// The cluster's instance configurations `<cluster>-ic` the census admits (summaries, newest first): one
 /// list, as OCI cannot filter it by name. There is one per node configuration revision a rolling update
 /// still needs, each tagged with its revision (`hpc:revision`; none on one an earlier release made).
-pub async fn configurations(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Vec<Json>, String> {
+pub async fn configurations(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Vec<Json>, CloudError> {
     let all = oci.list(ctx, Service::Core, "instanceConfigurations", &format!("compartmentId={}", encode(compartment))).await?;
     let wanted = format!("{name}-ic");
     let mut ours: Vec<Json> = all
@@ -286,13 +296,19 @@ pub async fn configurations(ctx: &Context, oci: &Oci, compartment: &str, name: &
     Ok(ours)
 }
 
-async fn get_configuration(ctx: &Context, oci: &Oci, summary: &Json) -> Result<Option<Json>, String> {
+async fn get_configuration(ctx: &Context, oci: &Oci, summary: &Json) -> Result<Option<Json>, CloudError> {
     let id = summary["id"].as_str().unwrap_or_default();
     oci.get(ctx, Service::Core, &format!("/instanceConfigurations/{id}")).await
 }
 
 /// The cluster's newest instance configuration `<cluster>-ic` the census admits, if one exists.
-pub async fn find_configuration(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn find_configuration(
+    ctx: &Context,
+    oci: &Oci,
+    compartment: &str,
+    name: &str,
+    census: &Census,
+) -> Result<Option<Json>, CloudError> {
     match configurations(ctx, oci, compartment, name, census).await?.first() {
         Some(summary) => get_configuration(ctx, oci, summary).await,
         None => Ok(None),
@@ -317,7 +333,7 @@ fn made_from(config: &Json, spec: &ClusterSpec) -> bool {
 
 /// The configuration for the spec's revision among `summaries`: the one tagged with it, else one an earlier
 /// release made from the same settings (adopted: it gets the tag).
-async fn configuration_for(ctx: &Context, oci: &Oci, spec: &ClusterSpec, summaries: &[Json]) -> Result<Option<Json>, String> {
+async fn configuration_for(ctx: &Context, oci: &Oci, spec: &ClusterSpec, summaries: &[Json]) -> Result<Option<Json>, CloudError> {
     let revision = spec.revision();
     if let Some(tagged) = summaries.iter().find(|c| tags_of(c).get(REVISION_TAG) == Some(&revision)) {
         return get_configuration(ctx, oci, tagged).await;
@@ -352,21 +368,21 @@ async fn drop_stale_configurations(ctx: &Context, oci: &Oci, at: &Location<'_>, 
     }
 }
 
-/// A capacity failure as users need it: what, where, and how many nodes exist. OCI's own words ("Out of host
-/// capacity") stay in it: the backend's `capacity_code` finds them there, and the cluster's
+/// A capacity failure as users need it: what, where, and how many nodes exist. The error keeps its kind and
+/// OCI's code (and OCI's own words, "Out of host capacity", in its message), so the cluster's
 /// `capacity_policy` decides what happens to the nodes that came.
-pub(super) fn capacity_message(spec: &ClusterSpec, err: &str, have: usize) -> String {
-    if err.to_ascii_lowercase().contains("out of host capacity") {
-        format!(
+pub(super) fn capacity_message(spec: &ClusterSpec, err: &CloudError, have: usize) -> CloudError {
+    if err.capacity_code().is_some() {
+        err.clone().map_message(|err| format!(
             "Out of host capacity: OCI has no free {} hosts in {} right now ({err}). {have} of {} nodes exist; what is kept follows the \
              cluster's capacity_policy. Apply again later to launch the rest, or launch into a capacity reservation \
              (capacity_type = \"reservation\", reservation_id)",
             spec.fabric.sku.name,
             spec.fabric.zone.as_deref().unwrap_or("the availability domain"),
             spec.node_count
-        )
+        ))
     } else {
-        err.to_owned()
+        err.clone()
     }
 }
 
@@ -385,7 +401,7 @@ pub async fn converge(
     settings: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
     let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement, per_domain: spec.nvlink_domain_nodes() };
@@ -454,10 +470,9 @@ pub async fn converge(
         Placement::ClusterNetwork => converge_network(ctx, oci, spec, &at, &config_id, &joined, tags, timeout, census).await?,
         // GB200/GB300: each NVLink domain's nodes are launched by its GPU memory cluster.
         _ if at.per_domain.is_some() => {
-            let compute_cluster = joined
-                .compute_cluster
-                .as_deref()
-                .ok_or_else(|| format!("fabric {} has no compute cluster: GPU memory clusters are built over one", f.name))?;
+            let compute_cluster = joined.compute_cluster.as_deref().ok_or_else(|| {
+                CloudError::other(format!("fabric {} has no compute cluster: GPU memory clusters are built over one", f.name))
+            })?;
             super::memory::converge(ctx, oci, spec, &at, &memory_clusters, &config_id, compute_cluster, tags, timeout, census).await?;
             wait_running(ctx, oci, spec, &at, timeout, census).await?
         }
@@ -483,7 +498,7 @@ async fn converge_nodes(
     launch_tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let nodes = observe(ctx, oci, at, census).await?;
     let have: BTreeSet<u32> = nodes.iter().filter_map(|n| node_index(at.name, n["displayName"].as_str()?)).collect();
     // Scale down: the highest indexes go first.
@@ -512,7 +527,7 @@ async fn converge_nodes(
         async move { oci.create(ctx, Service::Core, "instances", &body, &what).await.map(|_| ()) }
     }))
     .buffer_unordered(PARALLEL)
-    .collect::<Vec<Result<(), String>>>()
+    .collect::<Vec<Result<(), CloudError>>>()
     .await;
     if let Some(Err(e)) = launched.iter().find(|r| r.is_err()) {
         let now = observe(ctx, oci, at, census).await.map(|n| n.len()).unwrap_or(0);
@@ -530,13 +545,13 @@ async fn wait_running(
     at: &Location<'_>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let want = spec.node_count as usize;
     crate::clouds::shared::wait_for(ctx, &format!("{want} node(s) to run"), timeout, || async {
         let nodes = observe(ctx, oci, at, census).await?;
         if nodes.len() < want {
             let why = format!("only {} of {want} nodes came up (OCI terminated the others while launching them)", nodes.len());
-            return Err(capacity_message(spec, &why, nodes.len()));
+            return Err(CloudError::other(why));
         }
         let up = nodes.iter().filter(|n| matches!(node_state(n).as_str(), "RUNNING" | "STOPPED")).count();
         let launching = nodes.iter().any(|n| matches!(node_state(n).as_str(), "PROVISIONING" | "STARTING"));
@@ -556,7 +571,7 @@ async fn converge_network(
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let what = format!("cluster network {}-cn", spec.name);
     let work = match find_network(ctx, oci, at.compartment, at.name, census).await? {
         None => {
@@ -629,7 +644,7 @@ async fn converge_network(
 
 /// Terminates every node (or the cluster network) the census admits and waits for it, then deletes the
 /// configurations (one per revision a rolling update left).
-pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     // GPU memory clusters first: deleting one terminates its instances (any node left is terminated below).
     if at.per_domain.is_some() {
         super::memory::delete(ctx, oci, at, timeout, census).await?;
@@ -666,7 +681,7 @@ pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Durati
 }
 
 /// Terminates instances `(id, what)`, a few at a time.
-async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeout: Duration) -> Result<(), String> {
+async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeout: Duration) -> Result<(), CloudError> {
     futures::stream::iter(nodes.into_iter().map(|(id, what)| async move {
         oci.delete(ctx, Service::Core, &format!("/instances/{id}?preserveBootVolume=false"), &what, timeout).await.map(|_| ())
     }))
@@ -677,7 +692,7 @@ async fn terminate(ctx: &Context, oci: &Oci, nodes: Vec<(String, String)>, timeo
 }
 
 /// Waits until no node of the cluster (this owner's) is left but terminated ones (one list per round).
-async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
+async fn wait_terminated(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
     crate::clouds::shared::wait_for(ctx, &format!("the nodes of {} to terminate", at.name), timeout, || async {
         let all = oci.list(ctx, Service::Core, "instances", &q).await?;
@@ -717,7 +732,7 @@ pub async fn remove_nodes(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let nodes = observe(ctx, oci, at, census).await?;
     let victims = named(&nodes, names);
     if victims.is_empty() {
@@ -725,7 +740,8 @@ pub async fn remove_nodes(
     }
     if at.placement == Placement::ClusterNetwork {
         let what = format!("cluster network {}-cn", at.name);
-        let cn = find_network(ctx, oci, at.compartment, at.name, census).await?.ok_or_else(|| format!("{what} is gone"))?;
+        let cn =
+            find_network(ctx, oci, at.compartment, at.name, census).await?.ok_or_else(|| CloudError::other(format!("{what} is gone")))?;
         let (cn_id, pool) = (cn["id"].as_str().unwrap_or_default(), cn["instancePools"][0]["id"].as_str().unwrap_or_default());
         for (id, name, _) in &victims {
             // OCI scales the pool for each detach: one at a time, each on a RUNNING cluster network.
@@ -784,7 +800,7 @@ pub async fn reboot_nodes(
     names: &[String],
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let nodes = observe(ctx, oci, at, census).await?;
     let victims: Vec<(String, String, String)> =
         named(&nodes, names).into_iter().map(|(id, name, state)| (id.to_owned(), name.to_owned(), state)).collect();
@@ -813,7 +829,7 @@ pub async fn reboot_nodes(
         let mut all_up = true;
         for (id, name, _) in &victims {
             let Some(n) = nodes.iter().find(|n| n["id"].as_str() == Some(id.as_str())) else {
-                return Err(format!("node {name} was terminated while it restarted"));
+                return Err(format!("node {name} was terminated while it restarted").into());
             };
             if node_state(n) != "RUNNING" {
                 down.insert(id.clone());
@@ -882,12 +898,13 @@ pub async fn imported_config(
     name: &str,
     defaults: &BTreeMap<String, String>,
     census: &Census,
-) -> Result<(Value, Placement), String> {
+) -> Result<(Value, Placement), CloudError> {
     let config = find_configuration(ctx, oci, compartment, name, census)
         .await?
-        .ok_or_else(|| format!("no cluster named {name:?} in the compartment: no instance configuration {name}-ic"))?;
+        .ok_or_else(|| CloudError::other(format!("no cluster named {name:?} in the compartment: no instance configuration {name}-ic")))?;
     let tags = tags_of(&config);
-    let fabric = tags.get("hpc:fabric").ok_or_else(|| format!("instance configuration {name}-ic has no hpc:fabric tag"))?;
+    let fabric =
+        tags.get("hpc:fabric").ok_or_else(|| CloudError::other(format!("instance configuration {name}-ic has no hpc:fabric tag")))?;
     let (fabric_ref, _) = super::fabric::fabric_ref(ctx, oci, compartment, fabric).await?;
     let placement = match fabric_ref.get("placement").as_str() {
         Some("cluster-network") => Placement::ClusterNetwork,
@@ -928,6 +945,302 @@ pub async fn imported_config(
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
     ]);
     Ok((config, placement))
+}
+
+/// The node piece of a cluster's expansion.
+pub(super) const NODES: &str = "oci_core_instance";
+const CONFIGURATION: &str = "oci_core_instance_configuration";
+
+/// Where an OCI cluster lives, from its fabric reference.
+#[derive(Debug, PartialEq, Eq)]
+struct Site {
+    region: String,
+    compartment: String,
+    /// The availability domain.
+    zone: String,
+    placement: Placement,
+    /// Nodes per NVLink domain of a GB200/GB300 cluster (its domains are GPU memory clusters).
+    per_domain: Option<u32>,
+}
+
+impl Site {
+    fn at<'a>(&'a self, name: &'a str) -> cluster::Location<'a> {
+        cluster::Location { compartment: &self.compartment, zone: &self.zone, name, placement: self.placement, per_domain: self.per_domain }
+    }
+}
+
+/// The site of a cluster (planned or in state): region and compartment from its fabric's id, availability
+/// domain and placement as the fabric reference says; None without an OCI fabric id.
+fn location(v: &Value) -> Option<Site> {
+    let fabric = v.get("fabric");
+    let (region, compartment) = fabric_place(v)?;
+    let placement = fabric.get("placement").as_str().and_then(Placement::parse).unwrap_or(Placement::Cluster);
+    let shape = v.get("instance_type").as_str().or(fabric.get("instance_type").as_str()).unwrap_or_default();
+    let zone = fabric.get("zone").as_str().unwrap_or_default().to_owned();
+    Some(Site { region, compartment, zone, placement, per_domain: cluster::per_domain(shape) })
+}
+
+/// What the day-2 core asks of a cluster's nodes besides the converge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Day2Work {
+    Remove,
+    Reboot,
+}
+
+/// Day-2 work asked for before the cluster's compartment was known here, to be done by the apply that
+/// follows on the same census (see [`day2_nodes`]).
+struct Deferred {
+    census: (usize, String),
+    cluster: String,
+    work: Day2Work,
+    names: Vec<String>,
+}
+
+static DEFERRED: std::sync::Mutex<Vec<Deferred>> = std::sync::Mutex::new(Vec::new());
+
+/// The census's address and its owner's marker: the one operation the core passes to both calls.
+fn census_key(step: &Step<'_>) -> (usize, String) {
+    (std::ptr::from_ref(step.census) as usize, step.census.owner().marker().to_owned())
+}
+
+/// Where a cluster's day-2 calls go: the spec gives region, availability domain and placement; the
+/// compartment is its own fabric's or, for a cluster on a fabric, the one in the cluster's id
+/// (`oci/<region>/<compartment>/<name>`), which the census holds once an apply has set it. `None` when
+/// neither is known.
+fn day2_site(step: &Step<'_>, spec: &ClusterSpec) -> Option<Site> {
+    let f = &spec.fabric;
+    let from_id = || {
+        let id = step.census.import_id()?;
+        let (region, compartment, name) = api::parse_id(&id)?;
+        (region == f.region && name == spec.name).then(|| compartment.to_owned())
+    };
+    let compartment = spec.own_fabric.as_ref().and_then(|o| o.compartment_id.clone()).or_else(from_id)?;
+    Some(Site {
+        region: f.region.clone(),
+        compartment,
+        zone: f.zone.clone().unwrap_or_default(),
+        placement: f.placement,
+        per_domain: spec.nvlink_domain_nodes(),
+    })
+}
+
+async fn day2_at(step: &Step<'_>, site: &Site, name: &str, work: Day2Work, names: &[String]) -> Result<(), CloudError> {
+    let client = api::connect(step.ctx, &site.region)?;
+    let at = site.at(name);
+    match work {
+        Day2Work::Remove => cluster::remove_nodes(step.ctx, &client, &at, names, step.timeout, step.census).await,
+        Day2Work::Reboot => cluster::reboot_nodes(step.ctx, &client, &at, names, step.timeout, step.census).await,
+    }
+}
+
+/// Removes or reboots the named nodes. The spec carries no compartment for a cluster on a fabric (it is in
+/// the fabric's and the cluster's ids, in the plan): when the census does not know it yet (a repair comes
+/// before the apply that sets it), the work is deferred to that apply, which does it first, on the same
+/// census, before it converges.
+async fn day2_nodes(step: &Step<'_>, spec: &ClusterSpec, names: &[String], work: Day2Work) -> Result<(), CloudError> {
+    match day2_site(step, spec) {
+        Some(site) => day2_at(step, &site, &spec.name, work, names).await,
+        None => {
+            let mut deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+            deferred.push(Deferred { census: census_key(step), cluster: spec.name.clone(), work, names: names.to_vec() });
+            Ok(())
+        }
+    }
+}
+
+/// Does the day-2 work deferred to this apply (same census, same cluster), in the order it was asked.
+async fn deferred_day2(step: &Step<'_>, site: &Site, name: &str) -> Result<(), CloudError> {
+    let mine: Vec<Deferred> = {
+        let mut deferred = DEFERRED.lock().unwrap_or_else(|e| e.into_inner());
+        let (mine, rest) = std::mem::take(&mut *deferred).into_iter().partition(|d| d.census == census_key(step) && d.cluster == name);
+        *deferred = rest;
+        mine
+    };
+    for d in mine {
+        day2_at(step, site, name, d.work, &d.names).await?;
+    }
+    Ok(())
+}
+
+/// The cluster's live nodes with their addresses.
+async fn live_nodes(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_>) -> Result<Vec<NodeAddress>, CloudError> {
+    let nodes = cluster::observe(step.ctx, client, at, step.census).await?;
+    cluster::addresses(step.ctx, client, at, &nodes).await
+}
+
+/// A cluster state brought to its nodes and, for GB200/GB300, to each NVLink domain's GPU memory cluster
+/// (`clusters`, `None` when not read).
+fn with_found(
+    state: &Value,
+    at: &cluster::Location<'_>,
+    nodes: &[NodeAddress],
+    clusters: Option<&BTreeMap<String, serde_json::Value>>,
+) -> Value {
+    let out = shared::with_nodes(state, Cloud::Oci, NODES, nodes);
+    match at.per_domain {
+        Some(per) => memory::with_domains(&out, nodes, clusters, per),
+        None => out,
+    }
+}
+
+/// The cluster's own GPU memory clusters (one list), for a GB200/GB300 cluster only.
+async fn memory_clusters(
+    step: &Step<'_>,
+    client: &api::Oci,
+    at: &cluster::Location<'_>,
+) -> Result<Option<BTreeMap<String, serde_json::Value>>, CloudError> {
+    match at.per_domain {
+        Some(_) => memory::clusters(step.ctx, client, at, step.census).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// `state` brought to the nodes that exist, or as it is when they cannot be listed.
+async fn with_live(step: &Step<'_>, client: &api::Oci, at: &cluster::Location<'_>, state: &Value) -> Value {
+    let clusters = memory_clusters(step, client, at).await.ok().flatten();
+    match live_nodes(step, client, at).await {
+        Ok(nodes) => with_found(state, at, &nodes, clusters.as_ref()),
+        Err(_) => state.clone(),
+    }
+}
+
+#[async_trait]
+impl Backend<ClusterSpec> for backend::Oci {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        configured(ctx)
+    }
+
+    fn id(&self, _spec: &ClusterSpec) -> Option<String> {
+        // The compartment is in the fabric's id, which the spec does not carry: `apply` assigns it.
+        None
+    }
+
+    /// `in us-ashburn-1 (Uocm:US-ASHBURN-AD-2)`: region and availability domain of the fabric.
+    fn place(&self, v: &Value) -> String {
+        let region = fabric_region(v);
+        match v.get("fabric").get("zone").as_str() {
+            Some(zone) if !zone.is_empty() => format!("in {region} ({zone})"),
+            _ => format!("in {region}"),
+        }
+    }
+
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        summary(error)
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, ClusterSpec>) -> Outcome {
+        let Some(site) = location(change.planned) else { return Outcome::failed(change.prior.clone(), no_fabric_id("cluster")) };
+        let client = match api::connect(step.ctx, &site.region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let spec = change.spec;
+        let at = site.at(name_of(change.planned));
+        let id = api::resource_id(&site.region, &site.compartment, &spec.name);
+        step.census.set_import_id(&id);
+        let state = shared::with_attr(change.state, "id", Value::from(id));
+        if let Err(e) = deferred_day2(step, &site, &spec.name).await {
+            return Outcome::failed(with_live(step, &client, &at, &state).await, e);
+        }
+        let settings = cluster::day2_settings(change.config);
+        match cluster::converge(step.ctx, &client, spec, &site.compartment, change.tags, &settings, step.timeout, step.census).await {
+            // Where the plan left `nodes` unknown, the nodes as they now are; a failed lookup leaves it null
+            // for the next refresh.
+            Ok(()) if change.planned.get("nodes").is_unknown() => match live_nodes(step, &client, &at).await {
+                Ok(nodes) => Outcome::done(shared::with_attr(&state, "nodes", shared::nodes_value(&nodes))),
+                Err(_) => Outcome::done(state),
+            },
+            Ok(()) => Outcome::done(state),
+            Err(e) => Outcome::failed(with_live(step, &client, &at, &state).await, e),
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&ClusterSpec>) -> Outcome {
+        let Some(site) = location(prior) else { return Outcome::failed(prior.clone(), no_fabric_id("cluster")) };
+        let client = match api::connect(step.ctx, &site.region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let at = site.at(name_of(prior));
+        match cluster::delete(step.ctx, &client, &at, step.timeout, step.census).await {
+            Ok(()) => Outcome::done(Value::Null),
+            Err(e) => Outcome::failed(with_live(step, &client, &at, prior).await, e),
+        }
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&ClusterSpec>) -> Result<Option<Value>, CloudError> {
+        let Some(site) = location(state) else { return Ok(Some(state.clone())) };
+        let name = name_of(state);
+        let client = api::connect(step.ctx, &site.region)?;
+        let at = site.at(name);
+        // One ListInstances (and for GB200/GB300 one ListComputeGpuMemoryClusters), whatever the size.
+        let nodes = cluster::observe(step.ctx, &client, &at, step.census).await;
+        let config = cluster::find_configuration(step.ctx, &client, &site.compartment, name, step.census).await;
+        let clusters = memory_clusters(step, &client, &at).await?;
+        match (nodes, config) {
+            (Ok(nodes), Ok(None)) if nodes.is_empty() && clusters.as_ref().is_none_or(BTreeMap::is_empty) => Ok(None),
+            (Ok(nodes), Ok(config)) => {
+                let nodes = cluster::addresses(step.ctx, &client, &at, &nodes).await?;
+                let out = with_found(state, &at, &nodes, clusters.as_ref());
+                Ok(Some(if config.is_none() { shared::with_missing(&out, |k| k != CONFIGURATION) } else { out }))
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        }
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let (region, compartment, name) = import_id(id, "cluster", "train")?;
+        let client = api::connect(step.ctx, region).map_err(ImportError::failed)?;
+        let (config, _) = cluster::imported_config(step.ctx, &client, compartment, name, step.default_tags, step.census)
+            .await
+            .map_err(ImportError::failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+}
+
+#[async_trait]
+impl ClusterBackend for backend::Oci {
+    async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        day2_nodes(step, spec, names, Day2Work::Remove).await
+    }
+
+    async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        day2_nodes(step, spec, names, Day2Work::Reboot).await
+    }
+
+    fn node_piece(&self) -> &'static str {
+        NODES
+    }
+
+    /// The Compute service limit of the shape's GPUs in the fabric's availability domain.
+    fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
+        limits::family(spec)
+    }
+
+    /// One GetResourceAvailability on the region's Limits endpoint, for the tenancy.
+    async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
+        let client = api::connect(ctx, &limits::region_of(family))?;
+        limits::read(ctx, &client, family).await
+    }
+
+    async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {
+        let f = &spec.fabric;
+        let zone = f.zone.clone().unwrap_or_default();
+        let client = api::connect(step.ctx, &f.region)?;
+        let compartment = spec.own_fabric.as_ref().and_then(|o| o.compartment_id.clone()).unwrap_or_default();
+        let at = cluster::Location {
+            compartment: &compartment,
+            zone: &zone,
+            name: &spec.name,
+            placement: f.placement,
+            per_domain: spec.nvlink_domain_nodes(),
+        };
+        cluster::observe(step.ctx, &client, &at, step.census).await?;
+        if at.per_domain.is_some() {
+            memory::clusters(step.ctx, &client, &at, step.census).await?;
+        }
+        cluster::find_configuration(step.ctx, &client, &compartment, &spec.name, step.census).await.map(|_| ())
+    }
 }
 
 #[cfg(test)]
@@ -1000,5 +1313,60 @@ mod tests {
         ] {
             assert_eq!(node_state(&node), state, "{node}");
         }
+    }
+    use serde_json::json;
+
+    const COMPARTMENT: &str = "ocid1.compartment.oc1..lib";
+
+    /// A state or configuration written as JSON.
+    fn value(j: serde_json::Value) -> Value {
+        match j {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::from(b),
+            serde_json::Value::Number(n) => Value::int(n.as_i64().unwrap()),
+            serde_json::Value::String(s) => Value::from(s),
+            serde_json::Value::Array(items) => Value::list(items.into_iter().map(value)),
+            serde_json::Value::Object(m) => Value::object(m.into_iter().map(|(k, v)| (k, value(v)))),
+        }
+    }
+
+    fn on_fabric(fabric: serde_json::Value) -> Value {
+        value(json!({"name": "lib", "fabric": fabric}))
+    }
+
+    fn fabric_ref(placement: Option<&str>) -> serde_json::Value {
+        json!({"id": format!("oci/us-ashburn-1/{COMPARTMENT}/lib"), "region": "us-ashburn-1", "zone": "Uocm:US-ASHBURN-AD-2",
+               "placement": placement})
+    }
+
+    #[test]
+    fn a_cluster_lives_where_its_fabric_id_says() {
+        let site = location(&on_fabric(fabric_ref(Some("cluster-network")))).unwrap();
+        assert_eq!(
+            site,
+            Site {
+                region: "us-ashburn-1".into(),
+                compartment: COMPARTMENT.into(),
+                zone: "Uocm:US-ASHBURN-AD-2".into(),
+                placement: Placement::ClusterNetwork,
+                per_domain: None
+            }
+        );
+        assert_eq!(location(&on_fabric(fabric_ref(Some("none")))).unwrap().placement, Placement::None);
+        // Without a placement (or an unknown one) the fabric's default: a compute cluster.
+        assert_eq!(location(&on_fabric(fabric_ref(None))).unwrap().placement, Placement::Cluster);
+        assert_eq!(location(&on_fabric(fabric_ref(Some("spread")))).unwrap().placement, Placement::Cluster);
+    }
+
+    #[test]
+    fn a_fabric_without_an_oci_id_places_nothing() {
+        for id in [json!(null), json!("oci/us-ashburn-1/lib"), json!("oci/us-ashburn-1/not-an-ocid/lib"), json!("aws/us-east-1/lib")] {
+            let v = on_fabric(json!({"id": id, "region": "us-ashburn-1"}));
+            assert_eq!(location(&v), None, "{id}");
+            assert_eq!(fabric_place(&v), None, "{id}");
+            // Messages still name the region the reference gives.
+            assert_eq!(fabric_region(&v), "us-ashburn-1");
+        }
+        assert_eq!(fabric_place(&on_fabric(fabric_ref(None))), Some(("us-ashburn-1".into(), COMPARTMENT.into())));
     }
 }

@@ -5,13 +5,21 @@
 //! and subnet. Pieces are found by display name in the compartment; the security group's freeform tags
 //! record the fabric's configuration for imports. A refresh is one list call per kind. Only pieces the
 //! census admits (their `hpc:owner` freeform tag) are used, changed or deleted.
+//! The lifecycle's backend for this kind, `Backend<FabricSpec>` on `backend::Oci`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::{Oci, Service, encode, is_gone, tags_of};
+use super::backend::{self, configured, import_id, summary};
+use super::fabric;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{FabricSpec, Network, Placement};
 use crate::ownership::Census;
@@ -39,7 +47,14 @@ fn id(v: &Option<Json>) -> Option<String> {
 
 /// The first live item of a list filtered by display name that the census admits (pieces of another
 /// owner are recorded); `kind` names it in the official provider's words.
-pub async fn find(oci: &Oci, ctx: &Context, collection: &str, query: String, kind: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn find(
+    oci: &Oci,
+    ctx: &Context,
+    collection: &str,
+    query: String,
+    kind: &str,
+    census: &Census,
+) -> Result<Option<Json>, CloudError> {
     let items = oci.list(ctx, Service::Core, collection, &query).await?;
     Ok(items.into_iter().filter(|i| !is_gone(i)).find(|i| {
         let name = i["displayName"].as_str().unwrap_or_default();
@@ -48,12 +63,12 @@ pub async fn find(oci: &Oci, ctx: &Context, collection: &str, query: String, kin
 }
 
 /// The fabric's security group, found by name in the compartment.
-pub async fn find_nsg(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn find_nsg(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(&format!("{fabric}-nsg")));
     find(oci, ctx, "networkSecurityGroups", q, "oci_core_network_security_group", census).await
 }
 
-pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str, census: &Census) -> Result<FabricLive, String> {
+pub async fn observe(ctx: &Context, oci: &Oci, spec: &FabricSpec, compartment: &str, census: &Census) -> Result<FabricLive, CloudError> {
     let n = &spec.name;
     let c = encode(compartment);
     let mut live = FabricLive::default();
@@ -105,7 +120,7 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<Converged, String> {
+) -> Result<Converged, CloudError> {
     let n = &spec.name;
     let live = observe(ctx, oci, spec, compartment, census).await?;
     census.gate()?;
@@ -118,9 +133,10 @@ pub async fn converge(
                     return Err(format!(
                         "subnet {subnet_id} (subnet_id) belongs to VCN {}, not to {vpc_id} (vpc_id)",
                         s["vcnId"].as_str().unwrap_or("?")
-                    ));
+                    )
+                    .into());
                 }
-                None => return Err(format!("subnet {subnet_id} (subnet_id) does not exist or is not visible to this user")),
+                None => return Err(format!("subnet {subnet_id} (subnet_id) does not exist or is not visible to this user").into()),
             }
             (vpc_id.clone(), subnet_id.clone())
         }
@@ -235,7 +251,7 @@ fn dns_label(name: &str) -> String {
 }
 
 /// Brings a piece's freeform tags to `tags` when they differ (one PUT; nothing when equal).
-pub async fn retag(ctx: &Context, oci: &Oci, collection: &str, item: &Json, tags: &BTreeMap<String, String>) -> Result<(), String> {
+pub async fn retag(ctx: &Context, oci: &Oci, collection: &str, item: &Json, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
     if &tags_of(item) == tags {
         return Ok(());
     }
@@ -252,7 +268,7 @@ pub async fn delete(
     compartment: &str,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let live = observe(ctx, oci, spec, compartment, census).await?;
     let n = &spec.name;
     if let Some(cc) = id(&live.compute_cluster) {
@@ -292,17 +308,18 @@ pub fn imported_config(
     name: &str,
     nsg: &Json,
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, CloudError> {
     let tags = tags_of(nsg);
     let location = [("compartment_id", Value::from(compartment))];
     crate::clouds::config_from_record(crate::catalog::Cloud::Oci, name, region, &tags, ("hpc:vcn", "hpc:subnet"), &location, defaults)
+        .map_err(CloudError::from)
 }
 
 /// The fabric as the `fabric = hpc_gpu_fabric.x` object, from its security group.
-pub async fn fabric_ref(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<(Value, Json), String> {
+pub async fn fabric_ref(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<(Value, Json), CloudError> {
     let nsg = find_nsg(ctx, oci, compartment, fabric, &Census::reading())
         .await?
-        .ok_or_else(|| format!("the fabric {fabric} no longer exists in the compartment"))?;
+        .ok_or_else(|| CloudError::other(format!("the fabric {fabric} no longer exists in the compartment")))?;
     let tags = tags_of(&nsg);
     let tag = |k: &str| tags.get(k).map_or(Value::Null, |v| Value::from(v.as_str()));
     let reference = Value::object([
@@ -331,12 +348,12 @@ pub async fn join(
     fabric: &str,
     zone: &str,
     cluster_placement: bool,
-) -> Result<Joined, String> {
+) -> Result<Joined, CloudError> {
     // Another resource's pieces, read to join them, never changed.
     let reading = Census::reading();
     let nsg = find_nsg(ctx, oci, compartment, fabric, &reading)
         .await?
-        .ok_or_else(|| format!("fabric {fabric} has no security group {fabric}-nsg: apply the fabric first"))?;
+        .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no security group {fabric}-nsg: apply the fabric first")))?;
     let tags = tags_of(&nsg);
     let subnet = match tags.get("hpc:subnet") {
         Some(s) => s.clone(),
@@ -346,7 +363,7 @@ pub async fn join(
                 format!("compartmentId={}&vcnId={}&displayName={}", encode(compartment), encode(vcn), encode(&format!("{fabric}-subnet")));
             let found = find(oci, ctx, "subnets", q, "oci_core_subnet", &reading)
                 .await?
-                .ok_or_else(|| format!("fabric {fabric} has no subnet {fabric}-subnet: apply the fabric again"))?;
+                .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no subnet {fabric}-subnet: apply the fabric again")))?;
             found["id"].as_str().unwrap_or_default().to_owned()
         }
     };
@@ -359,12 +376,107 @@ pub async fn join(
         );
         let cc = find(oci, ctx, "computeClusters", q, "oci_core_compute_cluster", &reading)
             .await?
-            .ok_or_else(|| format!("fabric {fabric} has no compute cluster {fabric}-cc: apply the fabric again"))?;
+            .ok_or_else(|| CloudError::other(format!("fabric {fabric} has no compute cluster {fabric}-cc: apply the fabric again")))?;
         Some(cc["id"].as_str().unwrap_or_default().to_owned())
     } else {
         None
     };
     Ok(Joined { subnet, nsg: nsg["id"].as_str().unwrap_or_default().to_owned(), compute_cluster })
+}
+
+fn compartment_of(spec: &FabricSpec) -> &str {
+    spec.compartment_id.as_deref().unwrap_or_default()
+}
+
+#[async_trait]
+impl Backend<FabricSpec> for backend::Oci {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        configured(ctx)
+    }
+
+    fn id(&self, spec: &FabricSpec) -> Option<String> {
+        Some(api::resource_id(&spec.region, compartment_of(spec), &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", v.get("region").as_str().unwrap_or_default())
+    }
+
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        summary(error)
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FabricSpec>) -> Outcome {
+        let spec = change.spec;
+        let compartment = compartment_of(spec);
+        let client = match api::connect(step.ctx, &spec.region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let gpu = change.config.get("gpu").as_str();
+        match fabric::converge(step.ctx, &client, spec, compartment, gpu, change.tags, step.timeout, step.census).await {
+            Ok(done) => {
+                let state = shared::with_attr(change.state, "vpc_id", Value::from(done.vcn));
+                Outcome::done(shared::with_attr(&state, "subnet_id", Value::from(done.subnet)))
+            }
+            Err(e) => {
+                // A create that left nothing behind leaves nothing in state either.
+                if change.creating() && fabric::observe(step.ctx, &client, spec, compartment, step.census).await.is_ok_and(|l| l.is_empty())
+                {
+                    return Outcome::failed(Value::Null, e);
+                }
+                Outcome::failed(change.state.clone(), e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, spec: Option<&FabricSpec>) -> Outcome {
+        let Some(spec) = spec else {
+            return Outcome::failed(prior.clone(), "the state does not describe a fabric this provider can read");
+        };
+        let client = match api::connect(step.ctx, &spec.region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let done = fabric::delete(step.ctx, &client, spec, compartment_of(spec), step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, spec: Option<&FabricSpec>) -> Result<Option<Value>, CloudError> {
+        let Some(spec) = spec else { return Ok(Some(state.clone())) };
+        let client = api::connect(step.ctx, &spec.region)?;
+        let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await?;
+        if live.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(shared::with_missing(state, fabric::present(&live))))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let (region, compartment, name) = import_id(id, "fabric", "train")?;
+        let client = api::connect(step.ctx, region).map_err(ImportError::failed)?;
+        let config = match fabric::find_nsg(step.ctx, &client, compartment, name, step.census).await {
+            Ok(Some(nsg)) => fabric::imported_config(region, compartment, name, &nsg, step.default_tags),
+            Ok(None) => Err(format!("no fabric named {name:?} in the compartment: no network security group {name}-nsg").into()),
+            Err(e) => Err(e),
+        }
+        .map_err(ImportError::failed)?;
+        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+    }
+
+    /// A network the fabric created: its VCN and subnet OCIDs, as they are found.
+    async fn imported(&self, step: &Step<'_>, spec: &FabricSpec, found: &mut Imported) -> Result<(), ImportError> {
+        if let Network::Create { .. } = &spec.network {
+            let client = api::connect(step.ctx, &spec.region).map_err(ImportError::failed)?;
+            let live = fabric::observe(step.ctx, &client, spec, compartment_of(spec), step.census).await.map_err(ImportError::failed)?;
+            for (attr, piece) in [("vpc_id", &live.vcn), ("subnet_id", &live.subnet)] {
+                if let Some(ocid) = piece.as_ref().and_then(|p| p["id"].as_str()) {
+                    found.assigned.insert(attr.to_owned(), Value::from(ocid));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

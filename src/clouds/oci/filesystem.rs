@@ -6,19 +6,27 @@
 //! `namespace:/bucket/prefix`) whose data is imported once it is ACTIVE (a sync job, polled to the end).
 //! Create, update and delete are work requests, polled to the end. Only a filesystem whose `hpc:owner`
 //! freeform tag the census admits is changed or deleted.
+//! The lifecycle's backend for this kind, `Backend<FilesystemSpec>` on `backend::Oci`, comes last, before the tests.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
+use super::api;
 use super::api::{Oci, Service, encode, is_gone, tags_of};
+use super::backend::{self, configured, fabric_place, fabric_region, import_id, name_of, no_fabric_id, summary};
+use super::filesystem;
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::{Census, marker_in};
 
 /// The filesystem named `name` in the compartment the census admits, if it exists.
-pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, String> {
+pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str, census: &Census) -> Result<Option<Json>, CloudError> {
     let q = format!("compartmentId={}&displayName={}", encode(compartment), encode(name));
     let found = oci
         .list(ctx, Service::Lustre, "lustreFileSystems", &q)
@@ -35,6 +43,8 @@ pub async fn observe(ctx: &Context, oci: &Oci, compartment: &str, name: &str, ce
 
 /// `oci://bucket@namespace/prefix` (the provider's form) as OCI's `objectStoragePrefix`,
 /// `namespace:/bucket/prefix`; None when it names no bucket and namespace.
+const LUSTRE: &str = "oci_lustre_file_storage_lustre_file_system";
+
 pub fn object_storage_prefix(repo: &str) -> Option<String> {
     let rest = repo.strip_prefix("oci://")?;
     let (location, prefix) = rest.split_once('/').unwrap_or((rest, ""));
@@ -76,7 +86,7 @@ pub fn mount_command(fs: &Json) -> String {
     format!("sudo mkdir -p /mnt/lustre && sudo mount -t lustre {} /mnt/lustre", mount_target(fs))
 }
 
-async fn links(ctx: &Context, oci: &Oci, compartment: &str, fs_id: &str) -> Result<Vec<Json>, String> {
+async fn links(ctx: &Context, oci: &Oci, compartment: &str, fs_id: &str) -> Result<Vec<Json>, CloudError> {
     let q = format!("compartmentId={}&lustreFileSystemId={}", encode(compartment), encode(fs_id));
     Ok(oci.list(ctx, Service::Lustre, "objectStorageLinks", &q).await?.into_iter().filter(|l| !is_gone(l)).collect())
 }
@@ -90,7 +100,7 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<Json, String> {
+) -> Result<Json, CloudError> {
     let f = &spec.fabric;
     let zone = f.zone.clone().unwrap_or_default();
     let what = format!("Lustre file system {}", spec.name);
@@ -149,8 +159,9 @@ pub async fn converge(
         )
         .await?;
     if let Some(repo) = &spec.data_repository {
-        let prefix = object_storage_prefix(repo)
-            .ok_or_else(|| format!("data_repository {repo:?} is not an Object Storage location oci://bucket@namespace/prefix"))?;
+        let prefix = object_storage_prefix(repo).ok_or_else(|| {
+            CloudError::other(format!("data_repository {repo:?} is not an Object Storage location oci://bucket@namespace/prefix"))
+        })?;
         let link = match links(ctx, oci, compartment, &id).await?.into_iter().next() {
             Some(l) => l,
             None => {
@@ -175,13 +186,13 @@ pub async fn converge(
 /// Imports the link's data into the filesystem, once: when the link is ACTIVE and has run no sync job, one
 /// is started; a job already running (an earlier apply was interrupted) is waited for. A job that ends
 /// FAILED or CANCELED is an error naming OCI's details.
-async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str, timeout: Duration) -> Result<(), String> {
+async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str, timeout: Duration) -> Result<(), CloudError> {
     let link_id = link["id"].as_str().unwrap_or_default();
     let path = format!("/objectStorageLinks/{link_id}");
     let link = oci
         .wait_state(ctx, Service::Lustre, &path, &["ACTIVE"], &["FAILED", "DELETED"], &format!("linking {prefix} to {what}"), timeout)
         .await?;
-    let start = async || -> Result<String, String> {
+    let start = async || -> Result<String, CloudError> {
         let job = oci
             .action(
                 ctx,
@@ -191,7 +202,10 @@ async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str,
                 &format!("importing {prefix} into {what}"),
             )
             .await?;
-        job["id"].as_str().map(str::to_owned).ok_or_else(|| format!("importing {prefix} into {what}: OCI answered no sync job"))
+        job["id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| CloudError::other(format!("importing {prefix} into {what}: OCI answered no sync job")))
     };
     let job_id = match (link["currentJobId"].as_str(), link["lastJobId"].as_str()) {
         (Some(current), _) => current.to_owned(),
@@ -207,13 +221,14 @@ async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str,
         let job = oci
             .get(ctx, Service::Lustre, &format!("{path}/syncJobs/{job_id}"))
             .await?
-            .ok_or_else(|| format!("{doing}: sync job {job_id} vanished"))?;
+            .ok_or_else(|| CloudError::other(format!("{doing}: sync job {job_id} vanished")))?;
         match job["lifecycleState"].as_str().unwrap_or_default() {
             "SUCCEEDED" => Ok(Some(())),
             state @ ("FAILED" | "CANCELED") => Err(format!(
                 "{doing}: sync job {job_id} ended {state}: {}",
                 job["lifecycleDetails"].as_str().unwrap_or("OCI gave no detail")
-            )),
+            )
+            .into()),
             _ => Ok(None),
         }
     })
@@ -221,7 +236,7 @@ async fn import(ctx: &Context, oci: &Oci, link: &Json, prefix: &str, what: &str,
 }
 
 /// Deletes the link, then the filesystem (if it is the census's), and waits for the work request.
-pub async fn delete(ctx: &Context, oci: &Oci, compartment: &str, name: &str, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, oci: &Oci, compartment: &str, name: &str, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let Some(fs) = observe(ctx, oci, compartment, name, census).await? else { return Ok(()) };
     let id = fs["id"].as_str().unwrap_or_default();
     for link in links(ctx, oci, compartment, id).await? {
@@ -242,7 +257,7 @@ pub async fn imported_config(
     compartment: &str,
     fs: &Json,
     defaults: &BTreeMap<String, String>,
-) -> Result<Value, String> {
+) -> Result<Value, CloudError> {
     let (capacity, tier) = size_of(fs);
     let tags = tags_of(fs);
     let fabric = tags.get("hpc:fabric").ok_or_else(|| "the filesystem has no hpc:fabric tag naming its fabric".to_owned())?;
@@ -280,6 +295,107 @@ pub async fn imported_config(
     ]))
 }
 
+/// A filesystem state brought to what exists: capacity, tier and mount point as found.
+fn refreshed(state: &Value, fs: &serde_json::Value) -> Value {
+    let (capacity, tier) = filesystem::size_of(fs);
+    let mut out = state.as_map().cloned().unwrap_or_default();
+    out.insert("capacity_gib".into(), Value::int(capacity));
+    out.insert("throughput_per_tib".into(), Value::int(tier));
+    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1000));
+    out.insert("mount_target".into(), Value::from(filesystem::mount_target(fs)));
+    out.insert("mount_command".into(), Value::from(filesystem::mount_command(fs)));
+    let expansion = shared::patch_piece(
+        state.get("expansion"),
+        LUSTRE,
+        None,
+        &[("capacity_in_gbs", capacity.to_string()), ("performance_tier", format!("MBPS_PER_TB_{tier}"))],
+    );
+    out.insert("expansion".into(), expansion);
+    Value::Map(out)
+}
+
+/// The attributes OCI assigns a filesystem besides its id.
+fn mount_of(fs: &serde_json::Value) -> [(&'static str, Value); 2] {
+    [("mount_target", Value::from(filesystem::mount_target(fs))), ("mount_command", Value::from(filesystem::mount_command(fs)))]
+}
+
+#[async_trait]
+impl Backend<FilesystemSpec> for backend::Oci {
+    async fn configured(&self, ctx: &Context) -> Result<(), CloudError> {
+        configured(ctx)
+    }
+
+    fn id(&self, _spec: &FilesystemSpec) -> Option<String> {
+        // The compartment is in the fabric's id, which the spec does not carry: `apply` assigns it.
+        None
+    }
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", fabric_region(v))
+    }
+
+    fn summary(&self, error: &CloudError) -> Option<&'static str> {
+        summary(error)
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, FilesystemSpec>) -> Outcome {
+        let name = name_of(change.planned);
+        let Some((region, compartment)) = fabric_place(change.planned) else {
+            return Outcome::failed(change.prior.clone(), no_fabric_id("filesystem"));
+        };
+        let client = match api::connect(step.ctx, &region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(change.prior.clone(), e),
+        };
+        let id = api::resource_id(&region, &compartment, name);
+        step.census.set_import_id(&id);
+        let state = shared::with_attr(change.state, "id", Value::from(id));
+        match filesystem::converge(step.ctx, &client, change.spec, &compartment, change.tags, step.timeout, step.census).await {
+            Ok(fs) => Outcome::done(mount_of(&fs).into_iter().fold(state, |s, (k, v)| shared::with_attr(&s, k, v))),
+            Err(e) => {
+                let left = match filesystem::observe(step.ctx, &client, &compartment, name, step.census).await {
+                    Ok(Some(fs)) => refreshed(&state, &fs),
+                    _ if change.creating() => Value::Null,
+                    _ => change.prior.clone(),
+                };
+                Outcome::failed(left, e)
+            }
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&FilesystemSpec>) -> Outcome {
+        let Some((region, compartment)) = fabric_place(prior) else {
+            return Outcome::failed(prior.clone(), no_fabric_id("filesystem"));
+        };
+        let client = match api::connect(step.ctx, &region) {
+            Ok(c) => c,
+            Err(e) => return Outcome::failed(prior.clone(), e),
+        };
+        let done = filesystem::delete(step.ctx, &client, &compartment, name_of(prior), step.timeout, step.census).await;
+        Outcome::of(done, Value::Null, || prior.clone())
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&FilesystemSpec>) -> Result<Option<Value>, CloudError> {
+        let Some((region, compartment)) = fabric_place(state) else { return Ok(Some(state.clone())) };
+        let client = api::connect(step.ctx, &region)?;
+        Ok(filesystem::observe(step.ctx, &client, &compartment, name_of(state), step.census).await?.map(|fs| refreshed(state, &fs)))
+    }
+
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let (region, compartment, name) = import_id(id, "filesystem", "scratch")?;
+        let client = api::connect(step.ctx, region).map_err(ImportError::failed)?;
+        let (config, fs) = match filesystem::observe(step.ctx, &client, compartment, name, step.census).await {
+            Ok(Some(fs)) => filesystem::imported_config(step.ctx, &client, compartment, &fs, step.default_tags).await.map(|c| (c, fs)),
+            Ok(None) => Err(format!("no Lustre file system named {name} in the compartment").into()),
+            Err(e) => Err(e),
+        }
+        .map_err(ImportError::failed)?;
+        let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+        assigned.extend(mount_of(&fs).map(|(k, v)| (k.to_owned(), v)));
+        Ok(Imported { config, assigned })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,5 +427,34 @@ mod tests {
         assert_eq!(data_repository("ns:/bucket"), "oci://bucket@ns");
         assert_eq!(data_repository("/abs:/path"), "/abs:/path");
         assert_eq!(data_repository(":/bucket"), ":/bucket");
+    }
+    use serde_json::json;
+
+    /// A state or configuration written as JSON.
+    fn value(j: serde_json::Value) -> Value {
+        match j {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::from(b),
+            serde_json::Value::Number(n) => Value::int(n.as_i64().unwrap()),
+            serde_json::Value::String(s) => Value::from(s),
+            serde_json::Value::Array(items) => Value::list(items.into_iter().map(value)),
+            serde_json::Value::Object(m) => Value::object(m.into_iter().map(|(k, v)| (k, value(v)))),
+        }
+    }
+
+    #[test]
+    fn a_refreshed_filesystem_shows_its_live_size_and_mount() {
+        let expansion = json!([{"kind": LUSTRE, "name": "scratch", "count": 1,
+                                "settings": {"capacity_in_gbs": "31200", "performance_tier": "MBPS_PER_TB_125", "file_system_name": "scr"}}]);
+        let state = value(json!({"name": "scratch", "capacity_gib": 31200, "throughput_per_tib": 125, "expansion": expansion}));
+        let fs = json!({"capacityInGBs": 41600, "performanceTier": "MBPS_PER_TB_500", "managementServiceAddress": "10.0.0.9",
+                        "lnet": "tcp", "fileSystemName": "scr"});
+        let out = refreshed(&state, &fs);
+        assert_eq!((out.get("capacity_gib"), out.get("throughput_mbps")), (&Value::int(41_600), &Value::int(20_800)));
+        assert_eq!(out.get("mount_target").as_str(), Some("10.0.0.9@tcp:/scr"));
+        let settings = out.get("expansion").as_list().unwrap()[0].get("settings").clone();
+        assert_eq!(settings.get("capacity_in_gbs").as_str(), Some("41600"));
+        assert_eq!(settings.get("performance_tier").as_str(), Some("MBPS_PER_TB_500"));
+        assert_eq!(settings.get("file_system_name").as_str(), Some("scr"));
     }
 }

@@ -8,6 +8,7 @@
 
 use super::api::{Oci, Service, encode};
 use crate::catalog::Cloud;
+use crate::clouds::CloudError;
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::framework::Context;
 use crate::model::{CapacityType, ClusterSpec};
@@ -94,7 +95,7 @@ pub fn region_of(family: &QuotaFamily) -> String {
 
 /// GetResourceAvailability for the family's limit in its availability domain, for the tenancy (the root
 /// compartment: service limits are the tenancy's): the limit is `used + available`.
-pub async fn read(ctx: &Context, oci: &Oci, family: &QuotaFamily) -> Result<QuotaReading, String> {
+pub async fn read(ctx: &Context, oci: &Oci, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
     let path = format!(
         "/services/{SERVICE}/limits/{}/resourceAvailability?compartmentId={}&availabilityDomain={}",
         encode(&family.id),
@@ -102,16 +103,16 @@ pub async fn read(ctx: &Context, oci: &Oci, family: &QuotaFamily) -> Result<Quot
         encode(&family.scope)
     );
     let what = format!("reading the OCI service limit {} in {} (Limits GetResourceAvailability)", family.id, family.scope);
-    let reply = oci.send(ctx, reqwest::Method::GET, Service::Limits, &path, None).await.map_err(|e| format!("{what}: {e}"))?;
+    let reply = oci.send(ctx, reqwest::Method::GET, Service::Limits, &path, None).await.map_err(|e| e.context(&what))?;
     if reply.status != 200 {
         let why = match reply.status {
             404 => " (OCI answers 404 when the limit does not exist or does not report availability)",
             401 | 403 => " (the API key's user may lack `inspect resource-availability` on the tenancy)",
             _ => "",
         };
-        return Err(format!("{what}: HTTP {}: {}{why}", reply.status, reply.error()));
+        return Err(reply.failure(&what).map_message(|_| format!("{what}: HTTP {}: {}{why}", reply.status, reply.error())));
     }
-    reading(&reply.body).ok_or_else(|| format!("{what}: the answer has no used/available figures: {}", reply.body))
+    reading(&reply.body).ok_or_else(|| CloudError::other(format!("{what}: the answer has no used/available figures: {}", reply.body)))
 }
 
 /// A ResourceAvailability as a reading. OCI leaves the fields empty for limits it cannot report on.
@@ -120,9 +121,6 @@ pub fn reading(body: &serde_json::Value) -> Option<QuotaReading> {
     let available = body["available"].as_u64()?;
     Some(QuotaReading { limit: used + available, used })
 }
-
-/// OCI's words for a launch that found no host for the shape.
-pub const CAPACITY_CODES: &[&str] = &["Out of host capacity"];
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,7 @@ use serde_json::{Value as Json, json};
 
 use super::api::{Oci, Service, encode, is_gone, tags_of};
 use super::cluster::{Location, PARALLEL, capacity_message, node_tags, observe};
+use crate::clouds::CloudError;
 use crate::clouds::shared::{self, NodeAddress};
 use crate::framework::{Context, Value};
 use crate::model::ClusterSpec;
@@ -35,7 +36,7 @@ pub const FABRIC_LIFECYCLE: &str = "the rack's own: never created, changed or de
 
 /// Every GPU memory cluster in the cluster's compartment and availability domain, any owner's, not being
 /// deleted: one paginated list.
-pub async fn list(ctx: &Context, oci: &Oci, at: &Location<'_>) -> Result<Vec<Json>, String> {
+pub async fn list(ctx: &Context, oci: &Oci, at: &Location<'_>) -> Result<Vec<Json>, CloudError> {
     let q = format!("compartmentId={}&availabilityDomain={}", encode(at.compartment), encode(at.zone));
     Ok(oci.list(ctx, Service::Core, "computeGpuMemoryClusters", &q).await?.into_iter().filter(|c| !is_gone(c)).collect())
 }
@@ -53,14 +54,14 @@ pub fn ours(all: &[Json], at: &Location<'_>, census: &Census) -> BTreeMap<String
 }
 
 /// The cluster's own memory clusters: [`list`] then [`ours`].
-pub async fn clusters(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Census) -> Result<BTreeMap<String, Json>, String> {
+pub async fn clusters(ctx: &Context, oci: &Oci, at: &Location<'_>, census: &Census) -> Result<BTreeMap<String, Json>, CloudError> {
     Ok(ours(&list(ctx, oci, at).await?, at, census))
 }
 
 /// Fabrics in the availability domain free for a new memory cluster of `per` hosts: AVAILABLE, HEALTHY,
 /// with `per` hosts available and used by none of `all` (the memory clusters that exist), in name order.
 /// Also what the availability domain has, for the message when there are too few.
-async fn free_fabrics(ctx: &Context, oci: &Oci, at: &Location<'_>, all: &[Json], per: u32) -> Result<(Vec<Json>, Vec<String>), String> {
+async fn free_fabrics(ctx: &Context, oci: &Oci, at: &Location<'_>, all: &[Json], per: u32) -> Result<(Vec<Json>, Vec<String>), CloudError> {
     // OCI keeps fabrics in the root compartment ("this should always be the root compartment"); one may
     // have been moved to the cluster's.
     let mut compartments = vec![oci.tenancy.as_str()];
@@ -119,7 +120,7 @@ pub async fn converge(
     tags: &BTreeMap<String, String>,
     timeout: Duration,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let per = spec.nvlink_domain_nodes().unwrap_or(1);
     let domains = spec.nvlink_domains();
     let live = ours(all, at, census);
@@ -166,7 +167,7 @@ pub async fn converge(
         // Every new domain gets its fabric before anything is made: too few fabrics makes nothing.
         let (free, seen) = free_fabrics(ctx, oci, at, all, per).await?;
         if free.len() < missing.len() {
-            return Err(too_few_fabrics(spec, at, missing.len(), &free, &seen));
+            return Err(too_few_fabrics(spec, at, missing.len(), &free, &seen).into());
         }
         for (d, fabric) in missing.iter().zip(&free) {
             let body = json!({
@@ -217,7 +218,7 @@ fn too_few_fabrics(spec: &ClusterSpec, at: &Location<'_>, needed: usize, free: &
 }
 
 /// Deletes memory clusters (OCI terminates their instances) and waits for each.
-async fn delete_each(ctx: &Context, oci: &Oci, clusters: &[&Json], timeout: Duration) -> Result<(), String> {
+async fn delete_each(ctx: &Context, oci: &Oci, clusters: &[&Json], timeout: Duration) -> Result<(), CloudError> {
     let targets: Vec<(String, String)> = clusters
         .iter()
         .map(|c| {
@@ -229,7 +230,7 @@ async fn delete_each(ctx: &Context, oci: &Oci, clusters: &[&Json], timeout: Dura
         if let Some(wr) = oci.delete(ctx, Service::Core, &format!("/computeGpuMemoryClusters/{id}"), &what, timeout).await? {
             oci.wait_work_request(ctx, Service::Core, &wr, &format!("deleting {what}"), timeout).await?;
         }
-        Ok::<(), String>(())
+        Ok::<(), CloudError>(())
     }))
     .buffer_unordered(PARALLEL)
     .try_collect::<Vec<()>>()
@@ -238,7 +239,7 @@ async fn delete_each(ctx: &Context, oci: &Oci, clusters: &[&Json], timeout: Dura
 }
 
 /// Deletes the cluster's own memory clusters (and with them their instances).
-pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), String> {
+pub async fn delete(ctx: &Context, oci: &Oci, at: &Location<'_>, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let live = clusters(ctx, oci, at, census).await?;
     delete_each(ctx, oci, &live.values().collect::<Vec<_>>(), timeout).await
 }
@@ -255,7 +256,7 @@ async fn name_nodes(
     clusters: &BTreeMap<String, Json>,
     tags: &BTreeMap<String, String>,
     census: &Census,
-) -> Result<(), String> {
+) -> Result<(), CloudError> {
     let nodes = observe(ctx, oci, at, census).await?;
     let named: BTreeSet<u32> =
         nodes.iter().filter_map(|n| node_index(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
@@ -317,7 +318,7 @@ pub fn with_domains(state: &Value, nodes: &[NodeAddress], clusters: Option<&BTre
             };
             let gmc = clusters.map(|c| c.get(piece_name));
             match p.get("kind").as_str() {
-                Some(super::backend::NODES) => {
+                Some(super::cluster::NODES) => {
                     let mine = crate::nodes::nodes_in_domain(&name, nodes.iter().map(|n| n.name.as_str()), k, per);
                     let names = crate::nodes::domain_names_setting(&name, k, per, &mine);
                     let patched = one(Some(mine.len() as i64), &[("names", names)]);
