@@ -61,7 +61,7 @@ pub(super) fn fabric_region(v: &Value) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
 
     use std::collections::BTreeMap;
@@ -71,10 +71,10 @@ mod tests {
     use crate::clouds::backend::Backend;
     use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec, Network, Placement};
 
-    const COMPARTMENT: &str = "ocid1.compartment.oc1..lib";
+    pub(crate) const COMPARTMENT: &str = "ocid1.compartment.oc1..lib";
 
     /// A state or configuration written as JSON.
-    fn value(j: serde_json::Value) -> Value {
+    pub(crate) fn value(j: serde_json::Value) -> Value {
         match j {
             serde_json::Value::Null => Value::Null,
             serde_json::Value::Bool(b) => Value::from(b),
@@ -85,11 +85,11 @@ mod tests {
         }
     }
 
-    fn on_fabric(fabric: serde_json::Value) -> Value {
+    pub(crate) fn on_fabric(fabric: serde_json::Value) -> Value {
         value(json!({"name": "lib", "fabric": fabric}))
     }
 
-    fn fabric_ref(placement: Option<&str>) -> serde_json::Value {
+    pub(crate) fn fabric_ref(placement: Option<&str>) -> serde_json::Value {
         json!({"id": format!("oci/us-ashburn-1/{COMPARTMENT}/lib"), "region": "us-ashburn-1", "zone": "Uocm:US-ASHBURN-AD-2",
                "placement": placement})
     }

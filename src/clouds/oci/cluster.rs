@@ -1245,6 +1245,7 @@ impl ClusterBackend for backend::Oci {
 
 #[cfg(test)]
 mod tests {
+    use super::super::backend::tests::{COMPARTMENT, fabric_ref, on_fabric};
     use super::*;
 
     #[test]
@@ -1315,29 +1316,6 @@ mod tests {
         }
     }
     use serde_json::json;
-
-    const COMPARTMENT: &str = "ocid1.compartment.oc1..lib";
-
-    /// A state or configuration written as JSON.
-    fn value(j: serde_json::Value) -> Value {
-        match j {
-            serde_json::Value::Null => Value::Null,
-            serde_json::Value::Bool(b) => Value::from(b),
-            serde_json::Value::Number(n) => Value::int(n.as_i64().unwrap()),
-            serde_json::Value::String(s) => Value::from(s),
-            serde_json::Value::Array(items) => Value::list(items.into_iter().map(value)),
-            serde_json::Value::Object(m) => Value::object(m.into_iter().map(|(k, v)| (k, value(v)))),
-        }
-    }
-
-    fn on_fabric(fabric: serde_json::Value) -> Value {
-        value(json!({"name": "lib", "fabric": fabric}))
-    }
-
-    fn fabric_ref(placement: Option<&str>) -> serde_json::Value {
-        json!({"id": format!("oci/us-ashburn-1/{COMPARTMENT}/lib"), "region": "us-ashburn-1", "zone": "Uocm:US-ASHBURN-AD-2",
-               "placement": placement})
-    }
 
     #[test]
     fn a_cluster_lives_where_its_fabric_id_says() {

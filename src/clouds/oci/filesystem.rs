@@ -398,6 +398,7 @@ impl Backend<FilesystemSpec> for backend::Oci {
 
 #[cfg(test)]
 mod tests {
+    use super::super::backend::tests::value;
     use super::*;
 
     #[test]
@@ -429,18 +430,6 @@ mod tests {
         assert_eq!(data_repository(":/bucket"), ":/bucket");
     }
     use serde_json::json;
-
-    /// A state or configuration written as JSON.
-    fn value(j: serde_json::Value) -> Value {
-        match j {
-            serde_json::Value::Null => Value::Null,
-            serde_json::Value::Bool(b) => Value::from(b),
-            serde_json::Value::Number(n) => Value::int(n.as_i64().unwrap()),
-            serde_json::Value::String(s) => Value::from(s),
-            serde_json::Value::Array(items) => Value::list(items.into_iter().map(value)),
-            serde_json::Value::Object(m) => Value::object(m.into_iter().map(|(k, v)| (k, value(v)))),
-        }
-    }
 
     #[test]
     fn a_refreshed_filesystem_shows_its_live_size_and_mount() {
