@@ -36,10 +36,12 @@ fn the_planner_and_expanders_do_no_io() {
     let mut files = sources("src/planner");
     // The expanders are `clouds/<cloud>.rs` or `clouds/<cloud>/mod.rs`; the API clients beside them
     // (`clouds/<cloud>/signing.rs`, ...) talk to clouds and are exempt, as are the clients' rate limiter
-    // (`clouds/throttle.rs`) and the backends' shared waiter (`clouds/shared.rs`).
+    // (`clouds/throttle.rs`), their retry policy (`clouds/retry.rs`) and the backends' shared poll loop
+    // (`clouds/shared.rs`).
     files.extend(sources("src/clouds").into_iter().filter(|(p, _)| {
         let parent = p.parent().and_then(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        (parent == "clouds" && !p.ends_with("throttle.rs") && !p.ends_with("shared.rs")) || p.file_name().is_some_and(|f| f == "mod.rs")
+        (parent == "clouds" && !["throttle.rs", "retry.rs", "shared.rs"].iter().any(|f| p.ends_with(f)))
+            || p.file_name().is_some_and(|f| f == "mod.rs")
     }));
     files.extend(sources("src/catalog"));
     assert!(files.len() >= 8);
@@ -468,4 +470,53 @@ fn times_are_handled_only_in_the_clock_module() {
         checked += 1;
     }
     assert!(checked >= 50, "only {checked} files seen");
+}
+
+/// Where the code of a file retries a request or runs a wait of its own: a sleep, a deadline, an attempt
+/// counter or a doubling delay. `clouds/retry.rs` (the retry policy), `clouds/shared.rs` (the poll loop)
+/// and `clouds/throttle.rs` (the request buckets) are the only places these belong.
+fn own_retries_and_waits(code: &str) -> Vec<&'static str> {
+    ["time::sleep(", "sleep(delay", "Instant::now() +", "ATTEMPTS", "for attempt in", "attempt +=", "delay * 2", "delay *= 2"]
+        .into_iter()
+        .filter(|w| code.contains(w))
+        .collect()
+}
+
+/// One request-retry policy (`clouds::retry`, which the AWS SDK is configured from) and one poll loop
+/// (`shared::Poll`) for every cloud and every long wait: no other file under `src/clouds` or
+/// `src/resources` sleeps, keeps a deadline, counts attempts or doubles a delay.
+#[test]
+fn requests_are_retried_and_waits_polled_in_one_place() {
+    let allowed = ["retry.rs", "shared.rs", "throttle.rs"];
+    let mut checked = 0;
+    for dir in ["src/clouds", "src/resources"] {
+        for (path, text) in sources(dir) {
+            if dir == "src/clouds" && path.parent().is_some_and(|p| p.ends_with("clouds")) && allowed.iter().any(|a| path.ends_with(a)) {
+                continue;
+            }
+            let found = own_retries_and_waits(code(&text));
+            assert!(
+                found.is_empty(),
+                "{} retries or waits by itself ({found:?}): send requests through clouds::retry::send and poll with shared::Poll",
+                path.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 40, "only {checked} files seen");
+    let retry = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/clouds/retry.rs")).unwrap();
+    assert!(!own_retries_and_waits(code(&retry)).is_empty(), "the scan no longer recognises the retry policy's own loop");
+    for cloud in ["gcp", "azure", "oci"] {
+        let api = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("src/clouds/{cloud}/api.rs"))).unwrap();
+        assert!(api.contains("retry::send("), "{cloud}'s requests do not go through the one retry policy");
+    }
+    let aws = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/clouds/aws/api.rs")).unwrap();
+    assert!(aws.contains("retry::POLICY"), "the AWS SDK's retries are not configured from the one policy");
+}
+
+#[test]
+fn the_retry_check_catches_a_planted_loop() {
+    let planted = "async fn get() { let mut delay = D; for attempt in 1..=ATTEMPTS { tokio::time::sleep(delay).await; delay *= 2; } }";
+    assert_eq!(own_retries_and_waits(planted), ["time::sleep(", "sleep(delay", "ATTEMPTS", "for attempt in", "delay *= 2"]);
+    assert!(own_retries_and_waits("let poll = Poll::new(ctx, what, timeout); poll.pause(None).await?;").is_empty());
 }

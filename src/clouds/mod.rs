@@ -12,6 +12,7 @@ pub mod error;
 pub mod gcp;
 pub mod oci;
 pub mod quota;
+pub mod retry;
 pub mod rules;
 pub mod shared;
 pub mod throttle;

@@ -27,47 +27,103 @@ impl Backoff {
     }
 }
 
-/// What a timed-out wait says.
-pub fn timed_out(timeout: Duration, what: &str) -> String {
+/// The longest pause a cloud's own hint (ARM's `Retry-After` on an operation monitor) can ask of a poll.
+pub const LONGEST_HINT: Duration = Duration::from_secs(10);
+
+/// What a timed-out wait says; `doing` is the wait in words (`waiting for nodes to run`, `creating x`).
+pub fn timed_out(timeout: Duration, doing: &str) -> String {
     format!(
-        "timed out after {} waiting for {what}; raise the timeout in the resource's timeouts block if the cloud is slow",
+        "timed out after {} while {doing}; raise the timeout in the resource's timeouts block if the cloud is slow",
         crate::clock::format_duration(timeout)
     )
 }
 
 /// What a wait the CLI interrupted says.
-pub fn interrupted(what: &str) -> String {
-    format!("interrupted while waiting for {what} (the CLI asked the provider to stop)")
+pub fn interrupted(doing: &str) -> String {
+    format!("interrupted while {doing} (the CLI asked the provider to stop)")
+}
+
+/// The one poll loop of every long wait (an operation, a work request, a lifecycle state, a monitor, a
+/// dependant still going away): the deadline, the schedule and StopProvider, kept once. A wait checks, and
+/// when it must go on calls [`Poll::pause`], which sleeps until the next check or ends the wait with a
+/// typed timed-out or interrupted error. The check itself runs inside [`Poll::check`], so StopProvider
+/// abandons a call in flight too.
+pub struct Poll<'a> {
+    ctx: &'a Context,
+    doing: String,
+    timeout: Duration,
+    deadline: tokio::time::Instant,
+    delay: Duration,
+    schedule: Backoff,
+}
+
+impl<'a> Poll<'a> {
+    /// A wait of at most `timeout` on [`Backoff::STANDARD`]; `doing` names it in errors.
+    pub fn new(ctx: &'a Context, doing: impl Into<String>, timeout: Duration) -> Poll<'a> {
+        Poll::on(ctx, doing, timeout, Backoff::STANDARD)
+    }
+
+    /// A wait on a schedule of its own (a fixed interval is `first == max`).
+    pub fn on(ctx: &'a Context, doing: impl Into<String>, timeout: Duration, schedule: Backoff) -> Poll<'a> {
+        Poll { ctx, doing: doing.into(), timeout, deadline: tokio::time::Instant::now() + timeout, delay: schedule.first, schedule }
+    }
+
+    /// Runs one check, abandoned when StopProvider fires.
+    pub async fn check<T, E: From<CloudError>>(&self, check: impl std::future::Future<Output = Result<T, E>>) -> Result<T, E> {
+        tokio::select! {
+            _ = self.ctx.cancelled() => Err(self.interrupted().into()),
+            c = check => c,
+        }
+    }
+
+    /// Sleeps until the next check: the cloud's `hint` when it gave one (at most [`LONGEST_HINT`]), else the
+    /// schedule's next delay. A pause that would pass the deadline ends the wait as timed out.
+    pub async fn pause(&mut self, hint: Option<Duration>) -> Result<(), CloudError> {
+        let wait = hint.map_or(self.delay, |h| h.min(LONGEST_HINT));
+        if tokio::time::Instant::now() + wait > self.deadline {
+            return Err(CloudError::timed_out(timed_out(self.timeout, &self.doing)));
+        }
+        tokio::select! {
+            _ = self.ctx.cancelled() => return Err(self.interrupted()),
+            _ = tokio::time::sleep(wait) => {}
+        }
+        self.delay = self.schedule.next(self.delay);
+        Ok(())
+    }
+
+    fn interrupted(&self) -> CloudError {
+        CloudError::interrupted(interrupted(&self.doing))
+    }
+}
+
+/// Runs `work` (a client's own poller, say) for at most `timeout`, abandoned when StopProvider fires.
+pub async fn within<T>(
+    ctx: &Context,
+    doing: &str,
+    timeout: Duration,
+    work: impl std::future::Future<Output = Result<T, CloudError>>,
+) -> Result<T, CloudError> {
+    tokio::select! {
+        _ = ctx.cancelled() => Err(CloudError::interrupted(interrupted(doing))),
+        out = tokio::time::timeout(timeout, work) => out.unwrap_or_else(|_| Err(CloudError::timed_out(timed_out(timeout, doing)))),
+    }
 }
 
 /// Polls `check` until it yields a value, on [`Backoff::STANDARD`], until `timeout` passes or StopProvider
-/// cancels. `check` returns `Ok(None)` to keep waiting and `Err` for a terminal failure.
+/// cancels. `check` returns `Ok(None)` to keep waiting and `Err` for a terminal failure; `what` is what is
+/// waited for (`nodes to run`).
 pub async fn wait_for<T, E, F, Fut>(ctx: &Context, what: &str, timeout: Duration, mut check: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>, E>>,
     E: From<CloudError>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let backoff = Backoff::STANDARD;
-    let mut delay = backoff.first;
+    let mut poll = Poll::new(ctx, format!("waiting for {what}"), timeout);
     loop {
-        // The check's own API call is abandoned too when the CLI asks the provider to stop.
-        let checked = tokio::select! {
-            _ = ctx.cancelled() => return Err(CloudError::interrupted(interrupted(what)).into()),
-            c = check() => c,
-        };
-        if let Some(done) = checked? {
+        if let Some(done) = poll.check(check()).await? {
             return Ok(done);
         }
-        if tokio::time::Instant::now() + delay > deadline {
-            return Err(CloudError::timed_out(timed_out(timeout, what)).into());
-        }
-        tokio::select! {
-            _ = ctx.cancelled() => return Err(CloudError::interrupted(interrupted(what)).into()),
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = backoff.next(delay);
+        poll.pause(None).await?;
     }
 }
 
@@ -326,7 +382,41 @@ mod tests {
     async fn a_wait_times_out_with_the_timeout_named() {
         let out: Result<(), String> = wait_for(&ctx(), "fs-1 to become AVAILABLE", Duration::from_millis(500), || async { Ok(None) }).await;
         let err = out.unwrap_err();
-        assert!(err.contains("timed out after 500ms waiting for fs-1 to become AVAILABLE") && err.contains("timeouts block"), "{err}");
+        assert!(
+            err.contains("timed out after 500ms while waiting for fs-1 to become AVAILABLE") && err.contains("timeouts block"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_poll_follows_the_schedule_or_the_clouds_hint_up_to_ten_seconds() {
+        let c = ctx();
+        let mut poll = Poll::new(&c, "waiting for x", Duration::from_secs(3600));
+        let mut pauses = Vec::new();
+        for hint in [None, None, Some(Duration::from_secs(3)), Some(Duration::from_secs(600)), None, None, None, None, None] {
+            let before = tokio::time::Instant::now();
+            poll.pause(hint).await.unwrap();
+            pauses.push(before.elapsed().as_millis());
+        }
+        // 200 ms doubling to 5 s; a hint replaces one pause (capped) without resetting the schedule.
+        assert_eq!(pauses, [200, 400, 3000, 10_000, 3200, 5000, 5000, 5000, 5000]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_poll_ends_before_a_pause_would_pass_its_deadline() {
+        let c = ctx();
+        let mut poll = Poll::new(&c, "creating vm-1", Duration::from_secs(1));
+        poll.pause(None).await.unwrap();
+        poll.pause(None).await.unwrap();
+        let e = poll.pause(None).await.unwrap_err();
+        assert_eq!(e.kind, crate::clouds::ErrorKind::TimedOut);
+        assert!(e.message.starts_with("timed out after 1s while creating vm-1"), "{e}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_within_a_timeout_is_abandoned_when_it_runs_out() {
+        let out: Result<(), CloudError> = within(&ctx(), "creating fs-1", Duration::from_secs(5), std::future::pending()).await;
+        assert_eq!(out.unwrap_err().kind, crate::clouds::ErrorKind::TimedOut);
     }
 
     #[tokio::test]

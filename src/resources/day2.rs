@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use super::lifecycle::{At, Kind};
 use crate::catalog::Cloud;
+use crate::clouds::ErrorKind;
 use crate::clouds::backend::{self, Step};
+use crate::clouds::shared::{Backoff, Poll};
 use crate::framework::{ApplyRequest, AttributePath, Context, Diagnostics, ReadOutcome, Value};
 use crate::model::{ClusterSpec, Repair};
 use crate::ownership::Census;
@@ -315,8 +317,9 @@ async fn wait_for_selfcheck(
     state: &Value,
     diags: &mut Diagnostics,
 ) -> Result<(), String> {
-    let started = Instant::now();
-    let poll = poll_interval();
+    let every = poll_interval();
+    let waiting = format!("waiting for {} to publish a passing self-check", batch.join(", "));
+    let mut poll = Poll::on(ctx, waiting, timeout, Backoff { first: every, max: every });
     loop {
         let mut quiet = Diagnostics::new();
         if let Some(found) = found(lifecycle.observe(ctx, state, &[], cloud, census, &mut quiet).await) {
@@ -335,18 +338,15 @@ async fn wait_for_selfcheck(
         } else if quiet.has_errors() {
             diags.extend(quiet);
         }
-        if started.elapsed() >= timeout {
-            return Err(format!(
+        poll.pause(None).await.map_err(|e| match e.kind {
+            ErrorKind::TimedOut => format!(
                 "timed out after {} waiting for {} to publish a passing self-check (raise the update timeout in the timeouts block, \
                  or set update_strategy.wait_for_selfcheck = false)",
                 crate::clock::format_duration(timeout),
                 batch.join(", ")
-            ));
-        }
-        tokio::select! {
-            _ = ctx.cancel.cancelled() => return Err(format!("interrupted while waiting for {} to publish a passing self-check", batch.join(", "))),
-            _ = tokio::time::sleep(poll) => {}
-        }
+            ),
+            _ => e.message,
+        })?;
     }
 }
 

@@ -22,9 +22,6 @@ pub struct Aws {
     pub region: String,
 }
 
-/// How many attempts the SDK makes on throttling and transient errors before we report them.
-const MAX_ATTEMPTS: u32 = 6;
-
 /// Clients for `region` under the provider's `aws` block, built once per process and region (the
 /// credential chain may probe the network, so it runs once, not per call).
 pub async fn connect(ctx: &Context, region: &str) -> Aws {
@@ -39,11 +36,19 @@ pub async fn connect(ctx: &Context, region: &str) -> Aws {
     aws
 }
 
+/// The SDK's own retries (standard mode: throttling and transient errors, exponential backoff with full
+/// jitter, a retry quota against storms) on the one policy every cloud follows (`clouds::retry::POLICY`):
+/// the same attempts, first wait and longest wait.
+pub fn sdk_retries() -> aws_config::retry::RetryConfig {
+    let p = crate::clouds::retry::POLICY;
+    aws_config::retry::RetryConfig::standard().with_max_attempts(p.attempts).with_initial_backoff(p.first).with_max_backoff(p.max)
+}
+
 async fn build(settings: &CloudSettings, region: &str) -> Aws {
     let s = |k: &str| settings.settings.get(k).cloned();
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_owned()))
-        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS));
+        .retry_config(sdk_retries());
     if let Some(profile) = s("profile") {
         loader = loader.profile_name(profile);
     }

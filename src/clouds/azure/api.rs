@@ -12,7 +12,8 @@ use azure_core::credentials::TokenCredential;
 use serde_json::Value as Json;
 
 use crate::catalog::Cloud;
-use crate::clouds::shared::Backoff;
+use crate::clouds::retry::{self, Answer};
+use crate::clouds::shared::Poll;
 use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::{Context, Value};
@@ -162,8 +163,6 @@ pub fn error(status: u16, retry_after: Option<Duration>, e: &Json, message: impl
     out
 }
 
-const ATTEMPTS: u32 = 6;
-
 impl Arm {
     /// `/subscriptions/<sub>/resourceGroups/<rg>`.
     pub fn group_id(&self, rg: &str) -> String {
@@ -181,59 +180,38 @@ impl Arm {
         }
     }
 
-    /// One request with retries: 429 after its Retry-After, 5xx with backoff; cancelled by StopProvider.
+    /// One request under the one retry policy (`clouds::retry`): 429 after its Retry-After, 5xx with
+    /// backoff; cancelled by StopProvider.
     pub async fn send(&self, ctx: &Context, method: reqwest::Method, url: &str, body: Option<&Json>) -> Result<Reply, CloudError> {
         let url = if url.starts_with("http") { url.to_owned() } else { format!("{}{url}", self.base) };
-        let mut delay = Duration::from_millis(500);
         let bucket = match method {
             reqwest::Method::GET => &crate::clouds::throttle::AZURE_READS,
             reqwest::Method::DELETE => &crate::clouds::throttle::AZURE_DELETES,
             _ => &crate::clouds::throttle::AZURE_WRITES,
         };
-        for attempt in 1..=ATTEMPTS {
-            bucket.take(ctx.cancelled()).await;
-            let mut request = self.http.request(method.clone(), &url);
-            if let Some(token) = self.token().await? {
-                request = request.bearer_auth(token);
-            }
-            if let Some(b) = body {
-                request = request.header("content-type", "application/json").body(b.to_string());
-            }
-            let response = tokio::select! {
-                _ = ctx.cancelled() => return Err(CloudError::interrupted("interrupted (the CLI asked the provider to stop)")),
-                r = request.send() => r,
-            };
-            let reply = match response {
-                Ok(r) => {
-                    let status = r.status().as_u16();
-                    let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
-                    let monitor = header("azure-asyncoperation")
-                        .map(Monitor::AsyncOperation)
-                        .or_else(|| header("location").filter(|_| status == 202 || status == 201).map(Monitor::Location));
-                    let retry_after = header("retry-after").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs);
-                    let text = r.text().await.unwrap_or_default();
-                    Reply { status, monitor, retry_after, body: serde_json::from_str(&text).unwrap_or(Json::Null) }
+        retry::send(ctx, bucket, "calling Azure Resource Manager", || {
+            let (method, url) = (method.clone(), url.clone());
+            async move {
+                let mut request = self.http.request(method, &url);
+                if let Some(token) = self.token().await? {
+                    request = request.bearer_auth(token);
                 }
-                Err(e) if attempt < ATTEMPTS && (e.is_connect() || e.is_timeout()) => {
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                    continue;
+                if let Some(b) = body {
+                    request = request.header("content-type", "application/json").body(b.to_string());
                 }
-                Err(e) => return Err(CloudError::new(ErrorKind::Transient, None, format!("calling Azure Resource Manager: {e}"))),
-            };
-            let again = reply.status == 429 || reply.status >= 500;
-            if !again || attempt == ATTEMPTS {
-                return Ok(reply);
+                let r = request.send().await.map_err(|e| retry::transport("calling Azure Resource Manager", &e))?;
+                let status = r.status().as_u16();
+                let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                let monitor = header("azure-asyncoperation")
+                    .map(Monitor::AsyncOperation)
+                    .or_else(|| header("location").filter(|_| status == 202 || status == 201).map(Monitor::Location));
+                let retry_after = header("retry-after").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs);
+                let text = r.text().await.unwrap_or_default();
+                let reply = Reply { status, monitor, retry_after, body: serde_json::from_str(&text).unwrap_or(Json::Null) };
+                Ok(if status == 429 || status >= 500 { Answer::Again(reply, retry_after) } else { Answer::Done(reply) })
             }
-            // Retry-After as given; our own backoff with jitter when there is none.
-            let wait = reply.retry_after.unwrap_or_else(|| crate::clouds::throttle::jitter(delay)).min(Duration::from_secs(60));
-            tokio::select! {
-                _ = ctx.cancelled() => return Err(CloudError::interrupted("interrupted (the CLI asked the provider to stop)")),
-                _ = tokio::time::sleep(wait) => {}
-            }
-            delay = (delay * 2).min(Duration::from_secs(16));
-        }
-        unreachable!("the loop returns on its last attempt")
+        })
+        .await
     }
 
     /// GET a resource: None when it does not exist.
@@ -277,9 +255,7 @@ impl Arm {
         }
         // Without a monitor (an update answered 200, say), the resource's own provisioningState tells when
         // the write is done, as azure-core's pollers read it.
-        let deadline = tokio::time::Instant::now() + timeout;
-        let backoff = Backoff::STANDARD;
-        let mut delay = backoff.first;
+        let mut poll = Poll::new(ctx, format!("creating {}", short(id)), timeout);
         let mut missing = 0;
         loop {
             let Some(found) = self.get(ctx, id, api).await? else {
@@ -288,11 +264,7 @@ impl Arm {
                 if missing >= 5 {
                     return Err(format!("{} vanished after it was created", short(id)).into());
                 }
-                tokio::select! {
-                    _ = ctx.cancelled() => return Err(CloudError::interrupted("interrupted (the CLI asked the provider to stop)")),
-                    _ = tokio::time::sleep(delay) => {}
-                }
-                delay = backoff.next(delay);
+                poll.pause(None).await?;
                 continue;
             };
             match found["properties"]["provisioningState"].as_str() {
@@ -303,14 +275,7 @@ impl Arm {
                 }
                 Some(_) => {}
             }
-            if tokio::time::Instant::now() + delay > deadline {
-                return Err(format!("timed out after {} while creating {}", crate::clock::format_duration(timeout), short(id)).into());
-            }
-            tokio::select! {
-                _ = ctx.cancelled() => return Err(CloudError::interrupted("interrupted (the CLI asked the provider to stop)")),
-                _ = tokio::time::sleep(delay) => {}
-            }
-            delay = backoff.next(delay);
+            poll.pause(None).await?;
         }
     }
 
@@ -347,9 +312,7 @@ impl Arm {
     /// while the operation runs and then its final answer: 200 or 204 (with or without a body) is done, an
     /// error status carries ARM's error.
     async fn wait(&self, ctx: &Context, monitor: &Monitor, what: &str, timeout: Duration) -> Result<(), CloudError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let backoff = Backoff::STANDARD;
-        let mut delay = backoff.first;
+        let mut poll = Poll::new(ctx, what, timeout);
         let mut url = match monitor {
             Monitor::AsyncOperation(u) | Monitor::Location(u) => u.clone(),
         };
@@ -384,16 +347,8 @@ impl Arm {
                     _ => return Err(failed(&reply.body["error"], &format!("HTTP {}", reply.status))),
                 },
             }
-            if tokio::time::Instant::now() + delay > deadline {
-                return Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)).into());
-            }
             // Retry-After as the service gives it (at most 10 s), else the standard backoff.
-            let wait = reply.retry_after.unwrap_or(delay).min(Duration::from_secs(10));
-            tokio::select! {
-                _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)").into()),
-                _ = tokio::time::sleep(wait) => {}
-            }
-            delay = backoff.next(delay);
+            poll.pause(reply.retry_after).await?;
         }
     }
 }

@@ -14,7 +14,8 @@ use google_cloud_compute_v1::client::{
 use google_cloud_compute_v1::model::Operation;
 
 use crate::catalog::Cloud;
-use crate::clouds::shared::Backoff;
+use crate::clouds::retry::{self, Answer};
+use crate::clouds::shared::{Backoff, Poll};
 use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::Context;
@@ -165,33 +166,23 @@ pub async fn rest(
         Ok(_) => http::HeaderMap::new(),
         Err(e) => return Err(CloudError::new(ErrorKind::Unauthenticated, None, format!("{what}: getting Google credentials: {e}"))),
     };
-    let mut delay = Duration::from_millis(250);
-    let mut attempt = 1;
-    let (status, text) = loop {
-        crate::clouds::throttle::GCP.take(ctx.cancelled()).await;
+    let (status, text) = retry::send(ctx, &crate::clouds::throttle::GCP, what, || {
         let mut request = gcp.http.request(method.clone(), url).headers(headers.clone());
         if let Some(b) = body {
             request = request.header("content-type", "application/json").body(b.to_string());
         }
-        let sent = tokio::select! {
-            _ = ctx.cancelled() => return Err(CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"))),
-            r = async { match request.send().await { Ok(r) => Ok((r.status(), r.text().await.unwrap_or_default())), Err(e) => Err(e) } } => r,
-        };
-        let (status, text) = match sent {
-            Ok(answer) => answer,
-            Err(e) if attempt < ATTEMPTS && (e.is_connect() || e.is_timeout()) => (reqwest::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-            Err(e) => return Err(CloudError::new(ErrorKind::Transient, None, format!("{what}: {e}"))),
-        };
-        if !(status.as_u16() == 429 || status.is_server_error()) || attempt == ATTEMPTS {
-            break (status, text);
+        async move {
+            let r = request.send().await.map_err(|e| retry::transport(what, &e))?;
+            let status = r.status();
+            let text = r.text().await.unwrap_or_default();
+            Ok(if status.as_u16() == 429 || status.is_server_error() {
+                Answer::Again((status, text), None)
+            } else {
+                Answer::Done((status, text))
+            })
         }
-        attempt += 1;
-        tokio::select! {
-            _ = ctx.cancelled() => return Err(CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"))),
-            _ = tokio::time::sleep(crate::clouds::throttle::jitter(delay)) => {}
-        }
-        delay = (delay * 2).min(Duration::from_secs(8));
-    };
+    })
+    .await?;
     if !status.is_success() {
         let body = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
         let message = body["error"]["message"].as_str().map_or(text, str::to_owned);
@@ -297,40 +288,19 @@ fn retryable(e: &GaxError) -> bool {
     error_of("", e).retryable()
 }
 
-/// Attempts per call. Under heavy throttling (the fault suite throttles 30% of calls) six attempts leave
-/// 0.3^6 = 0.07% of calls failing, which over the few hundred calls of one apply fails about one apply in
-/// ten; eight leave 0.007%. The backoff caps at 8 s, so a persistent error still reports within ~30 s.
-const ATTEMPTS: u32 = 8;
-
-/// Calls `f`, retrying rate limits and transient errors with backoff (250 ms doubling to 8 s), cancelled by
-/// StopProvider. `what` names the call in errors.
+/// Calls `f` under the one retry policy (`clouds::retry`): rate limits (403 rateLimitExceeded, 429) and
+/// server trouble (500, 502, 503, 504) are tried again; cancelled by StopProvider. `what` names the call in
+/// errors.
 pub async fn call<T, F, Fut>(ctx: &Context, what: &str, mut f: F) -> Result<T, CloudError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, GaxError>>,
 {
-    let mut delay = Duration::from_millis(250);
-    let mut attempt = 1;
-    loop {
-        // An in-flight call is abandoned when the CLI asks the provider to stop.
-        crate::clouds::throttle::GCP.take(ctx.cancelled()).await;
-        let result = tokio::select! {
-            _ = ctx.cancelled() => return Err(CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"))),
-            r = f() => r,
-        };
-        match result {
-            Ok(v) => return Ok(v),
-            Err(e) if retryable(&e) && attempt < ATTEMPTS => {
-                attempt += 1;
-                tokio::select! {
-                    _ = ctx.cancelled() => return Err(CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"))),
-                    _ = tokio::time::sleep(crate::clouds::throttle::jitter(delay)) => {}
-                }
-                delay = (delay * 2).min(Duration::from_secs(8));
-            }
-            Err(e) => return Err(error_of(what, &e)),
-        }
-    }
+    retry::send(ctx, &crate::clouds::throttle::GCP, what, || {
+        let attempt = f();
+        async move { attempt.await.map(Answer::Done).map_err(|e| error_of(what, &e)) }
+    })
+    .await
 }
 
 fn last(url: &str) -> &str {
@@ -359,9 +329,7 @@ pub async fn wait(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: 
 pub async fn wait_done(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, timeout: Duration) -> Result<Operation, CloudError> {
     let name = op.name.clone().unwrap_or_default();
     let mut current = op;
-    let deadline = tokio::time::Instant::now() + timeout;
-    let backoff = Backoff::STANDARD;
-    let mut delay = backoff.first;
+    let mut poll = Poll::new(ctx, format!("waiting for {what}"), timeout);
     loop {
         if current.status == Some(google_cloud_compute_v1::model::operation::Status::Done) {
             if let Some(err) = current.error.as_ref().filter(|e| !e.errors.is_empty()) {
@@ -375,14 +343,7 @@ pub async fn wait_done(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, time
             }
             return Ok(current);
         }
-        if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {what}", crate::clock::format_duration(timeout)).into());
-        }
-        tokio::select! {
-            _ = ctx.cancelled() => return Err(CloudError::interrupted(crate::clouds::shared::interrupted(what))),
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = backoff.next(delay);
+        poll.pause(None).await?;
         let project = gcp.project.clone();
         current = if let Some(zone) = current.zone.clone() {
             call(ctx, "reading an operation", || gcp.zone_ops.get().set_project(&project).set_zone(last(&zone)).set_operation(&name).send())

@@ -34,6 +34,7 @@ use crate::catalog::Fabric;
 use crate::clouds::backend::{Backend, Change, ClusterBackend, ImportError, Imported, Outcome, Step};
 use crate::clouds::error::CloudError;
 use crate::clouds::quota::{QuotaFamily, QuotaReading};
+use crate::clouds::retry;
 use crate::clouds::shared;
 use crate::framework::{Context, Value};
 use crate::model::{CapacityType, ClusterSpec, Placement};
@@ -598,59 +599,55 @@ async fn relabel(
     what: &str,
     timeout: Duration,
 ) -> Result<(), CloudError> {
-    let mut instance = node.instance.clone();
-    let mut attempt = 1;
-    loop {
-        let mut request = model::InstancesSetLabelsRequest::new().set_labels(labels(&instance));
-        if let Some(f) = instance.label_fingerprint.clone() {
-            request = request.set_label_fingerprint(f);
-        }
-        let sent = call(ctx, what, || {
-            gcp.instances.set_labels().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).set_body(request.clone()).send()
-        })
-        .await;
-        match sent {
-            Ok(op) => return api::wait(ctx, gcp, op, what, timeout).await,
-            Err(e) if e.kind == crate::clouds::ErrorKind::Conflict && attempt < 4 => {
-                attempt += 1;
-                instance = call(ctx, what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send())
-                    .await?;
+    let read = || call(ctx, what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send());
+    let op = retry::guarded(
+        node.instance.clone(),
+        |instance| {
+            let mut request = model::InstancesSetLabelsRequest::new().set_labels(labels(&instance));
+            if let Some(f) = instance.label_fingerprint.clone() {
+                request = request.set_label_fingerprint(f);
             }
-            Err(e) => return Err(e),
-        }
-    }
+            call(ctx, what, move || {
+                gcp.instances
+                    .set_labels()
+                    .set_project(&gcp.project)
+                    .set_zone(zone)
+                    .set_instance(&node.name)
+                    .set_body(request.clone())
+                    .send()
+            })
+        },
+        read,
+    )
+    .await?;
+    api::wait(ctx, gcp, op, what, timeout).await
 }
 
 /// Writes the day-2 settings into a node's metadata (setMetadata replaces every item: the others are kept),
 /// with the metadata's fingerprint; on 412 conditionNotMet the node is read again, a few times.
 async fn set_day2(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, settings: &str, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("recording the day-2 settings on node {}", node.name);
-    let mut instance = node.instance.clone();
-    let mut attempt = 1;
-    loop {
-        let current = instance.metadata.clone().unwrap_or_default();
-        let mut items: Vec<model::metadata::Items> =
-            current.items.iter().filter(|m| m.key.as_deref() != Some(DAY2_METADATA)).cloned().collect();
-        items.push(model::metadata::Items::new().set_key(DAY2_METADATA).set_value(settings));
-        let mut body = model::Metadata::new().set_items(items);
-        if let Some(f) = current.fingerprint.clone() {
-            body = body.set_fingerprint(f);
-        }
-        let sent = call(ctx, &what, || {
-            gcp.instances.set_metadata().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).set_body(body.clone()).send()
-        })
-        .await;
-        match sent {
-            Ok(op) => return api::wait(ctx, gcp, op, &what, timeout).await,
-            Err(e) if e.kind == crate::clouds::ErrorKind::Conflict && attempt < 4 => {
-                attempt += 1;
-                instance =
-                    call(ctx, &what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send())
-                        .await?;
+    let what = what.as_str();
+    let read = || call(ctx, what, || gcp.instances.get().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).send());
+    let op = retry::guarded(
+        node.instance.clone(),
+        |instance| {
+            let current = instance.metadata.clone().unwrap_or_default();
+            let mut items: Vec<model::metadata::Items> =
+                current.items.iter().filter(|m| m.key.as_deref() != Some(DAY2_METADATA)).cloned().collect();
+            items.push(model::metadata::Items::new().set_key(DAY2_METADATA).set_value(settings));
+            let mut body = model::Metadata::new().set_items(items);
+            if let Some(f) = current.fingerprint.clone() {
+                body = body.set_fingerprint(f);
             }
-            Err(e) => return Err(e),
-        }
-    }
+            call(ctx, what, move || {
+                gcp.instances.set_metadata().set_project(&gcp.project).set_zone(zone).set_instance(&node.name).set_body(body.clone()).send()
+            })
+        },
+        read,
+    )
+    .await?;
+    api::wait(ctx, gcp, op, what, timeout).await
 }
 
 async fn set_labels(ctx: &Context, gcp: &Gcp, zone: &str, node: &Node, o: &Options<'_>) -> Result<(), CloudError> {

@@ -19,7 +19,7 @@ use super::{cluster, fabric, filesystem};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
 use crate::clouds::error::CloudError;
-use crate::clouds::shared;
+use crate::clouds::shared::{self, Poll, within};
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::Census;
@@ -105,9 +105,7 @@ async fn psa_request(ctx: &Context, gcp: &Gcp, method: reqwest::Method, path: &s
 /// Waits for a Service Networking operation (google.longrunning) to be done, polling `operations.get` with
 /// backoff; a done operation's `error` is the call's failure.
 async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: Duration) -> Result<(), CloudError> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let backoff = crate::clouds::shared::Backoff::STANDARD;
-    let mut delay = backoff.first;
+    let mut poll = Poll::new(ctx, format!("waiting for {what}"), timeout);
     loop {
         if op["done"].as_bool() == Some(true) {
             return match op.get("error").filter(|e| !e.is_null()) {
@@ -118,14 +116,7 @@ async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: D
         let Some(name) = op["name"].as_str().filter(|n| !n.is_empty()).map(str::to_owned) else {
             return Err(format!("{what}: Service Networking answered an operation without a name: {op}").into());
         };
-        if tokio::time::Instant::now() + delay > deadline {
-            return Err(format!("timed out after {} waiting for {what}", crate::clock::format_duration(timeout)).into());
-        }
-        tokio::select! {
-            _ = ctx.cancelled() => return Err(CloudError::interrupted(crate::clouds::shared::interrupted(what))),
-            _ = tokio::time::sleep(delay) => {}
-        }
-        delay = backoff.next(delay);
+        poll.pause(None).await?;
         op = psa_request(ctx, gcp, reqwest::Method::GET, &name, None).await?;
     }
 }
@@ -228,11 +219,7 @@ async fn wait_lro<T>(
     timeout: Duration,
     poll: impl std::future::Future<Output = Result<T, api::GaxError>>,
 ) -> Result<T, CloudError> {
-    tokio::select! {
-        _ = ctx.cancelled() => Err(format!("interrupted while {what} (the CLI asked the provider to stop)").into()),
-        _ = tokio::time::sleep(timeout) => Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)).into()),
-        out = poll => out.map_err(|e| api::error_of(what, &e)),
-    }
+    within(ctx, what, timeout, async { poll.await.map_err(|e| api::error_of(what, &e)) }).await
 }
 
 /// A long-running operation, started again when its start is refused with a rate limit or a transient error,
@@ -242,10 +229,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, api::GaxError>>,
 {
-    match tokio::time::timeout(timeout, call(ctx, what, f)).await {
-        Err(_) => Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)).into()),
-        Ok(result) => result,
-    }
+    within(ctx, what, timeout, call(ctx, what, f)).await
 }
 
 pub struct Options<'a> {

@@ -3,12 +3,12 @@
 //! (`/20190729`, `limits.<region>.oci.oraclecloud.com`, for the plan's quota check), on reqwest with
 //! our own request signer (the only Rust OCI SDK is AGPL). Credentials come from the provider's `oci` block
 //! or a profile of the OCI config file (`~/.oci/config`, or the file `OCI_CONFIG_FILE` names), the block
-//! winning attribute by attribute. 429 (OCI sends no Retry-After) and 5xx are retried with capped
-//! exponential backoff and jitter; creates carry an `opc-retry-token`, so a retried create never makes a
+//! winning attribute by attribute. 429 (OCI sends no Retry-After) and 5xx are retried under the one retry
+//! policy (`clouds::retry`); creates carry an `opc-retry-token`, so a retried create never makes a
 //! second resource. "Out of host capacity" is not retried: it is reported at once and the apply can be
 //! run again. Lists follow `opc-next-page`; work requests, lifecycle states and deletes OCI answers with
-//! 409 (a dependant still terminating) are polled on the shared `Backoff::STANDARD`, and every wait ends
-//! on the resource's timeout or on StopProvider.
+//! 409 (a dependant still terminating) are polled by the one poll loop (`shared::Poll`), and every wait
+//! ends on the resource's timeout or on StopProvider.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,8 +18,8 @@ use serde_json::Value as Json;
 
 use super::signing::{Request, Signer};
 use crate::catalog::Cloud;
-use crate::clouds::shared::Backoff;
-use crate::clouds::throttle::jitter;
+use crate::clouds::retry::{self, Answer};
+use crate::clouds::shared::Poll;
 use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::Context;
@@ -233,8 +233,6 @@ pub fn error(status: u16, body: &Json, message: impl Into<String>) -> CloudError
 /// The sentence every authentication failure carries; the backend's `summary` gives it its own diagnostic.
 pub const AUTH_FAILED: &str = "OCI refused the request's signature (401 NotAuthenticated)";
 
-const ATTEMPTS: u32 = 8;
-
 /// A random token (hex), for `opc-retry-token` and jitter.
 fn random_u64() -> u64 {
     let mut b = [0u8; 8];
@@ -251,8 +249,6 @@ pub fn encode(v: &str) -> String {
         })
         .collect()
 }
-
-const INTERRUPTED: &str = "interrupted (the CLI asked the provider to stop)";
 
 impl Oci {
     fn base(&self, service: Service) -> &str {
@@ -288,76 +284,64 @@ impl Oci {
         };
         let payload = body.map(|b| b.to_string().into_bytes());
         let retry_token = (method == reqwest::Method::POST).then(|| format!("hpc-{:016x}{:016x}", random_u64(), random_u64()));
-        let mut delay = Duration::from_millis(250);
-        for attempt in 1..=ATTEMPTS {
-            crate::clouds::throttle::OCI.take(ctx.cancelled()).await;
-            let date = crate::clock::http_date(SystemTime::now());
-            let headers = self
-                .signer
-                .sign(&Request {
-                    method: method.as_str(),
-                    host: &host,
-                    path_and_query: &path_and_query,
-                    date: &date,
-                    body: payload.as_deref(),
-                    content_type: "application/json",
-                })
-                .map_err(|e| e.to_string())?;
-            let mut request = self.http.request(method.clone(), parsed.clone());
-            for (k, v) in &headers {
-                // reqwest sets host and, for a body, content-length itself, to the same values; an empty POST
-                // goes out without content-length unless it is given, and the signature covers it.
-                if k != "host" && (k != "content-length" || payload.is_none()) {
-                    request = request.header(k.as_str(), v.as_str());
-                }
+        let what = format!("calling OCI at {base}");
+        retry::send(ctx, &crate::clouds::throttle::OCI, &what, || {
+            self.attempt(&method, &parsed, &host, &path_and_query, payload.as_deref(), retry_token.as_deref(), &what)
+        })
+        .await
+    }
+
+    /// One signed attempt of [`Oci::send`]: 429 and 5xx other than "Out of host capacity" are worth
+    /// another; a 401 is an error at once.
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        method: &reqwest::Method,
+        url: &reqwest::Url,
+        host: &str,
+        path_and_query: &str,
+        payload: Option<&[u8]>,
+        retry_token: Option<&str>,
+        what: &str,
+    ) -> Result<Answer<Reply>, CloudError> {
+        let date = crate::clock::http_date(SystemTime::now());
+        let headers = self
+            .signer
+            .sign(&Request { method: method.as_str(), host, path_and_query, date: &date, body: payload, content_type: "application/json" })
+            .map_err(|e| e.to_string())?;
+        let mut request = self.http.request(method.clone(), url.clone());
+        for (k, v) in &headers {
+            // reqwest sets host and, for a body, content-length itself, to the same values; an empty POST
+            // goes out without content-length unless it is given, and the signature covers it.
+            if k != "host" && (k != "content-length" || payload.is_none()) {
+                request = request.header(k.as_str(), v.as_str());
             }
-            if let Some(token) = &retry_token {
-                request = request.header("opc-retry-token", token.as_str());
-            }
-            request = request.header("accept", "application/json");
-            if let Some(p) = &payload {
-                request = request.body(p.clone());
-            } else if matches!(method, reqwest::Method::POST | reqwest::Method::PUT) {
-                request = request.body(Vec::<u8>::new());
-            }
-            let response = tokio::select! {
-                _ = ctx.cancelled() => return Err(CloudError::interrupted(INTERRUPTED)),
-                r = request.send() => r,
-            };
-            let reply = match response {
-                Ok(r) => {
-                    let status = r.status().as_u16();
-                    let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
-                    let (next_page, work_request) = (header("opc-next-page"), header("opc-work-request-id"));
-                    let text = r.text().await.unwrap_or_default();
-                    Reply { status, body: serde_json::from_str(&text).unwrap_or(Json::Null), next_page, work_request }
-                }
-                Err(e) if attempt < ATTEMPTS && (e.is_connect() || e.is_timeout()) => {
-                    tokio::time::sleep(jitter(delay)).await;
-                    delay = (delay * 2).min(Duration::from_secs(20));
-                    continue;
-                }
-                Err(e) => return Err(CloudError::new(ErrorKind::Transient, None, format!("calling OCI at {base}: {e}"))),
-            };
-            if reply.status == 401 {
-                let message = format!(
-                    "{AUTH_FAILED}: {}. The API key (tenancy_ocid, user_ocid, fingerprint and the private key) is not one OCI knows: check \
-                     that the fingerprint is the one shown for this user's API key and that the private key is its pair",
-                    reply.error().trim_end_matches('.')
-                );
-                return Err(CloudError::new(ErrorKind::Unauthenticated, reply.body["code"].as_str().map(str::to_owned), message));
-            }
-            let again = reply.status == 429 || (reply.status >= 500 && !reply.out_of_capacity());
-            if !again || attempt == ATTEMPTS {
-                return Ok(reply);
-            }
-            tokio::select! {
-                _ = ctx.cancelled() => return Err(CloudError::interrupted(INTERRUPTED)),
-                _ = tokio::time::sleep(jitter(delay)) => {}
-            }
-            delay = (delay * 2).min(Duration::from_secs(20));
         }
-        unreachable!("the loop returns on its last attempt")
+        if let Some(token) = retry_token {
+            request = request.header("opc-retry-token", token);
+        }
+        request = request.header("accept", "application/json");
+        if let Some(p) = payload {
+            request = request.body(p.to_vec());
+        } else if matches!(*method, reqwest::Method::POST | reqwest::Method::PUT) {
+            request = request.body(Vec::<u8>::new());
+        }
+        let r = request.send().await.map_err(|e| retry::transport(what, &e))?;
+        let status = r.status().as_u16();
+        let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let (next_page, work_request) = (header("opc-next-page"), header("opc-work-request-id"));
+        let text = r.text().await.unwrap_or_default();
+        let reply = Reply { status, body: serde_json::from_str(&text).unwrap_or(Json::Null), next_page, work_request };
+        if reply.status == 401 {
+            let message = format!(
+                "{AUTH_FAILED}: {}. The API key (tenancy_ocid, user_ocid, fingerprint and the private key) is not one OCI knows: check \
+                 that the fingerprint is the one shown for this user's API key and that the private key is its pair",
+                reply.error().trim_end_matches('.')
+            );
+            return Err(CloudError::new(ErrorKind::Unauthenticated, reply.body["code"].as_str().map(str::to_owned), message));
+        }
+        let again = reply.status == 429 || (reply.status >= 500 && !reply.out_of_capacity());
+        Ok(if again { Answer::Again(reply, None) } else { Answer::Done(reply) })
     }
 
     /// GET a resource: None when it does not exist.
@@ -459,20 +443,18 @@ impl Oci {
         what: &str,
         timeout: Duration,
     ) -> Result<Option<String>, CloudError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Backoff::STANDARD.first;
+        let mut poll = Poll::new(ctx, format!("deleting {what}"), timeout);
         loop {
             let reply = self.send(ctx, reqwest::Method::DELETE, service, path, None).await?;
             match reply.status {
                 200 | 202 | 204 | 404 => return Ok(reply.work_request),
-                409 if tokio::time::Instant::now() + delay < deadline => {}
+                409 => {}
                 _ => return Err(reply.failure(&format!("deleting {what}"))),
             }
-            tokio::select! {
-                _ = ctx.cancelled() => return Err(format!("interrupted while deleting {what} (the CLI asked the provider to stop)").into()),
-                _ = tokio::time::sleep(delay) => {}
+            // A dependant still terminating: asked again until the timeout, then OCI's own 409 is the error.
+            if let Err(e) = poll.pause(None).await {
+                return Err(if e.kind == ErrorKind::TimedOut { reply.failure(&format!("deleting {what}")) } else { e });
             }
-            delay = Backoff::STANDARD.next(delay);
         }
     }
 
@@ -485,8 +467,7 @@ impl Oci {
         what: &str,
         timeout: Duration,
     ) -> Result<(), CloudError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Backoff::STANDARD.first;
+        let mut poll = Poll::new(ctx, what, timeout);
         loop {
             let reply = self.send(ctx, reqwest::Method::GET, service, &format!("/workRequests/{id}"), None).await?;
             if reply.status != 200 {
@@ -508,7 +489,7 @@ impl Oci {
                 }
                 Outcome::Pending => {}
             }
-            self.pause(ctx, &mut delay, deadline, what, timeout).await?;
+            poll.pause(None).await?;
         }
     }
 
@@ -525,8 +506,7 @@ impl Oci {
         what: &str,
         timeout: Duration,
     ) -> Result<Json, CloudError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Backoff::STANDARD.first;
+        let mut poll = Poll::new(ctx, what, timeout);
         // Reads may lag a create: a few NotFound answers in a row are waited out before "vanished".
         let mut misses = 0;
         loop {
@@ -535,7 +515,7 @@ impl Oci {
                 if misses >= 6 {
                     return Err(format!("{what}: it vanished while being built").into());
                 }
-                self.pause(ctx, &mut delay, deadline, what, timeout).await?;
+                poll.pause(None).await?;
                 continue;
             };
             misses = 0;
@@ -546,27 +526,8 @@ impl Oci {
             if failed.contains(&state.as_str()) {
                 return Err(format!("{what}: it went to {state}").into());
             }
-            self.pause(ctx, &mut delay, deadline, what, timeout).await?;
+            poll.pause(None).await?;
         }
-    }
-
-    async fn pause(
-        &self,
-        ctx: &Context,
-        delay: &mut Duration,
-        deadline: tokio::time::Instant,
-        what: &str,
-        timeout: Duration,
-    ) -> Result<(), CloudError> {
-        if tokio::time::Instant::now() + *delay > deadline {
-            return Err(format!("timed out after {} while {what}", crate::clock::format_duration(timeout)).into());
-        }
-        tokio::select! {
-            _ = ctx.cancelled() => return Err(format!("interrupted while {what} (the CLI asked the provider to stop)").into()),
-            _ = tokio::time::sleep(*delay) => {}
-        }
-        *delay = Backoff::STANDARD.next(*delay);
-        Ok(())
     }
 }
 

@@ -1,0 +1,249 @@
+//! The one request-retry policy every cloud client follows: how many attempts a call gets, how long it
+//! waits between them (doubling from `first` to `max`, with jitter so calls that failed together do not
+//! come back together, or the cloud's own `Retry-After` when it gave one, up to a minute), what is worth
+//! another attempt (throttling, server trouble, a connection that failed: nothing else), and StopProvider,
+//! which ends the wait and abandons the call in flight. Google, Azure and OCI requests go through [`send`];
+//! the AWS SDK retries inside itself and is configured from [`POLICY`] (`aws/api.rs`). Long waits for
+//! something to become ready are polls, not retries: `shared::Poll`.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::clouds::CloudError;
+use crate::clouds::throttle::{TokenBucket, jitter};
+use crate::framework::Context;
+
+/// How requests are retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// Attempts per call, the first included.
+    pub attempts: u32,
+    /// The wait after the first failed attempt, before jitter.
+    pub first: Duration,
+    /// The longest wait of our own between attempts.
+    pub max: Duration,
+    /// The longest `Retry-After` honoured; a cloud asking for more gets this.
+    pub longest_retry_after: Duration,
+}
+
+/// The policy of every cloud. Under heavy throttling (the fault suite throttles 30% of calls) eight attempts
+/// leave 0.3^8 = 0.007% of calls failing, where six left 0.07% (about one apply in ten of a few hundred
+/// calls); the waits add up to about 45 s at most, so a persistent error still reports within a minute.
+pub const POLICY: Policy =
+    Policy { attempts: 8, first: Duration::from_millis(250), max: Duration::from_secs(16), longest_retry_after: Duration::from_secs(60) };
+
+impl Policy {
+    /// Our own wait after attempt `attempt` (1-based) failed, before jitter: `first` doubled per attempt, up
+    /// to `max`.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(1).min(16);
+        self.first.saturating_mul(1 << doublings).min(self.max)
+    }
+
+    /// The wait before the attempt after `attempt`: the cloud's `Retry-After` as given (at most
+    /// `longest_retry_after`), otherwise [`Policy::backoff`] with jitter.
+    pub fn wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        match retry_after {
+            Some(after) => after.min(self.longest_retry_after),
+            None => jitter(self.backoff(attempt)),
+        }
+    }
+}
+
+/// What one attempt of a request gave.
+pub enum Answer<T> {
+    /// An answer to hand back as it is (a success or a failure not worth repeating).
+    Done(T),
+    /// An answer worth asking again for (429, 5xx), with the cloud's `Retry-After` if it gave one; handed
+    /// back as it is when the attempts are spent, so the caller words the failure.
+    Again(T, Option<Duration>),
+}
+
+/// Runs one request under [`POLICY`]: each attempt takes a token from the cloud's `bucket` first; an
+/// [`Answer::Again`] or a retryable error (throttled, transient: a refused connection, a timeout) is tried
+/// again after [`Policy::wait`], any other error is returned at once. StopProvider abandons the attempt in
+/// flight or the wait and returns an interrupted error naming `what`.
+pub async fn send<T, F, Fut>(ctx: &Context, bucket: &TokenBucket, what: &str, mut attempt: F) -> Result<T, CloudError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Answer<T>, CloudError>>,
+{
+    let interrupted = || CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"));
+    let mut n = 1;
+    loop {
+        bucket.take(ctx.cancelled()).await;
+        let answer = tokio::select! {
+            _ = ctx.cancelled() => return Err(interrupted()),
+            a = attempt() => a,
+        };
+        let last = n >= POLICY.attempts;
+        let retry_after = match answer {
+            Ok(Answer::Done(v)) => return Ok(v),
+            Ok(Answer::Again(v, _)) if last => return Ok(v),
+            Ok(Answer::Again(_, after)) => after,
+            Err(e) if e.retryable() && !last => e.retry_after(),
+            Err(e) => return Err(e),
+        };
+        tokio::select! {
+            _ = ctx.cancelled() => return Err(interrupted()),
+            _ = tokio::time::sleep(POLICY.wait(n, retry_after)) => {}
+        }
+        n += 1;
+    }
+}
+
+/// How many times a read-modify-write guarded by a fingerprint or etag is attempted before the conflict is
+/// the error.
+pub const CONFLICT_TRIES: u32 = 4;
+
+/// A read-modify-write guarded by the cloud's fingerprint or etag: `write` sends the change made from
+/// `current` (carrying its fingerprint); when the cloud refuses it as a conflict (the fingerprint is stale:
+/// someone wrote in between, a node publishing its verdict, another state), `read` fetches the thing again
+/// and the change is made anew from it, up to [`CONFLICT_TRIES`] times. What others wrote is never
+/// overwritten; each request inside goes through [`send`] as usual.
+pub async fn guarded<S, T, W, WF, R, RF>(mut current: S, mut write: W, mut read: R) -> Result<T, CloudError>
+where
+    W: FnMut(S) -> WF,
+    WF: Future<Output = Result<T, CloudError>>,
+    R: FnMut() -> RF,
+    RF: Future<Output = Result<S, CloudError>>,
+{
+    let mut tries = 1;
+    loop {
+        match write(current).await {
+            Err(e) if e.kind == crate::clouds::ErrorKind::Conflict && tries < CONFLICT_TRIES => {
+                tries += 1;
+                current = read().await?;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// A transport failure (no answer at all) as an error: a refused connection and a timeout are transient and
+/// retried; anything else (a malformed URL, a TLS failure) is not.
+pub fn transport(what: &str, e: &reqwest::Error) -> CloudError {
+    let kind = if e.is_connect() || e.is_timeout() { crate::clouds::ErrorKind::Transient } else { crate::clouds::ErrorKind::Other };
+    CloudError::new(kind, None, format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::clouds::ErrorKind;
+
+    static FREE: TokenBucket = TokenBucket::new(1000, 1000);
+
+    #[test]
+    fn backoff_doubles_from_a_quarter_second_to_sixteen_seconds() {
+        let waits: Vec<u128> = (1..=9).map(|n| POLICY.backoff(n).as_millis()).collect();
+        assert_eq!(waits, [250, 500, 1000, 2000, 4000, 8000, 16000, 16000, 16000]);
+        assert_eq!(POLICY.backoff(u32::MAX), POLICY.max, "no overflow on absurd attempt numbers");
+    }
+
+    #[test]
+    fn a_retry_after_is_honoured_up_to_a_minute_and_jitter_only_shortens_our_own_waits() {
+        assert_eq!(POLICY.wait(1, Some(Duration::from_secs(7))), Duration::from_secs(7));
+        assert_eq!(POLICY.wait(1, Some(Duration::from_secs(3600))), Duration::from_secs(60));
+        for n in 1..=8 {
+            let w = POLICY.wait(n, None);
+            assert!(w <= POLICY.backoff(n) && w >= POLICY.backoff(n) / 2, "attempt {n}: {w:?}");
+        }
+    }
+
+    async fn run(answers: Vec<Result<Answer<u16>, CloudError>>) -> (Result<u16, CloudError>, u32) {
+        let calls = Arc::new(AtomicU32::new(0));
+        let answers = Arc::new(std::sync::Mutex::new(answers.into_iter()));
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let c = calls.clone();
+        let out = send(&ctx, &FREE, "reading x", || {
+            c.fetch_add(1, Ordering::SeqCst);
+            let next = answers.lock().unwrap().next().expect("no more attempts were expected");
+            async move { next }
+        })
+        .await;
+        (out, calls.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn throttling_and_server_trouble_are_tried_again_until_an_answer() {
+        let busy = || Ok(Answer::Again(503, None));
+        let throttled = || Err(CloudError::new(ErrorKind::Throttled { retry_after: Some(Duration::from_secs(2)) }, None, "slow down"));
+        let (out, calls) = run(vec![busy(), throttled(), busy(), Ok(Answer::Done(200))]).await;
+        assert_eq!(out.unwrap(), 200);
+        assert_eq!(calls, 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_last_answer_is_handed_back_when_the_attempts_are_spent() {
+        let (out, calls) = run((0..POLICY.attempts).map(|_| Ok(Answer::Again(429, None))).collect()).await;
+        assert_eq!(out.unwrap(), 429, "the caller words the failure from the cloud's own answer");
+        assert_eq!(calls, POLICY.attempts);
+        let transient = || Err(CloudError::new(ErrorKind::Transient, None, "connection refused"));
+        let (out, calls) = run((0..POLICY.attempts).map(|_| transient()).collect()).await;
+        assert_eq!(out.unwrap_err().kind, ErrorKind::Transient);
+        assert_eq!(calls, POLICY.attempts);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_not_worth_repeating_is_returned_after_one_attempt() {
+        let (out, calls) = run(vec![Err(CloudError::new(ErrorKind::Forbidden, None, "no"))]).await;
+        assert_eq!(out.unwrap_err().kind, ErrorKind::Forbidden);
+        assert_eq!(calls, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_waits_between_attempts_follow_the_policy() {
+        let started = tokio::time::Instant::now();
+        let (out, _) = run(vec![Ok(Answer::Again(503, Some(Duration::from_secs(30)))), Ok(Answer::Done(200))]).await;
+        assert_eq!(out.unwrap(), 200);
+        assert_eq!(started.elapsed(), Duration::from_secs(30), "the cloud's Retry-After, exactly");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stop_provider_ends_the_wait_between_attempts() {
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let cancel = ctx.cancel.clone();
+        let started = tokio::time::Instant::now();
+        let out: Result<u16, CloudError> = send(&ctx, &FREE, "reading x", || {
+            cancel.cancel();
+            async { Ok(Answer::Again(503, Some(Duration::from_secs(60)))) }
+        })
+        .await;
+        let e = out.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Interrupted);
+        assert!(e.message.starts_with("reading x: interrupted"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn a_stale_fingerprint_is_read_again_and_the_change_made_from_what_is_there_now() {
+        let writes = std::sync::Mutex::new(Vec::new());
+        let reads = AtomicU32::new(0);
+        // The cloud's fingerprint moves on twice (someone else writes); the third write carries the new one.
+        let out =
+            guarded(
+                1u32,
+                |fingerprint| {
+                    writes.lock().unwrap().push(fingerprint);
+                    async move {
+                        if fingerprint < 3 { Err(CloudError::new(ErrorKind::Conflict, None, "conditionNotMet")) } else { Ok(fingerprint) }
+                    }
+                },
+                || {
+                    let n = reads.fetch_add(1, Ordering::SeqCst) + 2;
+                    async move { Ok(n) }
+                },
+            )
+            .await;
+        assert_eq!(out.unwrap(), 3);
+        assert_eq!(*writes.lock().unwrap(), [1, 2, 3]);
+        let always =
+            guarded(0u32, |_| async { Err::<(), _>(CloudError::new(ErrorKind::Conflict, None, "conditionNotMet")) }, || async { Ok(0) })
+                .await;
+        assert_eq!(always.unwrap_err().kind, ErrorKind::Conflict, "a conflict that persists is the error, after {CONFLICT_TRIES} tries");
+    }
+}
