@@ -21,13 +21,44 @@ log() {
   return 0
 }
 
-# Prints how long each stage logged to HPC_STAGE_FILE took, and the total, as a table.
+# Prints how long each stage logged to HPC_STAGE_FILE took, and the total, as a table; then the setup steps
+# that ran in the background beside them (in_background), each with its own time.
 print_stage_times() {
   [ -s "${HPC_STAGE_FILE:-}" ] || return 0
   printf '%s\tend\n' "$(date +%s)" >>"$HPC_STAGE_FILE"
   printf '\n==> stage timings (%s)\n' "${1:-}" >&2
   awk -F'\t' 'NR == 1 {first = $1} NR > 1 {printf "%6d s  %s\n", $1 - t, substr(label, 1, 100)}
     {t = $1; label = $2} END {printf "%6d s  total\n", t - first}' "$HPC_STAGE_FILE" >&2
+  if [ -s "${HPC_JOBS:-/nonexistent}/times" ]; then
+    printf '    in the background, beside the stages above:\n' >&2
+    awk -F'\t' '{printf "%6d s  %s\n", $1, $2}' "$HPC_JOBS/times" >&2
+  fi
+}
+
+# Setup that can run beside the build: `in_background <name> <command...>` starts it (its log lines and
+# output kept apart, its time recorded for print_stage_times); `from_background <name>` waits for it, shows
+# what it logged and prints what it printed (a tool's path, say). A step that failed fails the caller.
+HPC_JOBS=${HPC_JOBS:-}
+in_background() {
+  local name=$1
+  shift
+  [ -n "$HPC_JOBS" ] || HPC_JOBS=$(mktemp -d "${TMPDIR:-/tmp}/hpc-jobs.XXXXXX")
+  (
+    started=$(date +%s)
+    if HPC_STAGE_FILE='' "$@" >"$HPC_JOBS/$name.out" 2>"$HPC_JOBS/$name.log"; then rc=0; else rc=$?; fi
+    printf '%s\t%s\n' "$(($(date +%s) - started))" "$name" >>"$HPC_JOBS/times"
+    echo "$rc" >"$HPC_JOBS/$name.rc"
+  ) &
+}
+from_background() {
+  local name=$1
+  while [ ! -e "$HPC_JOBS/$name.rc" ]; do sleep 1; done
+  cat "$HPC_JOBS/$name.log" >&2
+  if [ "$(cat "$HPC_JOBS/$name.rc")" != 0 ]; then
+    echo "setup step '$name' failed (exit $(cat "$HPC_JOBS/$name.rc")); its log is above" >&2
+    return 1
+  fi
+  cat "$HPC_JOBS/$name.out"
 }
 
 # OpenTofu, built with this machine's Go from the Go module proxy (see acceptance/tools/tofu/go.mod).
@@ -126,20 +157,27 @@ ensure_cargo_deny() {
   local root="$HPC_CACHE/tools/cargo"
   if [ ! -x "$root/bin/cargo-deny" ]; then
     log "installing cargo-deny from crates.io (first run only)"
-    cargo install --quiet --locked --root "$root" cargo-deny@0.18.3 >&2
+    # Optimised less than a release (no LTO, opt-level 1, many codegen units): it checks in about a second
+    # either way, and its first build takes a fraction of the time.
+    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256 \
+      CARGO_PROFILE_RELEASE_DEBUG=false CARGO_TARGET_DIR="$HPC_CACHE/tools/cargo-deny-build" \
+      cargo install --quiet --locked --root "$root" cargo-deny@0.18.3 >&2
+    rm -rf "$HPC_CACHE/tools/cargo-deny-build"
   fi
   echo "$root/bin/cargo-deny"
 }
 
 # The previous release's provider (PREVIOUS_RELEASE, from this repository's history), built once into the
 # cache for the state-upgrade tests; prints the directory that holds it (for dev_overrides). It builds in
-# the shared target directory, so the dependencies it compiles (nearly all the same versions as today's)
-# are the ones the test build reuses on a cold cache; only its binary is kept.
+# a target directory of its own, removed afterwards: its dependencies are the same versions as today's but
+# with other features (the test build unifies the emulators' and the dev-dependencies' features), so they
+# would not be shared anyway, and apart it can build beside the test build (test.sh runs it in the
+# background). Only its binary is kept.
 ensure_previous_provider() {
   local dir="$HPC_CACHE/previous-$PREVIOUS_RELEASE"
   if [ ! -x "$dir/terraform-provider-hpc" ]; then
     log "building the previous release ${PREVIOUS_RELEASE:0:7} for the state-upgrade tests (first run only, several minutes)"
-    local src="$HPC_CACHE/previous-src" target="$CARGO_TARGET_DIR"
+    local src="$HPC_CACHE/previous-src" target="$HPC_CACHE/previous-target"
     rm -rf "$src" && mkdir -p "$src"
     git -C "$ROOT" archive "$PREVIOUS_RELEASE" | tar -x -C "$src" ||
       { log "cannot read $PREVIOUS_RELEASE from this repository's history"; return 1; }
@@ -147,7 +185,7 @@ ensure_previous_provider() {
     mkdir -p "$dir"
     cp "$target/debug/terraform-provider-hpc" "$dir/terraform-provider-hpc.tmp"
     mv "$dir/terraform-provider-hpc.tmp" "$dir/terraform-provider-hpc"
-    rm -rf "$src"
+    rm -rf "$src" "$target"
   fi
   echo "$dir"
 }

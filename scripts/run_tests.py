@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Runs the test binaries `cargo test --no-run --message-format=json` built, in two lanes side by side:
+
+- the acceptance suite (real CLIs against the emulators: mostly waiting on processes and polls), with
+  HPC_ACCEPTANCE_THREADS cases at a time (4 unless set), the fault suite left out;
+- every other test binary one after another (unit, protocol, planner goldens, docs, the contract suite,
+  the per-cloud and emulator tests), each with the harness's own threads, then the fault suite.
+
+Each binary runs where `cargo test` would run it (its package's directory, CARGO_MANIFEST_DIR set) and its
+output is kept in a file; a binary that fails has its output printed whole. At the end one line per binary
+says how long it took. Exits 1 when any binary failed. The fault suite's table is printed as it is.
+
+usage: run_tests.py <cargo json messages> [binary-name filter ...]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+FAULT_SUITE = "fault_suite"
+
+
+def binaries(path):
+    """(name, package dir, executable) of each test binary, in cargo's order, without duplicates."""
+    seen, out = set(), []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            m = json.loads(line)
+            if m.get("reason") != "compiler-artifact" or not m.get("profile", {}).get("test") or not m.get("executable"):
+                continue
+            exe = m["executable"]
+            if exe in seen:
+                continue
+            seen.add(exe)
+            target = m["target"]
+            kind = target["kind"][0]
+            package = os.path.dirname(m["manifest_path"])
+            label = f"{os.path.basename(package)}:{kind}:{target['name']}"
+            out.append((label, package, exe))
+    return out
+
+
+class Run:
+    def __init__(self, label, package, exe, args):
+        self.label, self.package, self.exe, self.args = label, package, exe, args
+        self.log = tempfile.NamedTemporaryFile(prefix="hpc-test-", suffix=".log", delete=False)
+        self.code = None
+        self.seconds = 0.0
+
+    def __call__(self):
+        env = dict(os.environ, CARGO_MANIFEST_DIR=self.package)
+        # The main job's narration (scripts/demo.sh, run as a test) must not open stages of test.sh's table.
+        env.pop("HPC_STAGE_FILE", None)
+        started = time.monotonic()
+        with open(self.log.name, "w") as log:
+            self.code = subprocess.call([self.exe, *self.args], cwd=self.package, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.seconds = time.monotonic() - started
+        status = "ok" if self.code == 0 else f"FAILED (exit {self.code})"
+        summary = [l for l in self.output().splitlines() if l.startswith("test result:")]
+        print(f"  {self.label}: {status} in {self.seconds:.0f} s; {summary[-1] if summary else ''}", flush=True)
+
+    def output(self):
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+
+def lane(runs):
+    for r in runs:
+        r()
+
+
+def main():
+    built = binaries(sys.argv[1])
+    wanted = sys.argv[2:]
+    if wanted:
+        built = [b for b in built if any(w in b[0] for w in wanted)]
+    threads = os.environ.get("HPC_ACCEPTANCE_THREADS", "4")
+    acceptance = [b for b in built if b[0].endswith(":test:acceptance")]
+    others = [Run(*b, []) for b in built if b not in acceptance]
+    first = [Run(*b, ["--skip", FAULT_SUITE, "--test-threads", threads]) for b in acceptance]
+    faults = [Run(*b, ["--exact", FAULT_SUITE, "--nocapture"]) for b in acceptance]
+    print(f"{len(built)} test binaries: the acceptance suite ({threads} cases at a time) beside the others, then the fault suite", flush=True)
+    lanes = [threading.Thread(target=lane, args=(first,)), threading.Thread(target=lane, args=(others + faults,))]
+    for t in lanes:
+        t.start()
+    for t in lanes:
+        t.join()
+    runs = first + others + faults
+    failed = [r for r in runs if r.code != 0]
+    for r in faults:
+        table = [l for l in r.output().splitlines() if l.split(" ")[0] in ("fault", "cloud", "aws", "gcp", "azure", "oci")]
+        print("\n".join(table))
+    for r in failed:
+        print(f"\n==> {r.label} failed (exit {r.code}); its output:\n{r.output()}")
+    print("\ntest binaries, slowest first:")
+    for r in sorted(runs, key=lambda r: -r.seconds):
+        print(f"{r.seconds:6.0f} s  {r.label}{' ' + ' '.join(r.args) if r.args else ''}")
+    for r in runs:
+        if r.code == 0:
+            os.unlink(r.log.name)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
