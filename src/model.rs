@@ -197,6 +197,10 @@ pub struct ClusterSpec {
     pub day2: Day2,
     /// What an apply does when the cloud gives fewer nodes than planned.
     pub capacity_policy: CapacityPolicy,
+    /// The node groups the cluster runs in now, in order, with their sizes, as the prior state records them
+    /// (Azure's scale sets; empty on a create and on clouds whose nodes stand alone). A change is laid out
+    /// around them, so that no running group is resized the other way (see `clouds/azure/mod.rs`).
+    pub running_groups: Vec<u32>,
 }
 
 /// What a filesystem knows of the cluster it feeds (the `cluster = hpc_gpu_cluster.x` object).

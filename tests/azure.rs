@@ -630,3 +630,89 @@ fn under_a_capacity_limit_at_least_keeps_what_came_and_all_or_nothing_deletes_it
         assert_empty();
     });
 }
+
+/// The scale sets a state's expansion lays the cluster out in, with their sizes.
+fn scale_set_sizes(state: &Value) -> Vec<u32> {
+    let pieces = state.get("expansion").as_list().unwrap_or_default().to_vec();
+    pieces
+        .iter()
+        .filter(|p| p.get("kind").as_str() == Some("azurerm_linux_virtual_machine_scale_set"))
+        .filter_map(|p| p.get("settings").get("instances").as_str().and_then(|n| n.parse().ok()))
+        .collect()
+}
+
+/// A cluster of `sku` grown from `from` to `to` nodes: every VM that ran keeps its id under its name, the
+/// new nodes come in the sets `grown_sets` says, the re-plan is empty, and an import reads the same layout.
+async fn grow_keeps_every_vm(sku: &str, from: u32, to: u32, grown_sets: &[u32]) {
+    let _alone = alone().await;
+    let ctx = context();
+    let f = value(&GpuFabric, json!({"name": "grow", "cloud": "azure", "region": "eastus", "instance_type": sku}));
+    let (f, diags) = apply(&ctx, &GpuFabric, &Value::Null, &f).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let mut reference = fabric_ref("grow");
+    reference["instance_type"] = json!(sku);
+    // Grace (Arm64) node types need an arm64 image; the others take the default.
+    let image = sku.contains("GB").then_some(
+        "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/images/providers/Microsoft.Compute/galleries/hpc/images/ubuntu-hpc-arm64",
+    );
+    let config =
+        |n: u32| value(&GpuCluster, json!({"name": "g", "fabric": reference, "node_count": n, "ssh_public_key": KEY, "image": image}));
+    let (state, _) = apply_ok(&ctx, &Value::Null, &config(from)).await;
+    settle().await;
+    let prior = refreshed(&ctx, &state).await;
+    let before = node_ids(&prior);
+    assert_eq!(before.len(), from as usize);
+    let (grown, _) = apply_ok(&ctx, &prior, &config(to)).await;
+    assert_eq!(scale_set_sizes(&grown), grown_sets, "the planned layout");
+    settle().await;
+    let now = refreshed(&ctx, &grown).await;
+    let after = node_ids(&now);
+    assert_eq!(after.len(), to as usize);
+    for (name, id) in &before {
+        assert_eq!(after.get(name), Some(id), "{name} kept running under its name");
+    }
+    assert!(plans_nothing(&ctx, &now, &config(to)), "the re-plan after the grow is empty");
+    let (imported, _) = import(&ctx, &GpuCluster, now.get("id").as_str().unwrap()).await;
+    assert_eq!(scale_set_sizes(&imported), grown_sets, "an import reads the sets as they run");
+    destroy(&ctx, &GpuCluster, &now).await;
+    destroy(&ctx, &GpuFabric, &f).await;
+    assert_empty();
+}
+
+#[test]
+fn growing_100_nodes_to_101_adds_a_scale_set_of_one_and_keeps_every_vm_by_id_and_name() {
+    // An even split (51 + 50) would delete 49 running VMs and move the names of the rest.
+    run(grow_keeps_every_vm(SKU, 100, 101, &[100, 1]));
+}
+
+#[test]
+fn growing_a_gb200_cluster_from_90_to_108_adds_a_rack_and_keeps_every_vm_by_id_and_name() {
+    // An even split (54 + 54) would delete 36 running VMs.
+    run(grow_keeps_every_vm("Standard_ND128isr_NDR_GB200_v6", 90, 108, &[90, 18]));
+}
+
+#[test]
+fn a_shrink_deletes_the_highest_named_vms_by_id_and_resizes_only_the_last_set() {
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let f = fabric(&ctx, "shrink").await;
+        let config = |n: u32| value(&GpuCluster, d2_config("shrink", "s", n, json!({})));
+        let (state, _) = apply_ok(&ctx, &Value::Null, &config(5)).await;
+        settle().await;
+        let prior = refreshed(&ctx, &state).await;
+        let before = node_ids(&prior);
+        admin("DELETE", "counters", None);
+        let (shrunk, _) = apply_ok(&ctx, &prior, &config(3)).await;
+        let counters = admin("GET", "counters", None)["counters"].clone();
+        settle().await;
+        let now = refreshed(&ctx, &shrunk).await;
+        let kept: BTreeMap<String, String> = before.into_iter().filter(|(n, _)| ["s-0", "s-1", "s-2"].contains(&n.as_str())).collect();
+        assert_eq!(node_ids(&now), kept, "s-3 and s-4 went; the others run as they were");
+        assert_eq!(counters["arm:virtualMachineScaleSets.deleteInstances"], 1, "the two highest VMs were deleted by id: {counters}");
+        assert!(plans_nothing(&ctx, &now, &config(3)));
+        destroy(&ctx, &GpuCluster, &now).await;
+        destroy(&ctx, &GpuFabric, &f).await;
+        assert_empty();
+    });
+}

@@ -62,6 +62,9 @@ trait Cloud: Sized {
     /// Whether a node's name is its position among the live nodes, so that a node lost outside moves the
     /// names of the ones after it until the next apply.
     const NAMES_FOLLOW_POSITIONS: bool = false;
+    /// The node count at which the cloud's layout of a cluster splits (Azure's 100-VM scale sets, AWS's
+    /// RunInstances and Google's bulkInsert batches): node-count changes are tried across it.
+    const SPLIT: u32 = 100;
 
     /// This cloud's emulator, empty, and a provider configured for it.
     async fn start() -> Self;
@@ -455,6 +458,86 @@ async fn destroy_leaves_nothing_of_its_own_and_another_owners_cluster_as_it_was<
     assert_eq!(read_found(c.ctx(), &GpuCluster, &theirs).await, their_state);
 }
 
+/// One sequence of node counts applied in turn, each planned and applied as the CLI does: after every
+/// apply the cloud runs exactly the nodes the plan named, each node the plan kept runs as it did (same
+/// incarnation: not deleted, replaced or made again), and the next plan is empty. `Err` says what broke.
+async fn node_counts_touch_only_what_the_plan_names<C: Cloud>(counts: Vec<u32>) -> Result<(), String> {
+    let c = C::start().await;
+    let fabric = make_fabric(&c, "f").await;
+    let mut state = Value::Null;
+    for (step, n) in counts.iter().copied().enumerate() {
+        let config = config(&c, "f", "c", n, json!({}));
+        let prior = if state.is_null() { Value::Null } else { read_found(c.ctx(), &GpuCluster, &state).await };
+        let before = incarnations(&c.nodes("c").await);
+        let mut diags = Diagnostics::new();
+        let plan =
+            GpuCluster.plan(c.ctx(), PlanRequest { prior: &prior, proposed: &config, config: &config, prior_private: &[] }, &mut diags);
+        if !plan.requires_replace.is_empty() {
+            return Err(format!("step {step} ({n} nodes): the plan replaces the cluster ({:?})", plan.requires_replace));
+        }
+        let planned: Vec<String> = node_names(&plan.planned);
+        let applied = apply_to(c.ctx(), &GpuCluster, &prior, &config).await;
+        if !applied.errors.is_empty() {
+            return Err(format!("step {step} ({n} nodes): {:?}", applied.errors));
+        }
+        c.settle().await;
+        let after = incarnations(&c.nodes("c").await);
+        let running: Vec<String> = after.keys().cloned().collect();
+        let mut wanted = planned.clone();
+        wanted.sort();
+        if running != wanted {
+            return Err(format!("step {step} ({n} nodes): the plan named {} nodes, {} run", planned.len(), running.len()));
+        }
+        for (name, was) in &before {
+            match after.get(name) {
+                Some(now) if now != was && planned.contains(name) => {
+                    return Err(format!("step {step} ({n} nodes): {name} was not announced, and is now {now} (was {was})"));
+                }
+                _ => {}
+            }
+        }
+        state = applied.state;
+        let refreshed = read_found(c.ctx(), &GpuCluster, &state).await;
+        let mut quiet = Diagnostics::new();
+        let replan =
+            GpuCluster.plan(c.ctx(), PlanRequest { prior: &refreshed, proposed: &config, config: &config, prior_private: &[] }, &mut quiet);
+        let changes = differences(&replan.planned, &refreshed);
+        if !changes.is_empty() {
+            return Err(format!("step {step} ({n} nodes): the plan after the apply is not empty: {changes:?}"));
+        }
+    }
+    destroy(c.ctx(), &GpuCluster, &state).await;
+    destroy(c.ctx(), &GpuFabric, &fabric).await;
+    Ok(())
+}
+
+/// Plan honesty as a property: sequences of node counts around the cloud's split (1, S-1, S, S+1), seeded
+/// and shrinking, each checked by [`node_counts_touch_only_what_the_plan_names`]; first the sequence every
+/// cloud must get right, a grow past the split and a shrink below it.
+async fn node_count_changes_touch_only_the_nodes_the_plan_names<C: Cloud>() {
+    use futures::FutureExt;
+    use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+    let s = C::SPLIT;
+    if let Err(e) = node_counts_touch_only_what_the_plan_names::<C>(vec![s, s + 1, s - 1]).await {
+        panic!("{s} -> {} -> {}: {e}", s + 1, s - 1);
+    }
+    let counts = proptest::collection::vec(proptest::sample::select(vec![1, s - 1, s, s + 1]), 2..=3);
+    let config = Config { cases: 2, max_shrink_iters: 8, failure_persistence: None, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
+    let handle = tokio::runtime::Handle::current();
+    let outcome = runner.run(&counts, |counts| {
+        let check = std::panic::AssertUnwindSafe(node_counts_touch_only_what_the_plan_names::<C>(counts)).catch_unwind();
+        match tokio::task::block_in_place(|| handle.block_on(check)) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(TestCaseError::fail(e)),
+            Err(panic) => Err(TestCaseError::fail(panic.downcast_ref::<String>().cloned().unwrap_or_else(|| "a panic".into()))),
+        }
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+}
+
 /// Every behaviour of the contract as a test of `$cloud`, in module `$module`.
 macro_rules! contract {
     ($module:ident, $cloud:ty) => {
@@ -475,6 +558,7 @@ macro_rules! contract {
                 an_unhealthy_node_is_repaired_and_the_others_are_left_alone,
                 an_image_change_rolls_the_nodes_in_the_planned_batches,
                 destroy_leaves_nothing_of_its_own_and_another_owners_cluster_as_it_was,
+                node_count_changes_touch_only_the_nodes_the_plan_names,
             );
         }
     };

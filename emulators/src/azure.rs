@@ -80,6 +80,9 @@ struct Store {
     /// At most this many VMs of a size live in a place at once (`/_admin/capacity`), by (lowercased place,
     /// lowercased size): a location (`eastus`) or one of its zones (`eastus-1`).
     capacity: BTreeMap<(String, String), u64>,
+    /// The instance id the next VM of each scale set gets, by lowercased scale-set id: Azure numbers a
+    /// set's VMs upwards and never gives a new VM the id a deleted one had.
+    next_instance: BTreeMap<String, u64>,
 }
 
 /// The limit a compute usage reports when no test set one: generous, so that nothing else is short of it.
@@ -537,25 +540,42 @@ impl Azure {
             .unwrap_or_else(|| "10.0.0.0/24".into())
     }
 
+    /// The VMs of a scale set, by instance id: (id, lowercased key).
+    fn set_vms(store: &Store, vmss_key: &str) -> Vec<(u64, String)> {
+        let prefix = format!("{vmss_key}/virtualmachines/");
+        let mut out: Vec<(u64, String)> =
+            store.resources.keys().filter_map(|k| Some((k.strip_prefix(&prefix)?.parse::<u64>().ok()?, k.clone()))).collect();
+        out.sort();
+        out
+    }
+
     /// Brings a scale set's VMs to `capacity`, making at most `max_new` new ones (what the zone has room
-    /// for); returns how many it could not make.
+    /// for); returns how many it could not make. As Azure does: a scale-out gives each new VM the next
+    /// instance id of the set (never one a deleted VM had, so a VM made in a lost one's place comes last);
+    /// a scale-in under the Default scale-in policy, with one fault domain in one zone, removes the VMs with
+    /// the highest instance ids ("Scale-in policy": Default balances across zones and fault domains, then
+    /// deletes the VM with the highest instance ID).
     fn scale_set_vms(store: &mut Store, vmss_id: &str, capacity: u64, max_new: Option<u64>) -> u64 {
-        let prefix = format!("{}/virtualmachines/", vmss_id.to_lowercase());
-        let existing: Vec<String> = store.resources.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
+        let key = vmss_id.to_lowercase();
+        let existing = Self::set_vms(store, &key);
         let name = vmss_id.rsplit('/').next().unwrap_or_default().to_owned();
         let range = Self::scale_set_prefix(store, vmss_id);
-        let mut room = max_new.unwrap_or(u64::MAX);
-        let mut short = 0;
-        for i in 0..capacity {
+        let have = existing.len() as u64;
+        if have > capacity {
+            for (_, k) in existing.iter().rev().take((have - capacity) as usize) {
+                store.resources.remove(k);
+                store.lives.remove(k);
+            }
+            return 0;
+        }
+        let wanted = capacity - have;
+        let made = wanted.min(max_new.unwrap_or(u64::MAX));
+        let after_existing = existing.last().map_or(0, |(i, _)| i + 1);
+        let mut next = store.next_instance.get(&key).copied().unwrap_or(0).max(after_existing);
+        for _ in 0..made {
+            let i = next;
+            next += 1;
             let id = format!("{vmss_id}/virtualMachines/{i}");
-            if store.resources.contains_key(&id.to_lowercase()) {
-                continue;
-            }
-            if room == 0 {
-                short += 1;
-                continue;
-            }
-            room -= 1;
             let nic = format!("{id}/networkInterfaces/{name}-nic");
             store.resources.insert(
                 id.to_lowercase(),
@@ -573,21 +593,13 @@ impl Azure {
             let model = Self::model_of(store, vmss_id);
             store.lives.insert(id.to_lowercase(), VmLife::new(Some(model)));
         }
-        for key in existing {
-            let index: u64 = key.rsplit('/').next().and_then(|i| i.parse().ok()).unwrap_or(0);
-            if index >= capacity {
-                store.resources.remove(&key);
-                store.lives.remove(&key);
-            }
-        }
-        short
+        store.next_instance.insert(key, next);
+        wanted - made
     }
 
-    /// The VMs of a scale set with an index below `capacity` (the ones a PUT at that capacity keeps).
+    /// The VMs of a scale set a PUT at `capacity` keeps (a scale-in keeps `capacity` of them).
     fn set_vms_below(store: &Store, vmss_key: &str, capacity: u64) -> u64 {
-        let prefix = format!("{vmss_key}/virtualmachines/");
-        let below = |k: &&String| k.strip_prefix(&prefix).and_then(|i| i.parse::<u64>().ok()).is_some_and(|i| i < capacity);
-        store.resources.keys().filter(below).count() as u64
+        (Self::set_vms(store, vmss_key).len() as u64).min(capacity)
     }
 
     /// A scale set's model now: its `virtualMachineProfile`.
@@ -1235,6 +1247,8 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             let prefix = format!("{key}/");
             store.resources.retain(|k, _| !k.starts_with(&prefix));
             store.lives.retain(|k, _| *k != key && !k.starts_with(&prefix));
+            // A scale set made again under the name numbers its VMs from 0.
+            store.next_instance.retain(|k, _| *k != key && !k.starts_with(&prefix));
             let lro = lro_of(&kind, "DELETE", false);
             if lro == Lro::Sync {
                 return StatusCode::OK.into_response();
@@ -1373,6 +1387,7 @@ impl Emulated for Azure {
                 let prefix = format!("{id}/");
                 store.resources.retain(|k, _| !k.starts_with(&prefix));
                 store.lives.retain(|k, _| *k != id && !k.starts_with(&prefix));
+                store.next_instance.retain(|k, _| *k != id && !k.starts_with(&prefix));
                 Ok(json!({"done": action, "id": id}))
             }
             "impair" | "heal" | "probe" => Azure::change_vm(&mut store, &id, change),

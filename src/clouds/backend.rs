@@ -93,6 +93,16 @@ impl Outcome {
 pub struct Imported {
     pub config: Value,
     pub assigned: BTreeMap<String, Value>,
+    /// What runs, in the shape of a state, where the configuration alone cannot say how the planner lays
+    /// it out (Azure's scale sets and their sizes, as an `expansion`); null elsewhere.
+    pub observed: Value,
+}
+
+impl Imported {
+    /// An import whose layout the configuration says.
+    pub fn new(config: Value, assigned: BTreeMap<String, Value>) -> Imported {
+        Imported { config, assigned, observed: Value::Null }
+    }
 }
 
 pub enum ImportError {
@@ -154,6 +164,13 @@ pub trait Backend<S: Send + Sync>: Send + Sync {
 pub trait ClusterBackend: Backend<ClusterSpec> {
     /// The kind of the node piece in a cluster's expansion.
     fn node_piece(&self) -> &'static str;
+
+    /// The node groups a state says the cluster runs in, with their sizes, in order (Azure's scale sets,
+    /// from its expansion): the plan and the apply lay a change out around them. Empty where nodes stand
+    /// alone (every node its own instance, named by index), which a change never resizes.
+    fn running_groups(&self, _state: &Value) -> Vec<u32> {
+        Vec::new()
+    }
 
     /// Before a cluster without a fabric makes its network: whether its nodes' names are free (another
     /// owner's nodes refuse the create here, so that not even the network is made).

@@ -598,6 +598,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         workload,
         rdma_interfaces,
         tags,
+        running_groups: Vec::new(),
     })
 }
 

@@ -363,9 +363,17 @@ fn with_derived_outputs(state: Value) -> Value {
     Value::Map(m)
 }
 
-/// The planner's computed attributes of a configuration (the lifecycle's derivation of an imported one).
-fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
-    derive_spec(ctx, spec::parse_cluster(config, diags)?, diags)
+/// The planner's computed attributes of a configuration (the lifecycle's derivation of an imported one),
+/// laid out around what `running` (a prior state, or what the import observed) says runs.
+fn derive(ctx: &Context, config: &Value, running: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
+    derive_spec(ctx, with_prior(spec::parse_cluster(config, diags)?, running), diags)
+}
+
+/// The spec with the node groups `prior` (a state) says the cluster runs in: a change is laid out around
+/// them (the cloud's backend reads them from the state's expansion).
+fn with_prior(mut spec: ClusterSpec, prior: &Value) -> ClusterSpec {
+    spec.running_groups = backend::cluster(spec.fabric.cloud).running_groups(prior);
+    spec
 }
 
 /// The planner's computed attributes of a parsed configuration.
@@ -487,7 +495,7 @@ impl Resource for GpuCluster {
 /// The configuration of a plan that does not destroy, parsed with its diagnostics (`None` when it does not
 /// parse or is not wholly known yet).
 fn parse_proposed(req: &PlanRequest<'_>, diags: &mut Diagnostics) -> Option<ClusterSpec> {
-    if req.proposed.is_null() { None } else { spec::parse_cluster(req.config, diags) }
+    if req.proposed.is_null() { None } else { spec::parse_cluster(req.config, diags).map(|s| with_prior(s, req.prior)) }
 }
 
 /// The pure plan of a parsed configuration: the planner's attributes, the nodes, the day-2 work, the network.
@@ -562,7 +570,8 @@ async fn with_own_network(ctx: &Context, state: Value, cloud: Cloud, census: &Ce
     if config.get("rdma_interfaces").and_then(|n| n.as_number()).is_some_and(|n| n.as_f64() == 0.0) {
         config.insert("rdma_interfaces".into(), Value::Null);
     }
-    map.extend(derive(ctx, &Value::Map(config), diags)?);
+    let laid_out = Value::Map(map.clone());
+    map.extend(derive(ctx, &Value::Map(config), &laid_out, diags)?);
     Some(Value::Map(map))
 }
 
@@ -814,6 +823,7 @@ static LIFECYCLE: Kind<ClusterSpec> = Kind {
     schema,
     parse: spec::parse_cluster,
     parse_state: |v| spec::parse_cluster(v, &mut Diagnostics::new()),
+    with_prior,
     derive,
     ours: |v| {
         let name = |v: &Value| v.as_str().unwrap_or_default().to_owned();

@@ -123,6 +123,9 @@ pub struct NoParts;
 
 impl<S: Send + Sync + 'static> Parts<S> for NoParts {}
 
+/// The planner's computed attributes of a configuration, given what runs already.
+pub type Derive = fn(&Context, &Value, &Value, &mut Diagnostics) -> Option<BTreeMap<String, Value>>;
+
 /// What a resource kind gives the lifecycle.
 pub struct Kind<S: 'static> {
     pub kind: common::Kind,
@@ -131,8 +134,12 @@ pub struct Kind<S: 'static> {
     pub parse: fn(&Value, &mut Diagnostics) -> Option<S>,
     /// The spec of a state (or a reconstructed configuration), quietly: what a backend may ask for.
     pub parse_state: fn(&Value) -> Option<S>,
-    /// The planner's computed attributes of a wholly known configuration.
-    pub derive: fn(&Context, &Value, &mut Diagnostics) -> Option<BTreeMap<String, Value>>,
+    /// The spec with what runs already, read from a prior state (or what an import observed): the
+    /// cluster's node groups, around which a change is laid out. The spec as it is for the others.
+    pub with_prior: fn(S, &Value) -> S,
+    /// The planner's computed attributes of a wholly known configuration, given what runs already (a prior
+    /// state, an import's observation, or null).
+    pub derive: Derive,
     /// The provider's own tag keys for a planned or prior state (`hpc:fabric`, ...).
     pub ours: fn(&Value) -> Vec<(&'static str, String)>,
     pub backend: fn(Cloud) -> &'static dyn Backend<S>,
@@ -148,7 +155,7 @@ pub struct Kind<S: 'static> {
 impl<S: Send + Sync + 'static> Kind<S> {
     /// Create, update or destroy, under the ownership rule; the configuration is parsed once, here.
     pub async fn apply(&self, ctx: &Context, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        let spec = if req.planned.is_null() { None } else { (self.parse)(req.config, diags) };
+        let spec = self.parse_apply(req, diags);
         common::apply_with(self.kind, req, diags, async |cloud, census, d| self.apply_in(ctx, req, spec.as_ref(), cloud, census, d).await)
             .await
     }
@@ -217,8 +224,18 @@ impl<S: Send + Sync + 'static> Kind<S> {
         census: &Census,
         diags: &mut Diagnostics,
     ) -> Value {
-        let spec = if req.planned.is_null() { None } else { (self.parse)(req.config, diags) };
+        let spec = self.parse_apply(req, diags);
         self.apply_in(ctx, req, spec.as_ref(), cloud, census, diags).await
+    }
+
+    /// The spec an apply converges to: the configuration's, with what the prior state says runs.
+    fn parse_apply(&self, req: &ApplyRequest<'_>, diags: &mut Diagnostics) -> Option<S> {
+        if req.planned.is_null() { None } else { (self.parse)(req.config, diags).map(|s| (self.with_prior)(s, req.prior)) }
+    }
+
+    /// The spec of a state, with what it says runs.
+    fn state_spec(&self, state: &Value) -> Option<S> {
+        (self.parse_state)(state).map(|s| (self.with_prior)(s, state))
     }
 
     /// How long a create or an update of `req` may take.
@@ -317,7 +334,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
         }
         let default_tags = common::defaults(ctx).default_tags;
         let step = self.step(ctx, census, &default_tags, timeout(prior, "delete", self.timeouts.delete));
-        let spec = (self.parse_state)(prior);
+        let spec = self.state_spec(prior);
         let out = backend.delete(&step, prior, spec.as_ref()).await;
         if let Some(e) = out.error {
             let summary = format!("Deleting the {} failed", self.kind.noun.to_lowercase());
@@ -357,7 +374,7 @@ impl<S: Send + Sync + 'static> Kind<S> {
         }
         let default_tags = common::defaults(ctx).default_tags;
         let step = self.step(ctx, census, &default_tags, self.timeouts.delete);
-        let spec = (self.parse_state)(state);
+        let spec = self.state_spec(state);
         match backend.read(&step, state, spec.as_ref()).await {
             Ok(None) => ReadOutcome::Gone,
             Ok(Some(state)) => ReadOutcome::Found { state, private: private.to_vec() },
@@ -378,15 +395,15 @@ impl<S: Send + Sync + 'static> Kind<S> {
         let default_tags = common::defaults(ctx).default_tags;
         let step = self.step(ctx, census, &default_tags, self.timeouts.delete);
         let found = match backend.import(&step, id).await {
-            Ok(mut found) => match (self.parse_state)(&found.config) {
+            Ok(mut found) => match (self.parse_state)(&found.config).map(|s| (self.with_prior)(s, &found.observed)) {
                 Some(spec) => backend.imported(&step, &spec, &mut found).await.map(|()| found),
                 None => Ok(found),
             },
             Err(e) => Err(e),
         };
         match found {
-            Ok(Imported { config, assigned }) => {
-                let derived = (self.derive)(ctx, &config, diags)?;
+            Ok(Imported { config, assigned, observed }) => {
+                let derived = (self.derive)(ctx, &config, &observed, diags)?;
                 let state = common::imported_state(&(self.schema)(), &config, &derived, &assigned);
                 self.parts.imported(ctx, state, cloud, census, diags).await
             }

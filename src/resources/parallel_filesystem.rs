@@ -184,7 +184,8 @@ static LIFECYCLE: Kind<FilesystemSpec> = Kind {
     schema,
     parse: spec::parse_filesystem,
     parse_state: |v| spec::parse_filesystem(v, &mut Diagnostics::new()),
-    derive,
+    with_prior: |spec, _| spec,
+    derive: |ctx, config, _, diags| derive(ctx, config, diags),
     ours: |v| {
         let name = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         let mut ours = vec![("hpc:filesystem", name(v.get("name"))), ("hpc:fabric", name(v.get("fabric").get("name")))];

@@ -1178,7 +1178,7 @@ impl Backend<ClusterSpec> for backend::Aws {
         let client = api::connect(step.ctx, region).await;
         let live = cluster::observe(&client, name, step.census).await.map_err(ImportError::failed)?;
         let (config, _) = cluster::imported_config(&client, name, &live, step.default_tags).await.map_err(ImportError::failed)?;
-        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+        Ok(Imported::new(config, BTreeMap::from([("id".to_owned(), Value::from(id))])))
     }
 }
 
@@ -1279,6 +1279,7 @@ mod tests {
             workload: Workload::Pretraining,
             rdma_interfaces: 16,
             tags: Default::default(),
+            running_groups: Vec::new(),
         }
     }
 

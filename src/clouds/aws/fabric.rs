@@ -549,6 +549,6 @@ impl Backend<FabricSpec> for backend::Aws {
         if let Some((subnet, _)) = &live.subnet {
             assigned.insert("subnet_id".to_owned(), Value::from(subnet.as_str()));
         }
-        Ok(Imported { config, assigned })
+        Ok(Imported::new(config, assigned))
     }
 }

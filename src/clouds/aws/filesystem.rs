@@ -583,7 +583,7 @@ impl Backend<FilesystemSpec> for backend::Aws {
         };
         let config = filesystem::imported_config(&client, &live, step.default_tags).await.map_err(ImportError::failed)?;
         let assigned = assigned_by_fsx(region, &live).into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-        Ok(Imported { config, assigned })
+        Ok(Imported::new(config, assigned))
     }
 }
 

@@ -536,6 +536,22 @@ pub async fn converge(
     if !taken.is_empty() {
         return Err(format!("scale set(s) {} belong to another owner and were left alone", taken.join(", ")).into());
     }
+    // A shrink removes the nodes the plan named, the highest ones: the VMs past each set's new size in
+    // instance-id order (the order node names follow), deleted by id before any set is resized. Lowering
+    // the capacity alone would leave the choice to the scale set's scale-in policy.
+    for (i, size) in sizes.iter().enumerate() {
+        let capacity = existing[i].as_ref().and_then(|s| s["sku"]["capacity"].as_u64()).unwrap_or(0);
+        if !mine[i] || capacity <= u64::from(*size) {
+            continue;
+        }
+        let id = scale_set_id(arm, group, &spec.name, i);
+        let mut vms = list_vms(ctx, arm, &id).await?;
+        vms.sort_by_key(|vm| vm["instanceId"].as_str().and_then(|i| i.parse::<u64>().ok()).unwrap_or(u64::MAX));
+        let past: Vec<&str> = vms.iter().skip(*size as usize).filter_map(|vm| vm["instanceId"].as_str()).collect();
+        if !past.is_empty() {
+            act(ctx, arm, &id, "delete", json!({"instanceIds": past}), timeout).await?;
+        }
+    }
     let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
     let puts = sizes.iter().enumerate().map(|(i, size)| {
         let id = scale_set_id(arm, group, &spec.name, i);
@@ -772,7 +788,7 @@ pub async fn imported_config(
     cluster: &str,
     defaults: &BTreeMap<String, String>,
     census: &Census,
-) -> Result<crate::framework::Value, CloudError> {
+) -> Result<(crate::framework::Value, Vec<u32>), CloudError> {
     use crate::framework::Value;
     let sets = scale_sets(ctx, arm, group, cluster, census).await?;
     let Some((first, _)) = sets.first() else {
@@ -811,7 +827,8 @@ pub async fn imported_config(
         .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
         .and_then(|b| String::from_utf8(b).ok());
     let ssh = os["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().map(str::to_owned);
-    Ok(Value::object([
+    let sizes = sets.iter().map(|(_, n)| *n as u32).collect();
+    let config = Value::object([
         ("name", Value::from(cluster)),
         ("fabric", fabric_ref(ctx, arm, group, fabric).await?),
         ("node_count", Value::int(sets.iter().map(|(_, n)| *n as i64).sum())),
@@ -822,7 +839,8 @@ pub async fn imported_config(
         ("ssh_public_key", Value::from(ssh)),
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
         ("tags", super::api::imported_tags(&tags, defaults)),
-    ]))
+    ]);
+    Ok((config, sizes))
 }
 
 /// The names of the nodes a state lists.
@@ -840,6 +858,14 @@ fn azure_sizes(state: &Value) -> Vec<u32> {
         .filter(|p| p.get("kind").as_str() == Some(SCALE_SET))
         .filter_map(|p| p.get("settings").get("instances").as_str().and_then(|n| n.parse().ok()))
         .collect()
+}
+
+/// Scale-set sizes in the shape [`azure_sizes`] reads: what an import observed.
+fn observed_sets(sizes: &[u32]) -> Value {
+    let set = |n: &u32| {
+        Value::object([("kind", Value::from(SCALE_SET)), ("settings", Value::object([("instances", Value::from(n.to_string()))]))])
+    };
+    Value::object([("expansion", Value::list(sizes.iter().map(set)))])
 }
 
 /// The scale sets the refresh did not find, marked missing in the expansion (the next apply recreates them).
@@ -988,9 +1014,12 @@ impl Backend<ClusterSpec> for backend::Azure {
             )));
         };
         let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
-        let config =
+        let (config, sizes) =
             cluster::imported_config(step.ctx, &arm, group, name, step.default_tags, step.census).await.map_err(ImportError::failed)?;
-        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+        let mut found = Imported::new(config, BTreeMap::from([("id".to_owned(), Value::from(id))]));
+        // The scale sets as they run, so the imported state's expansion is their layout, not a new split.
+        found.observed = observed_sets(&sizes);
+        Ok(found)
     }
 }
 
@@ -1014,6 +1043,10 @@ impl ClusterBackend for backend::Azure {
 
     fn node_piece(&self) -> &'static str {
         SCALE_SET
+    }
+
+    fn running_groups(&self, state: &Value) -> Vec<u32> {
+        azure_sizes(state)
     }
 
     fn quota(&self, spec: &ClusterSpec) -> Option<QuotaFamily> {
@@ -1067,6 +1100,7 @@ mod tests {
             workload: crate::model::Workload::Pretraining,
             rdma_interfaces: 8,
             tags: Default::default(),
+            running_groups: Vec::new(),
         }
     }
 

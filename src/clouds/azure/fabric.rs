@@ -361,7 +361,7 @@ impl Backend<FabricSpec> for backend::Azure {
             Err(e) => Err(e),
         }
         .map_err(ImportError::failed)?;
-        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+        Ok(Imported::new(config, BTreeMap::from([("id".to_owned(), Value::from(id))])))
     }
 
     /// A network the fabric created has the ids its names give.

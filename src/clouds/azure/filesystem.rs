@@ -274,6 +274,6 @@ impl Backend<FilesystemSpec> for backend::Azure {
             ("mount_target".to_owned(), Value::from(filesystem::mount_target(&fs))),
             ("mount_command".to_owned(), Value::from(filesystem::mount_command(&fs))),
         ]);
-        Ok(Imported { config, assigned })
+        Ok(Imported::new(config, assigned))
     }
 }

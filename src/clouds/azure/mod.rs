@@ -70,14 +70,64 @@ pub fn scale_set_sizes(nodes: u32) -> Vec<u32> {
     (0..sets).map(|i| nodes / sets + u32::from(i < nodes % sets)).collect()
 }
 
-/// The scale sets of a cluster: [`scale_set_sizes`], except that a rack-scale node type (18 VMs per NVL72
-/// rack) is split only between racks, so no NVLink domain spans two scale sets: at most 90 VMs (5 racks) each.
-pub fn cluster_scale_sets(spec: &ClusterSpec) -> Vec<u32> {
-    let Some(per) = spec.nvlink_domain_nodes() else { return scale_set_sizes(spec.node_count) };
-    let racks = spec.node_count.div_ceil(per);
+/// The scale sets of a cluster made anew: [`scale_set_sizes`], except that a rack-scale node type (18 VMs
+/// per NVL72 rack) is split only between racks, so no NVLink domain spans two scale sets: at most 90 VMs
+/// (5 racks) each.
+fn new_scale_sets(nodes: u32, rack: Option<u32>) -> Vec<u32> {
+    let Some(per) = rack else { return scale_set_sizes(nodes) };
+    let racks = nodes.div_ceil(per);
     let racks_per_set = (AZURE_VMSS_MAX_IB_NODES / per).max(1);
     let sets = racks.div_ceil(racks_per_set).max(1);
     (0..sets).map(|i| (racks / sets + u32::from(i < racks % sets)) * per).collect()
+}
+
+/// The scale sets of a cluster: a new cluster's are [`new_scale_sets`]; a running cluster's change is laid
+/// out around the sets that run (`spec.running_groups`), because a node is named by its position and a
+/// resized set adds or removes VMs at its end:
+/// - a grow fills the last set (up to 100 VMs, or the whole racks that fit) and adds sets for the rest,
+///   split as a new cluster's would be: 100 -> 101 is 100 + 1, not 51 + 50 (which would delete 49 VMs);
+/// - a shrink takes from the last sets, emptied ones going away: 100 + 100 -> 150 is 100 + 50;
+/// - no set other than the last grows, and no running set is resized the other way, so every node kept
+///   keeps its name; sets an earlier release split evenly keep their sizes.
+pub fn cluster_scale_sets(spec: &ClusterSpec) -> Vec<u32> {
+    let rack = spec.nvlink_domain_nodes();
+    let running: Vec<u32> = spec.running_groups.iter().copied().filter(|n| *n > 0).collect();
+    if running.is_empty() {
+        return new_scale_sets(spec.node_count, rack);
+    }
+    let unit = rack.unwrap_or(1);
+    let full = (AZURE_VMSS_MAX_IB_NODES / unit).max(1) * unit;
+    let wanted = rack.map_or(spec.node_count, |per| spec.node_count.div_ceil(per) * per);
+    let mut sets = running;
+    let total: u32 = sets.iter().sum();
+    if wanted >= total {
+        let mut more = wanted - total;
+        if let Some(last) = sets.last_mut() {
+            let room = full.saturating_sub(*last) / unit * unit;
+            let fill = room.min(more);
+            *last += fill;
+            more -= fill;
+        }
+        if more > 0 {
+            sets.extend(new_scale_sets(more, rack));
+        }
+    } else {
+        let mut cut = total - wanted;
+        while cut > 0 {
+            let Some(last) = sets.last_mut() else { break };
+            if *last <= cut {
+                cut -= *last;
+                sets.pop();
+            } else {
+                *last -= cut;
+                cut = 0;
+            }
+        }
+        if sets.is_empty() {
+            sets.push(0);
+        }
+    }
+    sets
 }
 
 pub fn cluster(spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
@@ -237,10 +287,83 @@ mod tests {
             workload: crate::model::Workload::Pretraining,
             rdma_interfaces: 4,
             tags: Default::default(),
+            running_groups: Vec::new(),
         };
         // Racks are never split: 36 VMs stay in one scale set, 108 (6 racks) become 3 + 3 racks, not 100 + 8.
         assert_eq!(super::cluster_scale_sets(&cluster(36)), vec![36]);
         assert_eq!(super::cluster_scale_sets(&cluster(90)), vec![90]);
         assert_eq!(super::cluster_scale_sets(&cluster(108)), vec![54, 54]);
+        // A running GB200 cluster of 90 (one set of 5 racks) grows by a set of one rack: the 90 stay.
+        let running = |nodes: u32, sets: &[u32]| crate::model::ClusterSpec { running_groups: sets.to_vec(), ..cluster(nodes) };
+        assert_eq!(super::cluster_scale_sets(&running(108, &[90])), vec![90, 18]);
+        assert_eq!(super::cluster_scale_sets(&running(72, &[54, 54])), vec![54, 18]);
+        assert_eq!(super::cluster_scale_sets(&running(144, &[54, 54])), vec![54, 90]);
+    }
+
+    fn h100(nodes: u32, running: &[u32]) -> Vec<u32> {
+        let sku = crate::catalog::find_sku(crate::catalog::Cloud::Azure, "Standard_ND96isr_H100_v5").unwrap();
+        let mut spec = crate::model::ClusterSpec {
+            day2: Default::default(),
+            capacity_policy: crate::model::CapacityPolicy::AllOrNothing,
+            user_data_version: None,
+            name: "t".into(),
+            fabric: crate::model::FabricRef {
+                name: "f".into(),
+                cloud: crate::catalog::Cloud::Azure,
+                region: "eastus".into(),
+                zone: None,
+                sku,
+                placement: crate::model::Placement::Cluster,
+            },
+            own_fabric: None,
+            gpu: None,
+            node_count: nodes,
+            capacity: crate::model::CapacityType::OnDemand,
+            reservation_id: None,
+            image: None,
+            user_data: None,
+            user_data_write_only: false,
+            ssh_public_key: None,
+            workload: crate::model::Workload::Pretraining,
+            rdma_interfaces: 8,
+            tags: Default::default(),
+            running_groups: Vec::new(),
+        };
+        spec.running_groups = running.to_vec();
+        super::cluster_scale_sets(&spec)
+    }
+
+    #[test]
+    fn a_grow_fills_the_last_running_set_and_adds_sets_without_resizing_any_other() {
+        assert_eq!(h100(101, &[100]), [100, 1], "not 51 + 50, which deletes 49 running VMs");
+        assert_eq!(h100(250, &[100]), [100, 75, 75]);
+        assert_eq!(h100(60, &[40]), [60]);
+        assert_eq!(h100(180, &[75, 75]), [75, 100, 5], "sets an earlier release split evenly keep their sizes");
+        assert_eq!(h100(150, &[100, 50]), [100, 50], "no change keeps the layout");
+        assert_eq!(h100(101, &[]), [51, 50], "a new cluster is split evenly");
+    }
+
+    #[test]
+    fn a_shrink_takes_from_the_last_sets_and_never_grows_one() {
+        assert_eq!(h100(150, &[100, 100]), [100, 50]);
+        assert_eq!(h100(90, &[51, 50]), [51, 39]);
+        assert_eq!(h100(40, &[51, 50]), [40]);
+        assert_eq!(h100(0, &[51, 50]), [0]);
+    }
+
+    #[test]
+    fn every_layout_keeps_each_running_set_but_the_last_and_reaches_the_node_count() {
+        for before in [1u32, 37, 99, 100, 101, 150, 199, 200, 201, 350] {
+            let running = h100(before, &[]);
+            for after in [0u32, 1, 50, 99, 100, 101, 150, 200, 201, 299, 300, 301, 420] {
+                let sets = h100(after, &running);
+                assert_eq!(sets.iter().sum::<u32>(), after, "{before} -> {after}: {sets:?}");
+                assert!(sets.iter().all(|s| *s <= 100), "{before} -> {after}: {sets:?}");
+                // Every set before the last one changed keeps its size: nodes keep their names.
+                let kept = sets.len().min(running.len());
+                let changed = (0..kept).filter(|i| sets[*i] != running[*i]).collect::<Vec<_>>();
+                assert!(changed.len() <= 1 && changed.iter().all(|i| *i + 1 == kept), "{before} {running:?} -> {after} {sets:?}");
+            }
+        }
     }
 }

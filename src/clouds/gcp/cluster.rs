@@ -1048,7 +1048,7 @@ impl Backend<ClusterSpec> for backend::Gcp {
         let defaults = api::labels(step.default_tags);
         let live = cluster::nodes(step.ctx, &client, zone, name, step.census).await.map_err(ImportError::failed)?;
         let config = cluster::imported_config(step.ctx, &client, zone, name, &live, &defaults).await.map_err(ImportError::failed)?;
-        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+        Ok(Imported::new(config, BTreeMap::from([("id".to_owned(), Value::from(id))])))
     }
 }
 
@@ -1142,6 +1142,7 @@ mod tests {
             workload: Workload::Pretraining,
             rdma_interfaces: 4,
             tags: Default::default(),
+            running_groups: Vec::new(),
         }
     }
 

@@ -462,7 +462,7 @@ impl Backend<FabricSpec> for backend::Gcp {
         let config = fabric::imported_config(zone, name, region, &live).map_err(ImportError::failed)?;
         let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
         assigned.extend(created_network(name, &live).into_iter().map(|(attr, link)| (attr.to_owned(), link)));
-        Ok(Imported { config, assigned })
+        Ok(Imported::new(config, assigned))
     }
 }
 

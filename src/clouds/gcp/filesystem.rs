@@ -548,7 +548,7 @@ impl Backend<FilesystemSpec> for backend::Gcp {
             ("mount_target".to_owned(), Value::from(live.mount_point())),
             ("mount_command".to_owned(), Value::from(live.mount_command())),
         ]);
-        Ok(Imported { config, assigned })
+        Ok(Imported::new(config, assigned))
     }
 }
 

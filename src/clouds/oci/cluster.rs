@@ -1194,7 +1194,7 @@ impl Backend<ClusterSpec> for backend::Oci {
         let (config, _) = cluster::imported_config(step.ctx, &client, compartment, name, step.default_tags, step.census)
             .await
             .map_err(ImportError::failed)?;
-        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+        Ok(Imported::new(config, BTreeMap::from([("id".to_owned(), Value::from(id))])))
     }
 }
 

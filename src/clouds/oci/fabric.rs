@@ -461,7 +461,7 @@ impl Backend<FabricSpec> for backend::Oci {
             Err(e) => Err(e),
         }
         .map_err(ImportError::failed)?;
-        Ok(Imported { config, assigned: BTreeMap::from([("id".to_owned(), Value::from(id))]) })
+        Ok(Imported::new(config, BTreeMap::from([("id".to_owned(), Value::from(id))])))
     }
 
     /// A network the fabric created: its VCN and subnet OCIDs, as they are found.

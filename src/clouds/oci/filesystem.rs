@@ -392,7 +392,7 @@ impl Backend<FilesystemSpec> for backend::Oci {
         .map_err(ImportError::failed)?;
         let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
         assigned.extend(mount_of(&fs).map(|(k, v)| (k.to_owned(), v)));
-        Ok(Imported { config, assigned })
+        Ok(Imported::new(config, assigned))
     }
 }
 
