@@ -2,9 +2,9 @@
 """Runs the test binaries `cargo test --no-run --message-format=json` built, in two lanes side by side:
 
 - the acceptance suite (real CLIs against the emulators: mostly waiting on processes and polls), with
-  HPC_ACCEPTANCE_THREADS cases at a time (4 unless set), the fault suite left out;
-- every other test binary one after another (unit, protocol, planner goldens, docs, the contract suite,
-  the per-cloud and emulator tests), each with the harness's own threads, then the fault suite.
+  HPC_ACCEPTANCE_THREADS cases at a time (4 unless set), then the fault suite on its own;
+- every other test binary one after another, the longest known first (the contract suite, the per-cloud
+  and emulator tests), then unit, protocol, planner goldens and docs, each with the harness's own threads.
 
 Each binary runs where `cargo test` would run it (its package's directory, CARGO_MANIFEST_DIR set) and its
 output is kept in a file; a binary that fails has its output printed whole. At the end one line per binary
@@ -40,9 +40,9 @@ def binaries(path):
                 continue
             seen.add(exe)
             target = m["target"]
-            kind = target["kind"][0]
             package = os.path.dirname(m["manifest_path"])
-            label = f"{os.path.basename(package)}:{kind}:{target['name']}"
+            # Its source file from the workspace root: tests/aws.rs, emulators/tests/aws.rs, src/lib.rs.
+            label = os.path.relpath(target["src_path"], os.getcwd())
             out.append((label, package, exe))
     return out
 
@@ -82,12 +82,15 @@ def main():
     if wanted:
         built = [b for b in built if any(w in b[0] for w in wanted)]
     threads = os.environ.get("HPC_ACCEPTANCE_THREADS", "4")
-    acceptance = [b for b in built if b[0].endswith(":test:acceptance")]
+    acceptance = [b for b in built if b[0] == "acceptance/main.rs"]
     others = [Run(*b, []) for b in built if b not in acceptance]
     first = [Run(*b, ["--skip", FAULT_SUITE, "--test-threads", threads]) for b in acceptance]
     faults = [Run(*b, ["--exact", FAULT_SUITE, "--nocapture"]) for b in acceptance]
-    print(f"{len(built)} test binaries: the acceptance suite ({threads} cases at a time) beside the others, then the fault suite", flush=True)
-    lanes = [threading.Thread(target=lane, args=(first,)), threading.Thread(target=lane, args=(others + faults,))]
+    # The long ones first, so that the lane does not end on one of them while the other lane idles.
+    longest = ["tests/contract.rs", "tests/aws.rs", "tests/azure.rs", "tests/gcp.rs", "tests/oci.rs"]
+    others.sort(key=lambda r: longest.index(r.label) if r.label in longest else len(longest))
+    print(f"{len(built)} test binaries: the acceptance suite ({threads} cases at a time), then the fault suite, beside the others", flush=True)
+    lanes = [threading.Thread(target=lane, args=(first + faults,)), threading.Thread(target=lane, args=(others,))]
     for t in lanes:
         t.start()
     for t in lanes:
