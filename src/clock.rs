@@ -152,16 +152,22 @@ pub fn parse_duration(s: &str) -> Option<u64> {
         } else {
             let n: u64 = num.parse().ok()?;
             num.clear();
-            total += n * match ch {
+            let unit = match ch {
                 'h' => 3600,
                 'm' => 60,
                 's' => 1,
                 _ => return None,
             };
+            // A number too large to count in seconds is no duration (never an overflow).
+            total = total.checked_add(n.checked_mul(unit)?)?;
         }
     }
     (num.is_empty() && total > 0).then_some(total)
 }
+
+/// The longest a `timeouts` entry may ask for: a day. Longer is a mistake (a unit slip, `90h` for `90m`),
+/// and a wait that long is past any capacity the clouds promise.
+pub const LONGEST_TIMEOUT_SECS: u64 = 24 * 3600;
 
 /// `90m`, `2h`, `45s`, `200ms`: a duration as a `timeouts` block would write it.
 pub fn format_duration(d: Duration) -> String {
@@ -178,6 +184,14 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_too_large_to_count_is_none_not_an_overflow() {
+        assert_eq!(parse_duration("99999999999999999999h"), None);
+        assert_eq!(parse_duration("18446744073709551615h"), None);
+        assert_eq!(parse_duration("5124095576030431h5124095576030431h"), None);
+        assert_eq!(parse_duration("24h"), Some(LONGEST_TIMEOUT_SECS));
+    }
 
     #[test]
     fn known_days() {

@@ -16,7 +16,7 @@ pub fn schema() -> Schema {
             "endpoint",
             Type::String,
             &format!(
-                "Base URL that replaces the {cloud} API endpoints, for emulators and private endpoints (http:// or https://). Leave it out to use the real cloud."
+                "Base URL that replaces the {cloud} API endpoints, for emulators and private endpoints: https://, or http:// only to this machine (127.0.0.1, [::1], localhost), since credentials would otherwise cross the network in clear. Leave it out to use the real cloud."
             ),
         )
     };
@@ -386,12 +386,27 @@ pub fn validate_tags(tags: &Value, path: AttributePath, diags: &mut Diagnostics)
     }
 }
 
+/// Whether an endpoint's `host[:port]` is this machine: 127.0.0.0/8, [::1] or localhost.
+fn is_loopback(host: &str) -> bool {
+    let name = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 fn check_endpoint(endpoint: &str) -> Result<(), &'static str> {
-    let rest =
-        endpoint.strip_prefix("http://").or_else(|| endpoint.strip_prefix("https://")).ok_or("does not start with http:// or https://")?;
+    let plain = endpoint.strip_prefix("http://");
+    let rest = plain.or_else(|| endpoint.strip_prefix("https://")).ok_or("does not start with http:// or https://")?;
     let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if host.is_empty() {
         return Err("has no host");
+    }
+    if plain.is_some() && !is_loopback(host) {
+        // The cloud's credentials (bearer tokens, signed requests) would cross the network in clear.
+        return Err("is plain http:// to a host that is not this machine: credentials would cross the network in clear. Use https://, \
+                    or http:// only for an emulator on 127.0.0.1, [::1] or localhost");
     }
     if host.chars().any(|c| c.is_whitespace()) {
         return Err("contains white space");
@@ -508,6 +523,14 @@ mod tests {
         assert!(check_endpoint("http://127.0.0.1:4566").is_ok());
         assert!(check_endpoint("https://[::1]:8443/base").is_ok());
         assert!(check_endpoint("ftp://x").is_err());
+        // Plain http only to this machine: elsewhere the credentials would travel in clear.
+        for local in ["http://localhost:8080", "http://127.9.0.1:1/x", "http://[::1]:9000"] {
+            assert!(check_endpoint(local).is_ok(), "{local}");
+        }
+        for remote in ["http://10.0.0.5:4566", "http://management.example.com", "http://[2001:db8::1]:80", "http://127.0.0.1.example.com"] {
+            assert!(check_endpoint(remote).unwrap_err().contains("in clear"), "{remote}");
+        }
+        assert!(check_endpoint("https://management.example.com").is_ok());
         assert!(check_endpoint("http://").is_err());
         assert!(check_endpoint("http://host:port").is_err());
     }

@@ -537,6 +537,24 @@ fn cases() -> Vec<Case> {
             &["error [timeouts.create] Invalid duration"],
         ),
         case(
+            "invalid_cluster_timeout_longer_than_a_day",
+            "cluster",
+            cl(aws_p5(), json!({"timeouts": {"create": "90h"}})),
+            &["error [timeouts.create] Timeout too long", "at most \"24h\""],
+        ),
+        case(
+            "invalid_cluster_timeout_too_large_to_count",
+            "cluster",
+            cl(aws_p5(), json!({"timeouts": {"update": "99999999999999999999999h"}})),
+            &["error [timeouts.update] Invalid duration"],
+        ),
+        case(
+            "invalid_filesystem_timeout_longer_than_a_day",
+            "filesystem",
+            fs(aws_p5(), json!({"timeouts": {"create": "25h"}})),
+            &["error [timeouts.create] Timeout too long"],
+        ),
+        case(
             "invalid_filesystem_tier",
             "filesystem",
             fs(aws_p5(), json!({"throughput_per_tib": 200})),

@@ -129,7 +129,9 @@ where
 
 /// A resource's timeout for `op` from its `timeouts` block, or `default`.
 pub fn timeout(state: &Value, op: &str, default: Duration) -> Duration {
-    state.get("timeouts").get(op).as_str().and_then(crate::clock::parse_duration).map_or(default, Duration::from_secs)
+    // Plans refuse more than a day; a state written otherwise is held to it too, so no deadline overflows.
+    let asked = state.get("timeouts").get(op).as_str().and_then(crate::clock::parse_duration);
+    asked.map_or(default, |s| Duration::from_secs(s.min(crate::clock::LONGEST_TIMEOUT_SECS)))
 }
 
 /// The ids the resources use: `<cloud>/<location...>/<name>`; the location says which API to ask.

@@ -442,20 +442,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     let ssh_public_key = string(c.get("ssh_public_key"))?;
     let rdma_wanted = whole_number(c.get("rdma_interfaces"), AttributePath::attr("rdma_interfaces"), 0, 1024, diags)?;
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
-    if let Some(t) = c.get("timeouts").as_map() {
-        for (k, v) in t {
-            if let Some(s) = v.as_str()
-                && crate::clock::parse_duration(s).is_none()
-            {
-                diags.error_at(
-                    AttributePath::attr("timeouts").and_attr(k),
-                    "Invalid duration",
-                    format!("{s:?} is not a duration. Use a number with a unit: \"90m\", \"2h\", \"1h30m\"."),
-                );
-                ok = false;
-            }
-        }
-    }
+    ok &= check_timeouts(c, diags);
     let fabric = fabric?;
     let cloud = fabric.cloud;
     let sku = fabric.sku;
@@ -709,6 +696,35 @@ fn day2(c: &Value, diags: &mut Diagnostics) -> Result<Day2, ()> {
     Ok(out)
 }
 
+/// The `timeouts` block: each entry a duration (`90m`, `2h`, `1h30m`) of at most a day.
+fn check_timeouts(c: &Value, diags: &mut Diagnostics) -> bool {
+    let mut ok = true;
+    for (k, v) in c.get("timeouts").as_map().into_iter().flatten() {
+        let Some(s) = v.as_str() else { continue };
+        let at = AttributePath::attr("timeouts").and_attr(k);
+        match crate::clock::parse_duration(s) {
+            None => {
+                diags.error_at(
+                    at,
+                    "Invalid duration",
+                    format!("{s:?} is not a duration. Use a number with a unit: \"90m\", \"2h\", \"1h30m\"."),
+                );
+                ok = false;
+            }
+            Some(secs) if secs > crate::clock::LONGEST_TIMEOUT_SECS => {
+                diags.error_at(
+                    at,
+                    "Timeout too long",
+                    format!("{s:?} is longer than a day, the longest a {k} may wait. Use at most \"24h\"."),
+                );
+                ok = false;
+            }
+            Some(_) => {}
+        }
+    }
+    ok
+}
+
 /// A rack-scale node type (GB200/GB300 NVL72) is planned as whole NVLink domains: a partial domain leaves
 /// GPUs of a rack idle that are paid for, and its NVLink fabric is not the one jobs were sized for.
 fn check_whole_domains(sku: &Sku, node_count: u32, diags: &mut Diagnostics) -> bool {
@@ -756,6 +772,7 @@ pub fn default_filesystem_name(name: &str) -> String {
 fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> {
     let name = string(c.get("name"))?.ok_or(())?;
     let mut ok = check_name(&name, AttributePath::attr("name"), diags);
+    ok &= check_timeouts(c, diags);
     let fabric = parse_fabric_ref(c.get("fabric"), AttributePath::attr("fabric"), diags);
     let cluster = match c.get("cluster") {
         Value::Null => None,

@@ -184,6 +184,19 @@ impl Arm {
     /// backoff; cancelled by StopProvider.
     pub async fn send(&self, ctx: &Context, method: reqwest::Method, url: &str, body: Option<&Json>) -> Result<Reply, CloudError> {
         let url = if url.starts_with("http") { url.to_owned() } else { format!("{}{url}", self.base) };
+        // A link ARM gave (nextLink, Location, Azure-AsyncOperation) is followed only on the configured host:
+        // the bearer token goes nowhere else.
+        if !same_origin(&url, &self.base) {
+            return Err(CloudError::new(
+                ErrorKind::Forbidden,
+                None,
+                format!(
+                    "Azure Resource Manager answered with a link to {}, not to {}: it was not followed (the token is sent only there)",
+                    origin(&url),
+                    origin(&self.base)
+                ),
+            ));
+        }
         let bucket = match method {
             reqwest::Method::GET => &crate::clouds::throttle::AZURE_READS,
             reqwest::Method::DELETE => &crate::clouds::throttle::AZURE_DELETES,
@@ -353,6 +366,19 @@ impl Arm {
     }
 }
 
+/// `scheme://host[:port]` of a URL (lowercased), or the URL itself when it has none.
+fn origin(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => format!("{}://{}", u.scheme(), u.host_str().unwrap_or_default()) + &u.port().map(|p| format!(":{p}")).unwrap_or_default(),
+        Err(_) => url.to_owned(),
+    }
+}
+
+/// Whether two URLs share scheme, host and port.
+fn same_origin(a: &str, b: &str) -> bool {
+    matches!((reqwest::Url::parse(a), reqwest::Url::parse(b)), (Ok(x), Ok(y)) if x.scheme() == y.scheme() && x.host_str() == y.host_str() && x.port_or_known_default() == y.port_or_known_default())
+}
+
 /// The last two segments of an id, `virtualNetworks/train-vnet`, for messages.
 pub fn short(id: &str) -> String {
     let segs: Vec<&str> = id.trim_end_matches('/').rsplit('/').take(2).collect();
@@ -400,6 +426,19 @@ impl Arm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_link_to_another_host_is_not_followed_and_gets_no_token() {
+        let arm = Arm { subscription: "s".into(), base: "https://127.0.0.1:8443".into(), http: reqwest::Client::new(), credential: None };
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        for link in ["https://attacker.example/subscriptions/s?api-version=1", "http://127.0.0.1:8443/x", "https://127.0.0.1:9443/x"] {
+            let e = arm.send(&ctx, reqwest::Method::GET, link, None).await.err().unwrap_or_else(|| panic!("{link} was followed"));
+            assert_eq!(e.kind, ErrorKind::Forbidden, "{link}: {e}");
+            assert!(e.message.contains("was not followed"), "{e}");
+        }
+        assert!(same_origin("https://127.0.0.1:8443/subscriptions/s/x?api-version=2", &arm.base));
+        assert!(same_origin("https://management.azure.com/x", "https://management.azure.com:443"));
+    }
 
     #[test]
     fn arm_error_bodies_map_to_their_kinds() {

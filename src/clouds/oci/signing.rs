@@ -94,8 +94,10 @@ fn decode_pem(pem: &str) -> Result<(String, Vec<u8>), String> {
     let label = rest[..label_end].to_owned();
     let end_marker = format!("-----END {label}-----");
     let body_start = label_end + 5;
-    let body_end = rest.find(&end_marker).ok_or("no PEM footer")?;
-    let b64: String = rest[body_start..body_end].chars().filter(|c| !c.is_whitespace()).collect();
+    // The footer is looked for after the header: one inside it is not a footer.
+    let body = &rest[body_start..];
+    let body_end = body.find(&end_marker).ok_or("no PEM footer after its header")?;
+    let b64: String = body[..body_end].chars().filter(|c| !c.is_whitespace()).collect();
     let der = STANDARD.decode(b64).map_err(|e| format!("PEM body is not base64: {e}"))?;
     Ok((label, der))
 }
@@ -111,6 +113,24 @@ mod tests {
         let b64 = STANDARD.encode(der);
         let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap()).collect();
         format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
+    }
+
+    #[test]
+    fn a_footer_inside_the_header_is_a_bad_key_not_a_panic() {
+        for text in ["-----BEGIN -----END -----", "-----BEGIN X-----END X-----", "-----BEGIN RSA-----\n-----END RSA", "x-----BEGIN "] {
+            assert!(matches!(Signer::from_pem(text, "t", "u", "f"), Err(SigningError::BadKey(_))), "{text:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: 512, failure_persistence: None, ..Default::default() })]
+        /// Any text made of PEM's pieces is a key or a `BadKey`, never a panic.
+        #[test]
+        fn pem_like_text_never_panics(parts in proptest::collection::vec(proptest::sample::select(vec![
+            "-----BEGIN ", "-----END ", "-----", "PRIVATE KEY", "RSA PRIVATE KEY", "MIIB", "\n", "=", "é", " ",
+        ]), 0..12)) {
+            let _ = Signer::from_pem(&parts.concat(), "t", "u", "f");
+        }
     }
 
     #[test]
