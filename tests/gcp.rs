@@ -249,6 +249,67 @@ async fn managed_lustre_through_private_service_access_by_project_number() {
     assert_eq!(inv["empty"], true, "{inv}");
 }
 
+/// A Lustre fabric and the configuration of filesystem `name` on it: (fabric state, config maker).
+async fn lustre_fabric(ctx: &Context, name: &str) -> (Value, impl Fn(&str) -> Value) {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let fabric_config = value(
+        &GpuFabric,
+        json!({"name": name, "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g",
+               "cidr_block": "10.20.0.0/16"}),
+    );
+    let (_, fabric, diags) = apply(ctx, &GpuFabric, &Value::Null, &fabric_config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let fabric_ref = json!({"id": format!("gcp/us-central1-a/{name}"), "name": name, "cloud": "gcp", "region": "us-central1",
+                            "zone": "us-central1-a", "instance_type": "a3-highgpu-8g", "placement": "cluster"});
+    let config = move |fs: &str| {
+        value(&ParallelFilesystem, json!({"name": fs, "fabric": fabric_ref, "capacity_gib": 18000, "throughput_per_tib": 500}))
+    };
+    (fabric, config)
+}
+
+async fn destroy_all(ctx: &Context, states: &[(&dyn Resource, &Value)]) {
+    let mut d = Diagnostics::new();
+    for (r, s) in states {
+        let out = r.apply(ctx, ApplyRequest { prior: s, planned: &Value::Null, config: &Value::Null, private: &[] }, &mut d).await;
+        assert!(out.new_state.is_null(), "{:?}", d.iter().collect::<Vec<_>>());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lustre_create_whose_answer_was_lost_is_retried_under_its_request_id_and_made_once() {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (fabric, fs_config) = lustre_fabric(&ctx, "rfab").await;
+    // The service makes the instance, but its answer is lost: the provider asks again.
+    admin(&ep, "POST", "faults", Some(json!({"service": "lustre", "operation": "instances.create", "kind": "answer_lost", "times": 1})));
+    let (_, fs, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &fs_config("rfs")).await;
+    assert!(diags.is_empty(), "the retry is answered with the first create's operation, not ALREADY_EXISTS: {diags:?}");
+    let instances = admin(&ep, "GET", "snapshot", None)["lustre"].as_object().cloned().unwrap_or_default();
+    assert_eq!(instances.keys().filter(|k| k.contains("/instances/")).count(), 1, "{instances:?}");
+    destroy_all(&ctx, &[(&ParallelFilesystem, &fs), (&GpuFabric, &fabric)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_filesystems_on_one_network_made_at_once_both_keep_their_private_service_access_ranges() {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (fabric, fs_config) = lustre_fabric(&ctx, "pfab").await;
+    // Service Networking's connection has no etag: two edits of it at once must not drop each other's range.
+    let (a, b) = (fs_config("pfa"), fs_config("pfb"));
+    let ((_, fa, da), (_, fb, db)) =
+        tokio::join!(apply(&ctx, &ParallelFilesystem, &Value::Null, &a), apply(&ctx, &ParallelFilesystem, &Value::Null, &b));
+    assert!(da.is_empty() && db.is_empty(), "{da:?} {db:?}");
+    let number = get_at(&ep, "/v3/projects/ml-prod")["name"].as_str().unwrap().trim_start_matches("projects/").to_owned();
+    let network = format!("projects/{number}/global/networks/pfab-vpc");
+    let snapshot = admin(&ep, "GET", "snapshot", None);
+    let mut ranges: Vec<String> = serde_json::from_value(snapshot["servicenetworking"][&network]["reservedPeeringRanges"].clone()).unwrap();
+    ranges.sort();
+    assert_eq!(ranges, ["pfa-psa", "pfb-psa"], "{}", snapshot["servicenetworking"]);
+    destroy_all(&ctx, &[(&ParallelFilesystem, &fa), (&ParallelFilesystem, &fb), (&GpuFabric, &fabric)]).await;
+}
+
 #[tokio::test]
 async fn default_tags_that_cannot_be_google_labels_are_refused_at_plan() {
     let provider = json!({"default_tags": {"CostCenter": "ML-42"}, "gcp": {"project": "ml-prod", "endpoint": "http://127.0.0.1:9"}});

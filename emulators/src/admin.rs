@@ -16,6 +16,10 @@ pub enum FaultKind {
     Latency,
     /// Eventual consistency: the resource is reported missing although it exists (as right after a create).
     NotFound,
+    /// The call is carried out but its answer never arrives (a timeout or a dropped connection after the
+    /// service acted): answered as the service's 503. Carried out by Managed Lustre's emulator; the others
+    /// answer the 503 without carrying the call out.
+    AnswerLost,
 }
 
 /// A fault rule, as posted to `/_admin/faults`.

@@ -784,8 +784,10 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             _ => "lustre:instances.get",
         };
         let (service, op) = operation.split_once(':').unwrap_or(("lustre", operation));
+        let mut answer_lost = false;
         if let Some(fault) = gcp.admin.on_request(service, op) {
             match fault.kind {
+                FaultKind::AnswerLost => answer_lost = true,
                 FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
                 FaultKind::Throttle => {
                     return crate::gcp_lustre::error(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Requests'");
@@ -799,10 +801,12 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         }
         let query: BTreeMap<String, String> = uri.query().map(parse_query).unwrap_or_default();
         let mut store = gcp.store.lock().unwrap();
-        return store
+        let answer = store
             .lustre
             .handle(method.as_str(), path, &query, &body)
             .unwrap_or_else(|| error(404, "notFound", &format!("no route {path}")));
+        // Done, but the caller never hears so.
+        return if answer_lost { crate::gcp_lustre::error(503, "UNAVAILABLE", "The service is currently unavailable.") } else { answer };
     }
     // The beta API serves what the provider needs of it (resource policies with maxDistance); the rest is v1.
     let (rest, beta) = match (path.strip_prefix("compute/v1/"), path.strip_prefix("compute/beta/")) {
@@ -825,7 +829,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
                 FaultKind::Throttle => return error(403, "rateLimitExceeded", "Rate Limit Exceeded"),
                 FaultKind::NotFound => return error(404, "notFound", &format!("The resource '{rest}' was not found")),
-                FaultKind::ServerError | FaultKind::Capacity => return error(503, "backendError", "Backend Error"),
+                FaultKind::ServerError | FaultKind::AnswerLost | FaultKind::Capacity => return error(503, "backendError", "Backend Error"),
             }
         }
         let store = gcp.store.lock().unwrap();
@@ -861,7 +865,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         match fault.kind {
             FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
             FaultKind::Throttle => return error(403, "rateLimitExceeded", "Rate Limit Exceeded"),
-            FaultKind::ServerError => return error(503, "backendError", "Backend Error"),
+            FaultKind::ServerError | FaultKind::AnswerLost => return error(503, "backendError", "Backend Error"),
             FaultKind::NotFound => return error(404, "notFound", "The resource was not found"),
             FaultKind::Capacity if operation.starts_with("instances.") && operation.contains("nsert") => {
                 let mut store = gcp.store.lock().unwrap();

@@ -27,6 +27,9 @@ pub struct Lustre {
     pub instances: BTreeMap<String, Stored>,
     operations: BTreeMap<String, (Value, Instant)>,
     next: u64,
+    /// The operation each create's `requestId` started, by request id: "if you must retry your request,
+    /// the server will know to ignore the request if it has already been completed" (CreateInstanceRequest).
+    requests: BTreeMap<String, String>,
 }
 
 pub fn error(status: u16, code: &str, message: &str) -> Response {
@@ -128,6 +131,13 @@ impl Lustre {
             },
             ("POST", "instances", None) => {
                 let id = query.get("instanceId").cloned().unwrap_or_default();
+                // A request id seen before answers with the operation the first request started, done or not:
+                // a retried create makes nothing twice.
+                let request = query.get("requestId").filter(|r| !r.is_empty()).cloned();
+                if let Some(first) = request.as_ref().and_then(|r| self.requests.get(r)).and_then(|op| self.operations.get(op)) {
+                    // Its name; polling it tells where it stands.
+                    return Some(ok(Lustre::public(first.0.clone(), false)));
+                }
                 let parsed: Result<model::Instance, _> = serde_json::from_slice(body);
                 let Ok(instance) = parsed else { return Some(error(400, "INVALID_ARGUMENT", "body is not an Instance")) };
                 if !(1..=63).contains(&id.len()) {
@@ -158,7 +168,11 @@ impl Lustre {
                     return Some(error(500, "INTERNAL", &format!("emulator bug: {e}")));
                 }
                 self.instances.insert(key.clone(), Stored { value, changed: Instant::now(), imported_from: None });
-                self.operation(&parent, &key, "create", Some(json!({}))).pipe_ok()
+                let op = self.operation(&parent, &key, "create", Some(json!({})));
+                if let (Some(r), Some(name)) = (request, op["name"].as_str()) {
+                    self.requests.insert(r, name.to_owned());
+                }
+                op.pipe_ok()
             }
             ("GET", "instances", None) => {
                 let keys: Vec<String> = self.instances.keys().filter(|k| k.starts_with(&format!("{parent}/instances/"))).cloned().collect();

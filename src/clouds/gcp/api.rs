@@ -359,6 +359,18 @@ pub async fn wait_done(ctx: &Context, gcp: &Gcp, op: Operation, what: &str, time
     }
 }
 
+/// A request id for a create the service must not repeat (Compute's and Managed Lustre's `requestId`): a
+/// random version-4 UUID, which both accept ("must be a valid UUID with the exception that zero UUID is not
+/// supported").
+pub fn request_id() -> String {
+    let mut b = [0u8; 16];
+    let _ = aws_lc_rs::rand::fill(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    [&hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32]].join("-")
+}
+
 /// Ids the resources use on Google Cloud: `gcp/<zone or region>/<name>`.
 pub fn resource_id(location: &str, name: &str) -> String {
     crate::clouds::shared::resource_id(crate::catalog::Cloud::Gcp, &[location], name)

@@ -138,38 +138,77 @@ async fn psa_patch(ctx: &Context, gcp: &Gcp, network: &str, ranges: Vec<String>,
     psa_wait(ctx, gcp, op, "updating the private service access connection", timeout).await
 }
 
+/// Service Networking's connection has no etag or fingerprint (servicenetworking.v1 `Connection`: network,
+/// peering, reservedPeeringRanges, service), and a patch replaces its whole range list: an edit is a
+/// read-modify-write that two writers (two filesystems on one network, two states) could race, each dropping
+/// the other's range. So edits of one network's connection take turns within the provider (a lock per
+/// network), and each edit reads the connection again after its write: when its own change is not there
+/// (another writer's list replaced it meanwhile), it is made again from what is there now.
+fn psa_turn(network: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    static TURNS: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>> = std::sync::Mutex::new(BTreeMap::new());
+    TURNS.lock().unwrap_or_else(|e| e.into_inner()).entry(network.to_owned()).or_default().clone()
+}
+
+/// Adds (`keep`) or removes `range` on the network's connection, guarded as [`psa_turn`] says.
+async fn psa_edit(ctx: &Context, gcp: &Gcp, network: &str, range: &str, keep: bool, timeout: Duration) -> Result<(), CloudError> {
+    let numbered = numbered(ctx, gcp, network).await?;
+    let turn = psa_turn(&numbered);
+    let _turn = turn.lock().await;
+    let current = psa_ranges(ctx, gcp, network).await?;
+    let (numbered, network) = (numbered.as_str(), network);
+    let write = |current: Option<Vec<String>>| async move {
+        let has = current.as_ref().is_some_and(|r| r.iter().any(|x| x == range));
+        if has == keep {
+            return Ok(());
+        }
+        match (current, keep) {
+            (Some(mut ranges), true) => {
+                ranges.push(range.to_owned());
+                psa_patch(ctx, gcp, numbered, ranges, false, timeout).await?;
+            }
+            (None, true) => {
+                let body = json!({"network": numbered, "reservedPeeringRanges": [range]});
+                let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTIONS, Some(body)).await?;
+                psa_wait(ctx, gcp, op, "creating the private service access connection", timeout).await?;
+            }
+            (Some(ranges), false) => {
+                let rest: Vec<String> = ranges.into_iter().filter(|r| r != range).collect();
+                if rest.is_empty() {
+                    // deleteConnection: POST on the connection's name (servicenetworking v1).
+                    let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTION, Some(json!({"consumerNetwork": numbered}))).await?;
+                    psa_wait(ctx, gcp, op, "deleting the private service access connection", timeout).await?;
+                } else {
+                    psa_patch(ctx, gcp, numbered, rest, true, timeout).await?;
+                }
+            }
+            (None, false) => return Ok(()),
+        }
+        // Read back: another writer's list may have replaced ours.
+        let now = psa_ranges(ctx, gcp, network).await?;
+        if now.as_ref().is_some_and(|r| r.iter().any(|x| x == range)) == keep {
+            Ok(())
+        } else {
+            Err(CloudError::new(
+                crate::clouds::ErrorKind::Conflict,
+                None,
+                format!(
+                    "the private service access connection of {network} changed while {range} was {}",
+                    if keep { "added" } else { "removed" }
+                ),
+            ))
+        }
+    };
+    crate::clouds::retry::guarded(current, write, || psa_ranges(ctx, gcp, network)).await
+}
+
 /// Adds `range` to the network's connection (creating it if there is none).
 async fn psa_connect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeout: Duration) -> Result<(), CloudError> {
-    let numbered = numbered(ctx, gcp, network).await?;
-    match psa_ranges(ctx, gcp, network).await? {
-        Some(ranges) if ranges.iter().any(|r| r == range) => Ok(()),
-        Some(mut ranges) => {
-            ranges.push(range.to_owned());
-            psa_patch(ctx, gcp, &numbered, ranges, false, timeout).await
-        }
-        None => {
-            let body = json!({"network": numbered, "reservedPeeringRanges": [range]});
-            let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTIONS, Some(body)).await?;
-            psa_wait(ctx, gcp, op, "creating the private service access connection", timeout).await
-        }
-    }
+    psa_edit(ctx, gcp, network, range, true, timeout).await
 }
 
 /// Removes `range` from the network's connection, deleting the connection when it was the last one.
 async fn psa_disconnect(ctx: &Context, gcp: &Gcp, network: &str, range: &str, timeout: Duration) -> Result<(), CloudError> {
-    let Some(ranges) = psa_ranges(ctx, gcp, network).await? else { return Ok(()) };
-    if !ranges.iter().any(|r| r == range) {
-        return Ok(());
-    }
-    let numbered = numbered(ctx, gcp, network).await?;
-    let rest: Vec<String> = ranges.into_iter().filter(|r| r != range).collect();
-    if rest.is_empty() {
-        // deleteConnection: POST on the connection's name (servicenetworking v1).
-        let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTION, Some(json!({"consumerNetwork": numbered}))).await?;
-        psa_wait(ctx, gcp, op, "deleting the private service access connection", timeout).await
-    } else {
-        psa_patch(ctx, gcp, &numbered, rest, true, timeout).await
-    }
+    psa_edit(ctx, gcp, network, range, false, timeout).await
 }
 
 /// Cloud Storage import paths: a path inside the bucket ends with '/' (lustre v1 GcsPath.uri); a bare
@@ -281,12 +320,16 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
             let what = format!("creating Managed Lustre instance {} ({} GiB) in {zone}", spec.name, spec.capacity_gib);
             // A refused start is retried; once started, polls ride out throttling (see api::client!), so the
             // instance is never asked for twice.
+            // One request id for every attempt of this create: a start the service took whose answer was lost is
+            // answered again with its operation, never made twice (CreateInstanceRequest.requestId).
+            let request_id = api::request_id();
             use google_cloud_lro::Poller;
             retried_lro(ctx, &what, o.timeout, || {
                 gcp.lustre
                     .create_instance()
                     .set_parent(format!("projects/{p}/locations/{zone}"))
                     .set_instance_id(&spec.name)
+                    .set_request_id(&request_id)
                     .set_instance(instance.clone())
                     .poller()
                     .until_done()
