@@ -611,7 +611,7 @@ fn under_a_capacity_limit_at_least_keeps_what_came_and_all_or_nothing_deletes_it
         let (failed, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config(json!({"capacity_policy": "all-or-nothing"}))).await;
         let shortage = diagnostic(&diags, "Not enough Standard_ND96isr_H100_v5 capacity in eastus");
         assert!(shortage.contains("(AllocationFailed)") && shortage.contains("keeps none of them"), "{shortage}");
-        assert!(shortage.contains("3 of the 4 nodes came"), "{shortage}");
+        assert!(shortage.contains("3 of 4 nodes exist") && shortage.contains("the 3 launched were released"), "{shortage}");
         assert_eq!(live_vms(), 0, "the VMs that came were deleted");
         assert!(failed.get("nodes").as_list().unwrap_or_default().is_empty(), "{failed:?}");
         let counters = admin("GET", "counters", None);
@@ -626,6 +626,39 @@ fn under_a_capacity_limit_at_least_keeps_what_came_and_all_or_nothing_deletes_it
         assert_eq!(live_vms(), 3);
         assert_eq!(kept.get("nodes").as_list().map(|n| n.len()), Some(3), "{kept:?}");
         destroy(&ctx, &GpuCluster, &kept).await;
+        destroy(&ctx, &GpuFabric, &fabric).await;
+        assert_empty();
+    });
+}
+
+#[test]
+fn a_release_that_fails_says_so_and_never_reimages_the_vms_instead() {
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let fabric = fabric(&ctx, "unrel").await;
+        admin("POST", "capacity", Some(json!({"zone": "eastus", "instance_type": SKU, "available": 3})));
+        // Every DeleteInstances fails: the 3 VMs that came cannot be released.
+        admin(
+            "POST",
+            "faults",
+            Some(json!({"service": "arm", "operation": "virtualMachineScaleSets.deleteInstances", "kind": "server_error"})),
+        );
+        let config = value(
+            &GpuCluster,
+            json!({"name": "unrel", "fabric": fabric_ref("unrel"), "node_count": 4, "ssh_public_key": KEY, "capacity_policy": "all-or-nothing"}),
+        );
+        let (failed, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config).await;
+        let shortage = diagnostic(&diags, "Not enough Standard_ND96isr_H100_v5 capacity in eastus");
+        assert!(shortage.contains("releasing the 3 launched failed"), "{shortage}");
+        assert!(!shortage.contains("were released"), "{shortage}");
+        let reimaged: Vec<String> =
+            vm_actions().as_object().into_iter().flatten().filter(|(_, a)| a.get("reimage").is_some()).map(|(id, _)| id.clone()).collect();
+        assert!(reimaged.is_empty(), "a release is a delete, never a reimage: {reimaged:?}");
+        assert_eq!(live_vms(), 3);
+        assert_eq!(failed.get("nodes").as_list().map(|n| n.len()), Some(3), "the state keeps what runs: {failed:?}");
+        admin("DELETE", "faults", None);
+        destroy(&ctx, &GpuCluster, &failed).await;
         destroy(&ctx, &GpuFabric, &fabric).await;
         assert_empty();
     });

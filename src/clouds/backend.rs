@@ -181,6 +181,13 @@ pub trait ClusterBackend: Backend<ClusterSpec> {
     /// set or compute cluster and their reservation. Only nodes the census admits are touched.
     async fn remove_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError>;
 
+    /// Capacity policy: deletes the named nodes for good (what an apply launched that the policy does not
+    /// keep) and returns once the cloud confirms they are gone. Where [`ClusterBackend::remove_nodes`]
+    /// deletes, it is that; where it remakes in place (Azure), this deletes.
+    async fn release_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        self.remove_nodes(step, spec, names).await
+    }
+
     /// Day 2: restarts the named nodes in place (`repair = "reboot"`) and waits until they run again.
     async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError>;
 

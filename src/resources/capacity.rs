@@ -241,7 +241,7 @@ pub async fn settle(
     let default_tags = super::common::defaults(ctx).default_tags;
     let step = Step { ctx, census, default_tags: &default_tags, timeout };
     if !made.is_empty()
-        && let Err(e) = backend.remove_nodes(&step, spec, &made).await
+        && let Err(e) = backend.release_nodes(&step, spec, &made).await
     {
         diags.error(
             summary,

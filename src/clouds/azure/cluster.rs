@@ -574,31 +574,26 @@ pub async fn converge(
     Ok(())
 }
 
-/// The VMs of the nodes `had` does not name (those an apply just made), by scale set: `(set index,
-/// instance ids)`.
-pub fn made_since(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], had: &[String]) -> Vec<(usize, Vec<String>)> {
-    let names: Vec<String> = nodes(cluster, sizes, live, &crate::framework::Value::Null).into_iter().map(|n| n.name).collect();
-    let new: Vec<String> = names.into_iter().filter(|n| !had.contains(n)).collect();
-    named(cluster, sizes, live, &new).into_iter().map(|(j, vms)| (j, ids(&vms))).collect()
-}
-
-/// Releases the VMs an apply made when the cloud gave fewer than the capacity policy keeps: each scale set
-/// deletes them by instance id (VirtualMachineScaleSets_DeleteInstances, which lowers the set's capacity
-/// with them), leaving the nodes the cluster had. A node is otherwise never deleted on Azure (see
-/// `remake`); this is the scale set's own way of undoing a scale-out. Returns how many were deleted.
+/// Deletes the named nodes for good (`release_nodes`: what a launch gave that the capacity policy does not
+/// keep): each scale set holding some deletes them by instance id (VirtualMachineScaleSets_DeleteInstances,
+/// which lowers the set's capacity with them), followed to the operation's end, so they are released only
+/// once ARM says so. A node is otherwise never deleted on Azure (see [`remake`]); this is the scale set's own
+/// way of undoing a scale-out.
 pub async fn release(
     ctx: &Context,
     arm: &Arm,
+    spec: &ClusterSpec,
     group: &str,
-    cluster: &str,
-    made: &[(usize, Vec<String>)],
+    names: &[String],
     timeout: Duration,
-) -> Result<usize, CloudError> {
-    let jobs = made.iter().filter(|(_, ids)| !ids.is_empty()).map(|(j, ids)| async move {
-        let id = scale_set_id(arm, group, cluster, *j);
-        act(ctx, arm, &id, "delete", json!({"instanceIds": ids}), timeout).await.map(|_| ids.len())
+    census: &Census,
+) -> Result<(), CloudError> {
+    let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
+    let jobs = named(&spec.name, &sizes, &live, names).into_iter().map(|(j, vms)| async move {
+        let id = scale_set_id(arm, group, &spec.name, j);
+        act(ctx, arm, &id, "delete", json!({"instanceIds": ids(&vms)}), timeout).await
     });
-    futures::future::try_join_all(jobs).await.map(|n| n.into_iter().sum())
+    futures::future::try_join_all(jobs).await.map(|_| ())
 }
 
 /// The cluster's scale sets as they are, by the spec's split (the census's only).
@@ -843,11 +838,6 @@ pub async fn imported_config(
     Ok((config, sizes))
 }
 
-/// The names of the nodes a state lists.
-fn prior_nodes(state: &Value) -> Vec<String> {
-    state.get("nodes").as_list().unwrap_or_default().iter().filter_map(|n| n.get("name").as_str().map(str::to_owned)).collect()
-}
-
 /// The scale-set sizes a state was planned with (from its expansion).
 fn azure_sizes(state: &Value) -> Vec<u32> {
     state
@@ -942,33 +932,10 @@ impl Backend<ClusterSpec> for backend::Azure {
                     Err(_) => Outcome::done(state),
                 }
             }
-            Err(mut e) => {
-                let mut live = cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await;
-                // Fewer nodes came than the policy keeps (no capacity, most often): the VMs this apply made are
-                // deleted from their scale sets before the apply fails. A node is otherwise remade in place on
-                // Azure, never deleted, so the lifecycle's release by `remove_nodes` would keep them.
-                if let Ok(found) = &live {
-                    let nodes = cluster::nodes(&spec.name, &sizes, found, change.prior.get("node_revisions"));
-                    if !spec.capacity_policy.keeps(nodes.len() as u32, spec.node_count) {
-                        let had = prior_nodes(change.prior);
-                        let made = cluster::made_since(&spec.name, &sizes, found, &had);
-                        match cluster::release(ctx, &arm, &group, &spec.name, &made, step.timeout).await {
-                            Ok(0) => {}
-                            Ok(n) => {
-                                e = e.map_message(|e| {
-                                    format!(
-                                        "{e}; {n} of the {} nodes came, fewer than capacity_policy = \"{}\" keeps, and were deleted again",
-                                        spec.node_count,
-                                        spec.capacity_policy.as_str()
-                                    )
-                                });
-                                live = cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await;
-                            }
-                            Err(r) => e = e.map_message(|e| format!("{e}; deleting the VMs that came failed: {r}")),
-                        }
-                    }
-                }
-                let kept = match live {
+            Err(e) => {
+                // What came stays in state; the capacity policy (the lifecycle's settle) releases what it does
+                // not keep, through `release_nodes`.
+                let kept = match cluster::observe(ctx, &arm, &group, &spec.name, sizes.len(), census).await {
                     Ok(live) => {
                         let nodes = cluster::nodes(&spec.name, &sizes, &live, change.prior.get("node_revisions"));
                         shared::with_nodes(&state, Cloud::Azure, SCALE_SET, &nodes)
@@ -1033,6 +1000,13 @@ impl ClusterBackend for backend::Azure {
         let arm = arm(step.ctx).await?;
         let group = spec_group(spec);
         cluster::remake(step.ctx, &arm, spec, &group, names, step.timeout, step.census).await
+    }
+
+    /// Deleted by instance id: the capacity policy releases what a launch gave, never reimages it.
+    async fn release_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
+        let arm = arm(step.ctx).await?;
+        let group = spec_group(spec);
+        cluster::release(step.ctx, &arm, spec, &group, names, step.timeout, step.census).await
     }
 
     async fn reboot_nodes(&self, step: &Step<'_>, spec: &ClusterSpec, names: &[String]) -> Result<(), CloudError> {
