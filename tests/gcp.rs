@@ -970,3 +970,32 @@ async fn under_a_capacity_limit_bulk_insert_min_count_follows_the_capacity_polic
     converge(&ctx, &spec).await.unwrap();
     assert_eq!(cap_nodes(&ep), ["cap-0", "cap-1", "cap-2", "cap-3"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_of_a_gpu_family_machine_type_warns_that_its_quota_is_not_read() {
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let fabric = json!({"id": "gcp/us-central1-a/mega", "name": "mega", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+                        "instance_type": "a3-megagpu-8g", "placement": "cluster"});
+    let config = value(&GpuCluster, json!({"name": "m", "fabric": fabric, "node_count": 2}));
+    let mut d = Diagnostics::new();
+    let request = || PlanRequest { prior: &Value::Null, proposed: &config, config: &config, prior_private: &[] };
+    let planned = GpuCluster.plan(&ctx, request(), &mut d).planned;
+    GpuCluster.check_plan(&ctx, request(), &planned, &mut d).await;
+    let said: Vec<String> = d.iter().map(|x| format!("{}: {}", x.summary, x.detail)).collect();
+    let warning = said.iter().find(|w| w.starts_with("Quota not checked")).unwrap_or_else(|| panic!("no warning in {said:?}"));
+    assert!(warning.contains("GPUS-PER-GPU-FAMILY-per-project-region") && warning.contains("adds 2 node(s)"), "{warning}");
+    assert!(!d.has_errors(), "{said:?}");
+    // A machine type regions.get reports (L4) is read, not warned about.
+    let l4 = json!({"id": "gcp/us-central1-a/l4", "name": "l4", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
+                    "instance_type": "g2-standard-4", "placement": "none"});
+    let config = value(&GpuCluster, json!({"name": "l", "fabric": l4, "node_count": 2, "workload": "inference"}));
+    let mut d = Diagnostics::new();
+    let planned = GpuCluster.plan(&ctx, request_for(&config), &mut d).planned;
+    GpuCluster.check_plan(&ctx, request_for(&config), &planned, &mut d).await;
+    assert!(d.iter().all(|x| x.summary != "Quota not checked"), "{:?}", d.iter().collect::<Vec<_>>());
+}
+
+fn request_for(config: &Value) -> PlanRequest<'_> {
+    PlanRequest { prior: &Value::Null, proposed: config, config, prior_private: &[] }
+}

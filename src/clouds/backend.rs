@@ -198,6 +198,12 @@ pub trait ClusterBackend: Backend<ClusterSpec> {
         None
     }
 
+    /// Where the nodes of `spec` draw on a quota the provider cannot read: what it is and how to check it by
+    /// hand (the plan warns instead of passing in silence).
+    fn unread_quota(&self, _spec: &ClusterSpec) -> Option<String> {
+        None
+    }
+
     /// Reads a quota's limit and usage: one call per family and place (the plan-time check caches it for
     /// the run, across resources). An error (no permission, no such API at the endpoint) makes the check
     /// a warning, never a failure.

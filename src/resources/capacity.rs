@@ -43,7 +43,19 @@ pub async fn check_quota(ctx: &Context, prior: &Value, spec: &ClusterSpec, diags
     if backend.configured(ctx).await.is_err() {
         return;
     }
-    let Some(family) = backend.quota(spec) else { return };
+    let Some(family) = backend.quota(spec) else {
+        if let Some(why) = backend.unread_quota(spec) {
+            diags.warning_at(
+                AttributePath::attr("node_count"),
+                "Quota not checked",
+                format!(
+                    "Cluster {}: {why}. This plan adds {added} node(s) without checking it; an apply short of quota fails at the cloud.",
+                    spec.name
+                ),
+            );
+        }
+        return;
+    };
     let claimant = backend.id(spec).unwrap_or_else(|| format!("{}/{}", cloud.as_str(), spec.name));
     let need = u64::from(added) * family.per_node;
     let key = format!("{}/{}/{}", cloud.as_str(), family.scope, family.id);

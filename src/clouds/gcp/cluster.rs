@@ -1080,6 +1080,10 @@ impl ClusterBackend for backend::Gcp {
         quota::family(spec)
     }
 
+    fn unread_quota(&self, spec: &ClusterSpec) -> Option<String> {
+        quota::unread(spec)
+    }
+
     async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
         let client = api::connect(ctx).await?;
         read_quota(ctx, &client, family).await

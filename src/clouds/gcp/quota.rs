@@ -94,6 +94,28 @@ pub fn family(spec: &ClusterSpec) -> Option<QuotaFamily> {
     })
 }
 
+/// What a plan says of a machine type whose GPUs count against the GPU-family quota, which `regions.get`
+/// does not report and the Cloud Quotas API gives (its discovery document is not among the definitions this
+/// provider's calls are judged by, so it is not called): the quota and how to read it by hand. `None` when the
+/// quota is read, or a reservation bounds the nodes.
+pub fn unread(spec: &ClusterSpec) -> Option<String> {
+    let sku = spec.fabric.sku;
+    let row = TABLE.iter().find(|r| r.machine_type == sku.name)?;
+    let unread = match spec.capacity {
+        CapacityType::OnDemand => row.on_demand.is_none(),
+        CapacityType::Spot | CapacityType::FlexStart => row.preemptible.is_none(),
+        CapacityType::Reservation | CapacityType::CapacityBlock => false,
+    };
+    unread.then(|| {
+        format!(
+            "{} ({} x {}) counts against Compute Engine's GPU-family quota (Cloud Quotas GPUS-PER-GPU-FAMILY-per-project-region, \
+             dimension gpu_family) in {}, which regions.get does not report; check it with `gcloud beta quotas info describe \
+             GPUS-PER-GPU-FAMILY-per-project-region --service=compute.googleapis.com --project=<project>` or the console's Quotas page",
+            sku.name, sku.gpu_count, sku.gpu_model, spec.fabric.region
+        )
+    })
+}
+
 /// Compute Engine's codes for "the zone has no capacity for this": the operation error of an insert or
 /// bulkInsert that could not be placed.
 pub const CAPACITY_CODES: [&str; 2] = ["ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "ZONE_RESOURCE_POOL_EXHAUSTED"];
