@@ -209,7 +209,7 @@ async fn a_fabric_destroy_blocked_by_running_instances_names_them_at_once() {
     );
     assert_eq!(pieces(), before, "nothing deleted");
 
-    // Once they are terminating, the subnet's 409 is waited out and the destroy finishes.
+    // Once they are terminated (or terminating: the subnet's 409 meanwhile is waited out) the destroy finishes.
     for id in &theirs {
         client
             .delete(&oci.ctx, Service::Core, &format!("/instances/{id}"), "their instance", std::time::Duration::from_secs(30))
