@@ -523,7 +523,7 @@ async fn each_nvlink_domain_runs_in_its_own_ultraserver_of_the_capacity_block() 
     let counters = us.env.admin("GET", "counters", None)["counters"].clone();
     assert_eq!(
         counters,
-        json!({"ec2:DescribeInstanceStatus": 1, "ec2:DescribeInstances": 1, "ec2:DescribeLaunchTemplates": 1}),
+        json!({"ec2:DescribeInstanceStatus": 3, "ec2:DescribeInstances": 1, "ec2:DescribeLaunchTemplates": 1}),
         "{counters}"
     );
 
@@ -706,7 +706,7 @@ mod day2 {
     }
 
     #[tokio::test]
-    async fn a_refresh_reads_every_nodes_health_and_selfcheck_in_one_status_listing() {
+    async fn a_refresh_reads_every_nodes_health_and_selfcheck_in_three_status_listings() {
         let (env, state) = cluster(6).await;
         let ec2 = env.ec2();
         let oob = |body: serde_json::Value| env.admin("POST", "out-of-band", Some(body));
@@ -732,8 +732,9 @@ mod day2 {
         let found = read_found(&env.ctx, &GpuCluster, &state).await;
         assert_eq!(
             counters(&env),
-            json!({"ec2:DescribeInstanceStatus": 1, "ec2:DescribeInstances": 1, "ec2:DescribeLaunchTemplates": 1}),
-            "one listing each, not one call per node"
+            json!({"ec2:DescribeInstanceStatus": 3, "ec2:DescribeInstances": 1, "ec2:DescribeLaunchTemplates": 1}),
+            "one listing each (three of statuses: impaired instance checks, impaired system checks, scheduled events), not one \
+             call per node"
         );
         let unhealthy = found.get("unhealthy_nodes").as_map().unwrap();
         let unhealthy: BTreeMap<&str, &str> = unhealthy.iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
@@ -760,6 +761,118 @@ mod day2 {
         let imported = import_and_read(&env.ctx, &GpuCluster, "aws/us-east-1/d2").await;
         assert_eq!(imported.get("tags"), found.get("tags"));
         assert_eq!(imported.get("image").as_str(), Some(IMAGE));
+    }
+
+    /// `count` instances of nobody's cluster in `zone`, launched at once.
+    async fn others(env: &Env, zone: &str, count: i32) -> Vec<String> {
+        let out = env
+            .ec2()
+            .run_instances()
+            .image_id(IMAGE)
+            .instance_type(aws_sdk_ec2::types::InstanceType::T3Micro)
+            .placement(aws_sdk_ec2::types::Placement::builder().availability_zone(zone).build())
+            .min_count(count)
+            .max_count(count)
+            .send()
+            .await
+            .unwrap();
+        out.instances().iter().map(|i| i.instance_id().unwrap().to_owned()).collect()
+    }
+
+    #[tokio::test]
+    async fn the_health_read_makes_the_same_calls_whatever_the_account_holds() {
+        let (env, state) = cluster(2).await;
+        env.admin("DELETE", "counters", None);
+        let alone = read_found(&env.ctx, &GpuCluster, &state).await;
+        let calls = counters(&env);
+        // The account fills up: more instances in the cluster's zone than one status page holds, and some in
+        // another zone, a few of each impaired or scheduled for an event.
+        let here = others(&env, "us-east-1a", 1001).await;
+        let there = others(&env, "us-east-1b", 20).await;
+        let oob = |body: serde_json::Value| env.admin("POST", "out-of-band", Some(body));
+        for id in here.iter().take(3).chain(there.iter().take(3)) {
+            oob(json!({"action": "impair", "id": id, "check": "system"}));
+            oob(json!({"action": "impair", "id": id, "event": "system-maintenance"}));
+        }
+        env.admin("DELETE", "counters", None);
+        let crowded = read_found(&env.ctx, &GpuCluster, &state).await;
+        assert_eq!(counters(&env), calls, "the same calls with 1021 other instances in the region as with none");
+        assert_eq!(calls["ec2:DescribeInstanceStatus"], 3, "{calls}");
+        for attr in ["unhealthy_nodes", "scheduled_maintenance"] {
+            assert_eq!(crowded.get(attr), alone.get(attr), "{attr}: other instances' health is not the cluster's");
+            assert_eq!(crowded.get(attr), &Value::Map(BTreeMap::new()), "{attr}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_scheduled_for_retirement_is_unhealthy_and_replaced_alone() {
+        let (env, state) = cluster(3).await;
+        let before = live(&env, "d2").await;
+        env.admin(
+            "POST",
+            "out-of-band",
+            Some(json!({"action": "impair", "id": id_of(&env, "d2-1"), "event": "instance-retirement", "not_before": "2026-12-05T00:00:00Z"})),
+        );
+        let refreshed = read_found(&env.ctx, &GpuCluster, &state).await;
+        assert_eq!(refreshed.get("unhealthy_nodes").get("d2-1").as_str(), Some("scheduled instance-retirement from 2026-12-05T00:00Z"));
+        assert_eq!(refreshed.get("scheduled_maintenance"), &Value::Map(BTreeMap::new()));
+        let (repaired, diags) = apply(&env.ctx, &GpuCluster, &refreshed, &config(3, IMAGE)).await;
+        assert!(
+            diags.iter().any(|d| d.starts_with("1 unhealthy node to repair") && d.contains("d2-1: scheduled instance-retirement")),
+            "{diags:?}"
+        );
+        let after = live(&env, "d2").await;
+        assert_eq!(after.keys().collect::<Vec<_>>(), ["d2-0", "d2-1", "d2-2"]);
+        assert_ne!(after["d2-1"].0, before["d2-1"].0, "d2-1 is a new instance");
+        for n in ["d2-0", "d2-2"] {
+            assert_eq!(after[n].0, before[n].0, "{n} untouched");
+        }
+        let refreshed = read_found(&env.ctx, &GpuCluster, &repaired).await;
+        assert_eq!(refreshed.get("unhealthy_nodes"), &Value::Map(BTreeMap::new()));
+    }
+
+    #[tokio::test]
+    async fn scheduled_reboots_and_system_maintenance_are_reported_with_their_window_and_no_node_is_replaced() {
+        let (env, state) = cluster(3).await;
+        let before = live(&env, "d2").await;
+        let oob = |body: serde_json::Value| env.admin("POST", "out-of-band", Some(body));
+        oob(json!({"action": "impair", "id": id_of(&env, "d2-0"), "event": "system-reboot", "not_before": "2026-12-05T00:00:00Z"}));
+        oob(json!({"action": "impair", "id": id_of(&env, "d2-2"), "event": "system-maintenance", "not_before": "2026-12-06T10:00:00Z"}));
+        let refreshed = read_found(&env.ctx, &GpuCluster, &state).await;
+        assert_eq!(refreshed.get("unhealthy_nodes"), &Value::Map(BTreeMap::new()), "maintenance is no reason to repair");
+        let window = |node: &str| refreshed.get("scheduled_maintenance").get(node).as_str().map(str::to_owned);
+        assert_eq!(
+            (window("d2-0").as_deref(), window("d2-1"), window("d2-2").as_deref()),
+            (
+                Some("scheduled system-reboot from 2026-12-05T00:00Z to 2026-12-05T02:00Z"),
+                None,
+                Some("scheduled system-maintenance from 2026-12-06T10:00Z to 2026-12-06T12:00Z")
+            )
+        );
+        // Under every repair policy the plan says so, and the apply leaves every node as it was.
+        for repair in ["replace", "reboot"] {
+            let mut configured = config(3, IMAGE).as_map().unwrap().clone();
+            configured.insert("repair".into(), Value::from(repair));
+            env.admin("DELETE", "counters", None);
+            let (applied, diags) = apply(&env.ctx, &GpuCluster, &refreshed, &Value::Map(configured)).await;
+            assert!(
+                diags.iter().any(|d| d.starts_with("2 nodes with maintenance scheduled by the cloud")
+                    && d.contains("d2-0: scheduled system-reboot from 2026-12-05T00:00Z to 2026-12-05T02:00Z")),
+                "{repair}: {diags:?}"
+            );
+            assert!(!diags.iter().any(|d| d.contains("to repair")), "{repair}: {diags:?}");
+            let c = counters(&env);
+            for call in ["ec2:TerminateInstances", "ec2:RunInstances", "ec2:RebootInstances"] {
+                assert_eq!(c.get(call), None, "{repair}: {c}");
+            }
+            assert_eq!(applied.get("scheduled_maintenance"), refreshed.get("scheduled_maintenance"), "{repair}");
+        }
+        let after = live(&env, "d2").await;
+        assert_eq!(
+            after.iter().map(|(n, v)| (n.clone(), v.0.clone())).collect::<Vec<_>>(),
+            before.iter().map(|(n, v)| (n.clone(), v.0.clone())).collect::<Vec<_>>(),
+            "the same instances"
+        );
     }
 
     #[tokio::test]

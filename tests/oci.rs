@@ -162,6 +162,64 @@ async fn a_vcn_read_as_not_found_right_after_its_create_is_waited_out() {
     assert_eq!(faults["faults"][0]["fired"], json!(2), "{faults}");
 }
 
+/// Destroys `state` as the CLI would, within `limit`: the state left and the diagnostics.
+async fn destroy_within(ctx: &Context, resource: &dyn Resource, state: &Value, limit: std::time::Duration) -> (Value, Vec<String>) {
+    use hpc_provider::framework::{ApplyRequest, Diagnostics};
+    let mut d = Diagnostics::new();
+    let req = ApplyRequest { prior: state, planned: &Value::Null, config: &Value::Null, private: &[] };
+    let out = tokio::time::timeout(limit, resource.apply(ctx, req, &mut d))
+        .await
+        .unwrap_or_else(|_| panic!("destroying the {} took longer than {limit:?}", resource.type_name()));
+    (out.new_state, common::lines(&d))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fabric_destroy_blocked_by_running_instances_names_them_at_once() {
+    let oci = Oci::start();
+    let fabric = fabric(&oci.ctx, "lib", "cluster").await;
+    let subnet = fabric.get("subnet_id").as_str().unwrap().to_owned();
+    // Five instances of another owner in the fabric's subnet, launched outside this provider's resources.
+    let client = api::connect(&oci.ctx, "us-ashburn-1").unwrap();
+    let mut theirs = Vec::new();
+    for i in 0..5 {
+        let body = json!({"compartmentId": COMPARTMENT, "availabilityDomain": AD, "shape": "VM.GPU.A10.1", "displayName": format!("theirs-{i}"),
+                          "sourceDetails": {"sourceType": "image", "imageId": "ocid1.image.oc1.iad.emulator-ol8-gpu"},
+                          "createVnicDetails": {"subnetId": subnet}, "freeformTags": {"team": "other"}});
+        let (made, _) = client.create(&oci.ctx, Service::Core, "instances", &body, "their instance").await.unwrap();
+        theirs.push(made["id"].as_str().unwrap().to_owned());
+    }
+    let pieces = || ["vcn", "subnet", "networksecuritygroup", "computecluster"].map(|kind| (kind, oci.inventory("core", kind)));
+    let before = pieces();
+    assert!(before.iter().all(|(_, n)| *n == Some(1)), "{before:?}");
+
+    // The destroy says at once what holds the subnet, and deletes nothing: not the compute cluster or the
+    // security group either, which it would otherwise delete first.
+    let started = std::time::Instant::now();
+    let (left, diags) = destroy_within(&oci.ctx, &GpuFabric, &fabric, std::time::Duration::from_secs(20)).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}", started.elapsed());
+    assert_eq!(left, fabric, "the state stays as it was");
+    let said = diags.join("\n");
+    assert!(
+        said.contains(&format!("theirs-0 ({})", theirs[0]))
+            && said.contains(&format!("theirs-2 ({})", theirs[2]))
+            && said.contains("and 2 more")
+            && !said.contains(&theirs[3])
+            && said.contains("lib-subnet"),
+        "{said}"
+    );
+    assert_eq!(pieces(), before, "nothing deleted");
+
+    // Once they are terminated (or terminating: the subnet's 409 meanwhile is waited out) the destroy finishes.
+    for id in &theirs {
+        client
+            .delete(&oci.ctx, Service::Core, &format!("/instances/{id}"), "their instance", std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
+    }
+    destroy(&oci.ctx, &GpuFabric, &fabric).await;
+    oci.assert_empty();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_networks_instances_get_the_clusters_node_names() {
     let oci = Oci::start();

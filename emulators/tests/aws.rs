@@ -967,6 +967,63 @@ async fn instance_status_lists_impaired_checks_and_scheduled_events_of_every_ins
     assert_eq!(status, 404);
 }
 
+/// The instance ids DescribeInstanceStatus answers for `filters` (`(name, values)`), sorted.
+async fn status_ids(client: &aws_sdk_ec2::Client, filters: &[(&str, &[&str])], all: bool) -> Vec<String> {
+    let mut ask = client.describe_instance_status().include_all_instances(all);
+    for (name, values) in filters {
+        ask = ask.filters(Filter::builder().name(*name).set_values(Some(values.iter().map(|v| (*v).to_owned()).collect())).build());
+    }
+    let mut ids: Vec<String> =
+        ask.send().await.unwrap().instance_statuses().iter().filter_map(|s| s.instance_id()).map(str::to_owned).collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn instance_status_filters_are_anded_and_each_filters_values_ored() {
+    // EC2's filters: several are joined with AND, the values of one with OR.
+    let ep = aws();
+    let client = ec2(ep, "ap-northeast-2");
+    let here = small_instances(&client, "ap-northeast-2a", 5).await;
+    let there = small_instances(&client, "ap-northeast-2b", 2).await;
+    let impair = |body: serde_json::Value| admin(ep, "POST", "out-of-band", Some(body));
+    impair(serde_json::json!({"action": "impair", "id": here[0], "check": "system"}));
+    impair(serde_json::json!({"action": "impair", "id": here[1], "check": "instance"}));
+    impair(serde_json::json!({"action": "impair", "id": here[2], "event": "system-reboot"}));
+    impair(serde_json::json!({"action": "impair", "id": here[3], "event": "instance-retirement"}));
+    impair(serde_json::json!({"action": "impair", "id": there[0], "check": "system", "event": "system-maintenance"}));
+    // A stopped instance keeps its scheduled retirement; only IncludeAllInstances lists it.
+    client.stop_instances().instance_ids(&here[3]).send().await.unwrap();
+    let sorted = |ids: &[&String]| {
+        let mut v: Vec<String> = ids.iter().map(|s| (*s).clone()).collect();
+        v.sort();
+        v
+    };
+    let zone_a: &[&str] = &["ap-northeast-2a"];
+    assert_eq!(
+        status_ids(&client, &[("availability-zone", zone_a), ("system-status.status", &["impaired"])], false).await,
+        sorted(&[&here[0]])
+    );
+    assert_eq!(status_ids(&client, &[("system-status.status", &["impaired"])], false).await, sorted(&[&here[0], &there[0]]));
+    assert_eq!(
+        status_ids(&client, &[("availability-zone", zone_a), ("instance-status.status", &["impaired"])], false).await,
+        sorted(&[&here[1]])
+    );
+    let codes: &[&str] = &["instance-retirement", "instance-stop", "system-reboot", "instance-reboot", "system-maintenance"];
+    assert_eq!(status_ids(&client, &[("availability-zone", zone_a), ("event.code", codes)], true).await, sorted(&[&here[2], &here[3]]));
+    assert_eq!(status_ids(&client, &[("availability-zone", zone_a), ("event.code", codes)], false).await, sorted(&[&here[2]]));
+    let both: &[&str] = &["ap-northeast-2a", "ap-northeast-2b"];
+    assert_eq!(
+        status_ids(&client, &[("availability-zone", both), ("event.code", codes)], true).await,
+        sorted(&[&here[2], &here[3], &there[0]])
+    );
+    assert_eq!(status_ids(&client, &[("availability-zone", both), ("event.code", &["instance-stop"])], true).await, Vec::<String>::new());
+    // A filter EC2 does not have is refused.
+    let unknown =
+        client.describe_instance_status().filters(Filter::builder().name("tag:hpc:cluster").values("x").build()).send().await.unwrap_err();
+    assert_eq!(code(&unknown), "InvalidParameterValue");
+}
+
 #[tokio::test]
 async fn a_node_publishes_its_selfcheck_verdict_as_a_tag_that_describe_instances_returns() {
     let ep = aws();

@@ -374,6 +374,11 @@ output "unhealthy_nodes" {
   value       = hpc_gpu_cluster.this.unhealthy_nodes
 }
 
+output "scheduled_maintenance" {
+  description = "Maintenance the cloud has scheduled on a node, with its window: not repaired; drain the node before it."
+  value       = hpc_gpu_cluster.this.scheduled_maintenance
+}
+
 output "node_revisions" {
   description = "The node configuration revision each node runs (after an interrupted rolling update, which nodes are updated)."
   value       = hpc_gpu_cluster.this.node_revisions

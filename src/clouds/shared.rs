@@ -250,8 +250,13 @@ pub struct NodeAddress {
     /// Google Cloud); `None` for a node an earlier release made, which runs the state's revision.
     pub revision: Option<String>,
     /// Why the cloud holds it unhealthy (a failed status check, a scheduled retirement or maintenance, a
-    /// state other than running), in a sentence with the time the cloud gave; `None` when healthy.
+    /// state other than running), in a sentence with the time the cloud gave; `None` when healthy. A
+    /// day-2 repair acts on it.
     pub health: Option<String>,
+    /// Maintenance the cloud has scheduled on it and carries out itself in its window, with the window
+    /// (AWS: a scheduled instance or system reboot, system maintenance); `None` when there is none. Not a
+    /// fault: it is reported (`scheduled_maintenance`, a plan warning) and no repair acts on it.
+    pub maintenance: Option<String>,
     /// The verdict its boot-time self-check published through the cloud (`hpc:selfcheck` tag, `hpc-selfcheck`
     /// label on Google Cloud): `ok` or `fail-...`; `None` before it reports (or without the self-check).
     pub selfcheck: Option<String>,
@@ -330,17 +335,21 @@ pub fn with_nodes(state: &Value, cloud: Cloud, node_piece: &str, nodes: &[NodeAd
     Value::Map(out)
 }
 
-/// `unhealthy_nodes`, `selfcheck` and `node_revisions` of the nodes found. A node without a revision
+/// `unhealthy_nodes`, `scheduled_maintenance`, `selfcheck` and `node_revisions` of the nodes found. A node without a revision
 /// (made by an earlier release) runs the one the state says it runs, or the state's `revision`.
 pub fn node_day2(state: &Value, nodes: &[NodeAddress]) -> BTreeMap<String, Value> {
     let known = state.get("node_revisions");
     let fallback = state.get("revision").as_str().map(str::to_owned);
     let mut unhealthy = BTreeMap::new();
+    let mut maintenance = BTreeMap::new();
     let mut selfcheck = BTreeMap::new();
     let mut revisions = BTreeMap::new();
     for n in nodes {
         if let Some(why) = unhealthy_reason(n) {
             unhealthy.insert(n.name.clone(), Value::from(why));
+        }
+        if let Some(window) = &n.maintenance {
+            maintenance.insert(n.name.clone(), Value::from(window.as_str()));
         }
         if let Some(v) = &n.selfcheck {
             selfcheck.insert(n.name.clone(), Value::from(v.as_str()));
@@ -352,6 +361,7 @@ pub fn node_day2(state: &Value, nodes: &[NodeAddress]) -> BTreeMap<String, Value
     }
     BTreeMap::from([
         ("unhealthy_nodes".to_owned(), Value::Map(unhealthy)),
+        ("scheduled_maintenance".to_owned(), Value::Map(maintenance)),
         ("selfcheck".to_owned(), Value::Map(selfcheck)),
         ("node_revisions".to_owned(), Value::Map(revisions)),
     ])

@@ -144,6 +144,7 @@ fn addresses(v: &Value, keep: impl Fn(&str) -> bool) -> Vec<NodeAddress> {
             keep(&name).then(|| NodeAddress {
                 revision: v.get("node_revisions").get(&name).as_str().map(str::to_owned),
                 selfcheck: v.get("selfcheck").get(&name).as_str().map(str::to_owned),
+                maintenance: v.get("scheduled_maintenance").get(&name).as_str().map(str::to_owned),
                 id: n.get("id").as_str().unwrap_or_default().to_owned(),
                 private_ip: n.get("private_ip").as_str().map(str::to_owned),
                 name,

@@ -23,7 +23,7 @@ use crate::model::{ClusterSpec, Repair};
 use crate::ownership::Census;
 
 /// The attributes this module plans.
-pub const ATTRS: [&str; 3] = ["unhealthy_nodes", "selfcheck", "node_revisions"];
+pub const ATTRS: [&str; 4] = ["unhealthy_nodes", "scheduled_maintenance", "selfcheck", "node_revisions"];
 
 /// What one apply does to the nodes beyond the backend's converge.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -116,7 +116,10 @@ pub fn plan(spec: &ClusterSpec, prior: &Value, planned: &mut Value, diags: &mut 
     };
     let unhealthy = keep("unhealthy_nodes", &|n| repaired.contains(&n) || remade.contains(&n));
     let selfcheck = keep("selfcheck", &|n| remade.contains(&n) || rebooted.contains(&n));
+    // A node remade is a new instance, with no maintenance scheduled; the others keep theirs until a refresh.
+    let maintenance = keep("scheduled_maintenance", &|n| remade.contains(&n));
     map.insert("unhealthy_nodes".into(), unhealthy);
+    map.insert("scheduled_maintenance".into(), maintenance.clone());
     map.insert("selfcheck".into(), selfcheck);
     let revisions = match map.get("revision").and_then(Value::as_str) {
         Some(r) => Value::Map(names.iter().map(|n| (n.clone(), Value::from(r))).collect()),
@@ -127,6 +130,24 @@ pub fn plan(spec: &ClusterSpec, prior: &Value, planned: &mut Value, diags: &mut 
         map.insert("nodes".into(), Value::Unknown);
     }
     explain(spec, &w, diags);
+    announce(&maintenance, diags);
+}
+
+/// The plan's warning for the nodes the cloud has scheduled maintenance on. It is no repair: the cloud
+/// carries it out in its window (a reboot of the node or its host, power or network maintenance), and
+/// remaking a node to dodge it would cost a whole node to spare a reboot; so it is said, with the window,
+/// for the user to drain the node first, and the apply leaves the node alone whatever `repair` says.
+fn announce(maintenance: &Value, diags: &mut Diagnostics) {
+    let Some(nodes) = maintenance.as_map().filter(|m| !m.is_empty()) else { return };
+    let listed = nodes.iter().map(|(n, w)| format!("{n}: {}", w.as_str().unwrap_or_default())).collect::<Vec<_>>().join("\n");
+    diags.warning_at(
+        AttributePath::attr("scheduled_maintenance"),
+        format!("{} node{} with maintenance scheduled by the cloud", nodes.len(), if nodes.len() == 1 { "" } else { "s" }),
+        format!(
+            "The cloud carries it out in the window given; the apply does not repair or replace these nodes for it. Drain them before \
+             the window (e.g. through Slurm) if jobs must not be interrupted.\n{listed}"
+        ),
+    );
 }
 
 fn explain(spec: &ClusterSpec, w: &Work, diags: &mut Diagnostics) {
@@ -470,6 +491,33 @@ mod tests {
         assert_eq!(plan.get("selfcheck"), p.get("selfcheck"));
         assert!(!plan.get("nodes").is_unknown());
         assert!(format!("{diags:?}").contains("repair = \\\"report\\\""), "{diags:?}");
+    }
+
+    #[test]
+    fn scheduled_maintenance_is_announced_with_its_window_and_repaired_by_no_policy() {
+        let window = "scheduled system-reboot from 2026-12-05T00:00Z to 2026-12-05T02:00Z";
+        for repair in ["replace", "reboot", "report"] {
+            let s = spec(serde_json::json!({"repair": repair}));
+            let rev = s.revision();
+            let mut p = prior(&[("d2-3", "scheduled instance-retirement from 2026-12-05T00:00Z")], &OLD.map(|(n, _)| (n, rev.as_str())));
+            if let Value::Map(m) = &mut p {
+                m.insert("scheduled_maintenance".into(), map(&[("d2-1", window), ("d2-3", window)]));
+            }
+            let mut plan = planned(&s, &rev);
+            let mut diags = Diagnostics::new();
+            super::plan(&s, &p, &mut plan, &mut diags);
+            let w = work(&s, &p, &plan);
+            assert!(w.repairs.iter().chain(&w.capped).all(|(n, _)| n == "d2-3"), "{repair}: {w:?}");
+            // d2-3 is remade by replace (a new instance has no maintenance); otherwise both keep theirs.
+            let (kept, said) = if repair == "replace" {
+                (map(&[("d2-1", window)]), "1 node with maintenance scheduled by the cloud")
+            } else {
+                (map(&[("d2-1", window), ("d2-3", window)]), "2 nodes with maintenance scheduled by the cloud")
+            };
+            assert_eq!(plan.get("scheduled_maintenance"), &kept, "{repair}");
+            let text = format!("{diags:?}");
+            assert!(text.contains(said) && text.contains(&format!("d2-1: {window}")), "{repair}: {text}");
+        }
     }
 
     #[test]

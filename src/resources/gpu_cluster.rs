@@ -211,8 +211,16 @@ pub fn schema() -> Schema {
                 "unhealthy_nodes",
                 Type::map(Type::String),
                 "Nodes the last refresh found unhealthy, by name, with the reason: what the cloud says (a failed status check, a scheduled \
-                 retirement or maintenance, a node not running) or what the node's self-check published (`self-check: 7 of 8 GPUs`). \
-                 The plan shows the ones the apply repairs.",
+                 retirement or stop, on Azure, Google Cloud and OCI a scheduled maintenance, a node not running) or what the node's \
+                 self-check published (`self-check: 7 of 8 GPUs`). The plan shows the ones the apply repairs.",
+            ).assigned_at_apply())
+            .attribute(Attribute::computed(
+                "scheduled_maintenance",
+                Type::map(Type::String),
+                "Maintenance the cloud has scheduled on a node and carries out itself in its window, by node name, with the window \
+                 (AWS: a scheduled `instance-reboot`, `system-reboot` or `system-maintenance` event, `scheduled system-reboot from \
+                 2026-12-05T00:00Z to 2026-12-05T02:00Z`). The plan warns of it; no `repair` acts on it (drain the node before the \
+                 window). A scheduled retirement or stop is in `unhealthy_nodes` instead.",
             ).assigned_at_apply())
             .attribute(Attribute::computed(
                 "selfcheck",
@@ -363,6 +371,20 @@ fn with_derived_outputs(state: Value) -> Value {
     Value::Map(m)
 }
 
+/// A state from a release before `scheduled_maintenance` says none was found, so the first plan after an
+/// upgrade is empty; the next refresh reads it.
+fn with_maintenance_map(state: Value) -> Value {
+    match state {
+        Value::Map(mut m)
+            if m.get("scheduled_maintenance").is_none_or(Value::is_null) && m.get("revision").is_some_and(Value::is_present) =>
+        {
+            m.insert("scheduled_maintenance".into(), Value::Map(BTreeMap::new()));
+            Value::Map(m)
+        }
+        other => other,
+    }
+}
+
 /// The planner's computed attributes of a configuration (the lifecycle's derivation of an imported one),
 /// laid out around what `running` (a prior state, or what the import observed) says runs.
 fn derive(ctx: &Context, config: &Value, running: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
@@ -488,7 +510,7 @@ impl Resource for GpuCluster {
             Some(cloud) => backend::cluster(cloud).upgrade(version, state),
             None => state,
         };
-        with_derived_outputs(common::upgrade_owner(common::CLUSTER, version, state))
+        with_maintenance_map(with_derived_outputs(common::upgrade_owner(common::CLUSTER, version, state)))
     }
 }
 
@@ -886,5 +908,15 @@ mod tests {
         assert_eq!(network_of(&Value::object([("vpc_id", Value::Null), ("subnet_id", Value::Null)])), Value::Null);
         let made = network_of(&Value::object([("vpc_id", Value::from("vpc-1")), ("subnet_id", Value::from("subnet-1"))]));
         assert_eq!(made.get("subnet_id"), &Value::from("subnet-1"));
+    }
+
+    #[test]
+    fn a_state_from_before_scheduled_maintenance_says_none_was_found_and_one_after_keeps_its_own() {
+        let before = Value::object([("revision", Value::from("r1")), ("unhealthy_nodes", Value::Map(BTreeMap::new()))]);
+        assert_eq!(with_maintenance_map(before).get("scheduled_maintenance"), &Value::Map(BTreeMap::new()));
+        let found = Value::Map([("n-1".to_owned(), Value::from("scheduled system-reboot from 2026-12-05T00:00Z"))].into());
+        let after = Value::object([("revision", Value::from("r1")), ("scheduled_maintenance", found.clone())]);
+        assert_eq!(with_maintenance_map(after).get("scheduled_maintenance"), &found);
+        assert_eq!(with_maintenance_map(Value::Null), Value::Null);
     }
 }

@@ -7,8 +7,10 @@
 //! DescribeInstances (paginated) whatever the node count. Only the nodes, launch template and key pair whose
 //! `hpc:owner` tag the census admits are kept, changed or deleted.
 //!
-//! Day 2: the same refresh reads the nodes' health with one DescribeInstanceStatus listing (paged, not per
-//! node: its status checks and scheduled events, kept for the cluster's own instance ids), and the verdict
+//! Day 2: the same refresh reads the nodes' health with three DescribeInstanceStatus listings in the nodes'
+//! zone, filtered to what is impaired or scheduled (paged, neither per node nor over the whole account: kept
+//! for the cluster's own instance ids; scheduled stops and retirements are repairs, scheduled reboots and
+//! system maintenance are reported with their window), and the verdict
 //! each node's self-check published in its `hpc:selfcheck` tag (DescribeInstances already carries it). Every
 //! node launched is tagged `hpc:revision = <spec.revision()>`; the launch template's latest version records
 //! the revision it was made for in its version description, and a configuration of another revision gets a
@@ -78,8 +80,12 @@ pub struct Node {
     pub revision: Option<String>,
     /// Its `hpc:selfcheck` tag: the verdict its boot-time self-check published.
     pub selfcheck: Option<String>,
-    /// Why EC2 holds it unhealthy (failed status checks, scheduled events), when it does.
+    /// Why EC2 holds it unhealthy (failed status checks, a scheduled stop or retirement), when it does.
     pub health: Option<String>,
+    /// The maintenance EC2 has scheduled on it (a reboot, system maintenance), with its window.
+    pub maintenance: Option<String>,
+    /// Its availability zone.
+    pub zone: Option<String>,
 }
 
 /// What exists of a cluster and is the census's.
@@ -116,6 +122,7 @@ impl ClusterLive {
                 private_ip: n.private_ip.clone(),
                 revision: n.revision.clone(),
                 health: n.health.clone(),
+                maintenance: n.maintenance.clone(),
                 selfcheck: n.selfcheck.clone(),
             })
             .collect()
@@ -134,6 +141,8 @@ fn node_of(cluster: &str, i: &Instance) -> Node {
         revision: tags.get(REVISION_TAG).filter(|r| !r.is_empty()).cloned(),
         selfcheck: tags.get(SELFCHECK_TAG).filter(|v| !v.is_empty()).cloned(),
         health: None,
+        maintenance: None,
+        zone: i.placement().and_then(|p| p.availability_zone()).map(str::to_owned),
     }
 }
 
@@ -169,50 +178,98 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
     }
 }
 
-/// The nodes with what EC2 says of their health: one DescribeInstanceStatus listing (all instances, paged by
-/// [`STATUS_PAGE`]; EC2 takes no tag filter and no page size beside instance ids, and ids would make the
-/// calls grow with the cluster), kept for these nodes' ids. No call when there are no nodes.
+/// The scheduled events EC2 carries out by stopping or retiring the instance (a stop moves it to another host
+/// when it is started again; a retirement stops an EBS-backed instance and terminates an instance-store one):
+/// a node with one is unhealthy and a day-2 repair remakes it.
+pub const STOPPING_EVENTS: [&str; 2] = ["instance-retirement", "instance-stop"];
+/// The scheduled events EC2 carries out in their window with the instance staying what it is: a reboot of
+/// the instance or of its host, power or network maintenance. Reported with their window
+/// (`scheduled_maintenance`), not repaired.
+pub const MAINTENANCE_EVENTS: [&str; 3] = ["instance-reboot", "system-reboot", "system-maintenance"];
+
+/// The nodes with what EC2 says of their health, whatever the account holds: three DescribeInstanceStatus
+/// listings in the nodes' availability zone (normally the one of the fabric), each asking EC2 only for
+/// what is wrong or announced (filters are ANDed, a filter's values ORed, so the three cannot be one call):
+/// instances whose instance status check is impaired, those whose system status check is impaired, and
+/// those with a scheduled event (of any state, as a stopped instance can be scheduled for retirement).
+/// The answers are kept for these nodes' ids. EC2 takes no tag filter here, and instance ids would make the
+/// calls grow with the cluster (at most 100 per call, and not with MaxResults); each listing is paged by
+/// [`STATUS_PAGE`], so the calls grow only with the instances in the zone that are impaired or scheduled
+/// for an event at once. No call when there are no nodes.
 pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, CloudError> {
     if nodes.is_empty() {
         return Ok(nodes);
     }
     let ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
-    let mut found: BTreeMap<String, String> = BTreeMap::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = aws
-            .ec2
-            .describe_instance_status()
-            .include_all_instances(true)
-            .max_results(STATUS_PAGE)
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api::error(&e).context("reading the nodes' status checks and scheduled events (DescribeInstanceStatus)"))?;
-        for status in page.instance_statuses() {
-            let Some(id) = status.instance_id().filter(|id| ids.contains(id)) else { continue };
-            if let Some(reason) = unhealthy(status) {
-                found.insert(id.to_owned(), reason);
+    let zones: BTreeSet<&str> = nodes.iter().filter_map(|n| n.zone.as_deref()).collect();
+    let zones: Vec<&str> = zones.into_iter().collect();
+    let events: Vec<&str> = STOPPING_EVENTS.iter().chain(&MAINTENANCE_EVENTS).copied().collect();
+    let asks = [
+        ("instance-status.status", vec!["impaired"], false),
+        ("system-status.status", vec!["impaired"], false),
+        ("event.code", events, true),
+    ];
+    let mut found: BTreeMap<String, InstanceStatus> = BTreeMap::new();
+    for (name, values, all) in asks {
+        for status in statuses(aws, &zones, name, &values, all).await? {
+            if let Some(id) = status.instance_id().filter(|id| ids.contains(id)) {
+                found.insert(id.to_owned(), status);
             }
-        }
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
-            _ => break,
         }
     }
     for n in &mut nodes {
-        n.health = found.remove(&n.id);
+        let condition = found.get(&n.id).map(condition).unwrap_or_default();
+        n.health = condition.unhealthy;
+        n.maintenance = condition.maintenance;
     }
     Ok(nodes)
 }
 
-/// Why EC2's status of an instance makes it unhealthy: an impaired system or instance status check (with
-/// the time it has been impaired since), or a scheduled event not yet completed or canceled.
-pub fn unhealthy(status: &InstanceStatus) -> Option<String> {
-    let mut reasons = Vec::new();
+/// Every instance status DescribeInstanceStatus gives for one filter in `zones` (all zones when none is
+/// known), paged; `all` includes instances that are not running.
+async fn statuses(aws: &Aws, zones: &[&str], name: &str, values: &[&str], all: bool) -> Result<Vec<InstanceStatus>, CloudError> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut ask = aws.ec2.describe_instance_status().filters(filter(name, values)).include_all_instances(all);
+        if !zones.is_empty() {
+            ask = ask.filters(filter("availability-zone", zones));
+        }
+        let page = ask.max_results(STATUS_PAGE).set_next_token(token.take()).send().await.map_err(|e| {
+            api::error(&e).context(format!("reading the nodes' health (DescribeInstanceStatus, {name} {})", values.join(",")))
+        })?;
+        out.extend(page.instance_statuses().iter().cloned());
+        match page.next_token() {
+            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// What EC2's status of an instance says of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Condition {
+    /// Why it is unhealthy (a day-2 repair acts on it): an impaired status check with the time it has been
+    /// impaired since, a scheduled stop or retirement with its date.
+    pub unhealthy: Option<String>,
+    /// The maintenance EC2 has scheduled on it, with its window: reported, not repaired.
+    pub maintenance: Option<String>,
+}
+
+/// The condition of an instance from its status: impaired status checks and scheduled stops and
+/// retirements make it unhealthy; scheduled reboots and system maintenance are maintenance, as the EC2
+/// User Guide's scheduled events describe them (the instance is rebooted, its host rebooted, or it "might
+/// be temporarily affected by network maintenance or power maintenance"), which EC2 carries out in the
+/// window itself; replacing the node for it would cost more than the reboot it avoids. (Azure's
+/// `maintenanceRedeployStatus` and OCI's `timeMaintenanceRebootDue` are still repair reasons there.) An
+/// event code EC2 adds later is reported as maintenance, not acted on. Events carried out or canceled
+/// (EC2 keeps them a week, their description starting `[Completed]` or `[Canceled]`) say nothing.
+pub fn condition(status: &InstanceStatus) -> Condition {
+    let mut unhealthy = Vec::new();
+    let mut maintenance = Vec::new();
     for (check, summary) in [("system", status.system_status()), ("instance", status.instance_status())] {
         if let Some(why) = summary.and_then(|s| impaired(check, s)) {
-            reasons.push(why);
+            unhealthy.push(why);
         }
     }
     for event in status.events() {
@@ -220,13 +277,25 @@ pub fn unhealthy(status: &InstanceStatus) -> Option<String> {
         if description.starts_with("[Completed]") || description.starts_with("[Canceled]") {
             continue;
         }
-        let Some(code) = event.code() else { continue };
-        reasons.push(match event.not_before() {
-            Some(t) => format!("scheduled {} from {}", code.as_str(), crate::clock::utc_minute_of(t.secs())),
-            None => format!("scheduled {}", code.as_str()),
-        });
+        let Some(code) = event.code().map(|c| c.as_str()) else { continue };
+        let from = event.not_before().map(|t| crate::clock::utc_minute_of(t.secs()));
+        let to = event.not_after().map(|t| crate::clock::utc_minute_of(t.secs()));
+        if STOPPING_EVENTS.contains(&code) {
+            unhealthy.push(match from {
+                Some(t) => format!("scheduled {code} from {t}"),
+                None => format!("scheduled {code}"),
+            });
+        } else {
+            maintenance.push(match (from, to) {
+                (Some(f), Some(t)) => format!("scheduled {code} from {f} to {t}"),
+                (Some(f), None) => format!("scheduled {code} from {f}"),
+                (None, Some(t)) => format!("scheduled {code} until {t}"),
+                (None, None) => format!("scheduled {code}"),
+            });
+        }
     }
-    (!reasons.is_empty()).then(|| reasons.join("; "))
+    let joined = |v: Vec<String>| (!v.is_empty()).then(|| v.join("; "));
+    Condition { unhealthy: joined(unhealthy), maintenance: joined(maintenance) }
 }
 
 fn impaired(check: &str, summary: &InstanceStatusSummary) -> Option<String> {
@@ -314,7 +383,7 @@ pub async fn find(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLi
     })
 }
 
-/// What a refresh needs: whether the launch template is there, the nodes and their health (three calls at
+/// What a refresh needs: whether the launch template is there, the nodes and their health (five calls at
 /// any size).
 pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<ClusterLive, CloudError> {
     let has_template = template_id(aws, cluster, census).await?.is_some();
@@ -1100,7 +1169,7 @@ fn with_domain_nodes(state: &Value, nodes: &[shared::NodeAddress]) -> Value {
 }
 
 /// The state after a successful apply: where the plan left `nodes` (or the day-2 maps: `node_revisions`,
-/// `unhealthy_nodes`, `selfcheck`) unknown, the nodes as they now are.
+/// `unhealthy_nodes`, `scheduled_maintenance`, `selfcheck`) unknown, the nodes as they now are.
 fn with_addresses(state: &Value, planned: &Value, nodes: &[shared::NodeAddress]) -> Value {
     let mut out = state.clone();
     if planned.get("nodes").is_unknown() {
@@ -1377,10 +1446,23 @@ mod tests {
             .build()
     }
 
+    fn windowed(code: &str, from: &str, to: &str) -> aws_sdk_ec2::types::InstanceStatusEvent {
+        aws_sdk_ec2::types::InstanceStatusEvent::builder()
+            .code(code.into())
+            .description("The instance is scheduled for a reboot")
+            .not_before(at(from))
+            .not_after(at(to))
+            .build()
+    }
+
+    fn unhealthy(status: &InstanceStatus) -> Option<String> {
+        condition(status).unhealthy
+    }
+
     #[test]
-    fn impaired_checks_and_pending_events_are_reasons_with_their_times_and_carried_out_events_are_not() {
+    fn impaired_checks_and_pending_stops_are_reasons_with_their_times_and_carried_out_events_are_not() {
         let healthy = InstanceStatus::builder().system_status(check("ok", None)).instance_status(check("ok", None)).build();
-        assert_eq!(unhealthy(&healthy), None);
+        assert_eq!(condition(&healthy), Condition::default());
         let system = InstanceStatus::builder()
             .system_status(check("impaired", Some("2026-12-01T10:02:37.123Z")))
             .instance_status(check("initializing", None))
@@ -1394,14 +1476,51 @@ mod tests {
             .events(event("instance-stop", "[Canceled] scheduled stop", Some("2026-11-02T00:00:00Z")))
             .build();
         assert_eq!(
-            unhealthy(&both).as_deref(),
-            Some(
-                "system status check impaired; instance status check impaired since 2026-12-02T08:00Z; scheduled instance-retirement from \
-                 2026-12-05T00:00Z"
-            )
+            condition(&both),
+            Condition {
+                unhealthy: Some(
+                    "system status check impaired; instance status check impaired since 2026-12-02T08:00Z; scheduled instance-retirement \
+                     from 2026-12-05T00:00Z"
+                        .into()
+                ),
+                maintenance: None
+            }
+        );
+        let stop = InstanceStatus::builder().events(event("instance-stop", "The instance is running on degraded hardware", None)).build();
+        assert_eq!(unhealthy(&stop).as_deref(), Some("scheduled instance-stop"));
+    }
+
+    #[test]
+    fn scheduled_reboots_and_system_maintenance_are_maintenance_with_their_window_not_reasons() {
+        let reboot = InstanceStatus::builder()
+            .system_status(check("ok", None))
+            .events(windowed("system-reboot", "2026-12-05T00:00:00Z", "2026-12-05T02:00:00Z"))
+            .events(windowed("instance-reboot", "2026-12-06T00:00:00Z", "2026-12-06T02:00:00Z"))
+            .build();
+        assert_eq!(
+            condition(&reboot),
+            Condition {
+                unhealthy: None,
+                maintenance: Some(
+                    "scheduled system-reboot from 2026-12-05T00:00Z to 2026-12-05T02:00Z; scheduled instance-reboot from \
+                     2026-12-06T00:00Z to 2026-12-06T02:00Z"
+                        .into()
+                )
+            }
         );
         let only_event = InstanceStatus::builder().events(event("system-maintenance", "scheduled maintenance", None)).build();
-        assert_eq!(unhealthy(&only_event).as_deref(), Some("scheduled system-maintenance"));
+        assert_eq!(condition(&only_event).maintenance.as_deref(), Some("scheduled system-maintenance"));
+        assert_eq!(unhealthy(&only_event), None);
+        // Maintenance beside an impaired check: both said, each in its place.
+        let impaired = InstanceStatus::builder()
+            .instance_status(check("impaired", None))
+            .events(windowed("system-maintenance", "2026-12-05T00:00:00Z", "2026-12-05T02:00:00Z"))
+            .build();
+        let c = condition(&impaired);
+        assert_eq!(
+            (c.unhealthy.as_deref(), c.maintenance.as_deref()),
+            (Some("instance status check impaired"), Some("scheduled system-maintenance from 2026-12-05T00:00Z to 2026-12-05T02:00Z"))
+        );
     }
 
     #[test]
@@ -1521,12 +1640,22 @@ mod tests {
         nodes[0].revision = Some("r2".into());
         nodes[0].health = Some("system status check impaired since 2026-12-01T10:02Z".into());
         nodes[1].selfcheck = Some("ok".into());
-        let unknown =
-            Value::object([("node_revisions", Value::Unknown), ("unhealthy_nodes", Value::Unknown), ("selfcheck", Value::Unknown)]);
+        nodes[1].maintenance = Some("scheduled system-reboot from 2026-12-05T00:00Z to 2026-12-05T02:00Z".into());
+        let unknown = Value::object([
+            ("node_revisions", Value::Unknown),
+            ("unhealthy_nodes", Value::Unknown),
+            ("scheduled_maintenance", Value::Unknown),
+            ("selfcheck", Value::Unknown),
+        ]);
         let out = with_addresses(&Value::object([("revision", Value::from("r1"))]), &unknown, &nodes);
         assert_eq!(out.get("node_revisions").get("train-0").as_str(), Some("r2"));
         assert_eq!(out.get("node_revisions").get("train-1").as_str(), Some("r1"), "a node without its own takes the state's");
         assert_eq!(out.get("unhealthy_nodes").as_map().map(|m| m.keys().cloned().collect::<Vec<_>>()), Some(vec!["train-0".to_owned()]));
         assert_eq!(out.get("selfcheck").get("train-1").as_str(), Some("ok"));
+        assert_eq!(
+            out.get("scheduled_maintenance").get("train-1").as_str(),
+            Some("scheduled system-reboot from 2026-12-05T00:00Z to 2026-12-05T02:00Z"),
+            "maintenance is reported, and is no reason"
+        );
     }
 }

@@ -289,6 +289,7 @@ pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], known: &cra
                 NodeAddress {
                     revision: revision_of(set, vm, known.get(&name).as_str()),
                     health: vm.condition.health.clone(),
+                    maintenance: None,
                     selfcheck: vm.condition.selfcheck.clone(),
                     name,
                     id: vm.id.clone(),
@@ -913,7 +914,7 @@ impl Backend<ClusterSpec> for backend::Azure {
             Ok(()) => {
                 // What the plan left to the apply: the nodes and what they run and report (a known value in
                 // the plan is kept as planned).
-                let computed = ["nodes", "node_revisions", "unhealthy_nodes", "selfcheck"];
+                let computed = ["nodes", "node_revisions", "unhealthy_nodes", "scheduled_maintenance", "selfcheck"];
                 if !computed.iter().any(|a| change.planned.get(a).is_unknown()) {
                     return Outcome::done(state);
                 }

@@ -138,6 +138,7 @@ pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Ve
             private_ip: node.instance.network_interfaces.first().and_then(|nic| nic.network_ip.clone()),
             revision: label(node, shared::REVISION_LABEL).map(str::to_owned),
             health: health(&node.instance),
+            maintenance: None,
             selfcheck: label(node, shared::SELFCHECK_LABEL).map(str::to_owned),
         })
         .collect()

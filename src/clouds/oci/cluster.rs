@@ -187,6 +187,7 @@ pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Jso
                 private_ip,
                 revision: tags.get(REVISION_TAG).cloned(),
                 health: health_of(n),
+                maintenance: None,
                 selfcheck: tags.get(SELFCHECK_TAG).cloned(),
             }
         })

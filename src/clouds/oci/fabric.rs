@@ -271,6 +271,14 @@ pub async fn delete(
 ) -> Result<(), CloudError> {
     let live = observe(ctx, oci, spec, compartment, census).await?;
     let n = &spec.name;
+    // A subnet that still holds running instances cannot go (OCI answers 409 for as long as they run):
+    // said at once, before any piece is deleted, instead of being retried until the timeout.
+    if let Some(subnet) = id(&live.subnet) {
+        let held = instances_in(ctx, oci, compartment, &subnet).await?;
+        if !held.is_empty() {
+            return Err(held_by(&format!("{n}-subnet"), &subnet, &held));
+        }
+    }
     if let Some(cc) = id(&live.compute_cluster) {
         oci.delete(ctx, Service::Core, &format!("/computeClusters/{cc}"), &format!("compute cluster {n}-cc"), timeout).await?;
     }
@@ -285,6 +293,67 @@ pub async fn delete(
         oci.delete(ctx, Service::Core, &format!("/vcns/{vcn}"), &format!("VCN {n}-vpc"), timeout).await?;
     }
     Ok(())
+}
+
+/// How many of the instances that hold a subnet its error names; the rest are counted.
+const NAMED: usize = 3;
+
+/// The instances (display name, OCID) whose VNIC is attached in `subnet` and that are not terminating or
+/// terminated, whoever owns them: one listing of the compartment's VNIC attachments (VnicAttachment names
+/// its subnet) and, only when some are attached there, one listing of its instances for their names and
+/// states; two list calls at most, whatever the number of instances. An instance already terminating is not
+/// one: its VNIC goes with it, and the subnet's 409 meanwhile is waited out by the delete. Instances of
+/// another compartment in the subnet are not seen here; their 409 is waited out until the timeout, as before.
+pub async fn instances_in(ctx: &Context, oci: &Oci, compartment: &str, subnet: &str) -> Result<Vec<(String, String)>, CloudError> {
+    let c = encode(compartment);
+    let attached: std::collections::BTreeSet<String> = oci
+        .list(ctx, Service::Core, "vnicAttachments", &format!("compartmentId={c}"))
+        .await?
+        .into_iter()
+        .filter(|a| a["subnetId"].as_str() == Some(subnet) && !matches!(a["lifecycleState"].as_str(), Some("DETACHING" | "DETACHED")))
+        .filter_map(|a| a["instanceId"].as_str().map(str::to_owned))
+        .collect();
+    if attached.is_empty() {
+        return Ok(Vec::new());
+    }
+    let instances: BTreeMap<String, Json> = oci
+        .list(ctx, Service::Core, "instances", &format!("compartmentId={c}"))
+        .await?
+        .into_iter()
+        .filter_map(|i| Some((i["id"].as_str()?.to_owned(), i)))
+        .collect();
+    let mut held: Vec<(String, String)> = attached
+        .into_iter()
+        .filter_map(|id| match instances.get(&id) {
+            Some(i) if matches!(i["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED")) => None,
+            Some(i) => Some((i["displayName"].as_str().unwrap_or_default().to_owned(), id)),
+            // Attached but not listed yet (launched a moment ago): it holds the subnet all the same.
+            None => Some((String::new(), id)),
+        })
+        .collect();
+    held.sort();
+    Ok(held)
+}
+
+/// The error of a subnet `held` instances keep from being deleted: the first [`NAMED`] of them by name and
+/// OCID, then how many more.
+fn held_by(name: &str, subnet: &str, held: &[(String, String)]) -> CloudError {
+    let shown: Vec<String> = held.iter().take(NAMED).map(|(n, id)| if n.is_empty() { id.clone() } else { format!("{n} ({id})") }).collect();
+    let mut list = shown.join(", ");
+    if held.len() > NAMED {
+        list = format!("{list} and {} more", held.len() - NAMED);
+    }
+    CloudError::new(
+        crate::clouds::ErrorKind::Conflict,
+        None,
+        format!(
+            "subnet {name} ({subnet}) still holds {} instance{} that {} not terminating: {list}. OCI deletes no subnet with VNICs in it \
+             (409 Conflict); nothing of the fabric was deleted. Terminate them, or destroy the clusters that run them, and destroy again",
+            held.len(),
+            if held.len() == 1 { "" } else { "s" },
+            if held.len() == 1 { "is" } else { "are" },
+        ),
+    )
 }
 
 /// Which planned pieces exist, by kind, for the refreshed expansion.
