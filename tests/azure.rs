@@ -1,7 +1,9 @@
 //! The Azure resources through the provider's own Resource implementations against the ARM emulator
 //! (HTTPS, trusted through HPC_AZURE_CA_FILE): 429 with Retry-After honoured, an allocation failure
 //! reported with ARM's code and kept in state, the scale-set split the plan promised, imports keeping a
-//! user's tag named `Name`, and another owner's piece at a fabric's id left alone.
+//! user's tag named `Name`, another owner's piece at a fabric's id left alone, and ARM's write semantics
+//! (a tag change PATCHes the tags alone, so a subnet in use and rules added outside stay; a create is
+//! create-only, so another writer's piece made at the same moment is not overwritten).
 //!
 //! The behaviours every cloud keeps (create, grow, shrink, drift, import, ownership, capacity policies, repair,
 //! rolling updates, destroy) are in `contract.rs`; this file keeps what only Azure has.
@@ -745,6 +747,157 @@ fn a_shrink_deletes_the_highest_named_vms_by_id_and_resizes_only_the_last_set() 
         assert_eq!(counters["arm:virtualMachineScaleSets.deleteInstances"], 1, "the two highest VMs were deleted by id: {counters}");
         assert!(plans_nothing(&ctx, &now, &config(3)));
         destroy(&ctx, &GpuCluster, &now).await;
+        destroy(&ctx, &GpuFabric, &f).await;
+        assert_empty();
+    });
+}
+
+// ------------------------------------------------------------------------------ ARM write semantics
+
+/// Plans and applies as the CLI would; the new state and the diagnostics themselves (with their causes).
+async fn apply_diagnosed(
+    ctx: &Context,
+    resource: &dyn hpc_provider::framework::Resource,
+    prior: &Value,
+    config: &Value,
+) -> (Value, hpc_provider::framework::Diagnostics) {
+    use hpc_provider::framework::{ApplyRequest, Diagnostics, PlanRequest};
+    let mut diags = Diagnostics::new();
+    let planned = resource.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut diags).planned;
+    let out = resource.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut diags).await;
+    (out.new_state, diags)
+}
+
+/// A direct ARM call from outside the provider (another tool); `{"status", "body"}`.
+fn arm_call(method: &str, path: &str, body: Option<Json>) -> Json {
+    azure_call(&EMULATOR.ep, &EMULATOR.pem, method, &format!("{path}?api-version=2026-03-01"), body, &[])
+}
+
+fn group_id(fabric: &str) -> String {
+    format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/{fabric}-rg")
+}
+
+#[test]
+fn a_tag_change_updates_tags_alone_and_keeps_the_subnet_in_use_and_rules_added_outside() {
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let before = json!({"team": "ml"});
+        let (f, diags) = apply(&ctx, &GpuFabric, &Value::Null, &fabric_config("retag", before.clone())).await;
+        assert!(diags.is_empty(), "{diags:?}");
+        // A cluster whose scale set's NICs are in the fabric's subnet.
+        let (cluster, _) = apply_ok(&ctx, &Value::Null, &value(&GpuCluster, d2_config("retag", "rt", 2, json!({})))).await;
+        // Another tool adds a rule to the fabric's security group (a PUT of the group with its rules).
+        let nsg = security_group("retag");
+        let found = arm_call("GET", &nsg, None)["body"].clone();
+        let rule = json!({"name": "bastion-ssh", "properties": {"protocol": "Tcp", "access": "Allow", "direction": "Inbound",
+            "priority": 200, "sourceAddressPrefix": "10.9.0.0/24", "sourcePortRange": "*", "destinationAddressPrefix": "*",
+            "destinationPortRange": "22"}});
+        let added = arm_call(
+            "PUT",
+            &nsg,
+            Some(json!({"location": found["location"], "tags": found["tags"], "properties": {"securityRules": [rule]}})),
+        );
+        assert_eq!(added["status"], 200, "{added}");
+
+        admin("DELETE", "counters", None);
+        let after = json!({"team": "ml", "env": "prod"});
+        let (f, diags) = apply(&ctx, &GpuFabric, &f, &fabric_config("retag", after)).await;
+        assert!(diags.is_empty(), "the tag change failed: {diags:?}");
+        let counters = admin("GET", "counters", None)["counters"].clone();
+        for op in ["resourceGroups", "virtualNetworks", "networkSecurityGroups", "proximityPlacementGroups"] {
+            assert_eq!(counters[format!("arm:{op}.patch")], 1, "{op} retagged through its UpdateTags/Update: {counters}");
+            assert!(counters.get(format!("arm:{op}.put")).is_none(), "{op} PUT again: {counters}");
+        }
+
+        let snapshot = admin("GET", "snapshot", None)["arm"].clone();
+        let vnet = format!("{}/providers/Microsoft.Network/virtualNetworks/retag-vpc", group_id("retag"));
+        let subnet = &snapshot[format!("{vnet}/subnets/retag-subnet").to_lowercase()];
+        assert!(subnet["properties"]["networkSecurityGroup"]["id"].as_str().is_some_and(|id| id.eq_ignore_ascii_case(&nsg)), "{subnet}");
+        let listed = arm_call("GET", &vnet, None)["body"]["properties"]["subnets"].clone();
+        assert_eq!(listed.as_array().map(Vec::len), Some(1), "the network still lists its subnet: {listed}");
+        let group = &snapshot[nsg.to_lowercase()];
+        let rules: Vec<&str> =
+            group["properties"]["securityRules"].as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()).collect();
+        assert_eq!(rules, ["bastion-ssh"], "the rule added outside stays");
+        for id in [group_id("retag"), vnet.clone(), nsg.clone()] {
+            let tags = &snapshot[id.to_lowercase()]["tags"];
+            assert_eq!((tags["team"].as_str(), tags["env"].as_str()), (Some("ml"), Some("prod")), "{id}: {tags}");
+        }
+        assert_eq!(group["tags"]["hpc:fabric"], "retag", "the security group keeps the configuration it records: {}", group["tags"]);
+        assert_eq!(live_vms(), 2, "the cluster's nodes run as they did");
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &f).await;
+        assert_empty();
+    });
+}
+
+#[test]
+fn a_create_racing_another_writer_is_refused_instead_of_overwriting_theirs() {
+    use hpc_provider::clouds::{CloudError, ErrorKind};
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let nsg = security_group("race");
+        // The provider's create of the security group is held in ARM for a moment; meanwhile another writer
+        // (another state making the same names) creates a group of that name with tags of its own.
+        admin(
+            "POST",
+            "faults",
+            Some(json!({"service": "arm", "operation": "networkSecurityGroups.put", "kind": "latency", "latency_ms": 3000, "times": 1})),
+        );
+        let theirs = json!({"location": "eastus", "tags": {"writer": "theirs"}, "properties": {}});
+        let other_writer = async {
+            let started = Instant::now();
+            while admin("GET", "counters", None)["counters"]["arm:networkSecurityGroups.put"].as_u64().unwrap_or(0) == 0 {
+                assert!(started.elapsed() < Duration::from_secs(60), "the provider never wrote the security group");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            arm_call("PUT", &nsg, Some(theirs.clone()))
+        };
+        let config = fabric_config("race", Json::Null);
+        let ((failed, diags), made) = tokio::join!(apply_diagnosed(&ctx, &GpuFabric, &Value::Null, &config), other_writer);
+        assert_eq!(made["status"], 201, "the other writer's create: {made}");
+        let error = diags.iter().find(|d| d.severity == hpc_provider::framework::Severity::Error).expect("the create failed");
+        let cause = error.cause::<CloudError>().unwrap_or_else(|| panic!("no typed cause: {} {}", error.summary, error.detail));
+        assert_eq!(cause.kind, ErrorKind::Conflict, "{cause}");
+        assert!(error.detail.contains("networkSecurityGroups/race-nsg") && error.detail.contains("another writer"), "{}", error.detail);
+        let now = admin("GET", "snapshot", None)["arm"][nsg.to_lowercase()].clone();
+        assert_eq!(now["tags"], theirs["tags"], "their security group was overwritten: {now}");
+        // Theirs gone, the failed create's destroy takes what it made.
+        admin("POST", "out-of-band", Some(json!({"action": "delete", "id": nsg})));
+        destroy(&ctx, &GpuFabric, &failed).await;
+        assert_empty();
+    });
+}
+
+#[test]
+fn a_filesystem_tag_change_updates_its_tags_alone() {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let f = fabric(&ctx, "lustre").await;
+        let config = |tags: Json| {
+            value(
+                &ParallelFilesystem,
+                json!({"name": "scratch", "fabric": fabric_ref("lustre"), "capacity_gib": 8192, "throughput_per_tib": 500,
+                       "maintenance_window": "Saturday 23:00", "tags": tags}),
+            )
+        };
+        let (fs, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &config(json!({"team": "ml"}))).await;
+        assert!(diags.is_empty(), "{diags:?}");
+        admin("DELETE", "counters", None);
+        let (retagged, diags) = apply(&ctx, &ParallelFilesystem, &fs, &config(json!({"team": "ml", "env": "prod"}))).await;
+        assert!(diags.is_empty(), "{diags:?}");
+        let counters = admin("GET", "counters", None)["counters"].clone();
+        assert_eq!(counters["arm:amlFilesystems.patch"], 1, "AmlFilesystems_Update: {counters}");
+        assert!(counters.get("arm:amlFilesystems.put").is_none(), "the filesystem was PUT again: {counters}");
+        let id = format!("{}/providers/Microsoft.StorageCache/amlFilesystems/scratch", group_id("lustre"));
+        let live = &admin("GET", "snapshot", None)["arm"][id.to_lowercase()];
+        assert_eq!((live["tags"]["team"].as_str(), live["tags"]["env"].as_str()), (Some("ml"), Some("prod")), "{}", live["tags"]);
+        assert_eq!(retagged.get("mount_target"), fs.get("mount_target"));
+        destroy(&ctx, &ParallelFilesystem, &retagged).await;
         destroy(&ctx, &GpuFabric, &f).await;
         assert_empty();
     });

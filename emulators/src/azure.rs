@@ -4,6 +4,9 @@
 //! (`Microsoft.StorageCache/amlFilesystems`). Scale sets and filesystems are long-running: PUT and DELETE
 //! answer 201/202 with an `Azure-AsyncOperation` URL that reports InProgress, then Succeeded or Failed.
 //! Ids compare case-insensitively, as in ARM. Errors are ARM's `{"error": {"code", "message"}}`.
+//! Writes keep ARM's semantics: a PUT replaces the whole resource (a virtual network's subnets are the ones
+//! it lists, and one in use cannot go; a security group's rules likewise), a PATCH (UpdateTags, Update)
+//! replaces the tags and merges the rest, and `If-None-Match: *` makes a PUT or PATCH create-only (412).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -380,6 +383,56 @@ fn arm_error(status: u16, code: &str, message: &str) -> Response {
         .into_response()
 }
 
+/// 412 PreconditionFailed: a create-only write (`If-None-Match: *`) found the resource there.
+fn precondition_failed(path: &str) -> Response {
+    arm_error(
+        412,
+        "PreconditionFailed",
+        &format!("The condition specified by the If-None-Match header (*) was not met: the resource '{path}' already exists."),
+    )
+}
+
+/// 400 InUseSubnetCannotBeDeleted, in the network service's words.
+fn subnet_in_use(subnet_key: &str, user: &str) -> Response {
+    let name = subnet_key.rsplit('/').next().unwrap_or_default();
+    arm_error(
+        400,
+        "InUseSubnetCannotBeDeleted",
+        &format!(
+            "Subnet {name} is in use by {user} and cannot be deleted. In order to delete the subnet, delete all the resources within the \
+             subnet. See aka.ms/deletesubnet."
+        ),
+    )
+}
+
+/// The kinds whose PATCH (UpdateTags, Update) the emulator serves.
+const PATCHED: [&str; 5] = ["virtualNetworks", "networkSecurityGroups", "proximityPlacementGroups", "resourceGroups", "amlFilesystems"];
+
+/// RFC 7396 JSON merge patch: objects merge key by key, `null` removes a key, anything else replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    if let Some(t) = target.as_object_mut() {
+        for (k, v) in fields {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+/// The name of a child listed inline (a subnet, a security rule): its `name`, else its id's last segment.
+fn child_name(item: &Value) -> Option<String> {
+    item["name"].as_str().or_else(|| item["id"].as_str().and_then(|id| id.rsplit('/').next())).filter(|n| !n.is_empty()).map(str::to_owned)
+}
+
 /// `virtualMachineScaleSets`, `amlFilesystems`, ... from a resource id; `resourceGroups` for groups.
 fn type_of(id: &str) -> String {
     let segs: Vec<&str> = id.trim_matches('/').split('/').collect();
@@ -528,6 +581,58 @@ impl Azure {
             v["properties"]["provisioningState"] = json!("Succeeded");
         }
         v
+    }
+
+    /// A resource as ARM answers for it: a virtual network with its subnets (`properties.subnets`, its child
+    /// resources as they are now), as VirtualNetworks_Get lists them.
+    fn render(store: &Store, key: &str, stored: &Stored) -> Value {
+        let mut v = Azure::view(stored);
+        if type_of(key).eq_ignore_ascii_case("virtualNetworks") {
+            let subnets: Vec<Value> =
+                Self::children(store, key, "subnets").iter().filter_map(|k| store.resources.get(k)).map(Azure::view).collect();
+            v["properties"]["subnets"] = json!(subnets);
+        }
+        v
+    }
+
+    /// The keys of a resource's direct children of one type (`<key>/subnets/<name>`).
+    fn children(store: &Store, key: &str, kind: &str) -> Vec<String> {
+        let prefix = format!("{key}/{}/", kind.to_lowercase());
+        store
+            .resources
+            .keys()
+            .filter(|k| k.strip_prefix(&prefix).is_some_and(|rest| !rest.is_empty() && !rest.contains('/')))
+            .cloned()
+            .collect()
+    }
+
+    /// What is in a subnet, as the network service names it when the subnet cannot go: the NIC IP
+    /// configuration a scale set places there (its first VM's, or the model's while it has none), or a
+    /// filesystem built in it.
+    fn subnet_user(store: &Store, subnet_key: &str) -> Option<String> {
+        let here = |id: &Value| id.as_str().is_some_and(|id| id.trim_end_matches('/').eq_ignore_ascii_case(subnet_key));
+        for (key, stored) in &store.resources {
+            let kind = type_of(key);
+            let id = stored.value["id"].as_str().unwrap_or_default();
+            if kind.eq_ignore_ascii_case("virtualMachineScaleSets") {
+                let nics =
+                    stored.value["properties"]["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"].as_array();
+                for nic in nics.into_iter().flatten() {
+                    let ips = nic["properties"]["ipConfigurations"].as_array();
+                    if let Some(ip) = ips.into_iter().flatten().find(|ip| here(&ip["properties"]["subnet"]["id"])) {
+                        let (nic_name, ip_name) = (nic["name"].as_str().unwrap_or("nic"), ip["name"].as_str().unwrap_or("ipconfig"));
+                        let base = match Self::set_vms(store, key).first() {
+                            Some((i, _)) => format!("{id}/virtualMachines/{i}/networkInterfaces/{nic_name}"),
+                            None => format!("{id}/networkInterfaceConfigurations/{nic_name}"),
+                        };
+                        return Some(format!("{base}/ipConfigurations/{ip_name}"));
+                    }
+                }
+            } else if kind.eq_ignore_ascii_case("amlFilesystems") && here(&stored.value["properties"]["filesystemSubnet"]) {
+                return Some(id.to_owned());
+            }
+        }
+        None
     }
 
     /// The address prefix of the subnet a scale set's NICs join.
@@ -964,7 +1069,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         return match (&op.error, &op.result) {
             (Some((code, message)), _) => arm_error(400, code, message),
             (None, Some(id)) => match store.resources.get(id) {
-                Some(s) => axum::Json(Azure::view(s)).into_response(),
+                Some(s) => axum::Json(Azure::render(&store, id, s)).into_response(),
                 None => StatusCode::NO_CONTENT.into_response(),
             },
             (None, None) => StatusCode::NO_CONTENT.into_response(),
@@ -1044,6 +1149,9 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             }
         }
     }
+    // `If-None-Match: *` on a write: "check for any version of the resource, if one is found, fail the
+    // operation" with 412 (the Azure REST API guidelines' conditional requests).
+    let create_only = headers.get("if-none-match").and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() == "*");
     let mut store = az.store.lock().unwrap();
     let key = path.to_lowercase();
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -1109,7 +1217,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                 .resources
                 .iter()
                 .filter(|(k, _)| k.starts_with(&prefix) && !k[prefix.len()..].contains('/'))
-                .map(|(_, s)| Azure::view(s))
+                .map(|(k, s)| Azure::render(&store, k, s))
                 .collect();
             axum::Json(json!({"value": items})).into_response()
         }
@@ -1125,7 +1233,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         }
         "GET" => match store.resources.get(&key) {
             Some(s) if kind == "virtualMachines" => axum::Json(Azure::vm_view(&store, &key, s, expand)).into_response(),
-            Some(s) => axum::Json(Azure::view(s)).into_response(),
+            Some(s) => axum::Json(Azure::render(&store, &key, s)).into_response(),
             None if kind == "resourceGroups" => {
                 arm_error(404, "ResourceGroupNotFound", &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")))
             }
@@ -1139,6 +1247,11 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                     &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")),
                 );
             }
+            let existed = store.resources.contains_key(&key);
+            // `If-None-Match: *`: create only; a resource already there is refused, never replaced.
+            if create_only && existed {
+                return precondition_failed(&path);
+            }
             let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
                 return arm_error(400, "InvalidRequestContent", "The request content was invalid and could not be deserialized.");
             };
@@ -1146,7 +1259,48 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                 let body = json!({"error": {"code": "InvalidParameter", "target": target, "message": message}});
                 return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
             }
-            let existed = store.resources.contains_key(&key);
+            // A PUT replaces the whole resource, children listed inline included: a virtual network's subnets
+            // are the ones its body lists (none when it lists none), and one that goes while something is in
+            // it refuses the whole write (InUseSubnetCannotBeDeleted), as the network service does.
+            let listed_subnets = if kind == "virtualNetworks" {
+                value.get_mut("properties").and_then(Value::as_object_mut).and_then(|p| p.remove("subnets"))
+            } else {
+                None
+            };
+            let mut dropped = Vec::new();
+            if kind == "virtualNetworks" && existed {
+                let listed: Vec<String> = listed_subnets
+                    .iter()
+                    .filter_map(Value::as_array)
+                    .flatten()
+                    .filter_map(child_name)
+                    .map(|n| format!("{key}/subnets/{}", n.to_lowercase()))
+                    .collect();
+                for child in Azure::children(&store, &key, "subnets") {
+                    if listed.contains(&child) {
+                        continue;
+                    }
+                    if let Some(user) = Azure::subnet_user(&store, &child) {
+                        return subnet_in_use(&child, &user);
+                    }
+                    dropped.push(child);
+                }
+            }
+            // A security group's rules are inline (`properties.securityRules`): the ones the body lists, each
+            // answered with its id and provisioning state.
+            if kind == "networkSecurityGroups"
+                && let Some(rules) = value.pointer_mut("/properties/securityRules").and_then(Value::as_array_mut)
+            {
+                for rule in rules {
+                    let Some(name) = child_name(rule) else { continue };
+                    let id = format!("{path}/securityRules/{name}");
+                    rule["type"] = json!(arm_type(&id));
+                    rule["id"] = json!(id);
+                    if let Some(props) = rule.get_mut("properties").and_then(Value::as_object_mut) {
+                        props.insert("provisioningState".into(), json!("Succeeded"));
+                    }
+                }
+            }
             // Quota (only a limit a test set) and capacity (at most what the place has room for) of the VMs
             // this write adds: a scale set's new instances, or a standalone VM.
             let standalone = kind == "virtualMachines" && !key.contains("/virtualmachinescalesets/");
@@ -1224,6 +1378,19 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             if !placed_nothing {
                 store.resources.insert(key.clone(), Stored { value: value.clone(), changed: Instant::now() });
             }
+            for child in dropped {
+                store.resources.remove(&child);
+            }
+            for item in listed_subnets.iter().filter_map(Value::as_array).flatten() {
+                let Some(name) = child_name(item) else { continue };
+                let id = format!("{path}/subnets/{name}");
+                let mut subnet = json!({"id": id, "name": name, "type": arm_type(&id), "properties": item["properties"].clone()});
+                if !subnet["properties"].is_object() {
+                    subnet["properties"] = json!({});
+                }
+                subnet["properties"]["provisioningState"] = json!("Succeeded");
+                store.resources.insert(id.to_lowercase(), Stored { value: subnet, changed: Instant::now() });
+            }
             // Under an allocation failure a scale set keeps the VMs that were placed (and its model's
             // capacity); a fault injected as "capacity" places none.
             if kind == "virtualMachineScaleSets" && (capacity_error.is_none() || room.is_some()) {
@@ -1231,7 +1398,8 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                 Azure::scale_set_vms(&mut store, &path, capacity, room);
             }
             let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
-            let mut resp = (status, axum::Json(value.clone())).into_response();
+            let answer = store.resources.get(&key).map_or_else(|| value.clone(), |s| Azure::render(&store, &key, s));
+            let mut resp = (status, axum::Json(answer)).into_response();
             let location = value["location"].as_str().unwrap_or("eastus").to_lowercase();
             let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
             let op = AsyncOp { started: Instant::now(), error: capacity_error, result: Some(key.clone()) };
@@ -1244,7 +1412,49 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             );
             resp
         }
+        // UpdateTags / Update: the resource as it is, its tags replaced by the ones sent ("The behavior for a
+        // PATCH of the tags property is to replace all tags with the provided tag keys and values", ARM's
+        // resource API reference) and any other field merged (JSON merge patch). Nothing else changes: a
+        // virtual network keeps its subnets, a security group its rules.
+        "PATCH" => {
+            let Some(stored) = store.resources.get(&key) else {
+                return if kind == "resourceGroups" {
+                    arm_error(404, "ResourceGroupNotFound", &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")))
+                } else {
+                    arm_error(404, "ResourceNotFound", &format!("The Resource '{path}' was not found."))
+                };
+            };
+            if create_only {
+                return precondition_failed(&path);
+            }
+            if !PATCHED.contains(&kind.as_str()) {
+                return arm_error(405, "MethodNotAllowed", &format!("The emulator serves no PATCH of {kind}."));
+            }
+            let Ok(patch) = serde_json::from_slice::<Value>(&body) else {
+                return arm_error(400, "InvalidRequestContent", "The request content was invalid and could not be deserialized.");
+            };
+            let mut value = stored.value.clone();
+            let changed = stored.changed;
+            for (field, v) in patch.as_object().into_iter().flatten() {
+                match field.as_str() {
+                    "tags" if v.is_null() => value["tags"] = json!({}),
+                    "tags" => value["tags"] = v.clone(),
+                    // Fixed once made (ARM: "a user can not change the location, type or name of their resource").
+                    "id" | "name" | "type" | "location" => {}
+                    _ => merge_patch(&mut value[field.as_str()], v),
+                }
+            }
+            store.resources.insert(key.clone(), Stored { value, changed });
+            let answer = store.resources.get(&key).map(|s| Azure::render(&store, &key, s)).unwrap_or_default();
+            axum::Json(answer).into_response()
+        }
         "DELETE" => {
+            if kind == "subnets"
+                && store.resources.contains_key(&key)
+                && let Some(user) = Azure::subnet_user(&store, &key)
+            {
+                return subnet_in_use(&key, &user);
+            }
             let Some(gone) = store.resources.remove(&key) else { return StatusCode::NO_CONTENT.into_response() };
             let prefix = format!("{key}/");
             store.resources.retain(|k, _| !k.starts_with(&prefix));

@@ -1,7 +1,8 @@
 //! The Azure Resource Manager emulator over HTTPS, trusted by its own certificate only: resource groups,
 //! proximity placement groups and InfiniBand scale sets through long-running operations, one-call VM
 //! listing per scale set, case-insensitive ids, ARM errors, 429 with Retry-After, allocation failures and
-//! out-of-band deletes.
+//! out-of-band deletes; ARM's write semantics (a PUT replaces the whole network or security group, a PATCH
+//! only the tags, `If-None-Match: *` creates only).
 
 use std::sync::Arc;
 
@@ -45,12 +46,18 @@ impl Client {
     }
 
     async fn call(&self, method: &str, path_and_query: &str, body: Option<Value>, token: bool) -> Reply {
+        let auth: &[(&str, &str)] = if token { &[("authorization", "Bearer emulator-token")] } else { &[] };
+        self.call_with(method, path_and_query, body, auth).await
+    }
+
+    /// A call with the request headers given (no bearer token unless one of them is it).
+    async fn call_with(&self, method: &str, path_and_query: &str, body: Option<Value>, headers: &[(&str, &str)]) -> Reply {
         let tcp = tokio::net::TcpStream::connect(self.addr).await.unwrap();
         let mut tls = self.tls.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let auth = if token { "authorization: Bearer emulator-token\r\n" } else { "" };
+        let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
         let req = format!(
-            "{method} {path_and_query} HTTP/1.1\r\nhost: localhost\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            "{method} {path_and_query} HTTP/1.1\r\nhost: localhost\r\n{extra}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
         );
         tls.write_all(req.as_bytes()).await.unwrap();
@@ -634,4 +641,161 @@ async fn a_capacity_limit_places_what_fits_and_fails_the_rest_with_allocation_fa
     // Elsewhere in the location there is room.
     let other = c.call("PUT", &format!("{}?{V}", set("elsewhere")), Some(vmss_body(1)), true).await;
     assert_eq!(c.wait(&other).await["status"], "Succeeded");
+}
+
+/// The api-version azure-mgmt-network defines the network operations in.
+const V_NET: &str = "api-version=2026-03-01";
+
+/// A call as the provider makes it: bearer token, and `If-None-Match: *` when `create_only`.
+async fn write(c: &Client, method: &str, path_and_query: &str, body: Value, create_only: bool) -> Reply {
+    let mut headers = vec![("authorization", "Bearer emulator-token")];
+    if create_only {
+        headers.push(("if-none-match", "*"));
+    }
+    c.call_with(method, path_and_query, Some(body), &headers).await
+}
+
+/// The names of the subnets a virtual network lists, as VirtualNetworks_Get answers.
+async fn listed_subnets(c: &Client, vnet: &str) -> Vec<String> {
+    let got = c.call("GET", &format!("{vnet}?{V_NET}"), None, true).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    got.body["properties"]["subnets"].as_array().into_iter().flatten().filter_map(|s| s["name"].as_str().map(str::to_owned)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_replaces_the_whole_network_or_security_group_and_a_patch_only_its_tags() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let rg = format!("{SUB}/resourceGroups/train-rg");
+    assert_eq!(c.call("PUT", &format!("{rg}?{V_GROUP}"), Some(json!({"location": "eastus"})), true).await.status, 201);
+    let vnet = format!("{rg}/providers/Microsoft.Network/virtualNetworks/train-vpc");
+    let space = json!({"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}});
+    let made =
+        write(&c, "PUT", &format!("{vnet}?{V_NET}"), json!({"location": "eastus", "tags": {"a": "1"}, "properties": space}), true).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    for (name, prefix) in [("nodes", "10.0.0.0/24"), ("spare", "10.0.1.0/24")] {
+        let subnet = json!({"properties": {"addressPrefix": prefix}});
+        let put = write(&c, "PUT", &format!("{vnet}/subnets/{name}?{V_NET}"), subnet, true).await;
+        assert_eq!(put.status, 201, "{}", put.body);
+    }
+    assert_eq!(listed_subnets(&c, &vnet).await, ["nodes", "spare"], "VirtualNetworks_Get lists the network's subnets");
+
+    // A scale set's NICs in `nodes`.
+    let mut set = day2_body(2, "1.0.0");
+    set["properties"]["virtualMachineProfile"]["networkProfile"] = json!({"networkInterfaceConfigurations": [{"name": "nic0",
+        "properties": {"primary": true, "ipConfigurations": [{"name": "ip0", "properties": {"subnet": {"id": format!("{vnet}/subnets/nodes")}}}]}}]});
+    let vmss = format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/train-0");
+    let created = c.call("PUT", &format!("{vmss}?{V}"), Some(set), true).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+
+    // A PUT that lists `nodes` only replaces the network: `spare` is deleted, `nodes` kept.
+    let nodes_only = json!({"location": "eastus", "tags": {"a": "1"},
+                            "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]},
+                                           "subnets": [{"name": "nodes", "properties": {"addressPrefix": "10.0.0.0/24"}}]}});
+    let replaced = write(&c, "PUT", &format!("{vnet}?{V_NET}"), nodes_only, false).await;
+    assert_eq!(replaced.status, 200, "{}", replaced.body);
+    assert_eq!(listed_subnets(&c, &vnet).await, ["nodes"]);
+    assert_eq!(c.call("GET", &format!("{vnet}/subnets/spare?{V_NET}"), None, true).await.status, 404);
+
+    // A PUT that lists none would delete `nodes`, which the scale set's NICs are in: refused whole.
+    let bare = json!({"location": "eastus", "tags": {"b": "2"}, "properties": space});
+    let refused = write(&c, "PUT", &format!("{vnet}?{V_NET}"), bare, false).await;
+    assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (400, Some("InUseSubnetCannotBeDeleted")), "{}", refused.body);
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Subnet nodes is in use by ") && message.contains("/virtualMachineScaleSets/train-0/virtualMachines/0/"),
+        "{message}"
+    );
+    assert_eq!(listed_subnets(&c, &vnet).await, ["nodes"]);
+    let kept = c.call("GET", &format!("{vnet}?{V_NET}"), None, true).await.body;
+    assert_eq!(kept["tags"], json!({"a": "1"}), "a refused PUT changes nothing");
+    let direct = c.call("DELETE", &format!("{vnet}/subnets/nodes?{V_NET}"), None, true).await;
+    assert_eq!(direct.body["error"]["code"], "InUseSubnetCannotBeDeleted", "nor does Subnets_Delete take it");
+
+    // VirtualNetworks_UpdateTags: the tags are replaced by the ones sent, the subnets stay.
+    let patched = c.call("PATCH", &format!("{vnet}?{V_NET}"), Some(json!({"tags": {"team": "ml"}})), true).await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert_eq!(patched.body["tags"], json!({"team": "ml"}), "not merged: the tag `a` is gone");
+    assert_eq!(patched.body["properties"]["addressSpace"], space["addressSpace"]);
+    assert_eq!(listed_subnets(&c, &vnet).await, ["nodes"]);
+    let missing =
+        c.call("PATCH", &format!("{rg}/providers/Microsoft.Network/virtualNetworks/none?{V_NET}"), Some(json!({"tags": {}})), true).await;
+    assert_eq!((missing.status, missing.body["error"]["code"].as_str()), (404, Some("ResourceNotFound")));
+
+    // A security group's rules are the ones its PUT lists.
+    let nsg = format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/train-nsg");
+    let rule = json!({"name": "ssh", "properties": {"protocol": "Tcp", "access": "Allow", "direction": "Inbound", "priority": 100,
+        "sourceAddressPrefix": "*", "sourcePortRange": "*", "destinationAddressPrefix": "*", "destinationPortRange": "22"}});
+    let with_rule = json!({"location": "eastus", "tags": {"a": "1"}, "properties": {"securityRules": [rule]}});
+    let made = write(&c, "PUT", &format!("{nsg}?{V_NET}"), with_rule.clone(), true).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let rules = |v: &Value| v["properties"]["securityRules"].as_array().map_or(0, Vec::len);
+    let got = c.call("GET", &format!("{nsg}?{V_NET}"), None, true).await.body;
+    assert_eq!(got["properties"]["securityRules"][0]["id"], format!("{nsg}/securityRules/ssh"));
+    // NetworkSecurityGroups_UpdateTags keeps them.
+    let patched = c.call("PATCH", &format!("{nsg}?{V_NET}"), Some(json!({"tags": {"team": "ml"}})), true).await;
+    assert_eq!((patched.status, &patched.body["tags"], rules(&patched.body)), (200, &json!({"team": "ml"}), 1), "{}", patched.body);
+    // A PUT without `securityRules` drops them.
+    let bare =
+        write(&c, "PUT", &format!("{nsg}?{V_NET}"), json!({"location": "eastus", "tags": {"team": "ml"}, "properties": {}}), false).await;
+    assert_eq!(bare.status, 200, "{}", bare.body);
+    assert_eq!(rules(&c.call("GET", &format!("{nsg}?{V_NET}"), None, true).await.body), 0);
+
+    // ProximityPlacementGroups_Update and ResourceGroups_Update replace the tags as well.
+    let ppg = format!("{rg}/providers/Microsoft.Compute/proximityPlacementGroups/train-ppg");
+    let made = write(&c, "PUT", &format!("{ppg}?{V}"), json!({"location": "eastus", "tags": {"a": "1"}}), true).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    for (id, v) in [(&ppg, V), (&rg, V_GROUP)] {
+        let patched = c.call("PATCH", &format!("{id}?{v}"), Some(json!({"tags": {"team": "ml"}})), true).await;
+        assert_eq!((patched.status, &patched.body["tags"]), (200, &json!({"team": "ml"})), "{id}: {}", patched.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn if_none_match_star_creates_only_and_an_existing_resource_is_refused_with_412() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let rg = format!("{SUB}/resourceGroups/race-rg");
+    let group = |tag: &str| json!({"location": "eastus", "tags": {"writer": tag}});
+    assert_eq!(write(&c, "PUT", &format!("{rg}?{V_GROUP}"), group("first"), true).await.status, 201);
+    let nsg = format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/race-nsg");
+    let vnet = format!("{rg}/providers/Microsoft.Network/virtualNetworks/race-vpc");
+    let vmss = format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/race-0");
+    let nsg_body = |tag: &str| json!({"location": "eastus", "tags": {"writer": tag}, "properties": {}});
+    let vnet_body = |tag: &str| json!({"location": "eastus", "tags": {"writer": tag}, "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}}});
+    let mut set = vmss_body(1);
+    set["tags"] = json!({"writer": "first"});
+    let cases = [
+        (rg.clone(), V_GROUP, group("second")),
+        (nsg.clone(), V_NET, nsg_body("second")),
+        (vnet.clone(), V_NET, vnet_body("second")),
+        (format!("{vnet}/subnets/race-subnet"), V_NET, json!({"properties": {"addressPrefix": "10.0.9.0/24"}})),
+        (vmss.clone(), V, {
+            let mut s = set.clone();
+            s["tags"] = json!({"writer": "second"});
+            s
+        }),
+    ];
+    assert_eq!(write(&c, "PUT", &format!("{nsg}?{V_NET}"), nsg_body("first"), true).await.status, 201);
+    assert_eq!(write(&c, "PUT", &format!("{vnet}?{V_NET}"), vnet_body("first"), true).await.status, 201);
+    let subnet = json!({"properties": {"addressPrefix": "10.0.0.0/24"}});
+    assert_eq!(write(&c, "PUT", &format!("{vnet}/subnets/race-subnet?{V_NET}"), subnet, true).await.status, 201);
+    assert_eq!(write(&c, "PUT", &format!("{vmss}?{V}"), set, true).await.status, 201);
+    for (id, v, second) in &cases {
+        let before = c.call("GET", &format!("{id}?{v}"), None, true).await.body;
+        // A second create-only PUT finds the resource there: 412, and the first writer's resource stands.
+        let refused = write(&c, "PUT", &format!("{id}?{v}"), second.clone(), true).await;
+        assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (412, Some("PreconditionFailed")), "{id}: {}", refused.body);
+        let after = c.call("GET", &format!("{id}?{v}"), None, true).await.body;
+        assert_eq!(after["tags"], before["tags"], "{id}");
+        assert_eq!(after["properties"]["addressPrefix"], before["properties"]["addressPrefix"], "{id}");
+    }
+    // A create-only PATCH of what exists is refused the same way; without the header, writes update.
+    let refused = write(&c, "PATCH", &format!("{nsg}?{V_NET}"), json!({"tags": {"writer": "second"}}), true).await;
+    assert_eq!(refused.status, 412, "{}", refused.body);
+    let updated = write(&c, "PUT", &format!("{nsg}?{V_NET}"), nsg_body("second"), false).await;
+    assert_eq!((updated.status, &updated.body["tags"]), (200, &json!({"writer": "second"})), "{}", updated.body);
+    // And a create-only PUT of something new creates it.
+    let fresh = format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/fresh-nsg");
+    assert_eq!(write(&c, "PUT", &format!("{fresh}?{V_NET}"), nsg_body("first"), true).await.status, 201);
 }

@@ -183,6 +183,18 @@ impl Arm {
     /// One request under the one retry policy (`clouds::retry`): 429 after its Retry-After, 5xx with
     /// backoff; cancelled by StopProvider.
     pub async fn send(&self, ctx: &Context, method: reqwest::Method, url: &str, body: Option<&Json>) -> Result<Reply, CloudError> {
+        self.send_with(ctx, method, url, body, &[]).await
+    }
+
+    /// [`send`](Arm::send) with request headers of its own (`If-None-Match`).
+    async fn send_with(
+        &self,
+        ctx: &Context,
+        method: reqwest::Method,
+        url: &str,
+        body: Option<&Json>,
+        headers: &[(&str, &str)],
+    ) -> Result<Reply, CloudError> {
         let url = if url.starts_with("http") { url.to_owned() } else { format!("{}{url}", self.base) };
         // A link ARM gave (nextLink, Location, Azure-AsyncOperation) is followed only on the configured host:
         // the bearer token goes nowhere else.
@@ -208,6 +220,9 @@ impl Arm {
                 let mut request = self.http.request(method, &url);
                 if let Some(token) = self.token().await? {
                     request = request.bearer_auth(token);
+                }
+                for (name, value) in headers {
+                    request = request.header(*name, *value);
                 }
                 if let Some(b) = body {
                     request = request.header("content-type", "application/json").body(b.to_string());
@@ -257,25 +272,56 @@ impl Arm {
     }
 
     /// PUT a resource and wait until its provisioning finishes (Azure-AsyncOperation or the resource's
-    /// provisioningState). Errors carry ARM's code and message.
-    pub async fn put(&self, ctx: &Context, id: &str, api: &str, body: &Json, timeout: Duration) -> Result<Json, CloudError> {
-        let reply = self.send(ctx, reqwest::Method::PUT, &format!("{id}?api-version={api}"), Some(body)).await?;
+    /// provisioningState). A PUT replaces the whole resource, so `body` is all of it. A [`Write::Create`]
+    /// sends `If-None-Match: *`: ARM makes the resource only if none is there, and a 412 means another
+    /// writer made one since it was found missing, which is a Conflict naming the piece and leaves theirs as
+    /// it is (unless it is this very create's own, an earlier attempt whose answer was lost). Errors carry
+    /// ARM's code and message.
+    pub async fn put(&self, ctx: &Context, id: &str, api: &str, body: &Json, write: Write, timeout: Duration) -> Result<Json, CloudError> {
+        let what = format!("{} {}", write.verb(), short(id));
+        let headers: &[(&str, &str)] = match write {
+            Write::Create => &[("if-none-match", "*")],
+            Write::Update => &[],
+        };
+        let reply = self.send_with(ctx, reqwest::Method::PUT, &format!("{id}?api-version={api}"), Some(body), headers).await?;
+        if reply.status == 412 && write == Write::Create {
+            match self.get(ctx, id, api).await? {
+                Some(found) if landed(body, &found) => {}
+                found => return Err(taken(id, found.as_ref(), &reply)),
+            }
+        } else if !(200..=202).contains(&reply.status) {
+            return Err(reply.failure(&what));
+        } else if let Some(monitor) = &reply.monitor {
+            self.wait(ctx, monitor, &what, timeout).await?;
+        }
+        self.settled(ctx, id, api, &what, timeout).await
+    }
+
+    /// PATCH a resource (its UpdateTags or Update operation: only what `body` names changes; `tags` replace
+    /// the resource's tags whole) and wait until the write is done.
+    pub async fn patch(&self, ctx: &Context, id: &str, api: &str, body: &Json, timeout: Duration) -> Result<Json, CloudError> {
+        let what = format!("updating {}", short(id));
+        let reply = self.send(ctx, reqwest::Method::PATCH, &format!("{id}?api-version={api}"), Some(body)).await?;
         if !(200..=202).contains(&reply.status) {
-            return Err(reply.failure(&format!("creating {}", short(id))));
+            return Err(reply.failure(&what));
         }
         if let Some(monitor) = &reply.monitor {
-            self.wait(ctx, monitor, &format!("creating {}", short(id)), timeout).await?;
+            self.wait(ctx, monitor, &what, timeout).await?;
         }
-        // Without a monitor (an update answered 200, say), the resource's own provisioningState tells when
-        // the write is done, as azure-core's pollers read it.
-        let mut poll = Poll::new(ctx, format!("creating {}", short(id)), timeout);
+        self.settled(ctx, id, api, &what, timeout).await
+    }
+
+    /// The resource once its write is done: without a monitor (an update answered 200, say), its own
+    /// provisioningState tells, as azure-core's pollers read it. `what` names the write in messages.
+    pub async fn settled(&self, ctx: &Context, id: &str, api: &str, what: &str, timeout: Duration) -> Result<Json, CloudError> {
+        let mut poll = Poll::new(ctx, what, timeout);
         let mut missing = 0;
         loop {
             let Some(found) = self.get(ctx, id, api).await? else {
                 // ARM reads may lag a write for a moment: NotFound right after it is retried a few times.
                 missing += 1;
                 if missing >= 5 {
-                    return Err(format!("{} vanished after it was created", short(id)).into());
+                    return Err(format!("{} vanished while {what}", short(id)).into());
                 }
                 poll.pause(None).await?;
                 continue;
@@ -284,7 +330,7 @@ impl Arm {
                 None => return Ok(found),
                 Some(s) if s.eq_ignore_ascii_case("Succeeded") => return Ok(found),
                 Some(s) if s.eq_ignore_ascii_case("Failed") || s.eq_ignore_ascii_case("Canceled") => {
-                    return Err(format!("creating {}: provisioning {s}", short(id)).into());
+                    return Err(format!("{what}: provisioning {s}").into());
                 }
                 Some(_) => {}
             }
@@ -379,6 +425,59 @@ fn same_origin(a: &str, b: &str) -> bool {
     matches!((reqwest::Url::parse(a), reqwest::Url::parse(b)), (Ok(x), Ok(y)) if x.scheme() == y.scheme() && x.host_str() == y.host_str() && x.port_or_known_default() == y.port_or_known_default())
 }
 
+/// What a PUT is to the resource: the create of one found missing (create only: `If-None-Match: *`), or
+/// the update of one that exists and is the caller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write {
+    Create,
+    Update,
+}
+
+impl Write {
+    fn verb(self) -> &'static str {
+        match self {
+            Write::Create => "creating",
+            Write::Update => "updating",
+        }
+    }
+}
+
+/// Whether the resource a refused create found at its id is that create's own (a retried request whose
+/// first answer was lost): a tagged resource by its tags, which hold the owner's marker, an untagged one
+/// (a subnet) by holding every property the create sent.
+fn landed(sent: &Json, found: &Json) -> bool {
+    if sent.get("tags").is_some() {
+        return tags_of(sent) == tags_of(found);
+    }
+    holds(&found["properties"], &sent["properties"])
+}
+
+/// `found` has every field of `sent` with the same value (strings compared as ARM compares ids, without case).
+fn holds(found: &Json, sent: &Json) -> bool {
+    match (found, sent) {
+        (Json::Object(f), Json::Object(s)) => s.iter().all(|(k, v)| f.get(k).is_some_and(|x| holds(x, v))),
+        (Json::Array(f), Json::Array(s)) => f.len() == s.len() && f.iter().zip(s).all(|(x, v)| holds(x, v)),
+        (Json::String(f), Json::String(s)) => f.eq_ignore_ascii_case(s),
+        (f, s) => f == s,
+    }
+}
+
+/// The Conflict of a create refused because the resource is there now: someone else made it after it was
+/// found missing (another state creating the same names at the same moment). Theirs is left as it is.
+fn taken(id: &str, found: Option<&Json>, reply: &Reply) -> CloudError {
+    let holder = found.map(tags_of).and_then(|t| t.get("hpc:owner").cloned()).map(|o| format!(" (hpc:owner {o})")).unwrap_or_default();
+    let code = reply.body["error"]["code"].as_str().unwrap_or("PreconditionFailed");
+    CloudError::new(
+        ErrorKind::Conflict,
+        Some(code.to_owned()),
+        format!(
+            "creating {}: another writer created it{holder} after this apply found it missing (ARM refused the create-only PUT, \
+             If-None-Match: *, with 412 {code}); theirs was left as it is: choose another name, or delete theirs, then apply again",
+            short(id)
+        ),
+    )
+}
+
 /// The last two segments of an id, `virtualNetworks/train-vnet`, for messages.
 pub fn short(id: &str) -> String {
     let segs: Vec<&str> = id.trim_end_matches('/').rsplit('/').take(2).collect();
@@ -457,6 +556,33 @@ mod tests {
         assert_eq!(error(403, None, &json!({"code": "AuthorizationFailed"}), "m").kind, ErrorKind::Forbidden);
         let invalid = json!({"code": "InvalidParameter", "target": "computerNamePrefix"});
         assert_eq!(error(400, None, &invalid, "m").kind, ErrorKind::InvalidRequest { field: Some("computerNamePrefix".into()) });
+    }
+
+    #[test]
+    fn a_refused_create_is_its_own_only_when_the_resource_holds_what_it_sent_and_is_otherwise_a_conflict() {
+        use serde_json::json;
+        // A tagged resource: by its tags (they hold the owner's marker).
+        let sent = json!({"location": "eastus", "tags": {"hpc:owner": "o-1", "team": "ml"}, "properties": {}});
+        assert!(landed(&sent, &json!({"tags": {"hpc:owner": "o-1", "team": "ml"}, "properties": {"provisioningState": "Succeeded"}})));
+        assert!(!landed(&sent, &json!({"tags": {"hpc:owner": "o-2", "team": "ml"}})));
+        assert!(!landed(&sent, &json!({"tags": {"hpc:owner": "o-1", "team": "ml", "theirs": "1"}})));
+        // A subnet: by every property sent, ids without case.
+        let subnet = json!({"properties": {"addressPrefix": "10.0.0.0/24", "networkSecurityGroup": {"id": "/s/RG/nsg"}}});
+        let found = json!({"properties": {"addressPrefix": "10.0.0.0/24", "networkSecurityGroup": {"id": "/s/rg/NSG"},
+                                          "provisioningState": "Succeeded"}});
+        assert!(landed(&subnet, &found));
+        assert!(!landed(&subnet, &json!({"properties": {"addressPrefix": "10.0.9.0/24"}})));
+        // Someone else's: a Conflict naming the piece and its holder.
+        let reply = Reply {
+            status: 412,
+            monitor: None,
+            retry_after: None,
+            body: json!({"error": {"code": "PreconditionFailed", "message": "exists"}}),
+        };
+        let id = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkSecurityGroups/x-nsg";
+        let e = taken(id, Some(&json!({"tags": {"hpc:owner": "o-2"}})), &reply);
+        assert_eq!((e.kind.clone(), e.code.as_deref()), (ErrorKind::Conflict, Some("PreconditionFailed")));
+        assert!(e.message.starts_with("creating networkSecurityGroups/x-nsg: another writer created it (hpc:owner o-2)"), "{e}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use base64::Engine;
 use serde_json::{Value as Json, json};
 
 use super::api;
-use super::api::Arm;
+use super::api::{Arm, Write};
 use super::backend::{self, arm, group_of, group_place, unknown_fabric, unknown_fabric_summary};
 use super::fabric::{COMPUTE_API, NETWORK_API};
 use super::{cluster, fabric, quota};
@@ -557,7 +557,9 @@ pub async fn converge(
     let puts = sizes.iter().enumerate().map(|(i, size)| {
         let id = scale_set_id(arm, group, &spec.name, i);
         let b = set_body(arm, spec, group, &subnet, i, *size, existing[i].as_ref(), tags, Remake::Keep);
-        async move { arm.put(ctx, &id, COMPUTE_API, &b, timeout).await.map(|_| ()) }
+        // A scale set found missing is created create-only: another state's made meanwhile is not PUT over.
+        let write = if existing[i].is_some() { Write::Update } else { Write::Create };
+        async move { arm.put(ctx, &id, COMPUTE_API, &b, write, timeout).await.map(|_| ()) }
     });
     // Every scale set's operation is followed to its end, a failed one too: what came is what the caller
     // observes next (an allocation failure leaves the VMs that were placed).
@@ -674,7 +676,8 @@ pub async fn remake(
         let set = arm.get(ctx, &id, COMPUTE_API).await?.ok_or_else(vanished)?;
         let size = set["sku"]["capacity"].as_u64().map_or(vms.len() as u32, |c| c as u32);
         let tags = super::api::tags_of(&set);
-        arm.put(ctx, &id, COMPUTE_API, &set_body(arm, spec, group, subnet, j, size, Some(&set), &tags, Remake::Begin), timeout).await?;
+        let begin = set_body(arm, spec, group, subnet, j, size, Some(&set), &tags, Remake::Begin);
+        arm.put(ctx, &id, COMPUTE_API, &begin, Write::Update, timeout).await?;
         let stopped: Vec<&Vm> = vms.iter().copied().filter(|vm| vm.condition.stopped()).collect();
         if !stopped.is_empty() {
             act(ctx, arm, &id, "start", json!({"instanceIds": ids(&stopped)}), timeout).await?;
@@ -690,7 +693,7 @@ pub async fn remake(
         // The set as it is now (the PUT above changed its tags and model), the marker cleared.
         let set = arm.get(ctx, &id, COMPUTE_API).await?.ok_or_else(vanished)?;
         let done = set_body(arm, spec, group, subnet, j, size, Some(&set), &tags, Remake::End);
-        arm.put(ctx, &id, COMPUTE_API, &done, timeout).await.map(|_| ())
+        arm.put(ctx, &id, COMPUTE_API, &done, Write::Update, timeout).await.map(|_| ())
     });
     futures::future::try_join_all(jobs).await.map(|_| ())
 }

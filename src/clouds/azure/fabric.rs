@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
 use super::api;
-use super::api::{Arm, same_id, short};
+use super::api::{Arm, Write, same_id, short};
 use super::backend::{self, arm};
 use super::fabric;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
@@ -122,7 +122,13 @@ pub fn nsg_tags(spec: &FabricSpec, gpu: Option<&str>, tags: &BTreeMap<String, St
     crate::clouds::recorded_config(spec, gpu, tags, ("hpc:vnet", "hpc:subnet"))
 }
 
-/// Creates what is missing; on an update, brings tags up to date (PUT is idempotent in ARM).
+/// Creates what is missing and, when the tags changed, retags what exists. A create is create-only
+/// (`If-None-Match: *`), so two states making the same names at the same moment cannot overwrite each other.
+/// A retag goes through each resource's own UpdateTags or Update operation (PATCH `{"tags"}`), never a PUT:
+/// a PUT replaces the whole resource, so one of the VNet without its subnets would delete them (or fail with
+/// InUseSubnetCannotBeDeleted while the cluster's NICs are in it) and one of the security group without its
+/// rules would drop rules added outside. A subnet is written back as it was read, with only its security
+/// group set.
 #[allow(clippy::too_many_arguments)]
 pub async fn converge(
     ctx: &Context,
@@ -141,51 +147,96 @@ pub async fn converge(
         return Err(format!("{} belong to another owner and were left alone", live.taken.join(", ")).into());
     }
     let location = &spec.region;
+    let retagged = json!({"tags": tags});
     if !live.group {
         if !ids.group_is_ours {
             return Err(
                 format!("resource group {} (resource_group) does not exist", spec.resource_group.as_deref().unwrap_or_default()).into()
             );
         }
-        arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), timeout).await?;
+        arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), Write::Create, timeout).await?;
     } else if retag && ids.group_is_ours {
-        arm.put(ctx, &ids.group, GROUP_API, &json!({"location": location, "tags": tags}), timeout).await?;
+        // ResourceGroups_Update.
+        arm.patch(ctx, &ids.group, GROUP_API, &retagged, timeout).await?;
     }
-    let nsg_body = json!({"location": location, "tags": nsg_tags(spec, gpu, tags), "properties": {}});
-    if live.nsg.is_none() || retag {
-        arm.put(ctx, &ids.nsg, NETWORK_API, &nsg_body, timeout).await?;
+    let nsg_tags = nsg_tags(spec, gpu, tags);
+    if live.nsg.is_none() {
+        let body = json!({"location": location, "tags": nsg_tags, "properties": {}});
+        arm.put(ctx, &ids.nsg, NETWORK_API, &body, Write::Create, timeout).await?;
+    } else if retag {
+        // NetworkSecurityGroups_UpdateTags: the rules stay as they are.
+        arm.patch(ctx, &ids.nsg, NETWORK_API, &json!({"tags": nsg_tags}), timeout).await?;
     }
     match &spec.network {
         Network::Create { cidr } => {
-            if !live.vnet || retag {
+            if !live.vnet {
                 let body = json!({"location": location, "tags": tags, "properties": {"addressSpace": {"addressPrefixes": [cidr]}}});
-                arm.put(ctx, &ids.vnet, NETWORK_API, &body, timeout).await?;
+                arm.put(ctx, &ids.vnet, NETWORK_API, &body, Write::Create, timeout).await?;
+            } else if retag {
+                // VirtualNetworks_UpdateTags: the subnets stay as they are.
+                arm.patch(ctx, &ids.vnet, NETWORK_API, &retagged, timeout).await?;
             }
-            if live.subnet.is_none() || !live.associated(&ids) {
-                let body =
-                    json!({"properties": {"addressPrefix": crate::clouds::first_subnet(cidr), "networkSecurityGroup": {"id": ids.nsg}}});
-                arm.put(ctx, &ids.subnet, NETWORK_API, &body, timeout).await?;
+            match &live.subnet {
+                None => {
+                    let body = json!({"properties": {"addressPrefix": crate::clouds::first_subnet(cidr),
+                                                     "networkSecurityGroup": {"id": ids.nsg}}});
+                    arm.put(ctx, &ids.subnet, NETWORK_API, &body, Write::Create, timeout).await?;
+                }
+                Some(found) if !live.associated(&ids) => {
+                    let mut subnet = writable_subnet(found);
+                    subnet["properties"]["networkSecurityGroup"] = json!({"id": ids.nsg});
+                    arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, Write::Update, timeout).await?;
+                }
+                Some(_) => {}
             }
         }
         Network::Existing { subnet_id, .. } => {
-            let Some(mut subnet) = live.subnet.clone() else { return Err(format!("subnet {subnet_id} (subnet_id) does not exist").into()) };
+            let Some(found) = &live.subnet else { return Err(format!("subnet {subnet_id} (subnet_id) does not exist").into()) };
             if !live.associated(&ids) {
+                let mut subnet = writable_subnet(found);
                 subnet["properties"]["networkSecurityGroup"] = json!({"id": ids.nsg});
-                arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, timeout).await?;
+                arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, Write::Update, timeout).await?;
             }
         }
     }
-    if let Some(ppg) = &ids.ppg
-        && (!live.ppg || retag)
-    {
-        let mut body = json!({"location": location, "tags": tags, "properties": {"proximityPlacementGroupType": "Standard",
-                              "intent": {"vmSizes": [spec.sku.name]}}});
-        if let Some(z) = &spec.zone {
-            body["zones"] = json!([z]);
+    if let Some(ppg) = &ids.ppg {
+        if !live.ppg {
+            let mut body = json!({"location": location, "tags": tags, "properties": {"proximityPlacementGroupType": "Standard",
+                                  "intent": {"vmSizes": [spec.sku.name]}}});
+            if let Some(z) = &spec.zone {
+                body["zones"] = json!([z]);
+            }
+            arm.put(ctx, ppg, COMPUTE_API, &body, Write::Create, timeout).await?;
+        } else if retag {
+            // ProximityPlacementGroups_Update.
+            arm.patch(ctx, ppg, COMPUTE_API, &retagged, timeout).await?;
         }
-        arm.put(ctx, ppg, COMPUTE_API, &body, timeout).await?;
     }
     Ok(ids)
+}
+
+/// A subnet as read, as a body to PUT back: all it holds but what ARM sets itself (the read-only fields of
+/// azure-mgmt-network's `Subnet` and `SubnetPropertiesFormat`), so that the PUT, which replaces the whole
+/// subnet, changes only what the caller then sets.
+pub fn writable_subnet(found: &Json) -> Json {
+    const READ_ONLY: [&str; 7] = [
+        "ipConfigurationProfiles",
+        "ipConfigurations",
+        "privateEndpoints",
+        "provisioningState",
+        "purpose",
+        "resourceNavigationLinks",
+        "serviceAssociationLinks",
+    ];
+    let mut properties = found["properties"].as_object().cloned().unwrap_or_default();
+    properties.retain(|k, _| !READ_ONLY.contains(&k.as_str()));
+    let mut out = json!({"properties": properties});
+    for k in ["id", "name"] {
+        if let Some(v) = found.get(k) {
+            out[k] = v.clone();
+        }
+    }
+    out
 }
 
 /// Deletes what of the fabric is this owner's: its own resource group in one call while nothing of
@@ -235,8 +286,9 @@ pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Durati
     } else if let Some(mut subnet) = live.subnet.clone() {
         // Leave the user's subnet as it was found: without our security group.
         if live.nsg.is_some() && subnet["properties"]["networkSecurityGroup"]["id"].as_str().is_some_and(|id| same_id(id, &ids.nsg)) {
+            subnet = writable_subnet(&subnet);
             subnet["properties"].as_object_mut().map(|p| p.remove("networkSecurityGroup"));
-            arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, timeout).await?;
+            arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, Write::Update, timeout).await?;
         }
     }
     if live.nsg.is_some() {
@@ -379,6 +431,23 @@ impl Backend<FabricSpec> for backend::Azure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subnet_is_put_back_with_what_it_holds_less_what_arm_sets() {
+        let found = serde_json::json!({
+            "id": "/s/vnet/subnets/a", "name": "a", "type": "Microsoft.Network/virtualNetworks/subnets", "etag": "W/\"1\"",
+            "properties": {"addressPrefix": "10.0.0.0/24", "serviceEndpoints": [{"service": "Microsoft.Storage"}],
+                           "routeTable": {"id": "/s/rt"}, "provisioningState": "Succeeded", "ipConfigurations": [{"id": "/s/nic/ip"}],
+                           "purpose": "x"},
+        });
+        let body = writable_subnet(&found);
+        assert_eq!(
+            body,
+            serde_json::json!({"id": "/s/vnet/subnets/a", "name": "a",
+                               "properties": {"addressPrefix": "10.0.0.0/24", "serviceEndpoints": [{"service": "Microsoft.Storage"}],
+                                              "routeTable": {"id": "/s/rt"}}})
+        );
+    }
 
     #[test]
     fn an_imported_fabric_keeps_a_user_tag_named_name() {

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
 use super::api;
-use super::api::Arm;
+use super::api::{Arm, Write};
 use super::backend::{self, arm, group_of, group_place, unknown_fabric, unknown_fabric_summary};
 use super::filesystem;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
@@ -58,7 +58,9 @@ async fn subnet(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<S
     }))
 }
 
-/// Creates the filesystem, or brings its tags up to date.
+/// Creates the filesystem (create-only, `If-None-Match: *`), or brings its tags up to date through
+/// AmlFilesystems_Update (PATCH `{"tags"}`), which changes nothing else; a changed blob link is PUT again
+/// in whole.
 pub async fn converge(
     ctx: &Context,
     arm: &Arm,
@@ -91,7 +93,27 @@ pub async fn converge(
         "tags": tags,
         "properties": props,
     });
-    arm.put(ctx, &id, API, &body, timeout).await
+    match &found {
+        None => arm.put(ctx, &id, API, &body, Write::Create, timeout).await,
+        Some(fs) if same_link(fs, spec.data_repository.as_deref()) => {
+            if api::tags_of(fs) == *tags {
+                arm.settled(ctx, &id, API, &format!("provisioning amlFilesystems/{}", spec.name), timeout).await
+            } else {
+                arm.patch(ctx, &id, API, &json!({"tags": tags}), timeout).await
+            }
+        }
+        Some(_) => arm.put(ctx, &id, API, &body, Write::Update, timeout).await,
+    }
+}
+
+/// Whether a live filesystem links the blob container `wanted` (or none, as wanted).
+fn same_link(fs: &Json, wanted: Option<&str>) -> bool {
+    let linked = fs["properties"]["hsm"]["settings"]["container"].as_str().filter(|c| !c.is_empty());
+    match (linked, wanted) {
+        (None, None) => true,
+        (Some(a), Some(b)) => api::same_id(a, b),
+        _ => false,
+    }
 }
 
 const KIND: &str = "azurerm_managed_lustre_file_system";
