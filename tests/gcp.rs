@@ -999,3 +999,31 @@ async fn a_plan_of_a_gpu_family_machine_type_warns_that_its_quota_is_not_read() 
 fn request_for(config: &Value) -> PlanRequest<'_> {
     PlanRequest { prior: &Value::Null, proposed: config, config, prior_private: &[] }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_delete_whose_operation_fails_says_why_at_once_and_the_node_stays() {
+    use hpc_provider::catalog::Cloud;
+    use hpc_provider::clouds::backend::{self, Step};
+    use hpc_provider::ownership::{Census, Owner};
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (_, cluster, config) = d2_cluster(&ctx, 2, json!({})).await;
+    let mut d = Diagnostics::new();
+    let spec = hpc_provider::planner::spec::parse_cluster(&value(&GpuCluster, config), &mut d)
+        .unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+    let census = Census::owned(Owner::parse(cluster.get("owner").as_str().unwrap()).unwrap());
+    let defaults = std::collections::BTreeMap::new();
+    // A timeout long enough that a wait for the node to go, rather than for its operation, ends in it.
+    let step = Step { ctx: &ctx, census: &census, default_tags: &defaults, timeout: std::time::Duration::from_secs(20) };
+    // Compute accepts the delete; its operation ends DONE with an error, the node untouched.
+    admin(
+        &ep,
+        "POST",
+        "faults",
+        Some(json!({"service": "compute", "operation": "instances.delete", "kind": "operation_error", "times": 1})),
+    );
+    let err = backend::cluster(Cloud::Gcp).remove_nodes(&step, &spec, &["d2-1".into()]).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("INTERNAL_ERROR") && text.contains("deleting node d2-1"), "the operation's own error, not a timeout: {text}");
+    assert_eq!(live(&ep).keys().collect::<Vec<_>>(), ["d2-0", "d2-1"], "nothing was deleted");
+}

@@ -20,6 +20,9 @@ pub enum FaultKind {
     /// service acted): answered as the service's 503. Carried out by Managed Lustre's emulator; the others
     /// answer the 503 without carrying the call out.
     AnswerLost,
+    /// The call is accepted, and the long-running operation it starts ends with an error, nothing done
+    /// (Compute Engine's emulator; the others answer the service's 5xx).
+    OperationError,
 }
 
 /// A fault rule, as posted to `/_admin/faults`.

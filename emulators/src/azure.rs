@@ -1138,7 +1138,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             FaultKind::NotFound => {
                 return arm_error(404, "ResourceNotFound", "The Resource was not found (it was created moments ago; ARM reads lag).");
             }
-            FaultKind::ServerError | FaultKind::AnswerLost => {
+            FaultKind::ServerError | FaultKind::AnswerLost | FaultKind::OperationError => {
                 return arm_error(500, "InternalServerError", "Encountered internal server error. Diagnostic information: emulator.");
             }
             FaultKind::Capacity => {

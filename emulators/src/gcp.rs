@@ -788,6 +788,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         if let Some(fault) = gcp.admin.on_request(service, op) {
             match fault.kind {
                 FaultKind::AnswerLost => answer_lost = true,
+                FaultKind::OperationError => return crate::gcp_lustre::error(503, "UNAVAILABLE", "The service is currently unavailable."),
                 FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
                 FaultKind::Throttle => {
                     return crate::gcp_lustre::error(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Requests'");
@@ -829,7 +830,9 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
                 FaultKind::Throttle => return error(403, "rateLimitExceeded", "Rate Limit Exceeded"),
                 FaultKind::NotFound => return error(404, "notFound", &format!("The resource '{rest}' was not found")),
-                FaultKind::ServerError | FaultKind::AnswerLost | FaultKind::Capacity => return error(503, "backendError", "Backend Error"),
+                FaultKind::ServerError | FaultKind::AnswerLost | FaultKind::OperationError | FaultKind::Capacity => {
+                    return error(503, "backendError", "Backend Error");
+                }
             }
         }
         let store = gcp.store.lock().unwrap();
@@ -878,6 +881,16 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 return ok(op);
             }
             FaultKind::Capacity => return error(503, "resourceExhausted", "Resource exhausted"),
+            // Accepted, then the operation fails with nothing done: what a write the service could not carry
+            // out looks like (the operation is DONE with `error.errors[]`).
+            FaultKind::OperationError => {
+                let mut store = gcp.store.lock().unwrap();
+                let verb = operation.rsplit('.').next().unwrap_or_default().to_owned();
+                let target = format!("{scope}/{collection}/{}", tail.get(1).copied().unwrap_or_default());
+                let message = format!("The {verb} of {target} could not be completed: internal error. Try again later.");
+                let op = Gcp::operation(&mut store, &scope, &verb, &target, Some(("INTERNAL_ERROR", message)));
+                return ok(op);
+            }
         }
     }
     let mut store = gcp.store.lock().unwrap();

@@ -567,7 +567,7 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
                 capacity_failure = true
             }
             FaultKind::Capacity => return Reply::error(500, "InternalError", "Out of host capacity.").into_response(),
-            FaultKind::ServerError | FaultKind::AnswerLost => {
+            FaultKind::ServerError | FaultKind::AnswerLost | FaultKind::OperationError => {
                 return Reply::error(500, "InternalError", "Internal error occurred").into_response();
             }
             FaultKind::NotFound => return Reply::not_found().into_response(),

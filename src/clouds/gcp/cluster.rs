@@ -756,10 +756,12 @@ async fn delete_nodes(
     if names.is_empty() {
         return Ok(());
     }
+    // Each delete's operation is followed to its end: one that fails says why at once, where a wait for the
+    // nodes to go would run to the timeout.
     futures::stream::iter(names.iter().cloned().map(|name| async move {
         let what = format!("deleting node {name}");
         match call(ctx, &what, || gcp.instances.delete().set_project(&gcp.project).set_zone(zone).set_instance(&name).send()).await {
-            Ok(_) => Ok(()),
+            Ok(op) => api::wait(ctx, gcp, op, &what, timeout).await,
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e),
         }
