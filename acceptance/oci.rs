@@ -176,16 +176,12 @@ fn signed(endpoint: &str, key: &OciKey, method: &str, path: &str, body: Option<&
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
-/// Marks the node unhealthy the way OCI does (a maintenance reboot it schedules, `timeMaintenanceRebootDue`,
-/// set through the emulator's admin `impair`); returns the words the plan's reason contains.
+/// Marks the node unhealthy the way OCI shows it (the instance `STOPPED` outside the provider, set through
+/// the emulator's admin `impair`); returns the words the plan's reason contains. (A maintenance reboot OCI
+/// schedules is maintenance, reported and not repaired.)
 pub fn day2_impair(endpoint: &str, node_id: &str) -> String {
-    admin(
-        endpoint,
-        "POST",
-        "out-of-band",
-        Some(json!({"action": "impair", "id": node_id, "maintenance_reboot_due": "2026-12-05T00:00:00.000Z"})),
-    );
-    "maintenance reboot due 2026-12-05T00:00Z".into()
+    admin(endpoint, "POST", "out-of-band", Some(json!({"action": "impair", "id": node_id, "state": "STOPPED"})));
+    "state STOPPED".into()
 }
 
 /// Publishes a self-check verdict as the node does: UpdateInstance with its freeform tags and

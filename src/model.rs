@@ -339,6 +339,31 @@ impl Repair {
     }
 }
 
+/// What an apply does with a node the cloud has scheduled maintenance on (`on_maintenance`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnMaintenance {
+    /// Show it in the plan (`scheduled_maintenance`, with its window) and leave the node alone: the cloud
+    /// carries the maintenance out itself.
+    #[default]
+    Report,
+    /// Remake it under its own name ahead of the window (a new instance, or on Azure the VM redeployed to
+    /// another host and reimaged), within `max_repairs`, whatever `repair` says.
+    Replace,
+}
+
+impl OnMaintenance {
+    pub const NAMES: [&'static str; 2] = ["report", "replace"];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnMaintenance::Report => "report",
+            OnMaintenance::Replace => "replace",
+        }
+    }
+    pub fn parse(s: &str) -> Option<OnMaintenance> {
+        [OnMaintenance::Report, OnMaintenance::Replace].into_iter().find(|r| r.as_str() == s)
+    }
+}
+
 /// What an apply does when the cloud gives fewer nodes than it adds (`capacity_policy`, `min_nodes`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CapacityPolicy {
@@ -438,6 +463,8 @@ impl NodeAmount {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Day2 {
     pub repair: Repair,
+    /// What an apply does with a node the cloud has scheduled maintenance on.
+    pub on_maintenance: OnMaintenance,
     /// At most this many unhealthy nodes are repaired by one apply; the rest wait for the next.
     pub max_repairs: NodeAmount,
     /// Nodes remade at a time when the node configuration changes.
@@ -450,6 +477,7 @@ impl Default for Day2 {
     fn default() -> Day2 {
         Day2 {
             repair: Repair::Replace,
+            on_maintenance: OnMaintenance::Report,
             max_repairs: NodeAmount::Percent(20),
             batch_size: NodeAmount::Percent(25),
             wait_for_selfcheck: false,

@@ -378,10 +378,14 @@ fn health_and_self_check_verdicts_of_every_node_come_with_one_list_per_scale_set
         let unhealthy = strings(state.get("unhealthy_nodes"));
         let app = unhealthy["hl-1"].as_str().unwrap();
         assert!(app.starts_with("Application Health extension reports the node unhealthy since 20") && app.ends_with('Z'), "{unhealthy}");
-        assert_eq!(unhealthy["hl-2"], "scheduled for maintenance from 2026-12-05T00:00Z");
         assert_eq!(unhealthy["hl-3"], "self-check: 7 of 8 GPUs");
         assert_eq!(unhealthy["hl-5"], "VM deallocated");
-        assert_eq!(unhealthy.as_object().unwrap().len(), 4, "{unhealthy}");
+        assert_eq!(unhealthy.as_object().unwrap().len(), 3, "{unhealthy}");
+        assert_eq!(
+            strings(state.get("scheduled_maintenance")),
+            json!({"hl-2": "scheduled for maintenance from 2026-12-05T00:00Z to 2026-12-05T04:00Z"}),
+            "a maintenance is reported with its window, not repaired"
+        );
         assert_eq!(strings(state.get("selfcheck")), json!({"hl-3": "fail-gpus-7-of-8", "hl-4": "ok"}));
         let all: Json = (0..6).map(|i| (format!("hl-{i}"), json!(revision))).collect::<serde_json::Map<_, _>>().into();
         assert_eq!(strings(state.get("node_revisions")), all);

@@ -89,6 +89,9 @@ trait Cloud: Sized {
     fn vanish(&self, node: &Node);
     /// Makes the cloud report `node` unhealthy.
     fn impair(&self, node: &Node);
+    /// Makes the cloud schedule maintenance on `node` (in a window from 2026-12-05T00:00Z); returns the
+    /// words the provider reports it with.
+    fn schedule_maintenance(&self, node: &Node) -> String;
     /// Lets nodes just made, stopped or deleted reach a steady state.
     async fn settle(&self) {}
 }
@@ -419,6 +422,46 @@ async fn an_unhealthy_node_is_repaired_and_the_others_are_left_alone<C: Cloud>()
     assert_eq!(node_names(&refreshed), names("c", 0..3));
 }
 
+async fn maintenance_is_reported_and_left_alone_unless_on_maintenance_replaces_it<C: Cloud>() {
+    let c = C::start().await;
+    let (base, state) = cluster_of(&c, 3, json!({})).await;
+    let before = c.nodes("c").await;
+    let words = c.schedule_maintenance(&before["c-1"]);
+    let refreshed = read_found(c.ctx(), &GpuCluster, &state).await;
+    assert_eq!(strings(refreshed.get("scheduled_maintenance")), BTreeMap::from([("c-1".to_owned(), words.clone())]));
+    assert_eq!(strings(refreshed.get("unhealthy_nodes")), BTreeMap::new(), "maintenance is no repair reason");
+    // The default: the plan warns of it with its window, and the apply touches no node.
+    let (kept, warnings) = apply_ok(&c, &GpuCluster, &refreshed, &base).await;
+    assert!(
+        warnings.iter().any(|w| w.starts_with("1 node with maintenance scheduled by the cloud") && w.contains(&format!("c-1: {words}"))),
+        "{warnings:?}"
+    );
+    c.settle().await;
+    assert_eq!(incarnations(&c.nodes("c").await), incarnations(&before), "no node touched for a maintenance");
+    let refreshed = read_found(c.ctx(), &GpuCluster, &kept).await;
+    assert_eq!(strings(refreshed.get("scheduled_maintenance")).len(), 1);
+    // Asked for: that node alone is remade ahead of the window, under its name, and the maintenance is gone.
+    let replace = config(&c, "f", "c", 3, json!({"on_maintenance": "replace"}));
+    let (moved, warnings) = apply_ok(&c, &GpuCluster, &refreshed, &replace).await;
+    assert!(
+        warnings.iter().any(|w| w.starts_with("1 node to remake ahead of scheduled maintenance") && w.contains("c-1: ")),
+        "{warnings:?}"
+    );
+    c.settle().await;
+    let after = c.nodes("c").await;
+    assert_eq!(after.keys().cloned().collect::<Vec<_>>(), names("c", 0..3));
+    for n in ["c-0", "c-2"] {
+        assert_eq!(after[n].incarnation, before[n].incarnation, "{n} untouched");
+    }
+    assert_eq!(after["c-1"].incarnation == before["c-1"].incarnation, C::REMADE_IN_PLACE, "c-1 remade: {after:?}");
+    let refreshed = read_found(c.ctx(), &GpuCluster, &moved).await;
+    assert_eq!(strings(refreshed.get("scheduled_maintenance")), BTreeMap::new(), "the maintenance went with the old host");
+    let mut d = Diagnostics::new();
+    let plan =
+        GpuCluster.plan(c.ctx(), PlanRequest { prior: &refreshed, proposed: &replace, config: &replace, prior_private: &[] }, &mut d);
+    assert_eq!(differences(&plan.planned, &refreshed), Vec::<String>::new(), "the re-plan is empty");
+}
+
 async fn an_image_change_rolls_the_nodes_in_the_planned_batches<C: Cloud>() {
     let c = C::start().await;
     let strategy = json!({"update_strategy": {"batch_size": "2"}});
@@ -566,6 +609,7 @@ macro_rules! contract {
                 short_of_capacity_at_least_keeps_what_came_with_a_warning,
                 short_of_capacity_keep_partial_keeps_what_came_and_fails,
                 an_unhealthy_node_is_repaired_and_the_others_are_left_alone,
+                maintenance_is_reported_and_left_alone_unless_on_maintenance_replaces_it,
                 an_image_change_rolls_the_nodes_in_the_planned_batches,
                 destroy_leaves_nothing_of_its_own_and_another_owners_cluster_as_it_was,
                 node_count_changes_touch_only_the_nodes_the_plan_names,
@@ -675,6 +719,12 @@ impl Cloud for Aws {
             "out-of-band",
             Some(json!({"action": "impair", "id": node.id, "check": "system", "since": "2026-12-01T10:02:00Z"})),
         );
+    }
+
+    fn schedule_maintenance(&self, node: &Node) -> String {
+        let event = json!({"action": "impair", "id": node.id, "event": "system-maintenance", "not_before": "2026-12-05T00:00:00Z"});
+        self.admin("POST", "out-of-band", Some(event));
+        "scheduled system-maintenance from 2026-12-05T00:00Z to 2026-12-05T02:00Z".into()
     }
 }
 
@@ -791,6 +841,12 @@ impl Cloud for Azure {
         self.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": node.id, "health": "unhealthy"})));
     }
 
+    fn schedule_maintenance(&self, node: &Node) -> String {
+        let window = json!({"start": "2026-12-05T00:00:00Z", "end": "2026-12-05T04:00:00Z"});
+        self.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": node.id, "maintenance": window})));
+        "scheduled for maintenance from 2026-12-05T00:00Z to 2026-12-05T04:00Z".into()
+    }
+
     async fn settle(&self) {
         // The emulator's long-running operations and a new VM's Initializing state.
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -875,8 +931,13 @@ impl Cloud for Gcp {
     }
 
     fn impair(&self, node: &Node) {
-        let maintenance = json!({"type": "UNSCHEDULED", "windowStartTime": "2026-12-01T10:02:00Z"});
+        self.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": node.id, "status": "TERMINATED"})));
+    }
+
+    fn schedule_maintenance(&self, node: &Node) -> String {
+        let maintenance = json!({"type": "SCHEDULED", "windowStartTime": "2026-12-05T00:00:00Z"});
         self.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": node.id, "maintenance": maintenance})));
+        "upcoming scheduled maintenance from 2026-12-05T00:00Z".into()
     }
 
     async fn settle(&self) {
@@ -968,6 +1029,12 @@ impl Cloud for Oci {
 
     fn impair(&self, node: &Node) {
         self.admin("POST", "out-of-band", Some(json!({"action": "impair", "id": node.id, "state": "STOPPED"})));
+    }
+
+    fn schedule_maintenance(&self, node: &Node) -> String {
+        let due = json!({"action": "impair", "id": node.id, "maintenance_reboot_due": "2026-12-05T00:00:00.000Z"});
+        self.admin("POST", "out-of-band", Some(due));
+        "maintenance reboot due 2026-12-05T00:00Z".into()
     }
 
     async fn settle(&self) {

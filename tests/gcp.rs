@@ -604,10 +604,8 @@ async fn health_and_self_check_verdicts_of_every_node_come_with_the_one_list() {
     admin(&ep, "DELETE", "counters", None);
     let refreshed = read(&ctx, &GpuCluster, &cluster).await;
     assert_eq!(admin(&ep, "GET", "counters", None)["counters"], json!({"compute:instances.list": 1}), "one list, whatever the count");
-    assert_eq!(
-        strings(refreshed.get("unhealthy_nodes")),
-        json!({"d2-1": "status TERMINATED", "d2-2": "upcoming scheduled maintenance from 2026-12-05T00:00Z", "d2-3": "self-check: 7 of 8 GPUs"})
-    );
+    assert_eq!(strings(refreshed.get("unhealthy_nodes")), json!({"d2-1": "status TERMINATED", "d2-3": "self-check: 7 of 8 GPUs"}));
+    assert_eq!(strings(refreshed.get("scheduled_maintenance")), json!({"d2-2": "upcoming scheduled maintenance from 2026-12-05T00:00Z"}));
     assert_eq!(strings(refreshed.get("selfcheck")), json!({"d2-3": "fail-gpus-7-of-8", "d2-4": "ok"}));
     let all: Json = (0..6).map(|i| (format!("d2-{i}"), json!(revision))).collect::<serde_json::Map<_, _>>().into();
     assert_eq!(strings(refreshed.get("node_revisions")), all);
@@ -620,7 +618,7 @@ async fn health_and_self_check_verdicts_of_every_node_come_with_the_one_list() {
         GpuCluster.import(&ctx, "gcp/us-central1-a/d2", &mut d).await.unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
     let imported = read(&ctx, &GpuCluster, &imported).await;
     assert_eq!(strings(imported.get("tags")), json!({"team": "ml"}));
-    for attr in ["unhealthy_nodes", "selfcheck", "node_revisions", "revision", "nodes"] {
+    for attr in ["unhealthy_nodes", "scheduled_maintenance", "selfcheck", "node_revisions", "revision", "nodes"] {
         assert_eq!(imported.get(attr), refreshed.get(attr), "{attr}");
     }
 }
@@ -629,12 +627,13 @@ async fn health_and_self_check_verdicts_of_every_node_come_with_the_one_list() {
 async fn an_unhealthy_node_is_replaced_under_its_name_in_its_placement_and_reboot_restarts_in_place() {
     let ep = start_gcp();
     let ctx = context(&ep);
-    let (_, cluster, config) = d2_cluster(&ctx, 4, json!({})).await;
+    // Maintenance is remade ahead of its window only when asked.
+    let (_, cluster, config) = d2_cluster(&ctx, 4, json!({"on_maintenance": "replace"})).await;
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     let before = ids(&ep);
     impair(&ep, "d2-2", json!({"maintenance": {"type": "UNSCHEDULED", "windowStartTime": "2026-12-01T10:02:00Z"}}));
     let refreshed = read(&ctx, &GpuCluster, &cluster).await;
-    assert_eq!(strings(refreshed.get("unhealthy_nodes")), json!({"d2-2": "upcoming unscheduled maintenance from 2026-12-01T10:02Z"}));
+    assert_eq!(strings(refreshed.get("scheduled_maintenance")), json!({"d2-2": "upcoming unscheduled maintenance from 2026-12-01T10:02Z"}));
 
     // Replace (the default): exactly that node is made again, under its name, in the fabric's compact
     // policy, with the cluster's revision; the others keep running untouched.

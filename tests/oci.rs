@@ -884,11 +884,12 @@ mod day2 {
         let unhealthy = map(read.get("unhealthy_nodes"));
         assert_eq!(
             unhealthy,
-            BTreeMap::from([
-                ("d2-1".to_owned(), "state STOPPED".to_owned()),
-                ("d2-2".to_owned(), "maintenance reboot due 2026-12-05T00:00Z".to_owned()),
-                ("d2-3".to_owned(), "self-check: 7 of 8 GPUs".to_owned()),
-            ])
+            BTreeMap::from([("d2-1".to_owned(), "state STOPPED".to_owned()), ("d2-3".to_owned(), "self-check: 7 of 8 GPUs".to_owned()),])
+        );
+        assert_eq!(
+            map(read.get("scheduled_maintenance")),
+            BTreeMap::from([("d2-2".to_owned(), "maintenance reboot due 2026-12-05T00:00Z".to_owned())]),
+            "a maintenance reboot is reported with its time, not repaired"
         );
         assert_eq!(
             map(read.get("selfcheck")),

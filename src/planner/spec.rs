@@ -11,8 +11,8 @@ use crate::clouds::rules::{Reported, rules};
 use crate::config::validate_tags;
 use crate::framework::{AttributePath, Diagnostics, Value, one_of};
 pub use crate::model::{
-    CapacityPolicy, CapacityType, ClusterRef, ClusterSpec, Day2, FabricRef, FabricSpec, FilesystemSpec, Network, NodeAmount, Placement,
-    Repair, Workload,
+    CapacityPolicy, CapacityType, ClusterRef, ClusterSpec, Day2, FabricRef, FabricSpec, FilesystemSpec, Network, NodeAmount, OnMaintenance,
+    Placement, Repair, Workload,
 };
 
 // ------------------------------------------------------------------------------------------ helpers
@@ -660,6 +660,22 @@ fn day2(c: &Value, diags: &mut Diagnostics) -> Result<Day2, ()> {
             return Err(());
         };
         out.repair = repair;
+    }
+    if let Some(m) = string(c.get("on_maintenance"))? {
+        let Some(on) = OnMaintenance::parse(&m) else {
+            diags.error_at(
+                AttributePath::attr("on_maintenance"),
+                "Unsupported on_maintenance",
+                format!(
+                    "{m:?} is not what an apply can do with a node the cloud has scheduled maintenance on. Valid values: {} (report: \
+                     show it in scheduled_maintenance with its window and leave the node alone; replace: remake it under its own name \
+                     ahead of the window, within max_repairs).",
+                    one_of(&OnMaintenance::NAMES)
+                ),
+            );
+            return Err(());
+        };
+        out.on_maintenance = on;
     }
     let amount = |v: &Value, path: AttributePath, what: &str, diags: &mut Diagnostics| -> Result<Option<NodeAmount>, ()> {
         let Some(text) = string(v)? else { return Ok(None) };

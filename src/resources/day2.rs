@@ -19,7 +19,7 @@ use crate::clouds::ErrorKind;
 use crate::clouds::backend::{self, Step};
 use crate::clouds::shared::{Backoff, Poll};
 use crate::framework::{ApplyRequest, AttributePath, Context, Diagnostics, ReadOutcome, Value};
-use crate::model::{ClusterSpec, Repair};
+use crate::model::{ClusterSpec, OnMaintenance, Repair};
 use crate::ownership::Census;
 
 /// The attributes this module plans.
@@ -33,6 +33,11 @@ pub struct Work {
     pub repairs: Vec<(String, String)>,
     /// Unhealthy nodes beyond `max_repairs`, left for a later apply.
     pub capped: Vec<(String, String)>,
+    /// Nodes with maintenance scheduled that this apply remakes ahead of the window (`on_maintenance =
+    /// "replace"`), in index order, with the window; within `max_repairs` after the repairs.
+    pub moves: Vec<(String, String)>,
+    /// Nodes with maintenance scheduled beyond `max_repairs`, left for a later apply.
+    pub moves_capped: Vec<(String, String)>,
     /// Nodes running another revision than the configuration's, in the batches they are remade in.
     pub batches: Vec<Vec<String>>,
     pub wait_for_selfcheck: bool,
@@ -40,13 +45,21 @@ pub struct Work {
 
 impl Work {
     pub fn is_empty(&self) -> bool {
-        self.repairs.is_empty() && self.batches.is_empty()
+        self.repairs.is_empty() && self.moves.is_empty() && self.batches.is_empty()
     }
 
-    /// Nodes remade (new instance, new id): replaced ones and every batch's.
+    /// Nodes remade (new instance, new id): replaced ones, the ones moved off a maintenance, and every
+    /// batch's.
     pub fn remade(&self) -> Vec<&str> {
         let replaced = self.repairs.iter().filter(|_| self.repair == Repair::Replace).map(|(n, _)| n.as_str());
-        replaced.chain(self.batches.iter().flatten().map(String::as_str)).collect()
+        let moved = self.moves.iter().map(|(n, _)| n.as_str());
+        replaced.chain(moved).chain(self.batches.iter().flatten().map(String::as_str)).collect()
+    }
+
+    /// Nodes remade before the converge, under the new revision: replaced ones and moved ones.
+    fn remade_first(&self) -> Vec<String> {
+        let replaced = self.repairs.iter().filter(|_| self.repair == Repair::Replace);
+        replaced.chain(&self.moves).map(|(n, _)| n.clone()).collect()
     }
 }
 
@@ -63,27 +76,39 @@ pub fn work(spec: &ClusterSpec, prior: &Value, planned: &Value) -> Work {
     }
     let wanted = strings(planned.get("node_names"));
     let existing: Vec<String> = strings(prior.get("node_names")).into_iter().filter(|n| wanted.contains(n)).collect();
-    let mut unhealthy: Vec<(String, String)> = prior
-        .get("unhealthy_nodes")
-        .as_map()
-        .map(|m| {
-            m.iter()
-                .filter(|(n, _)| existing.contains(n))
-                .map(|(n, why)| (n.clone(), why.as_str().unwrap_or("unhealthy").to_owned()))
-                .collect()
-        })
-        .unwrap_or_default();
-    unhealthy.sort_by_key(|(n, _)| (crate::nodes::order(&spec.name, n), n.clone()));
+    let listed = |attr: &str, skip: &[(String, String)]| -> Vec<(String, String)> {
+        let mut nodes: Vec<(String, String)> = prior
+            .get(attr)
+            .as_map()
+            .map(|m| {
+                m.iter()
+                    .filter(|(n, _)| existing.contains(n) && !skip.iter().any(|(s, _)| s == *n))
+                    .map(|(n, why)| (n.clone(), why.as_str().unwrap_or("unhealthy").to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        nodes.sort_by_key(|(n, _)| (crate::nodes::order(&spec.name, n), n.clone()));
+        nodes
+    };
+    let mut unhealthy = listed("unhealthy_nodes", &[]);
+    let cap = spec.day2.max_repairs.of(spec.node_count) as usize;
     if spec.day2.repair != Repair::Report {
-        let cap = spec.day2.max_repairs.of(spec.node_count) as usize;
         out.capped = unhealthy.split_off(cap.min(unhealthy.len()));
         out.repairs = unhealthy;
     } else {
         out.capped = unhealthy;
     }
+    // A node both unhealthy and with maintenance scheduled is the repair's.
+    if spec.day2.on_maintenance == OnMaintenance::Replace {
+        let taken: Vec<(String, String)> = out.repairs.iter().chain(&out.capped).cloned().collect();
+        let mut scheduled = listed("scheduled_maintenance", &taken);
+        let room = cap.saturating_sub(out.repairs.len());
+        out.moves_capped = scheduled.split_off(room.min(scheduled.len()));
+        out.moves = scheduled;
+    }
     let Some(revision) = planned.get("revision").as_str() else { return out };
-    let replaced: Vec<&str> =
-        if spec.day2.repair == Repair::Replace { out.repairs.iter().map(|(n, _)| n.as_str()).collect() } else { vec![] };
+    let first = out.remade_first();
+    let replaced: Vec<&str> = first.iter().map(String::as_str).collect();
     let runs = |n: &str| prior.get("node_revisions").get(n).as_str().or_else(|| prior.get("revision").as_str()).map(str::to_owned);
     let stale: Vec<String> =
         existing.iter().filter(|n| !replaced.contains(&n.as_str())).filter(|n| runs(n).is_some_and(|r| r != revision)).cloned().collect();
@@ -130,13 +155,16 @@ pub fn plan(spec: &ClusterSpec, prior: &Value, planned: &mut Value, diags: &mut 
         map.insert("nodes".into(), Value::Unknown);
     }
     explain(spec, &w, diags);
-    announce(&maintenance, diags);
+    if spec.day2.on_maintenance == OnMaintenance::Report {
+        announce(&maintenance, diags);
+    }
 }
 
 /// The plan's warning for the nodes the cloud has scheduled maintenance on. It is no repair: the cloud
 /// carries it out in its window (a reboot of the node or its host, power or network maintenance), and
 /// remaking a node to dodge it would cost a whole node to spare a reboot; so it is said, with the window,
-/// for the user to drain the node first, and the apply leaves the node alone whatever `repair` says.
+/// for the user to drain the node first, and the apply leaves the node alone whatever `repair` says
+/// (unless `on_maintenance = "replace"`, whose own warnings say what is remade and what waits).
 fn announce(maintenance: &Value, diags: &mut Diagnostics) {
     let Some(nodes) = maintenance.as_map().filter(|m| !m.is_empty()) else { return };
     let listed = nodes.iter().map(|(n, w)| format!("{n}: {}", w.as_str().unwrap_or_default())).collect::<Vec<_>>().join("\n");
@@ -145,7 +173,8 @@ fn announce(maintenance: &Value, diags: &mut Diagnostics) {
         format!("{} node{} with maintenance scheduled by the cloud", nodes.len(), if nodes.len() == 1 { "" } else { "s" }),
         format!(
             "The cloud carries it out in the window given; the apply does not repair or replace these nodes for it. Drain them before \
-             the window (e.g. through Slurm) if jobs must not be interrupted.\n{listed}"
+             the window (e.g. through Slurm) if jobs must not be interrupted, or set on_maintenance = \"replace\" to have the apply \
+             remake them ahead of it.\n{listed}"
         ),
     );
 }
@@ -179,6 +208,35 @@ fn explain(spec: &ClusterSpec, w: &Work, diags: &mut Diagnostics) {
             AttributePath::attr("unhealthy_nodes"),
             format!("{} unhealthy node{} not repaired by this apply", w.capped.len(), if w.capped.len() == 1 { "" } else { "s" }),
             format!("{why}\n{}", listed(&w.capped)),
+        );
+    }
+    if !w.moves.is_empty() {
+        diags.warning_at(
+            AttributePath::attr("scheduled_maintenance"),
+            format!("{} node{} to remake ahead of scheduled maintenance", w.moves.len(), if w.moves.len() == 1 { "" } else { "s" }),
+            format!(
+                "on_maintenance = \"replace\": each is remade under its own name before the cloud's window, in its placement and \
+                 reservation; the other nodes are not touched.\n{}",
+                listed(&w.moves)
+            ),
+        );
+    }
+    if !w.moves_capped.is_empty() {
+        diags.warning_at(
+            AttributePath::attr("scheduled_maintenance"),
+            format!(
+                "{} node{} with maintenance scheduled not remade by this apply",
+                w.moves_capped.len(),
+                if w.moves_capped.len() == 1 { "" } else { "s" }
+            ),
+            format!(
+                "max_repairs = \"{}\" lets one apply remake {} of the {} nodes, repairs first; these wait for a later apply (raise \
+                 max_repairs to remake them now).\n{}",
+                spec.day2.max_repairs.label(),
+                spec.day2.max_repairs.of(spec.node_count),
+                spec.node_count,
+                listed(&w.moves_capped)
+            ),
         );
     }
     if !w.batches.is_empty() {
@@ -250,8 +308,8 @@ pub async fn apply(lifecycle: &Kind<ClusterSpec>, at: &At<'_>, spec: &ClusterSpe
             (n, r)
         })
         .collect();
-    for n in w.remade().iter().filter(|n| w.repairs.iter().any(|(r, _)| r == *n)) {
-        runs.insert((*n).to_owned(), new_revision.clone());
+    for n in w.remade_first() {
+        runs.insert(n, new_revision.clone());
     }
     let so_far = |runs: &BTreeMap<String, Value>| {
         let mut p = planned.as_map().cloned().unwrap_or_default();
@@ -263,12 +321,17 @@ pub async fn apply(lifecycle: &Kind<ClusterSpec>, at: &At<'_>, spec: &ClusterSpe
     if let Some(id) = prior.get("id").as_str() {
         census.set_import_id(id);
     }
-    if !w.repairs.is_empty() {
-        let names: Vec<String> = w.repairs.iter().map(|(n, _)| n.clone()).collect();
-        let done = match w.repair {
-            Repair::Reboot => backend.reboot_nodes(&step, spec, &names).await,
-            _ => backend.remove_nodes(&step, spec, &names).await,
-        };
+    if !w.repairs.is_empty() || !w.moves.is_empty() {
+        let names: Vec<String> = w.repairs.iter().chain(&w.moves).map(|(n, _)| n.clone()).collect();
+        let rebooted: Vec<String> = if w.repair == Repair::Reboot { w.repairs.iter().map(|(n, _)| n.clone()).collect() } else { vec![] };
+        let removed = w.remade_first();
+        let mut done = Ok(());
+        if !rebooted.is_empty() {
+            done = backend.reboot_nodes(&step, spec, &rebooted).await;
+        }
+        if done.is_ok() && !removed.is_empty() {
+            done = backend.remove_nodes(&step, spec, &removed).await;
+        }
         if let Err(e) = done {
             diags.error(
                 "Repairing the cluster's nodes failed",
@@ -469,6 +532,46 @@ mod tests {
     }
 
     #[test]
+    fn maintenance_is_remade_only_when_asked_after_the_repairs_and_within_max_repairs() {
+        let rev = spec(serde_json::json!({})).revision();
+        let mut p = prior(&[("d2-0", "state STOPPED")], &OLD.map(|(n, _)| (n, rev.as_str())));
+        let scheduled =
+            [("d2-0", "maintenance reboot due 2026-12-05T00:00Z"), ("d2-2", "maintenance reboot due 2026-12-05T00:00Z"), ("d2-3", "m")];
+        if let Value::Map(m) = &mut p {
+            m.insert("scheduled_maintenance".into(), map(&scheduled));
+        }
+        // Report (the default): nothing is done for it; the plan warns of every node's window.
+        let s = spec(serde_json::json!({"max_repairs": "2"}));
+        let mut plan = planned(&s, &rev);
+        let mut diags = Diagnostics::new();
+        super::plan(&s, &p, &mut plan, &mut diags);
+        let w = work(&s, &p, &plan);
+        assert_eq!((w.repairs.len(), w.moves.len(), w.moves_capped.len()), (1, 0, 0), "{w:?}");
+        assert!(
+            format!("{diags:?}").contains("2 nodes with maintenance scheduled by the cloud"),
+            "d2-0 is replaced for its repair: {diags:?}"
+        );
+        // Replace: the repair comes first (d2-0 is both), then the scheduled nodes while max_repairs lasts.
+        let s = spec(serde_json::json!({"max_repairs": "2", "on_maintenance": "replace", "repair": "reboot"}));
+        let mut plan = planned(&s, &rev);
+        let mut diags = Diagnostics::new();
+        super::plan(&s, &p, &mut plan, &mut diags);
+        let w = work(&s, &p, &plan);
+        assert_eq!(w.repairs, [("d2-0".to_owned(), "state STOPPED".to_owned())]);
+        assert_eq!(w.moves.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["d2-2"]);
+        assert_eq!(w.moves_capped.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["d2-3"]);
+        assert_eq!(w.remade(), ["d2-2"], "the rebooted node is not remade; the moved one is");
+        assert_eq!(plan.get("scheduled_maintenance"), &map(&[scheduled[0], scheduled[2]]), "the moved node's maintenance goes with it");
+        let text = format!("{diags:?}");
+        assert!(
+            text.contains("1 node to remake ahead of scheduled maintenance") && text.contains("d2-2: maintenance reboot due"),
+            "{text}"
+        );
+        assert!(text.contains("1 node with maintenance scheduled not remade by this apply") && text.contains("d2-3: m"), "{text}");
+        assert!(!text.contains("by the cloud\""), "no second warning of the same nodes: {text}");
+    }
+
+    #[test]
     fn max_repairs_caps_one_apply_and_report_repairs_nothing() {
         let s = spec(serde_json::json!({"max_repairs": "1"}));
         let rev = s.revision();
@@ -580,6 +683,7 @@ mod tests {
         let schema = super::super::gpu_cluster::GpuCluster.schema();
         for (extra, path, words) in [
             (serde_json::json!({"repair": "recycle"}), "repair", r#"\"replace\", \"reboot\" or \"report\""#),
+            (serde_json::json!({"on_maintenance": "redeploy"}), "on_maintenance", r#"\"report\" or \"replace\""#),
             (serde_json::json!({"max_repairs": "0"}), "max_repairs", "percentage"),
             (serde_json::json!({"update_strategy": {"batch_size": "half"}}), "batch_size", "node count"),
         ] {

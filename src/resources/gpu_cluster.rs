@@ -191,6 +191,13 @@ pub fn schema() -> Schema {
                  through Slurm first).",
             ))
             .attribute(Attribute::optional_computed(
+                "on_maintenance",
+                Type::String,
+                "What an apply does with a node the cloud has scheduled maintenance on (`scheduled_maintenance`): `report` (default: \
+                 the plan warns of it with its window and the node is left alone; the cloud carries the maintenance out itself) or \
+                 `replace` (the node is remade under its own name ahead of the window, within `max_repairs`, whatever `repair` says).",
+            ))
+            .attribute(Attribute::optional_computed(
                 "max_repairs",
                 Type::String,
                 "At most this many unhealthy nodes are repaired by one apply, a count (`1`) or a share of the nodes (`\"20%\"`, rounded up; \
@@ -211,7 +218,7 @@ pub fn schema() -> Schema {
                 "unhealthy_nodes",
                 Type::map(Type::String),
                 "Nodes the last refresh found unhealthy, by name, with the reason: what the cloud says (a failed status check, a scheduled \
-                 retirement or stop, on Azure, Google Cloud and OCI a scheduled maintenance, a node not running) or what the node's \
+                 retirement or stop, a node not running or failed) or what the node's \
                  self-check published (`self-check: 7 of 8 GPUs`). The plan shows the ones the apply repairs.",
             ).assigned_at_apply())
             .attribute(Attribute::computed(
@@ -219,8 +226,11 @@ pub fn schema() -> Schema {
                 Type::map(Type::String),
                 "Maintenance the cloud has scheduled on a node and carries out itself in its window, by node name, with the window \
                  (AWS: a scheduled `instance-reboot`, `system-reboot` or `system-maintenance` event, `scheduled system-reboot from \
-                 2026-12-05T00:00Z to 2026-12-05T02:00Z`). The plan warns of it; no `repair` acts on it (drain the node before the \
-                 window). A scheduled retirement or stop is in `unhealthy_nodes` instead.",
+                 2026-12-05T00:00Z to 2026-12-05T02:00Z`; Azure: `maintenanceRedeployStatus`, `scheduled for maintenance from ... to \
+                 ...`; Google Cloud: `resourceStatus.upcomingMaintenance`, `upcoming scheduled maintenance from ...`; OCI: \
+                 `timeMaintenanceRebootDue`, `maintenance reboot due ...`). The plan warns of it; no `repair` acts on it (drain the node \
+                 before the window), unless `on_maintenance = \"replace\"`. A scheduled retirement or stop is in `unhealthy_nodes` \
+                 instead.",
             ).assigned_at_apply())
             .attribute(Attribute::computed(
                 "selfcheck",
@@ -335,7 +345,8 @@ fn with_derived_outputs(state: Value) -> Value {
     let rack = state.get("kubernetes_node_labels").is_null();
     let day2 = state.get("revision").is_null();
     let policy = state.get("capacity_policy").is_null();
-    if !rack && !day2 && !policy {
+    let maintenance = state.get("on_maintenance").is_null();
+    if !rack && !day2 && !policy && !maintenance {
         return state;
     }
     // What the configuration was: a cluster without a fabric keeps the one it made in `fabric`, and one on
@@ -367,6 +378,9 @@ fn with_derived_outputs(state: Value) -> Value {
         m.insert("node_revisions".into(), Value::Map(revisions));
         m.insert("unhealthy_nodes".into(), Value::Map(BTreeMap::new()));
         m.insert("selfcheck".into(), Value::Map(BTreeMap::new()));
+    }
+    if maintenance {
+        m.insert("on_maintenance".into(), Value::from(spec.day2.on_maintenance.as_str()));
     }
     Value::Map(m)
 }
@@ -414,6 +428,7 @@ fn derive_spec(ctx: &Context, spec: ClusterSpec, diags: &mut Diagnostics) -> Opt
     out.insert("capacity_type".into(), Value::from(s.capacity.as_str()));
     out.extend(capacity::outputs(s));
     out.insert("repair".into(), Value::from(s.day2.repair.as_str()));
+    out.insert("on_maintenance".into(), Value::from(s.day2.on_maintenance.as_str()));
     out.insert("max_repairs".into(), Value::from(s.day2.max_repairs.label()));
     out.insert("revision".into(), Value::from(s.revision()));
     out.insert("workload".into(), Value::from(s.workload.as_str()));

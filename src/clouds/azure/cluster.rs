@@ -99,6 +99,9 @@ pub struct Vm {
 pub struct Condition {
     /// Why the cloud holds it unhealthy, with the time it gives.
     pub health: Option<String>,
+    /// The maintenance Azure has scheduled on its host, with the window: reported, not repaired, unless
+    /// `on_maintenance` asks (then a remake redeploys it off the host).
+    pub maintenance: Option<String>,
     /// The verdict its self-check published through the Application Health extension.
     pub selfcheck: Option<String>,
     /// `PowerState/<power>`: running, stopped, deallocated, starting, ...
@@ -166,7 +169,8 @@ pub fn condition(view: &Json) -> Condition {
     let m = &view["maintenanceRedeployStatus"];
     let completed = m["lastOperationResultCode"].as_str().is_some_and(|c| c.eq_ignore_ascii_case("MaintenanceCompleted"));
     let window = m["maintenanceWindowStartTime"].as_str().or(m["preMaintenanceWindowStartTime"].as_str());
-    let maintenance = window.filter(|_| !completed).map(|t| format!("scheduled for maintenance from {}", crate::clock::utc_minute(t)));
+    let end = m["maintenanceWindowEndTime"].as_str().map(|t| format!(" to {}", crate::clock::utc_minute(t))).unwrap_or_default();
+    let maintenance = window.filter(|_| !completed).map(|t| format!("scheduled for maintenance from {}{end}", crate::clock::utc_minute(t)));
     let health = &view["vmHealth"]["status"];
     let state = health["code"].as_str().and_then(|c| c.strip_prefix("HealthState/")).map(str::to_ascii_lowercase);
     let published = view["extensions"]
@@ -188,7 +192,8 @@ pub fn condition(view: &Json) -> Condition {
         .then(|| format!("Application Health extension reports the node unhealthy{}", since(health)));
     let failing = out.selfcheck.as_deref().is_some_and(|v| v.starts_with("fail"));
     out.broken = failed.is_some() || maintenance.is_some() || unhealthy.is_some() || failing;
-    out.health = failed.or(stopped).or(maintenance).or(unhealthy);
+    out.health = failed.or(stopped).or(unhealthy);
+    out.maintenance = maintenance.filter(|_| out.health.is_none());
     out
 }
 
@@ -289,7 +294,7 @@ pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], known: &cra
                 NodeAddress {
                     revision: revision_of(set, vm, known.get(&name).as_str()),
                     health: vm.condition.health.clone(),
-                    maintenance: None,
+                    maintenance: vm.condition.maintenance.clone(),
                     selfcheck: vm.condition.selfcheck.clone(),
                     name,
                     id: vm.id.clone(),
@@ -713,7 +718,7 @@ pub async fn reboot(
     let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
     let jobs = named(&spec.name, &sizes, &live, names).into_iter().map(|(j, vms)| async move {
         let id = scale_set_id(arm, group, &spec.name, j);
-        let maintenance = |vm: &&Vm| vm.condition.health.as_deref().is_some_and(|h| h.starts_with("scheduled for maintenance"));
+        let maintenance = |vm: &&Vm| vm.condition.maintenance.is_some();
         let (move_off, stay): (Vec<&Vm>, Vec<&Vm>) = vms.iter().copied().partition(maintenance);
         let (stopped, running): (Vec<&Vm>, Vec<&Vm>) = stay.into_iter().partition(|vm| vm.condition.stopped());
         for (action, these) in [("restart", &running), ("start", &stopped), ("redeploy", &move_off)] {
@@ -1143,11 +1148,15 @@ mod tests {
         let maintenance = condition(&running(json!({"maintenanceRedeployStatus": {"isCustomerInitiatedMaintenanceAllowed": true,
             "preMaintenanceWindowStartTime": "2026-12-01T00:00:00Z", "maintenanceWindowStartTime": "2026-12-05T00:00:00+00:00",
             "maintenanceWindowEndTime": "2026-12-05T04:00:00+00:00"}})));
-        assert_eq!(maintenance.health.as_deref(), Some("scheduled for maintenance from 2026-12-05T00:00Z"));
-        assert!(maintenance.broken);
+        assert_eq!(
+            (maintenance.health.as_deref(), maintenance.maintenance.as_deref()),
+            (None, Some("scheduled for maintenance from 2026-12-05T00:00Z to 2026-12-05T04:00Z")),
+            "maintenance is reported with its window, and is no repair reason"
+        );
+        assert!(maintenance.broken, "a remake moves it off the host");
         let done = condition(&running(json!({"maintenanceRedeployStatus": {"maintenanceWindowStartTime": "2026-12-05T00:00:00Z",
             "lastOperationResultCode": "MaintenanceCompleted"}})));
-        assert_eq!(done.health, None, "a maintenance done is nothing to repair");
+        assert_eq!((done.health, done.maintenance), (None, None), "a maintenance done is nothing to repair or report");
         let unhealthy = condition(&probed("Unhealthy", None));
         assert_eq!(unhealthy.health.as_deref(), Some("Application Health extension reports the node unhealthy since 2026-12-01T10:02Z"));
         assert!(unhealthy.broken);

@@ -87,12 +87,19 @@ fn coming_up(status: &str) -> bool {
 
 /// Why Compute Engine holds a node unhealthy, from the instance the list already answered (no call of its
 /// own): a status other than RUNNING (TERMINATED after a host error or a maintenance it was not live
-/// migrated through, SUSPENDED, REPAIRING, ...), else an upcoming or ongoing maintenance
-/// (`resourceStatus.upcomingMaintenance`), which on GPU VMs (onHostMaintenance TERMINATE) stops the node.
+/// migrated through, SUSPENDED, REPAIRING, ...).
 pub fn health(i: &model::Instance) -> Option<String> {
     let status = i.status.as_ref().and_then(|s| s.name()).unwrap_or("RUNNING");
-    if status != "RUNNING" && !coming_up(status) {
-        return Some(format!("status {status}"));
+    (status != "RUNNING" && !coming_up(status)).then(|| format!("status {status}"))
+}
+
+/// The maintenance Compute Engine has scheduled on a node that is otherwise healthy, with its window
+/// (`resourceStatus.upcomingMaintenance`): on GPU VMs (onHostMaintenance TERMINATE) it stops the node in
+/// the window, which the node's own status then says. Reported, not repaired, unless `on_maintenance`
+/// asks (the cloud carries it out itself, and a user can start it early with `performMaintenance`).
+pub fn maintenance(i: &model::Instance) -> Option<String> {
+    if health(i).is_some() {
+        return None;
     }
     let m = i.resource_status.as_ref()?.upcoming_maintenance.as_ref()?;
     let kind = match m.r#type.as_ref().and_then(|t| t.name()) {
@@ -138,7 +145,7 @@ pub fn addresses(project: &str, zone: &str, cluster: &str, nodes: &[Node]) -> Ve
             private_ip: node.instance.network_interfaces.first().and_then(|nic| nic.network_ip.clone()),
             revision: label(node, shared::REVISION_LABEL).map(str::to_owned),
             health: health(&node.instance),
-            maintenance: None,
+            maintenance: maintenance(&node.instance),
             selfcheck: label(node, shared::SELFCHECK_LABEL).map(str::to_owned),
         })
         .collect()
@@ -1244,9 +1251,12 @@ mod tests {
     }
 
     #[test]
-    fn upcoming_maintenance_is_unhealthy_with_its_window_in_utc() {
-        let m = |maintenance: serde_json::Value| {
-            health(&instance(json!({"status": "RUNNING", "resourceStatus": {"upcomingMaintenance": maintenance}})))
+    fn upcoming_maintenance_is_maintenance_with_its_window_in_utc_and_no_reason() {
+        let running = |m: serde_json::Value| instance(json!({"status": "RUNNING", "resourceStatus": {"upcomingMaintenance": m}}));
+        let m = |m: serde_json::Value| {
+            let i = running(m);
+            assert_eq!(health(&i), None, "maintenance is no repair reason");
+            maintenance(&i)
         };
         assert_eq!(
             m(json!({"type": "SCHEDULED", "windowStartTime": "2026-12-05T00:00:00Z", "maintenanceStatus": "PENDING"})).as_deref(),
@@ -1260,8 +1270,9 @@ mod tests {
         assert_eq!(m(json!({})).as_deref(), Some("upcoming maintenance"));
         // A stopped node says so first.
         let both = instance(json!({"status": "TERMINATED", "resourceStatus": {"upcomingMaintenance": {"type": "SCHEDULED"}}}));
-        assert_eq!(health(&both).as_deref(), Some("status TERMINATED"));
-        assert_eq!(health(&instance(json!({"status": "RUNNING", "resourceStatus": {"physicalHost": "/b/s/h"}}))), None);
+        assert_eq!((health(&both).as_deref(), maintenance(&both)), (Some("status TERMINATED"), None));
+        let plain = instance(json!({"status": "RUNNING", "resourceStatus": {"physicalHost": "/b/s/h"}}));
+        assert_eq!((health(&plain), maintenance(&plain)), (None, None));
     }
 
     fn node(labels: serde_json::Value) -> Node {

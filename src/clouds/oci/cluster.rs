@@ -115,13 +115,19 @@ pub fn node_state(n: &Json) -> String {
     n["lifecycleState"].as_str().or(n["state"].as_str()).unwrap_or_default().to_ascii_uppercase()
 }
 
-/// Why OCI holds a node unhealthy, with the time it gives: a lifecycle state other than running or
-/// launching (`state STOPPED`), or a maintenance reboot it scheduled (`maintenance reboot due
-/// 2026-12-05T00:00Z`); `None` when it is healthy.
+/// Why OCI holds a node unhealthy: a lifecycle state other than running or launching (`state STOPPED`);
+/// `None` when it is healthy.
 pub fn health_of(n: &Json) -> Option<String> {
     let state = node_state(n);
-    if !state.is_empty() && !matches!(state.as_str(), "RUNNING" | "PROVISIONING" | "STARTING") {
-        return Some(format!("state {state}"));
+    (!state.is_empty() && !matches!(state.as_str(), "RUNNING" | "PROVISIONING" | "STARTING")).then(|| format!("state {state}"))
+}
+
+/// The maintenance reboot OCI has scheduled on a node that is otherwise healthy, with the time it is due
+/// (`timeMaintenanceRebootDue`: `maintenance reboot due 2026-12-05T00:00Z`). OCI reboots the instance
+/// then (a user may reboot it earlier); reported, not repaired, unless `on_maintenance` asks.
+pub fn maintenance_of(n: &Json) -> Option<String> {
+    if health_of(n).is_some() {
+        return None;
     }
     let due = n["timeMaintenanceRebootDue"].as_str().filter(|t| !t.is_empty())?;
     Some(format!("maintenance reboot due {}", crate::clock::utc_minute(due)))
@@ -187,7 +193,7 @@ pub async fn addresses(ctx: &Context, oci: &Oci, at: &Location<'_>, nodes: &[Jso
                 private_ip,
                 revision: tags.get(REVISION_TAG).cloned(),
                 health: health_of(n),
-                maintenance: None,
+                maintenance: maintenance_of(n),
                 selfcheck: tags.get(SELFCHECK_TAG).cloned(),
             }
         })
@@ -1250,24 +1256,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_node_is_unhealthy_when_stopped_or_due_for_a_maintenance_reboot() {
-        for (node, health) in [
-            (json!({"lifecycleState": "RUNNING"}), None),
-            (json!({"lifecycleState": "PROVISIONING"}), None),
-            (json!({"state": "Starting"}), None),
-            (json!({"lifecycleState": "STOPPED"}), Some("state STOPPED")),
-            (json!({"lifecycleState": "STOPPING", "timeMaintenanceRebootDue": "2026-12-05T00:00:00.000Z"}), Some("state STOPPING")),
+    fn a_node_is_unhealthy_when_stopped_and_a_maintenance_reboot_due_is_maintenance() {
+        for (node, health, maintenance) in [
+            (json!({"lifecycleState": "RUNNING"}), None, None),
+            (json!({"lifecycleState": "PROVISIONING"}), None, None),
+            (json!({"state": "Starting"}), None, None),
+            (json!({"lifecycleState": "STOPPED"}), Some("state STOPPED"), None),
+            (json!({"lifecycleState": "STOPPING", "timeMaintenanceRebootDue": "2026-12-05T00:00:00.000Z"}), Some("state STOPPING"), None),
             (
                 json!({"lifecycleState": "RUNNING", "timeMaintenanceRebootDue": "2026-12-05T06:30:29.600Z"}),
+                None,
                 Some("maintenance reboot due 2026-12-05T06:30Z"),
             ),
-            (json!({"lifecycleState": "RUNNING", "timeMaintenanceRebootDue": ""}), None),
+            (json!({"lifecycleState": "RUNNING", "timeMaintenanceRebootDue": ""}), None, None),
         ] {
-            assert_eq!(health_of(&node).as_deref(), health, "{node}");
+            assert_eq!((health_of(&node).as_deref(), maintenance_of(&node).as_deref()), (health, maintenance), "{node}");
         }
         // A time with another offset is shown in UTC, as every cloud's times are.
         let due = json!({"lifecycleState": "RUNNING", "timeMaintenanceRebootDue": "2026-12-05T00:00+01:00"});
-        assert_eq!(health_of(&due).as_deref(), Some("maintenance reboot due 2026-12-04T23:00Z"));
+        assert_eq!(maintenance_of(&due).as_deref(), Some("maintenance reboot due 2026-12-04T23:00Z"));
     }
 
     #[test]
