@@ -511,40 +511,128 @@ async fn destroy_leaves_nothing_of_its_own_and_another_owners_cluster_as_it_was<
     assert_eq!(read_found(c.ctx(), &GpuCluster, &theirs).await, their_state);
 }
 
-/// One sequence of node counts applied in turn, each planned and applied as the CLI does: after every
-/// apply the cloud runs exactly the nodes the plan named, each node the plan kept runs as it did (same
-/// incarnation: not deleted, replaced or made again), and the next plan is empty. `Err` says what broke.
-async fn node_counts_touch_only_what_the_plan_names<C: Cloud>(counts: Vec<u32>) -> Result<(), String> {
+/// A change a user makes to a running cluster, for the plan-honesty properties.
+#[derive(Clone, Debug)]
+enum Change {
+    /// `node_count`.
+    Nodes(u32),
+    /// `tags = {team = ...}`: no node is touched (its tags or labels change in place).
+    Tags(&'static str),
+    /// `image` (one of the cloud's two): a rolling update in the planned batches.
+    Image(usize),
+    /// `capacity_policy` (with `min_nodes` for `at-least`): nothing runs differently.
+    Policy(&'static str),
+    /// The cloud reports node `k % node_count` unhealthy: the plan names its repair.
+    Impair(u32),
+}
+
+/// The configuration the changes so far describe.
+#[derive(Clone, Debug)]
+struct Settings {
+    nodes: u32,
+    team: &'static str,
+    image: usize,
+    policy: &'static str,
+}
+
+impl Settings {
+    fn config<C: Cloud>(&self, c: &C) -> Value {
+        let mut extra = json!({"tags": {"team": self.team}, "image": C::IMAGES[self.image], "capacity_policy": self.policy});
+        if self.policy == "at-least" {
+            extra["min_nodes"] = json!(1);
+        }
+        config(c, "f", "c", self.nodes, extra)
+    }
+}
+
+/// The node names a plan announces it acts on: the ones it adds or removes, and the ones its day-2
+/// warnings name (a repair, a rolling update's batches, a remake ahead of maintenance).
+fn announced(prior: &[String], planned: &[String], warnings: &[String]) -> std::collections::BTreeSet<String> {
+    let mut out: std::collections::BTreeSet<String> =
+        prior.iter().filter(|n| !planned.contains(n)).chain(planned.iter().filter(|n| !prior.contains(n))).cloned().collect();
+    let acting = ["unhealthy node to repair", "unhealthy nodes to repair", "Rolling update of", "ahead of scheduled maintenance"];
+    for w in warnings.iter().filter(|w| acting.iter().any(|a| w.contains(a))) {
+        out.extend(
+            w.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '-')).filter(|t| prior.iter().any(|n| n == t)).map(str::to_owned),
+        );
+    }
+    out
+}
+
+/// One sequence of changes applied in turn, each planned and applied as the CLI does, checked against the
+/// cloud's lifecycle event log (`GET /_admin/events`: every node the cloud created, deleted, reimaged,
+/// restarted, redeployed, started or stopped on the provider's calls): after every apply each node event
+/// is on a node the plan announced, the cloud runs exactly the nodes the plan named, each node the plan
+/// did not announce runs as it did (same incarnation), and the next plan is empty. `Err` says what broke.
+async fn changes_touch_only_what_the_plan_names<C: Cloud>(changes: Vec<Change>) -> Result<(), String> {
     let c = C::start().await;
     let fabric = make_fabric(&c, "f").await;
     let mut state = Value::Null;
-    for (step, n) in counts.iter().copied().enumerate() {
-        let config = config(&c, "f", "c", n, json!({}));
+    let mut settings = Settings { nodes: 1, team: "ml", image: 0, policy: "all-or-nothing" };
+    for (step, change) in changes.iter().cloned().enumerate() {
+        let at = format!("step {step} ({change:?})");
+        let live = c.nodes("c").await;
+        match change {
+            Change::Nodes(n) => settings.nodes = n,
+            Change::Tags(t) => settings.team = t,
+            Change::Image(i) => settings.image = i,
+            Change::Policy(p) => settings.policy = p,
+            Change::Impair(k) => {
+                if let Some(node) = live.get(&format!("c-{}", k % settings.nodes)) {
+                    c.impair(node);
+                }
+            }
+        }
+        let config = settings.config(&c);
         let prior = if state.is_null() { Value::Null } else { read_found(c.ctx(), &GpuCluster, &state).await };
-        let before = incarnations(&c.nodes("c").await);
+        let before = incarnations(&live);
         let mut diags = Diagnostics::new();
         let plan =
             GpuCluster.plan(c.ctx(), PlanRequest { prior: &prior, proposed: &config, config: &config, prior_private: &[] }, &mut diags);
         if !plan.requires_replace.is_empty() {
-            return Err(format!("step {step} ({n} nodes): the plan replaces the cluster ({:?})", plan.requires_replace));
+            return Err(format!("{at}: the plan replaces the cluster ({:?})", plan.requires_replace));
         }
+        let warnings: Vec<String> = diags.iter().map(|d| format!("{}: {}", d.summary, d.detail)).collect();
         let planned: Vec<String> = node_names(&plan.planned);
+        let named = announced(&node_names(&prior), &planned, &warnings);
+        c.admin("DELETE", "events", None);
         let applied = apply_to(c.ctx(), &GpuCluster, &prior, &config).await;
         if !applied.errors.is_empty() {
-            return Err(format!("step {step} ({n} nodes): {:?}", applied.errors));
+            return Err(format!("{at}: {:?}", applied.errors));
         }
         c.settle().await;
-        let after = incarnations(&c.nodes("c").await);
+        let now = c.nodes("c").await;
+        // Each event on a node the plan did not announce: by id (as the cloud's event log names it),
+        // through the nodes before and after.
+        let by_id: BTreeMap<String, String> =
+            live.iter().chain(now.iter()).map(|(name, node)| (node.id.to_lowercase(), name.clone())).collect();
+        let mut created = std::collections::BTreeSet::new();
+        for e in c.admin("GET", "events", None)["events"].as_array().cloned().unwrap_or_default() {
+            let Some(id) = e["id"].as_str() else { continue };
+            let node = by_id.get(&id.to_lowercase()).cloned().unwrap_or_else(|| format!("{id} (not a node of c)"));
+            if !named.contains(&node) {
+                return Err(format!("{at}: {} {node}, which the plan did not announce (it named {named:?})", e["event"]));
+            }
+            if e["event"] == "created" {
+                created.insert(node);
+            }
+        }
+        // The log is what the check stands on: every node the plan adds is in it.
+        let prior_names = node_names(&prior);
+        if let Some(missing) = planned.iter().find(|n| !prior_names.contains(n) && !created.contains(*n)) {
+            return Err(format!("{at}: the plan adds {missing}, and the cloud's event log shows no such node created"));
+        }
+        let after = incarnations(&now);
         let running: Vec<String> = after.keys().cloned().collect();
         let mut wanted = planned.clone();
         wanted.sort();
         if running != wanted {
-            return Err(format!("step {step} ({n} nodes): the plan named {} nodes, {} run", planned.len(), running.len()));
+            return Err(format!("{at}: the plan named {} nodes, {} run", planned.len(), running.len()));
         }
         for (name, was) in &before {
             match after.get(name) {
-                Some(now) if now != was && planned.contains(name) => {
-                    return Err(format!("step {step} ({n} nodes): {name} was not announced, and is now {now} (was {was})"));
+                Some(now) if now != was && !named.contains(name) => {
+                    return Err(format!("{at}: {name} was not announced, and is now {now} (was {was})"));
                 }
                 _ => {}
             }
@@ -556,7 +644,7 @@ async fn node_counts_touch_only_what_the_plan_names<C: Cloud>(counts: Vec<u32>) 
             GpuCluster.plan(c.ctx(), PlanRequest { prior: &refreshed, proposed: &config, config: &config, prior_private: &[] }, &mut quiet);
         let changes = differences(&replan.planned, &refreshed);
         if !changes.is_empty() {
-            return Err(format!("step {step} ({n} nodes): the plan after the apply is not empty: {changes:?}"));
+            return Err(format!("{at}: the plan after the apply is not empty: {changes:?}"));
         }
     }
     destroy(c.ctx(), &GpuCluster, &state).await;
@@ -564,23 +652,20 @@ async fn node_counts_touch_only_what_the_plan_names<C: Cloud>(counts: Vec<u32>) 
     Ok(())
 }
 
-/// Plan honesty as a property: sequences of node counts around the cloud's split (1, S-1, S, S+1), seeded
-/// and shrinking, each checked by [`node_counts_touch_only_what_the_plan_names`]; first the sequence every
-/// cloud must get right, a grow past the split and a shrink below it.
-async fn node_count_changes_touch_only_the_nodes_the_plan_names<C: Cloud>() {
+/// Runs a property over seeded, shrinking cases of `strategy`, each checked by `check`.
+fn property<S: proptest::strategy::Strategy, F: std::future::Future<Output = Result<(), String>>>(
+    strategy: S,
+    cases: u32,
+    check: impl Fn(S::Value) -> F,
+) {
     use futures::FutureExt;
     use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
-    let s = C::SPLIT;
-    if let Err(e) = node_counts_touch_only_what_the_plan_names::<C>(vec![s, s + 1, s - 1]).await {
-        panic!("{s} -> {} -> {}: {e}", s + 1, s - 1);
-    }
-    let counts = proptest::collection::vec(proptest::sample::select(vec![1, s - 1, s, s + 1]), 2..=3);
-    let config = Config { cases: 2, max_shrink_iters: 8, failure_persistence: None, ..Config::default() };
+    let config = Config { cases, max_shrink_iters: 8, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
     let handle = tokio::runtime::Handle::current();
-    let outcome = runner.run(&counts, |counts| {
-        let check = std::panic::AssertUnwindSafe(node_counts_touch_only_what_the_plan_names::<C>(counts)).catch_unwind();
-        match tokio::task::block_in_place(|| handle.block_on(check)) {
+    let outcome = runner.run(&strategy, |value| {
+        let run = std::panic::AssertUnwindSafe(check(value)).catch_unwind();
+        match tokio::task::block_in_place(|| handle.block_on(run)) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(TestCaseError::fail(e)),
             Err(panic) => Err(TestCaseError::fail(panic.downcast_ref::<String>().cloned().unwrap_or_else(|| "a panic".into()))),
@@ -589,6 +674,35 @@ async fn node_count_changes_touch_only_the_nodes_the_plan_names<C: Cloud>() {
     if let Err(e) = outcome {
         panic!("{e}");
     }
+}
+
+/// Plan honesty as a property: sequences of node counts around the cloud's split (1, S-1, S, S+1), seeded
+/// and shrinking, each checked by [`changes_touch_only_what_the_plan_names`]; first the sequence every
+/// cloud must get right, a grow past the split and a shrink below it.
+async fn node_count_changes_touch_only_the_nodes_the_plan_names<C: Cloud>() {
+    let s = C::SPLIT;
+    let fixed = vec![Change::Nodes(s), Change::Nodes(s + 1), Change::Nodes(s - 1)];
+    if let Err(e) = changes_touch_only_what_the_plan_names::<C>(fixed).await {
+        panic!("{s} -> {} -> {}: {e}", s + 1, s - 1);
+    }
+    let counts = proptest::collection::vec(proptest::sample::select(vec![1, s - 1, s, s + 1]), 2..=3);
+    property(counts, 2, |counts| changes_touch_only_what_the_plan_names::<C>(counts.into_iter().map(Change::Nodes).collect()));
+}
+
+/// Plan honesty over everything a user changes on a small cluster: node counts, tags, the image (a rolling
+/// update), the capacity policy and a node the cloud finds unhealthy (a repair), in random order.
+async fn any_change_touches_only_the_nodes_the_plan_names<C: Cloud>() {
+    use proptest::prelude::*;
+    let change = prop_oneof![
+        (1u32..=4).prop_map(Change::Nodes),
+        proptest::sample::select(vec!["ml", "research"]).prop_map(Change::Tags),
+        (0usize..2).prop_map(Change::Image),
+        proptest::sample::select(vec!["all-or-nothing", "at-least", "keep-partial"]).prop_map(Change::Policy),
+        (0u32..4).prop_map(Change::Impair),
+    ];
+    let sequence = (1u32..=3, proptest::collection::vec(change, 3..=5))
+        .prop_map(|(first, rest)| std::iter::once(Change::Nodes(first)).chain(rest).collect::<Vec<_>>());
+    property(sequence, 3, changes_touch_only_what_the_plan_names::<C>);
 }
 
 /// Every behaviour of the contract as a test of `$cloud`, in module `$module`.
@@ -613,6 +727,7 @@ macro_rules! contract {
                 an_image_change_rolls_the_nodes_in_the_planned_batches,
                 destroy_leaves_nothing_of_its_own_and_another_owners_cluster_as_it_was,
                 node_count_changes_touch_only_the_nodes_the_plan_names,
+                any_change_touches_only_the_nodes_the_plan_names,
             );
         }
     };

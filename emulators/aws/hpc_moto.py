@@ -1536,6 +1536,44 @@ def out_of_band(change):
 JUDGING = [True]
 
 
+# The EC2 calls that can change what runs: the lifecycle event log (GET /_admin/events) records what each did.
+NODE_CALLS = {"RunInstances", "TerminateInstances", "RebootInstances", "StopInstances", "StartInstances"}
+
+
+def instance_states():
+    """Every instance by id: (state, Name tag)."""
+    out = {}
+    for account, regions in ec2_backends.items():
+        for name, b in regions.items():
+            for i in _instances(b):
+                tags = {t["key"]: t["value"] for t in (i.get_tags() or [])}
+                out[i.id] = (i.state, tags.get("Name", ""))
+    return out
+
+
+def node_events(before, after, operation, body):
+    """What an EC2 call did to the instances: launched, terminated, stopped, started, rebooted."""
+    gone = ("shutting-down", "terminated")
+    events = []
+    for iid, (state, name) in sorted(after.items()):
+        was = before.get(iid)
+        if was is None:
+            if state not in gone:
+                events.append({"node": name, "id": iid, "event": "created"})
+        elif state in gone and was[0] not in gone:
+            events.append({"node": name, "id": iid, "event": "deleted"})
+        elif state in ("stopping", "stopped") and was[0] not in ("stopping", "stopped"):
+            events.append({"node": name, "id": iid, "event": "stopped"})
+        elif state in ("pending", "running") and was[0] in ("stopping", "stopped"):
+            events.append({"node": name, "id": iid, "event": "started"})
+    if operation == "RebootInstances":
+        params = parse_qs(body.decode("utf-8", "replace"))
+        for key, values in sorted(params.items()):
+            if key.startswith("InstanceId.") and values and values[0] in after:
+                events.append({"node": after[values[0]][1], "id": values[0], "event": "restarted"})
+    return events
+
+
 class AdminMiddleware:
     """The emulators' common admin API under /_admin/, request counters, and fault injection."""
 
@@ -1544,6 +1582,7 @@ class AdminMiddleware:
         self.reset_moto = reset
         self.faults = Faults()
         self.counters = {}
+        self.events = []
         self.lock = threading.Lock()
         self.judging = True
 
@@ -1578,12 +1617,24 @@ class AdminMiddleware:
                     headers = headers + [("Content-Length", str(len(payload)))]
                     start_response(f"{status} {'Service Unavailable' if status == 503 else 'Error'}", headers)
                     return [payload]
+        watched = service == "ec2" and operation in NODE_CALLS
+        before = instance_states() if watched else None
+        answered = {}
+
+        def noting(status, headers, exc_info=None):
+            answered["status"] = status
+            return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
+
         try:
             if judged is None:
-                return self.app(environ, start_response)
-            return self.judged_call(environ, start_response, judged)
+                return self.app(environ, noting)
+            return self.judged_call(environ, noting, judged)
         finally:
             _tls.terminate_at_launch = False
+            if watched and str(answered.get("status", "500")).startswith("2"):
+                events = node_events(before, instance_states(), operation, body)
+                with self.lock:
+                    self.events += events
 
     def judged_call(self, environ, start_response, judged):
         """Runs moto and judges its answer; a broken answer becomes the judge's 500."""
@@ -1620,6 +1671,7 @@ class AdminMiddleware:
             self.faults.clear()
             with self.lock:
                 self.counters.clear()
+                self.events.clear()
             out = {"reset": True}
         elif route == "conformance" and method == "POST":
             self.judging = bool(body.get("judge", True)) if isinstance(body, dict) else True
@@ -1638,6 +1690,13 @@ class AdminMiddleware:
             with self.lock:
                 self.counters.clear()
             out = {"counters": {}}
+        elif route == "events" and method == "GET":
+            with self.lock:
+                out = {"events": list(self.events)}
+        elif route == "events" and method == "DELETE":
+            with self.lock:
+                self.events.clear()
+            out = {"events": []}
         elif route == "faults" and method == "POST":
             self.faults.add(body)
             out = {"faults": self.faults.describe()}

@@ -93,6 +93,9 @@ pub struct Admin {
     faults: Mutex<Vec<FaultRule>>,
     rng: Mutex<Option<Rng>>,
     counters: Mutex<BTreeMap<String, u64>>,
+    /// What the cloud did to nodes on the calls it answered (not on the admin API's out-of-band actions), in
+    /// order: `GET /_admin/events`.
+    events: Mutex<Vec<Value>>,
     /// Off while a test drives a client this release does not answer for (the previous release, with the
     /// api-versions it was built with): `POST /_admin/conformance {"judge": false}`.
     unjudged: std::sync::atomic::AtomicBool,
@@ -138,9 +141,24 @@ impl Admin {
         None
     }
 
+    /// Records a node's lifecycle event (`created`, `deleted`, `reimaged`, `restarted`, `redeployed`,
+    /// `started`, `stopped`), by the node's name as its cloud names it (display name, VM name or `Name`
+    /// tag) and its id.
+    pub fn event(&self, node: &str, id: &str, event: &str) {
+        self.events.lock().unwrap().push(json!({"node": node, "id": id, "event": event}));
+    }
+
+    /// Records that a group of nodes changed size (a scale set's capacity, an instance pool's size).
+    pub fn resized(&self, group: &str, from: u64, to: u64) {
+        if from != to {
+            self.events.lock().unwrap().push(json!({"group": group, "event": "resized", "from": from, "to": to}));
+        }
+    }
+
     pub fn reset(&self) {
         self.faults.lock().unwrap().clear();
         self.counters.lock().unwrap().clear();
+        self.events.lock().unwrap().clear();
         *self.rng.lock().unwrap() = None;
     }
 
@@ -174,6 +192,11 @@ impl Admin {
             ("DELETE", "counters") => {
                 self.counters.lock().unwrap().clear();
                 (200, json!({"counters": {}}))
+            }
+            ("GET", "events") => (200, json!({"events": *self.events.lock().unwrap()})),
+            ("DELETE", "events") => {
+                self.events.lock().unwrap().clear();
+                (200, json!({"events": []}))
             }
             ("POST", "faults") => match serde_json::from_value::<FaultRule>(parsed) {
                 Ok(rule) => {

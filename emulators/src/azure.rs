@@ -660,17 +660,19 @@ impl Azure {
     /// a scale-in under the Default scale-in policy, with one fault domain in one zone, removes the VMs with
     /// the highest instance ids ("Scale-in policy": Default balances across zones and fault domains, then
     /// deletes the VM with the highest instance ID).
-    fn scale_set_vms(store: &mut Store, vmss_id: &str, capacity: u64, max_new: Option<u64>) -> u64 {
+    fn scale_set_vms(store: &mut Store, admin: &Admin, vmss_id: &str, capacity: u64, max_new: Option<u64>) -> u64 {
         let key = vmss_id.to_lowercase();
         let existing = Self::set_vms(store, &key);
         let name = vmss_id.rsplit('/').next().unwrap_or_default().to_owned();
         let range = Self::scale_set_prefix(store, vmss_id);
         let have = existing.len() as u64;
         if have > capacity {
-            for (_, k) in existing.iter().rev().take((have - capacity) as usize) {
+            for (i, k) in existing.iter().rev().take((have - capacity) as usize) {
                 store.resources.remove(k);
                 store.lives.remove(k);
+                admin.event(&format!("{name}_{i}"), k, "deleted");
             }
+            admin.resized(&key, have, capacity);
             return 0;
         }
         let wanted = capacity - have;
@@ -697,7 +699,9 @@ impl Azure {
             store.ips.insert(id.to_lowercase(), ip);
             let model = Self::model_of(store, vmss_id);
             store.lives.insert(id.to_lowercase(), VmLife::new(Some(model)));
+            admin.event(&format!("{name}_{i}"), &id.to_lowercase(), "created");
         }
+        admin.resized(&key, have, have + made);
         store.next_instance.insert(key, next);
         wanted - made
     }
@@ -853,6 +857,21 @@ fn instance_view(life: &VmLife, model: &Value, set: &str, instance: &str, settli
 const ACTIONS: [&str; 6] = ["manualupgrade", "reimage", "redeploy", "restart", "start", "delete"];
 
 /// `(scale set id, action)` of a POST to a scale set action.
+/// Whether a resource key (lowercased) is a scale set's VM.
+fn is_scale_set_vm(key: &str) -> bool {
+    let segs: Vec<&str> = key.trim_matches('/').split('/').collect();
+    segs.len() >= 2 && segs[segs.len() - 2] == "virtualmachines" && segs.len() >= 4 && segs[segs.len() - 4] == "virtualmachinescalesets"
+}
+
+/// A scale set VM's name as Azure gives it (`<set>_<instance id>`), from its resource key.
+fn vm_name(key: &str) -> String {
+    let segs: Vec<&str> = key.trim_matches('/').split('/').collect();
+    match segs.as_slice() {
+        [.., set, "virtualmachines", instance] => format!("{set}_{instance}"),
+        _ => key.to_owned(),
+    }
+}
+
 fn scale_set_action(path: &str) -> Option<(String, &'static str)> {
     let (set, last) = path.trim_end_matches('/').rsplit_once('/')?;
     let action = ACTIONS.iter().find(|a| a.eq_ignore_ascii_case(last))?;
@@ -866,8 +885,10 @@ impl Azure {
     /// to a VM: `manualupgrade` brings it to the scale set's model; `reimage` gives it a fresh OS disk from
     /// its model and boots it on the same host; `redeploy` moves it to a new host (which ends a scheduled
     /// maintenance) and boots it; `restart` reboots a running VM; `start` boots a stopped or deallocated one.
+    #[allow(clippy::too_many_arguments)]
     fn act(
         store: &mut Store,
+        admin: &Admin,
         set: &str,
         action: &'static str,
         body: &[u8],
@@ -912,6 +933,7 @@ impl Azure {
                 store.resources.remove(key);
                 store.lives.remove(key);
                 store.ips.remove(key);
+                admin.event(&vm_name(key), key, "deleted");
             }
             if let Some(set) = store.resources.get_mut(&set_key) {
                 let capacity = set.value["sku"]["capacity"].as_u64().unwrap_or(0);
@@ -922,6 +944,14 @@ impl Azure {
             for key in &named {
                 let life = store.lives.entry(key.clone()).or_insert_with(|| VmLife::new(None));
                 life.count(action);
+                let event = match action {
+                    "manualupgrade" => "upgraded",
+                    "reimage" => "reimaged",
+                    "redeploy" => "redeployed",
+                    "restart" => "restarted",
+                    _ => "started",
+                };
+                admin.event(&vm_name(key), key, event);
                 match action {
                     "manualupgrade" => life.model = Some(model.clone()),
                     "redeploy" => {
@@ -1163,7 +1193,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         "POST" if vmss_action.is_some() => {
             let (set, action) = vmss_action.unwrap_or_default();
             let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1").to_owned();
-            Azure::act(&mut store, &set, action, &body, capacity_error, &host)
+            Azure::act(&mut store, &az.admin, &set, action, &body, capacity_error, &host)
         }
         "GET" if listing_nics => {
             let vmss = key.trim_end_matches("/networkinterfaces");
@@ -1395,7 +1425,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             // capacity); a fault injected as "capacity" places none.
             if kind == "virtualMachineScaleSets" && (capacity_error.is_none() || room.is_some()) {
                 let capacity = value["sku"]["capacity"].as_u64().unwrap_or(0);
-                Azure::scale_set_vms(&mut store, &path, capacity, room);
+                Azure::scale_set_vms(&mut store, &az.admin, &path, capacity, room);
             }
             let status = if existed { StatusCode::OK } else { StatusCode::CREATED };
             let answer = store.resources.get(&key).map_or_else(|| value.clone(), |s| Azure::render(&store, &key, s));
@@ -1457,6 +1487,9 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             }
             let Some(gone) = store.resources.remove(&key) else { return StatusCode::NO_CONTENT.into_response() };
             let prefix = format!("{key}/");
+            for vm in store.resources.keys().filter(|k| (k.starts_with(&prefix) || **k == key) && is_scale_set_vm(k)) {
+                az.admin.event(&vm_name(vm), vm, "deleted");
+            }
             store.resources.retain(|k, _| !k.starts_with(&prefix));
             store.lives.retain(|k, _| *k != key && !k.starts_with(&prefix));
             // A scale set made again under the name numbers its VMs from 0.

@@ -969,8 +969,12 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                     body["resourcePolicies"] = json!(keys.iter().map(|k| format!("{BASE}{k}")).collect::<Vec<_>>());
                 }
             }
+            let instance = (kind == "instances").then(|| body["name"].as_str().unwrap_or_default().to_owned());
             match Gcp::insert(&mut store, &scope, collection, body) {
                 Ok(path) => {
+                    if let Some(name) = instance {
+                        gcp.admin.event(&name, &path, "created");
+                    }
                     if let Some(stored) = store.resources.get_mut(&path) {
                         for (object, key, value) in beta_fields {
                             stored.value[object][key] = value;
@@ -1104,8 +1108,9 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 {
                     instance["machineType"] = json!(format!("{BASE}{scope}/machineTypes/{machine}"));
                 }
-                if let Err(e) = Gcp::insert(&mut store, &scope, "instances", instance) {
-                    return e.response();
+                match Gcp::insert(&mut store, &scope, "instances", instance) {
+                    Ok(path) => gcp.admin.event(name, &path, "created"),
+                    Err(e) => return e.response(),
                 }
             }
             // How many it made, per zone, as Compute Engine reports it on the operation.
@@ -1144,6 +1149,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 stored.value["status"] = json!("RUNNING");
                 stored.created = Instant::now().checked_sub(Duration::from_secs_f64(STAGING_AFTER)).unwrap_or_else(Instant::now);
             }
+            gcp.admin.event(tail[1], &key, if verb == "reset" { "restarted" } else { "started" });
             ok(Gcp::operation(&mut store, &scope, verb, &key, None))
         }
         "setLabels" => {
@@ -1222,6 +1228,9 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             }
             if store.resources.remove(&key).is_none() {
                 return error(404, "notFound", &format!("The resource '{key}' was not found"));
+            }
+            if kind == "instances" {
+                gcp.admin.event(tail[1], &key, "deleted");
             }
             ok(Gcp::operation(&mut store, &scope, "delete", &key, None))
         }

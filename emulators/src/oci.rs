@@ -584,6 +584,7 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         return previous.clone().into_response();
     }
     let req = Req { route: &route, query: &query, headers: &headers, body: &body, capacity_failure };
+    let before = instance_states(&store);
     let result = match route.action {
         Action::Create => create(&mut store, &req),
         Action::List => list(&store, &req),
@@ -607,12 +608,42 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         Action::GetResourceAvailability => get_resource_availability(&store, &req),
     };
     let reply = result.unwrap_or_else(|e| e);
+    record_events(&oci.admin, &store, &before, route.action == Action::Power);
     if let Some(key) = retry
         && reply.status < 300
     {
         store.retries.insert(key, reply.clone());
     }
     reply.into_response()
+}
+
+/// Every instance with its lifecycle state and version, for [`record_events`].
+fn instance_states(store: &Store) -> BTreeMap<String, (String, u64)> {
+    store.resources.iter().filter(|(_, s)| s.kind == "instance").map(|(id, s)| (id.clone(), (state_of(s), s.version))).collect()
+}
+
+/// What a call did to the instances, as the lifecycle event log has it: instances launched (by
+/// LaunchInstance, a pool or a GPU memory cluster), instances set terminating, and on an InstanceAction
+/// a restart, start or stop.
+fn record_events(admin: &Admin, store: &Store, before: &BTreeMap<String, (String, u64)>, power: bool) {
+    for (id, s) in store.resources.iter().filter(|(_, s)| s.kind == "instance") {
+        let name = s.value["displayName"].as_str().unwrap_or_default();
+        let now = state_of(s);
+        let gone = |state: &str| matches!(state, "TERMINATING" | "TERMINATED");
+        match before.get(id) {
+            None if !gone(&now) => admin.event(name, id, "created"),
+            Some((was, _)) if gone(&now) && !gone(was) => admin.event(name, id, "deleted"),
+            Some((_, version)) if power && *version != s.version => {
+                let event = match (now.as_str(), s.value["_restart"] == true) {
+                    ("STOPPING", true) => "restarted",
+                    ("STOPPING", false) => "stopped",
+                    _ => "started",
+                };
+                admin.event(name, id, event);
+            }
+            _ => {}
+        }
+    }
 }
 
 fn ocid(store: &mut Store, kind: &str) -> String {
