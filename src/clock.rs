@@ -266,6 +266,27 @@ mod tests {
         assert_eq!(parse_rfc3339("1969-12-31T23:59:59Z"), Some(-1));
     }
 
+    /// A cloud's time may be any text, and a time any number of seconds: every reader gives a value or
+    /// `None`, never a panic, and what it reads writes back to the same minute.
+    #[test]
+    fn any_text_reads_as_a_time_or_none_and_any_second_writes() {
+        use crate::fuzz::{check, hostile_str};
+        use proptest::prelude::*;
+        check("parse_rfc3339", hostile_str(), |t| {
+            let _ = (utc_minute(&t), compact_stamp_readable(&t), parse_duration(&t));
+            match parse_rfc3339(&t) {
+                Some(secs) if parse_rfc3339(&utc_minute_of(secs)) != Some(secs - secs.rem_euclid(60)) => {
+                    Err(format!("{t:?} read as {secs} but {} reads otherwise", utc_minute_of(secs)))
+                }
+                _ => Ok(()),
+            }
+        });
+        check("utc_minute_of", (any::<i64>(), any::<u64>()), |(secs, stamp)| {
+            let _ = (utc_minute_of(secs), compact_stamp(stamp), civil_from_days(secs / DAY));
+            Ok(())
+        });
+    }
+
     #[test]
     fn durations_read_as_written() {
         assert_eq!(parse_duration("90m"), Some(5400));

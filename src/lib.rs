@@ -6,6 +6,8 @@ pub mod clock;
 pub mod clouds;
 pub mod config;
 pub mod framework;
+#[cfg(test)]
+pub mod fuzz;
 pub mod model;
 pub mod nodes;
 pub mod ownership;

@@ -154,6 +154,21 @@ mod tests {
         }
     }
 
+    /// Whatever the cloud's Retry-After (any number of seconds) and whatever the attempt, the wait is at
+    /// most a minute, and a status is a kind without a panic.
+    #[test]
+    fn any_retry_after_and_status_give_a_bounded_wait() {
+        use proptest::prelude::*;
+        crate::fuzz::check("wait", (any::<u32>(), proptest::option::of(any::<u64>()), any::<u16>()), |(attempt, after, status)| {
+            let wait = POLICY.wait(attempt, after.map(Duration::from_secs));
+            let e = CloudError::from_status(status, after.map(Duration::from_secs), None, "m");
+            if wait > POLICY.longest_retry_after.max(POLICY.max) || (e.retryable() != (status == 429 || (500..600).contains(&status))) {
+                return Err(format!("attempt {attempt}, Retry-After {after:?}, HTTP {status}: {wait:?}, {e:?}"));
+            }
+            Ok(())
+        });
+    }
+
     async fn run(answers: Vec<Result<Answer<u16>, CloudError>>) -> (Result<u16, CloudError>, u32) {
         let calls = Arc::new(AtomicU32::new(0));
         let answers = Arc::new(std::sync::Mutex::new(answers.into_iter()));

@@ -179,6 +179,44 @@ pub fn stale_tags(before: &BTreeMap<String, String>, after: &BTreeMap<String, St
     before.keys().filter(|k| !after.contains_key(*k)).cloned().collect()
 }
 
+/// The page links a list has followed (ARM's `nextLink`, OCI's `opc-next-page`): a link given again (a page
+/// pointing at itself or at an earlier page) would page for ever, and the list fails instead; so does one
+/// past [`Pages::MOST`] pages.
+pub struct Pages {
+    cloud: &'static str,
+    link: &'static str,
+    seen: std::collections::BTreeSet<String>,
+}
+
+impl Pages {
+    /// More pages than any list of the provider's has (100,000 items at 1,000 a page).
+    pub const MOST: usize = 100;
+
+    /// The pages of one list; `cloud` and `link` (`nextLink`) name them in errors.
+    pub fn new(cloud: &'static str, link: &'static str) -> Pages {
+        Pages { cloud, link, seen: Default::default() }
+    }
+
+    /// The next link to follow, `None` at the end; an error for a link seen before or one page too many.
+    pub fn next(&mut self, link: Option<String>, what: &str) -> Result<Option<String>, CloudError> {
+        let Some(link) = link else { return Ok(None) };
+        if self.seen.len() >= Self::MOST {
+            return Err(CloudError::other(format!("{what}: {} gave more than {} pages", self.cloud, Self::MOST)));
+        }
+        if !self.seen.insert(link.clone()) {
+            return Err(CloudError::other(format!("{what}: {} gave the page {link} again (its {} loops)", self.cloud, self.link)));
+        }
+        Ok(Some(link))
+    }
+}
+
+/// A filesystem's throughput in MB/s from its capacity and its throughput per `unit` of capacity (1024 GiB
+/// a TiB, 1000 GB a TB), as the cloud reports them. A cloud's figures are not trusted to be in range: a
+/// product past i64 is i64's end, not an overflow.
+pub fn throughput_mbps(capacity: i64, per_unit: i64, unit: i64) -> i64 {
+    capacity.saturating_mul(per_unit) / unit
+}
+
 /// A string map attribute as a BTreeMap.
 pub fn string_map(v: &Value) -> BTreeMap<String, String> {
     v.as_map().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()).unwrap_or_default()

@@ -150,6 +150,7 @@ fn node_of(cluster: &str, i: &Instance) -> Node {
 pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node>, CloudError> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
+    let mut pages = crate::clouds::shared::Pages::new("EC2", "NextToken");
     loop {
         let page = aws
             .ec2
@@ -171,9 +172,9 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
                 }
             }
         }
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
-            _ => return Ok(out),
+        match pages.next(page.next_token().filter(|t| !t.is_empty()).map(str::to_owned), "listing the cluster's nodes")? {
+            Some(t) => token = Some(t),
+            None => return Ok(out),
         }
     }
 }
@@ -230,6 +231,7 @@ pub async fn with_health(aws: &Aws, mut nodes: Vec<Node>) -> Result<Vec<Node>, C
 async fn statuses(aws: &Aws, zones: &[&str], name: &str, values: &[&str], all: bool) -> Result<Vec<InstanceStatus>, CloudError> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
+    let mut pages = crate::clouds::shared::Pages::new("EC2", "NextToken");
     loop {
         let mut ask = aws.ec2.describe_instance_status().filters(filter(name, values)).include_all_instances(all);
         if !zones.is_empty() {
@@ -239,9 +241,11 @@ async fn statuses(aws: &Aws, zones: &[&str], name: &str, values: &[&str], all: b
             api::error(&e).context(format!("reading the nodes' health (DescribeInstanceStatus, {name} {})", values.join(",")))
         })?;
         out.extend(page.instance_statuses().iter().cloned());
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
-            _ => return Ok(out),
+        match pages
+            .next(page.next_token().filter(|t| !t.is_empty()).map(str::to_owned), "reading the nodes' health (DescribeInstanceStatus)")?
+        {
+            Some(t) => token = Some(t),
+            None => return Ok(out),
         }
     }
 }
@@ -1457,6 +1461,53 @@ mod tests {
 
     fn unhealthy(status: &InstanceStatus) -> Option<String> {
         condition(status).unhealthy
+    }
+
+    /// EC2's answers are typed, but their strings and times are the cloud's: any tags, names, event codes,
+    /// descriptions and times (to the ends of i64) read as a node and a condition without a panic.
+    #[test]
+    fn any_instance_and_status_answer_reads_without_a_panic() {
+        use crate::fuzz::{check, hostile_str};
+        use aws_sdk_ec2::types::{Instance, InstanceStatusDetails, InstanceStatusEvent, LaunchTemplateVersion, Placement, Tag};
+        use proptest::prelude::*;
+        let text = || {
+            prop_oneof![
+                hostile_str(),
+                proptest::sample::select(vec![
+                    "impaired",
+                    "ok",
+                    "instance-stop",
+                    "system-reboot",
+                    "hpc:node",
+                    "hpc:revision",
+                    "train-3",
+                    "[Completed] x"
+                ])
+                .prop_map(str::to_owned)
+            ]
+        };
+        let time =
+            prop_oneof![Just(i64::MIN), Just(i64::MAX), any::<i64>(), -100_000_000_000i64..100_000_000_000].prop_map(DateTime::from_secs);
+        let strategy = (proptest::collection::vec((text(), text()), 0..4), text(), text(), text(), time.clone(), time);
+        check("node_of/condition", strategy, |(tags, name, code, description, from, to)| {
+            let tags: Vec<Tag> = tags.into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+            let i = Instance::builder()
+                .set_tags(Some(tags))
+                .instance_id(&name)
+                .placement(Placement::builder().availability_zone(&code).build())
+                .build();
+            let _ = (node_of(&name, &i), node_of("train", &i), api::tag_map(i.tags()), api::kind_of(&code));
+            let summary = InstanceStatusSummary::builder()
+                .status(code.as_str().into())
+                .details(InstanceStatusDetails::builder().impaired_since(from).build())
+                .build();
+            let event =
+                InstanceStatusEvent::builder().code(code.as_str().into()).description(&description).not_before(from).not_after(to).build();
+            let status = InstanceStatus::builder().system_status(summary.clone()).instance_status(summary).events(event).build();
+            let _ = condition(&status);
+            let _ = template_revision(&LaunchTemplateVersion::builder().version_description(&description).build());
+            Ok(())
+        });
     }
 
     #[test]

@@ -114,6 +114,7 @@ pub async fn observe(aws: &Aws, fs_id: &str, census: &Census) -> Result<Option<F
 /// the id an import of it would take.
 pub async fn find_by_name(aws: &Aws, name: &str, census: &Census) -> Result<Option<String>, CloudError> {
     let mut token = None;
+    let mut pages = crate::clouds::shared::Pages::new("FSx", "NextToken");
     loop {
         let out = aws
             .fsx
@@ -133,9 +134,9 @@ pub async fn find_by_name(aws: &Aws, name: &str, census: &Census) -> Result<Opti
             }
             census.set_import_id(api::resource_id(&aws.region, id));
         }
-        match out.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
-            _ => return Ok(None),
+        match pages.next(out.next_token().filter(|t| !t.is_empty()).map(str::to_owned), "listing file systems")? {
+            Some(t) => token = Some(t),
+            None => return Ok(None),
         }
     }
 }
@@ -465,7 +466,7 @@ fn refreshed_filesystem(state: &Value, live: &filesystem::FsLive) -> Value {
     let tier = live.throughput_per_tib().unwrap_or_default();
     out.insert("capacity_gib".into(), Value::int(capacity));
     out.insert("throughput_per_tib".into(), Value::int(tier));
-    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("throughput_mbps".into(), Value::int(crate::clouds::shared::throughput_mbps(capacity, tier, 1024)));
     out.insert("filesystem_name".into(), Value::from(live.mount_name()));
     out.insert("mount_target".into(), Value::from(live.dns()));
     out.insert("mount_command".into(), Value::from(live.mount_command()));

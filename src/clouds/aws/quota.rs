@@ -134,7 +134,9 @@ fn counts(q: &Ec2Quota, i: &Instance) -> bool {
 
 /// vCPUs of one instance: its CpuOptions (cores x threads per core) where EC2 gives them, else the table.
 fn instance_vcpus(i: &Instance) -> u64 {
-    let from_options = i.cpu_options().and_then(|c| Some(c.core_count()? as u64 * c.threads_per_core()? as u64)).filter(|n| *n > 0);
+    // EC2's counts are i32: a negative one made a huge u64 (`as`), and the product overflowed.
+    let count = |n: Option<i32>| n.and_then(|n| u64::try_from(n).ok());
+    let from_options = i.cpu_options().and_then(|c| count(c.core_count())?.checked_mul(count(c.threads_per_core())?)).filter(|n| *n > 0);
     from_options.or_else(|| i.instance_type().and_then(|t| vcpus(t.as_str()))).unwrap_or(0)
 }
 
@@ -179,8 +181,9 @@ async fn limit(aws: &Aws, q: Ec2Quota) -> Result<u64, CloudError> {
 }
 
 async fn usage(aws: &Aws, q: Ec2Quota) -> Result<u64, CloudError> {
-    let mut used = 0;
+    let mut used: u64 = 0;
     let mut token: Option<String> = None;
+    let mut pages = crate::clouds::shared::Pages::new("EC2", "NextToken");
     loop {
         let page = aws
             .ec2
@@ -194,10 +197,17 @@ async fn usage(aws: &Aws, q: Ec2Quota) -> Result<u64, CloudError> {
             .map_err(|e| {
                 format!("counting the vCPUs in use of {} ({}) in {} (DescribeInstances): {}", q.code, q.name, aws.region, why(&e))
             })?;
-        used += page.reservations().iter().flat_map(|r| r.instances()).filter(|i| counts(&q, i)).map(instance_vcpus).sum::<u64>();
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_owned()),
-            _ => return Ok(used),
+        // Saturating: EC2's figures are not trusted to add up inside u64.
+        used = page
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter(|i| counts(&q, i))
+            .map(instance_vcpus)
+            .fold(used, u64::saturating_add);
+        match pages.next(page.next_token().filter(|t| !t.is_empty()).map(str::to_owned), "counting the vCPUs in use (DescribeInstances)")? {
+            Some(t) => token = Some(t),
+            None => return Ok(used),
         }
     }
 }
@@ -266,6 +276,19 @@ mod tests {
             .build();
         assert_eq!(instance_vcpus(&od), 192);
         assert_eq!(instance_vcpus(&trimmed), 48);
+        // A negative count made a huge u64 whose product overflowed (a panic in a debug build): the
+        // table's figure stands instead.
+        let odd = |cores: i32, threads: i32| {
+            Instance::builder()
+                .instance_type(InstanceType::from("p5.48xlarge"))
+                .cpu_options(CpuOptions::builder().core_count(cores).threads_per_core(threads).build())
+                .build()
+        };
+        assert_eq!(instance_vcpus(&odd(-1, 2)), 192);
+        crate::fuzz::check("instance_vcpus", (proptest::prelude::any::<i32>(), proptest::prelude::any::<i32>()), |(c, t)| {
+            let _ = instance_vcpus(&odd(c, t));
+            Ok(())
+        });
         assert!(counts(&ON_DEMAND_P, &od) && !counts(&ON_DEMAND_P, &spot) && !counts(&ON_DEMAND_P, &block));
         assert!(counts(&SPOT_P, &spot) && !counts(&SPOT_P, &od));
     }

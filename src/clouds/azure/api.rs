@@ -110,6 +110,17 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// An answer from its status, a header reader and its body text: `Azure-AsyncOperation` (any status) or
+    /// `Location` (on 201 and 202) to follow, `Retry-After` in seconds, and the body as JSON (null when it is
+    /// not JSON).
+    pub fn of(status: u16, header: impl Fn(&str) -> Option<String>, text: &str) -> Reply {
+        let monitor = header("azure-asyncoperation")
+            .map(Monitor::AsyncOperation)
+            .or_else(|| header("location").filter(|_| status == 202 || status == 201).map(Monitor::Location));
+        let retry_after = header("retry-after").and_then(|s| s.trim().parse::<u64>().ok()).map(Duration::from_secs);
+        Reply { status, monitor, retry_after, body: serde_json::from_str(text).unwrap_or(Json::Null) }
+    }
+
     /// ARM's `{"error": {"code", "message"}}` as `Code: message`.
     pub fn error(&self) -> String {
         let e = &self.body["error"];
@@ -229,13 +240,10 @@ impl Arm {
                 }
                 let r = request.send().await.map_err(|e| retry::transport("calling Azure Resource Manager", &e))?;
                 let status = r.status().as_u16();
-                let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
-                let monitor = header("azure-asyncoperation")
-                    .map(Monitor::AsyncOperation)
-                    .or_else(|| header("location").filter(|_| status == 202 || status == 201).map(Monitor::Location));
-                let retry_after = header("retry-after").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs);
+                let headers = r.headers().clone();
                 let text = r.text().await.unwrap_or_default();
-                let reply = Reply { status, monitor, retry_after, body: serde_json::from_str(&text).unwrap_or(Json::Null) };
+                let reply = Reply::of(status, |n| headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned), &text);
+                let retry_after = reply.retry_after;
                 Ok(if status == 429 || status >= 500 { Answer::Again(reply, retry_after) } else { Answer::Done(reply) })
             }
         })
@@ -256,6 +264,7 @@ impl Arm {
     pub async fn list(&self, ctx: &Context, url: &str, api: &str) -> Result<Vec<Json>, CloudError> {
         let joint = if url.contains('?') { '&' } else { '?' };
         let mut next = Some(format!("{url}{joint}api-version={api}"));
+        let mut pages = crate::clouds::shared::Pages::new("Azure Resource Manager", "nextLink");
         let mut out = Vec::new();
         while let Some(u) = next.take() {
             let reply = self.send(ctx, reqwest::Method::GET, &u, None).await?;
@@ -265,8 +274,9 @@ impl Arm {
             if reply.status != 200 {
                 return Err(reply.failure(&format!("listing {url}")));
             }
-            out.extend(reply.body["value"].as_array().cloned().unwrap_or_default());
-            next = reply.body["nextLink"].as_str().map(str::to_owned);
+            let (items, link) = page(&reply.body);
+            out.extend(items);
+            next = pages.next(link, &format!("listing {url}"))?;
         }
         Ok(out)
     }
@@ -412,6 +422,12 @@ impl Arm {
     }
 }
 
+/// One page of an ARM list: its `value` items (none when it has no array) and its `nextLink`, if any.
+pub fn page(body: &Json) -> (Vec<Json>, Option<String>) {
+    let items = body["value"].as_array().cloned().unwrap_or_default();
+    (items, body["nextLink"].as_str().filter(|l| !l.is_empty()).map(str::to_owned))
+}
+
 /// `scheme://host[:port]` of a URL (lowercased), or the URL itself when it has none.
 fn origin(url: &str) -> String {
     match reqwest::Url::parse(url) {
@@ -525,6 +541,7 @@ impl Arm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[tokio::test]
     async fn a_link_to_another_host_is_not_followed_and_gets_no_token() {
@@ -541,7 +558,6 @@ mod tests {
 
     #[test]
     fn arm_error_bodies_map_to_their_kinds() {
-        use serde_json::json;
         // A failed scale-set operation: the allocation failure under the operation's error.
         let failed = json!({"code": "AllocationFailed", "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region."});
         let e = error(0, None, &failed, "creating virtualMachineScaleSets/c-0 failed: AllocationFailed: Allocation failed.");
@@ -560,7 +576,6 @@ mod tests {
 
     #[test]
     fn a_refused_create_is_its_own_only_when_the_resource_holds_what_it_sent_and_is_otherwise_a_conflict() {
-        use serde_json::json;
         // A tagged resource: by its tags (they hold the owner's marker).
         let sent = json!({"location": "eastus", "tags": {"hpc:owner": "o-1", "team": "ml"}, "properties": {}});
         assert!(landed(&sent, &json!({"tags": {"hpc:owner": "o-1", "team": "ml"}, "properties": {"provisioningState": "Succeeded"}})));
@@ -583,6 +598,72 @@ mod tests {
         let e = taken(id, Some(&json!({"tags": {"hpc:owner": "o-2"}})), &reply);
         assert_eq!((e.kind.clone(), e.code.as_deref()), (ErrorKind::Conflict, Some("PreconditionFailed")));
         assert!(e.message.starts_with("creating networkSecurityGroups/x-nsg: another writer created it (hpc:owner o-2)"), "{e}");
+    }
+
+    /// A page whose nextLink is itself (or an earlier page) ended the list never: it was asked for again and
+    /// again until the apply's deadline, each time under the read bucket.
+    #[tokio::test]
+    async fn a_next_link_that_loops_ends_the_list_with_an_error() {
+        let base = crate::fuzz::serve(|line| {
+            let page = if line.contains("page=2") { 2 } else { 1 };
+            // Page 1 links to page 2, page 2 back to page 1.
+            let next = if page == 1 { "page=2" } else { "page=1" };
+            (200, vec![], format!(r#"{{"value": [{{"id": "{page}"}}], "nextLink": "/list?{next}&api-version=1"}}"#))
+        })
+        .await;
+        let arm = Arm { subscription: "s".into(), base: base.clone(), http: reqwest::Client::new(), credential: None };
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let listed = tokio::time::timeout(Duration::from_secs(10), arm.list(&ctx, &format!("{base}/list?page=1"), "1")).await;
+        let e = listed.expect("the list ends").expect_err("a looping nextLink is an error");
+        assert!(e.message.contains("again (its nextLink loops)"), "{e}");
+    }
+
+    #[test]
+    fn any_answer_reads_as_a_reply_and_any_error_body_as_an_error() {
+        use crate::fuzz::{answers, check, hostile_str, json};
+        use proptest::prelude::*;
+        let headers = proptest::collection::btree_map(
+            proptest::sample::select(vec!["azure-asyncoperation", "location", "retry-after"]).prop_map(str::to_owned),
+            prop_oneof![hostile_str(), any::<u64>().prop_map(|n| n.to_string()), Just(" 7 ".to_owned())],
+            0..4,
+        );
+        let realistic = vec![
+            json!({"error": {"code": "Conflict", "message": "m", "target": "t", "details": [{"code": "ZonalAllocationFailed"}]}}),
+            json!({"value": [{"id": "/subscriptions/s/x", "tags": {"hpc:owner": "o"}}], "nextLink": "https://management.azure.com/x?page=2"}),
+            json!({"status": "Failed", "error": {"code": "AllocationFailed", "message": "no"}}),
+        ];
+        let body = prop_oneof![answers(realistic).prop_map(|j| j.to_string()), hostile_str()];
+        check("Reply::of", (any::<u16>(), headers, body), |(status, headers, text)| {
+            let reply = Reply::of(status, |n| headers.get(n).cloned(), &text);
+            let _ = (reply.error(), reply.failure("reading x"), page(&reply.body));
+            let e = error(status, reply.retry_after, &reply.body["error"], "m");
+            if reply.retry_after.is_some() && e.retry_after().is_some() && e.retry_after() != reply.retry_after {
+                return Err(format!("the Retry-After given was not kept: {e:?}"));
+            }
+            Ok(())
+        });
+        check("landed/taken", (json(), json(), hostile_str()), |(sent, found, id)| {
+            let _ = (landed(&sent, &found), tags_of(&found), short(&id), same_id(&id, &id), origin(&id), same_origin(&id, ARM));
+            let reply = Reply { status: 412, monitor: None, retry_after: None, body: sent };
+            let e = taken(&id, Some(&found), &reply);
+            if e.kind != ErrorKind::Conflict {
+                return Err(format!("{e:?}"));
+            }
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_list_follows_each_link_once() {
+        let mut pages = crate::clouds::shared::Pages::new("Azure Resource Manager", "nextLink");
+        assert_eq!(pages.next(Some("a".into()), "x").unwrap().as_deref(), Some("a"));
+        assert!(pages.next(Some("a".into()), "x").is_err());
+        let mut many = crate::clouds::shared::Pages::new("Azure Resource Manager", "nextLink");
+        for i in 0..crate::clouds::shared::Pages::MOST {
+            many.next(Some(i.to_string()), "x").unwrap();
+        }
+        assert!(many.next(Some("last".into()), "x").is_err());
+        assert_eq!(page(&json!({"value": 5, "nextLink": ""})), (vec![], None));
     }
 
     #[test]

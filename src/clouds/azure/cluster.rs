@@ -374,6 +374,19 @@ fn health_extension() -> Json {
                      "numberOfProbes": 1, "gracePeriod": HEALTH_GRACE_SECONDS}}})
 }
 
+/// A scale set's size as ARM gives it (`sku.capacity`), or `listed` (its VMs) when it gives none. A
+/// capacity past u32 is an error: `as` made 4,294,967,297 a size of 1, and the PUT that followed would have
+/// scaled the set in to one VM.
+fn capacity_of(set: &Json, listed: usize) -> Result<u32, CloudError> {
+    match &set["sku"]["capacity"] {
+        Json::Null => Ok(u32::try_from(listed).unwrap_or(u32::MAX)),
+        c => c
+            .as_u64()
+            .and_then(|c| u32::try_from(c).ok())
+            .ok_or_else(|| CloudError::other(format!("the scale set's capacity {c} is not a size"))),
+    }
+}
+
 /// Whether a scale set's model runs the Application Health extension.
 fn has_health_extension(set: &Json) -> bool {
     let extensions = set.pointer("/properties/virtualMachineProfile/extensionProfile/extensions").and_then(Json::as_array);
@@ -679,7 +692,7 @@ pub async fn remake(
         let id = scale_set_id(arm, group, &spec.name, j);
         let vanished = || format!("scale set {} vanished while its nodes were remade", scale_set_name(&spec.name, j));
         let set = arm.get(ctx, &id, COMPUTE_API).await?.ok_or_else(vanished)?;
-        let size = set["sku"]["capacity"].as_u64().map_or(vms.len() as u32, |c| c as u32);
+        let size = capacity_of(&set, vms.len()).map_err(|e| e.context(format!("remaking nodes of {}", scale_set_name(&spec.name, j))))?;
         let tags = super::api::tags_of(&set);
         let begin = set_body(arm, spec, group, subnet, j, size, Some(&set), &tags, Remake::Begin);
         arm.put(ctx, &id, COMPUTE_API, &begin, Write::Update, timeout).await?;
@@ -1110,6 +1123,54 @@ mod tests {
             "vmHealth": {"status": status(&format!("HealthState/{}", state.to_lowercase()), Some("2026-12-01T10:02:41.1234567+00:00"))},
             "extensions": [{"name": HEALTH_EXTENSION, "type": "Microsoft.ManagedServices.ApplicationHealthLinux", "substatuses": subs}],
         }))
+    }
+
+    /// ARM's `sku.capacity` was cast `as u32`: a capacity of 2^32 + 1 became a size of 1, and the remake's
+    /// PUT would have scaled the set in to one VM.
+    #[test]
+    fn a_scale_set_capacity_past_u32_is_an_error_not_a_smaller_size() {
+        assert_eq!(capacity_of(&json!({"sku": {"capacity": 3}}), 5), Ok(3));
+        assert_eq!(capacity_of(&json!({"sku": {}}), 5), Ok(5), "no capacity: the VMs listed");
+        for hostile in [json!(4_294_967_297u64), json!(-1), json!(1.5), json!("3")] {
+            assert!(capacity_of(&json!({"sku": {"capacity": hostile}}), 5).is_err(), "{hostile}");
+        }
+    }
+
+    #[test]
+    fn any_scale_set_answer_reads_without_a_panic() {
+        use crate::fuzz::{answers, check};
+        use proptest::prelude::*;
+        let view = probed("Unhealthy", Some(r#"{"hpcSelfcheck": "fail-gpu-3"}"#));
+        let mut failed = running(json!({"maintenanceRedeployStatus": {"maintenanceWindowStartTime": "2026-12-05T00:00:00.000-08:00",
+                                                                       "lastOperationResultCode": "None"}}));
+        failed["statuses"][0] = status("ProvisioningState/failed/AllocationFailed", Some("2026-12-01T09:00:00+00:00"));
+        let vm = |id: &str, view: &Json| {
+            json!({"id": format!("/s/vmss/c-0/virtualMachines/{id}"), "instanceId": id,
+                   "properties": {"latestModelApplied": true, "instanceView": view}})
+        };
+        let vms = json!([vm("0", &view), vm("1", &failed), vm("7", &running(json!({})))]);
+        let nic = json!({"properties": {"virtualMachine": {"id": "/s/vmss/c-0/virtualMachines/1"},
+                                        "ipConfigurations": [{"properties": {"primary": true, "privateIPAddress": "10.0.0.5"}}]}});
+        let set = json!({"tags": {"hpc:revision": "r2", "hpc:previous-revision": "r1"}, "sku": {"capacity": 3},
+                         "properties": {"virtualMachineProfile": {"extensionProfile": {"extensions": [health_extension()]}}}});
+        let lists = |j: Json| j.as_array().cloned().unwrap_or_else(|| vec![j]);
+        let sizes = proptest::collection::vec(0u32..4, 0..3);
+        let strategy = (answers(vec![set]), answers(vec![vms]).prop_map(lists), answers(vec![json!([nic])]).prop_map(lists), sizes);
+        check("set_live", strategy, |(set, vms, nics, sizes)| {
+            let live = set_live(&set, &vms, &nics);
+            let _ = (has_health_extension(&set), capacity_of(&set, vms.len()));
+            for vm in vms.iter() {
+                let _ = condition(&vm["properties"]["instanceView"]);
+            }
+            let all = vec![Some(live.clone()), None, Some(live.clone())];
+            let found = nodes("c", &sizes, &all, &crate::framework::Value::Null);
+            let names: Vec<String> = found.iter().map(|n| n.name.clone()).collect();
+            let _ = named("c", &sizes, &all, &names);
+            if live.vms.len() > vms.len() {
+                return Err("more VMs than listed".into());
+            }
+            Ok(())
+        });
     }
 
     #[test]

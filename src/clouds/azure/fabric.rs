@@ -450,6 +450,18 @@ mod tests {
     }
 
     #[test]
+    fn any_security_group_or_subnet_answer_imports_without_a_panic() {
+        use crate::fuzz::{answers, check};
+        let nsg = serde_json::json!({"location": "eastus", "tags": {"hpc:instance-type": "Standard_ND96isr_H100_v5", "hpc:placement": "cluster",
+                                     "hpc:cidr": "10.0.0.0/16", "hpc:vnet": "v", "hpc:subnet": "s", "hpc:owner": "o-1", "team": "ml"}});
+        let subnet = serde_json::json!({"id": "/s/vnet/subnets/a", "name": "a", "properties": {"addressPrefix": "10.0.0.0/24"}});
+        check("imported_config", answers(vec![nsg, subnet]), |found| {
+            let _ = (fabric::imported_config("rg", "train", &found, true, &BTreeMap::new()), writable_subnet(&found));
+            Ok(())
+        });
+    }
+
+    #[test]
     fn an_imported_fabric_keeps_a_user_tag_named_name() {
         let nsg = serde_json::json!({
             "location": "eastus",

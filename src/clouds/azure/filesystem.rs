@@ -30,9 +30,10 @@ pub fn filesystem_id(arm: &Arm, group: &str, name: &str) -> String {
 
 /// Capacity (GiB) and tier (MB/s per TiB) of a live filesystem.
 pub fn size_of(fs: &Json) -> (i64, i64) {
-    let tib = fs["properties"]["storageCapacityTiB"].as_f64().unwrap_or(0.0);
+    // A negative or absurd figure is none (`as` holds a float past i64 at i64's end).
+    let tib = fs["properties"]["storageCapacityTiB"].as_f64().filter(|t| *t > 0.0).unwrap_or(0.0);
     let tier = fs["sku"]["name"].as_str().and_then(|s| s.rsplit('-').next()).and_then(|t| t.parse().ok()).unwrap_or(0);
-    ((tib * 1024.0).round() as i64, tier)
+    ((tib * 1024.0).round() as i64, i64::max(tier, 0))
 }
 
 pub fn mount_target(fs: &Json) -> String {
@@ -208,7 +209,7 @@ fn azure_refreshed(state: &Value, fs: &serde_json::Value) -> Value {
     let mut out = state.as_map().cloned().unwrap_or_default();
     out.insert("capacity_gib".into(), Value::int(capacity));
     out.insert("throughput_per_tib".into(), Value::int(tier));
-    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("throughput_mbps".into(), Value::int(crate::clouds::shared::throughput_mbps(capacity, tier, 1024)));
     out.insert("mount_target".into(), Value::from(filesystem::mount_target(fs)));
     out.insert("mount_command".into(), Value::from(filesystem::mount_command(fs)));
     Value::Map(out)
@@ -297,5 +298,44 @@ impl Backend<FilesystemSpec> for backend::Azure {
             ("mount_command".to_owned(), Value::from(filesystem::mount_command(&fs))),
         ]);
         Ok(Imported::new(config, assigned))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzz::{answers, check, hostile_str};
+
+    fn amlfs() -> Json {
+        json!({"name": "lib-fs", "tags": {"hpc:fabric": "lib", "hpc:owner": "o-1"}, "sku": {"name": "AMLFS-Durable-Premium-250"},
+               "properties": {"storageCapacityTiB": 8, "clientInfo": {"mgsAddress": "10.0.0.4", "mountCommand": "sudo mount x"},
+                              "hsm": {"settings": {"container": "/subscriptions/s/c"}},
+                              "maintenanceWindow": {"dayOfWeek": "Sunday", "timeOfDayUTC": "02:00"}}})
+    }
+
+    /// A capacity past i64 (ARM's `storageCapacityTiB` is a number, and nothing bounds it) overflowed the
+    /// throughput's product: a refresh panicked in a debug build (and wrapped in a release one).
+    #[test]
+    fn a_capacity_too_large_to_count_is_no_overflow() {
+        let mut fs = amlfs();
+        fs["properties"]["storageCapacityTiB"] = json!(1e300);
+        let out = azure_refreshed(&Value::Null, &fs);
+        assert_eq!(out.get("throughput_mbps"), &Value::int(i64::MAX / 1024));
+        fs["properties"]["storageCapacityTiB"] = json!(-4);
+        assert_eq!(size_of(&fs), (0, 250), "a negative capacity is none");
+        assert_eq!(size_of(&amlfs()), (8192, 250));
+    }
+
+    #[test]
+    fn any_filesystem_answer_refreshes_without_a_panic() {
+        check("azure_refreshed", (answers(vec![amlfs()]), hostile_str()), |(fs, container)| {
+            let out = azure_refreshed(&Value::Null, &fs);
+            let _ = (same_link(&fs, Some(&container)), same_link(&fs, None), container_parts(&container), logging_container(&container));
+            let (capacity, tier) = size_of(&fs);
+            if capacity < 0 || tier < 0 || out.get("throughput_mbps").as_number().and_then(|n| n.as_i64()).is_none_or(|t| t < 0) {
+                return Err(format!("negative figures: {capacity} GiB, {tier} MB/s per TiB"));
+            }
+            Ok(())
+        });
     }
 }

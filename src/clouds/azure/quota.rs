@@ -184,4 +184,15 @@ mod tests {
         let broken = vec![json!({"name": {"value": "cores"}, "limit": 4})];
         assert_eq!(reading(&broken, "cores"), None, "a usage without currentValue is not a reading");
     }
+
+    #[test]
+    fn any_usages_answer_reads_without_a_panic() {
+        use crate::fuzz::{answers, check};
+        let usage = json!({"name": {"value": "StandardNDSH100v5Family"}, "currentValue": 192, "limit": 768, "unit": "Count"});
+        check("reading", answers(vec![json!([usage.clone(), usage])]), |page| {
+            let usages = page.as_array().cloned().unwrap_or_default();
+            let _ = reading(&usages, "standardNDSH100v5Family");
+            Ok(())
+        });
+    }
 }

@@ -183,12 +183,27 @@ pub async fn rest(
         }
     })
     .await?;
-    if !status.is_success() {
-        let body = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
-        let message = body["error"]["message"].as_str().map_or(text, str::to_owned);
-        return Err(error(status.as_u16(), None, &body, format!("{what}: {message} (HTTP {})", status.as_u16())));
+    answer(status.as_u16(), &text, what)
+}
+
+/// A REST answer as its JSON, or the error its status and body say (the body's `error.message`, else its
+/// text); a success whose body is not JSON is an error too.
+pub fn answer(status: u16, text: &str, what: &str) -> Result<serde_json::Value, CloudError> {
+    if !(200..300).contains(&status) {
+        let body = serde_json::from_str::<serde_json::Value>(text).unwrap_or_default();
+        let message = body["error"]["message"].as_str().unwrap_or(text);
+        return Err(error(status, None, &body, format!("{what}: {message} (HTTP {status})")));
     }
-    serde_json::from_str(&text).map_err(|e| CloudError::other(format!("{what}: the answer is not JSON: {e}")))
+    serde_json::from_str(text).map_err(|e| CloudError::other(format!("{what}: the answer is not JSON: {e}")))
+}
+
+/// The number in Cloud Resource Manager's `projects.get` answer (`name: projects/<number>`), if it is one.
+pub fn number_of(project: &serde_json::Value) -> Option<String> {
+    project["name"]
+        .as_str()
+        .and_then(|n| n.strip_prefix("projects/"))
+        .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        .map(str::to_owned)
 }
 
 /// The project's number, from Cloud Resource Manager v3 (`projects.get` answers `name: projects/<number>`);
@@ -199,11 +214,7 @@ pub async fn project_number(ctx: &Context, gcp: &Gcp) -> Result<String, CloudErr
             let url = format!("{}/v3/projects/{}", base(gcp, RESOURCE_MANAGER), gcp.project);
             let what = format!("reading the number of project {}", gcp.project);
             let project = rest(ctx, gcp, reqwest::Method::GET, &url, None, &what).await?;
-            project["name"]
-                .as_str()
-                .and_then(|n| n.strip_prefix("projects/"))
-                .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-                .map(str::to_owned)
+            number_of(&project)
                 .ok_or_else(|| CloudError::other(format!("{what}: Cloud Resource Manager answered no project number: {project}")))
         })
         .await
@@ -419,6 +430,29 @@ mod tests {
         let short = operation_error("ZONE_RESOURCE_POOL_EXHAUSTED", "creating 4 x a3-highgpu-8g failed: ZONE_RESOURCE_POOL_EXHAUSTED: ...");
         assert_eq!(short.capacity_code(), Some("ZONE_RESOURCE_POOL_EXHAUSTED"));
         assert_eq!(operation_error("QUOTA_EXCEEDED", "m").kind, ErrorKind::Quota);
+    }
+
+    #[test]
+    fn any_rest_answer_is_json_or_an_error() {
+        use crate::fuzz::{answers, check, hostile_str};
+        use proptest::prelude::*;
+        use serde_json::json;
+        let realistic = vec![
+            json!({"error": {"code": 403, "message": "m", "status": "PERMISSION_DENIED",
+                             "errors": [{"reason": "rateLimitExceeded", "location": "x"}], "details": [{"fieldViolations": [{"field": "f"}]}]}}),
+            json!({"name": "projects/123456"}),
+        ];
+        let text = prop_oneof![answers(realistic).prop_map(|j| j.to_string()), hostile_str()];
+        check("answer", (any::<u16>(), text, hostile_str()), |(status, text, header)| {
+            let out = answer(status, &text, "calling x");
+            if (200..300).contains(&status) != out.is_ok() && out.is_ok() {
+                return Err(format!("HTTP {status} was taken for a success"));
+            }
+            let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            let retry_after = header.parse::<u64>().ok().map(Duration::from_secs);
+            let _ = (number_of(&body), error(status, retry_after, &body, "m"), short_name(&header), last(&header), parse_id(&header));
+            Ok(())
+        });
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: 
     let filter = format!("labels.hpc_cluster = \"{cluster}\"");
     let mut out = Vec::new();
     let mut token = String::new();
+    let mut pages = shared::Pages::new("Compute Engine", "nextPageToken");
     loop {
         let t = token.clone();
         let page = call(ctx, "listing the cluster's nodes", || {
@@ -72,9 +73,9 @@ pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: 
             let status = i.status.as_ref().map(|s| s.name().unwrap_or_default().to_owned()).unwrap_or_default();
             out.push(Node { name, status, instance: i });
         }
-        match page.next_page_token {
-            Some(next) if !next.is_empty() => token = next,
-            _ => break,
+        match pages.next(page.next_page_token.filter(|t| !t.is_empty()), "listing the cluster's nodes")? {
+            Some(next) => token = next,
+            None => break,
         }
     }
     Ok(out)
@@ -373,6 +374,7 @@ pub async fn domain_policies_live(
 ) -> Result<BTreeSet<String>, CloudError> {
     let mut out = BTreeSet::new();
     let mut token = String::new();
+    let mut pages = shared::Pages::new("Compute Engine", "nextPageToken");
     loop {
         let t = token.clone();
         let page = call(ctx, "listing the cluster's NVLink domain policies", || {
@@ -393,9 +395,9 @@ pub async fn domain_policies_live(
                 out.insert(name);
             }
         }
-        match page.next_page_token {
-            Some(next) if !next.is_empty() => token = next,
-            _ => break,
+        match pages.next(page.next_page_token.filter(|t| !t.is_empty()), "listing the cluster's NVLink domain policies")? {
+            Some(next) => token = next,
+            None => break,
         }
     }
     Ok(out)
@@ -1273,6 +1275,35 @@ mod tests {
         assert_eq!((health(&both).as_deref(), maintenance(&both)), (Some("status TERMINATED"), None));
         let plain = instance(json!({"status": "RUNNING", "resourceStatus": {"physicalHost": "/b/s/h"}}));
         assert_eq!((health(&plain), maintenance(&plain)), (None, None));
+    }
+
+    #[test]
+    fn any_instance_answer_reads_a_health_labels_and_metadata_without_a_panic() {
+        use crate::fuzz::{answers, check};
+        let i = json!({"name": "train-1", "status": "RUNNING", "labels": {"hpc-revision": "r1", "hpc-selfcheck": "ok"},
+                       "networkInterfaces": [{"networkIP": "10.0.0.3"}],
+                       "metadata": {"fingerprint": "abc=", "items": [{"key": "hpc-workload", "value": "pretraining"},
+                                                                  {"key": "hpc-day2", "value": r#"{"repair": "reboot", "update_strategy": {"batch_size": "2"}}"#}]},
+                       "resourceStatus": {"upcomingMaintenance": {"type": "SCHEDULED", "windowStartTime": "2026-12-05T00:00:00Z",
+                                                                  "maintenanceStatus": "ONGOING"}}});
+        let op = json!({"status": "DONE", "error": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "m"}]},
+                        "warnings": [{"code": "NOT_CRITICAL_ERROR"}]});
+        check("health", answers(vec![i, op]), |j| {
+            if let Ok(done) = serde_json::from_value::<model::Operation>(j.clone()) {
+                let _ = shortfall_code(&done);
+            }
+            let Ok(instance) = serde_json::from_value::<model::Instance>(j) else { return Ok(()) };
+            let name = instance.name.clone().unwrap_or_default();
+            let node = Node { name, status: "RUNNING".into(), instance };
+            let _ = (
+                health(&node.instance),
+                metadata(&node.instance, "hpc-workload"),
+                imported_day2(&node.instance),
+                labels_for(&node.instance, &BTreeMap::new()),
+            );
+            let _ = (addresses("p", "z", "train", std::slice::from_ref(&node)), node_names("train", &[node]));
+            Ok(())
+        });
     }
 
     fn node(labels: serde_json::Value) -> Node {

@@ -179,6 +179,7 @@ pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census:
     macro_rules! list_all {
         ($kind:expr, $what:expr, |$t:ident| $request:expr) => {{
             let mut token = String::new();
+            let mut pages = crate::clouds::shared::Pages::new("Compute Engine", "nextPageToken");
             loop {
                 let $t = token.clone();
                 let page = call(ctx, $what, || $request).await?;
@@ -186,9 +187,9 @@ pub async fn observe(ctx: &Context, gcp: &Gcp, name: &str, region: &str, census:
                     let item = Listed { name: i.name, description: i.description, self_link: i.self_link, created: i.creation_timestamp };
                     keep(&mut live, $kind, name, item, census);
                 }
-                match page.next_page_token {
-                    Some(next) if !next.is_empty() => token = next,
-                    _ => break,
+                match pages.next(page.next_page_token.filter(|t| !t.is_empty()), $what)? {
+                    Some(next) => token = next,
+                    None => break,
                 }
             }
         }};

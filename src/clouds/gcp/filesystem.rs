@@ -107,27 +107,39 @@ async fn psa_request(ctx: &Context, gcp: &Gcp, method: reqwest::Method, path: &s
 async fn psa_wait(ctx: &Context, gcp: &Gcp, mut op: Json, what: &str, timeout: Duration) -> Result<(), CloudError> {
     let mut poll = Poll::new(ctx, format!("waiting for {what}"), timeout);
     loop {
-        if op["done"].as_bool() == Some(true) {
-            return match op.get("error").filter(|e| !e.is_null()) {
-                Some(e) => Err(format!("{what} failed: {}", e["message"].as_str().unwrap_or("the operation failed")).into()),
-                None => Ok(()),
-            };
-        }
-        let Some(name) = op["name"].as_str().filter(|n| !n.is_empty()).map(str::to_owned) else {
-            return Err(format!("{what}: Service Networking answered an operation without a name: {op}").into());
-        };
+        let Some(name) = psa_pending(&op, what)? else { return Ok(()) };
         poll.pause(None).await?;
         op = psa_request(ctx, gcp, reqwest::Method::GET, &name, None).await?;
     }
+}
+
+/// Where a Service Networking operation stands: `None` when it is done, its name while it runs (to read it
+/// again by), its error when it failed or has no name to follow.
+fn psa_pending(op: &Json, what: &str) -> Result<Option<String>, CloudError> {
+    if op["done"].as_bool() == Some(true) {
+        return match op.get("error").filter(|e| !e.is_null()) {
+            Some(e) => Err(format!("{what} failed: {}", e["message"].as_str().unwrap_or("the operation failed")).into()),
+            None => Ok(None),
+        };
+    }
+    match op["name"].as_str().filter(|n| !n.is_empty()) {
+        Some(name) => Ok(Some(name.to_owned())),
+        None => Err(format!("{what}: Service Networking answered an operation without a name: {op}").into()),
+    }
+}
+
+/// The reserved ranges of the first connection in a `connections.list` answer, if it lists one.
+fn connection_ranges(out: &Json) -> Option<Vec<String>> {
+    out["connections"].as_array().and_then(|c| c.first()).map(|c| {
+        c["reservedPeeringRanges"].as_array().map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+    })
 }
 
 /// The reserved ranges of the network's private-service-access connection, if it has one.
 async fn psa_ranges(ctx: &Context, gcp: &Gcp, network: &str) -> Result<Option<Vec<String>>, CloudError> {
     let network = numbered(ctx, gcp, network).await?;
     let out = psa_request(ctx, gcp, reqwest::Method::GET, &format!("{CONNECTIONS}?network={network}"), None).await?;
-    Ok(out["connections"].as_array().and_then(|c| c.first()).map(|c| {
-        c["reservedPeeringRanges"].as_array().map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
-    }))
+    Ok(connection_ranges(&out))
 }
 
 /// Sets the connection's reserved ranges (`force` when one is removed) and waits for it.
@@ -458,7 +470,7 @@ fn refreshed(state: &Value, live: &filesystem::FsLive) -> Value {
     let (capacity, tier) = (live.instance.capacity_gib, live.instance.per_unit_storage_throughput);
     out.insert("capacity_gib".into(), Value::int(capacity));
     out.insert("throughput_per_tib".into(), Value::int(tier));
-    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1024));
+    out.insert("throughput_mbps".into(), Value::int(crate::clouds::shared::throughput_mbps(capacity, tier, 1024)));
     out.insert("mount_target".into(), Value::from(live.mount_point()));
     out.insert("mount_command".into(), Value::from(live.mount_command()));
     let mut expansion = shared::patch_piece(
@@ -597,6 +609,43 @@ impl Backend<FilesystemSpec> for backend::Gcp {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::fuzz::{answers, check, hostile_str};
+
+    fn lustre() -> Json {
+        json!({"name": "projects/p/locations/z/instances/scratch", "capacityGib": "36000", "perUnitStorageThroughput": "500",
+               "mountPoint": "10.0.0.2@tcp:/scratch", "filesystem": "scratch", "network": "projects/p/global/networks/n",
+               "labels": {"hpc_owner": "o-1", "team": "ml"}, "description": "hpc:fabric=lib;import=gs://b/x", "state": "ACTIVE"})
+    }
+
+    /// Managed Lustre's `capacityGib` and `perUnitStorageThroughput` are int64: a product past i64
+    /// overflowed (a refresh panicked in a debug build).
+    #[test]
+    fn a_capacity_too_large_to_count_is_no_overflow() {
+        let mut i = lustre();
+        i["capacityGib"] = json!(i64::MAX.to_string());
+        let live = FsLive { instance: serde_json::from_value(i).unwrap(), address: true, peered: true };
+        assert_eq!(refreshed(&Value::Null, &live).get("throughput_mbps"), &Value::int(i64::MAX / 1024));
+    }
+
+    #[test]
+    fn any_lustre_or_service_networking_answer_reads_without_a_panic() {
+        let op = json!({"name": "operations/x", "done": false});
+        let connections = json!({"connections": [{"reservedPeeringRanges": ["a-psa", "b-psa"]}]});
+        check("psa", answers(vec![op, connections]), |j| {
+            let _ = (psa_pending(&j, "creating x"), connection_ranges(&j));
+            Ok(())
+        });
+        check("refreshed", (answers(vec![lustre()]), hostile_str()), |(i, uri)| {
+            let _ = gcs_uri(&uri);
+            // What the client crate cannot read as an Instance never reaches us.
+            let Ok(instance) = serde_json::from_value::<Instance>(i) else { return Ok(()) };
+            let live = FsLive { instance, address: false, peered: true };
+            let _ = (refreshed(&Value::Null, &live), imported_config("z", &live, Value::Null, &BTreeMap::new()));
+            Ok(())
+        });
+    }
+
     #[test]
     fn cloud_storage_paths_end_with_a_slash() {
         assert_eq!(super::gcs_uri("gs://ml-datasets/tokenized"), "gs://ml-datasets/tokenized/");

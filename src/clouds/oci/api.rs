@@ -182,6 +182,12 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// An answer from its status, a header reader and its body text (null when it is not JSON).
+    pub fn of(status: u16, header: impl Fn(&str) -> Option<String>, text: &str) -> Reply {
+        let (next_page, work_request) = (header("opc-next-page"), header("opc-work-request-id"));
+        Reply { status, body: serde_json::from_str(text).unwrap_or(Json::Null), next_page, work_request }
+    }
+
     /// OCI's `{"code", "message"}` as `Code: message`.
     pub fn error(&self) -> String {
         match (self.body["code"].as_str(), self.body["message"].as_str()) {
@@ -328,10 +334,9 @@ impl Oci {
         }
         let r = request.send().await.map_err(|e| retry::transport(what, &e))?;
         let status = r.status().as_u16();
-        let header = |n: &str| r.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let (next_page, work_request) = (header("opc-next-page"), header("opc-work-request-id"));
+        let headers = r.headers().clone();
         let text = r.text().await.unwrap_or_default();
-        let reply = Reply { status, body: serde_json::from_str(&text).unwrap_or(Json::Null), next_page, work_request };
+        let reply = Reply::of(status, |n| headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned), &text);
         if reply.status == 401 {
             let message = format!(
                 "{AUTH_FAILED}: {}. The API key (tenancy_ocid, user_ocid, fingerprint and the private key) is not one OCI knows: check \
@@ -359,6 +364,7 @@ impl Oci {
     pub async fn list(&self, ctx: &Context, service: Service, collection: &str, query: &str) -> Result<Vec<Json>, CloudError> {
         let mut out = Vec::new();
         let mut page: Option<String> = None;
+        let mut pages = crate::clouds::shared::Pages::new("OCI", "opc-next-page");
         loop {
             let mut path = if query.is_empty() { format!("/{collection}?limit=1000") } else { format!("/{collection}?{query}&limit=1000") };
             if let Some(p) = &page {
@@ -368,13 +374,10 @@ impl Oci {
             if reply.status != 200 {
                 return Err(reply.failure(&format!("listing {collection}")));
             }
-            match reply.body {
-                Json::Array(items) => out.extend(items),
-                mut other => out.extend(other["items"].as_array_mut().map(std::mem::take).unwrap_or_default()),
-            }
-            match reply.next_page {
-                Some(p) if !p.is_empty() => page = Some(p),
-                _ => return Ok(out),
+            out.extend(items(reply.body));
+            page = pages.next(reply.next_page.filter(|p| !p.is_empty()), &format!("listing {collection}"))?;
+            if page.is_none() {
+                return Ok(out);
             }
         }
     }
@@ -531,6 +534,14 @@ impl Oci {
     }
 }
 
+/// The items of one page of a list: Core's bare array, or the newer `{"items": [...]}`; none otherwise.
+pub fn items(body: Json) -> Vec<Json> {
+    match body {
+        Json::Array(items) => items,
+        mut other => other.get_mut("items").and_then(Json::as_array_mut).map(std::mem::take).unwrap_or_default(),
+    }
+}
+
 /// Where a work request stands.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -576,6 +587,68 @@ pub fn parse_id(id: &str) -> Option<(&str, &str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client against `base` (a local server) with a fresh API key.
+    fn local(base: &str) -> Oci {
+        use aws_lc_rs::encoding::AsDer;
+        use base64::Engine;
+        let key = aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
+        let der = AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(&key).unwrap();
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            base64::engine::general_purpose::STANDARD.encode(der.as_ref())
+        );
+        let signer = Signer::from_pem(&pem, "ocid1.tenancy.oc1..t", "ocid1.user.oc1..u", "aa:bb").unwrap();
+        let (core, lustre, limits) = (base.to_owned(), base.to_owned(), base.to_owned());
+        Oci { region: "r".into(), tenancy: "t".into(), core, lustre, limits, http: reqwest::Client::new(), signer: Arc::new(signer) }
+    }
+
+    /// An `opc-next-page` given again (a page pointing back at an earlier one) ended the list never.
+    #[tokio::test]
+    async fn an_opc_next_page_that_loops_ends_the_list_with_an_error() {
+        let base = crate::fuzz::serve(|line| {
+            let next = if line.contains("page=B") { "A" } else { "B" };
+            (200, vec![("opc-next-page".to_owned(), next.to_owned())], r#"[{"id": "x"}]"#.to_owned())
+        })
+        .await;
+        let oci = local(&base);
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let listed = tokio::time::timeout(Duration::from_secs(10), oci.list(&ctx, Service::Core, "instances", "compartmentId=c")).await;
+        let e = listed.expect("the list ends").expect_err("a looping opc-next-page is an error");
+        assert!(e.message.contains("again (its opc-next-page loops)"), "{e}");
+    }
+
+    #[test]
+    fn any_answer_reads_as_a_reply_and_any_error_body_as_an_error() {
+        use crate::fuzz::{answers, check, hostile_str};
+        use proptest::prelude::*;
+        use serde_json::json;
+        let realistic = vec![
+            json!({"code": "InternalError", "message": "Out of host capacity."}),
+            json!({"items": [{"id": "ocid1.instance", "lifecycleState": "RUNNING", "freeformTags": {"hpc:owner": "o"}}]}),
+            json!([{"id": "ocid1.instance", "lifecycleState": "TERMINATED"}]),
+            json!({"status": "FAILED", "id": "ocid1.workrequest"}),
+        ];
+        let headers = proptest::collection::btree_map(
+            proptest::sample::select(vec!["opc-next-page", "opc-work-request-id"]).prop_map(str::to_owned),
+            hostile_str(),
+            0..3,
+        );
+        let body = prop_oneof![answers(realistic).prop_map(|j| j.to_string()), hostile_str()];
+        check("Reply::of", (any::<u16>(), headers, body), |(status, headers, text)| {
+            let reply = Reply::of(status, |n| headers.get(n).cloned(), &text);
+            let e = reply.failure("listing instances");
+            if reply.out_of_capacity() && e.kind != ErrorKind::NoCapacity {
+                return Err(format!("{e:?}"));
+            }
+            let _ = (work_request_outcome(reply.body["status"].as_str().unwrap_or_default()), is_gone(&reply.body), tags_of(&reply.body));
+            let _ = encode(reply.next_page.as_deref().unwrap_or_default());
+            for item in items(reply.body) {
+                let _ = (is_gone(&item), tags_of(&item), error(0, &item, "m"));
+            }
+            Ok(())
+        });
+    }
 
     #[test]
     fn oci_error_bodies_map_to_their_kinds() {

@@ -1278,6 +1278,26 @@ mod tests {
     }
 
     #[test]
+    fn any_instance_answer_reads_a_health_and_a_state_without_a_panic() {
+        let node = json!({"id": "ocid1.instance", "displayName": "lib-3", "lifecycleState": "RUNNING",
+                          "timeMaintenanceRebootDue": "2026-12-05T06:30:29.600Z", "freeformTags": {"hpc:revision": "r1"}});
+        let summary = json!({"id": "ocid1.instance", "displayName": "lib-4", "state": "Running"});
+        let list = |j: Json| j.as_array().cloned().unwrap_or_else(|| vec![j]);
+        let strategy = proptest::strategy::Strategy::prop_map(crate::fuzz::answers(vec![json!([node, summary])]), list);
+        crate::fuzz::check("health_of", strategy, |nodes| {
+            for n in &nodes {
+                let state = node_state(n);
+                if health_of(n).is_none() && !state.is_empty() && !matches!(state.as_str(), "RUNNING" | "PROVISIONING" | "STARTING") {
+                    return Err(format!("{n}: state {state} is not healthy"));
+                }
+            }
+            let names: Vec<String> = nodes.iter().filter_map(|n| n["displayName"].as_str().map(str::to_owned)).collect();
+            let _ = named(&nodes, &names);
+            Ok(())
+        });
+    }
+
+    #[test]
     fn retagging_a_node_keeps_its_revision_and_selfcheck_verdict() {
         let tags: BTreeMap<String, String> =
             [("hpc:cluster", "c"), ("team", "ml")].into_iter().map(|(k, v)| (k.into(), v.into())).collect();

@@ -301,7 +301,7 @@ fn refreshed(state: &Value, fs: &serde_json::Value) -> Value {
     let mut out = state.as_map().cloned().unwrap_or_default();
     out.insert("capacity_gib".into(), Value::int(capacity));
     out.insert("throughput_per_tib".into(), Value::int(tier));
-    out.insert("throughput_mbps".into(), Value::int(capacity * tier / 1000));
+    out.insert("throughput_mbps".into(), Value::int(crate::clouds::shared::throughput_mbps(capacity, tier, 1000)));
     out.insert("mount_target".into(), Value::from(filesystem::mount_target(fs)));
     out.insert("mount_command".into(), Value::from(filesystem::mount_command(fs)));
     let expansion = shared::patch_piece(
@@ -430,6 +430,24 @@ mod tests {
         assert_eq!(data_repository(":/bucket"), ":/bucket");
     }
     use serde_json::json;
+
+    /// `capacityInGBs * tier` overflowed for figures past i64 (a refresh panicked in a debug build).
+    #[test]
+    fn a_capacity_too_large_to_count_is_no_overflow() {
+        let fs = json!({"capacityInGBs": i64::MAX, "performanceTier": "MBPS_PER_TB_500"});
+        assert_eq!(refreshed(&Value::Null, &fs).get("throughput_mbps"), &Value::int(i64::MAX / 1000));
+    }
+
+    #[test]
+    fn any_filesystem_answer_refreshes_without_a_panic() {
+        let fs = json!({"capacityInGBs": 41600, "performanceTier": "MBPS_PER_TB_500", "managementServiceAddress": "10.0.0.9",
+                        "lnet": "tcp", "fileSystemName": "scr", "lifecycleState": "ACTIVE"});
+        let state = value(json!({"name": "scratch", "expansion": [{"kind": LUSTRE, "name": "scratch", "count": 1, "settings": {}}]}));
+        crate::fuzz::check("refreshed", crate::fuzz::answers(vec![fs]), |fs| {
+            let _ = (refreshed(&state, &fs), mount_of(&fs), is_gone(&fs));
+            Ok(())
+        });
+    }
 
     #[test]
     fn a_refreshed_filesystem_shows_its_live_size_and_mount() {

@@ -119,7 +119,8 @@ pub async fn read(ctx: &Context, oci: &Oci, family: &QuotaFamily) -> Result<Quot
 pub fn reading(body: &serde_json::Value) -> Option<QuotaReading> {
     let used = body["used"].as_u64()?;
     let available = body["available"].as_u64()?;
-    Some(QuotaReading { limit: used + available, used })
+    // Figures whose sum is past u64 are no reading (the sum overflowed).
+    Some(QuotaReading { limit: used.checked_add(available)?, used })
 }
 
 #[cfg(test)]
@@ -144,5 +145,18 @@ mod tests {
         let r = reading(&serde_json::json!({"used": 16, "available": 48, "fractionalUsage": 16.0})).unwrap();
         assert_eq!((r.limit, r.used, r.free()), (64, 16, 48));
         assert_eq!(reading(&serde_json::json!({})), None);
+    }
+
+    /// `used + available` overflowed on figures past u64 (a panic in a debug build, a wrapped limit in a
+    /// release one).
+    #[test]
+    fn figures_whose_sum_is_past_u64_are_no_reading() {
+        assert_eq!(reading(&serde_json::json!({"used": u64::MAX, "available": 1})), None);
+        crate::fuzz::check("reading", crate::fuzz::answers(vec![serde_json::json!({"used": 16, "available": 48})]), |body| {
+            match reading(&body) {
+                Some(r) if r.used > r.limit => Err(format!("{r:?}")),
+                _ => Ok(()),
+            }
+        });
     }
 }
