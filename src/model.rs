@@ -190,6 +190,9 @@ pub struct ClusterSpec {
     /// `user_data_wo_version`, which stands for the write-only user data in the node revision.
     pub user_data_version: Option<i64>,
     pub ssh_public_key: Option<String>,
+    /// The identity the nodes publish their self-check with (`node_identity`): an AWS instance profile, a
+    /// Google service account, an OCI dynamic group.
+    pub node_identity: Option<String>,
     pub workload: Workload,
     pub rdma_interfaces: u32,
     pub tags: BTreeMap<String, String>,
@@ -495,6 +498,12 @@ impl ClusterSpec {
             format!("wo:{}", self.user_data_version.map_or_else(String::new, |v| v.to_string()))
         } else {
             self.user_data.clone().unwrap_or_default()
+        };
+        // The identity nodes run as is part of what they are made from (a change remakes them); a cluster
+        // without one keeps the revision it had before node_identity existed.
+        let user_data = match &self.node_identity {
+            None => user_data,
+            Some(identity) => format!("{user_data}\nidentity={identity}"),
         };
         node_revision(self.image.as_deref(), &user_data, self.ssh_public_key.as_deref(), self.rdma_interfaces)
     }

@@ -190,6 +190,26 @@ async fn an_import_gives_back_exactly_the_created_cluster_and_fabric() {
 }
 
 #[tokio::test]
+async fn the_node_identity_is_the_nodes_instance_profile_and_an_import_gives_it_back() {
+    let env = Env::start();
+    env.fabric().await;
+    let profile = "arn:aws:iam::123456789012:instance-profile/hpc/selfcheck";
+    let config = value(
+        &GpuCluster,
+        json!({"name": "idc", "fabric": FABRIC_REF(), "node_count": 1, "node_identity": profile,
+               "update_strategy": {"wait_for_selfcheck": true}}),
+    );
+    let (cluster, diags) = apply(&env.ctx, &GpuCluster, &Value::Null, &config).await;
+    assert!(diags.iter().all(|d| !d.starts_with("Creating")), "{diags:?}");
+    let lt = env.ec2().describe_launch_template_versions().launch_template_name("idc-lt").versions("$Latest").send().await.unwrap();
+    let data = lt.launch_template_versions()[0].launch_template_data().unwrap();
+    assert_eq!(data.iam_instance_profile().and_then(|p| p.arn()), Some(profile), "the self-check tags its node as this profile");
+    let imported = import_and_read(&env.ctx, &GpuCluster, "aws/us-east-1/idc").await;
+    assert_eq!(imported.get("node_identity"), &Value::from(profile));
+    assert_eq!(imported.get("revision"), cluster.get("revision"), "the identity is part of the node configuration");
+}
+
+#[tokio::test]
 async fn a_tag_change_reaches_the_nodes_that_stay_after_a_scale_down() {
     let cb = capacity_block_cluster().await;
     let (cluster, diags) = apply(&cb.env.ctx, &GpuCluster, &cb.cluster, &cb.resized(1, "research")).await;

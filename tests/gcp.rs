@@ -1000,6 +1000,23 @@ fn request_for(config: &Value) -> PlanRequest<'_> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_identity_is_the_nodes_service_account_and_an_import_gives_it_back() {
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let email = "hpc-selfcheck@ml-prod.iam.gserviceaccount.com";
+    let (_, cluster, _) = d2_cluster(&ctx, 2, json!({"node_identity": email, "update_strategy": {"wait_for_selfcheck": true}})).await;
+    for (name, node) in live(&ep) {
+        assert_eq!(node["serviceAccounts"][0]["email"], email, "{name}: the self-check labels its node as this account");
+    }
+    let mut d = Diagnostics::new();
+    let imported =
+        GpuCluster.import(&ctx, "gcp/us-central1-a/d2", &mut d).await.unwrap_or_else(|| panic!("{:?}", d.iter().collect::<Vec<_>>()));
+    let imported = read(&ctx, &GpuCluster, &imported).await;
+    assert_eq!(imported.get("node_identity"), &Value::from(email));
+    assert_eq!(imported.get("revision"), cluster.get("revision"), "the identity is part of the node configuration");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_delete_whose_operation_fails_says_why_at_once_and_the_node_stays() {
     use hpc_provider::catalog::Cloud;
     use hpc_provider::clouds::backend::{self, Step};

@@ -549,6 +549,36 @@ fn cases() -> Vec<Case> {
             &["error [timeouts.update] Invalid duration"],
         ),
         case(
+            "invalid_cluster_waits_for_selfchecks_no_identity_can_publish_aws",
+            "cluster",
+            cl(aws_p5(), json!({"update_strategy": {"wait_for_selfcheck": true}})),
+            &["error [node_identity] Missing node identity", "IAM instance profile", "ec2:SourceInstanceARN"],
+        ),
+        case(
+            "invalid_cluster_waits_for_selfchecks_no_identity_can_publish_gcp",
+            "cluster",
+            cl(gcp_mega(), json!({"update_strategy": {"wait_for_selfcheck": true}})),
+            &["error [node_identity] Missing node identity", "compute.instances.setLabels"],
+        ),
+        case(
+            "invalid_cluster_waits_for_selfchecks_no_identity_can_publish_oci",
+            "cluster",
+            cl(oci_h100(), json!({"update_strategy": {"wait_for_selfcheck": true}})),
+            &["error [node_identity] Missing node identity", "dynamic group"],
+        ),
+        case(
+            "invalid_cluster_node_identity_not_an_instance_profile",
+            "cluster",
+            cl(aws_p5(), json!({"node_identity": "arn:aws:iam::123:role/selfcheck"})),
+            &["error [node_identity] Invalid node identity", "instance-profile"],
+        ),
+        case(
+            "invalid_cluster_node_identity_on_azure",
+            "cluster",
+            cl(azure_h100(), json!({"node_identity": "selfcheck", "ssh_public_key": "ssh-ed25519 AAAA x"})),
+            &["error [node_identity] Attribute not valid here", "Application Health"],
+        ),
+        case(
             "invalid_filesystem_timeout_longer_than_a_day",
             "filesystem",
             fs(aws_p5(), json!({"timeouts": {"create": "25h"}})),

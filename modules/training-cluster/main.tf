@@ -214,6 +214,12 @@ variable "wait_for_selfcheck" {
   default     = false
 }
 
+variable "node_identity" {
+  description = "The identity the nodes publish their self-check verdict with: an AWS instance profile, a Google service account's email, an OCI dynamic group's OCID (not used on Azure). Needed with wait_for_selfcheck on AWS, Google Cloud and OCI."
+  type        = string
+  default     = null
+}
+
 variable "capacity_policy" {
   description = "When the cloud gives fewer nodes than planned: all-or-nothing (release what came, the default for training), at-least (keep at least min_nodes) or keep-partial. Null: the workload's default."
   type        = string
@@ -271,6 +277,7 @@ resource "hpc_gpu_cluster" "this" {
   image           = var.image
   user_data       = var.user_data
   ssh_public_key  = var.ssh_public_key
+  node_identity   = var.node_identity
   repair          = var.repair
   max_repairs     = var.max_repairs
   capacity_policy = var.capacity_policy

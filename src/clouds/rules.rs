@@ -80,6 +80,53 @@ pub trait Rules: Sync {
         true
     }
 
+    /// What `node_identity` names on this cloud (for a diagnostic: "set node_identity to ..."), or `None`
+    /// where the nodes need none to publish their self-check.
+    fn node_identity_form(&self) -> Option<&'static str>;
+
+    /// Whether `identity` has this cloud's form of a node identity.
+    fn node_identity_ok(&self, identity: &str) -> bool {
+        let _ = identity;
+        true
+    }
+
+    /// The cluster's `node_identity` (none when not set): of this cloud's form, and present where the nodes
+    /// need one to publish their self-check and `update_strategy.wait_for_selfcheck` waits for it.
+    fn node_identity(&self, identity: Option<&str>, wait_for_selfcheck: bool, diags: &mut Diagnostics) -> bool {
+        let cloud = self.cloud();
+        match (self.node_identity_form(), identity) {
+            (None, Some(_)) => not_valid_here(
+                "node_identity",
+                &format!(
+                    "On {cloud} the nodes publish their self-check without an identity of their own (through the scale set's Application \
+                     Health extension probe): remove node_identity."
+                ),
+                diags,
+            ),
+            (Some(form), Some(id)) if !self.node_identity_ok(id) => {
+                diags.error_at(
+                    AttributePath::attr("node_identity"),
+                    "Invalid node identity",
+                    format!("{id:?} is not a node identity on {cloud}: set node_identity to {form}."),
+                );
+                false
+            }
+            (Some(form), None) if wait_for_selfcheck => {
+                diags.error_at(
+                    AttributePath::attr("node_identity"),
+                    "Missing node identity",
+                    format!(
+                        "update_strategy.wait_for_selfcheck waits for each batch's nodes to publish their self-check verdict, which a \
+                         node on {cloud} can publish only with an identity allowed to do so: without one the rolling update would wait \
+                         until its timeout. Set node_identity to {form}, or set wait_for_selfcheck = false."
+                    ),
+                );
+                false
+            }
+            _ => true,
+        }
+    }
+
     /// What `reservation_id` names on this cloud, completing "set reservation_id to ...".
     fn reservation_target(&self) -> &'static str;
 

@@ -440,6 +440,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     let user_data_write_only = write_only.is_some();
     let user_data = stored.or(write_only);
     let ssh_public_key = string(c.get("ssh_public_key"))?;
+    let node_identity = string(c.get("node_identity"))?;
     let rdma_wanted = whole_number(c.get("rdma_interfaces"), AttributePath::attr("rdma_interfaces"), 0, 1024, diags)?;
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
     ok &= check_timeouts(c, diags);
@@ -563,6 +564,9 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         ok = false;
     }
     let day2 = day2(c, diags);
+    if let Ok(d) = &day2 {
+        ok &= rules.node_identity(node_identity.as_deref(), d.wait_for_selfcheck, diags);
+    }
     let capacity_policy = capacity_policy(c, workload, node_count, diags);
     if !ok {
         return Err(());
@@ -582,6 +586,7 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         user_data,
         user_data_write_only,
         ssh_public_key,
+        node_identity,
         workload,
         rdma_interfaces,
         tags,

@@ -625,7 +625,8 @@ mod tests {
 
     #[test]
     fn a_configuration_change_rolls_in_batches_and_an_interrupted_update_carries_on_with_the_rest() {
-        let s = spec(serde_json::json!({"update_strategy": {"batch_size": "2", "wait_for_selfcheck": true}}));
+        let s =
+            spec(serde_json::json!({"update_strategy": {"batch_size": "2", "wait_for_selfcheck": true}, "node_identity": "hpc-selfcheck"}));
         let rev = s.revision();
         let p = prior(&[], &OLD);
         let mut plan = planned(&s, &rev);

@@ -111,6 +111,17 @@ pub fn schema() -> Schema {
                 "The version of `user_data_wo`: change it (e.g. increment it) to roll a new `user_data_wo` onto the nodes, which replaces them.",
             ))
             .attribute(Attribute::optional("ssh_public_key", Type::String, "SSH public key for the nodes' default user."))
+            .attribute(Attribute::optional(
+                "node_identity",
+                Type::String,
+                "The identity the nodes run as, with which their boot-time self-check (`data \"hpc_gpu_selfcheck\"`) publishes its verdict \
+                 to the cloud: on AWS an IAM instance profile (name or ARN) whose role may tag only its own instance, put on the nodes; on \
+                 Google Cloud a service account's email allowed to set its instances' labels, put on the nodes (scope `cloud-platform`); \
+                 on OCI the OCID of the dynamic group whose policy lets the nodes' instance principals update their own instance (the \
+                 provider does not make or read it). Not used on Azure, whose nodes answer the Application Health extension's probe. \
+                 Required with `update_strategy.wait_for_selfcheck = true` (on AWS, Google Cloud and OCI). A change remakes the nodes \
+                 (a rolling update).",
+            ))
             .attribute(Attribute::optional_computed(
                 "workload",
                 Type::String,

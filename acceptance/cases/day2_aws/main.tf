@@ -44,11 +44,12 @@ resource "hpc_gpu_fabric" "f" {
 }
 
 resource "hpc_gpu_cluster" "c" {
-  name       = "d2"
-  fabric     = hpc_gpu_fabric.f
-  node_count = 4
-  image      = var.image
-  repair     = var.repair
+  name          = "d2"
+  fabric        = hpc_gpu_fabric.f
+  node_count    = 4
+  image         = var.image
+  repair        = var.repair
+  node_identity = "hpc-selfcheck" # the self-check publishes its verdict as this identity
   update_strategy {
     batch_size         = var.batch_size
     wait_for_selfcheck = var.wait_for_selfcheck

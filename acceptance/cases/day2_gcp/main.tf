@@ -49,6 +49,7 @@ resource "hpc_gpu_cluster" "c" {
   capacity_type = "on-demand"
   image         = var.image
   repair        = var.repair
+  node_identity = "hpc-selfcheck@ml-prod.iam.gserviceaccount.com" # the self-check publishes its verdict as this identity
   tags          = { team = "ml" }
 
   update_strategy {

@@ -60,6 +60,7 @@ resource "hpc_gpu_cluster" "c" {
   capacity_type = "on-demand"
   image         = var.image
   repair        = var.repair
+  node_identity = "ocid1.dynamicgroup.oc1..hpcselfcheck" # the self-check publishes its verdict as this identity
 
   update_strategy {
     batch_size         = var.batch_size

@@ -663,6 +663,12 @@ fn template_data(
     if spec.ssh_public_key.is_some() {
         data = data.key_name(key_name(&spec.name));
     }
+    // The instance profile the self-check publishes its verdict with (node_identity), by ARN or name.
+    if let Some(identity) = &spec.node_identity {
+        let profile = aws_sdk_ec2::types::LaunchTemplateIamInstanceProfileSpecificationRequest::builder();
+        let profile = if identity.starts_with("arn:") { profile.arn(identity) } else { profile.name(identity) };
+        data = data.iam_instance_profile(profile.build());
+    }
     if let Some(u) = &spec.user_data {
         data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u));
     }
@@ -1111,6 +1117,7 @@ pub async fn imported_config(
         ("image", if tags.contains_key(DEFAULT_IMAGE_TAG) { Value::Null } else { Value::from(data.image_id().map(str::to_owned)) }),
         ("user_data", Value::from(user_data)),
         ("ssh_public_key", Value::from(ssh)),
+        ("node_identity", Value::from(data.iam_instance_profile().and_then(|p| p.arn().or(p.name())).map(str::to_owned))),
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
         // Ethernet node types have no EFA count to set (the planner refuses one).
         ("rdma_interfaces", if efa == 0 { Value::Null } else { Value::int(efa as i64) }),
@@ -1349,6 +1356,7 @@ mod tests {
             user_data: None,
             user_data_write_only: false,
             ssh_public_key: None,
+            node_identity: None,
             workload: Workload::Pretraining,
             rdma_interfaces: 16,
             tags: Default::default(),

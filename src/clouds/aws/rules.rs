@@ -24,6 +24,27 @@ impl Rules for Aws {
         }
     }
 
+    fn node_identity_form(&self) -> Option<&'static str> {
+        Some(
+            "an IAM instance profile (its name, or its ARN arn:aws:iam::<account>:instance-profile/<name>) whose role may tag only its \
+             own instance: ec2:CreateTags on arn:aws:ec2:*:*:instance/* with the condition StringEquals {\"aws:ARN\": \
+             \"${ec2:SourceInstanceARN}\"}",
+        )
+    }
+
+    fn node_identity_ok(&self, identity: &str) -> bool {
+        let name = |n: &str| !n.is_empty() && n.len() <= 128 && n.chars().all(|c| c.is_ascii_alphanumeric() || "+=,.@-_".contains(c));
+        match identity.strip_prefix("arn:") {
+            Some(rest) => {
+                let parts: Vec<&str> = rest.splitn(5, ':').collect();
+                matches!(parts.as_slice(), [partition, "iam", "", account, resource]
+                    if partition.starts_with("aws") && account.len() == 12 && account.chars().all(|c| c.is_ascii_digit())
+                        && resource.strip_prefix("instance-profile/").is_some_and(|p| p.rsplit('/').next().is_some_and(name)))
+            }
+            None => name(identity),
+        }
+    }
+
     fn reservation_target(&self) -> &'static str {
         "the capacity reservation id (cr-...), or for an UltraServer node type the Capacity Block id (cb-...)"
     }

@@ -1093,6 +1093,7 @@ mod tests {
             user_data: None,
             user_data_write_only: false,
             ssh_public_key: Some("ssh-ed25519 AAAA x".into()),
+            node_identity: None,
             workload: crate::model::Workload::Pretraining,
             rdma_interfaces: 8,
             tags: Default::default(),

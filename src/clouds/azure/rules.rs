@@ -56,6 +56,10 @@ impl Rules for Azure {
         ok
     }
 
+    fn node_identity_form(&self) -> Option<&'static str> {
+        None
+    }
+
     fn reservation_target(&self) -> &'static str {
         "the capacity reservation group id"
     }

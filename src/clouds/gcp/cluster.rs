@@ -306,6 +306,11 @@ fn properties(
     if let Some(p) = policy {
         props["resourcePolicies"] = json!([p]);
     }
+    // The service account the self-check sets the node's label with (node_identity); the scope lets the
+    // account's roles decide what it may do.
+    if let Some(email) = &spec.node_identity {
+        props["serviceAccounts"] = json!([{"email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}]);
+    }
     props
 }
 
@@ -885,6 +890,7 @@ pub async fn imported_config(
             ("image", Value::from(image)),
             ("user_data", Value::from(metadata(i, "startup-script"))),
             ("ssh_public_key", Value::from(ssh)),
+            ("node_identity", Value::from(i.service_accounts.first().and_then(|a| a.email.clone()))),
             ("workload", Value::from(metadata(i, "hpc-workload"))),
             ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),
         ]
@@ -1155,6 +1161,7 @@ mod tests {
             user_data: None,
             user_data_write_only: false,
             ssh_public_key: None,
+            node_identity: None,
             workload: Workload::Pretraining,
             rdma_interfaces: 4,
             tags: Default::default(),

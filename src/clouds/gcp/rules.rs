@@ -93,6 +93,23 @@ impl Rules for Gcp {
         }
     }
 
+    fn node_identity_form(&self) -> Option<&'static str> {
+        Some(
+            "a service account's email (<name>@<project>.iam.gserviceaccount.com) allowed to set the labels of the instances it runs \
+             (compute.instances.get and compute.instances.setLabels, e.g. in a custom role granted on the project)",
+        )
+    }
+
+    fn node_identity_ok(&self, identity: &str) -> bool {
+        let Some((account, domain)) = identity.split_once('@') else { return false };
+        let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+        !account.is_empty()
+            && account.len() <= 100
+            && account.chars().all(ok)
+            && domain.ends_with("gserviceaccount.com")
+            && domain.chars().all(|c| ok(c) || c == '.')
+    }
+
     fn reservation_target(&self) -> &'static str {
         "the reservation name"
     }

@@ -77,6 +77,18 @@ impl Rules for Oci {
         false
     }
 
+    fn node_identity_form(&self) -> Option<&'static str> {
+        Some(
+            "the OCID of the dynamic group the nodes belong to (ocid1.dynamicgroup.oc1..<id>), whose policy lets its instance \
+             principals update their own instance (e.g. \"Allow dynamic-group <name> to use instances in compartment <name>\"); \
+             the nodes authenticate as instance principals",
+        )
+    }
+
+    fn node_identity_ok(&self, identity: &str) -> bool {
+        identity.starts_with("ocid1.dynamicgroup.") && identity.len() <= 255 && !identity.contains(char::is_whitespace)
+    }
+
     fn reservation_target(&self) -> &'static str {
         "the capacity reservation OCID"
     }
