@@ -137,8 +137,9 @@ pub struct QuotaCache {
     pub inner: std::sync::Arc<tokio::sync::Mutex<QuotaLedger>>,
 }
 
-/// By quota (`<cloud>/<scope>/<id>`): its reading as (limit, used), or why it failed; and the claims by
-/// cluster id.
+/// By quota (`<cloud>/<scope>/<id>`, lowercased): its reading as (limit, used), or why it failed; and the
+/// claims by cluster id. A read may bring more than it was asked for (Azure's usages list has every quota
+/// of the location), and all of it is kept, so the place is not read again in the run.
 #[derive(Default)]
 pub struct QuotaLedger {
     pub readings: BTreeMap<String, Result<(u64, u64), String>>,

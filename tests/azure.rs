@@ -601,6 +601,73 @@ fn the_quota_of_a_cluster_is_read_from_the_usages_of_its_location_and_a_plan_sho
 }
 
 #[test]
+fn a_plan_the_family_has_room_for_but_the_regional_total_has_not_is_held_to_cores_from_the_same_one_usages_list() {
+    use hpc_provider::framework::{AttributePath, Diagnostics, PlanRequest, Resource, Severity};
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let fabric = fabric(&ctx, "regional").await;
+        // The family is ample (its default 100000); the location's total of Regular vCPUs is 200.
+        admin("POST", "quota", Some(json!({"id": "cores", "scope": "eastus", "limit": 200})));
+        let config = |name: &str, n: u32| {
+            value(&GpuCluster, json!({"name": name, "fabric": fabric_ref("regional"), "node_count": n, "ssh_public_key": KEY}))
+        };
+        let (cluster, diags) = apply(&ctx, &GpuCluster, &Value::Null, &config("rc", 1)).await;
+        assert!(diags.is_empty(), "{diags:?}");
+        let plan = |ctx: Context, prior: Value, config: Value| async move {
+            let mut d = Diagnostics::new();
+            let request = || PlanRequest { prior: &prior, proposed: &config, config: &config, prior_private: &[] };
+            let planned = GpuCluster.plan(&ctx, request(), &mut d).planned;
+            GpuCluster.check_plan(&ctx, request(), &planned, &mut d).await;
+            d
+        };
+
+        // 1 -> 3 adds 192 vCPUs: the family has room, the regional total (96 of 200 in use) has 104.
+        admin("DELETE", "counters", None);
+        let run_ctx = context();
+        let d = plan(run_ctx.clone(), cluster.clone(), config("rc", 3)).await;
+        let short: Vec<_> = d.iter().filter(|d| d.summary == "Not enough Azure quota for rc").collect();
+        assert_eq!(short.len(), 1, "the regional total alone is short: {:?}", common::lines(&d));
+        let (error, detail) = (short[0], &short[0].detail);
+        assert_eq!((error.severity, &error.path), (Severity::Error, &Some(AttributePath::attr("node_count"))));
+        for part in [
+            "adds 2 x Standard_ND96isr_H100_v5 in eastus: 192 vCPUs of the quota \"Total Regional vCPUs\" (cores), at 96 vCPUs a node",
+            "The quota is 200 vCPUs, 96 in use, 104 free",
+            "Ask for at least 288 vCPUs: a regional vCPU quota increase",
+            "az quota update --resource-name cores --scope /subscriptions/<subscription id>/providers/Microsoft.Compute/locations/eastus",
+            "value=288",
+            "or plan node_count = 2 (what fits)",
+        ] {
+            assert!(detail.contains(part), "{part}: {detail}");
+        }
+        assert!(!detail.contains("standardNDSH100v5Family"), "{detail}");
+
+        // A second cluster of the same plan claims from the same total, and the location is not listed again.
+        let d = plan(run_ctx.clone(), Value::Null, config("rc2", 1)).await;
+        let other = diagnostic(&common::lines(&d), "Not enough Azure quota for rc2").to_owned();
+        assert!(other.contains("104 free, 192 of which other clusters in this plan take"), "{other}");
+        let counters = admin("GET", "counters", None)["counters"].clone();
+        assert_eq!(counters["arm:usages.list"], 1, "one Usage_List for the location in the run: {counters}");
+
+        // quota_check = "warning": the same words, as a warning.
+        let warning_ctx =
+            provider_context(json!({"quota_check": "warning", "azure": {"subscription_id": SUBSCRIPTION, "endpoint": EMULATOR.ep}}));
+        let d = plan(warning_ctx, cluster.clone(), config("rc", 3)).await;
+        let warned = d.iter().find(|d| d.summary == "Not enough Azure quota for rc").expect("a warning");
+        assert_eq!((warned.severity, &warned.detail), (Severity::Warning, detail));
+        assert!(!d.has_errors(), "{:?}", common::lines(&d));
+
+        // Within both (1 -> 2: 96 more of 104 free): no diagnostic.
+        let d = plan(context(), cluster.clone(), config("rc", 2)).await;
+        assert!(d.is_empty(), "{:?}", common::lines(&d));
+        assert_eq!(live_vms(), 1, "the plans made nothing");
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &fabric).await;
+        assert_empty();
+    });
+}
+
+#[test]
 fn under_a_capacity_limit_at_least_keeps_what_came_and_all_or_nothing_deletes_it_again() {
     run(async {
         let _alone = alone().await;

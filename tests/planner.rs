@@ -1235,9 +1235,9 @@ fn azure_filesystem_name_must_be_lustrefs() {
     }
 }
 
-/// The quota diagnostic a plan short of quota shows, per cloud: the quota the cloud's nodes draw on (from
-/// the cloud's backend, as the plan-time check asks it) and the figures, for 4 new nodes against a quota
-/// with room for 2 (1 node's worth in use). `HPC_UPDATE_GOLDENS=1` rewrites `tests/goldens-quota/`.
+/// The quota diagnostic a plan short of quota shows, per cloud: each quota the cloud's nodes draw on (from
+/// the cloud's backend, as the plan-time check asks it; Azure's Regular VMs: the family's and the regional
+/// `cores`) and the figures, for 4 new nodes against a quota with room for 2 (1 node's worth in use). `HPC_UPDATE_GOLDENS=1` rewrites `tests/goldens-quota/`.
 #[test]
 fn quota_diagnostic_goldens() {
     use hpc_provider::clouds::{backend, quota::QuotaReading};
@@ -1268,17 +1268,19 @@ fn quota_diagnostic_goldens() {
         let config = config_value(&schema, &config);
         let mut diags = Diagnostics::new();
         let spec = parse_cluster(&config, &mut diags).unwrap_or_else(|| panic!("{name}: {diags:?}"));
-        let text = match backend::cluster(spec.fabric.cloud).quota(&spec) {
-            None => format!("# {name}\nno quota is read: the nodes draw on none the provider knows (a reservation bounds them)\n"),
-            Some(f) => {
-                let reading = QuotaReading { limit: 2 * f.per_node, used: f.per_node };
-                let (summary, detail) = shortfall(&spec, 4, &f, reading, 0).expect("4 nodes do not fit in 2");
-                format!(
-                    "# {name}\nquota: {} ({}) in {}, {} {} a node\nerror [node_count] {summary}: {detail}\n",
-                    f.name, f.id, f.scope, f.per_node, f.unit
-                )
-            }
-        };
+        let families = backend::cluster(spec.fabric.cloud).quotas(&spec);
+        let mut text = format!("# {name}\n");
+        if families.is_empty() {
+            text += "no quota is read: the nodes draw on none the provider knows (a reservation bounds them)\n";
+        }
+        for f in families {
+            let reading = QuotaReading { limit: 2 * f.per_node, used: f.per_node };
+            let (summary, detail) = shortfall(&spec, 4, &f, reading, 0).expect("4 nodes do not fit in 2");
+            text += &format!(
+                "quota: {} ({}) in {}, {} {} a node\nerror [node_count] {summary}: {detail}\n",
+                f.name, f.id, f.scope, f.per_node, f.unit
+            );
+        }
         let path = dir.join(format!("{name}.txt"));
         if update {
             std::fs::write(&path, &text).unwrap();

@@ -221,23 +221,32 @@ impl Store {
             .collect()
     }
 
-    /// A quota a create would exceed (only limits a test set are enforced): ARM's refusal.
+    /// A quota a create would exceed (only limits a test set are enforced): ARM's refusal. A Regular VM
+    /// counts against its family and the regional total (`cores`, "Total Regional Cores" in ARM's
+    /// words), the family first; a spot VM against `lowPriorityCores` alone.
     fn quota_refusal(&self, size: &str, location: &str, spot: bool, adding: u64) -> Option<(String, String)> {
         let vcpus = SIZES.iter().find(|s| s.0.eq_ignore_ascii_case(size)).map_or(0, |s| s.3);
-        let id = if spot { LOW_PRIORITY.0 } else { SIZES.iter().find(|s| s.0.eq_ignore_ascii_case(size))?.1 };
-        self.quotas.get(&(id.to_lowercase(), location.to_lowercase()))?;
-        let (limit, used) = self.usage(id, location);
-        let need = adding * vcpus;
-        (used + need > limit).then(|| {
-            (
-                "OperationNotAllowed".to_owned(),
-                format!(
-                    "Operation could not be completed as it results in exceeding approved {id} Cores quota. Additional details - Deployment \
-                     Model: Resource Manager, Location: {location}, Current Limit: {limit}, Current Usage: {used}, Additional Required: {need}, \
-                     (Minimum) New Limit Required: {}.",
-                    used + need
-                ),
-            )
+        let drawn: Vec<(&str, &str)> = if spot {
+            vec![(LOW_PRIORITY.0, LOW_PRIORITY.0)]
+        } else {
+            let family = SIZES.iter().find(|s| s.0.eq_ignore_ascii_case(size))?.1;
+            vec![(family, family), (CORES.0, "Total Regional")]
+        };
+        drawn.into_iter().find_map(|(id, words)| {
+            self.quotas.get(&(id.to_lowercase(), location.to_lowercase()))?;
+            let (limit, used) = self.usage(id, location);
+            let need = adding * vcpus;
+            (used + need > limit).then(|| {
+                (
+                    "OperationNotAllowed".to_owned(),
+                    format!(
+                        "Operation could not be completed as it results in exceeding approved {words} Cores quota. Additional details - \
+                         Deployment Model: Resource Manager, Location: {location}, Current Limit: {limit}, Current Usage: {used}, Additional \
+                         Required: {need}, (Minimum) New Limit Required: {}.",
+                        used + need
+                    ),
+                )
+            })
         })
     }
 }

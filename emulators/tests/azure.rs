@@ -583,6 +583,28 @@ async fn compute_usages_report_the_limit_set_and_the_vcpus_of_what_runs() {
     assert_eq!(gone.status, 202);
     assert_eq!(c.wait(&gone).await["status"], "Succeeded");
     assert_eq!(usages(&c, "eastus").await[family], (288, 96));
+
+    // The regional total is a limit of its own: a scale-out the family has room for (96 + 192 of 288) but
+    // the regional total has not (200, 96 in use; the spot VM counts elsewhere) is refused, naming it.
+    let (status, set) = admin_post(&running, "quota", json!({"id": "cores", "scope": "eastus", "limit": 200}));
+    assert_eq!((status, &set["limit"], &set["used"]), (200, &json!(200), &json!(96)), "{set}");
+    assert_eq!(usages(&c, "eastus").await["cores"], (200, 96));
+    let over = c.call("PUT", &format!("{vmss}?{V}"), Some(vmss_body(3)), true).await;
+    assert_eq!((over.status, over.body["error"]["code"].as_str()), (409, Some("OperationNotAllowed")), "{}", over.body);
+    let message = over.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("exceeding approved Total Regional Cores quota")
+            && message.contains("Current Limit: 200, Current Usage: 96, Additional Required: 192"),
+        "{message}"
+    );
+    assert_eq!(vm_count(&c, &vmss).await, 1);
+    let fits = c.call("PUT", &format!("{vmss}?{V}"), Some(vmss_body(2)), true).await;
+    assert!(fits.status < 300, "96 more fit both: {}", fits.body);
+    if fits.header("azure-asyncoperation").is_some() || fits.header("location").is_some() {
+        assert_eq!(c.wait(&fits).await["status"], "Succeeded");
+    }
+    assert_eq!(vm_count(&c, &vmss).await, 2);
+    assert_eq!(usages(&c, "eastus").await["cores"], (200, 192));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -204,11 +204,31 @@ pub trait ClusterBackend: Backend<ClusterSpec> {
         None
     }
 
+    /// Every quota the nodes of `spec` draw on, [`ClusterBackend::quota`] first: a node can count against
+    /// more than one (Azure: its VM family's vCPUs and the location's total, `cores`), and the plan-time
+    /// check holds the cluster to each.
+    fn quotas(&self, spec: &ClusterSpec) -> Vec<QuotaFamily> {
+        self.quota(spec).into_iter().collect()
+    }
+
     /// Reads a quota's limit and usage: one call per family and place (the plan-time check caches it for
     /// the run, across resources). An error (no permission, no such API at the endpoint) makes the check
     /// a warning, never a failure.
     async fn read_quota(&self, _ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
         Err(format!("reading {} is not supported", family.id).into())
+    }
+
+    /// Reads the quotas `families` (all of one scope) in as few calls as the cloud allows, and gives every
+    /// reading those calls brought, by quota id: the asked ones the cloud reports, and any other of the
+    /// scope the same answer listed (Azure's one usages list has every family of the location), which
+    /// the check keeps for the rest of the run. An asked quota the answer lacks is missing from the map;
+    /// an error is the read's as a whole. By default one [`ClusterBackend::read_quota`] per family.
+    async fn read_quotas(&self, ctx: &Context, families: &[QuotaFamily]) -> Result<BTreeMap<String, QuotaReading>, CloudError> {
+        let mut out = BTreeMap::new();
+        for family in families {
+            out.insert(family.id.clone(), self.read_quota(ctx, family).await?);
+        }
+        Ok(out)
     }
 
     /// A state stored under an older schema version, brought to what this release plans for this cloud

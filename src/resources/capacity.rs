@@ -43,7 +43,8 @@ pub async fn check_quota(ctx: &Context, prior: &Value, spec: &ClusterSpec, diags
     if backend.configured(ctx).await.is_err() {
         return;
     }
-    let Some(family) = backend.quota(spec) else {
+    let families = backend.quotas(spec);
+    if families.is_empty() {
         if let Some(why) = backend.unread_quota(spec) {
             diags.warning_at(
                 AttributePath::attr("node_count"),
@@ -55,40 +56,78 @@ pub async fn check_quota(ctx: &Context, prior: &Value, spec: &ClusterSpec, diags
             );
         }
         return;
-    };
-    let claimant = backend.id(spec).unwrap_or_else(|| format!("{}/{}", cloud.as_str(), spec.name));
-    let need = u64::from(added) * family.per_node;
-    let key = format!("{}/{}/{}", cloud.as_str(), family.scope, family.id);
-    let mut ledger = config.quotas.inner.lock().await;
-    if !ledger.readings.contains_key(&key) {
-        let read = backend.read_quota(ctx, &family).await.map(|r| (r.limit, r.used)).map_err(String::from);
-        ledger.readings.insert(key.clone(), read);
     }
-    let reading = ledger.readings[&key].clone().map(|(limit, used)| QuotaReading { limit, used });
-    let claims = ledger.claims.entry(key).or_default();
-    let others: u64 = claims.iter().filter(|(k, _)| **k != claimant).map(|(_, v)| *v).sum();
-    claims.insert(claimant, need);
+    let claimant = backend.id(spec).unwrap_or_else(|| format!("{}/{}", cloud.as_str(), spec.name));
+    // By quota: cloud, scope and id, without case (Azure's casing of family names varies between its APIs).
+    let key = |scope: &str, id: &str| format!("{}/{scope}/{id}", cloud.as_str()).to_lowercase();
+    let mut ledger = config.quotas.inner.lock().await;
+    // What this run has not read yet, by scope: one read for each scope, which answers for all of them.
+    let mut unread: BTreeMap<&str, Vec<QuotaFamily>> = BTreeMap::new();
+    for f in families.iter().filter(|f| !ledger.readings.contains_key(&key(&f.scope, &f.id))) {
+        unread.entry(f.scope.as_str()).or_default().push(f.clone());
+    }
+    for (scope, asked) in unread {
+        match backend.read_quotas(ctx, &asked).await {
+            Ok(got) => {
+                let came = got.len();
+                for (id, r) in got {
+                    ledger.readings.entry(key(scope, &id)).or_insert(Ok((r.limit, r.used)));
+                }
+                for f in &asked {
+                    let missing =
+                        || Err(format!("{}'s answer for {scope} lists no {} ({came} quotas came back)", cloud.display_name(), f.id));
+                    ledger.readings.entry(key(scope, &f.id)).or_insert_with(missing);
+                }
+            }
+            Err(e) => {
+                let e = String::from(e);
+                for f in &asked {
+                    ledger.readings.insert(key(scope, &f.id), Err(e.clone()));
+                }
+            }
+        }
+    }
+    // Each quota with this cluster's claim on it and what the other clusters of the plan claim.
+    let mut checked = Vec::new();
+    for family in families {
+        let k = key(&family.scope, &family.id);
+        let reading = ledger.readings[&k].clone().map(|(limit, used)| QuotaReading { limit, used });
+        let claims = ledger.claims.entry(k).or_default();
+        let others: u64 = claims.iter().filter(|(c, _)| **c != claimant).map(|(_, v)| *v).sum();
+        claims.insert(claimant.clone(), u64::from(added) * family.per_node);
+        checked.push((family, reading, others));
+    }
     drop(ledger);
-    match reading {
-        Err(e) => diags.warning_at(
+    // The quotas that could not be read, one warning for each reason (one failed read is one warning).
+    let mut failed: BTreeMap<String, Vec<&QuotaFamily>> = BTreeMap::new();
+    for (family, reading, _) in &checked {
+        if let Err(e) = reading {
+            failed.entry(e.clone()).or_default().push(family);
+        }
+    }
+    for (e, quotas) in failed {
+        let named: Vec<String> = quotas.iter().map(|f| format!("{:?} ({})", f.name, f.id)).collect();
+        let (what, them) = if named.len() == 1 { ("quota", "it") } else { ("quotas", "them") };
+        diags.warning_at(
             AttributePath::attr("node_count"),
             "Quota not checked",
             format!(
-                "Cluster {}: the {} quota {:?} ({}) in {} could not be read, so this plan was not checked against it: {e}. The plan \
+                "Cluster {}: the {} {what} {} in {} could not be read, so this plan was not checked against {them}: {e}. The plan \
                  goes on; an apply short of quota fails at the cloud.",
                 spec.name,
                 cloud.display_name(),
-                family.name,
-                family.id,
-                family.scope
+                named.join(" and "),
+                quotas[0].scope
             ),
-        ),
-        Ok(r) => {
-            if let Some((summary, detail)) = shortfall(spec, added, &family, r, others) {
-                match config.quota_check {
-                    QuotaCheck::Warning => diags.warning_at(AttributePath::attr("node_count"), summary, detail),
-                    _ => diags.error_at(AttributePath::attr("node_count"), summary, detail),
-                }
+        );
+    }
+    for (family, reading, others) in &checked {
+        if let Ok(r) = reading
+            && let Some((summary, detail)) = shortfall(spec, added, family, *r, *others)
+        {
+            match config.quota_check {
+                QuotaCheck::Warning => diags.warning_at(AttributePath::attr("node_count"), summary, detail),
+                _ => diags.error_at(AttributePath::attr("node_count"), summary, detail),
             }
         }
     }

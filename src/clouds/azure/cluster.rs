@@ -1049,10 +1049,24 @@ impl ClusterBackend for backend::Azure {
         quota::family(spec)
     }
 
+    /// The family's quota and, for Regular VMs, the regional total (`cores`).
+    fn quotas(&self, spec: &ClusterSpec) -> Vec<QuotaFamily> {
+        quota::quotas(spec)
+    }
+
     /// One `Usage_List` of the location per family.
     async fn read_quota(&self, ctx: &Context, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
         let arm = arm(ctx).await?;
         quota::read(ctx, &arm, family).await
+    }
+
+    /// One `Usage_List` of the location for all of them: every usage it lists (family and regional
+    /// quotas alike), so the location is not listed again in the run.
+    async fn read_quotas(&self, ctx: &Context, families: &[QuotaFamily]) -> Result<BTreeMap<String, QuotaReading>, CloudError> {
+        let Some(first) = families.first() else { return Ok(BTreeMap::new()) };
+        debug_assert!(families.iter().all(|f| f.scope == first.scope), "one location per read");
+        let arm = arm(ctx).await?;
+        Ok(quota::readings(&quota::usages(ctx, &arm, &first.scope).await?))
     }
 
     async fn look_for_nodes(&self, step: &Step<'_>, spec: &ClusterSpec) -> Result<(), CloudError> {

@@ -3,13 +3,15 @@
 //! `Usage_List`: `ListUsagesResult.value[]` of `Usage {name {value, localizedValue}, currentValue, limit,
 //! unit}`), and Azure's words for "no capacity".
 //!
-//! Regular (on-demand) VMs count their vCPUs against the quota of their VM family
-//! (`standardNDSH100v5Family`, ...), and against the regional total (`cores`, which this check does not
-//! read: the family's is the one that is short in practice, and one quota is read per cluster). Spot VMs
-//! count against the one regional low-priority quota, `lowPriorityCores`, whatever their family (Microsoft
-//! Learn, "Azure Spot Virtual Machines", quota section; the usages list names it "Total Regional
-//! Low-priority vCPUs"). Nodes in a
-//! capacity reservation group draw on the reservation, which bounds them: no quota is read.
+//! Regular (on-demand) VMs count their vCPUs against two quotas at once: that of their VM family
+//! (`standardNDSH100v5Family`, ...) and the location's total of every family, `cores` ("Total Regional
+//! vCPUs"; Microsoft Learn, "Check vCPU quotas": the vCPUs of a new VM "must not exceed the vCPU quota for
+//! the VM size family or the total regional vCPU quota"; "If either of those quotas are exceeded, the VM
+//! deployment will not be allowed"). Both come from the same usages list, so the check holds a cluster
+//! to both with one `Usage_List` per location. Spot VMs count against the one regional low-priority quota, `lowPriorityCores`, whatever
+//! their family, and neither of the others (Microsoft Learn, "Azure Spot Virtual Machines", quota
+//! section; the usages list names it "Total Regional Low-priority vCPUs"). Nodes in a capacity
+//! reservation group draw on the reservation, which bounds them: no quota is read.
 
 use serde_json::Value as Json;
 
@@ -23,6 +25,9 @@ use crate::model::{CapacityType, ClusterSpec};
 
 /// The spot quota: one per location for every family (its `localizedValue` as the usages list gives it).
 pub const LOW_PRIORITY: (&str, &str) = ("lowPriorityCores", "Total Regional Low-priority vCPUs");
+
+/// The location's total of Regular VMs' vCPUs, every family's together (its `localizedValue` likewise).
+pub const CORES: (&str, &str) = ("cores", "Total Regional vCPUs");
 
 /// One row of the table: a VM size, the usage its vCPUs count against when it runs as a Regular VM, that
 /// usage's display name, and the size's vCPUs.
@@ -98,6 +103,23 @@ pub fn family(spec: &ClusterSpec) -> Option<QuotaFamily> {
     })
 }
 
+/// Every quota the nodes of `spec` draw on: for Regular VMs their family's and the regional total
+/// (`cores`), for spot `lowPriorityCores` alone, for a reservation none.
+pub fn quotas(spec: &ClusterSpec) -> Vec<QuotaFamily> {
+    let Some(first) = family(spec) else { return Vec::new() };
+    let regional = (spec.capacity == CapacityType::OnDemand).then(|| QuotaFamily {
+        id: CORES.0.to_owned(),
+        name: CORES.1.to_owned(),
+        request: format!(
+            "a regional vCPU quota increase (\"{}\" in the portal's Quotas, Compute), e.g. {}",
+            CORES.1,
+            request(CORES.0, &first.scope, "dedicated")
+        ),
+        ..first.clone()
+    });
+    std::iter::once(first).chain(regional).collect()
+}
+
 /// The usage of `id` in a usages list: Azure's casing of family names varies between its APIs
 /// (`standardNDSH100v5Family`, `StandardNDSH100v5Family`), so they compare without case.
 pub fn reading(usages: &[Json], id: &str) -> Option<QuotaReading> {
@@ -106,13 +128,30 @@ pub fn reading(usages: &[Json], id: &str) -> Option<QuotaReading> {
     Some(QuotaReading { limit: number(&usage["limit"])?, used: number(&usage["currentValue"])? })
 }
 
+/// Every usage of a usages list that reads as numbers, by its name as listed (`Usage.name.value`).
+pub fn readings(usages: &[Json]) -> std::collections::BTreeMap<String, QuotaReading> {
+    let mut out = std::collections::BTreeMap::new();
+    for usage in usages {
+        if let Some(id) = usage["name"]["value"].as_str()
+            && let Some(r) = reading(std::slice::from_ref(usage), id)
+        {
+            out.entry(id.to_owned()).or_insert(r);
+        }
+    }
+    out
+}
+
+/// One `Usage_List` of a location, following `nextLink`.
+pub async fn usages(ctx: &Context, arm: &Arm, location: &str) -> Result<Vec<Json>, CloudError> {
+    let url = format!("/subscriptions/{}/providers/Microsoft.Compute/locations/{location}/usages", arm.subscription);
+    arm.list(ctx, &url, COMPUTE_API)
+        .await
+        .map_err(|e| e.map_message(|e| format!("reading the Microsoft.Compute usages of {location} (Usage_List) failed: {e}")))
+}
+
 /// One `Usage_List` of the family's location (following `nextLink`): the family's limit and usage.
 pub async fn read(ctx: &Context, arm: &Arm, family: &QuotaFamily) -> Result<QuotaReading, CloudError> {
-    let url = format!("/subscriptions/{}/providers/Microsoft.Compute/locations/{}/usages", arm.subscription, family.scope);
-    let usages = arm
-        .list(ctx, &url, COMPUTE_API)
-        .await
-        .map_err(|e| e.map_message(|e| format!("reading the Microsoft.Compute usages of {} (Usage_List) failed: {e}", family.scope)))?;
+    let usages = usages(ctx, arm, &family.scope).await?;
     reading(&usages, &family.id).ok_or_else(|| {
         CloudError::other(format!(
             "the Microsoft.Compute usages of {} (Usage_List) list no {} ({} entries came back)",
@@ -194,5 +233,58 @@ mod tests {
             let _ = reading(&usages, "standardNDSH100v5Family");
             Ok(())
         });
+    }
+
+    #[test]
+    fn a_regular_vm_draws_on_its_family_and_the_regional_total_a_spot_vm_on_low_priority_cores_alone() {
+        for sku in crate::catalog::SKUS.iter().filter(|s| s.cloud == Cloud::Azure) {
+            let on_demand = quotas(&spec(sku.name, "on-demand"));
+            let ids: Vec<&str> = on_demand.iter().map(|f| f.id.as_str()).collect();
+            assert_eq!(ids, [family(&spec(sku.name, "on-demand")).unwrap().id.as_str(), "cores"], "{}", sku.name);
+            let cores = &on_demand[1];
+            assert_eq!((cores.name.as_str(), cores.scope.as_str(), cores.unit), ("Total Regional vCPUs", "westus3", "vCPUs"));
+            assert_eq!(cores.per_node, on_demand[0].per_node, "{}: a node takes its vCPUs of both", sku.name);
+            assert!(cores.request.starts_with("a regional vCPU quota increase (\"Total Regional vCPUs\""), "{}", cores.request);
+            assert!(cores.request.contains("--resource-name cores --scope") && cores.request.contains("locations/westus3"));
+            assert!(cores.request.contains("--resource-type dedicated") && cores.request.contains("value=<n>"), "{}", cores.request);
+            let spot: Vec<String> = quotas(&spec(sku.name, "spot")).into_iter().map(|f| f.id).collect();
+            assert_eq!(spot, [LOW_PRIORITY.0], "{}: spot counts against neither family nor cores", sku.name);
+            assert!(quotas(&spec(sku.name, "reservation")).is_empty(), "{}", sku.name);
+        }
+    }
+
+    #[test]
+    fn one_usages_list_reads_the_family_and_the_regional_total_together() {
+        let usages = vec![
+            json!({"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 96, "limit": 200, "unit": "Count"}),
+            json!({"name": {"value": "lowPriorityCores"}, "currentValue": 0, "limit": 100, "unit": "Count"}),
+            json!({"name": {"value": "StandardNDSH100v5Family"}, "currentValue": 96, "limit": 100000, "unit": "Count"}),
+            json!({"name": {"value": "availabilitySets"}, "currentValue": -1, "limit": 2500, "unit": "Count"}),
+            json!({"name": {"value": "standardNCFamily"}, "limit": 24}),
+            json!({"name": {"localizedValue": "nameless"}, "currentValue": 1, "limit": 2}),
+        ];
+        let got = readings(&usages);
+        assert_eq!(got["cores"], QuotaReading { limit: 200, used: 96 });
+        assert_eq!(got["StandardNDSH100v5Family"], QuotaReading { limit: 100_000, used: 96 }, "as listed: the check compares without case");
+        assert_eq!(got["lowPriorityCores"], QuotaReading { limit: 100, used: 0 });
+        assert_eq!(got["availabilitySets"], QuotaReading { limit: 2500, used: 0 }, "a negative usage reads as none");
+        assert_eq!(got.len(), 4, "a usage without numbers or a name is no reading: {got:?}");
+
+        // The regional total short while the family has room: the diagnostic names cores and the fix.
+        let s = spec("Standard_ND96isr_H100_v5", "on-demand");
+        let [fam, cores] = &quotas(&s)[..] else { panic!("two quotas") };
+        assert!(crate::resources::capacity::shortfall(&s, 3, fam, got["StandardNDSH100v5Family"], 0).is_none());
+        let (summary, detail) = crate::resources::capacity::shortfall(&s, 3, cores, got["cores"], 0).expect("288 > 104 free");
+        assert_eq!(summary, "Not enough Azure quota for train");
+        for part in [
+            "288 vCPUs of the quota \"Total Regional vCPUs\" (cores)",
+            "The quota is 200 vCPUs, 96 in use, 104 free",
+            "Ask for at least 384 vCPUs: a regional vCPU quota increase",
+            "--resource-name cores",
+            "value=384",
+            "node_count = 16 (what fits)",
+        ] {
+            assert!(detail.contains(part), "{part}: {detail}");
+        }
     }
 }
