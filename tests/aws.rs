@@ -341,6 +341,33 @@ async fn the_apply_after_nodes_died_at_launch_finishes_the_cluster() {
     assert_eq!(state.get("node_names"), &Value::list([Value::from("dies-0")]));
 }
 
+/// EC2's idempotency: a RunInstances `ClientToken` is a "Unique, case-sensitive identifier you provide to
+/// ensure the idempotency of the request". A launch EC2 carried out whose answer was lost (a 503) is sent
+/// again by the SDK under the batch's token, and answered with the first launch's reservation: each node is
+/// launched once.
+#[tokio::test]
+async fn a_launch_whose_answer_was_lost_is_sent_again_under_its_client_token_and_made_once() {
+    let env = Env::start();
+    env.fabric().await;
+    env.admin("POST", "faults", Some(json!({"service": "ec2", "operation": "RunInstances", "kind": "answer_lost", "times": 1})));
+    env.admin("DELETE", "events", None);
+    let config = value(&GpuCluster, json!({"name": "once", "fabric": FABRIC_REF(), "node_count": 2, "image": "ami-12c6146b"}));
+    let (state, diags) = apply(&env.ctx, &GpuCluster, &Value::Null, &config).await;
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    assert_eq!(env.admin("GET", "faults", None)["faults"][0]["fired"], 1);
+    assert_eq!(env.admin("GET", "counters", None)["counters"]["ec2:RunInstances"], 2, "the batch sent twice");
+    let launched: Vec<serde_json::Value> = env.admin("GET", "events", None)["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e["event"] == "created")
+        .collect();
+    assert_eq!(launched.len(), 2, "each node launched once: {launched:?}");
+    assert_eq!(env.nodes().len(), 2, "{:?}", env.nodes());
+    assert_eq!(state.get("node_names"), &Value::list([Value::from("once-0"), Value::from("once-1")]));
+}
+
 #[tokio::test]
 async fn a_throttled_ec2_read_is_retried() {
     let env = Env::start();

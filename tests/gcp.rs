@@ -585,6 +585,41 @@ fn strings(v: &Value) -> Json {
     .unwrap()
 }
 
+/// Compute Engine's optimistic locking: setLabels replaces every label and carries the labels' fingerprint
+/// ("Provide the latest fingerprint value when making a request to add or change labels"). The node's
+/// self-check publishing its verdict between the provider's read and its setLabels makes the fingerprint
+/// stale: 412 conditionNotMet, and the provider reads the node again and relabels it from what it is now,
+/// so the verdict is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verdict_published_between_the_relabels_read_and_write_is_kept() {
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (_, cluster, mut config) = d2_cluster(&ctx, 1, json!({})).await;
+    // The provider's setLabels is held on the way for 1.5 s, after its read; the node publishes meanwhile.
+    admin(
+        &ep,
+        "POST",
+        "faults",
+        Some(json!({"service": "compute", "operation": "instances.setLabels", "kind": "latency", "latency_ms": 1500, "times": 1})),
+    );
+    admin(&ep, "DELETE", "counters", None);
+    config["tags"] = json!({"team": "research"});
+    let node = async {
+        while admin(&ep, "GET", "counters", None)["counters"]["compute:instances.setLabels"].as_u64().unwrap_or(0) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        publish(&ep, "d2-0", "ok");
+    };
+    let config = value(&GpuCluster, config);
+    let ((_, diags), ()) = tokio::join!(apply_ok(&ctx, &GpuCluster, &cluster, &config), node);
+    assert!(diags.iter().all(|d| !d.contains("failed")), "{diags:?}");
+    let labels = &live(&ep)["d2-0"]["labels"];
+    assert_eq!(labels["team"], "research");
+    assert_eq!(labels["hpc-selfcheck"], "ok", "the verdict written meanwhile is kept: {labels}");
+    // The provider's stale write refused, then made again from a second read; the node's own write.
+    assert_eq!(admin(&ep, "GET", "counters", None)["counters"]["compute:instances.setLabels"], 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_and_self_check_verdicts_of_every_node_come_with_the_one_list() {
     let ep = start_gcp();

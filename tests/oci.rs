@@ -948,6 +948,68 @@ mod day2 {
         assert_eq!(map(read.get("selfcheck")), BTreeMap::from([("d2-0".to_owned(), "ok".to_owned())]));
     }
 
+    /// OCI's idempotency: "A token that uniquely identifies a request so it can be retried in case of a
+    /// timeout or server error without risk of executing that same action again." A launch carried out whose
+    /// answer never came back is retried by the provider under the same `opc-retry-token`, and OCI answers with
+    /// the first launch's instance: each node is launched once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_launch_whose_answer_was_lost_is_retried_under_its_retry_token_and_made_once() {
+        let oci = Oci::start();
+        fabric(&oci.ctx, "d2f", "cluster").await;
+        oci.admin("POST", "faults", Some(json!({"service": "core", "operation": "LaunchInstance", "kind": "answer_lost", "times": 1})));
+        oci.admin("DELETE", "events", None);
+        let state = cluster(&oci.ctx, &config("cluster", 2, IMAGE_A)).await;
+        assert_eq!(oci.admin("GET", "faults", None)["faults"][0]["fired"], json!(1));
+        let counters = counters(&oci);
+        assert_eq!(counters["core:LaunchInstance"], 3, "two launches, one of them sent again: {counters}");
+        let created: Vec<Json> = oci.admin("GET", "events", None)["events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e["event"] == "created")
+            .collect();
+        assert_eq!(created.len(), 2, "each node launched once: {created:?}");
+        assert_eq!(live(&oci).await.keys().collect::<Vec<_>>(), ["d2-0", "d2-1"]);
+        assert_eq!(node_names(&state), ["d2-0", "d2-1"]);
+    }
+
+    /// OCI's optimistic concurrency: UpdateInstance replaces the whole `freeformTags`, so the provider's
+    /// retag reads the node (with its etag), keeps the node's own keys and writes with `if-match`. The node's
+    /// self-check publishing its verdict between that read and that write makes the write stale: OCI refuses
+    /// it (412 `NoEtagMatch`), and the provider reads the node again and makes its change anew, so the
+    /// verdict is kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_verdict_published_between_the_retags_read_and_write_is_kept() {
+        let (oci, state) = cluster_of("cluster", 1).await;
+        let id = field(&live(&oci).await, "d2-0", "/id");
+        // The provider's write is held on the way for 1.5 s, after its read; the node publishes meanwhile.
+        oci.admin(
+            "POST",
+            "faults",
+            Some(json!({"service": "core", "operation": "UpdateInstance", "kind": "latency", "latency_ms": 1500, "times": 1})),
+        );
+        oci.admin("DELETE", "counters", None);
+        let retagged = value(
+            &GpuCluster,
+            json!({"name": "d2", "fabric": fabric_ref("d2f", "cluster"), "node_count": 1, "image": IMAGE_A, "tags": {"team": "infra"}}),
+        );
+        let node = async {
+            while counters(&oci)["core:UpdateInstance"].as_u64().unwrap_or(0) == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            publish(&oci, &id, "ok").await;
+        };
+        let ((_, diags), ()) = tokio::join!(apply(&oci.ctx, &GpuCluster, &state, &retagged), node);
+        assert!(diags.is_empty(), "{diags:?}");
+        let after = live(&oci).await;
+        assert_eq!(field(&after, "d2-0", "/freeformTags/team"), "infra");
+        assert_eq!(field(&after, "d2-0", "/freeformTags/hpc:selfcheck"), "ok", "the verdict written meanwhile is kept");
+        let c = counters(&oci);
+        // The provider's stale write refused, then made again from a second read; the node's own write.
+        assert_eq!(c["core:UpdateInstance"], 3, "{c}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn removing_nodes_terminates_only_those_and_converge_makes_them_again_in_the_compute_cluster() {
         let (oci, state) = cluster_of("cluster", 4).await;

@@ -430,6 +430,26 @@ _orig_run_instances = EC2Response.run_instances
 
 def run_instances(self):
     backend = self.ec2_backend
+    # Idempotency as EC2 documents it ("Unique, case-sensitive identifier you provide to ensure the idempotency
+    # of the request"): a ClientToken seen before, with the same parameters, is answered with the first
+    # launch's reservation and launches nothing; with other parameters it is IdempotentParameterMismatch.
+    token = self._get_param("ClientToken")
+    params = sorted((k, tuple(v)) for k, v in self.querystring.items() if k != "ClientToken")
+    seen = _state(backend, "client_tokens")
+    if token and token in seen:
+        first_params, first_result = seen[token]
+        if first_params != params:
+            raise EC2ClientError("IdempotentParameterMismatch",
+                                 f"The client token {token} was used with a different request before.")
+        return first_result
+    result = _run_instances(self)
+    if token:
+        seen[token] = (params, result)
+    return result
+
+
+def _run_instances(self):
+    backend = self.ec2_backend
     template = _lt_data(backend, self._get_param("LaunchTemplate", {}))
     itype = self._get_param("InstanceType") or template.get("InstanceType") or "m1.small"
     nics = self._get_param("NetworkInterfaces", []) or template.get("NetworkInterfaces") or template.get("NetworkInterface") or []
@@ -1372,7 +1392,7 @@ class Faults:
 def fault_response(rule, service, operation, body):
     """The error the real service sends for this kind of fault."""
     kind = rule["kind"]
-    if kind in ("latency", "terminate_at_launch"):
+    if kind in ("latency", "terminate_at_launch", "answer_lost"):
         return None
     request_id = str(uuid.uuid4())
     if service == "ec2":
@@ -1397,6 +1417,18 @@ def fault_response(rule, service, operation, body):
         status, code, msg = 500, "InternalServerError", "An internal server error occurred"
     return status, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", request_id)], json.dumps(
         {"__type": code, "Message": msg}).encode()
+
+
+def answer_lost_response(service):
+    """The 503 a caller hears when the service carried its call out and the answer was lost on the way."""
+    request_id = str(uuid.uuid4())
+    if service == "ec2":
+        xml = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>Unavailable</Code>'
+               "<Message>The server is overloaded and can't handle the request.</Message></Error></Errors>"
+               f"<RequestID>{request_id}</RequestID></Response>")
+        return 503, [("Content-Type", "text/xml"), ("x-amzn-RequestId", request_id)], xml.encode()
+    return 503, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", request_id)], json.dumps(
+        {"__type": "ServiceUnavailableException", "Message": "The service is unavailable."}).encode()
 
 
 def inventory(region=None):
@@ -1601,6 +1633,7 @@ class AdminMiddleware:
             status, headers, payload = refusal
             start_response(f"{status} Bad Request", headers)
             return [payload]
+        lost = False
         if service:
             key = f"{service}:{operation}"
             with self.lock:
@@ -1611,6 +1644,8 @@ class AdminMiddleware:
                     time.sleep(rule["latency_ms"] / 1000.0)
                 # The launch succeeds, then EC2 takes the instances back: they end `terminated` with a reason.
                 _tls.terminate_at_launch = rule["kind"] == "terminate_at_launch"
+                # The call is carried out, and its answer is lost on the way back: the caller hears a 503.
+                lost = rule["kind"] == "answer_lost"
                 response = fault_response(rule, service, operation, body)
                 if response:
                     status, headers, payload = response
@@ -1626,6 +1661,16 @@ class AdminMiddleware:
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
         try:
+            if lost:
+                def unheard(status, headers, exc_info=None):
+                    answered["status"] = status
+                    return lambda data: None
+
+                chunks = self.app(environ, unheard) if judged is None else self.judged_call(environ, unheard, judged)
+                b"".join(chunks)
+                status, headers, payload = answer_lost_response(service)
+                start_response(f"{status} Service Unavailable", headers + [("Content-Length", str(len(payload)))])
+                return [payload]
             if judged is None:
                 return self.app(environ, noting)
             return self.judged_call(environ, noting, judged)

@@ -551,6 +551,7 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         _ => "lustre",
     };
     let mut capacity_failure = false;
+    let mut answer_lost = false;
     if let Some(fault) = oci.admin.on_request(service, &route.operation) {
         match fault.kind {
             FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
@@ -567,7 +568,9 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
                 capacity_failure = true
             }
             FaultKind::Capacity => return Reply::error(500, "InternalError", "Out of host capacity.").into_response(),
-            FaultKind::ServerError | FaultKind::AnswerLost | FaultKind::OperationError => {
+            // Carried out below, and then the caller never hears so.
+            FaultKind::AnswerLost => answer_lost = true,
+            FaultKind::ServerError | FaultKind::OperationError => {
                 return Reply::error(500, "InternalError", "Internal error occurred").into_response();
             }
             FaultKind::NotFound => return Reply::not_found().into_response(),
@@ -613,6 +616,9 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         && reply.status < 300
     {
         store.retries.insert(key, reply.clone());
+    }
+    if answer_lost {
+        return Reply::error(500, "InternalError", "Internal error occurred").into_response();
     }
     reply.into_response()
 }

@@ -36,6 +36,17 @@ pub async fn connect(ctx: &Context, region: &str) -> Aws {
     aws
 }
 
+/// A batch's RunInstances `ClientToken` ("Unique, case-sensitive identifier you provide to ensure the
+/// idempotency of the request"; at most 64 ASCII characters): `hpc-` and 32 random hex digits, one per batch
+/// and so one for every attempt at it, so that a launch EC2 carried out whose answer was lost is answered,
+/// when sent again, with its first reservation instead of being made twice.
+pub fn client_token() -> String {
+    let mut b = [0u8; 16];
+    let _ = aws_lc_rs::rand::fill(&mut b);
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    ["hpc", &hex].join("-")
+}
+
 /// The SDK's own retries (standard mode: throttling and transient errors, exponential backoff with full
 /// jitter, a retry quota against storms) on the one policy every cloud follows (`clouds::retry::POLICY`):
 /// the same attempts, first wait and longest wait.

@@ -812,6 +812,8 @@ async fn launch(
     let out = aws
         .ec2
         .run_instances()
+        // One token for the batch, whatever the attempts (the SDK sends the request again as it was).
+        .client_token(api::client_token())
         .launch_template(LaunchTemplateSpecification::builder().launch_template_name(template_name(&spec.name)).version("$Latest").build())
         .min_count(min as i32)
         .max_count(n)

@@ -179,13 +179,15 @@ pub struct Reply {
     pub body: Json,
     pub next_page: Option<String>,
     pub work_request: Option<String>,
+    /// The resource's `etag`, which an update's `if-match` carries back.
+    pub etag: Option<String>,
 }
 
 impl Reply {
     /// An answer from its status, a header reader and its body text (null when it is not JSON).
     pub fn of(status: u16, header: impl Fn(&str) -> Option<String>, text: &str) -> Reply {
-        let (next_page, work_request) = (header("opc-next-page"), header("opc-work-request-id"));
-        Reply { status, body: serde_json::from_str(text).unwrap_or(Json::Null), next_page, work_request }
+        let (next_page, work_request, etag) = (header("opc-next-page"), header("opc-work-request-id"), header("etag"));
+        Reply { status, body: serde_json::from_str(text).unwrap_or(Json::Null), next_page, work_request, etag }
     }
 
     /// OCI's `{"code", "message"}` as `Code: message`.
@@ -204,6 +206,15 @@ impl Reply {
     pub fn failure(&self, what: &str) -> CloudError {
         error(self.status, &self.body, format!("{what}: {}", self.error()))
     }
+}
+
+/// The headers of a request beyond the signed ones: a POST's `opc-retry-token` (one for all its attempts:
+/// "A token that uniquely identifies a request so it can be retried in case of a timeout or server error
+/// without risk of executing that same action again") and an update's `if-match`.
+#[derive(Clone, Copy)]
+struct Extra<'a> {
+    retry_token: Option<&'a str>,
+    if_match: Option<&'a str>,
 }
 
 /// OCI's words for a launch that found no host for the shape: a 500 `InternalError` whose message says
@@ -276,6 +287,19 @@ impl Oci {
         path: &str,
         body: Option<&Json>,
     ) -> Result<Reply, CloudError> {
+        self.send_with(ctx, method, service, path, body, None).await
+    }
+
+    /// [`Oci::send`] with an `if-match` etag: the write is made only if the resource is still as read.
+    async fn send_with(
+        &self,
+        ctx: &Context,
+        method: reqwest::Method,
+        service: Service,
+        path: &str,
+        body: Option<&Json>,
+        if_match: Option<&str>,
+    ) -> Result<Reply, CloudError> {
         let base = self.base(service);
         let url = format!("{base}/{}{path}", service.version());
         let parsed = reqwest::Url::parse(&url).map_err(|e| format!("{url} is not a URL: {e}"))?;
@@ -292,7 +316,8 @@ impl Oci {
         let retry_token = (method == reqwest::Method::POST).then(|| format!("hpc-{:016x}{:016x}", random_u64(), random_u64()));
         let what = format!("calling OCI at {base}");
         retry::send(ctx, &crate::clouds::throttle::OCI, &what, || {
-            self.attempt(&method, &parsed, &host, &path_and_query, payload.as_deref(), retry_token.as_deref(), &what)
+            let headers = Extra { retry_token: retry_token.as_deref(), if_match };
+            self.attempt(&method, &parsed, &host, &path_and_query, payload.as_deref(), headers, &what)
         })
         .await
     }
@@ -307,7 +332,7 @@ impl Oci {
         host: &str,
         path_and_query: &str,
         payload: Option<&[u8]>,
-        retry_token: Option<&str>,
+        extra: Extra<'_>,
         what: &str,
     ) -> Result<Answer<Reply>, CloudError> {
         let date = crate::clock::http_date(SystemTime::now());
@@ -323,8 +348,11 @@ impl Oci {
                 request = request.header(k.as_str(), v.as_str());
             }
         }
-        if let Some(token) = retry_token {
+        if let Some(token) = extra.retry_token {
             request = request.header("opc-retry-token", token);
+        }
+        if let Some(etag) = extra.if_match {
+            request = request.header("if-match", etag);
         }
         request = request.header("accept", "application/json");
         if let Some(p) = payload {
@@ -434,6 +462,50 @@ impl Oci {
             return Err(reply.failure(&format!("updating {what}")));
         }
         Ok((reply.body, reply.work_request))
+    }
+
+    /// A read-modify-write of one resource under OCI's optimistic concurrency ("set the `if-match` parameter
+    /// to the value of the etag from a previous GET or POST response for that resource. The resource will be
+    /// updated or deleted only if the etag you provide matches the resource's current etag value"): the
+    /// resource is read with its etag, `change` makes the update's body from it (None: nothing to change any
+    /// more) and the PUT carries `if-match`; when someone wrote in between (412 `NoEtagMatch`) it is read
+    /// again and the change made anew from what it is now ([`retry::guarded`]), so that what they wrote is
+    /// not lost. The PUT's body and work request id; None when there was nothing to change.
+    pub async fn rewrite(
+        &self,
+        ctx: &Context,
+        service: Service,
+        path: &str,
+        what: &str,
+        change: impl Fn(&Json) -> Option<Json>,
+    ) -> Result<Option<(Json, Option<String>)>, CloudError> {
+        let read = || async {
+            let reply = self.send(ctx, reqwest::Method::GET, service, path, None).await?;
+            match reply.status {
+                200 => Ok((reply.body, reply.etag)),
+                _ => Err(reply.failure(&format!("reading {what}"))),
+            }
+        };
+        let first = read().await?;
+        let change = &change;
+        retry::guarded(
+            first,
+            |(live, etag): (Json, Option<String>)| async move {
+                let Some(body) = change(&live) else { return Ok(None) };
+                let reply = self.send_with(ctx, reqwest::Method::PUT, service, path, Some(&body), etag.as_deref()).await?;
+                match reply.status {
+                    200..=202 => Ok(Some((reply.body, reply.work_request))),
+                    412 => {
+                        let mut stale = reply.failure(&format!("updating {what}"));
+                        stale.kind = ErrorKind::Conflict;
+                        Err(stale)
+                    }
+                    _ => Err(reply.failure(&format!("updating {what}"))),
+                }
+            },
+            read,
+        )
+        .await
     }
 
     /// DELETE; a resource already gone is fine. A 409 (something it depends on is still terminating) is

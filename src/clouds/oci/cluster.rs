@@ -273,16 +273,21 @@ pub fn node_tags(live: &BTreeMap<String, String>, tags: &BTreeMap<String, String
     out
 }
 
-/// Gives a node the cluster's tags (UpdateInstance), keeping its own day-2 keys; nothing when it has them.
+/// Gives a node the cluster's tags (UpdateInstance, which replaces the whole map), keeping its own day-2
+/// keys as the node has them when the write is made (`if-match`: a verdict published meanwhile is read again
+/// and kept); nothing when it has them.
 async fn retag_node(ctx: &Context, oci: &Oci, node: &Json, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
-    let live = tags_of(node);
-    let wanted = node_tags(&live, tags, None);
-    if live == wanted {
+    let retagged = |node: &Json| {
+        let live = tags_of(node);
+        let wanted = node_tags(&live, tags, None);
+        (live != wanted).then(|| json!({"freeformTags": wanted}))
+    };
+    if retagged(node).is_none() {
         return Ok(());
     }
     let id = node["id"].as_str().unwrap_or_default();
     let what = format!("node {}", node["displayName"].as_str().unwrap_or(id));
-    oci.update(ctx, Service::Core, &format!("/instances/{id}"), &json!({"freeformTags": wanted}), &what).await.map(|_| ())
+    oci.rewrite(ctx, Service::Core, &format!("/instances/{id}"), &what, retagged).await.map(|_| ())
 }
 
 /// The cluster's instance configurations `<cluster>-ic` the census admits (summaries, newest first): one
@@ -592,18 +597,23 @@ async fn converge_network(
             oci.create(ctx, Service::Core, "clusterNetworks", &body, &what).await.map_err(|e| capacity_message(spec, &e, 0))?.1
         }
         Some(cn) => {
-            let pool = &cn["instancePools"][0];
-            let size = pool["size"].as_u64().unwrap_or(0);
-            // A new revision's configuration: the pool launches from it from now on (its instances keep theirs).
-            let reconfigured = pool["instanceConfigurationId"].as_str() != Some(config_id);
-            if size != u64::from(spec.node_count) || tags_of(&cn) != *tags || reconfigured {
-                let mut update = json!({"id": pool["id"], "size": spec.node_count});
-                if reconfigured {
-                    update["instanceConfigurationId"] = json!(config_id);
-                }
-                let body = json!({"instancePools": [update], "freeformTags": tags});
+            // Made from the cluster network as it is when written (`if-match`), read again if it changed.
+            let resized = |cn: &Json| {
+                let pool = &cn["instancePools"][0];
+                let size = pool["size"].as_u64().unwrap_or(0);
+                // A new revision's configuration: the pool launches from it from now on (its instances keep theirs).
+                let reconfigured = pool["instanceConfigurationId"].as_str() != Some(config_id);
+                (size != u64::from(spec.node_count) || tags_of(cn) != *tags || reconfigured).then(|| {
+                    let mut update = json!({"id": pool["id"], "size": spec.node_count});
+                    if reconfigured {
+                        update["instanceConfigurationId"] = json!(config_id);
+                    }
+                    json!({"instancePools": [update], "freeformTags": tags})
+                })
+            };
+            if resized(&cn).is_some() {
                 let id = cn["id"].as_str().unwrap_or_default();
-                oci.update(ctx, Service::Core, &format!("/clusterNetworks/{id}"), &body, &what).await?.1
+                oci.rewrite(ctx, Service::Core, &format!("/clusterNetworks/{id}"), &what, resized).await?.and_then(|(_, wr)| wr)
             } else {
                 None
             }
@@ -628,16 +638,13 @@ async fn converge_network(
     let unnamed = if unnamed.is_empty() { unnamed } else { with_details(ctx, oci, at, unnamed).await? };
     let mut free = (0..spec.node_count).filter(|i| !taken.contains(i));
     let revision = spec.revision();
-    let renames: Vec<(String, String, BTreeMap<String, String>)> = unnamed
-        .iter()
-        .filter_map(|n| {
-            let wanted = node_tags(&tags_of(n), tags, Some(&revision));
-            Some((n["id"].as_str()?.to_owned(), node_name(at.name, free.next()?), wanted))
-        })
-        .collect();
-    futures::stream::iter(renames.into_iter().map(|(id, name, tags)| {
-        let body = json!({"displayName": name, "freeformTags": tags});
-        async move { oci.update(ctx, Service::Core, &format!("/instances/{id}"), &body, &format!("node {name}")).await.map(|_| ()) }
+    let renames: Vec<(String, String)> =
+        unnamed.iter().filter_map(|n| Some((n["id"].as_str()?.to_owned(), node_name(at.name, free.next()?)))).collect();
+    let revision = &revision;
+    futures::stream::iter(renames.into_iter().map(|(id, name)| async move {
+        // The node's own keys as it has them when written (`if-match`).
+        let renamed = |n: &Json| Some(json!({"displayName": name, "freeformTags": node_tags(&tags_of(n), tags, Some(revision))}));
+        oci.rewrite(ctx, Service::Core, &format!("/instances/{id}"), &format!("node {name}"), renamed).await.map(|_| ())
     }))
     .buffer_unordered(PARALLEL)
     .try_collect::<Vec<()>>()

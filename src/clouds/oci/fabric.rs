@@ -250,14 +250,16 @@ fn dns_label(name: &str) -> String {
     s
 }
 
-/// Brings a piece's freeform tags to `tags` when they differ (one PUT; nothing when equal).
+/// Brings a piece's freeform tags to `tags` when they differ (read with its etag, one PUT with `if-match`;
+/// nothing when equal).
 pub async fn retag(ctx: &Context, oci: &Oci, collection: &str, item: &Json, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
-    if &tags_of(item) == tags {
+    let retagged = |item: &Json| (&tags_of(item) != tags).then(|| json!({"freeformTags": tags}));
+    if retagged(item).is_none() {
         return Ok(());
     }
     let id = item["id"].as_str().unwrap_or_default();
     let what = format!("{} {}", collection.trim_end_matches('s'), item["displayName"].as_str().unwrap_or(id));
-    oci.update(ctx, Service::Core, &format!("/{collection}/{id}"), &json!({"freeformTags": tags}), &what).await.map(|_| ())
+    oci.rewrite(ctx, Service::Core, &format!("/{collection}/{id}"), &what, retagged).await.map(|_| ())
 }
 
 /// Deletes the fabric's pieces, dependants first; a given VCN and subnet are left as found.

@@ -128,17 +128,22 @@ pub async fn converge(
             created
         }
         Some(fs) => {
-            let (capacity, _) = size_of(&fs);
-            let mut body = serde_json::Map::new();
-            if capacity < spec.capacity_gib as i64 {
-                body.insert("capacityInGBs".into(), json!(spec.capacity_gib));
-            }
-            if tags_of(&fs) != *tags {
-                body.insert("freeformTags".into(), json!(tags));
-            }
-            if !body.is_empty() {
+            // Made from the file system as it is when written (`if-match`), read again if it changed.
+            let grown = |fs: &Json| {
+                let (capacity, _) = size_of(fs);
+                let mut body = serde_json::Map::new();
+                if capacity < spec.capacity_gib as i64 {
+                    body.insert("capacityInGBs".into(), json!(spec.capacity_gib));
+                }
+                if tags_of(fs) != *tags {
+                    body.insert("freeformTags".into(), json!(tags));
+                }
+                (!body.is_empty()).then_some(Json::Object(body))
+            };
+            if grown(&fs).is_some() {
                 let id = fs["id"].as_str().unwrap_or_default();
-                let (_, work) = oci.update(ctx, Service::Lustre, &format!("/lustreFileSystems/{id}"), &Json::Object(body), &what).await?;
+                let work =
+                    oci.rewrite(ctx, Service::Lustre, &format!("/lustreFileSystems/{id}"), &what, grown).await?.and_then(|(_, wr)| wr);
                 if let Some(wr) = work {
                     oci.wait_work_request(ctx, Service::Lustre, &wr, &format!("updating {what}"), timeout).await?;
                 }

@@ -137,27 +137,29 @@ pub async fn converge(
             continue;
         };
         let id = gmc["id"].as_str().unwrap_or_default();
-        let mut body = serde_json::Map::new();
-        // A lost node (or one a repair or a rolling update removed): the memory cluster counts one instance
-        // fewer; its size brought back relaunches it on the fabric, from the cluster's instance configuration
-        // for the spec's revision.
-        if gmc["size"].as_u64() != Some(want) {
-            body.insert("size".into(), json!(want));
-            body.insert("instanceConfigurationId".into(), json!(config_id));
-        }
-        if tags_of(gmc) != *tags {
-            body.insert("freeformTags".into(), json!(tags));
-        }
-        if body.is_empty() {
-            continue;
-        }
+        // Made from the memory cluster as it is when written (`if-match`), read again if it changed.
+        let update = |gmc: &Json| {
+            let mut body = serde_json::Map::new();
+            // A lost node (or one a repair or a rolling update removed): the memory cluster counts one instance
+            // fewer; its size brought back relaunches it on the fabric, from the cluster's instance configuration
+            // for the spec's revision.
+            if gmc["size"].as_u64() != Some(want) {
+                body.insert("size".into(), json!(want));
+                body.insert("instanceConfigurationId".into(), json!(config_id));
+            }
+            if tags_of(gmc) != *tags {
+                body.insert("freeformTags".into(), json!(tags));
+            }
+            (!body.is_empty()).then_some(Json::Object(body))
+        };
+        let Some(body) = update(gmc) else { continue };
         let what = format!("GPU memory cluster {}", d.name);
-        if body.contains_key("size") && gmc["lifecycleState"].as_str() != Some("ACTIVE") {
-            let path = format!("/computeGpuMemoryClusters/{id}");
+        let path = format!("/computeGpuMemoryClusters/{id}");
+        if body.get("size").is_some() && gmc["lifecycleState"].as_str() != Some("ACTIVE") {
             oci.wait_state(ctx, Service::Core, &path, &["ACTIVE"], &["DELETING", "DELETED"], &format!("waiting for {what}"), timeout)
                 .await?;
         }
-        let (_, wr) = oci.update(ctx, Service::Core, &format!("/computeGpuMemoryClusters/{id}"), &Json::Object(body), &what).await?;
+        let wr = oci.rewrite(ctx, Service::Core, &path, &what, update).await?.and_then(|(_, wr)| wr);
         if let Some(wr) = wr {
             work.push((wr, format!("resizing {what}")));
         }
@@ -265,7 +267,9 @@ async fn name_nodes(
         .filter(|n| node_index(at.name, n["displayName"].as_str().unwrap_or_default()).is_none_or(|i| i >= spec.node_count))
         .filter_map(|n| Some((n["id"].as_str()?, n)))
         .collect();
-    let mut updates: Vec<(String, Json, String)> = Vec::new();
+    // Each named with the cluster's name and tags, or given its tags, keeping its own keys as the node has
+    // them when written (`if-match`); the revision of its configuration given to a new one.
+    let mut updates: Vec<(String, Option<String>, String)> = Vec::new();
     let revision = spec.revision();
     for d in spec.nvlink_domains() {
         let short = d.nodes.iter().any(|i| !named.contains(i));
@@ -276,9 +280,7 @@ async fn name_nodes(
         for m in members.iter().filter(|m| !matches!(m["lifecycleState"].as_str(), Some("TERMINATING" | "TERMINATED"))) {
             let Some(member) = m["id"].as_str().filter(|i| unnamed.contains_key(i)) else { continue };
             let Some(i) = free.next() else { break };
-            let name = node_name(at.name, *i);
-            let wanted = node_tags(&tags_of(unnamed[member]), tags, Some(&revision));
-            updates.push((member.to_owned(), json!({"displayName": name, "freeformTags": wanted}), name));
+            updates.push((member.to_owned(), Some(revision.clone()), node_name(at.name, *i)));
         }
     }
     // Tags changed: every named node gets them.
@@ -287,11 +289,19 @@ async fn name_nodes(
         let wanted = node_tags(&live, tags, None);
         if live != wanted {
             let name = n["displayName"].as_str().unwrap_or_default().to_owned();
-            updates.push((n["id"].as_str().unwrap_or_default().to_owned(), json!({"freeformTags": wanted}), name));
+            updates.push((n["id"].as_str().unwrap_or_default().to_owned(), None, name));
         }
     }
-    futures::stream::iter(updates.into_iter().map(|(id, body, name)| async move {
-        oci.update(ctx, Service::Core, &format!("/instances/{id}"), &body, &format!("node {name}")).await.map(|_| ())
+    futures::stream::iter(updates.into_iter().map(|(id, revision, name)| async move {
+        let update = |n: &Json| {
+            let live = tags_of(n);
+            let wanted = node_tags(&live, tags, revision.as_deref());
+            match &revision {
+                Some(_) => Some(json!({"displayName": name, "freeformTags": wanted})),
+                None => (live != wanted).then(|| json!({"freeformTags": wanted})),
+            }
+        };
+        oci.rewrite(ctx, Service::Core, &format!("/instances/{id}"), &format!("node {name}"), update).await.map(|_| ())
     }))
     .buffer_unordered(PARALLEL)
     .try_collect::<Vec<()>>()
