@@ -401,6 +401,17 @@ async fn short_of_capacity_keep_partial_keeps_what_came_and_fails<C: Cloud>() {
     capacity_back(&c, &fabric, &applied.state, &config).await;
 }
 
+/// After an apply of the three-node cluster `c`: the same names run, c-0 and c-2 as they were, c-1 remade.
+async fn only_c1_remade<C: Cloud>(c: &C, before: &BTreeMap<String, Node>) {
+    c.settle().await;
+    let after = c.nodes("c").await;
+    assert_eq!(after.keys().cloned().collect::<Vec<_>>(), names("c", 0..3));
+    for n in ["c-0", "c-2"] {
+        assert_eq!(after[n].incarnation, before[n].incarnation, "{n} untouched");
+    }
+    assert_eq!(after["c-1"].incarnation == before["c-1"].incarnation, C::REMADE_IN_PLACE, "c-1 remade: {after:?}");
+}
+
 async fn an_unhealthy_node_is_repaired_and_the_others_are_left_alone<C: Cloud>() {
     let c = C::start().await;
     let (config, state) = cluster_of(&c, 3, json!({})).await;
@@ -410,13 +421,7 @@ async fn an_unhealthy_node_is_repaired_and_the_others_are_left_alone<C: Cloud>()
     assert_eq!(strings(refreshed.get("unhealthy_nodes")).into_keys().collect::<Vec<_>>(), ["c-1"]);
     let (repaired, warnings) = apply_ok(&c, &GpuCluster, &refreshed, &config).await;
     assert!(warnings.iter().any(|w| w.contains("c-1: ")), "the plan names the node it repairs: {warnings:?}");
-    c.settle().await;
-    let after = c.nodes("c").await;
-    assert_eq!(after.keys().cloned().collect::<Vec<_>>(), names("c", 0..3));
-    for n in ["c-0", "c-2"] {
-        assert_eq!(after[n].incarnation, before[n].incarnation, "{n} untouched");
-    }
-    assert_eq!(after["c-1"].incarnation == before["c-1"].incarnation, C::REMADE_IN_PLACE, "c-1 remade: {after:?}");
+    only_c1_remade(&c, &before).await;
     let refreshed = read_found(c.ctx(), &GpuCluster, &repaired).await;
     assert_eq!(strings(refreshed.get("unhealthy_nodes")), BTreeMap::new());
     assert_eq!(node_names(&refreshed), names("c", 0..3));
@@ -447,13 +452,7 @@ async fn maintenance_is_reported_and_left_alone_unless_on_maintenance_replaces_i
         warnings.iter().any(|w| w.starts_with("1 node to remake ahead of scheduled maintenance") && w.contains("c-1: ")),
         "{warnings:?}"
     );
-    c.settle().await;
-    let after = c.nodes("c").await;
-    assert_eq!(after.keys().cloned().collect::<Vec<_>>(), names("c", 0..3));
-    for n in ["c-0", "c-2"] {
-        assert_eq!(after[n].incarnation, before[n].incarnation, "{n} untouched");
-    }
-    assert_eq!(after["c-1"].incarnation == before["c-1"].incarnation, C::REMADE_IN_PLACE, "c-1 remade: {after:?}");
+    only_c1_remade(&c, &before).await;
     let refreshed = read_found(c.ctx(), &GpuCluster, &moved).await;
     assert_eq!(strings(refreshed.get("scheduled_maintenance")), BTreeMap::new(), "the maintenance went with the old host");
     let mut d = Diagnostics::new();
