@@ -973,3 +973,164 @@ fn a_filesystem_tag_change_updates_its_tags_alone() {
         assert_empty();
     });
 }
+
+/// A change another tool makes to the user's subnet while the fabric sets its security group on it (between
+/// the fabric's read and its write) is kept: the write goes under the subnet's etag (`If-Match`), the stale
+/// one is refused with 412, and the change is made again from a second read. Without the etag the write,
+/// made from the first read, would put the subnet back as it was read.
+#[test]
+fn a_change_to_the_users_subnet_between_the_fabrics_read_and_write_is_kept() {
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let group = format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/corp-rg");
+        let vnet = format!("{group}/providers/Microsoft.Network/virtualNetworks/corp-vnet");
+        let subnet = format!("{vnet}/subnets/gpu");
+        let made = azure_call(
+            &EMULATOR.ep,
+            &EMULATOR.pem,
+            "PUT",
+            &format!("{group}?api-version=2025-04-01"),
+            Some(json!({"location": "eastus"})),
+            &[],
+        );
+        assert_eq!(made["status"], 201, "{made}");
+        let body = json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.40.0.0/16"]}}});
+        assert_eq!(arm_call("PUT", &vnet, Some(body))["status"], 201);
+        assert_eq!(arm_call("PUT", &subnet, Some(json!({"properties": {"addressPrefix": "10.40.1.0/24"}})))["status"], 201);
+        wait_settled(&subnet).await;
+
+        // The fabric's write of the subnet is held on its way for 1.5 s, after its read; another tool changes
+        // the subnet meanwhile (its private endpoint network policies).
+        admin(
+            "POST",
+            "faults",
+            Some(json!({"service": "arm", "operation": "subnets.put", "kind": "latency", "latency_ms": 1500, "times": 1})),
+        );
+        admin("DELETE", "counters", None);
+        let config = value(
+            &GpuFabric,
+            json!({"name": "corp", "cloud": "azure", "region": "eastus", "instance_type": SKU, "resource_group": "corp-rg",
+                   "vpc_id": vnet, "subnet_id": subnet}),
+        );
+        let other_tool = async {
+            while admin("GET", "counters", None)["counters"]["arm:subnets.put"].as_u64().unwrap_or(0) == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let body = json!({"properties": {"addressPrefix": "10.40.1.0/24", "privateEndpointNetworkPolicies": "Disabled"}});
+            let changed = tokio::task::spawn_blocking(move || arm_call("PUT", &subnet_id(), Some(body))).await.unwrap();
+            assert_eq!(changed["status"], 200, "{changed}");
+        };
+        let ((fabric, diags), ()) = tokio::join!(apply(&ctx, &GpuFabric, &Value::Null, &config), other_tool);
+        assert!(diags.is_empty(), "{diags:?}");
+
+        let found = arm_call("GET", &subnet, None)["body"].clone();
+        let nsg = found["properties"]["networkSecurityGroup"]["id"].as_str().unwrap_or_default();
+        assert!(nsg.eq_ignore_ascii_case(&security_group_in("corp-rg", "corp")), "the fabric's security group is set: {found}");
+        assert_eq!(found["properties"]["privateEndpointNetworkPolicies"], "Disabled", "the other tool's change is kept: {found}");
+        let counters = admin("GET", "counters", None)["counters"].clone();
+        // The fabric's stale write (refused), the other tool's, and the fabric's again from a second read.
+        assert_eq!(counters["arm:subnets.put"], 3, "{counters}");
+
+        // The destroy takes the security group off the user's subnet the same way and leaves the rest.
+        destroy(&ctx, &GpuFabric, &fabric).await;
+        let found = arm_call("GET", &subnet, None)["body"].clone();
+        assert!(found["properties"]["networkSecurityGroup"].is_null(), "{found}");
+        assert_eq!(found["properties"]["privateEndpointNetworkPolicies"], "Disabled", "{found}");
+        let gone = azure_call(&EMULATOR.ep, &EMULATOR.pem, "DELETE", &format!("{group}?api-version=2025-04-01"), None, &[]);
+        assert_eq!(gone["status"], 202, "{gone}");
+        assert_empty();
+    });
+}
+
+fn subnet_id() -> String {
+    format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/corp-rg/providers/Microsoft.Network/virtualNetworks/corp-vnet/subnets/gpu")
+}
+
+fn security_group_in(group: &str, fabric: &str) -> String {
+    format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg")
+}
+
+/// Until a network piece's provisioning has settled.
+async fn wait_settled(id: &str) {
+    for _ in 0..50 {
+        if arm_call("GET", id, None)["body"]["properties"]["provisioningState"] == "Succeeded" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{id} did not settle");
+}
+
+/// An apply writes each scale set it changes under the set's etag: a resize another writer makes between
+/// the apply's read and its write (an autoscale rule, another tool, after the plan was made) is read again,
+/// and the write keeps the VMs it added instead of scaling the set back in. Without the etag the write, made
+/// from the older read at the planned capacity, would delete the VM just added, which no plan announced; with
+/// it the next plan shows the extra node.
+#[test]
+fn a_resize_made_outside_between_an_applys_read_and_write_is_not_undone() {
+    run(async {
+        let _alone = alone().await;
+        let ctx = context();
+        let (f, cluster, config) = d2_cluster(&ctx, "etag", "et", 2, json!({})).await;
+        settle().await;
+        let compute = move |method: &str, body: Option<Json>| {
+            let set =
+                format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/etag-rg/providers/Microsoft.Compute/virtualMachineScaleSets/et-0");
+            azure_call(&EMULATOR.ep, &EMULATOR.pem, method, &format!("{set}?api-version=2026-04-01"), body, &[])
+        };
+        // A tag change: the apply writes the set's model again. That write is held on its way for 1.5 s;
+        // meanwhile another writer grows the set to three VMs (a PUT of the set as it reads it).
+        admin(
+            "POST",
+            "faults",
+            Some(json!({"service": "arm", "operation": "virtualMachineScaleSets.put", "kind": "latency", "latency_ms": 1500, "times": 1})),
+        );
+        admin("DELETE", "counters", None);
+        admin("DELETE", "events", None);
+        let other_writer = async {
+            while admin("GET", "counters", None)["counters"]["arm:virtualMachineScaleSets.put"].as_u64().unwrap_or(0) == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let mut grown = compute("GET", None)["body"].clone();
+            grown["sku"]["capacity"] = json!(3);
+            for read_only in ["etag", "id", "name", "type"] {
+                grown.as_object_mut().map(|o| o.remove(read_only));
+            }
+            grown["properties"].as_object_mut().map(|p| p.remove("provisioningState"));
+            let answer = tokio::task::spawn_blocking(move || compute("PUT", Some(grown))).await.unwrap();
+            assert_eq!(answer["status"], 200, "{answer}");
+        };
+        let mut retagged = config.clone();
+        retagged["tags"] = json!({"team": "ml", "env": "prod"});
+        let retagged = value(&GpuCluster, retagged);
+        let ((state, _), ()) = tokio::join!(apply_ok(&ctx, &cluster, &retagged), other_writer);
+        let found = compute("GET", None)["body"].clone();
+        assert_eq!(found["tags"]["env"], "prod", "the apply's change is made: {}", found["tags"]);
+        assert_eq!(found["sku"]["capacity"], 3, "the other writer's resize stands: {}", found["sku"]);
+        let events = admin("GET", "events", None)["events"].clone();
+        let deleted: Vec<&Json> = events.as_array().into_iter().flatten().filter(|e| e["event"] == "deleted").collect();
+        assert!(deleted.is_empty(), "no VM deleted: {events}");
+        let counters = admin("GET", "counters", None)["counters"].clone();
+        // The apply's stale write (refused with 412), the other writer's, and the apply's again.
+        assert_eq!(counters["arm:virtualMachineScaleSets.put"], 3, "{counters}");
+        // The next plan shows the node the apply did not make, under its Azure name, and no other node
+        // renamed; the apply after it deletes that VM alone, and the plan after that is empty.
+        let state = refreshed(&ctx, &state).await;
+        let names: Vec<&str> = state.get("node_names").as_list().unwrap_or_default().iter().filter_map(|n| n.as_str()).collect();
+        assert_eq!(names, ["et-0", "et-1", "et-0_2"], "{:?}", state.get("nodes"));
+        assert_eq!(state.get("node_count").as_number().and_then(|n| n.as_i64()), Some(3));
+        assert!(!plans_nothing(&ctx, &state, &retagged), "the extra VM shows in the next plan");
+        admin("DELETE", "events", None);
+        let (state, _) = apply_ok(&ctx, &state, &retagged).await;
+        let events = admin("GET", "events", None)["events"].clone();
+        let touched: Vec<(&str, &str)> =
+            events.as_array().into_iter().flatten().filter_map(|e| Some((e["event"].as_str()?, e["node"].as_str()?))).collect();
+        assert_eq!(touched, [("deleted", "et-0_2")], "{events}");
+        let state = refreshed(&ctx, &state).await;
+        assert!(plans_nothing(&ctx, &state, &retagged), "the re-plan is empty");
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &f).await;
+        assert_empty();
+    });
+}

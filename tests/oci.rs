@@ -1273,7 +1273,7 @@ async fn a_plan_beyond_the_gpu_limit_is_refused_naming_the_limit_the_need_and_wh
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_network_under_a_host_limit_names_what_came_and_all_or_nothing_releases_it() {
+async fn a_cluster_network_under_a_host_limit_names_what_came_and_all_or_nothing_launches_nothing() {
     let oci = Oci::start();
     fabric(&oci.ctx, "cn", "cluster-network").await;
     oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 2})));
@@ -1285,8 +1285,53 @@ async fn a_cluster_network_under_a_host_limit_names_what_came_and_all_or_nothing
     let oci = Oci::start();
     fabric(&oci.ctx, "cn", "cluster-network").await;
     oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 2})));
+    oci.admin("DELETE", "counters", None);
     let (none, diags) =
         apply(&oci.ctx, &GpuCluster, &Value::Null, &with_policy("aon", "cn", "cluster-network", 3, "all-or-nothing", None)).await;
-    assert!(diagnostic(&diags, "Not enough BM.GPU.H100.8 capacity").contains("released"), "{diags:?}");
+    let said = diagnostic(&diags, "Not enough BM.GPU.H100.8 capacity");
+    assert!(said.contains("OCI's capacity report") && said.contains("gives 2 free BM.GPU.H100.8 host(s)"), "{said}");
+    assert!(said.contains("nothing was launched"), "{said}");
     assert!(node_names(&none).is_empty());
+    // OCI's capacity report asked once, and the cluster network never made: nothing to release.
+    let c = oci.admin("GET", "counters", None)["counters"].clone();
+    assert_eq!(c["core:CreateComputeCapacityReport"], 1, "{c}");
+    assert!(c.get("core:CreateClusterNetwork").is_none() && c.get("core:LaunchInstance").is_none(), "{c}");
+}
+
+/// An all-or-nothing cluster in a compute cluster that OCI's capacity report says cannot be filled is not
+/// launched at all (before, its nodes were launched one by one until the hosts ran out, then released);
+/// an at-least cluster whose minimum the report can fill is launched and keeps what came; a cluster
+/// that adds no node asks no report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_all_or_nothing_launch_the_capacity_report_cannot_fill_launches_nothing() {
+    let oci = Oci::start();
+    let f = fabric(&oci.ctx, "cc", "cluster").await;
+    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": 2})));
+    oci.admin("DELETE", "counters", None);
+    oci.admin("DELETE", "events", None);
+    let (none, diags) = apply(&oci.ctx, &GpuCluster, &Value::Null, &with_policy("aon", "cc", "cluster", 3, "all-or-nothing", None)).await;
+    let said = diagnostic(&diags, &format!("Not enough BM.GPU.H100.8 capacity in {AD}"));
+    assert_out_of_host_capacity(said);
+    assert!(said.contains("this apply needs 3 of the 3 node(s) it adds") && said.contains("nothing was launched"), "{said}");
+    assert!(node_names(&none).is_empty(), "{none:?}");
+    let c = oci.admin("GET", "counters", None)["counters"].clone();
+    assert_eq!(c["core:CreateComputeCapacityReport"], 1, "{c}");
+    assert!(c.get("core:LaunchInstance").is_none(), "no node launched: {c}");
+    assert_eq!(oci.admin("GET", "events", None)["events"], json!([]), "nothing created, nothing released");
+
+    // At least 2 of 3: the report's 2 free hosts fill the minimum, so the launch goes ahead and keeps them.
+    let (some, diags) = apply(&oci.ctx, &GpuCluster, &none, &with_policy("aon", "cc", "cluster", 3, "at-least", Some(2))).await;
+    assert!(diags.iter().all(|d| d.starts_with("2 of 3 nodes: capacity short")), "only the shortfall's warning: {diags:?}");
+    assert_eq!(oci.inventory("core", "instance"), Some(2));
+    // Capacity back: the apply that adds the third asks again and launches it.
+    oci.admin("POST", "capacity", Some(json!({"zone": AD, "instance_type": "BM.GPU.H100.8", "available": null})));
+    oci.admin("DELETE", "counters", None);
+    let config = with_policy("aon", "cc", "cluster", 3, "all-or-nothing", None);
+    let (whole, diags) = apply(&oci.ctx, &GpuCluster, &some, &config).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let c = oci.admin("GET", "counters", None)["counters"].clone();
+    assert_eq!((c["core:CreateComputeCapacityReport"].as_u64(), c["core:LaunchInstance"].as_u64()), (None, Some(1)), "{c}");
+    destroy(&oci.ctx, &GpuCluster, &whole).await;
+    destroy(&oci.ctx, &GpuFabric, &f).await;
+    oci.assert_empty();
 }

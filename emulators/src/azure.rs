@@ -7,6 +7,8 @@
 //! Writes keep ARM's semantics: a PUT replaces the whole resource (a virtual network's subnets are the ones
 //! it lists, and one in use cannot go; a security group's rules likewise), a PATCH (UpdateTags, Update)
 //! replaces the tags and merges the rest, and `If-None-Match: *` makes a PUT or PATCH create-only (412).
+//! Virtual networks, subnets, security groups and scale sets carry an `etag` that every write changes, and a
+//! write or delete whose `If-Match` names another one is refused (412), as the network and compute services do.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -414,6 +416,44 @@ fn subnet_in_use(subnet_key: &str, user: &str) -> Response {
     )
 }
 
+/// The kinds whose models carry a read-only `etag` (azure-mgmt-network `VirtualNetwork`, `Subnet`,
+/// `NetworkSecurityGroup`: "A unique read-only string that changes whenever the resource is updated";
+/// azure-mgmt-compute `VirtualMachineScaleSet`: returned "so that customer can supply it in the header to
+/// ensure optimistic updates"), and whose writes and deletes honour `If-Match`.
+const ETAGGED: [&str; 4] = ["virtualNetworks", "subnets", "networkSecurityGroups", "virtualMachineScaleSets"];
+
+/// A stored resource's etag, in the network service's form (`W/"<guid>"`): derived from what is stored and
+/// when it was last written, so every write (a PUT of the same body too) and every change the platform
+/// makes to it (a scale set's capacity lowered by DeleteInstances) gives a new one.
+fn etag_of(stored: &Stored) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut a = std::collections::hash_map::DefaultHasher::new();
+    stored.value.to_string().hash(&mut a);
+    stored.changed.hash(&mut a);
+    let x = a.finish();
+    x.rotate_left(17).hash(&mut a);
+    let y = a.finish();
+    format!("W/\"{:08x}-{:04x}-{:04x}-{:04x}-{:012x}\"", x >> 32, (x >> 16) & 0xffff, x & 0xffff, y >> 48, y & 0xffff_ffff_ffff)
+}
+
+/// Whether a write or delete's `If-Match` holds for the resource as stored (None when it is not there):
+/// `*` for any version, else its current etag ("the resource will be updated or deleted only if the etag
+/// matches"); a write without `If-Match` always holds. Some is ARM's 412 with the network service's detail.
+fn stale(if_match: Option<&str>, stored: Option<&Stored>, path: &str) -> Option<Response> {
+    let wanted = if_match.map(str::trim)?;
+    let current = stored.map(etag_of);
+    if wanted == "*" && current.is_some() || current.as_deref() == Some(wanted) {
+        return None;
+    }
+    let detail = match &current {
+        Some(etag) => format!("Etag provided in if-match header {wanted} does not match etag {etag} of resource {path}."),
+        None => format!("Etag provided in if-match header {wanted} does not match: resource {path} does not exist."),
+    };
+    let body = json!({"error": {"code": "PreconditionFailed", "message": "Precondition failed.",
+                                "details": [{"code": "PreconditionFailedEtagMismatch", "message": detail}]}});
+    Some((StatusCode::PRECONDITION_FAILED, axum::Json(body)).into_response())
+}
+
 /// The kinds whose PATCH (UpdateTags, Update) the emulator serves.
 const PATCHED: [&str; 5] = ["virtualNetworks", "networkSecurityGroups", "proximityPlacementGroups", "resourceGroups", "amlFilesystems"];
 
@@ -585,6 +625,9 @@ fn begin(store: &mut Store, resp: &mut Response, lro: Lro, scope: &Scope<'_>, op
 impl Azure {
     fn view(stored: &Stored) -> Value {
         let mut v = stored.value.clone();
+        if ETAGGED.iter().any(|k| type_of(v["id"].as_str().unwrap_or_default()).eq_ignore_ascii_case(k)) {
+            v["etag"] = json!(etag_of(stored));
+        }
         let settling = v["properties"]["provisioningState"] == "Creating" || v["properties"]["provisioningState"] == "Updating";
         if settling && stored.changed.elapsed().as_secs_f64() >= SETTLE {
             v["properties"]["provisioningState"] = json!("Succeeded");
@@ -1191,8 +1234,16 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     // `If-None-Match: *` on a write: "check for any version of the resource, if one is found, fail the
     // operation" with 412 (the Azure REST API guidelines' conditional requests).
     let create_only = headers.get("if-none-match").and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() == "*");
+    let if_match = headers.get("if-match").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let mut store = az.store.lock().unwrap();
     let key = path.to_lowercase();
+    // `If-Match` on a write or delete of a kind with etags: optimistic concurrency (412 when stale).
+    if matches!(method.as_str(), "PUT" | "PATCH" | "DELETE")
+        && ETAGGED.contains(&kind.as_str())
+        && let Some(refused) = stale(if_match.as_deref(), store.resources.get(&key), &path)
+    {
+        return refused;
+    }
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let rg_id = if segs.len() >= 4 { format!("/{}", segs[..4].join("/")) } else { String::new() };
     match method.as_str() {

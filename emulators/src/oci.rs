@@ -358,6 +358,7 @@ enum Action {
     Power,
     DetachPoolInstance,
     GetResourceAvailability,
+    CapacityReport,
 }
 
 struct Route {
@@ -420,6 +421,12 @@ fn route(method: &Method, path: &str) -> Option<Route> {
         let (id, child) = ((*pool).to_owned(), String::new());
         let operation = "DetachInstancePoolInstance".into();
         return Some(Route { action: Action::DetachPoolInstance, version, collection: None, id, child, operation });
+    }
+    // CreateComputeCapacityReport: a report, not a stored resource.
+    if (method, version, &segs[..]) == ("POST", CORE, &["computeCapacityReports"][..]) {
+        let operation = "CreateComputeCapacityReport".into();
+        let (id, child) = (String::new(), String::new());
+        return Some(Route { action: Action::CapacityReport, version, collection: None, id, child, operation });
     }
     if (method, version, &segs[..]) == ("GET", CORE, &["privateIps"][..]) {
         let operation = "ListPrivateIps".into();
@@ -609,6 +616,7 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         Action::Power => instance_action(&mut store, &req),
         Action::DetachPoolInstance => detach_pool_instance(&mut store, &req),
         Action::GetResourceAvailability => get_resource_availability(&store, &req),
+        Action::CapacityReport => capacity_report(&store, &req),
     };
     let reply = result.unwrap_or_else(|e| e);
     record_events(&oci.admin, &store, &before, route.action == Action::Power);
@@ -1394,6 +1402,37 @@ fn get_resource_availability(store: &Store, req: &Req) -> Result<Reply, Reply> {
     Ok(Reply::json(
         200,
         json!({"used": used, "available": available, "fractionalUsage": used as f64, "fractionalAvailability": available as f64}),
+    ))
+}
+
+/// Hosts a capacity report counts for a shape in an availability domain no host capacity limit was set
+/// for (`/_admin/capacity`): plenty.
+const HOSTS_WITHOUT_LIMIT: u64 = 10_000;
+
+/// CreateComputeCapacityReport: each shape asked about with the hosts the availability domain still has for
+/// it (what `/_admin/capacity` leaves beside the live instances of the shape), `AVAILABLE` while any is left
+/// and `OUT_OF_HOST_CAPACITY` when none is, as `CapacityReportShapeAvailability` reports them.
+fn capacity_report(store: &Store, req: &Req) -> Result<Reply, Reply> {
+    let body: Value = serde_json::from_slice(req.body).map_err(|_| invalid("The request body is not valid JSON."))?;
+    let compartment = body["compartmentId"].as_str().ok_or_else(|| missing("compartmentId"))?;
+    let ad = body["availabilityDomain"].as_str().ok_or_else(|| missing("availabilityDomain"))?;
+    let asked = body["shapeAvailabilities"].as_array().filter(|a| !a.is_empty()).ok_or_else(|| missing("shapeAvailabilities"))?;
+    let mut shapes = Vec::new();
+    for a in asked {
+        let shape = a["instanceShape"].as_str().ok_or_else(|| missing("shapeAvailabilities.instanceShape"))?;
+        let count = room(store, ad, shape).unwrap_or(HOSTS_WITHOUT_LIMIT);
+        let status = if count > 0 { "AVAILABLE" } else { "OUT_OF_HOST_CAPACITY" };
+        let mut found = json!({"instanceShape": shape, "availableCount": count, "availabilityStatus": status});
+        for k in ["faultDomain", "instanceShapeConfig"] {
+            if a.get(k).is_some_and(|v| !v.is_null()) {
+                found[k] = a[k].clone();
+            }
+        }
+        shapes.push(found);
+    }
+    Ok(Reply::json(
+        200,
+        json!({"compartmentId": compartment, "availabilityDomain": ad, "shapeAvailabilities": shapes, "timeCreated": now_rfc3339()}),
     ))
 }
 

@@ -821,3 +821,76 @@ async fn if_none_match_star_creates_only_and_an_existing_resource_is_refused_wit
     let fresh = format!("{rg}/providers/Microsoft.Network/networkSecurityGroups/fresh-nsg");
     assert_eq!(write(&c, "PUT", &format!("{fresh}?{V_NET}"), nsg_body("first"), true).await.status, 201);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_or_delete_under_a_stale_etag_is_refused_with_412_and_changes_nothing() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let rg = format!("{SUB}/resourceGroups/etag-rg");
+    assert_eq!(write(&c, "PUT", &format!("{rg}?{V_GROUP}"), json!({"location": "eastus"}), true).await.status, 201);
+    let vnet = format!("{rg}/providers/Microsoft.Network/virtualNetworks/etag-vpc");
+    let subnet = format!("{vnet}/subnets/etag-subnet");
+    let vmss = format!("{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/etag-0");
+    let vnet_body = json!({"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}}});
+    assert_eq!(write(&c, "PUT", &format!("{vnet}?{V_NET}"), vnet_body, true).await.status, 201);
+    assert_eq!(
+        write(&c, "PUT", &format!("{subnet}?{V_NET}"), json!({"properties": {"addressPrefix": "10.0.0.0/24"}}), true).await.status,
+        201
+    );
+    assert_eq!(write(&c, "PUT", &format!("{vmss}?{V}"), vmss_body(1), true).await.status, 201);
+    let under = |etag: &str| vec![("authorization", "Bearer emulator-token".to_owned()), ("if-match", etag.to_owned())];
+    let call = |method: &'static str, url: String, body: Option<Value>, etag: String| {
+        let c = &c;
+        async move {
+            let headers = under(&etag);
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            c.call_with(method, &url, body, &headers).await
+        }
+    };
+    // A body of each by writer: the subnet's private endpoint policy, the scale set's tags tell them apart.
+    let body = |id: &str, writer: &str| {
+        if id.contains("/subnets/") {
+            let policy = if writer == "theirs" { "Disabled" } else { "Enabled" };
+            json!({"properties": {"addressPrefix": "10.0.0.0/24", "privateEndpointNetworkPolicies": policy}})
+        } else {
+            let mut set = vmss_body(1);
+            set["tags"] = json!({"writer": writer});
+            set
+        }
+    };
+    let writer_of = |id: &str, found: &Value| -> String {
+        if id.contains("/subnets/") {
+            let theirs = found["properties"]["privateEndpointNetworkPolicies"] == "Disabled";
+            (if theirs { "theirs" } else { "mine" }).to_owned()
+        } else {
+            found["tags"]["writer"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    for (id, v) in [(subnet.clone(), V_NET), (vmss.clone(), V)] {
+        let read = c.call("GET", &format!("{id}?{v}"), None, true).await.body;
+        let etag = read["etag"].as_str().unwrap_or_else(|| panic!("{id} answers with its etag: {read}")).to_owned();
+        assert!(etag.starts_with("W/\""), "{etag}");
+        // Another writer changes it: a new etag.
+        let changed = write(&c, "PUT", &format!("{id}?{v}"), body(&id, "theirs"), false).await;
+        assert_eq!(changed.status, 200, "{}", changed.body);
+        let now = changed.body["etag"].as_str().unwrap_or_default().to_owned();
+        assert_ne!(now, etag, "{id}: every write gives a new etag");
+        // A write made from the first read, under its etag: 412, theirs stands.
+        let refused = call("PUT", format!("{id}?{v}"), Some(body(&id, "mine")), etag.clone()).await;
+        assert_eq!(refused.status, 412, "{id}: {}", refused.body);
+        assert_eq!(refused.body["error"]["code"], "PreconditionFailed");
+        assert_eq!(refused.body["error"]["details"][0]["code"], "PreconditionFailedEtagMismatch", "{}", refused.body);
+        let after = c.call("GET", &format!("{id}?{v}"), None, true).await.body;
+        assert_eq!(writer_of(&id, &after), "theirs", "{id}: nothing changed by the refused write");
+        // A delete under the stale etag is refused too; under the current one the write goes through.
+        let refused = call("DELETE", format!("{id}?{v}"), None, etag.clone()).await;
+        assert_eq!(refused.status, 412, "{id}: {}", refused.body);
+        let done = call("PUT", format!("{id}?{v}"), Some(body(&id, "mine")), now).await;
+        assert_eq!((done.status, writer_of(&id, &done.body)), (200, "mine".to_owned()), "{id}: {}", done.body);
+        // `*` holds for any version of what exists; for nothing it fails.
+        assert_eq!(call("GET", format!("{id}?{v}"), None, "*".into()).await.status, 200);
+    }
+    let gone = format!("{rg}/providers/Microsoft.Network/virtualNetworks/etag-vpc/subnets/none");
+    let refused = call("PUT", format!("{gone}?{V_NET}"), Some(json!({"properties": {"addressPrefix": "10.0.9.0/24"}})), "*".into()).await;
+    assert_eq!(refused.status, 412, "If-Match: * of nothing: {}", refused.body);
+}

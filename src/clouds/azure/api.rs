@@ -287,11 +287,20 @@ impl Arm {
     /// writer made one since it was found missing, which is a Conflict naming the piece and leaves theirs as
     /// it is (unless it is this very create's own, an earlier attempt whose answer was lost). Errors carry
     /// ARM's code and message.
-    pub async fn put(&self, ctx: &Context, id: &str, api: &str, body: &Json, write: Write, timeout: Duration) -> Result<Json, CloudError> {
+    pub async fn put(
+        &self,
+        ctx: &Context,
+        id: &str,
+        api: &str,
+        body: &Json,
+        write: Write<'_>,
+        timeout: Duration,
+    ) -> Result<Json, CloudError> {
         let what = format!("{} {}", write.verb(), short(id));
         let headers: &[(&str, &str)] = match write {
             Write::Create => &[("if-none-match", "*")],
             Write::Update => &[],
+            Write::UpdateIf(etag) => &[("if-match", etag)],
         };
         let reply = self.send_with(ctx, reqwest::Method::PUT, &format!("{id}?api-version={api}"), Some(body), headers).await?;
         if reply.status == 412 && write == Write::Create {
@@ -299,12 +308,51 @@ impl Arm {
                 Some(found) if landed(body, &found) => {}
                 found => return Err(taken(id, found.as_ref(), &reply)),
             }
+        } else if reply.status == 412 {
+            // Stale: another writer changed the resource since it was read. A Conflict, so that
+            // `rewrite` reads it again and makes the change anew; nothing of theirs was overwritten.
+            return Err(reply.failure(&format!("{what} (another writer changed it since it was read; If-Match refused)")));
         } else if !(200..=202).contains(&reply.status) {
             return Err(reply.failure(&what));
         } else if let Some(monitor) = &reply.monitor {
             self.wait(ctx, monitor, &what, timeout).await?;
         }
         self.settled(ctx, id, api, &what, timeout).await
+    }
+
+    /// A read-modify-write of one resource under its etag: PUTs what `change` makes of the resource as read
+    /// (`read`, or read now when None) with `If-Match` its etag, and when another writer changed it in
+    /// between (412) reads it again and makes the change anew from that ([`retry::guarded`]), so what they
+    /// wrote is never overwritten by a body made from an older read. `change` gives None when the resource
+    /// as read needs nothing. A resource gone meanwhile is NotFound.
+    pub async fn rewrite(
+        &self,
+        ctx: &Context,
+        id: &str,
+        api: &str,
+        read: Option<Json>,
+        timeout: Duration,
+        change: impl Fn(&Json) -> Option<Json>,
+    ) -> Result<(), CloudError> {
+        let again = || async {
+            self.get(ctx, id, api).await?.ok_or_else(|| CloudError::new(ErrorKind::NotFound, None, format!("{} vanished", short(id))))
+        };
+        let first = match read {
+            Some(found) => found,
+            None => again().await?,
+        };
+        let change = &change;
+        retry::guarded(
+            first,
+            |found: Json| async move {
+                match change(&found) {
+                    Some(body) => self.put(ctx, id, api, &body, Write::of(&found), timeout).await.map(|_| ()),
+                    None => Ok(()),
+                }
+            },
+            again,
+        )
+        .await
     }
 
     /// PATCH a resource (its UpdateTags or Update operation: only what `body` names changes; `tags` replace
@@ -441,20 +489,28 @@ fn same_origin(a: &str, b: &str) -> bool {
     matches!((reqwest::Url::parse(a), reqwest::Url::parse(b)), (Ok(x), Ok(y)) if x.scheme() == y.scheme() && x.host_str() == y.host_str() && x.port_or_known_default() == y.port_or_known_default())
 }
 
-/// What a PUT is to the resource: the create of one found missing (create only: `If-None-Match: *`), or
-/// the update of one that exists and is the caller's.
+/// What a PUT is to the resource: the create of one found missing (create only: `If-None-Match: *`), the
+/// update of one that exists and is the caller's, with a body made from the configuration alone, or the
+/// update of one as it was read (`If-Match` the etag it was read with: ARM refuses it with 412 when another
+/// writer changed the resource since, and the caller reads it again, see [`Arm::rewrite`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Write {
+pub enum Write<'a> {
     Create,
     Update,
+    UpdateIf(&'a str),
 }
 
-impl Write {
+impl Write<'_> {
     fn verb(self) -> &'static str {
         match self {
             Write::Create => "creating",
-            Write::Update => "updating",
+            Write::Update | Write::UpdateIf(_) => "updating",
         }
+    }
+
+    /// An update of `found` as read: under its etag when it has one (the kinds whose models carry it).
+    pub fn of(found: &Json) -> Write<'_> {
+        found["etag"].as_str().map_or(Write::Update, Write::UpdateIf)
     }
 }
 

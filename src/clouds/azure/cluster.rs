@@ -283,14 +283,19 @@ fn revision_of(set: &SetLive, vm: &Vm, known: Option<&str>) -> Option<String> {
 }
 
 /// The nodes for what exists: scale set `j` holds nodes `offset(j) ..` in instance-id order, so a VM
-/// missing from a set shows as that set's last node missing. `known` is the state's `node_revisions`.
+/// missing from a set shows as that set's last node missing. A VM past its set's planned size (the set
+/// grown outside) is a node of its own under its Azure name (`<scale set>_<instance id>`): the next plan
+/// shows it going, and the apply deletes it by id, with no other node renamed. `known` is the state's
+/// `node_revisions`.
 pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], known: &crate::framework::Value) -> Vec<NodeAddress> {
     let mut out = Vec::new();
     let mut offset = 0usize;
     for (j, size) in sizes.iter().enumerate() {
         if let Some(set) = live.get(j).and_then(Option::as_ref) {
-            out.extend(set.vms.iter().take(*size as usize).enumerate().map(|(k, vm)| {
-                let name = node_name(cluster, (offset + k) as u32);
+            let set_name = scale_set_name(cluster, j);
+            out.extend(set.vms.iter().enumerate().map(|(k, vm)| {
+                let name =
+                    if k < *size as usize { node_name(cluster, (offset + k) as u32) } else { format!("{set_name}_{}", vm.instance_id) };
                 NodeAddress {
                     revision: revision_of(set, vm, known.get(&name).as_str()),
                     health: vm.condition.health.clone(),
@@ -541,6 +546,7 @@ pub async fn converge(
     let mut mine = Vec::new();
     let mut taken = Vec::new();
     let mut existing = Vec::new();
+    let mut shrunk = vec![false; all];
     for i in 0..all {
         let id = scale_set_id(arm, group, &spec.name, i);
         let exists = arm.get(ctx, &id, COMPUTE_API).await?;
@@ -558,11 +564,17 @@ pub async fn converge(
     // A shrink removes the nodes the plan named, the highest ones: the VMs past each set's new size in
     // instance-id order (the order node names follow), deleted by id before any set is resized. Lowering
     // the capacity alone would leave the choice to the scale set's scale-in policy.
+    // The capacity each set has once the shrink is done: what a PUT expects to find.
+    let mut expected: Vec<u64> = existing.iter().map(|s| s.as_ref().and_then(|s| s["sku"]["capacity"].as_u64()).unwrap_or(0)).collect();
     for (i, size) in sizes.iter().enumerate() {
-        let capacity = existing[i].as_ref().and_then(|s| s["sku"]["capacity"].as_u64()).unwrap_or(0);
+        let capacity = expected[i];
         if !mine[i] || capacity <= u64::from(*size) {
             continue;
         }
+        expected[i] = u64::from(*size);
+        // Its etag changed with its capacity: the PUT below reads it again.
+        existing[i].take();
+        shrunk[i] = true;
         let id = scale_set_id(arm, group, &spec.name, i);
         let mut vms = list_vms(ctx, arm, &id).await?;
         vms.sort_by_key(|vm| vm["instanceId"].as_str().and_then(|i| i.parse::<u64>().ok()).unwrap_or(u64::MAX));
@@ -572,12 +584,27 @@ pub async fn converge(
         }
     }
     let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
+    let subnet = &subnet;
     let puts = sizes.iter().enumerate().map(|(i, size)| {
         let id = scale_set_id(arm, group, &spec.name, i);
-        let b = set_body(arm, spec, group, &subnet, i, *size, existing[i].as_ref(), tags, Remake::Keep);
-        // A scale set found missing is created create-only: another state's made meanwhile is not PUT over.
-        let write = if existing[i].is_some() { Write::Update } else { Write::Create };
-        async move { arm.put(ctx, &id, COMPUTE_API, &b, write, timeout).await.map(|_| ()) }
+        let (found, expected, runs) = (existing[i].clone(), expected[i], existing[i].is_some() || shrunk[i]);
+        async move {
+            if !runs {
+                // A scale set found missing is created create-only: another state's made meanwhile is not PUT over.
+                let b = set_body(arm, spec, group, subnet, i, *size, None, tags, Remake::Keep);
+                return arm.put(ctx, &id, COMPUTE_API, &b, Write::Create, timeout).await.map(|_| ());
+            }
+            // One that runs is written as read, under its etag, so a change made to it meanwhile is read
+            // again rather than written over; and a PUT never takes VMs away: a set grown since it was read
+            // (by another writer, after this plan was made) keeps its capacity, and the next plan shows the
+            // VMs it added. Only the shrink above, by named instance ids, removes VMs.
+            let body = |set: &Json| {
+                let live = set["sku"]["capacity"].as_u64().unwrap_or(0);
+                let size = if live > expected { u32::try_from(live).unwrap_or(u32::MAX).max(*size) } else { *size };
+                Some(set_body(arm, spec, group, subnet, i, size, Some(set), tags, Remake::Keep))
+            };
+            arm.rewrite(ctx, &id, COMPUTE_API, found, timeout, body).await
+        }
     });
     // Every scale set's operation is followed to its end, a failed one too: what came is what the caller
     // observes next (an allocation failure leaves the VMs that were placed).
@@ -691,11 +718,18 @@ pub async fn remake(
     let jobs = targets.into_iter().map(|(j, vms)| async move {
         let id = scale_set_id(arm, group, &spec.name, j);
         let vanished = || format!("scale set {} vanished while its nodes were remade", scale_set_name(&spec.name, j));
+        // The set's model is written as read, under its etag, at its capacity as read: a resize another
+        // writer made meanwhile is read again, never undone by a capacity from an older read.
+        let listed = vms.len();
+        let model = |remake: Remake| {
+            move |set: &Json| {
+                let size = capacity_of(set, listed).ok()?;
+                Some(set_body(arm, spec, group, subnet, j, size, Some(set), &super::api::tags_of(set), remake))
+            }
+        };
         let set = arm.get(ctx, &id, COMPUTE_API).await?.ok_or_else(vanished)?;
-        let size = capacity_of(&set, vms.len()).map_err(|e| e.context(format!("remaking nodes of {}", scale_set_name(&spec.name, j))))?;
-        let tags = super::api::tags_of(&set);
-        let begin = set_body(arm, spec, group, subnet, j, size, Some(&set), &tags, Remake::Begin);
-        arm.put(ctx, &id, COMPUTE_API, &begin, Write::Update, timeout).await?;
+        capacity_of(&set, vms.len()).map_err(|e| e.context(format!("remaking nodes of {}", scale_set_name(&spec.name, j))))?;
+        arm.rewrite(ctx, &id, COMPUTE_API, Some(set), timeout, model(Remake::Begin)).await?;
         let stopped: Vec<&Vm> = vms.iter().copied().filter(|vm| vm.condition.stopped()).collect();
         if !stopped.is_empty() {
             act(ctx, arm, &id, "start", json!({"instanceIds": ids(&stopped)}), timeout).await?;
@@ -709,9 +743,7 @@ pub async fn remake(
         act(ctx, arm, &id, "reimage", json!({"instanceIds": all}), timeout).await?;
         wait_running(ctx, arm, &id, &all, true, timeout).await?;
         // The set as it is now (the PUT above changed its tags and model), the marker cleared.
-        let set = arm.get(ctx, &id, COMPUTE_API).await?.ok_or_else(vanished)?;
-        let done = set_body(arm, spec, group, subnet, j, size, Some(&set), &tags, Remake::End);
-        arm.put(ctx, &id, COMPUTE_API, &done, Write::Update, timeout).await.map(|_| ())
+        arm.rewrite(ctx, &id, COMPUTE_API, None, timeout, model(Remake::End)).await
     });
     futures::future::try_join_all(jobs).await.map(|_| ())
 }

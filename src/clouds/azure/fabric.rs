@@ -182,20 +182,16 @@ pub async fn converge(
                                                      "networkSecurityGroup": {"id": ids.nsg}}});
                     arm.put(ctx, &ids.subnet, NETWORK_API, &body, Write::Create, timeout).await?;
                 }
-                Some(found) if !live.associated(&ids) => {
-                    let mut subnet = writable_subnet(found);
-                    subnet["properties"]["networkSecurityGroup"] = json!({"id": ids.nsg});
-                    arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, Write::Update, timeout).await?;
-                }
+                Some(_) if !live.associated(&ids) => set_security_group(ctx, arm, &ids, Some(&ids.nsg), timeout).await?,
                 Some(_) => {}
             }
         }
         Network::Existing { subnet_id, .. } => {
-            let Some(found) = &live.subnet else { return Err(format!("subnet {subnet_id} (subnet_id) does not exist").into()) };
+            if live.subnet.is_none() {
+                return Err(format!("subnet {subnet_id} (subnet_id) does not exist").into());
+            }
             if !live.associated(&ids) {
-                let mut subnet = writable_subnet(found);
-                subnet["properties"]["networkSecurityGroup"] = json!({"id": ids.nsg});
-                arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, Write::Update, timeout).await?;
+                set_security_group(ctx, arm, &ids, Some(&ids.nsg), timeout).await?;
             }
         }
     }
@@ -213,6 +209,27 @@ pub async fn converge(
         }
     }
     Ok(ids)
+}
+
+/// Sets the subnet's security group to `nsg` (or takes ours off it, for None), the rest of the subnet as
+/// it is: a read-modify-write under the subnet's etag ([`Arm::rewrite`]), so a change another writer makes to
+/// the subnet meanwhile (a service endpoint, a route table, a delegation) is kept, not written over. A
+/// subnet already as wanted is left alone; one that carries another security group by then keeps it when
+/// ours is taken off.
+async fn set_security_group(ctx: &Context, arm: &Arm, ids: &Ids, nsg: Option<&str>, timeout: Duration) -> Result<(), CloudError> {
+    arm.rewrite(ctx, &ids.subnet, NETWORK_API, None, timeout, |found| {
+        let current = found["properties"]["networkSecurityGroup"]["id"].as_str();
+        let mut subnet = writable_subnet(found);
+        match nsg {
+            Some(id) if !current.is_some_and(|c| same_id(c, id)) => subnet["properties"]["networkSecurityGroup"] = json!({"id": id}),
+            None if current.is_some_and(|c| same_id(c, &ids.nsg)) => {
+                subnet["properties"].as_object_mut().map(|p| p.remove("networkSecurityGroup"));
+            }
+            _ => return None,
+        }
+        Some(subnet)
+    })
+    .await
 }
 
 /// A subnet as read, as a body to PUT back: all it holds but what ARM sets itself (the read-only fields of
@@ -283,13 +300,9 @@ pub async fn delete(ctx: &Context, arm: &Arm, spec: &FabricSpec, timeout: Durati
         if live.vnet {
             arm.delete(ctx, &ids.vnet, NETWORK_API, timeout).await?;
         }
-    } else if let Some(mut subnet) = live.subnet.clone() {
+    } else if live.nsg.is_some() && live.associated(&ids) {
         // Leave the user's subnet as it was found: without our security group.
-        if live.nsg.is_some() && subnet["properties"]["networkSecurityGroup"]["id"].as_str().is_some_and(|id| same_id(id, &ids.nsg)) {
-            subnet = writable_subnet(&subnet);
-            subnet["properties"].as_object_mut().map(|p| p.remove("networkSecurityGroup"));
-            arm.put(ctx, &ids.subnet, NETWORK_API, &subnet, Write::Update, timeout).await?;
-        }
+        set_security_group(ctx, arm, &ids, None, timeout).await?;
     }
     if live.nsg.is_some() {
         arm.delete(ctx, &ids.nsg, NETWORK_API, timeout).await?;

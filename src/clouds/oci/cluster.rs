@@ -398,6 +398,49 @@ pub(super) fn capacity_message(spec: &ClusterSpec, err: &CloudError, have: usize
     }
 }
 
+/// Before on-demand nodes are launched: OCI's compute capacity report for the shape in the availability
+/// domain (CreateComputeCapacityReport: "Use the capacity report to determine whether sufficient capacity
+/// is available for a shape before you create an instance", and, in CreateClusterNetwork's words, "before
+/// you create a cluster network"). When it reports fewer hosts than the capacity policy needs of the nodes
+/// this apply adds (all of them under `all-or-nothing`), nothing is launched: the launch would end below
+/// the policy's minimum and be released again, after its hosts had been paid for. The report is a
+/// snapshot: a launch it lets through can still fall short, and the policy then settles what came. One
+/// call, only when nodes are missing; none for a reservation, spot or a policy that keeps any node.
+async fn host_capacity_for(
+    ctx: &Context,
+    oci: &Oci,
+    spec: &ClusterSpec,
+    compartment: &str,
+    zone: &str,
+    have: u32,
+) -> Result<(), CloudError> {
+    let missing = spec.node_count.saturating_sub(have);
+    let needed = spec.capacity_policy.min_new(have, missing);
+    if needed <= 1 || spec.capacity != crate::model::CapacityType::OnDemand || zone.is_empty() {
+        return Ok(());
+    }
+    let shape = spec.fabric.sku.name;
+    let body = json!({"compartmentId": compartment, "availabilityDomain": zone, "shapeAvailabilities": [{"instanceShape": shape}]});
+    let (report, _) = oci.create(ctx, Service::Core, "computeCapacityReports", &body, &format!("a capacity report for {shape}")).await?;
+    let found = report["shapeAvailabilities"].as_array().into_iter().flatten().find(|a| a["instanceShape"] == shape);
+    let Some(available) = found.and_then(|a| a["availableCount"].as_u64()) else { return Ok(()) };
+    if available >= u64::from(needed) {
+        return Ok(());
+    }
+    let status = found.and_then(|a| a["availabilityStatus"].as_str()).unwrap_or("OUT_OF_HOST_CAPACITY");
+    let why = CloudError::new(
+        crate::clouds::ErrorKind::NoCapacity,
+        // OCI's own words for a launch no host can take, as its launches fail with them.
+        Some("Out of host capacity".to_owned()),
+        format!(
+            "OCI's capacity report for {zone} gives {available} free {shape} host(s) ({status}); this apply needs {needed} of the \
+             {missing} node(s) it adds under capacity_policy \"{}\", so nothing was launched",
+            spec.capacity_policy.as_str()
+        ),
+    );
+    Err(capacity_message(spec, &why, have as usize))
+}
+
 /// Creates or updates the cluster until it has exactly `node_count` running nodes named `<cluster>-0..`;
 /// the nodes it launches come from the spec's node configuration revision (a new instance configuration
 /// when none has it), each tagged with that revision. Nodes of another revision are left running: the
@@ -418,7 +461,7 @@ pub async fn converge(
     let zone = f.zone.clone().unwrap_or_default();
     let at = Location { compartment, zone: &zone, name: &spec.name, placement: f.placement, per_domain: spec.nvlink_domain_nodes() };
     // Everything with the cluster's names is looked at before anything is made.
-    observe(ctx, oci, &at, census).await?;
+    let running = observe(ctx, oci, &at, census).await?;
     let summaries = configurations(ctx, oci, compartment, &spec.name, census).await?;
     let existing = configuration_for(ctx, oci, spec, &summaries).await?;
     let memory_clusters = match at.per_domain {
@@ -430,6 +473,9 @@ pub async fn converge(
         None => Vec::new(),
     };
     census.gate()?;
+    let have: BTreeSet<u32> =
+        running.iter().filter_map(|n| node_index(at.name, n["displayName"].as_str()?)).filter(|i| *i < spec.node_count).collect();
+    host_capacity_for(ctx, oci, spec, compartment, &zone, have.len() as u32).await?;
     let joined = join(ctx, oci, compartment, &f.name, &zone, f.placement == Placement::Cluster).await?;
     let revision = spec.revision();
     // What the nodes launched from now on are tagged with: the cluster's tags and their revision.
