@@ -202,7 +202,13 @@ pub fn day2_settings(state: &Value) -> String {
     } else {
         json!({"batch_size": text(strategy.get("batch_size")), "wait_for_selfcheck": strategy.get("wait_for_selfcheck").as_bool()})
     };
-    json!({"repair": text(state.get("repair")), "max_repairs": text(state.get("max_repairs")), "update_strategy": strategy}).to_string()
+    let mut settings =
+        json!({"repair": text(state.get("repair")), "max_repairs": text(state.get("max_repairs")), "update_strategy": strategy});
+    // `on_maintenance` only when it is not the default, so that nodes made before it existed keep their metadata.
+    if let Some(m) = state.get("on_maintenance").as_str().filter(|m| *m != crate::model::OnMaintenance::Report.as_str()) {
+        settings["on_maintenance"] = json!(m);
+    }
+    settings.to_string()
 }
 
 /// The configuration's day-2 attributes an import gives back from a node's [`DAY2_METADATA`] (nothing from a
@@ -221,7 +227,12 @@ fn imported_day2(i: &model::Instance) -> Vec<(&'static str, Value)> {
     } else {
         Value::Null
     };
-    vec![("repair", text(&settings["repair"])), ("max_repairs", text(&settings["max_repairs"])), ("update_strategy", strategy)]
+    vec![
+        ("repair", text(&settings["repair"])),
+        ("max_repairs", text(&settings["max_repairs"])),
+        ("update_strategy", strategy),
+        ("on_maintenance", text(&settings["on_maintenance"])),
+    ]
 }
 
 /// The instance properties every node shares.
@@ -1343,13 +1354,19 @@ mod tests {
             Value::object([("repair", Value::from("reboot")), ("max_repairs", Value::from("2")), ("update_strategy", strategy)])
         };
         let node = |settings: String| instance(json!({"metadata": {"items": [{"key": DAY2_METADATA, "value": settings}]}}));
-        let with = state(Value::object([("batch_size", Value::from("50%")), ("wait_for_selfcheck", Value::from(true))]));
+        let mut with = state(Value::object([("batch_size", Value::from("50%")), ("wait_for_selfcheck", Value::from(true))]));
+        if let Value::Map(m) = &mut with {
+            m.insert("on_maintenance".into(), Value::from("replace"));
+        }
         let back: BTreeMap<&str, Value> = imported_day2(&node(day2_settings(&with))).into_iter().collect();
+        assert_eq!(back["on_maintenance"], Value::from("replace"));
         assert_eq!(back["repair"], Value::from("reboot"));
         assert_eq!(back["max_repairs"], Value::from("2"));
         assert_eq!(back["update_strategy"], with.get("update_strategy").clone());
         let without: BTreeMap<&str, Value> = imported_day2(&node(day2_settings(&state(Value::Null)))).into_iter().collect();
         assert_eq!(without["update_strategy"], Value::Null);
+        assert_eq!(without["on_maintenance"], Value::Null, "the default is not kept");
+        assert!(!day2_settings(&state(Value::Null)).contains("on_maintenance"), "nodes made before it keep their metadata");
         // A node an earlier release made keeps none: the import leaves them to their defaults.
         assert!(imported_day2(&instance(json!({}))).is_empty());
     }

@@ -913,11 +913,19 @@ const BATCH_SIZE_TAG: &str = "hpc:batch-size";
 const WAIT_FOR_SELFCHECK_TAG: &str = "hpc:wait-for-selfcheck";
 /// `node_identity` (the dynamic group the nodes publish their self-check as), which OCI keeps nowhere else.
 const NODE_IDENTITY_TAG: &str = "hpc:node-identity";
+/// `on_maintenance` (what an apply does with a node OCI has scheduled maintenance on).
+const ON_MAINTENANCE_TAG: &str = "hpc:on-maintenance";
 
 /// The day-2 settings of a cluster's configuration, as the instance configuration's tags keep them.
 pub fn day2_settings(config: &Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for (attr, tag) in [("repair", REPAIR_TAG), ("max_repairs", MAX_REPAIRS_TAG), ("node_identity", NODE_IDENTITY_TAG)] {
+    let kept = [
+        ("repair", REPAIR_TAG),
+        ("max_repairs", MAX_REPAIRS_TAG),
+        ("node_identity", NODE_IDENTITY_TAG),
+        ("on_maintenance", ON_MAINTENANCE_TAG),
+    ];
+    for (attr, tag) in kept {
         if let Some(v) = config.get(attr).as_str() {
             out.insert(tag.to_owned(), v.to_owned());
         }
@@ -936,7 +944,7 @@ pub fn day2_settings(config: &Value) -> BTreeMap<String, String> {
 }
 
 /// The day-2 settings an import gives back from the instance configuration's tags.
-fn imported_day2(tags: &BTreeMap<String, String>) -> [(&'static str, Value); 4] {
+fn imported_day2(tags: &BTreeMap<String, String>) -> [(&'static str, Value); 5] {
     let strategy = if tags.contains_key(UPDATE_STRATEGY_TAG) {
         Value::object([
             ("batch_size", Value::from(tags.get(BATCH_SIZE_TAG).cloned())),
@@ -950,6 +958,7 @@ fn imported_day2(tags: &BTreeMap<String, String>) -> [(&'static str, Value); 4] 
         ("max_repairs", Value::from(tags.get(MAX_REPAIRS_TAG).cloned())),
         ("update_strategy", strategy),
         ("node_identity", Value::from(tags.get(NODE_IDENTITY_TAG).cloned())),
+        ("on_maintenance", Value::from(tags.get(ON_MAINTENANCE_TAG).cloned())),
     ]
 }
 
@@ -991,12 +1000,13 @@ pub async fn imported_config(
         .and_then(|b| String::from_utf8(b).ok());
     let ssh = d["metadata"]["ssh_authorized_keys"].as_str().map(str::to_owned);
     let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Oci, &tags, defaults);
-    let [repair, max_repairs, strategy, identity] = imported_day2(&tags);
+    let [repair, max_repairs, strategy, identity, maintenance] = imported_day2(&tags);
     let config = Value::object([
         repair,
         max_repairs,
         strategy,
         identity,
+        maintenance,
         ("name", Value::from(name)),
         ("fabric", fabric_ref),
         ("node_count", Value::int(nodes.len() as i64)),
@@ -1378,13 +1388,15 @@ mod tests {
             ("max_repairs", Value::Null),
             ("update_strategy", Value::object([("batch_size", Value::from("2")), ("wait_for_selfcheck", Value::from(true))])),
             ("node_identity", Value::from("ocid1.dynamicgroup.oc1..hpc")),
+            ("on_maintenance", Value::from("replace")),
         ]);
         let tags = day2_settings(&config);
         assert_eq!(
             tags.keys().collect::<Vec<_>>(),
-            ["hpc:batch-size", "hpc:node-identity", "hpc:repair", "hpc:update-strategy", "hpc:wait-for-selfcheck"]
+            ["hpc:batch-size", "hpc:node-identity", "hpc:on-maintenance", "hpc:repair", "hpc:update-strategy", "hpc:wait-for-selfcheck"]
         );
-        let [repair, max_repairs, strategy, identity] = imported_day2(&tags);
+        let [repair, max_repairs, strategy, identity, maintenance] = imported_day2(&tags);
+        assert_eq!(maintenance.1, Value::from("replace"), "on_maintenance comes back");
         assert_eq!(identity.1, Value::from("ocid1.dynamicgroup.oc1..hpc"), "OCI keeps node_identity only in the tags");
         assert_eq!((repair.1, max_repairs.1), (Value::from("report"), Value::Null));
         assert_eq!(strategy.1.get("batch_size"), &Value::from("2"));
