@@ -198,13 +198,28 @@ ensure_postgres() {
   if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
     log "installing PostgreSQL from the machine's packages"
     if [ "$(id -u)" = 0 ]; then
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >&2
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql >&2
     else
-      sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >&2
+      sudo DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q postgresql >&2
     fi
     bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
   fi
   echo "$bin"
+}
+
+# Debian's Slurm (slurmctld, slurmd, the client commands) and munge, which tests/slurm runs with the
+# configuration hpc_slurm_cluster renders; prints the version. Installed from the machine's packages when
+# missing; no daemon is started here (the tests start their own on 127.0.0.1).
+ensure_slurm() {
+  if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null || ! command -v munged >/dev/null; then
+    log "installing Slurm and munge from the machine's packages"
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends slurmctld slurmd slurm-client munge >&2
+    # The packages enable their services; the tests run their own daemons, never the system's.
+    for unit in slurmctld slurmd munge; do $sudo systemctl disable --now "$unit" >/dev/null 2>&1 || true; done
+  fi
+  slurmctld -V
 }
 
 # The provider binary, built in release mode; prints the directory that holds it (for dev_overrides).

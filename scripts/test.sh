@@ -22,6 +22,7 @@ in_background moto ensure_moto
 in_background vendor-definitions conformance_setup
 in_background cargo-deny ensure_cargo_deny
 in_background previous-release ensure_previous_provider
+in_background slurm ensure_slurm
 HPC_TERRAFORM=$(find_terraform)
 HPC_PG_BIN=$(ensure_postgres)
 
@@ -41,7 +42,8 @@ HPC_MOTO_PYTHON=$(from_background moto)
 { read -r HPC_CONFORMANCE_DEFS; read -r HPC_CONFORMANCE_PYTHON; } < <(from_background vendor-definitions)
 CARGO_DENY=$(from_background cargo-deny)
 HPC_PREVIOUS_PROVIDER_DIR=$(from_background previous-release)
-for tool in HPC_TOFU HPC_LOCAL_MIRROR HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON CARGO_DENY HPC_PREVIOUS_PROVIDER_DIR; do
+HPC_SLURM_VERSION=$(from_background slurm)
+for tool in HPC_TOFU HPC_LOCAL_MIRROR HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON CARGO_DENY HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_VERSION; do
   [ -n "${!tool}" ] || { echo "setup gave no $tool" >&2; exit 1; }
 done
 # Every call the emulators receive is judged by the vendors' published definitions (docs/api-conformance.md);
@@ -56,6 +58,7 @@ log "CLIs under test: every case with OpenTofu and the newest Terraform; a smoke
 if [ -n "$HPC_TERRAFORM" ]; then "$HPC_TERRAFORM" version 2>/dev/null | awk '/^Terraform v/ && !n {print; n=1}'; else echo "Terraform 1.11 or later: absent (its cases are skipped)"; fi
 echo "$("$HPC_TERRAFORM_OLDEST" version 2>/dev/null | awk '/^Terraform v/ && !n {print; n=1}') (oldest supported: smoke set)"
 "$HPC_PG_BIN/postgres" --version
+echo "Slurm: $HPC_SLURM_VERSION (Debian's slurmctld, slurmd and munge, run by tests/slurm on 127.0.0.1)"
 
 log "licences of everything linked (cargo deny)"
 "$CARGO_DENY" check licenses 2>&1 | grep -v '^warning\|^ *[┌│━]\|^$' || true

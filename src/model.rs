@@ -516,3 +516,80 @@ pub fn node_revision(image: Option<&str>, user_data: &str, ssh_public_key: Optio
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
     digest.as_ref()[..5].iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// `hpc_slurm_cluster`: a Slurm controller (with an optional backup), login nodes, and partitions, each of
+/// the nodes of one GPU cluster on the same fabric.
+#[derive(Clone, Debug)]
+pub struct SlurmSpec {
+    pub name: String,
+    pub fabric: FabricRef,
+    /// The fabric's created network, in whose last /28 the controllers and login nodes get their subnet.
+    pub cidr: String,
+    pub version: &'static crate::catalog::slurm::SlurmVersion,
+    pub controller_type: String,
+    pub backup: bool,
+    /// Where slurmctld keeps its state; shared storage both controllers mount when there is a backup.
+    pub state_save_location: String,
+    pub login_type: String,
+    pub login_nodes: u32,
+    pub partitions: Vec<Partition>,
+    pub topology: TopologyChoice,
+    /// Seconds between Slurm's health checks of a node (`HealthCheckInterval`).
+    pub health_check_interval: u32,
+    pub image: Option<String>,
+    pub ssh_public_key: Option<String>,
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A partition: the nodes of one GPU cluster.
+#[derive(Clone, Debug)]
+pub struct Partition {
+    pub name: String,
+    pub default: bool,
+    /// `MaxTime` as Slurm writes it (`INFINITE`, `7-00:00:00`, minutes).
+    pub max_time: String,
+    pub nodes: SlurmNodes,
+}
+
+/// What Slurm needs of a GPU cluster: its node type, its nodes' names, and how the cloud placed them.
+#[derive(Clone, Debug)]
+pub struct SlurmNodes {
+    pub cluster: String,
+    pub sku: &'static Sku,
+    pub names: Vec<String>,
+    /// Nodes the cloud places close together (a placement group, compact policy, scale set, compute cluster).
+    pub placement_groups: Vec<NodeGroup>,
+    /// Rack-scale node types: the NVLink domains.
+    pub nvlink_domains: Vec<NodeGroup>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeGroup {
+    pub name: String,
+    pub nodes: Vec<String>,
+}
+
+/// Which topology plugin the configuration asks for (`topology`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopologyChoice {
+    /// Block for rack-scale partitions where the version has it, tree otherwise (said in the plan).
+    Auto,
+    Tree,
+    Block,
+    None,
+}
+
+impl TopologyChoice {
+    pub const NAMES: [&'static str; 4] = ["auto", "tree", "block", "none"];
+    pub fn parse(s: &str) -> Option<TopologyChoice> {
+        [TopologyChoice::Auto, TopologyChoice::Tree, TopologyChoice::Block, TopologyChoice::None].into_iter().find(|t| t.as_str() == s)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopologyChoice::Auto => "auto",
+            TopologyChoice::Tree => "tree",
+            TopologyChoice::Block => "block",
+            TopologyChoice::None => "none",
+        }
+    }
+}

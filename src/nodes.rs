@@ -110,6 +110,51 @@ pub fn nodes_in_domain<'a>(cluster: &str, names: impl IntoIterator<Item = &'a st
     out
 }
 
+/// Node names as a Slurm host list: names that differ only in their trailing number folded into one
+/// bracketed range list (`train-[0-3,5]`), in the order of first appearance, others as they are, joined
+/// by commas. Any names (a cluster's, or a VM's own like `et-0_2`), not only [`node_name`]'s.
+pub fn compress(names: &[String]) -> String {
+    let mut groups: Vec<(String, Vec<(u64, usize)>)> = Vec::new();
+    let mut plain: Vec<(usize, String)> = Vec::new();
+    for (at, name) in names.iter().enumerate() {
+        let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (prefix, number) = name.split_at(name.len() - digits);
+        // A number with a leading zero (`n01`) is written as it is: a range would drop the zero.
+        match number.parse::<u64>() {
+            Ok(n) if !number.is_empty() && (number == "0" || !number.starts_with('0')) => {
+                match groups.iter_mut().find(|(p, _)| p == prefix) {
+                    Some((_, ns)) => ns.push((n, at)),
+                    None => groups.push((prefix.to_owned(), vec![(n, at)])),
+                }
+            }
+            _ => plain.push((at, name.clone())),
+        }
+    }
+    let mut parts: Vec<(usize, String)> = plain;
+    for (prefix, mut numbers) in groups {
+        let first = numbers.iter().map(|(_, at)| *at).min().unwrap_or(0);
+        numbers.sort_unstable();
+        numbers.dedup_by_key(|(n, _)| *n);
+        if let [(n, _)] = numbers[..] {
+            parts.push((first, format!("{prefix}{n}")));
+            continue;
+        }
+        let mut ranges: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < numbers.len() {
+            let mut j = i;
+            while j + 1 < numbers.len() && numbers[j + 1].0 == numbers[j].0 + 1 {
+                j += 1;
+            }
+            ranges.push(if i == j { numbers[i].0.to_string() } else { format!("{}-{}", numbers[i].0, numbers[j].0) });
+            i = j + 1;
+        }
+        parts.push((first, format!("{prefix}[{}]", ranges.join(","))));
+    }
+    parts.sort_by_key(|(at, _)| *at);
+    parts.into_iter().map(|(_, p)| p).collect::<Vec<_>>().join(",")
+}
+
 /// A decimal number exactly as `{}` writes a `u32`: digits only, no sign, no leading zero.
 fn number(digits: &str) -> Option<u32> {
     let canonical = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
@@ -118,6 +163,16 @@ fn number(digits: &str) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn names_fold_into_a_slurm_host_list() {
+        let names = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(super::compress(&names(&["h-0", "h-1", "h-2", "h-3"])), "h-[0-3]");
+        assert_eq!(super::compress(&names(&["h-0", "h-1", "h-3", "g-7", "h-2", "h-9"])), "h-[0-3,9],g-7");
+        assert_eq!(super::compress(&names(&["et-0", "et-1", "et-0_2"])), "et-[0-1],et-0_2");
+        assert_eq!(super::compress(&names(&["ctl", "n01", "n02"])), "ctl,n01,n02");
+        assert_eq!(super::compress(&[]), "");
+    }
+
     use super::*;
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod limits;
 pub mod prices;
 mod skus;
+pub mod slurm;
 
 use std::fmt;
 
@@ -139,6 +140,10 @@ pub struct Sku {
     pub network_bandwidth_gbps: Option<u32>,
     /// Local NVMe per node in GB.
     pub local_nvme_gb: Option<u32>,
+    /// Logical CPUs the node's OS sees (vCPUs; on OCI bare metal, 2 per x86 OCPU and 1 per Grace core).
+    pub vcpus: u32,
+    /// System memory in MiB as the vendor states it (GB taken as 10^9 bytes), before the OS takes its share.
+    pub memory_mib: u32,
     /// Rack-scale node types (GB200/GB300 NVL72): the NVLink domain several nodes share.
     pub nvlink_domain: Option<NvlinkDomain>,
     pub sources: &'static [Source],

@@ -10,6 +10,7 @@ const AWS_SPECS: &str = "AWS EC2 docs, \"Specifications for accelerated computin
 const AZURE_ND_H100: &str = "Microsoft Learn, \"ND H100 v5 series\"";
 const AZURE_ND_H200: &str = "MicrosoftDocs/azure-compute-docs, nd-h200-v5 size pages; AzNHC configuration";
 const GCP_GPU_NET: &str = "Google Cloud docs, \"Networking and GPU machines\" / GPU machine types";
+const AWS_HOST: &str = "EC2 DescribeInstanceTypes (VCpuInfo, MemoryInfo), as moto 5.2.5 ships it, and AWS EC2 instance type specifications";
 const OCI_HPC: &str = "oracle-quickstart/oci-hpc health checks (active_healthcheck.py, check_gpu_setup.py)";
 
 /// NVIDIA GB200/GB300 NVL72: 72 GPUs on one NVLink domain, 18 trays of 4 GPUs.
@@ -33,8 +34,10 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(32),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(30_400),
+        vcpus: 192,
+        memory_mib: 2097152,
         nvlink_domain: None,
-        sources: &[src("*", AWS_SPECS, Confirmed)],
+        sources: &[src("host", AWS_HOST, TwoSources), src("*", AWS_SPECS, Confirmed)],
     },
     Sku {
         cloud: Aws,
@@ -46,8 +49,10 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(32),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(30_400),
+        vcpus: 192,
+        memory_mib: 2097152,
         nvlink_domain: None,
-        sources: &[src("*", AWS_SPECS, Confirmed)],
+        sources: &[src("host", AWS_HOST, TwoSources), src("*", AWS_SPECS, Confirmed)],
     },
     Sku {
         cloud: Aws,
@@ -59,8 +64,10 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(30_400),
+        vcpus: 192,
+        memory_mib: 2097152,
         nvlink_domain: None,
-        sources: &[src("*", AWS_SPECS, Confirmed)],
+        sources: &[src("host", AWS_HOST, TwoSources), src("*", AWS_SPECS, Confirmed)],
     },
     Sku {
         cloud: Aws,
@@ -72,8 +79,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(30_400),
+        vcpus: 192,
+        memory_mib: 2097152,
         nvlink_domain: None,
         sources: &[
+            src("host", AWS_HOST, TwoSources),
             src(
                 "rdma_interfaces",
                 "8 network cards per AWS specifications; MaximumEfaInterfaces differs from the card count (eksctl PR #8692) and its exact value was not found",
@@ -93,8 +103,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: Some(6400),
         local_nvme_gb: Some(30_400),
+        vcpus: 192,
+        memory_mib: 4194304,
         nvlink_domain: None,
         sources: &[
+            src("host", AWS_HOST, TwoSources),
             src(
                 "rdma_interfaces",
                 "17 cards per AWS specifications; card 0 ENA-only per aws-parallelcluster #7143 and PR #7210",
@@ -114,11 +127,18 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: Some(1600),
         local_nvme_gb: None,
+        vcpus: 144,
+        memory_mib: 983040,
         nvlink_domain: nvl72(
             "u-p6e-gb200x72 is 18 p6e-gb200.36xlarge instances on one NVLink domain (EKS docs, ml-eks-nvidia-ultraserver; quoted in NVIDIA/aicr#2743)",
             TwoSources,
         ),
         sources: &[
+            src(
+                "host",
+                "two secondary sources (a P6e instance article's table; a KWOK GB200 node profile): 144 vCPUs, 960 GiB",
+                TwoSources,
+            ),
             src(
                 "gpu_count",
                 "EKS docs, ml-eks-nvidia-ultraserver: 4 Blackwell GPUs per instance; botocore InstanceType enum lists the type",
@@ -152,8 +172,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(400),
         local_nvme_gb: None,
+        vcpus: 192,
+        memory_mib: 1572864,
         nvlink_domain: None,
         sources: &[
+            src("host", AWS_HOST, TwoSources),
             src("*", "AWS EC2 docs, \"Maximize network bandwidth\" / EFA supported instance types", Confirmed),
             src("local_nvme_gb", "not found", Unconfirmed),
         ],
@@ -170,8 +193,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: None,
         local_nvme_gb: Some(250),
+        vcpus: 4,
+        memory_mib: 16384,
         nvlink_domain: None,
         sources: &[
+            src("host", AWS_HOST, TwoSources),
             src("*", AWS_SPECS, Confirmed),
             src("rdma_interfaces", "no EFA on this size (AWS specifications list EFA for the largest G6 sizes only)", Unconfirmed),
             src("network_bandwidth_gbps", "\"up to 10 Gbps\" (burst), no sustained figure", Confirmed),
@@ -187,8 +213,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: None,
         local_nvme_gb: Some(250),
+        vcpus: 4,
+        memory_mib: 16384,
         nvlink_domain: None,
         sources: &[
+            src("host", AWS_HOST, TwoSources),
             src("*", AWS_SPECS, Confirmed),
             src("rdma_interfaces", "no EFA on this size (AWS specifications list EFA for g5.48xlarge only)", Unconfirmed),
             src("network_bandwidth_gbps", "\"up to 10 Gbps\" (burst), no sustained figure", Confirmed),
@@ -205,8 +234,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        vcpus: 36,
+        memory_mib: 450560,
         nvlink_domain: None,
         sources: &[
+            src("host", "Microsoft Learn, nvadsa10v5-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", "MicrosoftDocs/azure-compute-docs, NVadsA10 v5 series (full A10 at 36 vCPUs; GRID driver required)", Confirmed),
             src("network_bandwidth_gbps", "not found", Unconfirmed),
         ],
@@ -221,8 +253,13 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(28_000),
+        vcpus: 96,
+        memory_mib: 1945600,
         nvlink_domain: None,
-        sources: &[src("*", AZURE_ND_H100, Confirmed)],
+        sources: &[
+            src("host", "Microsoft Learn, ndh100v5-series size page (vCPUs, memory GiB)", Confirmed),
+            src("*", AZURE_ND_H100, Confirmed),
+        ],
     },
     Sku {
         cloud: Azure,
@@ -234,8 +271,13 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: Some(28_000),
+        vcpus: 96,
+        memory_mib: 1894400,
         nvlink_domain: None,
-        sources: &[src("*", AZURE_ND_H200, Confirmed)],
+        sources: &[
+            src("host", "Microsoft Learn, nd-h200-v5-series size page (vCPUs, memory GiB)", Confirmed),
+            src("*", AZURE_ND_H200, Confirmed),
+        ],
     },
     Sku {
         cloud: Azure,
@@ -247,8 +289,13 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        vcpus: 96,
+        memory_mib: 1894400,
         nvlink_domain: None,
-        sources: &[src("*", "third-party benchmark README quoting the ND MI300X v5 size page", Unconfirmed)],
+        sources: &[
+            src("host", "Microsoft Learn, ndmi300xv5-series size page (vCPUs, memory GiB)", Confirmed),
+            src("*", "third-party benchmark README quoting the ND MI300X v5 size page", Unconfirmed),
+        ],
     },
     Sku {
         cloud: Azure,
@@ -260,11 +307,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(1600),
         local_nvme_gb: Some(16_000),
+        vcpus: 128,
+        memory_mib: 921600,
         nvlink_domain: nvl72(
             "MicrosoftDocs/azure-compute-docs, nd-gb200-v6 size page: NVLink up to 72 GPUs per domain, 18 VMs per rack",
             Confirmed,
         ),
         sources: &[
+            src("host", "Microsoft Learn, nd-gb200-v6-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", "MicrosoftDocs/azure-compute-docs nd-gb200-v6 pages; AzNHC configuration", Confirmed),
             src("gpu_memory_gb", "Microsoft Learn as quoted by a secondary source", Unconfirmed),
         ],
@@ -279,8 +329,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        vcpus: 128,
+        memory_mib: 884736,
         nvlink_domain: nvl72("MicrosoftDocs/azure-compute-docs, nd-gb300-v6 size page: 18 VMs per NVL72 rack", TwoSources),
         sources: &[
+            src("host", "Microsoft Learn, nd-gb300-v6-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", "MicrosoftDocs/azure-compute-docs, nd-gb300-v6 size page (4x B300 288 GB, 800 Gb/s InfiniBand per GPU)", TwoSources),
             src("local_nvme_gb", "not found", Unconfirmed),
         ],
@@ -297,8 +350,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: Some(10),
         local_nvme_gb: None,
+        vcpus: 4,
+        memory_mib: 15258,
         nvlink_domain: None,
         sources: &[
+            src("host", "two secondary sources (public machine-type catalogs): vCPUs and memory GB", TwoSources),
             src("*", "Google Cloud docs, \"GPU machine types\" (G2 machine series)", Confirmed),
             src("network_bandwidth_gbps", "default egress bandwidth of a 4-vCPU G2 VM, per the same page", Unconfirmed),
         ],
@@ -313,8 +369,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(1000),
         local_nvme_gb: Some(6_000),
+        vcpus: 208,
+        memory_mib: 1785278,
         nvlink_domain: None,
-        sources: &[src("*", GCP_GPU_NET, Confirmed), src("local_nvme_gb", "dstackai/gpuhunt gcp.py", Unconfirmed)],
+        sources: &[
+            src("host", "Google Cloud docs, accelerator-optimized / Arm machine types (vCPUs, memory GB)", Confirmed),
+            src("*", GCP_GPU_NET, Confirmed),
+            src("local_nvme_gb", "dstackai/gpuhunt gcp.py", Unconfirmed),
+        ],
     },
     Sku {
         cloud: Gcp,
@@ -326,8 +388,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(1800),
         local_nvme_gb: Some(6_000),
+        vcpus: 208,
+        memory_mib: 1785278,
         nvlink_domain: None,
         sources: &[
+            src("host", "two secondary sources (public machine-type catalogs): vCPUs and memory GB", TwoSources),
             src("*", GCP_GPU_NET, Confirmed),
             src("network_bandwidth_gbps", "GCP page versions give 1,600 and 1,800 Gbps; the newer figure is kept", Unconfirmed),
             src("local_nvme_gb", "dstackai/gpuhunt gcp.py", Unconfirmed),
@@ -343,8 +408,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        vcpus: 224,
+        memory_mib: 2815246,
         nvlink_domain: None,
-        sources: &[src("*", GCP_GPU_NET, Confirmed), src("local_nvme_gb", "not found", Unconfirmed)],
+        sources: &[
+            src("host", "two secondary sources (public machine-type catalogs): vCPUs and memory GB", TwoSources),
+            src("*", GCP_GPU_NET, Confirmed),
+            src("local_nvme_gb", "not found", Unconfirmed),
+        ],
     },
     Sku {
         cloud: Gcp,
@@ -356,8 +427,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        vcpus: 224,
+        memory_mib: 3784179,
         nvlink_domain: None,
-        sources: &[src("*", GCP_GPU_NET, Confirmed), src("local_nvme_gb", "not found", Unconfirmed)],
+        sources: &[
+            src("host", "two secondary sources (public machine-type catalogs): vCPUs and memory GB", TwoSources),
+            src("*", GCP_GPU_NET, Confirmed),
+            src("local_nvme_gb", "not found", Unconfirmed),
+        ],
     },
     Sku {
         cloud: Gcp,
@@ -370,11 +447,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(2000),
         local_nvme_gb: None,
+        vcpus: 140,
+        memory_mib: 843048,
         nvlink_domain: nvl72(
             "Google Cloud AI Hypercomputer terminology: an A4X sub-block is 18 instances (72 GPUs) on one NVLink domain",
             Confirmed,
         ),
         sources: &[
+            src("host", "Google Cloud docs, accelerator-optimized / Arm machine types (vCPUs, memory GB)", Confirmed),
             src("*", GCP_GPU_NET, Confirmed),
             src(
                 "gpu_memory_gb",
@@ -395,8 +475,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: Some(3200),
         local_nvme_gb: None,
+        vcpus: 224,
+        memory_mib: 1953125,
         nvlink_domain: None,
         sources: &[
+            src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", OCI_HPC, TwoSources),
             src("network_bandwidth_gbps", "README copying OCI compute shapes: 8x2x200 Gbps RDMA", TwoSources),
             src("local_nvme_gb", "16 NVMe drives; drive size not found", Unconfirmed),
@@ -412,8 +495,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        vcpus: 224,
+        memory_mib: 2929687,
         nvlink_domain: None,
-        sources: &[src("*", OCI_HPC, TwoSources), src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed)],
+        sources: &[
+            src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
+            src("*", OCI_HPC, TwoSources),
+            src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
+        ],
     },
     Sku {
         cloud: Oci,
@@ -425,8 +514,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        vcpus: 256,
+        memory_mib: 3906250,
         nvlink_domain: None,
-        sources: &[src("*", OCI_HPC, TwoSources), src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed)],
+        sources: &[
+            src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
+            src("*", OCI_HPC, TwoSources),
+            src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
+        ],
     },
     Sku {
         cloud: Oci,
@@ -438,8 +533,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(8),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        vcpus: 224,
+        memory_mib: 1953125,
         nvlink_domain: None,
-        sources: &[src("*", OCI_HPC, TwoSources), src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed)],
+        sources: &[
+            src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
+            src("*", OCI_HPC, TwoSources),
+            src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
+        ],
     },
     Sku {
         cloud: Oci,
@@ -451,8 +552,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(16),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        vcpus: 256,
+        memory_mib: 3814697,
         nvlink_domain: None,
         sources: &[
+            src("host", "OCI GPU quick start README for B300 (in progress): 2 x Xeon 8592+, 256 threads, 4 TB", Unconfirmed),
             src("*", OCI_HPC, TwoSources),
             src("gpu_memory_gb", "not found for this shape", Unconfirmed),
             src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
@@ -468,11 +572,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: Some(1600),
         local_nvme_gb: None,
+        vcpus: 144,
+        memory_mib: 915527,
         nvlink_domain: nvl72(
             "OCI docs, GPU memory fabric: a GPU memory cluster of up to 18 BM.GPU.GB200.4 hosts shares one NVLink domain",
             TwoSources,
         ),
         sources: &[
+            src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", "OCI compute shapes table as copied by a third party: 4x B200, 4x400 Gbps RDMA (+2x200 Gbps front end)", TwoSources),
             src("gpu_memory_gb", "not found for this shape; GB200's 192 GB HBM3e per GPU assumed", Unconfirmed),
             src("local_nvme_gb", "not found", Unconfirmed),
@@ -488,11 +595,14 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: Some(4),
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        vcpus: 144,
+        memory_mib: 915527,
         nvlink_domain: nvl72(
             "OCI docs, GPU memory fabric: supported shapes are BM.GPU.GB200.4 and BM.GPU.GB300.4, up to 18 hosts",
             TwoSources,
         ),
         sources: &[
+            src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", "oracle-quickstart/oci-hpc code names BM.GPU.GB300.4; OCI GPU memory fabric docs", Unconfirmed),
             src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
             src("local_nvme_gb", "not found", Unconfirmed),
@@ -509,8 +619,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: None,
         local_nvme_gb: None,
+        vcpus: 30,
+        memory_mib: 228881,
         nvlink_domain: None,
         sources: &[
+            src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", "README copying OCI compute shapes (VM.GPU.A10.x); oracle-quickstart/oci-hpc schema.yaml", TwoSources),
             src("network_bandwidth_gbps", "not found", Unconfirmed),
         ],
@@ -525,8 +638,11 @@ pub static SKUS: &[Sku] = &[
         rdma_interfaces: None,
         network_bandwidth_gbps: Some(800),
         local_nvme_gb: None,
+        vcpus: 224,
+        memory_mib: 976562,
         nvlink_domain: None,
         sources: &[
+            src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", "README copying OCI compute shapes (1x200G + 800 Gbps RDMA); oracle-quickstart/oci-hpc schema.yaml", TwoSources),
             src("rdma_interfaces", "not found", Unconfirmed),
         ],

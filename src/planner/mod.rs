@@ -7,6 +7,7 @@
 pub mod cost;
 pub mod nccl;
 pub mod rack;
+pub mod slurm;
 pub mod spec;
 
 use std::collections::BTreeMap;

@@ -392,6 +392,8 @@ pub struct NcclJob<'a> {
     /// Rack-scale node types: the nodes per NVLink domain, which a Slurm job keeps its nodes within
     /// (`--segment`, with the topology/block plugin).
     pub segment: Option<u32>,
+    /// The Slurm partition the job is submitted to (`--partition`); the cluster's default partition when None.
+    pub partition: Option<&'a str>,
 }
 
 /// The node label the Kubernetes Job selects this cluster's nodes by (`<label>=<cluster name>`).
@@ -478,6 +480,9 @@ pub fn slurm_script(job: &NcclJob) -> Result<String, String> {
     let _ = writeln!(s, "#SBATCH --ntasks-per-node={g}");
     let _ = writeln!(s, "#SBATCH --gpus-per-node={g}");
     s.push_str("#SBATCH --exclusive\n");
+    if let Some(p) = job.partition {
+        let _ = writeln!(s, "#SBATCH --partition={p}");
+    }
     if let Some(segment) = job.segment.filter(|n| *n > 0 && (job.nodes.len() as u32).is_multiple_of(*n)) {
         let _ = writeln!(s, "#SBATCH --segment={segment}");
     }
@@ -825,7 +830,16 @@ mod tests {
     }
 
     fn job<'a>(nodes: &'a [String], env: &'a BTreeMap<String, String>) -> NcclJob<'a> {
-        NcclJob { name: "nccl-allreduce", nodes, cluster: "train", gpus_per_node: 8, env, expected_busbw_gbs: Some(365.0), segment: None }
+        NcclJob {
+            name: "nccl-allreduce",
+            nodes,
+            cluster: "train",
+            gpus_per_node: 8,
+            env,
+            expected_busbw_gbs: Some(365.0),
+            segment: None,
+            partition: None,
+        }
     }
 
     fn nodes(n: usize) -> Vec<String> {

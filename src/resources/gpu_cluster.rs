@@ -283,6 +283,7 @@ fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
         env: &plan.node_environment,
         expected_busbw_gbs: plan.expected_busbw.map(|b| b.gbytes_per_sec),
         segment: plan.spec.nvlink_domain_nodes(),
+        partition: None,
     };
     // EKS schedules EFA devices as an extended resource; other clouds' devices come with the node.
     let mut devices = BTreeMap::new();

@@ -1,0 +1,279 @@
+//! A real Slurm on 127.0.0.1 (Debian's `slurmctld`, `slurmd`, `munge`, which the test command installs),
+//! run with the configuration a plan or an apply rendered, to ask Slurm's own commands what it made of it.
+//!
+//! What is changed in the rendered configuration, and only that, because this machine is not the cloud:
+//! the controller's host is this machine (slurmctld serves only where its host name is a `SlurmctldHost`),
+//! ports, state, spool, pid and log paths are a temporary directory's, Slurm runs as root, the process
+//! tracking and task plugins are `linuxproc` and `none` (the cgroup plugins need systemd's cgroup
+//! delegation, which a test machine has not), the GPU device files are this directory's, the health
+//! check runs every 5 seconds, and `SlurmdParameters=config_overrides` lets this machine register as
+//! the node type it is not. The node itself fetches everything else from the controller (configless), as
+//! a cloud node does.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The rendered files of one Slurm cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Rendered {
+    pub slurm_conf: String,
+    pub gres_conf: String,
+    pub cgroup_conf: String,
+    pub topology_conf: Option<String>,
+    pub healthcheck: String,
+}
+
+/// A running slurmctld (and the slurmds started against it); stopped when dropped.
+pub struct Slurm {
+    pub dir: tempfile::TempDir,
+    port: u16,
+    children: Vec<Child>,
+}
+
+fn tool(name: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "{name} is not installed: the test command installs Debian's slurmctld, slurmd, slurm-client and munge (apt-get install \
+         slurmctld slurmd slurm-client munge); run ./scripts/test.sh, or install them"
+    )
+}
+
+/// One munged for the process, on Slurm's default socket (a configless slurmd asks that socket before it has
+/// any configuration), with a key of its own: started unless one answers there already.
+fn munge() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        let answers =
+            || Command::new(tool("munge")).args(["-n"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        if answers() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("hpc-munge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all("/run/munge").expect("/run/munge (the tests run as root, as CI does)");
+        let key = dir.join("munge.key");
+        let bytes: Vec<u8> = (0..1024).map(|i| (i * 7919 % 251) as u8 ^ (std::process::id() as u8)).collect();
+        std::fs::write(&key, bytes).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let status = Command::new(tool("munged"))
+            .arg(format!("--key-file={}", key.display()))
+            .arg(format!("--pid-file={}", dir.join("munged.pid").display()))
+            .arg(format!("--log-file={}", dir.join("munged.log").display()))
+            .arg(format!("--seed-file={}", dir.join("munged.seed").display()))
+            .arg("--force")
+            .status()
+            .expect("munged starts");
+        assert!(status.success(), "munged failed to start");
+        let until = Instant::now() + Duration::from_secs(10);
+        while !answers() {
+            assert!(Instant::now() < until, "munged does not answer on /run/munge/munge.socket.2");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn hostname() -> String {
+    let out = Command::new("hostname").arg("-s").output().expect("hostname");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The rendered slurm.conf with this machine's changes (see the module documentation).
+fn local_slurm_conf(rendered: &str, dir: &Path, ctld_port: u16, slurmd_port: u16) -> String {
+    let d = dir.display();
+    let replaced = [
+        "SlurmctldHost",
+        "SlurmctldPort",
+        "SlurmdPort",
+        "SlurmUser",
+        "StateSaveLocation",
+        "SlurmdSpoolDir",
+        "SlurmctldPidFile",
+        "SlurmdPidFile",
+        "SlurmctldLogFile",
+        "SlurmdLogFile",
+        "ProctrackType",
+        "TaskPlugin",
+        "HealthCheckProgram",
+        "HealthCheckInterval",
+    ];
+    let mut out: String =
+        rendered.lines().filter(|l| !replaced.iter().any(|k| l.starts_with(&format!("{k}=")))).map(|l| format!("{l}\n")).collect();
+    out.push_str(&format!(
+        "# This machine's changes (tests/slurm/harness.rs)\n\
+         SlurmctldHost={host}(127.0.0.1)\n\
+         SlurmctldPort={ctld_port}\n\
+         SlurmdPort={slurmd_port}\n\
+         SlurmUser=root\n\
+         StateSaveLocation={d}/state\n\
+         SlurmdSpoolDir={d}/spool/%n\n\
+         SlurmctldPidFile={d}/slurmctld.pid\n\
+         SlurmdPidFile={d}/slurmd-%n.pid\n\
+         SlurmctldLogFile={d}/log/slurmctld.log\n\
+         SlurmdLogFile={d}/log/slurmd-%n.log\n\
+         ProctrackType=proctrack/linuxproc\n\
+         TaskPlugin=task/none\n\
+         HealthCheckProgram={d}/hpc-slurm-healthcheck\n\
+         HealthCheckInterval=5\n\
+         SlurmdParameters=config_overrides\n",
+        host = hostname()
+    ));
+    out
+}
+
+/// gres.conf with the device files in `dir/dev` (made as character devices, as a GPU's are).
+fn local_gres_conf(rendered: &str, dir: &Path) -> String {
+    let dev = dir.join("dev");
+    std::fs::create_dir_all(&dev).unwrap();
+    for i in 0..8 {
+        let path = dev.join(format!("nvidia{i}"));
+        let made = Command::new("mknod").arg(&path).args(["c", "195", &i.to_string()]).status().is_ok_and(|s| s.success());
+        if !made {
+            std::fs::write(&path, b"").unwrap();
+        }
+    }
+    rendered.replace("/dev/nvidia", &format!("{}/nvidia", dev.display()))
+}
+
+impl Slurm {
+    /// slurmctld with `rendered`, answering.
+    pub fn start(rendered: &Rendered) -> Slurm {
+        munge();
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["state", "spool", "log"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        let (port, slurmd_port) = (free_port(), free_port());
+        let etc = dir.path();
+        std::fs::write(etc.join("slurm.conf"), local_slurm_conf(&rendered.slurm_conf, etc, port, slurmd_port)).unwrap();
+        std::fs::write(etc.join("gres.conf"), local_gres_conf(&rendered.gres_conf, etc)).unwrap();
+        std::fs::write(etc.join("cgroup.conf"), &rendered.cgroup_conf).unwrap();
+        if let Some(t) = &rendered.topology_conf {
+            std::fs::write(etc.join("topology.conf"), t).unwrap();
+        }
+        let hc = etc.join("hpc-slurm-healthcheck");
+        // Its settings file is this directory's (slurmd runs it with an empty environment).
+        let settings = etc.join("healthcheck.settings");
+        std::fs::write(
+            &hc,
+            rendered.healthcheck.replace(hpc_provider::planner::slurm::HEALTHCHECK_SETTINGS, &settings.display().to_string()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ctld = Command::new(tool("slurmctld"))
+            .args(["-D", "-i", "-f"])
+            .arg(etc.join("slurm.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("slurmctld starts");
+        let slurm = Slurm { dir, port, children: vec![ctld] };
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            if slurm.run("scontrol", &["ping"]).is_ok_and(|o| o.contains("is UP")) {
+                break;
+            }
+            if Instant::now() > until {
+                panic!("slurmctld did not come up:\n{}", slurm.log("slurmctld.log"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        slurm
+    }
+
+    pub fn conf(&self) -> PathBuf {
+        self.dir.path().join("slurm.conf")
+    }
+
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join("log").join(name)).unwrap_or_default()
+    }
+
+    /// A Slurm command against this controller: its output, or its output and status as the error.
+    pub fn run(&self, cmd: &str, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(tool(cmd)).args(args).env("SLURM_CONF", self.conf()).current_dir(self.dir.path()).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if out.status.success() { Ok(text) } else { Err(format!("{cmd} {args:?}: {}: {text}", out.status)) }
+    }
+
+    /// A Slurm command that must succeed.
+    pub fn ok(&self, cmd: &str, args: &[&str]) -> String {
+        self.run(cmd, args).unwrap_or_else(|e| panic!("{e}\nslurmctld.log:\n{}", self.log("slurmctld.log")))
+    }
+
+    /// A real slurmd registering as `node`, configless (`--conf-server`); its health check gets `env` (the
+    /// self-check's fakes) through the settings file.
+    pub fn slurmd(&mut self, node: &str, env: &[(&str, String)]) {
+        let mut settings: String = env.iter().map(|(k, v)| format!("{k}='{v}'\n")).collect();
+        settings.push_str(&format!("SLURM_CONF='{}'\n", self.conf().display()));
+        std::fs::write(self.dir.path().join("healthcheck.settings"), settings).unwrap();
+        std::fs::create_dir_all(self.dir.path().join("spool").join(node)).unwrap();
+        let child = Command::new(tool("slurmd"))
+            .args(["-D", "-N", node, "--conf-server"])
+            .arg(format!("127.0.0.1:{}", self.port))
+            // The health check's scontrol finds the controller through the same file.
+            .env("SLURM_CONF", self.conf())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("slurmd starts");
+        self.children.push(child);
+    }
+
+    /// Waits until `node` is in a state `want` accepts (`scontrol show node`'s State=), then gives it.
+    pub fn wait_node(&self, node: &str, what: &str, want: impl Fn(&str) -> bool) -> String {
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let shown = self.ok("scontrol", &["show", "node", node]);
+            if want(&shown) {
+                return shown;
+            }
+            if Instant::now() > until {
+                panic!(
+                    "{node} is not {what}:\n{shown}\nslurmd log:\n{}\nslurmctld log:\n{}",
+                    self.log(&format!("slurmd-{node}.log")),
+                    self.log("slurmctld.log")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Submits `script` and waits for the job's end: its final state.
+    pub fn job(&self, args: &[&str]) -> String {
+        let id = self.ok("sbatch", &[&["--parsable"][..], args].concat()).trim().to_owned();
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let shown = self.ok("scontrol", &["show", "job", &id]);
+            let state = shown.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).unwrap_or_default().to_owned();
+            if !matches!(state.as_str(), "PENDING" | "RUNNING" | "CONFIGURING" | "COMPLETING" | "") {
+                return state;
+            }
+            if Instant::now() > until {
+                panic!("job {id} did not end:\n{shown}\nslurmctld log:\n{}", self.log("slurmctld.log"));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
