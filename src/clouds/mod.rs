@@ -30,6 +30,10 @@ pub use shared::NodeAddress;
 pub trait Expander: Sync {
     fn fabric(&self, spec: &FabricSpec, defaults: &Defaults) -> Vec<Piece>;
     fn cluster(&self, spec: &ClusterSpec, defaults: &Defaults) -> Vec<Piece>;
+    /// The groups of nodes the cloud places together (a placement group, a compact policy, a scale set, a
+    /// compute cluster or cluster network), by name, with their node indices: each a leaf switch of a Slurm
+    /// tree. Empty when nothing places the nodes together.
+    fn placement_groups(&self, spec: &ClusterSpec) -> Vec<(String, Vec<u32>)>;
     /// NCCL/libfabric settings jobs on the nodes need.
     fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String>;
     fn filesystem(&self, spec: &FilesystemSpec, defaults: &Defaults) -> Vec<Piece>;

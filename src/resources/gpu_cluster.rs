@@ -179,6 +179,14 @@ pub fn schema() -> Schema {
                  cloud's per-domain piece), its `nodes` and `gpus`. Empty for node types whose NVLink stays inside the node.",
             ))
             .attribute(Attribute::computed(
+                "placement_groups",
+                Type::list(Type::object([("name", Type::String), ("nodes", Type::list(Type::String))])),
+                "The groups of nodes the cloud places together, each with its `name` and `nodes`: the fabric's placement group (AWS), \
+                 compact placement policy (Google Cloud) or compute cluster (OCI), the cluster's cluster network (OCI), or each scale set \
+                 (Azure, where InfiniBand spans one scale set). `hpc_slurm_cluster` makes each a leaf switch of its tree topology. Empty \
+                 when the fabric's placement is `none`.",
+            ))
+            .attribute(Attribute::computed(
                 "slurm_topology_conf",
                 Type::String,
                 "Rack-scale node types: Slurm's `topology.conf` for the `topology/block` plugin, one block per NVLink domain. Null otherwise.",
@@ -336,6 +344,16 @@ fn rack_outputs(s: &ClusterSpec) -> BTreeMap<String, Value> {
             ])
         })),
     );
+    let groups = crate::clouds::expander(s.fabric.cloud).placement_groups(s);
+    out.insert(
+        "placement_groups".into(),
+        Value::list(groups.into_iter().map(|(name, nodes)| {
+            Value::object([
+                ("name", Value::from(name)),
+                ("nodes", Value::list(nodes.into_iter().map(|i| Value::from(crate::nodes::node_name(&s.name, i))))),
+            ])
+        })),
+    );
     out.insert("slurm_topology_conf".into(), planner::rack::topology_conf(s).map_or(Value::Null, Value::from));
     out.insert("slurm_conf".into(), planner::rack::slurm_conf(s).map_or(Value::Null, Value::from));
     out.insert(
@@ -358,7 +376,9 @@ fn with_derived_outputs(state: Value) -> Value {
     let day2 = state.get("revision").is_null();
     let policy = state.get("capacity_policy").is_null();
     let maintenance = state.get("on_maintenance").is_null();
-    if !rack && !day2 && !policy && !maintenance {
+    // Placement groups came after the rack outputs: a state with those may lack them.
+    let placed = state.get("placement_groups").is_null();
+    if !rack && !day2 && !policy && !maintenance && !placed {
         return state;
     }
     // What the configuration was: a cluster without a fabric keeps the one it made in `fabric`, and one on
@@ -373,8 +393,10 @@ fn with_derived_outputs(state: Value) -> Value {
         }
     }
     let Some(spec) = spec::parse_cluster(&config, &mut Diagnostics::new()) else { return state };
+    // Laid out around what runs (Azure's scale sets), as the state's own expansion says.
+    let spec = with_prior(spec, &state);
     let Value::Map(mut m) = state else { return state };
-    if rack {
+    if rack || placed {
         m.extend(rack_outputs(&spec));
     }
     if policy {

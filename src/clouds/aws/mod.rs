@@ -268,6 +268,14 @@ impl super::Expander for Expansion {
         cluster(spec, d)
     }
 
+    /// The fabric's cluster placement group holds every node.
+    fn placement_groups(&self, spec: &ClusterSpec) -> Vec<(String, Vec<u32>)> {
+        if spec.fabric.placement != Placement::Cluster || spec.node_count == 0 {
+            return Vec::new();
+        }
+        vec![(fabric::placement_group_name(&spec.fabric.name), (0..spec.node_count).collect())]
+    }
+
     fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String> {
         node_environment(sku)
     }

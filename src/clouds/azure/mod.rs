@@ -230,6 +230,21 @@ impl super::Expander for Expansion {
         cluster(spec, d)
     }
 
+    /// Each scale set is its own InfiniBand fabric ("automatically configured between VMs occupying the
+    /// same virtual machine scale set").
+    fn placement_groups(&self, spec: &ClusterSpec) -> Vec<(String, Vec<u32>)> {
+        let mut first = 0;
+        cluster_scale_sets(spec)
+            .into_iter()
+            .enumerate()
+            .map(|(j, size)| {
+                let nodes = (first..first + size).collect();
+                first += size;
+                (cluster::scale_set_name(&spec.name, j), nodes)
+            })
+            .collect()
+    }
+
     fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String> {
         node_environment(sku)
     }

@@ -183,6 +183,14 @@ impl super::Expander for Expansion {
         cluster(spec, d)
     }
 
+    /// The fabric's compact placement policy holds every node (A4X: each NVLink domain has its own).
+    fn placement_groups(&self, spec: &ClusterSpec) -> Vec<(String, Vec<u32>)> {
+        if spec.fabric.placement != Placement::Cluster || spec.node_count == 0 {
+            return Vec::new();
+        }
+        vec![(format!("{}-placement", spec.fabric.name), (0..spec.node_count).collect())]
+    }
+
     fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String> {
         node_environment(sku)
     }

@@ -208,6 +208,16 @@ impl super::Expander for Expansion {
         cluster(spec, d)
     }
 
+    /// The cluster's cluster network, or the fabric's compute cluster, holds every node.
+    fn placement_groups(&self, spec: &ClusterSpec) -> Vec<(String, Vec<u32>)> {
+        let name = match spec.fabric.placement {
+            Placement::ClusterNetwork => format!("{}-cn", spec.name),
+            Placement::Cluster => format!("{}-cc", spec.fabric.name),
+            Placement::None => return Vec::new(),
+        };
+        if spec.node_count == 0 { Vec::new() } else { vec![(name, (0..spec.node_count).collect())] }
+    }
+
     fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String> {
         node_environment(sku)
     }
