@@ -204,6 +204,15 @@ pub struct ClusterSpec {
     /// (Azure's scale sets; empty on a create and on clouds whose nodes stand alone). A change is laid out
     /// around them, so that no running group is resized the other way (see `clouds/azure/mod.rs`).
     pub running_groups: Vec<u32>,
+    /// The Slurm cluster the nodes join (`slurm`, the fabric's `slurm_join`); None for nodes outside Slurm.
+    pub slurm: Option<SlurmJoin>,
+}
+
+/// What a GPU node needs to join a Slurm cluster: the controllers' addresses and the key its daemons share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlurmJoin {
+    pub controllers: Vec<String>,
+    pub key: String,
 }
 
 /// What a filesystem knows of the cluster it feeds (the `cluster = hpc_gpu_cluster.x` object).
@@ -505,6 +514,16 @@ impl ClusterSpec {
             None => user_data,
             Some(identity) => format!("{user_data}\nidentity={identity}"),
         };
+        // Joining Slurm (its controllers and key) is part of what the nodes are made from; a cluster outside
+        // Slurm keeps the revision it had before.
+        let user_data = match &self.slurm {
+            None => user_data,
+            Some(join) => {
+                let key = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, join.key.as_bytes());
+                let key: String = key.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+                format!("{user_data}\nslurm={} key={key}", join.controllers.join(","))
+            }
+        };
         node_revision(self.image.as_deref(), &user_data, self.ssh_public_key.as_deref(), self.rdma_interfaces)
     }
 }
@@ -539,6 +558,8 @@ pub struct SlurmSpec {
     pub image: Option<String>,
     pub ssh_public_key: Option<String>,
     pub tags: BTreeMap<String, String>,
+    /// The key the cluster's daemons share (the fabric's `slurm_join.key`); None while it is not known.
+    pub key: Option<String>,
 }
 
 /// A partition: the nodes of one GPU cluster.
@@ -591,5 +612,67 @@ impl TopologyChoice {
             TopologyChoice::Block => "block",
             TopologyChoice::None => "none",
         }
+    }
+}
+
+/// What the plan makes of a Slurm cluster.
+#[derive(Clone, Debug)]
+pub struct SlurmPlan {
+    /// The control subnet: the last /28 of the fabric's network.
+    pub control_subnet: String,
+    /// The controllers' host names and addresses, primary first.
+    pub controllers: Vec<(String, String)>,
+    /// The login nodes' host names.
+    pub logins: Vec<String>,
+    pub slurm_conf: String,
+    pub gres_conf: String,
+    pub cgroup_conf: String,
+    pub topology: Topology,
+    pub healthcheck: String,
+    /// An `sbatch`-ready NCCL all-reduce over each partition's nodes.
+    pub nccl_tests: BTreeMap<String, String>,
+}
+
+/// The topology the configuration names, and its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// `topology/tree`, `topology/block`, `topology.yaml` (several, named per partition) or `none`.
+    pub kind: &'static str,
+    pub conf: Option<String>,
+    pub yaml: Option<String>,
+}
+
+impl SlurmPlan {
+    /// The plan as a planned (or prior) `hpc_slurm_cluster` state shows it: what an apply builds, exactly as
+    /// the plan showed it. None when the state does not say it (a configuration still unknown).
+    pub fn from_state(state: &Value) -> Option<SlurmPlan> {
+        let text = |k: &str| state.get(k).as_str().map(str::to_owned);
+        let name = state.get("name").as_str()?;
+        let mut controllers = vec![(nodes::controller_name(name, 0), text("controller_address")?)];
+        if let Some(backup) = text("backup_controller_address") {
+            controllers.push((nodes::controller_name(name, 1), backup));
+        }
+        let logins = state.get("login_nodes").as_number().and_then(|n| n.as_i64()).map_or(1, |n| n.max(0) as u32);
+        let kind = match state.get("topology_plugin").as_str()? {
+            "topology/tree" => "topology/tree",
+            "topology/block" => "topology/block",
+            "topology.yaml" => "topology.yaml",
+            _ => "none",
+        };
+        Some(SlurmPlan {
+            control_subnet: text("control_subnet")?,
+            controllers,
+            logins: (0..logins).map(|i| nodes::login_name(name, i)).collect(),
+            slurm_conf: text("slurm_conf")?,
+            gres_conf: text("gres_conf")?,
+            cgroup_conf: text("cgroup_conf")?,
+            topology: Topology { kind, conf: text("topology_conf"), yaml: text("topology_yaml") },
+            healthcheck: text("healthcheck_program")?,
+            nccl_tests: state
+                .get("nccl_tests")
+                .as_map()
+                .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+                .unwrap_or_default(),
+        })
     }
 }

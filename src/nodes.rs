@@ -155,6 +155,22 @@ pub fn compress(names: &[String]) -> String {
     parts.into_iter().map(|(_, p)| p).collect::<Vec<_>>().join(",")
 }
 
+/// A Slurm cluster's host name of controller `i` (0: the primary, 1: the backup).
+pub fn controller_name(cluster: &str, i: u32) -> String {
+    if i == 0 { format!("{cluster}-controller") } else { format!("{cluster}-backup") }
+}
+
+/// The host name of login node `i`.
+pub fn login_name(cluster: &str, i: u32) -> String {
+    format!("{cluster}-login{i}")
+}
+
+/// A node's name as a shell word, its index the shell arithmetic `index` (`$(( 100 + 3 ))`): what a node
+/// that learns its index at boot writes, as [`node_name`] would.
+pub fn node_name_in_shell(cluster: &str, index: &str) -> String {
+    format!("{cluster}-{index}")
+}
+
 /// A decimal number exactly as `{}` writes a `u32`: digits only, no sign, no leading zero.
 fn number(digits: &str) -> Option<u32> {
     let canonical = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));

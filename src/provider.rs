@@ -12,6 +12,7 @@ use crate::resources::gpu_fabric::GpuFabric;
 use crate::resources::gpu_selfcheck::GpuSelfcheck;
 use crate::resources::nccl_check::NcclCheck;
 use crate::resources::parallel_filesystem::ParallelFilesystem;
+use crate::resources::slurm_cluster::SlurmCluster;
 
 #[derive(Default)]
 pub struct HpcProvider;
@@ -40,7 +41,7 @@ impl ProviderDefinition for HpcProvider {
     }
 
     fn resources(&self) -> Vec<Arc<dyn Resource>> {
-        vec![Arc::new(GpuFabric), Arc::new(GpuCluster), Arc::new(ParallelFilesystem)]
+        vec![Arc::new(GpuFabric), Arc::new(GpuCluster), Arc::new(ParallelFilesystem), Arc::new(SlurmCluster)]
     }
 
     fn functions(&self) -> Vec<Arc<dyn Function>> {

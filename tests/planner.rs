@@ -11,7 +11,9 @@ use hpc_provider::catalog::Cloud;
 use hpc_provider::config::{CloudSettings, ProviderConfig};
 use hpc_provider::framework::codec::decode_json;
 use hpc_provider::framework::{Context, Diagnostics, PlanRequest, Resource, Schema, Severity, Value};
-use hpc_provider::resources::{gpu_cluster::GpuCluster, gpu_fabric::GpuFabric, parallel_filesystem::ParallelFilesystem};
+use hpc_provider::resources::{
+    gpu_cluster::GpuCluster, gpu_fabric::GpuFabric, parallel_filesystem::ParallelFilesystem, slurm_cluster::SlurmCluster,
+};
 use serde_json::{Value as J, json};
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +21,7 @@ fn resource(kind: &str) -> Box<dyn Resource> {
     match kind {
         "fabric" => Box::new(GpuFabric),
         "cluster" => Box::new(GpuCluster),
+        "slurm" => Box::new(SlurmCluster),
         _ => Box::new(ParallelFilesystem),
     }
 }
@@ -116,7 +119,135 @@ fn cases() -> Vec<Case> {
         base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         base
     };
+    // A Slurm cluster on `fabric` (with its network and join), with a partition per (name, cluster object).
+    let slurm = |fabric: J, version: &str, partitions: Vec<(&str, J)>, extra: J| {
+        let mut f = fabric;
+        f["cidr_block"] = json!("10.0.0.0/16");
+        f["slurm_join"] = json!({"controller_addresses": ["10.0.255.244", "10.0.255.245"], "key": "a2V5"});
+        let key = if f["cloud"] == "azure" { json!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x") } else { J::Null };
+        let parts: Vec<J> =
+            partitions.into_iter().map(|(n, c)| json!({"name": n, "cluster": c, "default": null, "max_time": null})).collect();
+        let mut base = json!({"name": "ml", "fabric": f, "slurm_version": version, "partition": parts, "ssh_public_key": key});
+        base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        base
+    };
+    // A GPU cluster as a partition's `cluster` reference: its nodes in one placement group (or NVLink domains).
+    let members = |name: &str, n: u32| -> Vec<String> { (0..n).map(|i| format!("{name}-{i}")).collect() };
+    let gpus = |fabric: J, name: &str, n: u32, group: Option<&str>| {
+        let groups = group.map_or(json!([]), |g| json!([{"name": g, "nodes": members(name, n)}]));
+        json!({"name": name, "fabric": fabric, "instance_type": fabric["instance_type"], "node_names": members(name, n),
+               "placement_groups": groups, "nvlink_domains": []})
+    };
+    let racks = |fabric: J, name: &str, n: u32| {
+        let domains: Vec<J> = (0..n.div_ceil(18))
+            .map(|d| json!({"name": format!("{name}-nvl{d}"), "nodes": members(name, n)[(d * 18) as usize..((d + 1) * 18).min(n) as usize], "gpus": 72}))
+            .collect();
+        json!({"name": name, "fabric": fabric, "instance_type": fabric["instance_type"], "node_names": members(name, n),
+               "placement_groups": [], "nvlink_domains": domains})
+    };
+    let aws_gb200 = fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "cluster");
     vec![
+        // ------------------------------------------------------------------ Slurm per cloud
+        case(
+            "slurm_aws_h100_one_placement_group",
+            "slurm",
+            slurm(aws_p5(), "22.05", vec![("h100", gpus(aws_p5(), "h100", 16, Some("train-pg")))], json!({})),
+            &[
+                "SwitchName=train-pg Nodes=h100-[0-15]",
+                "NodeName=h100-[0-15] CPUs=192 RealMemory=1992295 Gres=gpu:h100:8",
+                r#""kind": "aws_instance""#,
+                r#""private_ip": "10.0.255.244""#,
+            ],
+        ),
+        case(
+            "slurm_azure_h100_two_scale_sets",
+            "slurm",
+            slurm(
+                azure_h100(),
+                "21.08",
+                vec![(
+                    "nd",
+                    json!({"name": "nd", "fabric": azure_h100(), "instance_type": "Standard_ND96isr_H100_v5", "node_names": members("nd", 150),
+                           "placement_groups": [{"name": "nd-0", "nodes": members("nd", 75)}, {"name": "nd-1", "nodes": members("nd", 150)[75..].to_vec()}],
+                           "nvlink_domains": []}),
+                )],
+                json!({}),
+            ),
+            &[
+                "SwitchName=nd-0 Nodes=nd-[0-74]",
+                "SwitchName=nd-1 Nodes=nd-[75-149]",
+                "SwitchName=ml-spine Switches=nd-0,nd-1",
+                r#""kind": "azurerm_network_interface""#,
+            ],
+        ),
+        case(
+            "slurm_gcp_a3_mega_compact_policy",
+            "slurm",
+            slurm(gcp_mega(), "22.05", vec![("a3", gpus(gcp_mega(), "a3", 8, Some("train-placement")))], json!({"login_nodes": 2})),
+            &["SwitchName=train-placement Nodes=a3-[0-7]", r#""kind": "google_compute_firewall""#, r#""name": "ml-login1""#],
+        ),
+        case(
+            "slurm_oci_h100_compute_cluster",
+            "slurm",
+            slurm(oci_h100(), "22.05", vec![("bm", gpus(oci_h100(), "bm", 4, Some("train-cc")))], json!({})),
+            &["SwitchName=train-cc Nodes=bm-[0-3]", r#""kind": "oci_core_subnet""#, r#""cidr_block": "10.0.255.240/28""#],
+        ),
+        case(
+            "slurm_aws_gb200_two_domains_block",
+            "slurm",
+            slurm(aws_gb200.clone(), "23.11", vec![("gb200", racks(aws_gb200.clone(), "gb", 36))], json!({})),
+            &["TopologyPlugin=topology/block", "BlockName=gb-nvl0 Nodes=gb-[0-17]", "BlockName=gb-nvl1 Nodes=gb-[18-35]"],
+        ),
+        case(
+            "slurm_aws_gb200_two_domains_tree_on_22_05",
+            "slurm",
+            slurm(aws_gb200.clone(), "22.05", vec![("gb200", racks(aws_gb200.clone(), "gb", 36))], json!({})),
+            &["warning [topology] Tree topology for rack-scale nodes", "SwitchName=gb-nvl0 Nodes=gb-[0-17]"],
+        ),
+        case(
+            "invalid_slurm_block_on_22_05",
+            "slurm",
+            slurm(aws_gb200.clone(), "22.05", vec![("gb200", racks(aws_gb200, "gb", 18))], json!({"topology": "block"})),
+            &["error [topology] No block topology in this Slurm version"],
+        ),
+        case(
+            "invalid_slurm_version",
+            "slurm",
+            slurm(aws_p5(), "20.11", vec![("h100", gpus(aws_p5(), "h100", 2, Some("train-pg")))], json!({})),
+            &["error [slurm_version] Unsupported Slurm version"],
+        ),
+        case(
+            "invalid_slurm_partition_on_another_fabric",
+            "slurm",
+            slurm(
+                aws_p5(),
+                "22.05",
+                vec![(
+                    "h100",
+                    gpus(
+                        fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p5.48xlarge", "cluster")
+                            .as_object()
+                            .map(|o| {
+                                let mut o = o.clone();
+                                o.insert("name".into(), json!("other"));
+                                J::Object(o)
+                            })
+                            .unwrap(),
+                        "h100",
+                        2,
+                        None,
+                    ),
+                )],
+                json!({}),
+            ),
+            &["error [partition[0].cluster] Partition on another fabric"],
+        ),
+        case(
+            "invalid_slurm_backup_without_shared_state",
+            "slurm",
+            slurm(aws_p5(), "22.05", vec![("h100", gpus(aws_p5(), "h100", 2, Some("train-pg")))], json!({"backup_controller": true})),
+            &["error [state_save_location] A backup controller needs shared state"],
+        ),
         // ------------------------------------------------------------------ expansions per cloud and family
         case(
             "aws_fabric_p5_new_network",
@@ -991,7 +1122,7 @@ fn to_json(v: &Value) -> J {
 /// non-null config value comes back exactly; a null one may only be set if the attribute is computed;
 /// on create only cloud-assigned attributes (and the owner marker, minted at apply) may be unknown.
 fn check_validity(name: &str, schema: &Schema, config: &Value, planned: &Value, creating: bool) {
-    let assigned = ["id", "owner", "vpc_id", "subnet_id", "mount_target", "mount_command", "nodes"];
+    let assigned = ["id", "owner", "vpc_id", "subnet_id", "mount_target", "mount_command", "nodes", "login_addresses", "login_command"];
     for a in &schema.block.attributes {
         let (c, p) = (config.get(&a.name), planned.get(&a.name));
         if !c.is_null() {

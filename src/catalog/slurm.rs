@@ -35,6 +35,17 @@ pub struct SlurmVersion {
 }
 
 pub static SLURM_VERSIONS: &[SlurmVersion] = &[
+    // 21.08's slurm.conf(5) (tag slurm-21-08-8-2) has cloud_reg_addrs, enable_configless, SuspendExcParts and
+    // PrivateData=cloud; what the stock Ubuntu 22.04 GPU images install.
+    SlurmVersion {
+        version: "21.08",
+        block: None,
+        yaml: false,
+        short_blocks: false,
+        cloud_reg_addrs_parameter: true,
+        private_data_cloud: true,
+        packaged: "Ubuntu 22.04 (the clouds' stock GPU images)",
+    },
     SlurmVersion {
         version: "22.05",
         block: None,
@@ -118,7 +129,8 @@ mod tests {
     #[test]
     fn a_patch_release_names_its_major_and_the_block_topology_arrived_in_23_11() {
         assert_eq!(find("22.05.8").map(|v| v.version), Some("22.05"));
-        assert!(find("21.08").is_none() && find("22").is_none());
+        assert!(find("21.07").is_none() && find("22").is_none());
+        assert_eq!(find("21.08.5").map(|v| v.version), Some("21.08"), "what the stock Ubuntu 22.04 images install");
         let block: Vec<&str> = SLURM_VERSIONS.iter().filter(|v| v.block.is_some()).map(|v| v.version).collect();
         assert_eq!(block.first(), Some(&"23.11"));
         assert_eq!(find("23.11").unwrap().block, Some(BlockSyntax::Levels));

@@ -19,7 +19,7 @@ use super::quota::{QuotaFamily, QuotaReading};
 use super::{aws, azure, gcp, oci};
 use crate::catalog::Cloud;
 use crate::framework::{Context, Value};
-use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec};
+use crate::model::{ClusterSpec, FabricSpec, FilesystemSpec, SlurmSpec};
 use crate::ownership::Census;
 
 /// What every step hands a backend besides its inputs.
@@ -260,6 +260,16 @@ pub fn cluster(cloud: Cloud) -> &'static dyn ClusterBackend {
 
 /// The filesystem backend of `cloud`.
 pub fn filesystem(cloud: Cloud) -> &'static dyn Backend<FilesystemSpec> {
+    match cloud {
+        Cloud::Aws => &aws::backend::Aws,
+        Cloud::Azure => &azure::backend::Azure,
+        Cloud::Gcp => &gcp::backend::Gcp,
+        Cloud::Oci => &oci::backend::Oci,
+    }
+}
+
+/// The Slurm cluster backend of `cloud`.
+pub fn slurm(cloud: Cloud) -> &'static dyn Backend<SlurmSpec> {
     match cloud {
         Cloud::Aws => &aws::backend::Aws,
         Cloud::Azure => &azure::backend::Azure,

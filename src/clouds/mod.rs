@@ -15,7 +15,9 @@ pub mod quota;
 pub mod retry;
 pub mod rules;
 pub mod shared;
+pub mod slurm;
 pub mod throttle;
+pub mod user_data;
 
 use std::collections::BTreeMap;
 
@@ -34,6 +36,8 @@ pub trait Expander: Sync {
     /// compute cluster or cluster network), by name, with their node indices: each a leaf switch of a Slurm
     /// tree. Empty when nothing places the nodes together.
     fn placement_groups(&self, spec: &ClusterSpec) -> Vec<(String, Vec<u32>)>;
+    /// A Slurm cluster's pieces (its subnet, controllers and login nodes), from its plan.
+    fn slurm(&self, spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, defaults: &Defaults) -> Vec<Piece>;
     /// NCCL/libfabric settings jobs on the nodes need.
     fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String>;
     fn filesystem(&self, spec: &FilesystemSpec, defaults: &Defaults) -> Vec<Piece>;

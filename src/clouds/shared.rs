@@ -405,6 +405,43 @@ pub fn node_day2(state: &Value, nodes: &[NodeAddress]) -> BTreeMap<String, Value
     ])
 }
 
+/// The hosts of a Slurm cluster state: its controllers, then its login nodes, by host name.
+pub fn slurm_hosts(state: &Value) -> (Vec<String>, Vec<String>) {
+    let name = state.get("name").as_str().unwrap_or_default();
+    let backup = state.get("backup_controller").as_bool() == Some(true);
+    let controllers = (0..if backup { 2 } else { 1 }).map(|i| crate::nodes::controller_name(name, i)).collect();
+    let logins = state.get("login_nodes").as_number().and_then(|n| n.as_i64()).map_or(1, |n| n.max(0) as u32);
+    (controllers, (0..logins).map(|i| crate::nodes::login_name(name, i)).collect())
+}
+
+/// A Slurm cluster's state brought to what exists: `login_addresses` (each login node's address, in order)
+/// and `login_command` (to the first login node, else the controller, as `user`), and the expansion's pieces
+/// `exists(kind, name)` rejects marked missing, so the next plan makes them again.
+pub fn slurm_state(state: &Value, user: &str, exists: impl Fn(&str, &str) -> bool, address: impl Fn(&str) -> Option<String>) -> Value {
+    let (controllers, logins) = slurm_hosts(state);
+    let addresses: Vec<Option<String>> = logins.iter().map(|h| address(h)).collect();
+    let first = addresses.iter().flatten().next().cloned().or_else(|| controllers.first().and_then(|c| address(c)));
+    let expansion = match state.get("expansion").as_list() {
+        Some(items) => Value::list(items.iter().map(|p| {
+            let (kind, name) = (p.get("kind").as_str().unwrap_or_default(), p.get("name").as_str().unwrap_or_default());
+            if exists(kind, name) { p.clone() } else { marked_missing(p) }
+        })),
+        None => state.get("expansion").clone(),
+    };
+    let mut out = with_attr(state, "expansion", expansion);
+    out = with_attr(&out, "login_addresses", Value::list(addresses.into_iter().map(|a| a.map_or(Value::Null, Value::from))));
+    with_attr(&out, "login_command", first.map_or(Value::Null, |a| Value::from(super::slurm::login_command(user, &a))))
+}
+
+/// Why a Slurm cluster is not imported (on every cloud).
+pub fn slurm_not_imported(id: &str) -> crate::clouds::backend::ImportError {
+    crate::clouds::backend::ImportError::BadId(format!(
+        "{id:?}: a Slurm cluster cannot be imported. Its partitions refer to hpc_gpu_cluster resources, and its configuration is rendered \
+         from them, which the cloud does not record. Its pieces carry hpc:slurm = <name> and their owner's marker: delete them (the \
+         controller and login instances and the <name>-control subnet), then apply the configuration to make it again."
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

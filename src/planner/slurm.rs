@@ -20,57 +20,16 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::catalog::Sku;
 use crate::catalog::slurm::BlockSyntax;
-use crate::catalog::{Cloud, Sku};
+pub use crate::clouds::slurm::{
+    DRAIN_PREFIX, HEALTHCHECK_PATH, HEALTHCHECK_SETTINGS, SELFCHECK_PATH, SLURMCTLD_PORT, SLURMD_PORT, healthcheck_program,
+};
 use crate::framework::{AttributePath, Diagnostics};
 use crate::model::{NodeGroup, Partition, SlurmSpec, TopologyChoice};
+pub use crate::model::{SlurmPlan, Topology};
 use crate::nodes::compress;
-
-/// Where the nodes install the health check program Slurm runs (`HealthCheckProgram`).
-pub const HEALTHCHECK_PATH: &str = "/usr/local/sbin/hpc-slurm-healthcheck";
-
-/// The health check's settings file, which slurmd's empty environment cannot carry (the nodes write none;
-/// an image or a test may).
-pub const HEALTHCHECK_SETTINGS: &str = "/etc/default/hpc-slurm-healthcheck";
-
-/// Where cloud-init keeps the boot-time self-check (`data "hpc_gpu_selfcheck"`, its part's file name), which
-/// the health check runs again.
-pub const SELFCHECK_PATH: &str = "/var/lib/cloud/instance/scripts/00-hpc-selfcheck.sh";
-
-/// The drain reason's prefix: a node the health check drained is resumed by it once it passes again; one
-/// drained for another reason (an administrator's) is left as it is.
-pub const DRAIN_PREFIX: &str = "hpc-selfcheck:";
-
-/// Slurm's ports, as its own defaults.
-pub const SLURMCTLD_PORT: u16 = 6817;
-pub const SLURMD_PORT: u16 = 6818;
-
-/// What the plan makes of a Slurm cluster.
-#[derive(Clone, Debug)]
-pub struct SlurmPlan {
-    /// The control subnet: the last /28 of the fabric's network.
-    pub control_subnet: String,
-    /// The controllers' host names and addresses, primary first.
-    pub controllers: Vec<(String, String)>,
-    /// The login nodes' host names.
-    pub logins: Vec<String>,
-    pub slurm_conf: String,
-    pub gres_conf: String,
-    pub cgroup_conf: String,
-    pub topology: Topology,
-    pub healthcheck: String,
-    /// An `sbatch`-ready NCCL all-reduce over each partition's nodes.
-    pub nccl_tests: BTreeMap<String, String>,
-}
-
-/// The topology the configuration names, and its file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Topology {
-    /// `topology/tree`, `topology/block`, `topology.yaml` (several, named per partition) or `none`.
-    pub kind: &'static str,
-    pub conf: Option<String>,
-    pub yaml: Option<String>,
-}
+use crate::nodes::{controller_name, login_name};
 
 /// The last /28 of a created network, which the controllers and login nodes get as their subnet: no GPU
 /// node is ever given an address there, so the controllers' fixed addresses are free. None for a network
@@ -78,11 +37,11 @@ pub struct Topology {
 pub fn control_subnet(cidr: &str) -> Option<(u32, u8)> {
     let (addr, prefix) = cidr.split_once('/')?;
     let prefix: u8 = prefix.parse().ok()?;
-    let ip: std::net::Ipv4Addr = addr.parse().ok()?;
+    let ip = ipv4(addr)?;
     if !(8..=23).contains(&prefix) {
         return None;
     }
-    let base = u32::from(ip) & (u32::MAX << (32 - prefix));
+    let base = ip & (u32::MAX << (32 - prefix));
     let last = base | !(u32::MAX << (32 - prefix));
     Some((last & !0xf, 28))
 }
@@ -92,11 +51,22 @@ pub fn control_subnet(cidr: &str) -> Option<(u32, u8)> {
 /// and the last).
 pub fn controller_addresses(cidr: &str) -> Option<[String; 2]> {
     let (base, _) = control_subnet(cidr)?;
-    Some([std::net::Ipv4Addr::from(base + 4).to_string(), std::net::Ipv4Addr::from(base + 5).to_string()])
+    Some([dotted(base + 4), dotted(base + 5)])
 }
 
 fn subnet_text((base, prefix): (u32, u8)) -> String {
-    format!("{}/{prefix}", std::net::Ipv4Addr::from(base))
+    format!("{}/{prefix}", dotted(base))
+}
+
+/// An IPv4 address's four decimal octets as a number.
+fn ipv4(text: &str) -> Option<u32> {
+    let octets: Vec<u32> = text.split('.').map(|o| o.parse::<u8>().ok().map(u32::from)).collect::<Option<_>>()?;
+    (octets.len() == 4).then(|| octets.iter().fold(0, |a, o| (a << 8) | o))
+}
+
+/// A number as an IPv4 address's dotted octets.
+fn dotted(ip: u32) -> String {
+    format!("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff)
 }
 
 /// The Slurm `Gres` type of a GPU model: `h100`, `gb200`, `mi300x`.
@@ -435,19 +405,9 @@ pub fn plan(spec: &SlurmSpec, diags: &mut Diagnostics) -> Option<SlurmPlan> {
         gres_conf: gres_conf(spec),
         cgroup_conf: cgroup_conf(spec),
         topology,
-        healthcheck: healthcheck(spec),
+        healthcheck: healthcheck_program(),
         nccl_tests: nccl_tests(spec),
     })
-}
-
-/// The host name of controller `i` (0: the primary, 1: the backup).
-pub fn controller_name(cluster: &str, i: u32) -> String {
-    if i == 0 { format!("{cluster}-controller") } else { format!("{cluster}-backup") }
-}
-
-/// The host name of login node `i`.
-pub fn login_name(cluster: &str, i: u32) -> String {
-    format!("{cluster}-login{i}")
 }
 
 /// The clusters of the partitions, each once, with the partitions that hold them.
@@ -598,44 +558,6 @@ fn cgroup_conf(spec: &SlurmSpec) -> String {
     )
 }
 
-/// Slurm's `HealthCheckProgram` for the nodes: the boot-time self-check run again at once (no wait), a node
-/// that fails it drained with its reason (and the self-check publishes its verdict, so the cluster's next
-/// plan repairs the node), one it had drained resumed when it passes again.
-fn healthcheck(spec: &SlurmSpec) -> String {
-    format!(
-        r#"#!/bin/bash
-# hpc-slurm-healthcheck: Slurm's HealthCheckProgram for cluster {name} (terraform-provider-hpc).
-# Runs the node's self-check (data "hpc_gpu_selfcheck") again without waiting. A node that fails is drained
-# with the self-check's reason, and the self-check publishes its verdict, so the cluster's next plan repairs
-# the node; a node this program drained is resumed once it passes. A node without the self-check passes.
-# slurmd runs it with no environment but SLURMD_NODENAME: {settings} may set
-# PATH, SLURM_CONF, HPC_SELFCHECK_PROGRAM and the self-check's HPC_SELFCHECK_* settings.
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-set -a
-[[ -r {settings} ]] && . {settings}
-set +a
-if [[ -z ${{SLURM_CONF:-}} && -e /run/slurm/conf/slurm.conf ]]; then export SLURM_CONF=/run/slurm/conf/slurm.conf; fi
-SELFCHECK=${{HPC_SELFCHECK_PROGRAM:-{selfcheck}}}
-node=${{SLURMD_NODENAME:-$(hostname -s)}}
-[[ -x $SELFCHECK ]] || exit 0
-if out=$(HPC_SELFCHECK_WAIT_SECONDS=0 "$SELFCHECK" 2>&1); then
-  reason=$(scontrol show node "$node" 2>/dev/null | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p')
-  if [[ $reason == {prefix}* ]]; then
-    scontrol update nodename="$node" state=resume
-  fi
-  exit 0
-fi
-why=$(printf '%s\n' "$out" | sed -n 's/.*HPC SELFCHECK FAILED: //p' | tail -n 1)
-scontrol update nodename="$node" state=drain reason="{prefix} ${{why:-failed}}"
-exit 1
-"#,
-        name = spec.name,
-        selfcheck = SELFCHECK_PATH,
-        prefix = DRAIN_PREFIX,
-        settings = HEALTHCHECK_SETTINGS,
-    )
-}
-
 /// An NCCL all-reduce job per partition over all its nodes, submitted to that partition.
 fn nccl_tests(spec: &SlurmSpec) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -659,16 +581,10 @@ fn nccl_tests(spec: &SlurmSpec) -> BTreeMap<String, String> {
     out
 }
 
-/// The command that logs in: SSH to the first login node (or the controller when there is none).
-pub fn login_command(cloud: Cloud, user: &str, address: &str) -> String {
-    let _ = cloud;
-    format!("ssh {user}@{address}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{self, slurm};
+    use crate::catalog::{self, Cloud, slurm};
     use crate::model::{FabricRef, Placement, SlurmNodes};
 
     fn names(prefix: &str, n: u32) -> Vec<String> {
@@ -709,6 +625,7 @@ mod tests {
             image: None,
             ssh_public_key: None,
             tags: BTreeMap::new(),
+            key: None,
         }
     }
 

@@ -591,7 +591,29 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
         rdma_interfaces,
         tags,
         running_groups: Vec::new(),
+        slurm: slurm_join(c.get("slurm"), diags)?,
     })
+}
+
+/// `slurm`: the fabric's `slurm_join` a cluster's nodes join with (null: the nodes are outside Slurm).
+fn slurm_join(v: &Value, diags: &mut Diagnostics) -> Result<Option<crate::model::SlurmJoin>, ()> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    if !v.is_wholly_known() {
+        return Err(());
+    }
+    let controllers = string_list(v.get("controller_addresses"))?;
+    let key = string(v.get("key"))?.unwrap_or_default();
+    if controllers.is_empty() || key.is_empty() {
+        diags.error_at(
+            AttributePath::attr("slurm"),
+            "Incomplete Slurm join",
+            "slurm needs the controllers' addresses and the key: give it the fabric's join, slurm = hpc_gpu_fabric.<name>.slurm_join,              with slurm = true on the fabric.",
+        );
+        return Err(());
+    }
+    Ok(Some(crate::model::SlurmJoin { controllers, key }))
 }
 
 /// `capacity_policy` and `min_nodes`, defaulted from the workload where unset.
@@ -878,6 +900,222 @@ fn filesystem(c: &Value, diags: &mut Diagnostics) -> Result<FilesystemSpec, ()> 
         metadata_iops,
         maintenance_window,
         tags,
+    })
+}
+
+// -------------------------------------------------------------------------------------------- slurm
+
+pub fn parse_slurm(c: &Value, diags: &mut Diagnostics) -> Option<crate::model::SlurmSpec> {
+    slurm(c, diags).ok()
+}
+
+/// The controllers' and login nodes' default instance type on each cloud: 8 vCPUs and 32 GiB, general purpose.
+pub fn default_slurm_instance_type(cloud: Cloud) -> &'static str {
+    match cloud {
+        Cloud::Aws => "m7i.2xlarge",
+        Cloud::Azure => "Standard_D8s_v5",
+        Cloud::Gcp => "n2-standard-8",
+        Cloud::Oci => "VM.Standard.E5.Flex",
+    }
+}
+
+/// Where slurmctld keeps its state unless told: the controller's own disk.
+pub const DEFAULT_STATE_SAVE_LOCATION: &str = "/var/spool/slurmctld";
+
+/// A node group list (`placement_groups`, `nvlink_domains`) of a cluster object: `(name, nodes)`.
+fn node_groups(v: &Value) -> Result<Vec<crate::model::NodeGroup>, ()> {
+    if v.is_unknown() {
+        return Err(());
+    }
+    let mut out = Vec::new();
+    for g in v.as_list().unwrap_or_default() {
+        let name = string(g.get("name"))?.ok_or(())?;
+        let nodes = string_list(g.get("nodes"))?;
+        out.push(crate::model::NodeGroup { name, nodes });
+    }
+    Ok(out)
+}
+
+fn string_list(v: &Value) -> Result<Vec<String>, ()> {
+    if !v.is_wholly_known() {
+        return Err(());
+    }
+    Ok(v.as_list().unwrap_or_default().iter().filter_map(|n| n.as_str().map(str::to_owned)).collect())
+}
+
+fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, ()> {
+    use crate::model::{Partition, SlurmNodes, TopologyChoice};
+    let name = string(c.get("name"))?.ok_or(())?;
+    let mut ok = check_name(&name, AttributePath::attr("name"), diags);
+    let fabric = parse_fabric_ref(c.get("fabric"), AttributePath::attr("fabric"), diags)?;
+    let cidr = match c.get("fabric").get("cidr_block") {
+        Value::Unknown => return Err(()),
+        Value::String(s) => s.clone(),
+        _ => {
+            diags.error_at(
+                AttributePath::attr("fabric"),
+                "Slurm needs a fabric that creates its network",
+                format!(
+                    "Fabric {} joins an existing network, where no room can be set aside for the Slurm controllers and login nodes. Let \
+                     the fabric create its network (leave out vpc_id and subnet_id), with slurm = true.",
+                    fabric.name
+                ),
+            );
+            return Err(());
+        }
+    };
+    if c.get("fabric").get("slurm_join").is_null() {
+        diags.error_at(
+            AttributePath::attr("fabric"),
+            "The fabric does not host Slurm",
+            format!(
+                "Fabric {} has no slurm_join: set slurm = true on it, so that it sets aside the controllers' subnet and holds the key the \
+                 cluster's daemons share.",
+                fabric.name
+            ),
+        );
+        ok = false;
+    }
+    let version_text = string(c.get("slurm_version"))?.ok_or(())?;
+    let version = crate::catalog::slurm::find(&version_text);
+    if version.is_none() {
+        diags.error_at(
+            AttributePath::attr("slurm_version"),
+            "Unsupported Slurm version",
+            format!(
+                "Slurm {version_text:?} is not one this provider renders configuration for. Supported: {} (the version the images run: the \
+                 clouds' stock Ubuntu 22.04 GPU images install 21.08, Debian 12 22.05, Ubuntu 24.04 23.11).",
+                crate::framework::one_of(&crate::catalog::slurm::names())
+            ),
+        );
+        ok = false;
+    }
+    let default_type = default_slurm_instance_type(fabric.cloud);
+    let controller_type = string(c.get("controller_instance_type"))?.unwrap_or_else(|| default_type.to_owned());
+    let login_type = string(c.get("login_instance_type"))?.unwrap_or_else(|| default_type.to_owned());
+    let backup = match c.get("backup_controller") {
+        Value::Unknown => return Err(()),
+        v => v.as_bool().unwrap_or(false),
+    };
+    let state_save = string(c.get("state_save_location"))?;
+    if backup && state_save.as_deref().is_none_or(|s| s == DEFAULT_STATE_SAVE_LOCATION) {
+        diags.error_at(
+            AttributePath::attr("state_save_location"),
+            "A backup controller needs shared state",
+            "Both controllers read and write slurmctld's state, so it must be on storage both mount (an NFS or Lustre path, e.g. \
+             \"/lustre/slurm/state\", mounted by their user data); the default is the controller's own disk.",
+        );
+        ok = false;
+    }
+    if let Some(s) = &state_save
+        && !s.starts_with('/')
+    {
+        diags.error_at(AttributePath::attr("state_save_location"), "Not an absolute path", format!("{s:?} must be an absolute path."));
+        ok = false;
+    }
+    let login_nodes = whole_number(c.get("login_nodes"), AttributePath::attr("login_nodes"), 0, 16, diags)?.unwrap_or(1) as u32;
+    let interval = whole_number(
+        c.get("health_check_interval"),
+        AttributePath::attr("health_check_interval"),
+        30,
+        crate::clock::LONGEST_TIMEOUT_SECS as i64,
+        diags,
+    )?
+    .unwrap_or(300) as u32;
+    let topology = match string(c.get("topology"))? {
+        None => TopologyChoice::Auto,
+        Some(t) => match TopologyChoice::parse(&t) {
+            Some(t) => t,
+            None => {
+                diags.error_at(
+                    AttributePath::attr("topology"),
+                    "Unsupported topology",
+                    format!("topology {t:?} is not one of {}.", crate::framework::one_of(&TopologyChoice::NAMES)),
+                );
+                return Err(());
+            }
+        },
+    };
+    let parts = c.get("partition");
+    if parts.is_unknown() {
+        return Err(());
+    }
+    let mut partitions = Vec::new();
+    let mut complete = true;
+    for (i, p) in parts.as_list().unwrap_or_default().iter().enumerate() {
+        let at = AttributePath::attr("partition").and_index(i);
+        let pname = string(p.get("name"))?.ok_or(())?;
+        let default = match p.get("default") {
+            Value::Unknown => return Err(()),
+            v => v.as_bool().unwrap_or(false),
+        };
+        let max_time = string(p.get("max_time"))?.unwrap_or_else(|| "INFINITE".into());
+        let cluster = p.get("cluster");
+        if !cluster.is_wholly_known() {
+            complete = false;
+            continue;
+        }
+        let cluster_name = string(cluster.get("name"))?.ok_or(())?;
+        let cluster_fabric = cluster.get("fabric");
+        let same = cluster_fabric.get("name").as_str() == Some(fabric.name.as_str())
+            && cluster_fabric.get("cloud").as_str() == Some(fabric.cloud.as_str());
+        if !same {
+            diags.error_at(
+                at.clone().and_attr("cluster"),
+                "Partition on another fabric",
+                format!(
+                    "Partition {pname:?}: cluster {cluster_name} is on fabric {}, and the Slurm cluster on fabric {}. A partition's nodes \
+                     reach the controllers through the fabric's network: use a cluster on fabric {}.",
+                    cluster_fabric.get("name").as_str().unwrap_or("(none)"),
+                    fabric.name,
+                    fabric.name
+                ),
+            );
+            ok = false;
+            continue;
+        }
+        let instance_type = string(cluster.get("instance_type"))?.ok_or(())?;
+        let Some(sku) = catalog::find_sku(fabric.cloud, &instance_type) else {
+            diags.error_at(
+                at.clone().and_attr("cluster"),
+                "Unknown node type",
+                format!("Partition {pname:?}: {instance_type} is not in the {} catalog.", fabric.cloud),
+            );
+            ok = false;
+            continue;
+        };
+        let nodes = SlurmNodes {
+            cluster: cluster_name,
+            sku,
+            names: string_list(cluster.get("node_names"))?,
+            placement_groups: node_groups(cluster.get("placement_groups"))?,
+            nvlink_domains: node_groups(cluster.get("nvlink_domains"))?,
+        };
+        partitions.push(Partition { name: pname, default, max_time, nodes });
+    }
+    let image = string(c.get("image"))?;
+    let ssh_public_key = string(c.get("ssh_public_key"))?;
+    let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
+    if !ok || !complete {
+        return Err(());
+    }
+    Ok(crate::model::SlurmSpec {
+        name,
+        fabric,
+        cidr,
+        version: version.ok_or(())?,
+        controller_type,
+        backup,
+        state_save_location: state_save.unwrap_or_else(|| DEFAULT_STATE_SAVE_LOCATION.to_owned()),
+        login_type,
+        login_nodes,
+        partitions,
+        topology,
+        health_check_interval: interval,
+        image,
+        ssh_public_key,
+        tags,
+        key: c.get("fabric").get("slurm_join").get("key").as_str().map(str::to_owned),
     })
 }
 

@@ -122,6 +122,17 @@ pub fn schema() -> Schema {
                  Required with `update_strategy.wait_for_selfcheck = true` (on AWS, Google Cloud and OCI). A change remakes the nodes \
                  (a rolling update).",
             ))
+            .attribute(
+                Attribute::optional(
+                    "slurm",
+                    super::gpu_fabric::slurm_join_type(),
+                    "Join the fabric's Slurm cluster (`hpc_slurm_cluster`): `slurm = hpc_gpu_fabric.<name>.slurm_join`. Each node's first \
+                     boot installs slurmd and munge where the image lacks them, writes the cluster's key and the health check program, and \
+                     starts slurmd configless against the controllers, so it registers under its node name; a node remade by a repair or \
+                     a rolling update joins again. A change remakes the nodes (a rolling update).",
+                )
+                .sensitive(),
+            )
             .attribute(Attribute::optional_computed(
                 "workload",
                 Type::String,

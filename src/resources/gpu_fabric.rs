@@ -38,11 +38,72 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("max_distance", Type::Number, "GCP compact placement: maximum distance 1-3 (1 not allowed for A3 Ultra/A4).").requires_replace())
         .attribute(Attribute::optional("resource_group", Type::String, "Azure: existing resource group to build in; otherwise one is created.").requires_replace())
         .attribute(Attribute::optional("compartment_id", Type::String, "OCI: compartment OCID to build in. Required on OCI.").requires_replace())
+        .attribute(Attribute::optional(
+            "slurm",
+            Type::Bool,
+            "Host a Slurm cluster (`hpc_slurm_cluster`) on this fabric: the last /28 of its network is set aside for the controllers and \
+             login nodes, and the fabric holds the key the cluster's daemons share, which its GPU clusters join with \
+             (`slurm = hpc_gpu_fabric.<name>.slurm_join`). Needs a created network of /23 or wider.",
+        ))
+        .attribute(Attribute::computed(
+            "slurm_join",
+            slurm_join_type(),
+            "With `slurm = true`: what a node needs to join the fabric's Slurm cluster, the controllers' addresses \
+             (`controller_addresses`, primary first) and the key the cluster's daemons authenticate with (`key`, generated when the \
+             fabric is created; sensitive). Give it to `hpc_gpu_cluster.slurm`.",
+        )
+        .sensitive())
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
         .attribute(Attribute::computed("id", Type::String, "Identifier of the fabric, assigned when it is created.").assigned_at_apply())
         .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC).assigned_at_apply())
         .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this fabric is made of, as planned.")),
     )
+}
+
+/// `slurm_join`: the controllers' addresses and the cluster's key.
+pub fn slurm_join_type() -> Type {
+    Type::object([("controller_addresses", Type::list(Type::String)), ("key", Type::String)])
+}
+
+/// A new key for a Slurm cluster's daemons (munge's, at least 32 bytes; here 64 random bytes, base64).
+fn new_slurm_key() -> String {
+    use base64::Engine;
+    let mut bytes = [0u8; 64];
+    let _ = aws_lc_rs::rand::fill(&mut bytes);
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// `slurm_join` as planned: the controllers' addresses from the created network, the key the prior state
+/// holds (or one generated at apply: unknown). Null without `slurm = true`, or when the network is unknown.
+fn planned_slurm_join(config: &Value, planned: &Value, prior: &Value, diags: &mut Diagnostics) -> Value {
+    if config.get("slurm").as_bool() != Some(true) {
+        return Value::Null;
+    }
+    let cidr = planned.get("cidr_block");
+    if cidr.is_unknown() {
+        return Value::Unknown;
+    }
+    let Some(addresses) = cidr.as_str().and_then(planner::slurm::controller_addresses) else {
+        let why = match cidr.as_str() {
+            Some(c) => format!("its network {c} leaves no room beside the GPU subnet: use a cidr_block of /23 or wider"),
+            None => {
+                "it joins an existing network (vpc_id, subnet_id), where no room can be set aside: let the fabric create its network".into()
+            }
+        };
+        diags.error_at(
+            crate::framework::AttributePath::attr("slurm"),
+            "No room for a Slurm cluster",
+            format!(
+                "A fabric with slurm = true sets aside the last /28 of its network for the Slurm controllers and login nodes, and {why}."
+            ),
+        );
+        return Value::Null;
+    };
+    let key = match prior.get("slurm_join").get("key").as_str() {
+        Some(k) => Value::from(k),
+        None => Value::Unknown,
+    };
+    Value::object([("controller_addresses", Value::list(addresses.into_iter().map(Value::from))), ("key", key)])
 }
 
 pub(crate) fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
@@ -85,11 +146,32 @@ impl Resource for GpuFabric {
         if let Some(spec) = spec::parse_fabric(req.config, &mut quiet) {
             check_something_to_build(&spec, diags);
         }
-        plan(ctx, req, diags)
+        let (config, prior) = (req.config, req.prior);
+        let mut resp = plan(ctx, req, diags);
+        if let Value::Map(planned) = &mut resp.planned {
+            let join = planned_slurm_join(config, &Value::Map(planned.clone()), prior, diags);
+            planned.insert("slurm_join".into(), join);
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
-        LIFECYCLE.apply(ctx, &req, diags).await
+        let mut resp = LIFECYCLE.apply(ctx, &req, diags).await;
+        // The Slurm key is the fabric's own, made here once: kept as planned, or generated where it is unknown.
+        let join = req.planned.get("slurm_join");
+        if let Value::Map(state) = &mut resp.new_state
+            && join.is_present()
+        {
+            let key = match join.get("key").as_str() {
+                Some(k) => k.to_owned(),
+                None => new_slurm_key(),
+            };
+            state.insert(
+                "slurm_join".into(),
+                Value::object([("controller_addresses", join.get("controller_addresses").clone()), ("key", Value::from(key))]),
+            );
+        }
+        resp
     }
 
     async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {

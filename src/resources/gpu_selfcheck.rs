@@ -171,8 +171,8 @@ fn inputs<'a>(config: &'a Value, diags: &mut Diagnostics) -> Option<Inputs<'a>> 
 
     let user_data = attr("user_data").as_str().filter(|u| !u.trim().is_empty());
     if let Some(u) = user_data
-        && is_mime(u)
-        && split_mime(u).is_none()
+        && crate::clouds::user_data::is_mime(u)
+        && crate::clouds::user_data::split_mime(u).is_none()
     {
         d.error_at(
             AttributePath::attr("user_data"),
@@ -457,66 +457,10 @@ if [[ -n $DCGM_EXPORTER_IMAGE ]]; then
 fi
 "#;
 
-fn is_mime(user_data: &str) -> bool {
-    user_data.get(..13).is_some_and(|h| h.eq_ignore_ascii_case("content-type:"))
-}
-
-/// A MIME document's headers and body, split at the first blank line.
-fn split_mime(doc: &str) -> Option<(&str, &str)> {
-    [("\r\n\r\n", 2), ("\n\n", 1)]
-        .into_iter()
-        .filter_map(|(sep, keep)| doc.find(sep).map(|at| (at, sep.len(), keep)))
-        .min_by_key(|(at, ..)| *at)
-        .map(|(at, len, keep)| (&doc[..at + keep], &doc[at + len..]))
-}
-
-/// The MIME type cloud-init gives user data by its first characters ("User data formats"), or `None` for
-/// text it would not run.
-fn content_type(user_data: &str) -> Option<&'static str> {
-    const MARKERS: [(&str, &str); 8] = [
-        ("#!", "text/x-shellscript"),
-        ("#cloud-config-archive", "text/cloud-config-archive"),
-        ("#cloud-config", "text/cloud-config"),
-        ("#include-once", "text/x-include-once-url"),
-        ("#include", "text/x-include-url"),
-        ("#cloud-boothook", "text/cloud-boothook"),
-        ("#part-handler", "text/part-handler"),
-        ("## template: jinja", "text/jinja2"),
-    ];
-    MARKERS.iter().find(|(marker, _)| user_data.starts_with(marker)).map(|(_, ty)| *ty)
-}
-
-/// Headers of a text part, with a file name (shell-script parts run in file name order).
-fn part_headers(content_type: &str, body: &str, file_name: &str) -> String {
-    let (charset, encoding) = if body.is_ascii() { ("us-ascii", "7bit") } else { ("utf-8", "8bit") };
-    format!(
-        "Content-Type: {content_type}; charset=\"{charset}\"\nMIME-Version: 1.0\nContent-Transfer-Encoding: {encoding}\n\
-         Content-Disposition: attachment; filename=\"{file_name}\"\n\n"
-    )
-}
-
 /// The self-check and the user's data as one `multipart/mixed` document for cloud-init, the self-check
 /// first. The boundary is chosen so it occurs in neither part, and stays the same from read to read.
 fn combined_user_data(script: &str, user_data: Option<&str>) -> String {
-    let boundary = (0..)
-        .map(|n| if n == 0 { "==HPC-SELFCHECK==".to_owned() } else { format!("==HPC-SELFCHECK-{n}==") })
-        .find(|b| !script.contains(b.as_str()) && !user_data.is_some_and(|u| u.contains(b.as_str())))
-        .unwrap_or_default();
-    let mut doc = format!("Content-Type: multipart/mixed; boundary=\"{boundary}\"\nMIME-Version: 1.0\n\n");
-    // The line break before a boundary belongs to the boundary (RFC 2046), so each body is kept exactly.
-    let _ = write!(doc, "--{boundary}\n{}{script}\n", part_headers("text/x-shellscript", script, SCRIPT_FILE_NAME));
-    if let Some(user) = user_data {
-        if let Some((headers, body)) = split_mime(user).filter(|_| is_mime(user)) {
-            // A MIME document of its own (another multipart, say) nests as it is.
-            let _ = write!(doc, "--{boundary}\n{headers}\n{body}\n");
-        } else {
-            let ty = content_type(user).unwrap_or("text/x-shellscript");
-            let name = if ty == "text/x-shellscript" { "user-data.sh" } else { "user-data.txt" };
-            let _ = write!(doc, "--{boundary}\n{}{user}\n", part_headers(ty, user, name));
-        }
-    }
-    let _ = writeln!(doc, "--{boundary}--");
-    doc
+    crate::clouds::user_data::combined_with(script, SCRIPT_FILE_NAME, "HPC-SELFCHECK", user_data)
 }
 
 #[async_trait]
@@ -619,8 +563,8 @@ impl DataSource for GpuSelfcheck {
         let Some(i) = inputs(config, diags) else { return Value::Null };
         let script = script(i.sku, i.rdma_devices, i.on_failure, i.dcgm_exporter_image, i.publish);
         if let Some(u) = i.user_data
-            && !is_mime(u)
-            && content_type(u).is_none()
+            && !crate::clouds::user_data::is_mime(u)
+            && crate::clouds::user_data::content_type(u).is_none()
         {
             diags.warning_at(
                 AttributePath::attr("user_data"),
@@ -679,16 +623,16 @@ mod tests {
             doc.contains("--==HPC-SELFCHECK==\nContent-Type: multipart/mixed; boundary=\"inner\"\nMIME-Version: 1.0\n\n--inner\n"),
             "{doc}"
         );
-        assert_eq!(split_mime("Content-Type: x\r\n\r\nbody"), Some(("Content-Type: x\r\n", "body")));
-        assert_eq!(split_mime("Content-Type: x"), None);
+        assert_eq!(crate::clouds::user_data::split_mime("Content-Type: x\r\n\r\nbody"), Some(("Content-Type: x\r\n", "body")));
+        assert_eq!(crate::clouds::user_data::split_mime("Content-Type: x"), None);
     }
 
     #[test]
     fn content_types_follow_cloud_init_markers() {
-        assert_eq!(content_type("#cloud-config\n"), Some("text/cloud-config"));
-        assert_eq!(content_type("#cloud-config-archive\n"), Some("text/cloud-config-archive"));
-        assert_eq!(content_type("#!/bin/bash\n"), Some("text/x-shellscript"));
-        assert_eq!(content_type("echo hi\n"), None);
+        assert_eq!(crate::clouds::user_data::content_type("#cloud-config\n"), Some("text/cloud-config"));
+        assert_eq!(crate::clouds::user_data::content_type("#cloud-config-archive\n"), Some("text/cloud-config-archive"));
+        assert_eq!(crate::clouds::user_data::content_type("#!/bin/bash\n"), Some("text/x-shellscript"));
+        assert_eq!(crate::clouds::user_data::content_type("echo hi\n"), None);
     }
 
     #[test]

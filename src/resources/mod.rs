@@ -11,3 +11,4 @@ pub mod gpu_selfcheck;
 pub mod lifecycle;
 pub mod nccl_check;
 pub mod parallel_filesystem;
+pub mod slurm_cluster;

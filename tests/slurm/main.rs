@@ -114,6 +114,7 @@ fn spec(partitions: Vec<Partition>) -> SlurmSpec {
         image: None,
         ssh_public_key: None,
         tags: Default::default(),
+        key: None,
     }
 }
 

@@ -416,7 +416,7 @@ fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateI
         .collect()
 }
 
-async fn default_image(aws: &Aws) -> Result<String, CloudError> {
+pub async fn default_image(aws: &Aws) -> Result<String, CloudError> {
     const NAME: &str = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*";
     let out = aws
         .ec2
@@ -640,9 +640,15 @@ fn template_data(
                 .set_group_name(group)
                 .build(),
         )
-        .metadata_options(
-            LaunchTemplateInstanceMetadataOptionsRequest::builder().http_tokens(LaunchTemplateHttpTokensState::Required).build(),
-        );
+        .metadata_options({
+            let options = LaunchTemplateInstanceMetadataOptionsRequest::builder().http_tokens(LaunchTemplateHttpTokensState::Required);
+            // A node joining Slurm reads its node name from its Name tag in the instance metadata.
+            if spec.slurm.is_some() {
+                options.instance_metadata_tags(aws_sdk_ec2::types::LaunchTemplateInstanceMetadataTagsState::Enabled).build()
+            } else {
+                options.build()
+            }
+        });
     let market = match spec.capacity {
         CapacityType::Spot => Some(MarketType::Spot),
         CapacityType::CapacityBlock => Some(MarketType::CapacityBlock),
@@ -669,7 +675,7 @@ fn template_data(
         let profile = if identity.starts_with("arn:") { profile.arn(identity) } else { profile.name(identity) };
         data = data.iam_instance_profile(profile.build());
     }
-    if let Some(u) = &spec.user_data {
+    if let Some(u) = crate::clouds::slurm::node_user_data(spec, 0) {
         data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u));
     }
     data.build()
@@ -1086,8 +1092,9 @@ pub async fn imported_config(
         (_, Some(_)) => "reservation",
         _ => "on-demand",
     };
-    let user_data =
-        data.user_data().and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok()).and_then(|b| String::from_utf8(b).ok());
+    let user_data = crate::clouds::slurm::user_part(
+        data.user_data().and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok()).and_then(|b| String::from_utf8(b).ok()),
+    );
     let ssh = match data.key_name() {
         Some(k) => aws
             .ec2
@@ -1363,6 +1370,7 @@ mod tests {
             rdma_interfaces: 16,
             tags: Default::default(),
             running_groups: Vec::new(),
+            slurm: None,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod fabric;
 pub mod filesystem;
 pub mod quota;
 pub mod rules;
+pub mod slurm;
 
 use std::collections::BTreeMap;
 
@@ -259,6 +260,56 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
 /// This cloud's expander, as the planner sees it.
 pub struct Expansion;
 
+/// A Slurm cluster's pieces: its subnet (the fabric network's last /28), the controllers at their fixed
+/// addresses and the login nodes, in the fabric's EFA security group (open within itself).
+pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: &Defaults) -> Vec<Piece> {
+    let (n, f) = (&spec.name, &spec.fabric);
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:slurm", n), ("hpc:fabric", &f.name)]));
+    let subnet = format!("aws_subnet.{n}-control");
+    let mut out = vec![
+        Piece::new("aws_subnet", format!("{n}-control"))
+            .set("vpc_id", format!("aws_vpc.{}-vpc", f.name))
+            .set("cidr_block", &plan.control_subnet)
+            .set("availability_zone", f.zone.as_deref().unwrap_or_default())
+            .set("tags", &tags),
+    ];
+    let image = spec.image.clone().unwrap_or_else(|| "(the clusters' default image: Deep Learning Base AMI, Ubuntu 22.04)".into());
+    for (i, (host, address)) in plan.controllers.iter().enumerate() {
+        out.push(
+            Piece::new("aws_instance", host)
+                .set("role", if i == 0 { "Slurm controller (slurmctld)" } else { "Slurm backup controller (slurmctld)" })
+                .set("instance_type", &spec.controller_type)
+                .set("ami", &image)
+                .set("subnet_id", &subnet)
+                .set("private_ip", address)
+                .set("vpc_security_group_ids", format!("aws_security_group.{}-efa", f.name))
+                .set("user_data", format!("installs Slurm {} and munge if missing, writes the rendered configuration and the fabric's key, starts munge and slurmctld", spec.version.version))
+                .set("tags", &tags),
+        );
+    }
+    if !plan.logins.is_empty() {
+        out.push(
+            Piece::new("aws_instance", format!("{n}-login"))
+                .count(plan.logins.len() as u32)
+                .set("role", "Slurm login node (client commands)")
+                .set("names", plan.logins.join(", "))
+                .set("instance_type", &spec.login_type)
+                .set("ami", &image)
+                .set("subnet_id", &subnet)
+                .set("vpc_security_group_ids", format!("aws_security_group.{}-efa", f.name))
+                .set(
+                    "user_data",
+                    format!(
+                        "installs the Slurm {} client commands and munge if missing, writes the configuration and the key",
+                        spec.version.version
+                    ),
+                )
+                .set("tags", &tags),
+        );
+    }
+    out
+}
+
 impl super::Expander for Expansion {
     fn fabric(&self, spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
         fabric(spec, d)
@@ -266,6 +317,10 @@ impl super::Expander for Expansion {
 
     fn cluster(&self, spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         cluster(spec, d)
+    }
+
+    fn slurm(&self, spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: &Defaults) -> Vec<Piece> {
+        slurm(spec, plan, d)
     }
 
     /// The fabric's cluster placement group holds every node.

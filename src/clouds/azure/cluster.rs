@@ -460,7 +460,9 @@ fn set_body(
     };
     let changes = before.as_deref().is_some_and(|b| b != revision);
     let health = existing.is_none_or(|s| has_health_extension(s) || changes);
-    body(arm, spec, group, subnet, size, &prefix, &tags, health)
+    // The set's first node: its VMs' node names follow from it (a node joining Slurm learns its name so).
+    let first: u32 = super::cluster_scale_sets(spec).iter().take(index).sum();
+    body(arm, spec, group, subnet, size, &prefix, &tags, health, first)
 }
 
 /// A scale set's body. `prefix` is its host-name prefix: Azure never changes it after the set is made.
@@ -474,6 +476,7 @@ fn body(
     prefix: &str,
     tags: &BTreeMap<String, String>,
     health: bool,
+    first: u32,
 ) -> Json {
     let f = &spec.fabric;
     let mut os = json!({"computerNamePrefix": prefix, "adminUsername": "azureuser"});
@@ -485,7 +488,7 @@ fn body(
         // Refused at plan time (Azure needs a key or a password); kept well-formed for state written before.
         None => os["linuxConfiguration"] = json!({"disablePasswordAuthentication": true}),
     }
-    if let Some(u) = &spec.user_data {
+    if let Some(u) = crate::clouds::slurm::node_user_data(spec, first) {
         os["customData"] = json!(base64::engine::general_purpose::STANDARD.encode(u));
     }
     let mut profile = json!({
@@ -871,10 +874,12 @@ pub async fn imported_config(
     };
     let os = &profile["osProfile"];
     // ARM does not return customData on real Azure; what the emulator or ARM gives back is used.
-    let user_data = os["customData"]
-        .as_str()
-        .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
-        .and_then(|b| String::from_utf8(b).ok());
+    let user_data = crate::clouds::slurm::user_part(
+        os["customData"]
+            .as_str()
+            .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+            .and_then(|b| String::from_utf8(b).ok()),
+    );
     let ssh = os["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().map(str::to_owned);
     let sizes = sets.iter().map(|(_, n)| *n as u32).collect();
     let config = Value::object([
@@ -1144,6 +1149,7 @@ mod tests {
             rdma_interfaces: 8,
             tags: Default::default(),
             running_groups: Vec::new(),
+            slurm: None,
         }
     }
 

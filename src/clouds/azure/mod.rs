@@ -9,6 +9,7 @@ pub mod fabric;
 pub mod filesystem;
 pub mod quota;
 pub mod rules;
+pub mod slurm;
 
 use std::collections::BTreeMap;
 
@@ -221,6 +222,53 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
 /// This cloud's expander, as the planner sees it.
 pub struct Expansion;
 
+/// A Slurm cluster's pieces: its subnet (the fabric network's last /28, with the fabric's security group),
+/// each controller's NIC at its fixed address and VM, and the login nodes'.
+pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: &Defaults) -> Vec<Piece> {
+    let (n, f) = (&spec.name, &spec.fabric);
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:slurm", n), ("hpc:fabric", &f.name)]));
+    let subnet = format!("azurerm_subnet.{n}-control");
+    let mut out = vec![
+        Piece::new("azurerm_subnet", format!("{n}-control"))
+            .set("virtual_network_name", format!("azurerm_virtual_network.{}-vpc", f.name))
+            .set("address_prefixes", &plan.control_subnet)
+            .set("network_security_group_id", format!("azurerm_network_security_group.{}-nsg", f.name)),
+    ];
+    let image = spec.image.clone().unwrap_or_else(|| format!("{} (the clusters' default image)", cluster::DEFAULT_IMAGE));
+    let mut vm = |host: &str, role: &str, size: &str, address: Option<&str>| {
+        out.push(
+            Piece::new("azurerm_network_interface", format!("{host}-nic"))
+                .set("subnet_id", &subnet)
+                .set("private_ip_address_allocation", if address.is_some() { "Static" } else { "Dynamic" })
+                .set_opt("private_ip_address", address)
+                .set("tags", &tags),
+        );
+        out.push(
+            Piece::new("azurerm_linux_virtual_machine", host)
+                .set("role", role)
+                .set("size", size)
+                .set("source_image", &image)
+                .set("network_interface_ids", format!("azurerm_network_interface.{host}-nic"))
+                .set(
+                    "custom_data",
+                    format!(
+                        "installs Slurm {} and munge if missing, writes the rendered configuration and the fabric's key",
+                        spec.version.version
+                    ),
+                )
+                .set("tags", &tags),
+        );
+    };
+    for (i, (host, address)) in plan.controllers.iter().enumerate() {
+        let role = if i == 0 { "Slurm controller (slurmctld)" } else { "Slurm backup controller (slurmctld)" };
+        vm(host, role, &spec.controller_type, Some(address));
+    }
+    for host in &plan.logins {
+        vm(host, "Slurm login node (client commands)", &spec.login_type, None);
+    }
+    out
+}
+
 impl super::Expander for Expansion {
     fn fabric(&self, spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
         fabric(spec, d)
@@ -228,6 +276,10 @@ impl super::Expander for Expansion {
 
     fn cluster(&self, spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         cluster(spec, d)
+    }
+
+    fn slurm(&self, spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: &Defaults) -> Vec<Piece> {
+        slurm(spec, plan, d)
     }
 
     /// Each scale set is its own InfiniBand fabric ("automatically configured between VMs occupying the
@@ -304,6 +356,7 @@ mod tests {
             rdma_interfaces: 4,
             tags: Default::default(),
             running_groups: Vec::new(),
+            slurm: None,
         };
         // Racks are never split: 36 VMs stay in one scale set, 108 (6 racks) become 3 + 3 racks, not 100 + 8.
         assert_eq!(super::cluster_scale_sets(&cluster(36)), vec![36]);
@@ -345,6 +398,7 @@ mod tests {
             rdma_interfaces: 8,
             tags: Default::default(),
             running_groups: Vec::new(),
+            slurm: None,
         };
         spec.running_groups = running.to_vec();
         super::cluster_scale_sets(&spec)

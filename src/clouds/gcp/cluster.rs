@@ -301,6 +301,10 @@ fn properties(
     if let Some(u) = &spec.user_data {
         metadata.push(json!({"key": "startup-script", "value": u}));
     }
+    // Joining Slurm: cloud-init's user data (the user's own stays the startup script).
+    if let Some(join) = &spec.slurm {
+        metadata.push(json!({"key": "user-data", "value": crate::clouds::slurm::join_script(spec.fabric.cloud, &spec.name, join, 0)}));
+    }
     if let Some(k) = &spec.ssh_public_key {
         metadata.push(json!({"key": "ssh-keys", "value": format!("hpc:{}", k.trim())}));
     }
@@ -1177,6 +1181,7 @@ mod tests {
             rdma_interfaces: 4,
             tags: Default::default(),
             running_groups: Vec::new(),
+            slurm: None,
         }
     }
 

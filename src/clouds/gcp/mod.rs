@@ -11,6 +11,7 @@ pub mod fabric;
 pub mod filesystem;
 pub mod quota;
 pub mod rules;
+pub mod slurm;
 pub mod topology;
 
 use std::collections::BTreeMap;
@@ -174,6 +175,53 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
 /// This cloud's expander, as the planner sees it.
 pub struct Expansion;
 
+/// A Slurm cluster's pieces: its subnetwork in the fabric's host network (that network's last /28), a
+/// firewall rule that lets it reach the nodes, the controllers at their fixed addresses and the login nodes.
+pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: &Defaults) -> Vec<Piece> {
+    let (n, f) = (&spec.name, &spec.fabric);
+    let labels = crate::model::tag_string(&d.tags(&spec.tags, &[("hpc-slurm", n), ("hpc-fabric", &f.name)]));
+    let subnet = format!("google_compute_subnetwork.{n}-control");
+    let mut out = vec![
+        Piece::new("google_compute_subnetwork", format!("{n}-control"))
+            .set("network", format!("google_compute_network.{}-vpc", f.name))
+            .set("ip_cidr_range", &plan.control_subnet)
+            .set("region", &f.region),
+        Piece::new("google_compute_firewall", format!("{n}-control"))
+            .set("network", format!("google_compute_network.{}-vpc", f.name))
+            .set("direction", "INGRESS")
+            .set("allow", "all protocols")
+            .set("source_ranges", &spec.cidr),
+    ];
+    let image = spec.image.clone().unwrap_or_else(|| format!("{} (the clusters' default image)", cluster::DEFAULT_IMAGE));
+    let mut vm = |host: &str, role: &str, machine: &str, address: Option<&str>| {
+        out.push(
+            Piece::new("google_compute_instance", host)
+                .set("role", role)
+                .set("machine_type", machine)
+                .set("zone", f.zone.as_deref().unwrap_or_default())
+                .set("boot_disk.image", &image)
+                .set("network_interface.subnetwork", &subnet)
+                .set_opt("network_interface.network_ip", address)
+                .set(
+                    "metadata.user-data",
+                    format!(
+                        "installs Slurm {} and munge if missing, writes the rendered configuration and the fabric's key",
+                        spec.version.version
+                    ),
+                )
+                .set("labels", &labels),
+        );
+    };
+    for (i, (host, address)) in plan.controllers.iter().enumerate() {
+        let role = if i == 0 { "Slurm controller (slurmctld)" } else { "Slurm backup controller (slurmctld)" };
+        vm(host, role, &spec.controller_type, Some(address));
+    }
+    for host in &plan.logins {
+        vm(host, "Slurm login node (client commands)", &spec.login_type, None);
+    }
+    out
+}
+
 impl super::Expander for Expansion {
     fn fabric(&self, spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
         fabric(spec, d)
@@ -181,6 +229,10 @@ impl super::Expander for Expansion {
 
     fn cluster(&self, spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         cluster(spec, d)
+    }
+
+    fn slurm(&self, spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: &Defaults) -> Vec<Piece> {
+        slurm(spec, plan, d)
     }
 
     /// The fabric's compact placement policy holds every node (A4X: each NVLink domain has its own).

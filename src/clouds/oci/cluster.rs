@@ -220,7 +220,7 @@ fn launch_details(spec: &ClusterSpec, compartment: &str, image: &str, joined: &J
     if let Some(key) = &spec.ssh_public_key {
         metadata.insert("ssh_authorized_keys".into(), json!(key.trim()));
     }
-    if let Some(u) = &spec.user_data {
+    if let Some(u) = crate::clouds::slurm::node_user_data(spec, 0) {
         metadata.insert("user_data".into(), json!(base64::engine::general_purpose::STANDARD.encode(u)));
     }
     // The RDMA plugins configure RDMA NICs; a shape without them (VM.GPU.A10) runs the agent's defaults.
@@ -339,7 +339,7 @@ fn made_from(config: &Json, spec: &ClusterSpec) -> bool {
     let ssh = d["metadata"]["ssh_authorized_keys"].as_str() == spec.ssh_public_key.as_deref().map(str::trim);
     let user_data = (spec.user_data_write_only && spec.user_data.is_none())
         || d["metadata"]["user_data"].as_str().map(str::to_owned)
-            == spec.user_data.as_ref().map(|u| base64::engine::general_purpose::STANDARD.encode(u));
+            == crate::clouds::slurm::node_user_data(spec, 0).map(|u| base64::engine::general_purpose::STANDARD.encode(u));
     image && ssh && user_data
 }
 
@@ -994,10 +994,12 @@ pub async fn imported_config(
         _ => "on-demand",
     };
     let image = (!tags.contains_key("hpc:default-image")).then(|| d["sourceDetails"]["imageId"].as_str().unwrap_or_default().to_owned());
-    let user_data = d["metadata"]["user_data"]
-        .as_str()
-        .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
-        .and_then(|b| String::from_utf8(b).ok());
+    let user_data = crate::clouds::slurm::user_part(
+        d["metadata"]["user_data"]
+            .as_str()
+            .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+            .and_then(|b| String::from_utf8(b).ok()),
+    );
     let ssh = d["metadata"]["ssh_authorized_keys"].as_str().map(str::to_owned);
     let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Oci, &tags, defaults);
     let [repair, max_repairs, strategy, identity, maintenance] = imported_day2(&tags);

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod memory;
 pub mod rules;
 pub mod signing;
+pub mod slurm;
 
 use std::collections::BTreeMap;
 
@@ -199,6 +200,50 @@ pub fn filesystem(spec: &FilesystemSpec, d: &Defaults) -> Vec<Piece> {
 /// This cloud's expander, as the planner sees it.
 pub struct Expansion;
 
+/// A Slurm cluster's pieces: its subnet in the fabric's VCN (that network's last /28), the controllers at
+/// their fixed addresses and the login nodes, in the fabric's network security group (open within itself).
+pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: &Defaults) -> Vec<Piece> {
+    let (n, f) = (&spec.name, &spec.fabric);
+    let tags = tag_string(&d.tags(&spec.tags, &[("hpc:slurm", n), ("hpc:fabric", &f.name)]));
+    let subnet = format!("oci_core_subnet.{n}-control");
+    let mut out = vec![
+        Piece::new("oci_core_subnet", format!("{n}-control"))
+            .set("vcn_id", format!("oci_core_vcn.{}-vpc", f.name))
+            .set("cidr_block", &plan.control_subnet)
+            .set("prohibit_public_ip_on_vnic", true)
+            .set("freeform_tags", &tags),
+    ];
+    let image = spec.image.clone().unwrap_or_else(|| "(the newest platform image OCI offers for the shape)".into());
+    let mut vm = |host: &str, role: &str, shape: &str, address: Option<&str>| {
+        out.push(
+            Piece::new("oci_core_instance", host)
+                .set("role", role)
+                .set("shape", shape)
+                .set("availability_domain", f.zone.as_deref().unwrap_or_default())
+                .set("source_details.source_id", &image)
+                .set("create_vnic_details.subnet_id", &subnet)
+                .set_opt("create_vnic_details.private_ip", address)
+                .set("create_vnic_details.nsg_ids", format!("oci_core_network_security_group.{}-nsg", f.name))
+                .set(
+                    "metadata.user_data",
+                    format!(
+                        "installs Slurm {} and munge if missing, writes the rendered configuration and the fabric's key",
+                        spec.version.version
+                    ),
+                )
+                .set("freeform_tags", &tags),
+        );
+    };
+    for (i, (host, address)) in plan.controllers.iter().enumerate() {
+        let role = if i == 0 { "Slurm controller (slurmctld)" } else { "Slurm backup controller (slurmctld)" };
+        vm(host, role, &spec.controller_type, Some(address));
+    }
+    for host in &plan.logins {
+        vm(host, "Slurm login node (client commands)", &spec.login_type, None);
+    }
+    out
+}
+
 impl super::Expander for Expansion {
     fn fabric(&self, spec: &FabricSpec, d: &Defaults) -> Vec<Piece> {
         fabric(spec, d)
@@ -206,6 +251,10 @@ impl super::Expander for Expansion {
 
     fn cluster(&self, spec: &ClusterSpec, d: &Defaults) -> Vec<Piece> {
         cluster(spec, d)
+    }
+
+    fn slurm(&self, spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: &Defaults) -> Vec<Piece> {
+        slurm(spec, plan, d)
     }
 
     /// The cluster's cluster network, or the fabric's compute cluster, holds every node.

@@ -1,0 +1,244 @@
+//! `hpc_slurm_cluster` on AWS: a subnet of its own in the fabric's VPC (the network's last /28), the
+//! controllers at their fixed addresses and the login nodes, each one instance in the fabric's EFA security
+//! group (open within itself, so the nodes and the controllers reach each other), set up by their first
+//! boot (`planner::slurm::setup_script`). Every piece carries `hpc:slurm = <name>` and the owner's marker;
+//! only the census's pieces are changed or deleted, and the fabric's are only read.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{Instance, InstanceType, ResourceType};
+use base64::Engine;
+
+use super::api::{self, Aws, filter, tag_filter, tag_spec};
+use super::backend::{self, fabric_region};
+use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::error::CloudError;
+use crate::clouds::slurm::{Role, setup_script};
+use crate::framework::{Context, Value};
+use crate::model::SlurmPlan;
+use crate::model::SlurmSpec;
+use crate::ownership::Census;
+
+pub const TAG: &str = "hpc:slurm";
+const ROLE_TAG: &str = "hpc:slurm-role";
+
+/// What exists of a Slurm cluster: its subnet and its instances by host name.
+#[derive(Debug, Default)]
+pub struct SlurmLive {
+    pub subnet: Option<String>,
+    pub hosts: BTreeMap<String, Instance>,
+}
+
+impl SlurmLive {
+    fn is_empty(&self) -> bool {
+        self.subnet.is_none() && self.hosts.is_empty()
+    }
+}
+
+/// One filtered call per kind: the subnet and the instances tagged with the cluster, those the census admits.
+pub async fn observe(aws: &Aws, name: &str, census: &Census) -> Result<SlurmLive, CloudError> {
+    let subnets = aws
+        .ec2
+        .describe_subnets()
+        .filters(tag_filter(TAG, name))
+        .send()
+        .await
+        .map_err(|e| api::error(&e).context("listing the Slurm cluster's subnet"))?;
+    let subnet = subnets
+        .subnets()
+        .iter()
+        .filter(|s| census.admit_tagged("aws_subnet", s.subnet_id().unwrap_or_default(), &api::tag_map(s.tags()), None))
+        .find_map(|s| s.subnet_id().map(str::to_owned));
+    let out = aws
+        .ec2
+        .describe_instances()
+        .filters(tag_filter(TAG, name))
+        .filters(filter("instance-state-name", &["pending", "running", "stopping", "stopped"]))
+        .send()
+        .await
+        .map_err(|e| api::error(&e).context("listing the Slurm cluster's instances"))?;
+    let mut hosts = BTreeMap::new();
+    for i in out.reservations().iter().flat_map(|r| r.instances()) {
+        let tags = api::tag_map(i.tags());
+        let Some(host) = tags.get("Name").cloned() else { continue };
+        if census.admit_tagged("aws_instance", &host, &tags, None) {
+            hosts.insert(host, i.clone());
+        }
+    }
+    Ok(SlurmLive { subnet, hosts })
+}
+
+/// The fabric's VPC and EFA security group, read (never changed).
+async fn fabric_pieces(aws: &Aws, spec: &SlurmSpec) -> Result<(String, String), CloudError> {
+    let live = super::fabric::observe(aws, &spec.fabric.name, None, &Census::reading()).await?;
+    let vpc = live.vpc.as_ref().map(|v| v.0.clone());
+    let sg = live.sg_id().map(str::to_owned);
+    match (vpc, sg) {
+        (Some(v), Some(s)) => Ok((v, s)),
+        _ => Err(CloudError::other(format!("fabric {} has no VPC or security group: apply the fabric first", spec.fabric.name))),
+    }
+}
+
+/// Makes what is missing: the subnet, then each controller at its address, then the login nodes; waits
+/// until every instance runs.
+pub async fn converge(
+    ctx: &Context,
+    aws: &Aws,
+    spec: &SlurmSpec,
+    plan: &SlurmPlan,
+    tags: &BTreeMap<String, String>,
+    timeout: Duration,
+    census: &Census,
+) -> Result<SlurmLive, CloudError> {
+    let live = observe(aws, &spec.name, census).await?;
+    census.gate()?;
+    let (vpc, sg) = fabric_pieces(aws, spec).await?;
+    let subnet = match &live.subnet {
+        Some(s) => s.clone(),
+        None => {
+            let out = aws
+                .ec2
+                .create_subnet()
+                .vpc_id(&vpc)
+                .cidr_block(&plan.control_subnet)
+                .availability_zone(spec.fabric.zone.as_deref().unwrap_or_default())
+                .tag_specifications(tag_spec(ResourceType::Subnet, &with_name(tags, &format!("{}-control", spec.name))))
+                .send()
+                .await
+                .map_err(|e| api::error(&e).context(format!("creating subnet {}-control ({})", spec.name, plan.control_subnet)))?;
+            out.subnet().and_then(|s| s.subnet_id()).unwrap_or_default().to_owned()
+        }
+    };
+    let image = match &spec.image {
+        Some(i) => i.clone(),
+        None => super::cluster::default_image(aws).await?,
+    };
+    let mut wanted: Vec<(String, Role, Option<String>, &str)> =
+        plan.controllers.iter().map(|(h, a)| (h.clone(), Role::Controller, Some(a.clone()), spec.controller_type.as_str())).collect();
+    wanted.extend(plan.logins.iter().map(|h| (h.clone(), Role::Login, None, spec.login_type.as_str())));
+    for (host, role, address, instance_type) in wanted {
+        if live.hosts.contains_key(&host) {
+            continue;
+        }
+        let script = setup_script(spec, plan, role, &host, spec.key.as_deref());
+        let mut host_tags = with_name(tags, &host);
+        host_tags.insert(ROLE_TAG.into(), if role == Role::Controller { "controller" } else { "login" }.into());
+        let mut run = aws
+            .ec2
+            .run_instances()
+            .image_id(&image)
+            .instance_type(InstanceType::from(instance_type))
+            .min_count(1)
+            .max_count(1)
+            .subnet_id(&subnet)
+            .security_group_ids(&sg)
+            .user_data(base64::engine::general_purpose::STANDARD.encode(&script))
+            .client_token(api::client_token())
+            .tag_specifications(tag_spec(ResourceType::Instance, &host_tags));
+        if let Some(a) = &address {
+            run = run.private_ip_address(a);
+        }
+        run.send().await.map_err(|e| api::error(&e).context(format!("launching {host}")))?;
+    }
+    let hosts = plan.controllers.len() + plan.logins.len();
+    crate::clouds::shared::wait_for(ctx, &format!("the Slurm cluster's {hosts} instance(s) to run"), timeout, || async {
+        let now = observe(aws, &spec.name, census).await?;
+        let running = now.hosts.values().filter(|i| i.state().and_then(|s| s.name()).is_some_and(|s| s.as_str() == "running")).count();
+        Ok::<_, CloudError>((running >= hosts).then_some(now))
+    })
+    .await
+}
+
+fn with_name(tags: &BTreeMap<String, String>, name: &str) -> BTreeMap<String, String> {
+    let mut t = tags.clone();
+    t.insert("Name".into(), name.to_owned());
+    t
+}
+
+/// Terminates the instances, then deletes the subnet.
+pub async fn delete(ctx: &Context, aws: &Aws, name: &str, timeout: Duration, census: &Census) -> Result<(), CloudError> {
+    let live = observe(aws, name, census).await?;
+    let ids: Vec<String> = live.hosts.values().filter_map(|i| i.instance_id().map(str::to_owned)).collect();
+    if !ids.is_empty() {
+        super::cluster::terminate(ctx, aws, &ids, timeout).await?;
+    }
+    if let Some(subnet) = live.subnet {
+        match aws.ec2.delete_subnet().subnet_id(&subnet).send().await {
+            Ok(_) => {}
+            Err(e) if api::error(&e).is_not_found() => {}
+            Err(e) => return Err(api::error(&e).context(format!("deleting subnet {name}-control ({subnet})"))),
+        }
+    }
+    Ok(())
+}
+
+/// The state with what exists: the login nodes' addresses and the login command; the pieces gone marked
+/// missing in the expansion, so the next plan makes them again.
+fn with_live(state: &Value, live: &SlurmLive) -> Value {
+    let address = |host: &str| live.hosts.get(host).and_then(|i| i.private_ip_address()).map(str::to_owned);
+    let (_, logins) = crate::clouds::shared::slurm_hosts(state);
+    let name = state.get("name").as_str().unwrap_or_default();
+    let exists = |kind: &str, piece: &str| match kind {
+        "aws_subnet" => live.subnet.is_some(),
+        _ if piece == format!("{name}-login") => logins.iter().all(|h| live.hosts.contains_key(h)),
+        _ => live.hosts.contains_key(piece),
+    };
+    // The Deep Learning AMI's user (Ubuntu).
+    crate::clouds::shared::slurm_state(state, "ubuntu", exists, address)
+}
+
+#[async_trait]
+impl Backend<SlurmSpec> for backend::Aws {
+    async fn configured(&self, _ctx: &Context) -> Result<(), CloudError> {
+        Ok(())
+    }
+
+    fn id(&self, spec: &SlurmSpec) -> Option<String> {
+        Some(api::resource_id(&spec.fabric.region, &spec.name))
+    }
+
+    fn place(&self, v: &Value) -> String {
+        format!("in {}", fabric_region(v))
+    }
+
+    async fn apply(&self, step: &Step<'_>, change: &Change<'_, SlurmSpec>) -> Outcome {
+        let spec = change.spec;
+        let client = api::connect(step.ctx, &spec.fabric.region).await;
+        let Some(plan) = SlurmPlan::from_state(change.planned) else {
+            return Outcome::failed(change.prior.clone(), CloudError::other("the plan does not say the Slurm configuration"));
+        };
+        match converge(step.ctx, &client, spec, &plan, change.tags, step.timeout, step.census).await {
+            Ok(live) => Outcome::done(with_live(change.state, &live)),
+            Err(e) => match observe(&client, &spec.name, step.census).await {
+                Ok(live) => Outcome::failed(with_live(change.state, &live), e),
+                Err(_) => Outcome::failed(change.state.clone(), e),
+            },
+        }
+    }
+
+    async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&SlurmSpec>) -> Outcome {
+        let name = prior.get("name").as_str().unwrap_or_default();
+        let client = api::connect(step.ctx, fabric_region(prior)).await;
+        match delete(step.ctx, &client, name, step.timeout, step.census).await {
+            Ok(()) => Outcome::done(Value::Null),
+            Err(e) => match observe(&client, name, step.census).await {
+                Ok(live) if live.is_empty() => Outcome::failed(Value::Null, e),
+                Ok(live) => Outcome::failed(with_live(prior, &live), e),
+                Err(_) => Outcome::failed(prior.clone(), e),
+            },
+        }
+    }
+
+    async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&SlurmSpec>) -> Result<Option<Value>, CloudError> {
+        let name = state.get("name").as_str().unwrap_or_default();
+        let client = api::connect(step.ctx, fabric_region(state)).await;
+        let live = observe(&client, name, step.census).await?;
+        Ok((!live.is_empty()).then(|| with_live(state, &live)))
+    }
+
+    async fn import(&self, _step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        Err(crate::clouds::shared::slurm_not_imported(id))
+    }
+}

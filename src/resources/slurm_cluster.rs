@@ -1,0 +1,222 @@
+//! `resource "hpc_slurm_cluster"`: Slurm over GPU clusters of one fabric. A controller (and optionally a
+//! backup) and login nodes, made on the fabric's network in a subnet of their own; partitions, each the
+//! nodes of one `hpc_gpu_cluster`; and the whole configuration rendered in the plan (`planner::slurm`)
+//! from the facts that placed the nodes. The clusters join by themselves (`hpc_gpu_cluster.slurm`, from the
+//! fabric's `slurm_join`), so the Slurm cluster refers to the clusters and they do not refer to it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::common::{self, fabric_ref_type};
+use super::lifecycle::{Kind, NoParts, Timeouts};
+use crate::clouds::backend;
+use crate::framework::{
+    ApplyRequest, ApplyResponse, Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, ReadOutcome, Resource,
+    Schema, Type, Value,
+};
+use crate::model::SlurmSpec;
+use crate::planner::{self, expansion_type, expansion_value, spec};
+
+pub struct SlurmCluster;
+
+pub const KIND: common::Kind = common::Kind { type_name: "hpc_slurm_cluster", noun: "Slurm cluster" };
+
+/// `fabric = hpc_gpu_fabric.x`: the fabric's reference with its network and what joining its Slurm takes.
+pub fn slurm_fabric_type() -> Type {
+    let Type::Object(mut fields) = fabric_ref_type() else { unreachable!("a fabric reference is an object") };
+    fields.insert("cidr_block".into(), Type::String);
+    fields.insert("slurm_join".into(), super::gpu_fabric::slurm_join_type());
+    Type::Object(fields)
+}
+
+/// `cluster = hpc_gpu_cluster.x` in a partition: what Slurm needs of the cluster.
+pub fn partition_cluster_type() -> Type {
+    Type::object([
+        ("name", Type::String),
+        ("fabric", fabric_ref_type()),
+        ("instance_type", Type::String),
+        ("node_names", Type::list(Type::String)),
+        ("placement_groups", Type::list(Type::object([("name", Type::String), ("nodes", Type::list(Type::String))]))),
+        ("nvlink_domains", Type::list(Type::object([("name", Type::String), ("nodes", Type::list(Type::String)), ("gpus", Type::Number)]))),
+    ])
+}
+
+/// The rendered configuration: a change makes the controllers and login nodes again with it (their first
+/// boot writes it).
+const REMADE: &str = "the controllers and login nodes are made again with the new configuration (their first boot writes it)";
+
+pub fn schema() -> Schema {
+    let timeouts = Block::new("How long create, update and delete may take (e.g. `30m`).")
+        .attribute(Attribute::optional("create", Type::String, "Default 30m."))
+        .attribute(Attribute::optional("update", Type::String, "Default 30m."))
+        .attribute(Attribute::optional("delete", Type::String, "Default 30m."));
+    let partition = Block::new("A partition: the nodes of one GPU cluster on the same fabric.")
+        .attribute(Attribute::required("name", Type::String, "Partition name (letters, digits, `-`, `_`, `.`)."))
+        .attribute(Attribute::required(
+            "cluster",
+            partition_cluster_type(),
+            "The cluster whose nodes the partition holds: `cluster = hpc_gpu_cluster.<name>`, on the same fabric.",
+        ))
+        .attribute(Attribute::optional("default", Type::Bool, "The default partition (at most one; the first when none is)."))
+        .attribute(Attribute::optional(
+            "max_time",
+            Type::String,
+            "Longest job, as Slurm writes it (`INFINITE`, `7-00:00:00`); default `INFINITE`.",
+        ));
+    let text = |name: &str, doc: &str| {
+        Attribute::computed(name, Type::String, doc).requires_replace_if(REMADE, |c| c.prior.is_present() && c.planned != c.prior)
+    };
+    Schema::new(
+        1,
+        Block::new(
+            "Slurm over GPU clusters of one fabric: a controller (and optionally a backup) and login nodes on the fabric's network, and \
+             partitions of the clusters' nodes, with slurm.conf, gres.conf, cgroup.conf and the topology rendered in the plan from the \
+             facts that placed the nodes.",
+        )
+        .attribute(Attribute::required("name", Type::String, "Cluster name (`ClusterName`) and prefix of every piece (1-40 lowercase letters, digits, hyphens).").requires_replace())
+        .attribute(Attribute::required(
+            "fabric",
+            slurm_fabric_type(),
+            "The fabric whose network it is on: `fabric = hpc_gpu_fabric.<name>`, with `slurm = true` on the fabric.",
+        )
+        .requires_replace())
+        .attribute(Attribute::required(
+            "slurm_version",
+            Type::String,
+            "The Slurm version the images run, which the configuration is written for: 21.08, 22.05, 23.02, 23.11, 24.05, 24.11, 25.05 or \
+             25.11 (the clouds' stock Ubuntu 22.04 GPU images install 21.08, Debian 12 22.05, Ubuntu 24.04 23.11).",
+        )
+        .requires_replace())
+        .attribute(Attribute::optional_computed("controller_instance_type", Type::String, "The controllers' instance type; default 8 vCPUs, 32 GiB (m7i.2xlarge, Standard_D8s_v5, n2-standard-8, VM.Standard.E5.Flex).").requires_replace())
+        .attribute(Attribute::optional("backup_controller", Type::Bool, "A second controller (`SlurmctldHost`), which needs `state_save_location` on shared storage.").requires_replace())
+        .attribute(Attribute::optional_computed("state_save_location", Type::String, "Where slurmctld keeps its state; default `/var/spool/slurmctld` (the controller's disk).").requires_replace())
+        .attribute(Attribute::optional_computed("login_instance_type", Type::String, "The login nodes' instance type; default as the controllers'.").requires_replace())
+        .attribute(Attribute::optional("login_nodes", Type::Number, "Login nodes, 0 to 16; default 1.").requires_replace())
+        .attribute(Attribute::optional_computed(
+            "topology",
+            Type::String,
+            "`auto` (default: one block per NVLink domain for rack-scale partitions where the version has topology/block, tree otherwise), \
+             `tree` (one leaf switch per placement group or NVLink domain), `block`, or `none`.",
+        ))
+        .attribute(Attribute::optional_computed("health_check_interval", Type::Number, "Seconds between Slurm's health checks of a node (`HealthCheckInterval`), from 30 up to a day; default 300."))
+        .attribute(Attribute::optional("image", Type::String, "Image of the controllers and login nodes; default the clusters' default image, so that both install the same Slurm.").requires_replace())
+        .attribute(Attribute::optional("ssh_public_key", Type::String, "SSH public key for the login nodes and controllers (required on Azure).").requires_replace())
+        .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
+        .attribute(Attribute::computed("id", Type::String, "Identifier of the Slurm cluster, assigned when it is created.").assigned_at_apply())
+        .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC).assigned_at_apply())
+        .attribute(Attribute::computed("control_subnet", Type::String, "The subnet of the controllers and login nodes: the fabric network's last /28."))
+        .attribute(Attribute::computed("controller_address", Type::String, "The controller's address (`SlurmctldHost`), fixed in the control subnet: what the nodes' `slurmd --conf-server` asks."))
+        .attribute(Attribute::computed("backup_controller_address", Type::String, "The backup controller's address; null without one."))
+        .attribute(Attribute::computed("login_addresses", Type::list(Type::String), "The login nodes' addresses.").assigned_at_apply())
+        .attribute(Attribute::computed("login_command", Type::String, "How to log in: SSH to the first login node (the controller without one), from a host that reaches the fabric's network.").assigned_at_apply())
+        .attribute(text("slurm_conf", "`slurm.conf`: configless (the nodes fetch it from the controller), the nodes with their type's CPUs, memory and GPUs as `State=CLOUD`, the partitions, the topology plugin and the health check."))
+        .attribute(text("gres_conf", "`gres.conf`: each node type's GPUs with their type and device files."))
+        .attribute(text("cgroup_conf", "`cgroup.conf`: jobs get the cores, memory and GPUs they asked for."))
+        .attribute(text("topology_conf", "`topology.conf` for the tree or block plugin; null with `topology.yaml` or none."))
+        .attribute(text("topology_yaml", "`topology.yaml` (25.05 and later): a tree of every node and a block topology of the rack-scale partitions' NVLink domains, which those partitions name."))
+        .attribute(Attribute::computed("topology_plugin", Type::String, "The topology the configuration uses: `topology/tree`, `topology/block`, `topology.yaml` or `none`."))
+        .attribute(text("healthcheck_program", "Slurm's `HealthCheckProgram` on the nodes: runs the node self-check again, drains a node that fails it with the reason, resumes one it drained."))
+        .attribute(Attribute::computed("nccl_tests", Type::map(Type::String), "An `sbatch`-ready NCCL all-reduce per partition, over all its nodes: `sbatch` the value on a login node."))
+        .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this Slurm cluster is made of, as planned."))
+        .block(NestedBlock::list("partition", partition, 1))
+        .block(NestedBlock::single("timeouts", timeouts)),
+    )
+}
+
+fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
+    let spec = spec::parse_slurm(config, diags)?;
+    let plan = planner::slurm::plan(&spec, diags)?;
+    let pieces = crate::clouds::expander(spec.fabric.cloud).slurm(&spec, &plan, &common::defaults(ctx));
+    let text = |s: &Option<String>| s.as_deref().map_or(Value::Null, Value::from);
+    let mut out = BTreeMap::new();
+    out.insert("controller_instance_type".into(), Value::from(spec.controller_type.as_str()));
+    out.insert("login_instance_type".into(), Value::from(spec.login_type.as_str()));
+    out.insert("state_save_location".into(), Value::from(spec.state_save_location.as_str()));
+    out.insert("topology".into(), Value::from(spec.topology.as_str()));
+    out.insert("health_check_interval".into(), Value::int(i64::from(spec.health_check_interval)));
+    out.insert("control_subnet".into(), Value::from(plan.control_subnet.as_str()));
+    out.insert("controller_address".into(), Value::from(plan.controllers[0].1.as_str()));
+    out.insert("backup_controller_address".into(), plan.controllers.get(1).map_or(Value::Null, |c| Value::from(c.1.as_str())));
+    out.insert("slurm_conf".into(), Value::from(plan.slurm_conf.as_str()));
+    out.insert("gres_conf".into(), Value::from(plan.gres_conf.as_str()));
+    out.insert("cgroup_conf".into(), Value::from(plan.cgroup_conf.as_str()));
+    out.insert("topology_conf".into(), text(&plan.topology.conf));
+    out.insert("topology_yaml".into(), text(&plan.topology.yaml));
+    out.insert("topology_plugin".into(), Value::from(plan.topology.kind));
+    out.insert("healthcheck_program".into(), Value::from(plan.healthcheck.as_str()));
+    out.insert("nccl_tests".into(), Value::Map(plan.nccl_tests.into_iter().map(|(k, v)| (k, Value::from(v))).collect()));
+    out.insert("expansion".into(), expansion_value(&pieces));
+    Some(out)
+}
+
+#[async_trait]
+impl Resource for SlurmCluster {
+    fn type_name(&self) -> &'static str {
+        KIND.type_name
+    }
+
+    fn schema(&self) -> Schema {
+        schema()
+    }
+
+    fn validate(&self, config: &Value, diags: &mut Diagnostics) {
+        if let Some(spec) = spec::parse_slurm(config, diags) {
+            planner::slurm::plan(&spec, diags);
+        }
+    }
+
+    fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
+        common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags))
+    }
+
+    async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
+        LIFECYCLE.apply(ctx, &req, diags).await
+    }
+
+    async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+        LIFECYCLE.read(ctx, state, private, diags).await
+    }
+
+    fn identity_schema(&self) -> Option<crate::framework::IdentitySchema> {
+        Some(common::identity_schema())
+    }
+
+    fn identity(&self, state: &Value) -> Option<Value> {
+        common::identity(state)
+    }
+
+    fn import_id(&self, identity: &Value) -> Result<String, String> {
+        common::import_id(identity)
+    }
+
+    async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+        LIFECYCLE.import(ctx, id, "aws/us-east-1/ml", diags).await
+    }
+
+    fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
+        common::upgrade_owner(KIND, version, state)
+    }
+}
+
+const THIRTY_MINUTES: Duration = Duration::from_secs(30 * 60);
+
+/// A Slurm cluster's lifecycle: its schema, parser, derivation and tag keys over the cloud's Slurm backend.
+pub(crate) static LIFECYCLE: Kind<SlurmSpec> = Kind {
+    kind: KIND,
+    schema,
+    parse: spec::parse_slurm,
+    parse_state: |v| spec::parse_slurm(v, &mut Diagnostics::new()),
+    with_prior: |spec, _| spec,
+    derive: |ctx, config, _, diags| derive(ctx, config, diags),
+    ours: |v| {
+        let name = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        vec![("hpc:slurm", name(v.get("name"))), ("hpc:fabric", name(v.get("fabric").get("name")))]
+    },
+    backend: backend::slurm,
+    timeouts: Timeouts { create: THIRTY_MINUTES, update: THIRTY_MINUTES, delete: THIRTY_MINUTES },
+    kept: "The pieces created so far are kept in state; apply again to finish, or destroy.",
+    left: "What is left stays in state; run destroy again.",
+    parts: &NoParts,
+};
