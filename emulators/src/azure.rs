@@ -772,6 +772,10 @@ impl Azure {
     /// (`$expand=instanceView`) its instance view.
     fn vm_view(store: &Store, key: &str, stored: &Stored, expand: bool) -> Value {
         let mut v = Azure::view(stored);
+        // A standalone VM is answered as it is stored (VirtualMachines_Get has no scale-set fields).
+        if !key.contains("/virtualmachinescalesets/") {
+            return v;
+        }
         let vmss = key.rsplit_once("/virtualmachines/").map(|(set, _)| set).unwrap_or_default();
         let current = Self::model_of(store, vmss);
         let life = store.lives.get(key).cloned().unwrap_or_else(|| VmLife::new(None));

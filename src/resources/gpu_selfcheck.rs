@@ -611,8 +611,8 @@ mod tests {
     fn boundary_avoids_the_parts() {
         let user = "#!/bin/sh\necho ==HPC-SELFCHECK==\n";
         let doc = combined_user_data("#!/bin/bash\ntrue", Some(user));
-        assert!(doc.starts_with("Content-Type: multipart/mixed; boundary=\"==HPC-SELFCHECK-1==\"\n"), "{doc}");
-        assert!(doc.ends_with("\n--==HPC-SELFCHECK-1==--\n"), "{doc}");
+        assert!(doc.starts_with("Content-Type: multipart/mixed; boundary=\"==HPC-SELFCHECK.1==\"\n"), "{doc}");
+        assert!(doc.ends_with("\n--==HPC-SELFCHECK.1==--\n"), "{doc}");
     }
 
     #[test]

@@ -43,9 +43,9 @@ pub fn partition_cluster_type() -> Type {
     ])
 }
 
-/// The rendered configuration: a change makes the controllers and login nodes again with it (their first
-/// boot writes it).
-const REMADE: &str = "the controllers and login nodes are made again with the new configuration (their first boot writes it)";
+/// The rendered files: the controllers' and login nodes' first boot writes them, so a change makes those
+/// again (see [`SlurmCluster::plan`]).
+const RENDERED: [&str; 5] = ["slurm_conf", "gres_conf", "cgroup_conf", "topology_conf", "topology_yaml"];
 
 pub fn schema() -> Schema {
     let timeouts = Block::new("How long create, update and delete may take (e.g. `30m`).")
@@ -65,9 +65,7 @@ pub fn schema() -> Schema {
             Type::String,
             "Longest job, as Slurm writes it (`INFINITE`, `7-00:00:00`); default `INFINITE`.",
         ));
-    let text = |name: &str, doc: &str| {
-        Attribute::computed(name, Type::String, doc).requires_replace_if(REMADE, |c| c.prior.is_present() && c.planned != c.prior)
-    };
+    let text = |name: &str, doc: &str| Attribute::computed(name, Type::String, doc);
     Schema::new(
         1,
         Block::new(
@@ -167,8 +165,29 @@ impl Resource for SlurmCluster {
         }
     }
 
+    /// The plan; a change of the rendered configuration (a partition's nodes, the topology) replaces the
+    /// Slurm cluster, since its hosts' first boot writes it: the plan says so and warns that jobs end.
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
-        common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags))
+        let prior = req.prior;
+        let mut resp = common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags));
+        if prior.is_null() || resp.planned.is_null() {
+            return resp;
+        }
+        let changed: Vec<&str> = RENDERED.into_iter().filter(|a| resp.planned.get(a) != prior.get(a)).collect();
+        if !changed.is_empty() {
+            resp.requires_replace.push(crate::framework::AttributePath::attr("partition"));
+            diags.warning_at(
+                crate::framework::AttributePath::attr("partition"),
+                "The Slurm configuration changes",
+                format!(
+                    "{} change: the controllers and login nodes write the configuration at their first boot, so they are made again with \
+                     it. Jobs running or queued on the controller end unless state_save_location is on shared storage; apply when the \
+                     queue is drained.",
+                    changed.join(", ")
+                ),
+            );
+        }
+        resp
     }
 
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {

@@ -3,10 +3,18 @@
 //! nodes, a node has its type's GPUs, a real slurmd registers (configless) and runs a job to COMPLETED, and
 //! the health check program drains a node whose self-check fails, with the self-check's reason.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod harness;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+
+use common::{destroy, provider_context, value};
+use hpc_emulators::harness::{admin, azure_admin, start_aws, start_azure, start_gcp, start_oci};
+use hpc_provider::framework::{ApplyRequest, PlanRequest, Resource};
+use hpc_provider::resources::{gpu_cluster::GpuCluster, gpu_fabric::GpuFabric, slurm_cluster::SlurmCluster};
+use serde_json::{Value as Json, json};
 
 use harness::{Rendered, Slurm};
 use hpc_provider::catalog::{self, Cloud};
@@ -30,7 +38,14 @@ impl FakeNode {
         for i in 0..rdma {
             std::fs::create_dir_all(p.join(format!("sys/class/infiniband/rdmap{i}s0/ports/1"))).unwrap();
         }
-        std::fs::create_dir_all(p.join("sys/class/net")).unwrap();
+        // Google's GPUDirect-TCPX NICs: network interfaces driven by gve (the GPU NICs and the host's).
+        let drv = p.join("sys/bus/pci/drivers/gve");
+        std::fs::create_dir_all(&drv).unwrap();
+        for i in 0..rdma.min(16) {
+            let dev = p.join(format!("sys/class/net/eth{i}/device"));
+            std::fs::create_dir_all(&dev).unwrap();
+            std::os::unix::fs::symlink(&drv, dev.join("driver")).unwrap();
+        }
         let config = Value::object([
             ("cloud", Value::from(cloud)),
             ("instance_type", Value::from(instance_type)),
@@ -175,4 +190,192 @@ async fn an_h100_partition_in_one_placement_group_runs_a_job_and_a_failing_self_
     node.gpus(8);
     slurm.wait_node("train-0", "resumed", |s| !field(s, "State").contains("DRAIN"));
     let _ = Path::new("/");
+}
+
+// ------------------------------------------------------------------ applied on each cloud's emulator
+
+/// Plan and apply as the CLI does; panics on an error.
+async fn apply_ok(ctx: &Context, r: &dyn Resource, prior: &Value, config: &Value) -> (Value, Vec<String>) {
+    let mut d = Diagnostics::new();
+    let planned = r.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut d).planned;
+    assert!(!d.has_errors(), "{} plan: {:?}", r.type_name(), common::lines(&d));
+    let out = r.apply(ctx, ApplyRequest { prior, planned: &planned, config, private: &[] }, &mut d).await;
+    assert!(!d.has_errors(), "{} apply: {:?}", r.type_name(), common::lines(&d));
+    (out.new_state, common::lines(&d))
+}
+
+/// Whether a plan from `prior` changes nothing.
+fn plans_nothing(ctx: &Context, r: &dyn Resource, prior: &Value, config: &Value) -> bool {
+    let mut d = Diagnostics::new();
+    let plan = r.plan(ctx, PlanRequest { prior, proposed: config, config, prior_private: &[] }, &mut d);
+    plan.planned == *prior && plan.requires_replace.is_empty()
+}
+
+fn json_of(v: &Value) -> Json {
+    match v {
+        Value::Null | Value::Unknown => Json::Null,
+        Value::Bool(b) => json!(b),
+        Value::Number(n) => n.as_i64().map_or_else(|| json!(n.as_f64()), |i| json!(i)),
+        Value::String(s) => json!(s),
+        Value::List(items) => Json::Array(items.iter().map(json_of).collect()),
+        Value::Map(m) => Json::Object(m.iter().map(|(k, v)| (k.clone(), json_of(v))).collect()),
+    }
+}
+
+/// The fabric reference a resource on it is given (`fabric = hpc_gpu_fabric.f`), with `extra` attributes.
+fn fabric_ref(fabric: &Value, extra: &[&str]) -> Json {
+    let mut keys = vec!["id", "name", "cloud", "region", "zone", "instance_type", "placement"];
+    keys.extend(extra);
+    Json::Object(keys.into_iter().map(|k| (k.to_owned(), json_of(fabric.get(k)))).collect())
+}
+
+/// What a partition's `cluster = hpc_gpu_cluster.x` carries.
+fn cluster_ref(cluster: &Value) -> Json {
+    let keys = ["name", "instance_type", "node_names", "placement_groups", "nvlink_domains"];
+    let mut out: serde_json::Map<String, Json> = keys.into_iter().map(|k| (k.to_owned(), json_of(cluster.get(k)))).collect();
+    out.insert("fabric".into(), json_of(cluster.get("fabric")));
+    Json::Object(out)
+}
+
+struct OnCloud {
+    ctx: Context,
+    fabric: Json,
+    /// What a cluster needs besides (an SSH key on Azure).
+    extra: Json,
+    inventory: Box<dyn Fn() -> Json>,
+}
+
+/// A fabric with slurm = true, a 2-node GPU cluster that joins it, and a Slurm cluster over it, applied on
+/// the emulator; then the Slurm cluster's rendered configuration run on a real Slurm: its topology is the
+/// cluster's placement, its partition has the cluster's nodes, and a node registers and runs a job.
+async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str) {
+    let ctx = &cloud.ctx;
+    let mut fabric_config = cloud.fabric.clone();
+    fabric_config["slurm"] = json!(true);
+    let (fabric, _) = apply_ok(ctx, &GpuFabric, &Value::Null, &value(&GpuFabric, fabric_config.clone())).await;
+    let join = fabric.get("slurm_join");
+    assert_eq!(join.get("controller_addresses"), &Value::list([Value::from("10.0.255.244"), Value::from("10.0.255.245")]));
+    assert!(join.get("key").as_str().is_some_and(|k| k.len() >= 64), "a generated key: {join:?}");
+
+    let mut cluster_config = json!({"name": "gpu", "fabric": fabric_ref(&fabric, &[]), "node_count": 2, "slurm": json_of(join)});
+    cluster_config.as_object_mut().unwrap().extend(cloud.extra.as_object().cloned().unwrap_or_default());
+    let cluster_config = value(&GpuCluster, cluster_config);
+    let (cluster, _) = apply_ok(ctx, &GpuCluster, &Value::Null, &cluster_config).await;
+
+    let mut slurm_config = json!({
+        "name": "ml",
+        "fabric": fabric_ref(&fabric, &["cidr_block", "slurm_join"]),
+        "slurm_version": "22.05",
+        "partition": [{"name": "gpu", "cluster": cluster_ref(&cluster), "default": true, "max_time": null}],
+    });
+    if let Some(key) = cloud.extra.get("ssh_public_key") {
+        slurm_config["ssh_public_key"] = key.clone();
+    }
+    let slurm_config = value(&SlurmCluster, slurm_config);
+    let (state, _) = apply_ok(ctx, &SlurmCluster, &Value::Null, &slurm_config).await;
+    assert_eq!(state.get("controller_address").as_str(), Some("10.0.255.244"));
+    let login = state.get("login_command").as_str().unwrap_or_default().to_owned();
+    assert!(login.starts_with("ssh ") && login.contains("@10.0.255."), "{login}");
+    let found = common::read_found(ctx, &SlurmCluster, &state).await;
+    assert!(plans_nothing(ctx, &SlurmCluster, &found, &slurm_config), "the re-plan is empty: {found:?}");
+
+    // The applied configuration, on a real Slurm.
+    let text = |k: &str| state.get(k).as_str().map(str::to_owned);
+    let rendered = Rendered {
+        slurm_conf: text("slurm_conf").unwrap(),
+        gres_conf: text("gres_conf").unwrap(),
+        cgroup_conf: text("cgroup_conf").unwrap(),
+        topology_conf: text("topology_conf"),
+        healthcheck: text("healthcheck_program").unwrap(),
+    };
+    let mut slurm = Slurm::start(&rendered);
+    let groups = cluster.get("placement_groups").as_list().unwrap_or_default().to_vec();
+    let expected: Vec<(String, String)> = groups
+        .iter()
+        .map(|g| {
+            let nodes: Vec<String> =
+                g.get("nodes").as_list().unwrap_or_default().iter().filter_map(|n| n.as_str().map(str::to_owned)).collect();
+            (g.get("name").as_str().unwrap_or_default().to_owned(), hpc_provider::nodes::compress(&nodes))
+        })
+        .collect();
+    assert!(!expected.is_empty(), "the cluster is placed together: {:?}", cluster.get("placement_groups"));
+    assert_eq!(switches(&slurm.ok("scontrol", &["show", "topology"])), expected, "Slurm's topology is the cloud's placement");
+    assert_eq!(slurm.ok("sinfo", &["-h", "-o", "%P %D"]).trim(), "gpu* 2");
+    let gres = format!(
+        "gpu:{}:",
+        hpc_provider::catalog::find_sku(hpc_provider::catalog::Cloud::parse(fabric.get("cloud").as_str().unwrap()).unwrap(), instance_type)
+            .unwrap()
+            .gpu_model
+            .to_lowercase()
+    );
+    assert!(field(&slurm.ok("scontrol", &["show", "node", "gpu-1"]), "Gres").starts_with(&gres));
+    let node = FakeNode::new(fabric.get("cloud").as_str().unwrap(), instance_type, 32).await;
+    slurm.slurmd("gpu-0", &node.env());
+    slurm.wait_node("gpu-0", "registered and idle", |s| field(s, "State").starts_with("IDLE") && !s.contains("POWERED_DOWN"));
+    assert_eq!(slurm.job(&["-p", "gpu", "-w", "gpu-0", "--wrap", "hostname"]), "COMPLETED");
+    drop(slurm);
+
+    destroy(ctx, &SlurmCluster, &state).await;
+    destroy(ctx, &GpuCluster, &cluster).await;
+    destroy(ctx, &GpuFabric, &fabric).await;
+    let inventory = (cloud.inventory)();
+    assert_eq!(inventory["empty"], true, "{inventory}");
+}
+
+fn run(test: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap().block_on(test);
+}
+
+#[test]
+fn aws_applied_slurm_runs_on_a_real_slurm() {
+    run(async {
+        let emulator = start_aws();
+        let ctx =
+            provider_context(json!({"aws": {"region": "us-east-1", "endpoint": emulator.endpoint, "access_key": "t", "secret_key": "t"}}));
+        let ep = emulator.endpoint.clone();
+        let fabric = json!({"name": "f", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5.48xlarge"});
+        let on = OnCloud { ctx, fabric, extra: json!({}), inventory: Box::new(move || admin(&ep, "GET", "inventory", None)) };
+        applied_slurm_runs_on_a_real_slurm(on, "p5.48xlarge").await;
+    });
+}
+
+#[test]
+fn gcp_applied_slurm_runs_on_a_real_slurm() {
+    run(async {
+        let ep = start_gcp();
+        let ctx = provider_context(json!({"gcp": {"project": "ml-prod", "endpoint": ep}}));
+        let fabric =
+            json!({"name": "f", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g"});
+        let on = OnCloud { ctx, fabric, extra: json!({}), inventory: Box::new(move || admin(&ep, "GET", "inventory", None)) };
+        applied_slurm_runs_on_a_real_slurm(on, "a3-highgpu-8g").await;
+    });
+}
+
+#[test]
+fn azure_applied_slurm_runs_on_a_real_slurm() {
+    run(async {
+        let (ep, pem) = start_azure();
+        // SAFETY: the one Azure test of this binary sets it before it builds an ARM client; nothing else
+        // here reads or writes the environment meanwhile.
+        unsafe { std::env::set_var("HPC_AZURE_CA_FILE", &pem) };
+        let ctx = provider_context(json!({"azure": {"subscription_id": "00000000-0000-0000-0000-0000000000aa", "endpoint": ep}}));
+        let fabric = json!({"name": "f", "cloud": "azure", "region": "eastus", "instance_type": "Standard_ND96isr_H100_v5"});
+        let extra = json!({"ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x"});
+        let on = OnCloud { ctx, fabric, extra, inventory: Box::new(move || azure_admin(&ep, &pem, "GET", "inventory", None)) };
+        applied_slurm_runs_on_a_real_slurm(on, "Standard_ND96isr_H100_v5").await;
+    });
+}
+
+#[test]
+fn oci_applied_slurm_runs_on_a_real_slurm() {
+    run(async {
+        let (ep, key) = start_oci();
+        let ctx = provider_context(json!({"oci": {"tenancy_ocid": key.tenancy, "user_ocid": key.user, "fingerprint": key.fingerprint,
+                                                   "private_key": key.private_key_pem, "region": "us-ashburn-1", "endpoint": ep}}));
+        let fabric = json!({"name": "f", "cloud": "oci", "region": "us-ashburn-1", "zone": "Uocm:US-ASHBURN-AD-2",
+                            "compartment_id": "ocid1.compartment.oc1..lib", "instance_type": "BM.GPU.H100.8"});
+        let extra = json!({"timeouts": {"create": "60s", "update": "60s"}});
+        let on = OnCloud { ctx, fabric, extra, inventory: Box::new(move || admin(&ep, "GET", "inventory", None)) };
+        applied_slurm_runs_on_a_real_slurm(on, "BM.GPU.H100.8").await;
+    });
 }
