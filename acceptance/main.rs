@@ -20,6 +20,7 @@ mod ownership;
 mod postgres;
 mod rack_scale;
 mod security;
+mod slurm;
 mod vendor_clients;
 mod write_only;
 
@@ -115,6 +116,10 @@ for_the_clis!(
         azure_import_blocks_by_identity,
         oci_import_blocks_by_identity,
         nvl72_mistakes_are_refused_at_plan_time,
+        slurm_aws,
+        slurm_gcp,
+        slurm_azure,
+        slurm_oci,
     ],
     tofu_only: [
         oci_a10_media_cluster_on_ethernet,
@@ -173,6 +178,10 @@ on_cloud! {
     capacity_gcp => capacity::quota_and_policies, "gcp";
     capacity_azure => capacity::quota_and_policies, "azure";
     capacity_oci => capacity::quota_and_policies, "oci";
+    slurm_aws => slurm::slurm_lifecycle, "aws";
+    slurm_gcp => slurm::slurm_lifecycle, "gcp";
+    slurm_azure => slurm::slurm_lifecycle, "azure";
+    slurm_oci => slurm::slurm_lifecycle, "oci";
 }
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {

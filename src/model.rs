@@ -212,7 +212,9 @@ pub struct ClusterSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlurmJoin {
     pub controllers: Vec<String>,
-    pub key: String,
+    /// None while it is not known (a plan before the fabric's apply makes it): the nodes' revision is then
+    /// unknown too.
+    pub key: Option<String>,
 }
 
 /// What a filesystem knows of the cluster it feeds (the `cluster = hpc_gpu_cluster.x` object).
@@ -519,7 +521,7 @@ impl ClusterSpec {
         let user_data = match &self.slurm {
             None => user_data,
             Some(join) => {
-                let key = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, join.key.as_bytes());
+                let key = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, join.key.as_deref().unwrap_or_default().as_bytes());
                 let key: String = key.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
                 format!("{user_data}\nslurm={} key={key}", join.controllers.join(","))
             }

@@ -202,7 +202,7 @@ for _ in $(seq 60); do
 done
 if [ -z "$node" ]; then echo "HPC SLURM ERROR: this node's name is not in the cloud's metadata"; exit 1; fi
 "#,
-        key = join.key,
+        key = join.key.as_deref().unwrap_or_default(),
         lookup = node_name_lookup(cloud, cluster, azure_offset),
     );
     let _ = writeln!(s, "printf '%s' '{}' | base64 -d > {HEALTHCHECK_PATH}\nchmod 755 {HEALTHCHECK_PATH}", b64(&healthcheck_program()));

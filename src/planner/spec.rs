@@ -600,12 +600,16 @@ fn slurm_join(v: &Value, diags: &mut Diagnostics) -> Result<Option<crate::model:
     if v.is_null() {
         return Ok(None);
     }
-    if !v.is_wholly_known() {
+    if v.is_unknown() {
         return Err(());
     }
     let controllers = string_list(v.get("controller_addresses"))?;
-    let key = string(v.get("key"))?.unwrap_or_default();
-    if controllers.is_empty() || key.is_empty() {
+    // A key the fabric's apply makes is unknown until then: the nodes' revision waits for it, not the plan.
+    let key = match v.get("key") {
+        Value::Unknown => None,
+        k => Some(k.as_str().unwrap_or_default().to_owned()),
+    };
+    if controllers.is_empty() || key.as_deref() == Some("") {
         diags.error_at(
             AttributePath::attr("slurm"),
             "Incomplete Slurm join",
@@ -1051,7 +1055,10 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
         };
         let max_time = string(p.get("max_time"))?.unwrap_or_else(|| "INFINITE".into());
         let cluster = p.get("cluster");
-        if !cluster.is_wholly_known() {
+        // What the partition needs of the cluster; its ids may still be unknown (they are assigned at apply).
+        let needed = ["name", "instance_type", "node_names", "placement_groups", "nvlink_domains"];
+        let fabric_known = ["name", "cloud"].iter().all(|k| cluster.get("fabric").get(k).is_wholly_known());
+        if cluster.is_unknown() || !fabric_known || !needed.iter().all(|k| cluster.get(k).is_wholly_known()) {
             complete = false;
             continue;
         }

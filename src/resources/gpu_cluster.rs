@@ -475,7 +475,9 @@ fn derive_spec(ctx: &Context, spec: ClusterSpec, diags: &mut Diagnostics) -> Opt
     out.insert("repair".into(), Value::from(s.day2.repair.as_str()));
     out.insert("on_maintenance".into(), Value::from(s.day2.on_maintenance.as_str()));
     out.insert("max_repairs".into(), Value::from(s.day2.max_repairs.label()));
-    out.insert("revision".into(), Value::from(s.revision()));
+    // Nodes joining a Slurm cluster whose key the fabric's apply has yet to make: their revision is known then.
+    let key_unknown = s.slurm.as_ref().is_some_and(|j| j.key.is_none());
+    out.insert("revision".into(), if key_unknown { Value::Unknown } else { Value::from(s.revision()) });
     out.insert("workload".into(), Value::from(s.workload.as_str()));
     out.insert("rdma_interfaces".into(), Value::int(i64::from(s.rdma_interfaces)));
     out.insert("instance_type".into(), Value::from(s.fabric.sku.name));

@@ -49,8 +49,8 @@ pub fn schema() -> Schema {
             "slurm_join",
             slurm_join_type(),
             "With `slurm = true`: what a node needs to join the fabric's Slurm cluster, the controllers' addresses \
-             (`controller_addresses`, primary first) and the key the cluster's daemons authenticate with (`key`, generated when the \
-             fabric is created; sensitive). Give it to `hpc_gpu_cluster.slurm`.",
+             (`controller_addresses`, primary first) and the key the cluster's daemons authenticate with (`key`, made by the apply \
+             that first sets `slurm = true`, kept from then on; sensitive). Give it to `hpc_gpu_cluster.slurm`.",
         )
         .sensitive())
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
@@ -74,7 +74,7 @@ fn new_slurm_key() -> String {
 }
 
 /// `slurm_join` as planned: the controllers' addresses from the created network, the key the prior state
-/// holds (or one generated at apply: unknown). Null without `slurm = true`, or when the network is unknown.
+/// holds (or one the apply makes: unknown). Null without `slurm = true`, or when the network is unknown.
 fn planned_slurm_join(config: &Value, planned: &Value, prior: &Value, diags: &mut Diagnostics) -> Value {
     if config.get("slurm").as_bool() != Some(true) {
         return Value::Null;
@@ -99,6 +99,7 @@ fn planned_slurm_join(config: &Value, planned: &Value, prior: &Value, diags: &mu
         );
         return Value::Null;
     };
+    // Made by the apply that first asks for it (a plan is made again at apply, so it cannot be random).
     let key = match prior.get("slurm_join").get("key").as_str() {
         Some(k) => Value::from(k),
         None => Value::Unknown,
