@@ -92,7 +92,10 @@ pub fn setup_script(spec: &SlurmSpec, plan: &SlurmPlan, role: Role, host: &str, 
         r#"#!/bin/bash
 # hpc_slurm_cluster {name}: {what} {host} (terraform-provider-hpc), for Slurm {v}.
 set -euo pipefail
-exec > >(tee -a /var/log/hpc-slurm-setup.log) 2>&1
+# Every path under R (empty on a host; a test's directory off one).
+R=${{HPC_SLURM_ROOT:-}}
+mkdir -p "$R/var/log"
+exec > >(tee -a "$R/var/log/hpc-slurm-setup.log") 2>&1
 hostnamectl set-hostname {host} 2>/dev/null || hostname {host}
 if ! command -v {binary} >/dev/null; then
   if command -v apt-get >/dev/null; then
@@ -107,8 +110,8 @@ have=$({binary} -V 2>/dev/null | awk '{{print $2}}' | cut -d. -f1-2)
 if [ "$have" != "{v}" ]; then
   echo "HPC SLURM WARNING: Slurm ${{have:-none}} is installed and the configuration is written for {v}: set slurm_version to the version the images run, or use an image with Slurm {v}"
 fi
-mkdir -p /etc/slurm /var/log/slurm {state}
-put() {{ printf '%s' "$2" | base64 -d > "$1"; }}
+mkdir -p "$R/etc/slurm" "$R/var/log/slurm" "$R{state}"
+put() {{ printf '%s' "$2" | base64 -d > "$R$1"; }}
 "#,
         name = spec.name,
     );
@@ -127,15 +130,15 @@ put() {{ printf '%s' "$2" | base64 -d > "$1"; }}
         Some(k) => {
             let _ = writeln!(
                 s,
-                "mkdir -p /etc/munge\nprintf '%s' '{k}' | base64 -d > /etc/munge/munge.key\n\
-                 chown munge:munge /etc/munge/munge.key 2>/dev/null || true\nchmod 400 /etc/munge/munge.key"
+                "mkdir -p \"$R/etc/munge\"\nprintf '%s' '{k}' | base64 -d > \"$R/etc/munge/munge.key\"\n\
+                 chown munge:munge \"$R/etc/munge/munge.key\" 2>/dev/null || true\nchmod 400 \"$R/etc/munge/munge.key\""
             );
         }
         None => s.push_str("echo 'HPC SLURM ERROR: no key: set slurm = true on the fabric and apply it first'\nexit 1\n"),
     }
     let _ = write!(
         s,
-        r#"chown -R slurm:slurm {state} /var/log/slurm 2>/dev/null || true
+        r#"chown -R slurm:slurm "$R{state}" "$R/var/log/slurm" 2>/dev/null || true
 for unit in {services}; do systemctl enable "$unit"; systemctl restart "$unit"; done
 echo "HPC SLURM READY: {host}"
 "#
@@ -181,7 +184,10 @@ pub fn join_script(cloud: Cloud, cluster: &str, join: &crate::model::SlurmJoin, 
         r#"#!/bin/bash
 # hpc-slurm-join: joins this node of cluster {cluster} to its Slurm cluster (terraform-provider-hpc).
 set -euo pipefail
-exec > >(tee -a /var/log/hpc-slurm-join.log) 2>&1
+# Every path under R (empty on a node; a test's directory off one).
+R=${{HPC_SLURM_ROOT:-}}
+mkdir -p "$R/var/log"
+exec > >(tee -a "$R/var/log/hpc-slurm-join.log") 2>&1
 if ! command -v slurmd >/dev/null; then
   if command -v apt-get >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
@@ -191,10 +197,10 @@ if ! command -v slurmd >/dev/null; then
     dnf install -y slurm-slurmd slurm munge
   fi
 fi
-mkdir -p /etc/munge
-printf '%s' '{key}' | base64 -d > /etc/munge/munge.key
-chown munge:munge /etc/munge/munge.key 2>/dev/null || true
-chmod 400 /etc/munge/munge.key
+mkdir -p "$R/etc/munge"
+printf '%s' '{key}' | base64 -d > "$R/etc/munge/munge.key"
+chown munge:munge "$R/etc/munge/munge.key" 2>/dev/null || true
+chmod 400 "$R/etc/munge/munge.key"
 node=
 for _ in $(seq 60); do
   node=$({lookup} 2>/dev/null) && [ -n "$node" ] && break
@@ -205,13 +211,18 @@ if [ -z "$node" ]; then echo "HPC SLURM ERROR: this node's name is not in the cl
         key = join.key.as_deref().unwrap_or_default(),
         lookup = node_name_lookup(cloud, cluster, azure_offset),
     );
-    let _ = writeln!(s, "printf '%s' '{}' | base64 -d > {HEALTHCHECK_PATH}\nchmod 755 {HEALTHCHECK_PATH}", b64(&healthcheck_program()));
+    let _ = writeln!(
+        s,
+        "mkdir -p \"$R{dir}\"\nprintf '%s' '{}' | base64 -d > \"$R{HEALTHCHECK_PATH}\"\nchmod 755 \"$R{HEALTHCHECK_PATH}\"",
+        b64(&healthcheck_program()),
+        dir = HEALTHCHECK_PATH.rsplit_once('/').map_or("/", |(d, _)| d)
+    );
     let _ = write!(
         s,
         r#"options="--conf-server {servers} -N $node"
 # Debian and Ubuntu read SLURMD_OPTIONS from /etc/default/slurmd, Oracle Linux and RHEL from /etc/sysconfig/slurmd.
-for f in /etc/default/slurmd /etc/sysconfig/slurmd; do [ -d "${{f%/*}}" ] && echo "SLURMD_OPTIONS=\"$options\"" > "$f"; done
-mkdir -p /var/spool/slurmd /var/log/slurm
+for f in "$R/etc/default/slurmd" "$R/etc/sysconfig/slurmd"; do [ -d "${{f%/*}}" ] && echo "SLURMD_OPTIONS=\"$options\"" > "$f"; done
+mkdir -p "$R/var/spool/slurmd" "$R/var/log/slurm"
 for unit in munge slurmd; do systemctl enable "$unit"; systemctl restart "$unit"; done
 echo "HPC SLURM JOINED: $node"
 "#

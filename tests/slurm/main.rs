@@ -379,3 +379,116 @@ fn oci_applied_slurm_runs_on_a_real_slurm() {
         applied_slurm_runs_on_a_real_slurm(on, "BM.GPU.H100.8").await;
     });
 }
+
+// ------------------------------------------------------------------ the first-boot scripts, run
+
+/// A host's first boot, run by bash off the machine: the script's paths under a temporary root
+/// (`HPC_SLURM_ROOT`), and fakes first on PATH for what reaches outside it (the metadata service through
+/// curl, systemctl, hostnamectl, the package managers); Slurm's packages count as installed.
+struct Boot {
+    root: tempfile::TempDir,
+}
+
+impl Boot {
+    fn new(metadata: &str) -> Boot {
+        let b = Boot { root: tempfile::tempdir().unwrap() };
+        for d in ["bin", "etc/default"] {
+            std::fs::create_dir_all(b.root.path().join(d)).unwrap();
+        }
+        let calls = b.root.path().join("calls");
+        let record = |tool: &str| format!("echo \"{tool} $*\" >> {}", calls.display());
+        b.tool("curl", &format!("{}\ncase \"$*\" in\n{metadata}\nesac", record("curl")));
+        for t in ["systemctl", "hostnamectl", "hostname", "apt-get", "dnf", "chown"] {
+            b.tool(t, &record(t));
+        }
+        b.tool("slurmd", "echo 'slurm 22.05.8'");
+        b.tool("slurmctld", "echo 'slurm 22.05.8'");
+        b
+    }
+
+    fn tool(&self, name: &str, body: &str) {
+        let path = self.root.path().join("bin").join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn run(&self, script: &str) -> String {
+        let file = self.root.path().join("script.sh");
+        std::fs::write(&file, script).unwrap();
+        let out = std::process::Command::new("bash")
+            .arg(&file)
+            .env("PATH", format!("{}:/usr/bin:/bin", self.root.path().join("bin").display()))
+            .env("HPC_SLURM_ROOT", self.root.path())
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+        text
+    }
+
+    fn file(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.root.path().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    fn calls(&self) -> String {
+        std::fs::read_to_string(self.root.path().join("calls")).unwrap_or_default()
+    }
+}
+
+#[test]
+fn a_gpu_node_joins_under_its_name_from_each_clouds_metadata() {
+    use hpc_provider::clouds::slurm::{HEALTHCHECK_PATH, healthcheck_program, join_script};
+    use hpc_provider::model::SlurmJoin;
+    let join = SlurmJoin { controllers: vec!["10.0.255.244".into(), "10.0.255.245".into()], key: Some("c2VjcmV0LWtleQ==".into()) };
+    // What each cloud's metadata service answers, and the name the node joins under.
+    let clouds = [
+        (Cloud::Aws, "*api/token*) echo tok ;;\n*tags/instance/Name*) echo gpu-3 ;;", 0, "gpu-3"),
+        (Cloud::Gcp, "*instance/name*) echo gpu-3 ;;", 0, "gpu-3"),
+        (Cloud::Oci, "*opc/v2/instance/displayName*) echo gpu-3 ;;", 0, "gpu-3"),
+        // The VM with instance id 3 of the scale set whose first node is gpu-100.
+        (Cloud::Azure, "*compute/name*) echo gpu-1_3 ;;", 100, "gpu-103"),
+    ];
+    for (cloud, metadata, offset, name) in clouds {
+        let boot = Boot::new(metadata);
+        let said = boot.run(&join_script(cloud, "gpu", &join, offset));
+        assert!(said.contains(&format!("HPC SLURM JOINED: {name}")), "{cloud}: {said}");
+        assert_eq!(boot.file("etc/munge/munge.key"), "secret-key", "{cloud}");
+        assert_eq!(
+            boot.file("etc/default/slurmd").trim(),
+            format!("SLURMD_OPTIONS=\"--conf-server 10.0.255.244:6817,10.0.255.245:6817 -N {name}\""),
+            "{cloud}"
+        );
+        assert_eq!(boot.file(HEALTHCHECK_PATH.trim_start_matches('/')), healthcheck_program(), "{cloud}");
+        let calls = boot.calls();
+        assert!(calls.contains("systemctl enable slurmd") && calls.contains("systemctl restart munge"), "{cloud}: {calls}");
+        assert!(!calls.contains("apt-get") && !calls.contains("dnf"), "Slurm is installed: nothing to install: {calls}");
+    }
+}
+
+#[test]
+fn a_controller_writes_the_planned_configuration_and_the_key_and_starts_slurmctld() {
+    use hpc_provider::clouds::slurm::{Role, setup_script};
+    let sku = catalog::find_sku(Cloud::Aws, "p5.48xlarge").unwrap();
+    let partition = Partition {
+        name: "h100".into(),
+        default: true,
+        max_time: "INFINITE".into(),
+        nodes: SlurmNodes { cluster: "train".into(), sku, names: names("train", 4), placement_groups: vec![], nvlink_domains: vec![] },
+    };
+    let spec = spec(vec![partition]);
+    let plan = slurm::plan(&spec, &mut Diagnostics::new()).unwrap();
+    let boot = Boot::new("");
+    let said = boot.run(&setup_script(&spec, &plan, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ==")));
+    assert!(said.contains("HPC SLURM READY: ml-controller") && !said.contains("WARNING"), "{said}");
+    assert_eq!(boot.file("etc/slurm/slurm.conf"), plan.slurm_conf);
+    assert_eq!(boot.file("etc/slurm/gres.conf"), plan.gres_conf);
+    assert_eq!(boot.file("etc/slurm/topology.conf"), plan.topology.conf.clone().unwrap());
+    assert_eq!(boot.file("etc/munge/munge.key"), "secret-key");
+    let calls = boot.calls();
+    assert!(calls.contains("hostnamectl set-hostname ml-controller"), "slurmctld serves only as its SlurmctldHost: {calls}");
+    assert!(calls.contains("systemctl enable slurmctld") && calls.contains("systemctl restart slurmctld"), "{calls}");
+    // An image with another Slurm: said loudly, at the console.
+    boot.tool("slurmctld", "echo 'slurm 21.08.5'");
+    let said = boot.run(&setup_script(&spec, &plan, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ==")));
+    assert!(said.contains("HPC SLURM WARNING: Slurm 21.08 is installed and the configuration is written for 22.05"), "{said}");
+}
