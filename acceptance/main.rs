@@ -360,6 +360,11 @@ fn every_module_example_applies_replans_empty_and_destroys(cli: &Cli) {
             assert!(line.starts_with(&format!("{} slots=", ip.as_str().unwrap())), "{path}: {line}");
         }
         assert!(out["nccl_environment"]["value"].as_object().is_some_and(|e| !e.is_empty()), "{path}: {out}");
+        // The cloud-agnostic module's example puts its nodes in a Slurm cluster.
+        if path == "modules/training-cluster/example" {
+            let login = out["slurm_login_command"]["value"].as_str().unwrap_or_default();
+            assert!(login.starts_with("ssh ubuntu@10."), "{path}: no Slurm login node: {out}");
+        }
     }
 }
 

@@ -232,6 +232,12 @@ variable "min_nodes" {
   default     = null
 }
 
+variable "slurm_version" {
+  description = "Put the nodes in a Slurm cluster (a controller, a login node and one partition of the nodes, hpc_slurm_cluster) written for this Slurm version, which the images run: 21.08 for the clouds' stock Ubuntu 22.04 GPU images. Null: no Slurm."
+  type        = string
+  default     = null
+}
+
 variable "tags" {
   description = "Tags (GCP: labels) on every cloud resource, after the provider's default_tags."
   type        = map(string)
@@ -251,6 +257,7 @@ resource "hpc_gpu_fabric" "this" {
   max_distance   = var.max_distance
   resource_group = var.resource_group
   compartment_id = var.compartment_id
+  slurm          = var.slurm_version != null ? true : null
   tags           = var.tags
 }
 
@@ -282,11 +289,30 @@ resource "hpc_gpu_cluster" "this" {
   max_repairs     = var.max_repairs
   capacity_policy = var.capacity_policy
   min_nodes       = var.min_nodes
+  slurm           = var.slurm_version != null ? hpc_gpu_fabric.this.slurm_join : null
   tags            = var.tags
 
   update_strategy {
     batch_size         = var.update_batch_size
     wait_for_selfcheck = var.wait_for_selfcheck
+  }
+}
+
+# Slurm over the nodes: the nodes join it by themselves (hpc_gpu_cluster.slurm above), and the Slurm
+# cluster refers to them, so there is no cycle.
+resource "hpc_slurm_cluster" "this" {
+  count = var.slurm_version != null ? 1 : 0
+
+  name           = "${var.name}-slurm"
+  fabric         = hpc_gpu_fabric.this
+  slurm_version  = var.slurm_version
+  ssh_public_key = var.ssh_public_key
+  tags           = var.tags
+
+  partition {
+    name    = var.name
+    cluster = hpc_gpu_cluster.this
+    default = true
   }
 }
 
@@ -457,4 +483,19 @@ output "slurm_conf" {
 output "kubernetes_node_labels" {
   description = "Labels per node for Kubernetes: the cluster, and on rack-scale node types the node's NVLink domain."
   value       = hpc_gpu_cluster.this.kubernetes_node_labels
+}
+
+output "slurm_login_command" {
+  description = "How to log in to the Slurm cluster's login node (null without slurm_version)."
+  value       = one(hpc_slurm_cluster.this[*].login_command)
+}
+
+output "slurm_cluster_conf" {
+  description = "The Slurm cluster's slurm.conf, as its controller runs it (null without slurm_version)."
+  value       = one(hpc_slurm_cluster.this[*].slurm_conf)
+}
+
+output "nccl_test_sbatch" {
+  description = "An sbatch-ready NCCL all-reduce over every node of the partition (null without slurm_version)."
+  value       = one(hpc_slurm_cluster.this[*].nccl_tests[var.name])
 }

@@ -121,7 +121,12 @@ fn block_section(out: &mut String, block: &Block, prefix: &str, nested: &mut Vec
         [("Required", |a| a.required), ("Optional", |a| a.optional), ("Read-Only", |a| a.computed && !a.optional)];
     for (title, pick) in groups {
         let attrs: Vec<&Attribute> = block.attributes.iter().filter(|a| pick(a)).collect();
-        let blocks: Vec<_> = if title == "Optional" { block.blocks.iter().collect() } else { Vec::new() };
+        // A block the configuration must have (min items) is listed with the required attributes.
+        let blocks: Vec<_> = match title {
+            "Required" => block.blocks.iter().filter(|b| b.min_items > 0).collect(),
+            "Optional" => block.blocks.iter().filter(|b| b.min_items == 0).collect(),
+            _ => Vec::new(),
+        };
         if attrs.is_empty() && blocks.is_empty() {
             continue;
         }
@@ -141,10 +146,13 @@ fn block_section(out: &mut String, block: &Block, prefix: &str, nested: &mut Vec
             }
         }
         for b in blocks {
-            let limit = match (b.nesting, b.max_items) {
-                (Nesting::Single, _) | (_, 1) => "Block, at most one".to_owned(),
-                (_, 0) => "Block List".to_owned(),
-                (_, n) => format!("Block List, at most {n}"),
+            let limit = match (b.nesting, b.min_items, b.max_items) {
+                (Nesting::Single, _, _) | (_, 0, 1) => "Block, at most one".to_owned(),
+                (_, 0, 0) => "Block List".to_owned(),
+                (_, 0, n) => format!("Block List, at most {n}"),
+                (_, 1, 0) => "Block List, at least one".to_owned(),
+                (_, m, 0) => format!("Block List, at least {m}"),
+                (_, m, n) => format!("Block List, {m} to {n}"),
             };
             let path = join(prefix, &b.type_name);
             let _ = writeln!(
@@ -207,7 +215,8 @@ mod tests {
                 .block(NestedBlock::single(
                     "aws",
                     Block::new("AWS settings.").attribute(Attribute::optional("region", Type::String, "Region.")),
-                )),
+                ))
+                .block(NestedBlock { min_items: 1, ..NestedBlock::list("rule", Block::new("A rule."), 0) }),
         );
         let page = render(Kind::DataSource, "hpc_thing", &schema, "data \"hpc_thing\" \"x\" {}", Some("Not importable."));
         for needle in [
@@ -227,5 +236,8 @@ mod tests {
         ] {
             assert!(page.contains(needle), "{needle:?} missing from\n{page}");
         }
+        // A block the configuration must have is listed with the required arguments.
+        let required = &page[page.find("### Required").unwrap()..page.find("### Optional").unwrap()];
+        assert!(required.contains("- `rule` (Block List, at least one) A rule."), "{page}");
     }
 }

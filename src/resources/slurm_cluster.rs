@@ -118,7 +118,7 @@ pub fn schema() -> Schema {
         .attribute(text("healthcheck_program", "Slurm's `HealthCheckProgram` on the nodes: runs the node self-check again, drains a node that fails it with the reason, resumes one it drained."))
         .attribute(Attribute::computed("nccl_tests", Type::map(Type::String), "An `sbatch`-ready NCCL all-reduce per partition, over all its nodes: `sbatch` the value on a login node."))
         .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this Slurm cluster is made of, as planned."))
-        .block(NestedBlock::list("partition", partition, 1))
+        .block(NestedBlock { min_items: 1, ..NestedBlock::list("partition", partition, 0) })
         .block(NestedBlock::single("timeouts", timeouts)),
     )
 }

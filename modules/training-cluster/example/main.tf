@@ -1,4 +1,4 @@
-# Two A3 Mega (8x H100) nodes with Managed Lustre on Google Cloud, through the cloud-agnostic module. On
+# Two A3 Mega (8x H100) nodes with Managed Lustre and Slurm on Google Cloud, through the cloud-agnostic module. On
 # another cloud only the cloud, the location and the Lustre size change (see ../README.md for AWS).
 
 terraform {
@@ -36,6 +36,13 @@ module "cluster" {
 
   storage_capacity_gib       = 36000
   storage_throughput_per_tib = 500
+
+  # A Slurm cluster over the nodes: a controller and a login node on the fabric's network.
+  slurm_version = "21.08" # what the stock Ubuntu 22.04 GPU images install
+}
+
+output "slurm_login_command" {
+  value = module.cluster.slurm_login_command
 }
 
 output "node_private_ips" {

@@ -1,0 +1,85 @@
+# Slurm over two GPU clusters on AWS: 8 and 2 p5.48xlarge (H100) nodes in one fabric (one placement group),
+# a controller and a login node, a partition per cluster (training, and short development jobs). `tofu plan` shows slurm.conf, gres.conf and the
+# tree topology (one leaf switch per placement group) before anything is made; the nodes join by themselves.
+# Set AWS_ENDPOINT_URL to run it against the AWS emulator.
+#
+# How it composes without a cycle: the fabric holds what joining its Slurm takes (the controllers'
+# addresses and the key); the clusters join with it, and the Slurm cluster refers to the clusters.
+
+terraform {
+  required_providers {
+    hpc = {
+      source = "hpc-platform/hpc"
+    }
+  }
+}
+
+provider "hpc" {
+  default_tags = { team = "ml-platform" }
+  aws {
+    region = "us-east-1"
+  }
+}
+
+resource "hpc_gpu_fabric" "train" {
+  name          = "train"
+  cloud         = "aws"
+  region        = "us-east-1"
+  zone          = "us-east-1a"
+  instance_type = "p5.48xlarge"
+  slurm         = true
+}
+
+resource "hpc_gpu_cluster" "h100" {
+  name       = "train"
+  fabric     = hpc_gpu_fabric.train
+  node_count = 8
+  slurm      = hpc_gpu_fabric.train.slurm_join
+}
+
+resource "hpc_gpu_cluster" "dev" {
+  name       = "dev"
+  fabric     = hpc_gpu_fabric.train
+  node_count = 2
+  slurm      = hpc_gpu_fabric.train.slurm_join
+}
+
+resource "hpc_slurm_cluster" "ml" {
+  name          = "ml"
+  fabric        = hpc_gpu_fabric.train
+  slurm_version = "21.08" # what the stock Ubuntu 22.04 GPU images install
+  login_nodes   = 1
+
+  partition {
+    name    = "h100"
+    cluster = hpc_gpu_cluster.h100
+    default = true
+  }
+
+  partition {
+    name     = "dev"
+    cluster  = hpc_gpu_cluster.dev
+    max_time = "04:00:00"
+  }
+}
+
+output "login" {
+  value = hpc_slurm_cluster.ml.login_command
+}
+
+output "slurm_conf" {
+  value = hpc_slurm_cluster.ml.slurm_conf
+}
+
+output "topology_conf" {
+  value = hpc_slurm_cluster.ml.topology_conf
+}
+
+# sbatch the value on the login node: NCCL all-reduce over the partition's nodes.
+output "nccl_test_h100" {
+  value = hpc_slurm_cluster.ml.nccl_tests["h100"]
+}
+
+output "node_private_ips" {
+  value = concat(hpc_gpu_cluster.h100.nodes[*].private_ip, hpc_gpu_cluster.dev.nodes[*].private_ip)
+}
