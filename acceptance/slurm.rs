@@ -1,7 +1,7 @@
 //! Slurm on every cloud with the real CLIs: a fabric with `slurm = true`, a GPU cluster that joins it and
 //! `hpc_slurm_cluster` over it plan with the controller, login node and configuration in the plan, apply,
-//! re-plan empty, grow the cluster (the configuration changes, so the Slurm cluster is replaced, which the
-//! plan says), and destroy to an inventory empty of everything the configuration made.
+//! re-plan empty, grow the cluster (the configuration changes in place, which the plan says), and destroy to
+//! an inventory empty of everything the configuration made.
 
 use std::any::Any;
 
@@ -96,12 +96,13 @@ pub fn slurm_lifecycle(cli: &Cli, cloud: &str) {
     assert!(out["login_command"]["value"].as_str().unwrap().starts_with("ssh "), "{out}");
     assert!(out["nccl_test"]["value"].as_str().unwrap().contains("#SBATCH --partition=gpu"), "{out}");
 
-    // A third node: the cluster grows in place, and the Slurm configuration with it, which replaces the
-    // Slurm cluster's hosts (their first boot writes it): the plan says both.
+    // A third node: the cluster grows in place, and the Slurm configuration with it, also in place (the
+    // controller and login node take it from their metadata): the plan says so, and destroys nothing.
     w.write("terraform.tfvars", "node_count = 3\n");
     let grow = plan(w, 2);
-    assert!(grow.contains("The Slurm configuration changes") && grow.contains("must be replaced"), "{grow}");
-    assert!(grow.contains("node_count = 2 -> 3"), "{grow}");
+    assert!(grow.contains("The Slurm configuration changes") && grow.contains("Nothing is made again"), "{grow}");
+    assert!(grow.contains("hpc_slurm_cluster.ml will be updated in-place") && !grow.contains("must be replaced"), "{grow}");
+    assert!(grow.contains("node_count = 2 -> 3") && grow.contains("0 to destroy"), "{grow}");
     apply(w);
     plan(w, 0);
     assert!(outputs(w)["slurm_conf"]["value"].as_str().unwrap().contains("NodeName=gpu-[0-2]"));

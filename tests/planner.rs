@@ -217,6 +217,17 @@ fn cases() -> Vec<Case> {
             &["error [slurm_version] Unsupported Slurm version"],
         ),
         case(
+            "invalid_slurm_aws_configuration_over_the_tag_limit",
+            "slurm",
+            slurm(
+                aws_p5(),
+                "22.05",
+                vec![("h100", gpus(aws_p5(), "h100", 2, Some("train-pg")))],
+                json!({"tags": (0..40).map(|i| (format!("team-{i:02}"), json!("ml"))).collect::<serde_json::Map<_, _>>()}),
+            ),
+            &["error [tags] The Slurm configuration does not fit the instances' tags", "over EC2's 50 per instance"],
+        ),
+        case(
             "invalid_slurm_partition_on_another_fabric",
             "slurm",
             slurm(

@@ -455,7 +455,8 @@ fn stale(if_match: Option<&str>, stored: Option<&Stored>, path: &str) -> Option<
 }
 
 /// The kinds whose PATCH (UpdateTags, Update) the emulator serves.
-const PATCHED: [&str; 5] = ["virtualNetworks", "networkSecurityGroups", "proximityPlacementGroups", "resourceGroups", "amlFilesystems"];
+const PATCHED: [&str; 6] =
+    ["virtualNetworks", "networkSecurityGroups", "proximityPlacementGroups", "resourceGroups", "amlFilesystems", "virtualMachines"];
 
 /// RFC 7396 JSON merge patch: objects merge key by key, `null` removes a key, anything else replaces.
 fn merge_patch(target: &mut Value, patch: &Value) {
@@ -1163,7 +1164,12 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     }
     let listing_vms = path.to_lowercase().ends_with("/virtualmachines");
     // `$expand=instanceView` on a VM list or get: each VM's instance view in the same answer.
-    let expand = uri.query().unwrap_or_default().to_lowercase().replace("%24", "$").contains("$expand=instanceview");
+    let query = uri.query().unwrap_or_default().to_lowercase().replace("%24", "$");
+    let expand = query.contains("$expand=instanceview");
+    // `$expand=userData` on a standalone VM's get: its userData, which ARM otherwise leaves out (VirtualMachines_Get:
+    // "'UserData' retrieves the UserData property as part of the VM model view that was provided by the user during
+    // the VM Create/Update operation").
+    let user_data = query.contains("$expand=userdata");
     // Scale set actions: POST .../virtualMachineScaleSets/{name}/manualupgrade, reimage, redeploy, restart, start.
     let vmss_action = if method == Method::POST { scale_set_action(&path) } else { None };
     // Resources - List By Resource Group: /subscriptions/{s}/resourceGroups/{rg}/resources.
@@ -1321,12 +1327,24 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
         }
         "GET" if listing_vms => {
             let prefix = format!("{key}/");
-            let vms: Vec<Value> =
+            let mut vms: Vec<Value> =
                 store.resources.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(k, s)| Azure::vm_view(&store, k, s, expand)).collect();
+            // A listing never carries userData (only a VM's get with `$expand=userData` does).
+            for v in &mut vms {
+                if let Some(p) = v["properties"].as_object_mut() {
+                    p.remove("userData");
+                }
+            }
             axum::Json(json!({"value": vms})).into_response()
         }
         "GET" => match store.resources.get(&key) {
-            Some(s) if kind == "virtualMachines" => axum::Json(Azure::vm_view(&store, &key, s, expand)).into_response(),
+            Some(s) if kind == "virtualMachines" => {
+                let mut v = Azure::vm_view(&store, &key, s, expand);
+                if !user_data && let Some(p) = v["properties"].as_object_mut() {
+                    p.remove("userData");
+                }
+                axum::Json(v).into_response()
+            }
             Some(s) => axum::Json(Azure::render(&store, &key, s)).into_response(),
             None if kind == "resourceGroups" => {
                 arm_error(404, "ResourceGroupNotFound", &format!("Resource group '{}' could not be found.", segs.get(3).unwrap_or(&"")))
@@ -1444,6 +1462,24 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             if value.get("properties").is_none() {
                 value["properties"] = json!({});
             }
+            // A standalone VM's identity from its creation: `vmId` ("Specifies the VM unique ID which is a 128-bits
+            // identifier that is encoded and stored in all Azure IaaS VMs SMBIOS") and `timeCreated`, kept by updates.
+            if standalone {
+                let kept = store
+                    .resources
+                    .get(&key)
+                    .map(|s| (s.value["properties"]["vmId"].clone(), s.value["properties"]["timeCreated"].clone()));
+                let (vm_id, created) = match kept {
+                    Some((id, at)) if id.is_string() => (id, at),
+                    _ => {
+                        store.next += 1;
+                        let n = store.next;
+                        (json!(format!("00000000-0000-4000-8000-{n:012x}")), json!(arm_time()))
+                    }
+                };
+                value["properties"]["vmId"] = vm_id;
+                value["properties"]["timeCreated"] = created;
+            }
             let mut lro = lro_of(&kind, "PUT", !existed);
             // VirtualMachines_CreateOrUpdate: a create answers 201 with a Location to follow.
             if standalone && !existed {
@@ -1539,7 +1575,13 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                 }
             }
             store.resources.insert(key.clone(), Stored { value, changed });
-            let answer = store.resources.get(&key).map(|s| Azure::render(&store, &key, s)).unwrap_or_default();
+            let mut answer = store.resources.get(&key).map(|s| Azure::render(&store, &key, s)).unwrap_or_default();
+            // A VM's answer leaves its userData out, as its GET does.
+            if kind == "virtualMachines"
+                && let Some(p) = answer["properties"].as_object_mut()
+            {
+                p.remove("userData");
+            }
             axum::Json(answer).into_response()
         }
         "DELETE" => {

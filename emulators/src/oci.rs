@@ -2007,11 +2007,28 @@ fn update(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
         }
         _ => {
             let s = store.resources.get_mut(id).expect("found above");
+            if c.kind == "instance" {
+                check_fixed_metadata(&s.value, &body)?;
+            }
             merge(&mut s.value, &body, &[]);
             s.version += 1;
             Ok(resource_reply(200, s))
         }
     }
+}
+
+/// UpdateInstanceDetails.metadata: "Any set of key/value pairs provided here will completely replace the current
+/// set of key/value pairs in the `metadata` field on the instance. The "user_data" field and the
+/// "ssh_authorized_keys" field cannot be changed after an instance has launched. Any request that updates,
+/// removes, or adds either of these fields will be rejected."
+fn check_fixed_metadata(instance: &Value, body: &Value) -> Result<(), Reply> {
+    let Some(sent) = body.get("metadata") else { return Ok(()) };
+    for key in ["user_data", "ssh_authorized_keys"] {
+        if sent.get(key) != instance["metadata"].get(key) {
+            return Err(invalid(format!("metadata.{key} cannot be changed after an instance has launched: send the value it has.")));
+        }
+    }
+    Ok(())
 }
 
 /// Resizes pools (launching from the pool's instance configuration, or terminating the newest instances)

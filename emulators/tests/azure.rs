@@ -894,3 +894,32 @@ async fn a_write_or_delete_under_a_stale_etag_is_refused_with_412_and_changes_no
     let refused = call("PUT", format!("{gone}?{V_NET}"), Some(json!({"properties": {"addressPrefix": "10.0.9.0/24"}})), "*".into()).await;
     assert_eq!(refused.status, 412, "If-Match: * of nothing: {}", refused.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vms_user_data_is_read_only_with_expand_and_a_patch_changes_it_and_replaces_the_tags() {
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let rg = format!("{SUB}/resourceGroups/ud-rg");
+    assert_eq!(write(&c, "PUT", &format!("{rg}?{V_GROUP}"), json!({"location": "eastus"}), true).await.status, 201);
+    let vm = format!("{rg}/providers/Microsoft.Compute/virtualMachines/ml-controller");
+    let body = json!({"location": "eastus", "tags": {"hpc:slurm": "ml", "team": "a"},
+                      "properties": {"hardwareProfile": {"vmSize": "Standard_D8s_v5"}, "userData": "Zmlyc3Q="}});
+    let made = c.call("PUT", &format!("{vm}?{V}"), Some(body), true).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    c.settle(&format!("{vm}?{V}")).await;
+    // VirtualMachines_Get leaves userData out unless asked for with $expand=userData.
+    let plain = c.call("GET", &format!("{vm}?{V}"), None, true).await.body;
+    assert!(plain["properties"].get("userData").is_none(), "{plain}");
+    let expanded = c.call("GET", &format!("{vm}?{V}&$expand=userData"), None, true).await.body;
+    assert_eq!(expanded["properties"]["userData"], "Zmlyc3Q=");
+    // VirtualMachines_Update (PATCH): userData changes in place; the tags sent are the tags (the others gone).
+    let patched = c
+        .call("PATCH", &format!("{vm}?{V}"), Some(json!({"tags": {"hpc:slurm": "ml"}, "properties": {"userData": "c2Vjb25k"}})), true)
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    assert!(patched.body["properties"].get("userData").is_none(), "{}", patched.body);
+    let now = c.call("GET", &format!("{vm}?{V}&%24expand=userData"), None, true).await.body;
+    assert_eq!(now["properties"]["userData"], "c2Vjb25k");
+    assert_eq!(now["tags"], json!({"hpc:slurm": "ml"}));
+    assert_eq!(now["properties"]["hardwareProfile"]["vmSize"], "Standard_D8s_v5", "the rest is as it was");
+}

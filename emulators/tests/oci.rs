@@ -1034,6 +1034,34 @@ fn updates_rename_and_retag_and_out_of_band_changes_show() {
     assert_eq!(counters["counters"]["core:UpdateVcn"], 2);
 }
 
+#[test]
+fn an_instances_metadata_is_replaced_whole_and_its_user_data_and_ssh_keys_stay_as_launched() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let mut body = Api::launch_body(&subnet, "ml-controller");
+    body["metadata"] = json!({"user_data": "IyEvYmluL2Jhc2g=", "ssh_authorized_keys": "ssh-ed25519 AAAA k", "cfg": "1"});
+    let id = api.created("/20160918/instances", body)["id"].as_str().unwrap().to_owned();
+    let path = format!("/20160918/instances/{id}");
+    // A changed, removed or added user_data or ssh_authorized_keys is refused, and nothing changes.
+    for metadata in [
+        json!({"user_data": "IyEvYmluL3No", "ssh_authorized_keys": "ssh-ed25519 AAAA k", "cfg": "2"}),
+        json!({"ssh_authorized_keys": "ssh-ed25519 AAAA k", "cfg": "2"}),
+        json!({"user_data": "IyEvYmluL2Jhc2g=", "ssh_authorized_keys": "ssh-ed25519 BBBB k", "cfg": "2"}),
+    ] {
+        let (status, err) = api.probe("PUT", &path, json!({"metadata": metadata}));
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{err}");
+        assert_eq!(api.get(&path).1["metadata"]["cfg"], "1", "nothing changed");
+    }
+    // The same two with another key: the map sent is the instance's metadata now (a key left out is gone).
+    let (status, out, _) = api.put(
+        &path,
+        json!({"metadata": {"user_data": "IyEvYmluL2Jhc2g=", "ssh_authorized_keys": "ssh-ed25519 AAAA k", "hpc_slurm_config": "x"}}),
+    );
+    assert_eq!(status, 200, "{out}");
+    let now = api.get(&path).1["metadata"].clone();
+    assert_eq!(now, json!({"user_data": "IyEvYmluL2Jhc2g=", "ssh_authorized_keys": "ssh-ed25519 AAAA k", "hpc_slurm_config": "x"}));
+}
+
 /// The JSON fields of OCI's response models (the `oci` SDK's `attribute_map`s) that the checks below use.
 #[rustfmt::skip]
 const INSTANCE_FIELDS: &[&str] = &[

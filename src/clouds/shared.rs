@@ -414,11 +414,29 @@ pub fn slurm_hosts(state: &Value) -> (Vec<String>, Vec<String>) {
     (controllers, (0..logins).map(|i| crate::nodes::login_name(name, i)).collect())
 }
 
+/// A Slurm cluster's hosts as the cloud shows them: the address of each, and the configuration revision
+/// its metadata carries.
+pub struct SlurmHostsLive<'a> {
+    pub address: &'a dyn Fn(&str) -> Option<String>,
+    /// None: the host does not exist; Some(None): it carries no configuration.
+    pub revision: &'a dyn Fn(&str) -> Option<Option<String>>,
+}
+
 /// A Slurm cluster's state brought to what exists: `login_addresses` (each login node's address, in order)
-/// and `login_command` (to the first login node, else the controller, as `user`), and the expansion's pieces
-/// `exists(kind, name)` rejects marked missing, so the next plan makes them again.
-pub fn slurm_state(state: &Value, user: &str, exists: impl Fn(&str, &str) -> bool, address: impl Fn(&str) -> Option<String>) -> Value {
+/// and `login_command` (to the first login node, else the controller, as `user`), `config_revision` (the
+/// state's while every host carries it; else the other one found, `none` for a host carrying none, so the
+/// next plan writes the configuration again), and the expansion's pieces `exists(kind, name)` rejects
+/// marked missing, so the next plan makes them again.
+pub fn slurm_state(state: &Value, user: &str, exists: impl Fn(&str, &str) -> bool, live: SlurmHostsLive<'_>) -> Value {
+    let address = live.address;
     let (controllers, logins) = slurm_hosts(state);
+    let recorded = state.get("config_revision").as_str().unwrap_or_default().to_owned();
+    let other = controllers
+        .iter()
+        .chain(&logins)
+        .filter_map(|h| (live.revision)(h))
+        .map(|r| r.unwrap_or_else(|| "none".to_owned()))
+        .find(|r| *r != recorded);
     let addresses: Vec<Option<String>> = logins.iter().map(|h| address(h)).collect();
     let first = addresses.iter().flatten().next().cloned().or_else(|| controllers.first().and_then(|c| address(c)));
     let expansion = match state.get("expansion").as_list() {
@@ -430,6 +448,11 @@ pub fn slurm_state(state: &Value, user: &str, exists: impl Fn(&str, &str) -> boo
     };
     let mut out = with_attr(state, "expansion", expansion);
     out = with_attr(&out, "login_addresses", Value::list(addresses.into_iter().map(|a| a.map_or(Value::Null, Value::from))));
+    if let Some(r) = other
+        && !state.get("config_revision").is_null()
+    {
+        out = with_attr(&out, "config_revision", Value::from(r));
+    }
     with_attr(&out, "login_command", first.map_or(Value::Null, |a| Value::from(super::slurm::login_command(user, &a))))
 }
 
@@ -445,6 +468,31 @@ pub fn slurm_not_imported(id: &str) -> crate::clouds::backend::ImportError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slurm_host_carrying_another_configuration_shows_in_config_revision() {
+        let state = Value::object([
+            ("name", Value::from("ml")),
+            ("login_nodes", Value::int(1)),
+            ("config_revision", Value::from("aaaa")),
+            ("expansion", Value::list([])),
+        ]);
+        let address = |_: &str| Some("10.0.255.244".to_owned());
+        let read = |revisions: &dyn Fn(&str) -> Option<Option<String>>| {
+            slurm_state(&state, "u", |_, _| true, SlurmHostsLive { address: &address, revision: revisions })
+                .get("config_revision")
+                .as_str()
+                .map(str::to_owned)
+        };
+        // Every host carries the state's: as it was.
+        assert_eq!(read(&|_| Some(Some("aaaa".into()))).as_deref(), Some("aaaa"));
+        // The login node was given another outside: that one, so the plan writes the configuration again.
+        assert_eq!(read(&|h| Some(Some(if h == "ml-login0" { "bbbb" } else { "aaaa" }.into()))).as_deref(), Some("bbbb"));
+        // One carries none: `none`.
+        assert_eq!(read(&|h| Some((h != "ml-controller").then(|| "aaaa".to_owned()))).as_deref(), Some("none"));
+        // A host that does not exist is the expansion's business (made again), not the revision's.
+        assert_eq!(read(&|h| (h != "ml-controller").then(|| Some("aaaa".to_owned()))).as_deref(), Some("aaaa"));
+    }
 
     fn ctx() -> Context {
         Context::new(tokio_util::sync::CancellationToken::new(), None)

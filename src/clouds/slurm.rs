@@ -2,6 +2,7 @@
 //! the GPU nodes' join script, and the health check program Slurm runs on the nodes. PURE: the plan's
 //! configuration in, scripts out; each cloud's backend puts them in its user data.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::catalog::Cloud;
@@ -70,6 +71,16 @@ pub enum Role {
     Login,
 }
 
+impl Role {
+    /// `controller` or `login`: what [`sync_program`] is told it runs on.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Controller => "controller",
+            Role::Login => "login",
+        }
+    }
+}
+
 fn b64(s: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(s)
@@ -77,17 +88,18 @@ fn b64(s: &str) -> String {
 
 /// The first-boot script of a controller or login node (its user data): sets its host name (slurmctld
 /// serves only as a `SlurmctldHost`), installs Slurm's packages and munge where the image lacks them (apt
-/// or dnf), says loudly when the installed Slurm is not the version the configuration is for, writes the
-/// configuration and the cluster's key, and starts munge and, on a controller, slurmctld. `key` is the
-/// fabric's; a node without it cannot authenticate, so the script stops with a message.
-pub fn setup_script(spec: &SlurmSpec, plan: &SlurmPlan, role: Role, host: &str, key: Option<&str>) -> String {
+/// or dnf), says loudly when the installed Slurm is not the version the configuration is for, installs
+/// [`sync_program`] with a timer and runs it (the configuration is in the cloud's metadata, where an
+/// update changes it in place), writes the cluster's key, and starts munge and, on a controller, slurmctld.
+/// `key` is the fabric's; a node without it cannot authenticate, so the script stops with a message.
+pub fn setup_script(spec: &SlurmSpec, role: Role, host: &str, key: Option<&str>) -> String {
     let v = spec.version.version;
     let (binary, deb, rpm, services) = match role {
         Role::Controller => ("slurmctld", "slurmctld slurm-client munge", "slurm-slurmctld slurm munge", "munge slurmctld"),
         Role::Login => ("sinfo", "slurm-client munge", "slurm munge", "munge"),
     };
     let state = &spec.state_save_location;
-    let what = if role == Role::Controller { "controller" } else { "login node" };
+    let what = role.as_str();
     let mut s = format!(
         r#"#!/bin/bash
 # hpc_slurm_cluster {name}: {what} {host} (terraform-provider-hpc), for Slurm {v}.
@@ -110,22 +122,28 @@ have=$({binary} -V 2>/dev/null | awk '{{print $2}}' | cut -d. -f1-2)
 if [ "$have" != "{v}" ]; then
   echo "HPC SLURM WARNING: Slurm ${{have:-none}} is installed and the configuration is written for {v}: set slurm_version to the version the images run, or use an image with Slurm {v}"
 fi
-mkdir -p "$R/etc/slurm" "$R/var/log/slurm" "$R{state}"
+mkdir -p "$R/etc/slurm" "$R/var/log/slurm" "$R{state}" "$R{sbin}" "$R/etc/systemd/system"
 put() {{ printf '%s' "$2" | base64 -d > "$R$1"; }}
 "#,
         name = spec.name,
+        sbin = SYNC_PATH.rsplit_once('/').map_or("/", |(d, _)| d),
     );
-    let mut files =
-        vec![("slurm.conf", plan.slurm_conf.as_str()), ("gres.conf", plan.gres_conf.as_str()), ("cgroup.conf", plan.cgroup_conf.as_str())];
-    if let Some(t) = &plan.topology.conf {
-        files.push(("topology.conf", t));
-    }
-    if let Some(t) = &plan.topology.yaml {
-        files.push(("topology.yaml", t));
-    }
-    for (file, text) in files {
-        let _ = writeln!(s, "put /etc/slurm/{file} '{}'", b64(text));
-    }
+    let unit = format!(
+        "[Unit]\nDescription=Slurm configuration from the cloud's metadata (terraform-provider-hpc)\nWants=network-online.target\n\
+         After=network-online.target\n\n[Service]\nType=oneshot\nExecStart={SYNC_PATH} {what}\n"
+    );
+    let timer = "[Unit]\nDescription=Slurm configuration from the cloud's metadata, every minute\n\n[Timer]\nOnBootSec=2min\n\
+                 OnUnitActiveSec=1min\n\n[Install]\nWantedBy=timers.target\n";
+    let _ = writeln!(s, "put {SYNC_PATH} '{}'\nchmod 755 \"$R{SYNC_PATH}\"", b64(&sync_program(spec.fabric.cloud)));
+    let _ = writeln!(s, "put /etc/systemd/system/hpc-slurm-sync.service '{}'", b64(&unit));
+    let _ = writeln!(s, "put /etc/systemd/system/hpc-slurm-sync.timer '{}'", b64(timer));
+    let _ = write!(
+        s,
+        r#"# The configuration, from the metadata the cluster was made with (the cloud may take a moment to serve it).
+for _ in $(seq 60); do "$R{SYNC_PATH}" {what} && break; sleep 5; done
+if [ ! -s "$R/etc/slurm/slurm.conf" ]; then echo "HPC SLURM ERROR: no Slurm configuration in this host's metadata"; exit 1; fi
+"#
+    );
     match key {
         Some(k) => {
             let _ = writeln!(
@@ -139,11 +157,178 @@ put() {{ printf '%s' "$2" | base64 -d > "$R$1"; }}
     let _ = write!(
         s,
         r#"chown -R slurm:slurm "$R{state}" "$R/var/log/slurm" 2>/dev/null || true
+systemctl daemon-reload
+systemctl enable --now hpc-slurm-sync.timer
 for unit in {services}; do systemctl enable "$unit"; systemctl restart "$unit"; done
 echo "HPC SLURM READY: {host}"
 "#
     );
     s
+}
+
+/// Where the controllers and login nodes install [`sync_program`].
+pub const SYNC_PATH: &str = "/usr/local/sbin/hpc-slurm-sync";
+
+/// The configuration a Slurm cluster's controllers and login nodes run, as the cloud's metadata carries it:
+/// `payload` is the files (`# hpc-slurm-config <revision>`, then `@@ <file>` before each file's text),
+/// gzip-compressed and base64-encoded; `revision` names the files' content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlurmConfig {
+    pub revision: String,
+    pub payload: String,
+}
+
+/// Where each cloud's metadata carries the configuration on the controllers and login nodes, and its revision:
+/// AWS instance tags (read through the instance metadata service's tags): `hpc:slurm-config` is
+/// `<revision> <chunks>` and `hpc:slurm-config-<i>` the payload in chunks of a tag value's 256 characters;
+/// Google Cloud metadata items `hpc-slurm-config` and `hpc-slurm-config-revision`; Azure the VM's `userData`
+/// (the payload) and its tag `hpc:slurm-config` (the revision); OCI instance metadata `hpc_slurm_config` and
+/// `hpc_slurm_config_revision`.
+pub mod channel {
+    pub const AWS_TAG: &str = "hpc:slurm-config";
+    /// EC2's longest tag value.
+    pub const AWS_CHUNK: usize = 256;
+    pub const GCP_KEY: &str = "hpc-slurm-config";
+    pub const GCP_REVISION_KEY: &str = "hpc-slurm-config-revision";
+    pub const AZURE_TAG: &str = "hpc:slurm-config";
+    pub const OCI_KEY: &str = "hpc_slurm_config";
+    pub const OCI_REVISION_KEY: &str = "hpc_slurm_config_revision";
+}
+
+/// The files of a plan's configuration under `/etc/slurm`, each ending with a new line.
+fn config_files(plan: &SlurmPlan) -> Vec<(&'static str, String)> {
+    let mut files = vec![("slurm.conf", &plan.slurm_conf), ("gres.conf", &plan.gres_conf), ("cgroup.conf", &plan.cgroup_conf)];
+    if let Some(t) = &plan.topology.conf {
+        files.push(("topology.conf", t));
+    }
+    if let Some(t) = &plan.topology.yaml {
+        files.push(("topology.yaml", t));
+    }
+    files.into_iter().map(|(f, t)| (f, if t.ends_with('\n') || t.is_empty() { t.clone() } else { format!("{t}\n") })).collect()
+}
+
+/// A plan's configuration as the metadata carries it.
+pub fn slurm_config(plan: &SlurmPlan) -> SlurmConfig {
+    use std::io::Write as _;
+    let mut body = String::new();
+    for (file, text) in config_files(plan) {
+        let _ = write!(body, "@@ {file}\n{text}");
+    }
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body.as_bytes());
+    let revision: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let bundle = format!("# hpc-slurm-config {revision}\n{body}");
+    // No file name and no time in the header: the same files give the same payload.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let _ = gz.write_all(bundle.as_bytes());
+    let bytes = gz.finish().unwrap_or_default();
+    use base64::Engine;
+    SlurmConfig { revision, payload: base64::engine::general_purpose::STANDARD.encode(bytes) }
+}
+
+/// The files a payload carries, by name: what a host's [`sync_program`] writes (None when it does not decode).
+pub fn config_of_payload(payload: &str) -> Option<(String, BTreeMap<String, String>)> {
+    use base64::Engine;
+    use std::io::Read as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(payload.trim()).ok()?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).ok()?;
+    let mut lines = text.split_inclusive('\n');
+    let revision = lines.next()?.trim_end().strip_prefix("# hpc-slurm-config ")?.to_owned();
+    let mut files = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in lines {
+        if let Some(name) = line.strip_prefix("@@ ") {
+            current = Some(name.trim_end().to_owned());
+            files.insert(name.trim_end().to_owned(), String::new());
+        } else if let Some(f) = &current {
+            files.get_mut(f)?.push_str(line);
+        }
+    }
+    Some((revision, files))
+}
+
+/// The AWS tags that carry a configuration: the revision and chunk count, and the chunks.
+pub fn aws_config_tags(config: &SlurmConfig) -> Vec<(String, String)> {
+    let chunks: Vec<&str> =
+        config.payload.as_bytes().chunks(channel::AWS_CHUNK).map(|c| std::str::from_utf8(c).unwrap_or_default()).collect();
+    let mut tags = vec![(channel::AWS_TAG.to_owned(), format!("{} {}", config.revision, chunks.len()))];
+    tags.extend(chunks.into_iter().enumerate().map(|(i, c)| (format!("{}-{i}", channel::AWS_TAG), c.to_owned())));
+    tags
+}
+
+/// The revision an AWS instance's tags carry (`hpc:slurm-config`'s first word).
+pub fn aws_revision(tags: &BTreeMap<String, String>) -> Option<String> {
+    tags.get(channel::AWS_TAG).and_then(|v| v.split_whitespace().next()).map(str::to_owned)
+}
+
+/// How the sync program reads the payload from the cloud's instance metadata service, as a shell function.
+fn payload_fetch(cloud: Cloud) -> String {
+    match cloud {
+        Cloud::Aws => format!(
+            r#"fetch() {{
+  local t n i
+  t=$(curl -sf -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token) || return 1
+  n=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/tags/instance/{tag}) || return 1
+  n=${{n##* }}
+  for i in $(seq 0 $((n - 1))); do
+    curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" "http://169.254.169.254/latest/meta-data/tags/instance/{tag}-$i" || return 1
+  done
+}}"#,
+            tag = channel::AWS_TAG
+        ),
+        Cloud::Gcp => format!(
+            "fetch() {{ curl -sf -m 5 -H 'Metadata-Flavor: Google' \
+             http://metadata.google.internal/computeMetadata/v1/instance/attributes/{}; }}",
+            channel::GCP_KEY
+        ),
+        Cloud::Azure => "fetch() { curl -sf -m 5 -H Metadata:true \
+                         'http://169.254.169.254/metadata/instance/compute/userData?api-version=2021-01-01&format=text'; }"
+            .to_owned(),
+        Cloud::Oci => format!(
+            "fetch() {{ curl -sf -m 5 -H 'Authorization: Bearer Oracle' http://169.254.169.254/opc/v2/instance/metadata/{}; }}",
+            channel::OCI_KEY
+        ),
+    }
+}
+
+/// `hpc-slurm-sync <controller|login>`: run at first boot and every minute by a timer on the controllers and
+/// login nodes. Reads the configuration from the cloud's instance metadata; when its revision is new, writes
+/// the files under /etc/slurm (a payload that does not decode, as one read while it was being rewritten,
+/// changes nothing and is read again next time) and, on a controller whose slurmctld runs, restarts
+/// slurmctld (its state is kept, running jobs go on) and sends the nodes the new configuration
+/// (`scontrol reconfigure`: configless slurmd fetch it).
+pub fn sync_program(cloud: Cloud) -> String {
+    format!(
+        r#"#!/bin/bash
+# hpc-slurm-sync: this host's Slurm configuration from the cloud's metadata (terraform-provider-hpc).
+set -uo pipefail
+role=${{1:-login}}
+R=${{HPC_SLURM_ROOT:-}}
+{fetch}
+data=$(fetch) || {{ echo "HPC SLURM: no configuration in this host's metadata yet"; exit 75; }}
+bundle=$(printf '%s' "$data" | base64 -d 2>/dev/null | gzip -dc 2>/dev/null) || {{
+  echo "HPC SLURM: the configuration in the metadata does not decode (being rewritten?); reading it again next time"; exit 75; }}
+rev=$(printf '%s\n' "$bundle" | sed -n '1s/^# hpc-slurm-config //p')
+if [ -z "$rev" ]; then echo "HPC SLURM ERROR: the metadata holds no Slurm configuration"; exit 1; fi
+if [ "$rev" = "$(cat "$R/etc/slurm/.hpc-config-revision" 2>/dev/null)" ]; then exit 0; fi
+mkdir -p "$R/etc/slurm" && new=$(mktemp -d "$R/etc/slurm/.hpc-new.XXXXXX") && [ -d "$new" ] || {{
+  echo "HPC SLURM ERROR: cannot write under $R/etc/slurm"; exit 1; }}
+printf '%s\n' "$bundle" | awk -v d="$new" 'NR == 1 {{ next }} /^@@ / {{ f = d "/" $2; printf "" > f; next }} f {{ print >> f }}'
+if [ ! -s "$new/slurm.conf" ]; then echo "HPC SLURM ERROR: configuration $rev has no slurm.conf"; rm -rf "$new"; exit 1; fi
+for f in topology.conf topology.yaml; do [ -e "$new/$f" ] || rm -f "$R/etc/slurm/$f"; done
+for f in "$new"/*; do chmod 644 "$f"; mv -f "$f" "$R/etc/slurm/${{f##*/}}"; done
+rmdir "$new"
+printf '%s\n' "$rev" > "$R/etc/slurm/.hpc-config-revision"
+echo "HPC SLURM CONFIG: $rev"
+if [ "$role" = controller ] && systemctl is-active --quiet slurmctld; then
+  systemctl restart slurmctld
+  for _ in $(seq 30); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 2; done
+  scontrol reconfigure && echo "HPC SLURM RECONFIGURED: $rev"
+fi
+exit 0
+"#,
+        fetch = payload_fetch(cloud)
+    )
 }
 
 /// The join script's file name in the nodes' user data: after the self-check (`00-hpc-selfcheck.sh`), so a
@@ -222,7 +407,11 @@ if [ -z "$node" ]; then echo "HPC SLURM ERROR: this node's name is not in the cl
         r#"options="--conf-server {servers} -N $node"
 # Debian and Ubuntu read SLURMD_OPTIONS from /etc/default/slurmd, Oracle Linux and RHEL from /etc/sysconfig/slurmd.
 for f in "$R/etc/default/slurmd" "$R/etc/sysconfig/slurmd"; do [ -d "${{f%/*}}" ] && echo "SLURMD_OPTIONS=\"$options\"" > "$f"; done
-mkdir -p "$R/var/spool/slurmd" "$R/var/log/slurm"
+mkdir -p "$R/var/spool/slurmd" "$R/var/log/slurm" "$R/etc/systemd/system/slurmd.service.d"
+# slurmd tries again until the controller knows this node: a node added to a cluster boots before the
+# controller has the configuration that names it (it takes that within a minute of the Slurm cluster's apply).
+printf '[Unit]\nStartLimitIntervalSec=0\n\n[Service]\nRestart=always\nRestartSec=30\n' > "$R/etc/systemd/system/slurmd.service.d/hpc-retry.conf"
+systemctl daemon-reload
 for unit in munge slurmd; do systemctl enable "$unit"; systemctl restart "$unit"; done
 echo "HPC SLURM JOINED: $node"
 "#

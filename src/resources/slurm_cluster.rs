@@ -43,8 +43,8 @@ pub fn partition_cluster_type() -> Type {
     ])
 }
 
-/// The rendered files: the controllers' and login nodes' first boot writes them, so a change makes those
-/// again (see [`SlurmCluster::plan`]).
+/// The rendered files, which the controllers and login nodes read from their metadata (see
+/// [`SlurmCluster::plan`]).
 const RENDERED: [&str; 5] = ["slurm_conf", "gres_conf", "cgroup_conf", "topology_conf", "topology_yaml"];
 
 pub fn schema() -> Schema {
@@ -114,6 +114,7 @@ pub fn schema() -> Schema {
         .attribute(text("cgroup_conf", "`cgroup.conf`: jobs get the cores, memory and GPUs they asked for."))
         .attribute(text("topology_conf", "`topology.conf` for the tree or block plugin; null with `topology.yaml` or none."))
         .attribute(text("topology_yaml", "`topology.yaml` (25.05 and later): a tree of every node and a block topology of the rack-scale partitions' NVLink domains, which those partitions name."))
+        .attribute(Attribute::computed("config_revision", Type::String, "The configuration's revision (a digest of the files), which the controllers' and login nodes' metadata carries with the files; a refresh reads it back, so a configuration changed outside shows in the plan and the apply writes it again."))
         .attribute(Attribute::computed("topology_plugin", Type::String, "The topology the configuration uses: `topology/tree`, `topology/block`, `topology.yaml` or `none`."))
         .attribute(text("healthcheck_program", "Slurm's `HealthCheckProgram` on the nodes: runs the node self-check again, drains a node that fails it with the reason, resumes one it drained."))
         .attribute(Attribute::computed("nccl_tests", Type::map(Type::String), "An `sbatch`-ready NCCL all-reduce per partition, over all its nodes: `sbatch` the value on a login node."))
@@ -142,11 +143,45 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     out.insert("cgroup_conf".into(), Value::from(plan.cgroup_conf.as_str()));
     out.insert("topology_conf".into(), text(&plan.topology.conf));
     out.insert("topology_yaml".into(), text(&plan.topology.yaml));
+    let config = crate::clouds::slurm::slurm_config(&plan);
+    if spec.fabric.cloud == crate::catalog::Cloud::Aws {
+        aws_tags_fit(ctx, &spec, &config, diags)?;
+    }
+    out.insert("config_revision".into(), Value::from(config.revision));
     out.insert("topology_plugin".into(), Value::from(plan.topology.kind));
     out.insert("healthcheck_program".into(), Value::from(plan.healthcheck.as_str()));
     out.insert("nccl_tests".into(), Value::Map(plan.nccl_tests.into_iter().map(|(k, v)| (k, Value::from(v))).collect()));
     out.insert("expansion".into(), expansion_value(&pieces));
     Some(out)
+}
+
+/// EC2's tags per resource, which on AWS carry the configuration beside the provider's own, the provider's
+/// `default_tags` and the resource's `tags`.
+const AWS_TAGS_PER_RESOURCE: usize = 50;
+
+/// On AWS the configuration travels in the controllers' and login nodes' tags: refused at plan time when it
+/// and the other tags do not fit EC2's 50 per instance.
+fn aws_tags_fit(ctx: &Context, spec: &SlurmSpec, config: &crate::clouds::slurm::SlurmConfig, diags: &mut Diagnostics) -> Option<()> {
+    let mut user = common::defaults(ctx).default_tags.clone();
+    user.extend(spec.tags.clone());
+    // Name, hpc:slurm, hpc:fabric, hpc:owner and hpc:slurm-role.
+    let ours = 5;
+    let config_tags = crate::clouds::slurm::aws_config_tags(config).len();
+    if user.len() + ours + config_tags <= AWS_TAGS_PER_RESOURCE {
+        return Some(());
+    }
+    diags.error_at(
+        crate::framework::AttributePath::attr("tags"),
+        "The Slurm configuration does not fit the instances' tags",
+        format!(
+            "On AWS the controllers and login nodes read their configuration from their tags: it takes {config_tags} tags \
+             ({} characters, compressed), the provider's own {ours}, and default_tags and tags {}, over EC2's {AWS_TAGS_PER_RESOURCE} per \
+             instance. Set fewer tags on this resource, or split its partitions over two Slurm clusters.",
+            config.payload.len(),
+            user.len()
+        ),
+    );
+    None
 }
 
 #[async_trait]
@@ -165,28 +200,34 @@ impl Resource for SlurmCluster {
         }
     }
 
-    /// The plan; a change of the rendered configuration (a partition's nodes, the topology) replaces the
-    /// Slurm cluster, since its hosts' first boot writes it: the plan says so and warns that jobs end.
+    /// The plan; a change of the rendered configuration (a partition's nodes, the topology) is an update in
+    /// place: the apply writes it into the controllers' and login nodes' metadata, which they read within a
+    /// minute (slurmctld restarted with its state, `scontrol reconfigure` for the nodes). The plan says so,
+    /// and says when the hosts carry a configuration changed outside.
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
         let prior = req.prior;
-        let mut resp = common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags));
-        if prior.is_null() || resp.planned.is_null() {
+        let resp = common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags));
+        if prior.is_null() || resp.planned.is_null() || resp.planned.get("config_revision") == prior.get("config_revision") {
             return resp;
         }
         let changed: Vec<&str> = RENDERED.into_iter().filter(|a| resp.planned.get(a) != prior.get(a)).collect();
-        if !changed.is_empty() {
-            resp.requires_replace.push(crate::framework::AttributePath::attr("partition"));
-            diags.warning_at(
-                crate::framework::AttributePath::attr("partition"),
-                "The Slurm configuration changes",
-                format!(
-                    "{} change: the controllers and login nodes write the configuration at their first boot, so they are made again with \
-                     it. Jobs running or queued on the controller end unless state_save_location is on shared storage; apply when the \
-                     queue is drained.",
-                    changed.join(", ")
-                ),
-            );
-        }
+        let what = if changed.is_empty() {
+            format!(
+                "The controllers and login nodes carry configuration {} instead of the one this state made (changed outside, or not \
+                 written yet): the apply writes {} again.",
+                prior.get("config_revision").as_str().unwrap_or("none"),
+                resp.planned.get("config_revision").as_str().unwrap_or_default()
+            )
+        } else {
+            format!(
+                "{} change: the apply writes the new configuration into the controllers' and login nodes' metadata, and within a \
+                 minute they take it: the controller restarts slurmctld (its state is kept, running and queued jobs go on) and sends \
+                 it to the nodes (scontrol reconfigure). Nothing is made again. A node removed from a partition is gone from Slurm \
+                 with its jobs: drain it first.",
+                changed.join(", ")
+            )
+        };
+        diags.warning_at(crate::framework::AttributePath::attr("partition"), "The Slurm configuration changes", what);
         resp
     }
 

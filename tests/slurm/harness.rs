@@ -30,7 +30,22 @@ pub struct Rendered {
 pub struct Slurm {
     pub dir: tempfile::TempDir,
     port: u16,
+    slurmd_port: u16,
     children: Vec<Child>,
+}
+
+/// The rendered files with this machine's changes, in `etc` (a topology file the configuration no longer has
+/// removed).
+fn write_files(rendered: &Rendered, etc: &Path, port: u16, slurmd_port: u16) {
+    std::fs::write(etc.join("slurm.conf"), local_slurm_conf(&rendered.slurm_conf, etc, port, slurmd_port)).unwrap();
+    std::fs::write(etc.join("gres.conf"), local_gres_conf(&rendered.gres_conf, etc)).unwrap();
+    std::fs::write(etc.join("cgroup.conf"), &rendered.cgroup_conf).unwrap();
+    match &rendered.topology_conf {
+        Some(t) => std::fs::write(etc.join("topology.conf"), t).unwrap(),
+        None => {
+            let _ = std::fs::remove_file(etc.join("topology.conf"));
+        }
+    }
 }
 
 fn tool(name: &str) -> PathBuf {
@@ -138,6 +153,9 @@ fn local_gres_conf(rendered: &str, dir: &Path) -> String {
     std::fs::create_dir_all(&dev).unwrap();
     for i in 0..8 {
         let path = dev.join(format!("nvidia{i}"));
+        if std::fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
         let made = Command::new("mknod").arg(&path).args(["c", "195", &i.to_string()]).status().is_ok_and(|s| s.success());
         if !made {
             std::fs::write(&path, b"").unwrap();
@@ -156,12 +174,7 @@ impl Slurm {
         }
         let (port, slurmd_port) = (free_port(), free_port());
         let etc = dir.path();
-        std::fs::write(etc.join("slurm.conf"), local_slurm_conf(&rendered.slurm_conf, etc, port, slurmd_port)).unwrap();
-        std::fs::write(etc.join("gres.conf"), local_gres_conf(&rendered.gres_conf, etc)).unwrap();
-        std::fs::write(etc.join("cgroup.conf"), &rendered.cgroup_conf).unwrap();
-        if let Some(t) = &rendered.topology_conf {
-            std::fs::write(etc.join("topology.conf"), t).unwrap();
-        }
+        write_files(rendered, etc, port, slurmd_port);
         let hc = etc.join("hpc-slurm-healthcheck");
         // Its settings file is this directory's (slurmd runs it with an empty environment).
         let settings = etc.join("healthcheck.settings");
@@ -171,25 +184,46 @@ impl Slurm {
         )
         .unwrap();
         std::fs::set_permissions(&hc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut slurm = Slurm { dir, port, slurmd_port, children: vec![] };
+        slurm.start_ctld();
+        slurm
+    }
+
+    /// slurmctld (children[0]) started with this directory's files, answering.
+    fn start_ctld(&mut self) {
         let ctld = Command::new(tool("slurmctld"))
             .args(["-D", "-i", "-f"])
-            .arg(etc.join("slurm.conf"))
+            .arg(self.conf())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .expect("slurmctld starts");
-        let slurm = Slurm { dir, port, children: vec![ctld] };
+        if self.children.is_empty() {
+            self.children.push(ctld);
+        } else {
+            self.children[0] = ctld;
+        }
         let until = Instant::now() + Duration::from_secs(30);
         loop {
-            if slurm.run("scontrol", &["ping"]).is_ok_and(|o| o.contains("is UP")) {
+            if self.run("scontrol", &["ping"]).is_ok_and(|o| o.contains("is UP")) {
                 break;
             }
             if Instant::now() > until {
-                panic!("slurmctld did not come up:\n{}", slurm.log("slurmctld.log"));
+                panic!("slurmctld did not come up:\n{}", self.log("slurmctld.log"));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        slurm
+    }
+
+    /// What a controller's `hpc-slurm-sync` does with a new configuration: the files written, slurmctld
+    /// restarted (its state kept), then `scontrol reconfigure` (the configless slurmds fetch it again).
+    pub fn reconfigure(&mut self, rendered: &Rendered) {
+        write_files(rendered, self.dir.path(), self.port, self.slurmd_port);
+        let ctld = &mut self.children[0];
+        let _ = Command::new("kill").arg(ctld.id().to_string()).status();
+        let _ = ctld.wait();
+        self.start_ctld();
+        self.ok("scontrol", &["reconfigure"]);
     }
 
     pub fn conf(&self) -> PathBuf {
@@ -230,6 +264,14 @@ impl Slurm {
             .spawn()
             .expect("slurmd starts");
         self.children.push(child);
+    }
+
+    /// Stops every slurmd started so far (one host runs one slurmd at a time: they share its port).
+    pub fn stop_slurmds(&mut self) {
+        for mut c in self.children.drain(1..) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     /// Waits until `node` is in a state `want` accepts (`scontrol show node`'s State=), then gives it.

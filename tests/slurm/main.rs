@@ -7,6 +7,7 @@
 mod common;
 mod harness;
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -243,6 +244,66 @@ struct OnCloud {
     /// What a cluster needs besides (an SSH key on Azure).
     extra: Json,
     inventory: Box<dyn Fn() -> Json>,
+    snapshot: Box<dyn Fn() -> Json>,
+}
+
+/// A Slurm cluster's configuration with its one partition's cluster now `cluster`.
+fn slurm_config_for(config: &Value, cluster: &Value) -> Value {
+    let mut c = json_of(config);
+    c["partition"][0]["cluster"] = cluster_ref(cluster);
+    value(&SlurmCluster, c)
+}
+
+/// The host named `host` in an emulator's snapshot: its identity (another one if it were made again), and
+/// what its instance metadata service serves it by key: AWS its tags (and a session token), Google Cloud
+/// its metadata items, Azure its userData, OCI its metadata.
+fn host_in(cloud: &str, snapshot: &Json, host: &str) -> (String, BTreeMap<String, String>) {
+    let strings = |m: &Json| -> BTreeMap<String, String> {
+        m.as_object().into_iter().flatten().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()
+    };
+    let missing = || panic!("no {host} in the {cloud} snapshot: {snapshot}");
+    match cloud {
+        "aws" => {
+            let (id, i) = snapshot["resources"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .find(|(_, v)| v["kind"] == "instance" && v["tags"]["Name"] == host)
+                .unwrap_or_else(missing);
+            let mut files = strings(&i["tags"]);
+            files.insert("token".into(), "tok".into());
+            (id.clone(), files)
+        }
+        "gcp" => {
+            let (_, i) = snapshot["compute"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .find(|(p, v)| p.contains("/instances/") && v["name"] == host)
+                .unwrap_or_else(missing);
+            let items = i["metadata"]["items"].as_array().into_iter().flatten();
+            (i["id"].to_string(), items.filter_map(|m| Some((m["key"].as_str()?.to_owned(), m["value"].as_str()?.to_owned()))).collect())
+        }
+        "azure" => {
+            let (_, vm) = snapshot["arm"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .find(|(k, _)| k.ends_with(&format!("/virtualmachines/{host}")))
+                .unwrap_or_else(missing);
+            let user_data = vm["properties"]["userData"].as_str().unwrap_or_default().to_owned();
+            (vm["properties"]["vmId"].as_str().unwrap_or_default().to_owned(), [("userData".to_owned(), user_data)].into())
+        }
+        _ => {
+            let (id, i) = snapshot["resources"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .find(|(_, v)| v["displayName"] == host && v["shape"].is_string() && v["lifecycleState"] != "TERMINATED")
+                .unwrap_or_else(missing);
+            (id.clone(), strings(&i["metadata"]))
+        }
+    }
 }
 
 /// A fabric with slurm = true, a 2-node GPU cluster that joins it, and a Slurm cluster over it, applied on
@@ -257,21 +318,27 @@ async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str)
     assert_eq!(join.get("controller_addresses"), &Value::list([Value::from("10.0.255.244"), Value::from("10.0.255.245")]));
     assert!(join.get("key").as_str().is_some_and(|k| k.len() >= 64), "a generated key: {join:?}");
 
-    let mut cluster_config = json!({"name": "gpu", "fabric": fabric_ref(&fabric, &[]), "node_count": 2, "slurm": json_of(join)});
-    cluster_config.as_object_mut().unwrap().extend(cloud.extra.as_object().cloned().unwrap_or_default());
-    let cluster_config = value(&GpuCluster, cluster_config);
-    let (cluster, _) = apply_ok(ctx, &GpuCluster, &Value::Null, &cluster_config).await;
+    let cloud_name = fabric.get("cloud").as_str().unwrap().to_owned();
+    let cluster_config = |nodes: u32| {
+        let mut c = json!({"name": "gpu", "fabric": fabric_ref(&fabric, &[]), "node_count": nodes, "slurm": json_of(join)});
+        c.as_object_mut().unwrap().extend(cloud.extra.as_object().cloned().unwrap_or_default());
+        value(&GpuCluster, c)
+    };
+    let (cluster, _) = apply_ok(ctx, &GpuCluster, &Value::Null, &cluster_config(2)).await;
 
-    let mut slurm_config = json!({
-        "name": "ml",
-        "fabric": fabric_ref(&fabric, &["cidr_block", "slurm_join"]),
-        "slurm_version": "22.05",
-        "partition": [{"name": "gpu", "cluster": cluster_ref(&cluster), "default": true, "max_time": null}],
-    });
-    if let Some(key) = cloud.extra.get("ssh_public_key") {
-        slurm_config["ssh_public_key"] = key.clone();
-    }
-    let slurm_config = value(&SlurmCluster, slurm_config);
+    let slurm_config = |cluster: &Value| {
+        let mut c = json!({
+            "name": "ml",
+            "fabric": fabric_ref(&fabric, &["cidr_block", "slurm_join"]),
+            "slurm_version": "22.05",
+            "partition": [{"name": "gpu", "cluster": cluster_ref(cluster), "default": true, "max_time": null}],
+        });
+        if let Some(key) = cloud.extra.get("ssh_public_key") {
+            c["ssh_public_key"] = key.clone();
+        }
+        value(&SlurmCluster, c)
+    };
+    let slurm_config = slurm_config(&cluster);
     let (state, _) = apply_ok(ctx, &SlurmCluster, &Value::Null, &slurm_config).await;
     assert_eq!(state.get("controller_address").as_str(), Some("10.0.255.244"));
     let login = state.get("login_command").as_str().unwrap_or_default().to_owned();
@@ -313,6 +380,49 @@ async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str)
     slurm.slurmd("gpu-0", &node.env());
     slurm.wait_node("gpu-0", "registered and idle", |s| field(s, "State").starts_with("IDLE") && !s.contains("POWERED_DOWN"));
     assert_eq!(slurm.job(&["-p", "gpu", "-w", "gpu-0", "--wrap", "hostname"]), "COMPLETED");
+
+    // A third node. The cluster grows, and the Slurm cluster changes in place: nothing is made again, the
+    // apply writes the new configuration into the controller's metadata, and the controller's sync program
+    // takes it from there and restarts slurmctld with it. The node that ran stays; the new one registers.
+    let (controller, _) = host_in(&cloud_name, &(cloud.snapshot)(), "ml-controller");
+    let (cluster, _) = apply_ok(ctx, &GpuCluster, &cluster, &cluster_config(3)).await;
+    let grown = slurm_config_for(&slurm_config, &cluster);
+    let mut d = Diagnostics::new();
+    let plan = SlurmCluster.plan(ctx, PlanRequest { prior: &found, proposed: &grown, config: &grown, prior_private: &[] }, &mut d);
+    assert!(plan.requires_replace.is_empty() && !d.has_errors(), "an update in place: {:?}", common::lines(&d));
+    assert_ne!(plan.planned.get("config_revision"), found.get("config_revision"));
+    assert!(common::lines(&d).iter().any(|l| l.contains("The Slurm configuration changes") && l.contains("Nothing is made again")));
+    let out = SlurmCluster.apply(ctx, ApplyRequest { prior: &found, planned: &plan.planned, config: &grown, private: &[] }, &mut d).await;
+    assert!(!d.has_errors(), "{:?}", common::lines(&d));
+    let state = out.new_state;
+    let (after, metadata) = host_in(&cloud_name, &(cloud.snapshot)(), "ml-controller");
+    assert_eq!(after, controller, "the controller is the host it was");
+    let found = common::read_found(ctx, &SlurmCluster, &state).await;
+    assert!(plans_nothing(ctx, &SlurmCluster, &found, &grown), "the re-plan is empty: {found:?}");
+
+    // The controller's sync program, served what the cloud now holds for it.
+    let host = Boot::serving(&metadata);
+    std::fs::write(host.root.path().join("active"), "").unwrap();
+    let (ok, said) = host.try_run(&hpc_provider::clouds::slurm::sync_program(Cloud::parse(&cloud_name).unwrap()), &["controller"]);
+    assert!(ok && said.contains("HPC SLURM RECONFIGURED"), "{said}");
+    let text = |k: &str| state.get(k).as_str().map(str::to_owned);
+    assert_eq!(host.file("etc/slurm/slurm.conf"), text("slurm_conf").unwrap());
+    let written = |f: &str| std::fs::read_to_string(host.root.path().join("etc/slurm").join(f)).ok();
+    slurm.reconfigure(&Rendered {
+        slurm_conf: written("slurm.conf").unwrap(),
+        gres_conf: written("gres.conf").unwrap(),
+        cgroup_conf: written("cgroup.conf").unwrap(),
+        topology_conf: written("topology.conf"),
+        healthcheck: text("healthcheck_program").unwrap(),
+    });
+    assert_eq!(slurm.ok("sinfo", &["-h", "-o", "%P %D"]).trim(), "gpu* 3");
+    let topology = switches(&slurm.ok("scontrol", &["show", "topology"]));
+    assert!(topology.iter().any(|(_, nodes)| nodes == "gpu-[0-2]"), "the new node in its placement group: {topology:?}");
+    slurm.wait_node("gpu-0", "still registered and idle", |s| field(s, "State").starts_with("IDLE") && !s.contains("POWERED_DOWN"));
+    slurm.stop_slurmds();
+    slurm.slurmd("gpu-2", &node.env());
+    slurm.wait_node("gpu-2", "registered and idle", |s| field(s, "State").starts_with("IDLE") && !s.contains("POWERED_DOWN"));
+    assert_eq!(slurm.job(&["-p", "gpu", "-w", "gpu-2", "--wrap", "hostname"]), "COMPLETED");
     drop(slurm);
 
     destroy(ctx, &SlurmCluster, &state).await;
@@ -334,7 +444,14 @@ fn aws_applied_slurm_runs_on_a_real_slurm() {
             provider_context(json!({"aws": {"region": "us-east-1", "endpoint": emulator.endpoint, "access_key": "t", "secret_key": "t"}}));
         let ep = emulator.endpoint.clone();
         let fabric = json!({"name": "f", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5.48xlarge"});
-        let on = OnCloud { ctx, fabric, extra: json!({}), inventory: Box::new(move || admin(&ep, "GET", "inventory", None)) };
+        let ep2 = ep.clone();
+        let on = OnCloud {
+            ctx,
+            fabric,
+            extra: json!({}),
+            inventory: Box::new(move || admin(&ep, "GET", "inventory", None)),
+            snapshot: Box::new(move || admin(&ep2, "GET", "snapshot", None)),
+        };
         applied_slurm_runs_on_a_real_slurm(on, "p5.48xlarge").await;
     });
 }
@@ -346,7 +463,14 @@ fn gcp_applied_slurm_runs_on_a_real_slurm() {
         let ctx = provider_context(json!({"gcp": {"project": "ml-prod", "endpoint": ep}}));
         let fabric =
             json!({"name": "f", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g"});
-        let on = OnCloud { ctx, fabric, extra: json!({}), inventory: Box::new(move || admin(&ep, "GET", "inventory", None)) };
+        let ep2 = ep.clone();
+        let on = OnCloud {
+            ctx,
+            fabric,
+            extra: json!({}),
+            inventory: Box::new(move || admin(&ep, "GET", "inventory", None)),
+            snapshot: Box::new(move || admin(&ep2, "GET", "snapshot", None)),
+        };
         applied_slurm_runs_on_a_real_slurm(on, "a3-highgpu-8g").await;
     });
 }
@@ -361,7 +485,14 @@ fn azure_applied_slurm_runs_on_a_real_slurm() {
         let ctx = provider_context(json!({"azure": {"subscription_id": "00000000-0000-0000-0000-0000000000aa", "endpoint": ep}}));
         let fabric = json!({"name": "f", "cloud": "azure", "region": "eastus", "instance_type": "Standard_ND96isr_H100_v5"});
         let extra = json!({"ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x"});
-        let on = OnCloud { ctx, fabric, extra, inventory: Box::new(move || azure_admin(&ep, &pem, "GET", "inventory", None)) };
+        let (ep2, pem2) = (ep.clone(), pem.clone());
+        let on = OnCloud {
+            ctx,
+            fabric,
+            extra,
+            inventory: Box::new(move || azure_admin(&ep, &pem, "GET", "inventory", None)),
+            snapshot: Box::new(move || azure_admin(&ep2, &pem2, "GET", "snapshot", None)),
+        };
         applied_slurm_runs_on_a_real_slurm(on, "Standard_ND96isr_H100_v5").await;
     });
 }
@@ -375,7 +506,14 @@ fn oci_applied_slurm_runs_on_a_real_slurm() {
         let fabric = json!({"name": "f", "cloud": "oci", "region": "us-ashburn-1", "zone": "Uocm:US-ASHBURN-AD-2",
                             "compartment_id": "ocid1.compartment.oc1..lib", "instance_type": "BM.GPU.H100.8"});
         let extra = json!({"timeouts": {"create": "60s", "update": "60s"}});
-        let on = OnCloud { ctx, fabric, extra, inventory: Box::new(move || admin(&ep, "GET", "inventory", None)) };
+        let ep2 = ep.clone();
+        let on = OnCloud {
+            ctx,
+            fabric,
+            extra,
+            inventory: Box::new(move || admin(&ep, "GET", "inventory", None)),
+            snapshot: Box::new(move || admin(&ep2, "GET", "snapshot", None)),
+        };
         applied_slurm_runs_on_a_real_slurm(on, "BM.GPU.H100.8").await;
     });
 }
@@ -398,12 +536,46 @@ impl Boot {
         let calls = b.root.path().join("calls");
         let record = |tool: &str| format!("echo \"{tool} $*\" >> {}", calls.display());
         b.tool("curl", &format!("{}\ncase \"$*\" in\n{metadata}\nesac", record("curl")));
-        for t in ["systemctl", "hostnamectl", "hostname", "apt-get", "dnf", "chown"] {
+        for t in ["hostnamectl", "hostname", "apt-get", "dnf", "chown"] {
             b.tool(t, &record(t));
         }
+        // slurmctld is active once the file `active` exists; scontrol's ping finds it up.
+        let active = b.root.path().join("active");
+        b.tool("systemctl", &format!("{}\ncase \"$1\" in is-active) [ -e {} ] ;; esac", record("systemctl"), active.display()));
+        b.tool(
+            "scontrol",
+            &format!("{}\n[ \"$1\" = ping ] && echo 'Slurmctld(primary) at ml-controller is UP'\nexit 0", record("scontrol")),
+        );
         b.tool("slurmd", "echo 'slurm 22.05.8'");
         b.tool("slurmctld", "echo 'slurm 22.05.8'");
         b
+    }
+
+    /// A host whose metadata service answers each key (the URL's last path segment, its query left out) with
+    /// the file of that name in `metadata/`, as `files` gives them; anything else is curl's HTTP error.
+    fn serving(files: &BTreeMap<String, String>) -> Boot {
+        let b = Boot::new("");
+        let dir = b.root.path().join("metadata");
+        b.serve(files);
+        let record = format!("echo \"curl $*\" >> {}", b.root.path().join("calls").display());
+        b.tool(
+            "curl",
+            &format!(
+                "{record}\nfor a; do url=$a; done\nk=${{url##*/}}\nk=${{k%%\\?*}}\n[ -f \"{d}/$k\" ] || exit 22\ncat \"{d}/$k\"",
+                d = dir.display()
+            ),
+        );
+        b
+    }
+
+    /// What the metadata service answers from now on.
+    fn serve(&self, files: &BTreeMap<String, String>) {
+        let dir = self.root.path().join("metadata");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (k, v) in files {
+            std::fs::write(dir.join(k), v).unwrap();
+        }
     }
 
     fn tool(&self, name: &str, body: &str) {
@@ -413,17 +585,24 @@ impl Boot {
     }
 
     fn run(&self, script: &str) -> String {
+        let (ok, text) = self.try_run(script, &[]);
+        assert!(ok, "{text}");
+        text
+    }
+
+    /// Runs `script` with `args`: whether it succeeded, and what it said.
+    fn try_run(&self, script: &str, args: &[&str]) -> (bool, String) {
         let file = self.root.path().join("script.sh");
         std::fs::write(&file, script).unwrap();
         let out = std::process::Command::new("bash")
             .arg(&file)
+            .args(args)
             .env("PATH", format!("{}:/usr/bin:/bin", self.root.path().join("bin").display()))
             .env("HPC_SLURM_ROOT", self.root.path())
             .output()
             .unwrap();
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{text}");
-        text
+        (out.status.success(), text)
     }
 
     fn file(&self, rel: &str) -> String {
@@ -459,36 +638,107 @@ fn a_gpu_node_joins_under_its_name_from_each_clouds_metadata() {
             "{cloud}"
         );
         assert_eq!(boot.file(HEALTHCHECK_PATH.trim_start_matches('/')), healthcheck_program(), "{cloud}");
+        // A node made before the controller knows it keeps trying (slurmd exits when its name is not in the
+        // configuration).
+        let retry = boot.file("etc/systemd/system/slurmd.service.d/hpc-retry.conf");
+        assert!(retry.contains("Restart=always") && retry.contains("StartLimitIntervalSec=0"), "{retry}");
         let calls = boot.calls();
         assert!(calls.contains("systemctl enable slurmd") && calls.contains("systemctl restart munge"), "{cloud}: {calls}");
         assert!(!calls.contains("apt-get") && !calls.contains("dnf"), "Slurm is installed: nothing to install: {calls}");
     }
 }
 
-#[test]
-fn a_controller_writes_the_planned_configuration_and_the_key_and_starts_slurmctld() {
-    use hpc_provider::clouds::slurm::{Role, setup_script};
+/// What an AWS host's metadata service serves for `config`: its tags (the revision and the chunks) and a token.
+fn aws_metadata(config: &hpc_provider::clouds::slurm::SlurmConfig) -> BTreeMap<String, String> {
+    let mut files: BTreeMap<String, String> = hpc_provider::clouds::slurm::aws_config_tags(config).into_iter().collect();
+    files.insert("token".into(), "tok".into());
+    files
+}
+
+fn aws_partition(nodes: u32, topology: bool) -> Partition {
     let sku = catalog::find_sku(Cloud::Aws, "p5.48xlarge").unwrap();
-    let partition = Partition {
+    let groups = if topology { vec![NodeGroup { name: "f-pg".into(), nodes: names("train", nodes) }] } else { vec![] };
+    Partition {
         name: "h100".into(),
         default: true,
         max_time: "INFINITE".into(),
-        nodes: SlurmNodes { cluster: "train".into(), sku, names: names("train", 4), placement_groups: vec![], nvlink_domains: vec![] },
-    };
-    let spec = spec(vec![partition]);
+        nodes: SlurmNodes { cluster: "train".into(), sku, names: names("train", nodes), placement_groups: groups, nvlink_domains: vec![] },
+    }
+}
+
+#[test]
+fn a_controller_writes_the_planned_configuration_and_the_key_and_starts_slurmctld() {
+    use hpc_provider::clouds::slurm::{Role, setup_script, slurm_config};
+    let spec = spec(vec![aws_partition(4, false)]);
     let plan = slurm::plan(&spec, &mut Diagnostics::new()).unwrap();
-    let boot = Boot::new("");
-    let said = boot.run(&setup_script(&spec, &plan, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ==")));
+    // The configuration is in the host's metadata (on AWS its tags, in 256-character chunks), not in its user data.
+    let config = slurm_config(&plan);
+    let script = setup_script(&spec, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ=="));
+    assert!(!script.contains(&config.payload) && !script.contains("NodeName="), "the configuration is not in the user data");
+    let boot = Boot::serving(&aws_metadata(&config));
+    let said = boot.run(&script);
     assert!(said.contains("HPC SLURM READY: ml-controller") && !said.contains("WARNING"), "{said}");
     assert_eq!(boot.file("etc/slurm/slurm.conf"), plan.slurm_conf);
     assert_eq!(boot.file("etc/slurm/gres.conf"), plan.gres_conf);
+    assert_eq!(boot.file("etc/slurm/cgroup.conf"), plan.cgroup_conf);
     assert_eq!(boot.file("etc/slurm/topology.conf"), plan.topology.conf.clone().unwrap());
+    assert_eq!(boot.file("etc/slurm/.hpc-config-revision").trim(), config.revision);
     assert_eq!(boot.file("etc/munge/munge.key"), "secret-key");
     let calls = boot.calls();
     assert!(calls.contains("hostnamectl set-hostname ml-controller"), "slurmctld serves only as its SlurmctldHost: {calls}");
     assert!(calls.contains("systemctl enable slurmctld") && calls.contains("systemctl restart slurmctld"), "{calls}");
+    assert!(calls.contains("systemctl enable --now hpc-slurm-sync.timer"), "{calls}");
+    assert!(!calls.contains("scontrol reconfigure"), "nothing to reconfigure at the first boot: {calls}");
+    assert!(boot.file("etc/systemd/system/hpc-slurm-sync.service").contains("ExecStart=/usr/local/sbin/hpc-slurm-sync controller"));
     // An image with another Slurm: said loudly, at the console.
     boot.tool("slurmctld", "echo 'slurm 21.08.5'");
-    let said = boot.run(&setup_script(&spec, &plan, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ==")));
+    let said = boot.run(&setup_script(&spec, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ==")));
     assert!(said.contains("HPC SLURM WARNING: Slurm 21.08 is installed and the configuration is written for 22.05"), "{said}");
+}
+
+#[test]
+fn a_running_controller_takes_a_new_configuration_from_its_metadata_once_and_restarts_slurmctld() {
+    use hpc_provider::clouds::slurm::{slurm_config, sync_program};
+    let sync = sync_program(Cloud::Aws);
+    let before = slurm::plan(&spec(vec![aws_partition(4, true)]), &mut Diagnostics::new()).unwrap();
+    let boot = Boot::serving(&aws_metadata(&slurm_config(&before)));
+    let (ok, said) = boot.try_run(&sync, &["controller"]);
+    assert!(ok && said.contains("HPC SLURM CONFIG"), "{said}");
+    assert_eq!(boot.file("etc/slurm/topology.conf"), before.topology.conf.clone().unwrap());
+    // slurmctld runs from now on; the same configuration again changes nothing.
+    std::fs::write(boot.root.path().join("active"), "").unwrap();
+    let (ok, said) = boot.try_run(&sync, &["controller"]);
+    assert!(ok && said.is_empty(), "{said}");
+    assert!(!boot.calls().contains("systemctl restart"), "{}", boot.calls());
+
+    // Grown to six nodes, topology none: the files change, topology.conf goes, slurmctld restarts with them
+    // and the nodes are sent them.
+    let mut grown = spec(vec![aws_partition(6, false)]);
+    grown.topology = TopologyChoice::None;
+    let after = slurm::plan(&grown, &mut Diagnostics::new()).unwrap();
+    assert!(after.topology.conf.is_none() && after.slurm_conf.contains("train-[0-5]"));
+    let config = slurm_config(&after);
+    boot.serve(&aws_metadata(&config));
+    let (ok, said) = boot.try_run(&sync, &["controller"]);
+    assert!(ok && said.contains(&format!("HPC SLURM RECONFIGURED: {}", config.revision)), "{said}");
+    assert_eq!(boot.file("etc/slurm/slurm.conf"), after.slurm_conf);
+    assert!(!boot.root.path().join("etc/slurm/topology.conf").exists(), "the old topology is gone");
+    let calls = boot.calls();
+    let restart = calls.find("systemctl restart slurmctld").expect("slurmctld restarted");
+    assert!(calls[restart..].contains("scontrol reconfigure"), "reconfigure after the restart: {calls}");
+
+    // A payload read while it was being rewritten (half the chunks new) changes nothing and is read again later.
+    let mut torn = aws_metadata(&config);
+    let older = aws_metadata(&slurm_config(&before));
+    torn.insert("hpc:slurm-config-0".into(), older["hpc:slurm-config-0"].clone());
+    boot.serve(&torn);
+    let (ok, said) = boot.try_run(&sync, &["controller"]);
+    assert!(!ok && said.contains("does not decode"), "{said}");
+    assert_eq!(boot.file("etc/slurm/slurm.conf"), after.slurm_conf, "unchanged");
+    // A login node writes the files and restarts nothing.
+    let login = Boot::serving(&aws_metadata(&config));
+    let (ok, _) = login.try_run(&sync, &["login"]);
+    assert!(ok);
+    assert_eq!(login.file("etc/slurm/slurm.conf"), after.slurm_conf);
+    assert!(!login.calls().contains("systemctl restart") && !login.calls().contains("scontrol"), "{}", login.calls());
 }

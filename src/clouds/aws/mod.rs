@@ -266,6 +266,12 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
     let (n, f) = (&spec.name, &spec.fabric);
     let tags = tag_string(&d.tags(&spec.tags, &[("hpc:slurm", n), ("hpc:fabric", &f.name)]));
     let subnet = format!("aws_subnet.{n}-control");
+    let chunks = crate::clouds::slurm::aws_config_tags(&crate::clouds::slurm::slurm_config(plan)).len() - 1;
+    let config = format!(
+        "configuration {} in hpc:slurm-config-0..{} (gzip, base64); a change is written in place",
+        crate::clouds::slurm::slurm_config(plan).revision,
+        chunks.saturating_sub(1)
+    );
     let mut out = vec![
         Piece::new("aws_subnet", format!("{n}-control"))
             .set("vpc_id", format!("aws_vpc.{}-vpc", f.name))
@@ -283,8 +289,9 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
                 .set("subnet_id", &subnet)
                 .set("private_ip", address)
                 .set("vpc_security_group_ids", format!("aws_security_group.{}-efa", f.name))
-                .set("user_data", format!("installs Slurm {} and munge if missing, writes the rendered configuration and the fabric's key, starts munge and slurmctld", spec.version.version))
-                .set("tags", &tags),
+                .set("user_data", format!("installs Slurm {} and munge if missing, writes the fabric's key, takes the configuration from its tags (hpc-slurm-sync, every minute), starts munge and slurmctld", spec.version.version))
+                .set("tags", &tags)
+                .set("tags.hpc:slurm-config", &config),
         );
     }
     if !plan.logins.is_empty() {
@@ -300,11 +307,12 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
                 .set(
                     "user_data",
                     format!(
-                        "installs the Slurm {} client commands and munge if missing, writes the configuration and the key",
+                        "installs the Slurm {} client commands and munge if missing, writes the key, takes the configuration from its tags (hpc-slurm-sync, every minute)",
                         spec.version.version
                     ),
                 )
-                .set("tags", &tags),
+                .set("tags", &tags)
+                .set("tags.hpc:slurm-config", &config),
         );
     }
     out

@@ -1,8 +1,10 @@
 //! `hpc_slurm_cluster` on AWS: a subnet of its own in the fabric's VPC (the network's last /28), the
 //! controllers at their fixed addresses and the login nodes, each one instance in the fabric's EFA security
 //! group (open within itself, so the nodes and the controllers reach each other), set up by their first
-//! boot (`planner::slurm::setup_script`). Every piece carries `hpc:slurm = <name>` and the owner's marker;
-//! only the census's pieces are changed or deleted, and the fabric's are only read.
+//! boot (`clouds::slurm::setup_script`), their Slurm configuration in their tags (`hpc:slurm-config` and its
+//! chunks, which they read through the instance metadata service), rewritten there when it changes. Every
+//! piece carries `hpc:slurm = <name>` and the owner's marker; only the census's pieces are changed or
+//! deleted, and the fabric's are only read.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,7 +17,8 @@ use super::api::{self, Aws, filter, tag_filter, tag_spec};
 use super::backend::{self, fabric_region};
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
 use crate::clouds::error::CloudError;
-use crate::clouds::slurm::{Role, setup_script};
+use crate::clouds::shared::SlurmHostsLive;
+use crate::clouds::slurm::{Role, aws_config_tags, aws_revision, channel, setup_script, slurm_config};
 use crate::framework::{Context, Value};
 use crate::model::SlurmPlan;
 use crate::model::SlurmSpec;
@@ -115,6 +118,25 @@ pub async fn converge(
         Some(i) => i.clone(),
         None => super::cluster::default_image(aws).await?,
     };
+    let config = slurm_config(plan);
+    let config_tags: BTreeMap<String, String> = aws_config_tags(&config).into_iter().collect();
+    // The hosts that exist and carry another configuration: their tags are rewritten (their sync program reads
+    // them within a minute), and chunks the new one does not have removed.
+    let stale: Vec<&Instance> =
+        live.hosts.values().filter(|i| aws_revision(&api::tag_map(i.tags())).as_deref() != Some(config.revision.as_str())).collect();
+    if !stale.is_empty() {
+        let ids: Vec<String> = stale.iter().filter_map(|i| i.instance_id().map(str::to_owned)).collect();
+        let mut extra: Vec<String> = stale
+            .iter()
+            .flat_map(|i| api::tag_map(i.tags()).into_keys())
+            .filter(|k| k.starts_with(&format!("{}-", channel::AWS_TAG)) && !config_tags.contains_key(k))
+            .collect();
+        extra.sort();
+        extra.dedup();
+        super::fabric::retag(aws, &ids, &config_tags, &extra)
+            .await
+            .map_err(|e| e.context(format!("writing Slurm configuration {} to {}", config.revision, ids.join(", "))))?;
+    }
     let mut wanted: Vec<(String, Role, Option<String>, &str)> =
         plan.controllers.iter().map(|(h, a)| (h.clone(), Role::Controller, Some(a.clone()), spec.controller_type.as_str())).collect();
     wanted.extend(plan.logins.iter().map(|h| (h.clone(), Role::Login, None, spec.login_type.as_str())));
@@ -122,9 +144,10 @@ pub async fn converge(
         if live.hosts.contains_key(&host) {
             continue;
         }
-        let script = setup_script(spec, plan, role, &host, spec.key.as_deref());
+        let script = setup_script(spec, role, &host, spec.key.as_deref());
         let mut host_tags = with_name(tags, &host);
-        host_tags.insert(ROLE_TAG.into(), if role == Role::Controller { "controller" } else { "login" }.into());
+        host_tags.insert(ROLE_TAG.into(), role.as_str().into());
+        host_tags.extend(config_tags.clone());
         let mut run = aws
             .ec2
             .run_instances()
@@ -185,8 +208,9 @@ fn with_live(state: &Value, live: &SlurmLive) -> Value {
         _ if piece == format!("{name}-login") => logins.iter().all(|h| live.hosts.contains_key(h)),
         _ => live.hosts.contains_key(piece),
     };
+    let revision = |host: &str| live.hosts.get(host).map(|i| aws_revision(&api::tag_map(i.tags())));
     // The Deep Learning AMI's user (Ubuntu).
-    crate::clouds::shared::slurm_state(state, "ubuntu", exists, address)
+    crate::clouds::shared::slurm_state(state, "ubuntu", exists, SlurmHostsLive { address: &address, revision: &revision })
 }
 
 #[async_trait]

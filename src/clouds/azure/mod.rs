@@ -235,6 +235,10 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
             .set("network_security_group_id", format!("azurerm_network_security_group.{}-nsg", f.name)),
     ];
     let image = spec.image.clone().unwrap_or_else(|| format!("{} (the clusters' default image)", cluster::DEFAULT_IMAGE));
+    let config = format!(
+        "configuration {} (gzip, base64), tag hpc:slurm-config its revision; a change is written in place (PATCH)",
+        crate::clouds::slurm::slurm_config(plan).revision
+    );
     let mut vm = |host: &str, role: &str, size: &str, address: Option<&str>| {
         out.push(
             Piece::new("azurerm_network_interface", format!("{host}-nic"))
@@ -252,10 +256,12 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
                 .set(
                     "custom_data",
                     format!(
-                        "installs Slurm {} and munge if missing, writes the rendered configuration and the fabric's key",
+                        "installs Slurm {} and munge if missing, writes the fabric's key, takes the configuration from its user data \
+                         (hpc-slurm-sync, every minute)",
                         spec.version.version
                     ),
                 )
+                .set("user_data", &config)
                 .set("tags", &tags),
         );
     };

@@ -1,7 +1,9 @@
 //! `hpc_slurm_cluster` on Azure: a subnet of its own in the fabric's virtual network (the network's last
 //! /28, with the fabric's security group), and for each controller and login node a network interface (the
 //! controllers' at their fixed addresses) and a Linux VM, set up by its first boot (custom data,
-//! `planner::slurm::setup_script`), all in the fabric's resource group. The interfaces and VMs carry
+//! `clouds::slurm::setup_script`) and carrying their Slurm configuration in their `userData` (rewritten by a
+//! PATCH when it changes; the tag `hpc:slurm-config` names its revision), all in the fabric's resource
+//! group. The interfaces and VMs carry
 //! `hpc:slurm` and the owner's marker; the subnet (which has no tags) is this cluster's while its
 //! interfaces are in it. Every create is create-only (`If-None-Match: *`); only the census's pieces are
 //! changed or deleted, and the fabric's are only read.
@@ -19,7 +21,7 @@ use super::fabric::{COMPUTE_API, NETWORK_API};
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
 use crate::clouds::error::CloudError;
 use crate::clouds::shared;
-use crate::clouds::slurm::{Role, setup_script};
+use crate::clouds::slurm::{Role, channel, setup_script, slurm_config};
 use crate::framework::{Context, Value};
 use crate::model::SlurmPlan;
 use crate::model::SlurmSpec;
@@ -127,6 +129,23 @@ async fn converge(
     let Some(key) = &spec.ssh_public_key else {
         return Err(CloudError::other("an Azure Linux VM needs ssh_public_key (password login is off)"));
     };
+    let config = slurm_config(plan);
+    // The VMs that exist and carry another configuration: one PATCH each of their userData (which their sync
+    // program reads from the instance metadata service) and the revision tag, the other tags as they are (a
+    // PATCH replaces the tags).
+    for (host, vm) in &live.vms {
+        if vm["tags"][channel::AZURE_TAG].as_str() == Some(config.revision.as_str()) {
+            continue;
+        }
+        let mut vm_tags = vm["tags"].as_object().cloned().unwrap_or_default();
+        vm_tags.insert(channel::AZURE_TAG.into(), json!(config.revision));
+        let body = json!({"tags": vm_tags, "properties": {"userData": config.payload}});
+        arm.patch(ctx, &vm_id(arm, group, host), COMPUTE_API, &body, timeout)
+            .await
+            .map_err(|e| e.context(format!("writing Slurm configuration {} to {host}", config.revision)))?;
+    }
+    let mut vm_tags = tags.clone();
+    vm_tags.insert(channel::AZURE_TAG.into(), config.revision.clone());
     let mut wanted: Vec<(String, Role, Option<String>, &str)> =
         plan.controllers.iter().map(|(h, a)| (h.clone(), Role::Controller, Some(a.clone()), spec.controller_type.as_str())).collect();
     wanted.extend(plan.logins.iter().map(|h| (h.clone(), Role::Login, None, spec.login_type.as_str())));
@@ -145,11 +164,12 @@ async fn converge(
         if live.vms.contains_key(&host) {
             continue;
         }
-        let script = setup_script(spec, plan, role, &host, spec.key.as_deref());
+        let script = setup_script(spec, role, &host, spec.key.as_deref());
         let body = json!({
             "location": location,
-            "tags": tags,
+            "tags": vm_tags,
             "properties": {
+                "userData": config.payload,
                 "hardwareProfile": {"vmSize": size},
                 "storageProfile": {"imageReference": image_reference(spec.image.as_deref()), "osDisk": {"createOption": "FromImage", "caching": "ReadWrite"}},
                 "osProfile": {
@@ -203,7 +223,8 @@ fn with_live(state: &Value, live: &SlurmLive) -> Value {
         "azurerm_network_interface" => live.nics.contains_key(piece.trim_end_matches("-nic")),
         _ => live.vms.contains_key(piece),
     };
-    shared::slurm_state(state, ADMIN, exists, address)
+    let revision = |host: &str| live.vms.get(host).map(|vm| vm["tags"][channel::AZURE_TAG].as_str().map(str::to_owned));
+    shared::slurm_state(state, ADMIN, exists, shared::SlurmHostsLive { address: &address, revision: &revision })
 }
 
 #[async_trait]

@@ -193,6 +193,10 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
             .set("source_ranges", &spec.cidr),
     ];
     let image = spec.image.clone().unwrap_or_else(|| format!("{} (the clusters' default image)", cluster::DEFAULT_IMAGE));
+    let config = format!(
+        "configuration {} (gzip, base64), with hpc-slurm-config-revision; a change is written in place (setMetadata)",
+        crate::clouds::slurm::slurm_config(plan).revision
+    );
     let mut vm = |host: &str, role: &str, machine: &str, address: Option<&str>| {
         out.push(
             Piece::new("google_compute_instance", host)
@@ -205,10 +209,12 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
                 .set(
                     "metadata.user-data",
                     format!(
-                        "installs Slurm {} and munge if missing, writes the rendered configuration and the fabric's key",
+                        "installs Slurm {} and munge if missing, writes the fabric's key, takes the configuration from its metadata \
+                         (hpc-slurm-sync, every minute)",
                         spec.version.version
                     ),
                 )
+                .set("metadata.hpc-slurm-config", &config)
                 .set("labels", &labels),
         );
     };

@@ -1,7 +1,8 @@
 //! `hpc_slurm_cluster` on Google Cloud: a subnetwork of its own in the fabric's host network (that network's
 //! last /28), a firewall rule letting the fabric's network reach in (the controllers and the nodes talk
 //! both ways), the controllers at their fixed addresses and the login nodes, set up by their first boot
-//! (`planner::slurm::setup_script`, as `user-data`). The instances carry the labels `hpc_slurm` and
+//! (`clouds::slurm::setup_script`, as `user-data`), their Slurm configuration in their metadata
+//! (`hpc-slurm-config`, rewritten with setMetadata when it changes). The instances carry the labels `hpc_slurm` and
 //! `hpc_owner`; the subnetwork and the firewall rule say whose they are in their description
 //! (`hpc-provider slurm=<name> owner=<marker>`). Only the census's pieces are changed or deleted.
 
@@ -17,8 +18,9 @@ use super::backend;
 use super::fabric::parse_description;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
 use crate::clouds::error::CloudError;
+use crate::clouds::retry;
 use crate::clouds::shared;
-use crate::clouds::slurm::{Role, setup_script};
+use crate::clouds::slurm::{Role, channel, setup_script, slurm_config};
 use crate::framework::{Context, Value};
 use crate::model::SlurmPlan;
 use crate::model::SlurmSpec;
@@ -129,6 +131,44 @@ async fn converge(
         let op = call(ctx, &what, || gcp.firewalls.insert().set_project(p).set_body(body.clone()).send()).await?;
         api::wait(ctx, gcp, op, &what, timeout).await?;
     }
+    let config = slurm_config(plan);
+    // The instances that exist and carry another configuration: setMetadata (under the metadata's fingerprint,
+    // every other item kept; on 412 conditionNotMet read again) with the new one, which their sync program
+    // reads from the metadata server.
+    let carries = |i: &model::Instance| {
+        let items = i.metadata.as_ref().map(|m| m.items.as_slice()).unwrap_or_default();
+        items.iter().any(|m| m.key.as_deref() == Some(channel::GCP_REVISION_KEY) && m.value.as_deref() == Some(config.revision.as_str()))
+    };
+    for (host, instance) in live.hosts.iter().filter(|(_, i)| !carries(i)) {
+        let what = format!("writing Slurm configuration {} to {host}", config.revision);
+        let what = what.as_str();
+        let read = || call(ctx, what, || gcp.instances.get().set_project(p).set_zone(&zone).set_instance(host).send());
+        let zone = &zone;
+        let op = retry::guarded(
+            instance.clone(),
+            |now| {
+                let current = now.metadata.clone().unwrap_or_default();
+                let mut items: Vec<model::metadata::Items> = current
+                    .items
+                    .iter()
+                    .filter(|m| !matches!(m.key.as_deref(), Some(channel::GCP_KEY | channel::GCP_REVISION_KEY)))
+                    .cloned()
+                    .collect();
+                items.push(model::metadata::Items::new().set_key(channel::GCP_KEY).set_value(&config.payload));
+                items.push(model::metadata::Items::new().set_key(channel::GCP_REVISION_KEY).set_value(&config.revision));
+                let mut body = model::Metadata::new().set_items(items);
+                if let Some(f) = current.fingerprint.clone() {
+                    body = body.set_fingerprint(f);
+                }
+                call(ctx, what, move || {
+                    gcp.instances.set_metadata().set_project(p).set_zone(zone).set_instance(host).set_body(body.clone()).send()
+                })
+            },
+            read,
+        )
+        .await?;
+        api::wait(ctx, gcp, op, what, timeout).await?;
+    }
     let labels = api::labels(tags);
     let image = spec.image.clone().unwrap_or_else(|| super::cluster::DEFAULT_IMAGE.to_owned());
     let mut wanted: Vec<(String, Role, Option<String>, &str)> =
@@ -139,7 +179,11 @@ async fn converge(
             continue;
         }
         let what = format!("creating instance {host}");
-        let mut metadata = vec![json!({"key": "user-data", "value": setup_script(spec, plan, role, &host, spec.key.as_deref())})];
+        let mut metadata = vec![
+            json!({"key": "user-data", "value": setup_script(spec, role, &host, spec.key.as_deref())}),
+            json!({"key": channel::GCP_KEY, "value": config.payload}),
+            json!({"key": channel::GCP_REVISION_KEY, "value": config.revision}),
+        ];
         if let Some(k) = &spec.ssh_public_key {
             metadata.push(json!({"key": "ssh-keys", "value": format!("hpc:{}", k.trim())}));
         }
@@ -196,8 +240,14 @@ fn with_live(state: &Value, live: &SlurmLive) -> Value {
         "google_compute_firewall" => live.firewall,
         _ => live.hosts.contains_key(piece),
     };
+    let revision = |host: &str| {
+        live.hosts.get(host).map(|i| {
+            let items = i.metadata.as_ref().map(|m| m.items.as_slice()).unwrap_or_default();
+            items.iter().find(|m| m.key.as_deref() == Some(channel::GCP_REVISION_KEY)).and_then(|m| m.value.clone())
+        })
+    };
     // OS Login or the key's own user: the key is installed for `hpc`.
-    shared::slurm_state(state, "hpc", exists, address)
+    shared::slurm_state(state, "hpc", exists, shared::SlurmHostsLive { address: &address, revision: &revision })
 }
 
 #[async_trait]

@@ -214,6 +214,10 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
             .set("freeform_tags", &tags),
     ];
     let image = spec.image.clone().unwrap_or_else(|| "(the newest platform image OCI offers for the shape)".into());
+    let config = format!(
+        "configuration {} (gzip, base64), with hpc_slurm_config_revision; a change is written in place (UpdateInstance)",
+        crate::clouds::slurm::slurm_config(plan).revision
+    );
     let mut vm = |host: &str, role: &str, shape: &str, address: Option<&str>| {
         out.push(
             Piece::new("oci_core_instance", host)
@@ -227,10 +231,12 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
                 .set(
                     "metadata.user_data",
                     format!(
-                        "installs Slurm {} and munge if missing, writes the rendered configuration and the fabric's key",
+                        "installs Slurm {} and munge if missing, writes the fabric's key, takes the configuration from its metadata \
+                         (hpc-slurm-sync, every minute)",
                         spec.version.version
                     ),
                 )
+                .set("metadata.hpc_slurm_config", &config)
                 .set("freeform_tags", &tags),
         );
     };

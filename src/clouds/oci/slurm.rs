@@ -1,7 +1,9 @@
 //! `hpc_slurm_cluster` on OCI: a subnet of its own in the fabric's VCN (the network's last /28), the
 //! controllers at their fixed addresses and the login nodes, each one instance whose VNIC is in the
 //! fabric's network security group (open within itself), set up by their first boot
-//! (`planner::slurm::setup_script`). Every piece carries `hpc:slurm = <name>` and the owner's marker; only
+//! (`clouds::slurm::setup_script`), their Slurm configuration in their metadata (`hpc_slurm_config`,
+//! rewritten by UpdateInstance under its etag when it changes). Every piece carries `hpc:slurm = <name>`
+//! and the owner's marker; only
 //! the census's pieces are changed or deleted, and the fabric's are only read.
 
 use std::collections::BTreeMap;
@@ -16,7 +18,7 @@ use super::backend::{self, configured, fabric_place, fabric_region, no_fabric_id
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
 use crate::clouds::error::CloudError;
 use crate::clouds::shared;
-use crate::clouds::slurm::{Role, setup_script};
+use crate::clouds::slurm::{Role, channel, setup_script, slurm_config};
 use crate::framework::{Context, Value};
 use crate::model::SlurmPlan;
 use crate::model::SlurmSpec;
@@ -109,6 +111,27 @@ async fn converge(
             id
         }
     };
+    let config = slurm_config(plan);
+    // The instances that exist and carry another configuration: UpdateInstance of their metadata under the
+    // etag read (OCI replaces the whole map and refuses a changed user_data or ssh_authorized_keys, so every
+    // other key goes back as it is), which their sync program reads from the instance metadata service.
+    for (host, i) in &live.hosts {
+        if i["metadata"][channel::OCI_REVISION_KEY].as_str() == Some(config.revision.as_str()) {
+            continue;
+        }
+        let id = i["id"].as_str().unwrap_or_default();
+        let what = format!("instance {host} (Slurm configuration {})", config.revision);
+        oci.rewrite(ctx, Service::Core, &format!("/instances/{id}"), &what, |now| {
+            if now["metadata"][channel::OCI_REVISION_KEY].as_str() == Some(config.revision.as_str()) {
+                return None;
+            }
+            let mut metadata = now["metadata"].as_object().cloned().unwrap_or_default();
+            metadata.insert(channel::OCI_KEY.into(), json!(config.payload));
+            metadata.insert(channel::OCI_REVISION_KEY.into(), json!(config.revision));
+            Some(json!({"metadata": metadata}))
+        })
+        .await?;
+    }
     let mut wanted: Vec<(String, Role, Option<String>, &str)> =
         plan.controllers.iter().map(|(h, a)| (h.clone(), Role::Controller, Some(a.clone()), spec.controller_type.as_str())).collect();
     wanted.extend(plan.logins.iter().map(|h| (h.clone(), Role::Login, None, spec.login_type.as_str())));
@@ -121,8 +144,12 @@ async fn converge(
             Some(i) => i.clone(),
             None => default_image(ctx, oci, compartment, shape).await?,
         };
-        let script = setup_script(spec, plan, role, &host, spec.key.as_deref());
-        let mut metadata = json!({"user_data": base64::engine::general_purpose::STANDARD.encode(&script)});
+        let script = setup_script(spec, role, &host, spec.key.as_deref());
+        let mut metadata = json!({
+            "user_data": base64::engine::general_purpose::STANDARD.encode(&script),
+            channel::OCI_KEY: config.payload,
+            channel::OCI_REVISION_KEY: config.revision,
+        });
         if let Some(key) = &spec.ssh_public_key {
             metadata["ssh_authorized_keys"] = json!(key.trim());
         }
@@ -194,8 +221,10 @@ async fn with_live(ctx: &Context, oci: &Oci, compartment: &str, state: &Value, l
         _ if piece == format!("{name}-login") => logins.iter().all(|h| live.hosts.contains_key(h)),
         _ => live.hosts.contains_key(piece),
     };
+    let address = |h: &str| addresses.get(h).cloned();
+    let revision = |h: &str| live.hosts.get(h).map(|i| i["metadata"][channel::OCI_REVISION_KEY].as_str().map(str::to_owned));
     // The user of OCI's platform images (Oracle Linux).
-    shared::slurm_state(state, "opc", exists, |h| addresses.get(h).cloned())
+    shared::slurm_state(state, "opc", exists, shared::SlurmHostsLive { address: &address, revision: &revision })
 }
 
 #[async_trait]
