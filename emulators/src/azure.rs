@@ -455,8 +455,15 @@ fn stale(if_match: Option<&str>, stored: Option<&Stored>, path: &str) -> Option<
 }
 
 /// The kinds whose PATCH (UpdateTags, Update) the emulator serves.
-const PATCHED: [&str; 6] =
-    ["virtualNetworks", "networkSecurityGroups", "proximityPlacementGroups", "resourceGroups", "amlFilesystems", "virtualMachines"];
+const PATCHED: [&str; 7] = [
+    "virtualNetworks",
+    "networkSecurityGroups",
+    "proximityPlacementGroups",
+    "resourceGroups",
+    "amlFilesystems",
+    "virtualMachines",
+    "networkInterfaces",
+];
 
 /// RFC 7396 JSON merge patch: objects merge key by key, `null` removes a key, anything else replaces.
 fn merge_patch(target: &mut Value, patch: &Value) {

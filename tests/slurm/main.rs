@@ -247,6 +247,17 @@ struct OnCloud {
     snapshot: Box<dyn Fn() -> Json>,
 }
 
+/// The tags (Google: labels) of the host named `host` in an emulator's snapshot.
+fn host_tags(cloud: &str, snapshot: &Json, host: &str) -> Json {
+    let (all, key, name): (&Json, &str, &dyn Fn(&str, &Json) -> bool) = match cloud {
+        "aws" => (&snapshot["resources"], "tags", &|_, v| v["kind"] == "instance" && v["tags"]["Name"] == host),
+        "gcp" => (&snapshot["compute"], "labels", &|k, v| k.contains("/instances/") && v["name"] == host),
+        "azure" => (&snapshot["arm"], "tags", &|k, _| k.ends_with(&format!("/virtualmachines/{host}"))),
+        _ => (&snapshot["resources"], "freeformTags", &|_, v| v["displayName"] == host && v["shape"].is_string()),
+    };
+    all.as_object().into_iter().flatten().find(|(k, v)| name(k, v)).map(|(_, v)| v[key].clone()).unwrap_or(Json::Null)
+}
+
 /// A Slurm cluster's configuration with its one partition's cluster now `cluster`.
 fn slurm_config_for(config: &Value, cluster: &Value) -> Value {
     let mut c = json_of(config);
@@ -399,6 +410,17 @@ async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str)
     assert_eq!(after, controller, "the controller is the host it was");
     let found = common::read_found(ctx, &SlurmCluster, &state).await;
     assert!(plans_nothing(ctx, &SlurmCluster, &found, &grown), "the re-plan is empty: {found:?}");
+    // A tag: onto the hosts as they are.
+    let mut tagged = json_of(&grown);
+    tagged["tags"] = json!({"team": "ml-infra"});
+    let tagged = value(&SlurmCluster, tagged);
+    let (retagged, _) = apply_ok(ctx, &SlurmCluster, &found, &tagged).await;
+    for host in ["ml-controller", "ml-login0"] {
+        assert_eq!(host_tags(&cloud_name, &(cloud.snapshot)(), host)["team"], "ml-infra", "{host}");
+    }
+    assert_eq!(host_in(&cloud_name, &(cloud.snapshot)(), "ml-controller").0, controller, "retagged, not made again");
+    let found = common::read_found(ctx, &SlurmCluster, &retagged).await;
+    assert!(plans_nothing(ctx, &SlurmCluster, &found, &tagged), "the re-plan is empty: {found:?}");
 
     // The controller's sync program, served what the cloud now holds for it.
     let host = Boot::serving(&metadata);

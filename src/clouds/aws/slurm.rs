@@ -84,14 +84,17 @@ async fn fabric_pieces(aws: &Aws, spec: &SlurmSpec) -> Result<(String, String), 
     }
 }
 
-/// Makes what is missing: the subnet, then each controller at its address, then the login nodes; waits
-/// until every instance runs.
+/// Makes what is missing: the subnet, then each controller at its address, then the login nodes; writes a
+/// changed configuration and changed tags (`retag`: the keys to remove) onto what exists; waits until every
+/// instance runs.
+#[allow(clippy::too_many_arguments)]
 pub async fn converge(
     ctx: &Context,
     aws: &Aws,
     spec: &SlurmSpec,
     plan: &SlurmPlan,
     tags: &BTreeMap<String, String>,
+    retag: Option<&[String]>,
     timeout: Duration,
     census: &Census,
 ) -> Result<SlurmLive, CloudError> {
@@ -136,6 +139,13 @@ pub async fn converge(
         super::fabric::retag(aws, &ids, &config_tags, &extra)
             .await
             .map_err(|e| e.context(format!("writing Slurm configuration {} to {}", config.revision, ids.join(", "))))?;
+    }
+    if let Some(stale) = retag {
+        let mut ids: Vec<String> = live.hosts.values().filter_map(|i| i.instance_id().map(str::to_owned)).collect();
+        ids.extend(live.subnet.clone());
+        if !ids.is_empty() {
+            super::fabric::retag(aws, &ids, tags, stale).await.map_err(|e| e.context("retagging the Slurm cluster's pieces"))?;
+        }
     }
     let mut wanted: Vec<(String, Role, Option<String>, &str)> =
         plan.controllers.iter().map(|(h, a)| (h.clone(), Role::Controller, Some(a.clone()), spec.controller_type.as_str())).collect();
@@ -233,7 +243,9 @@ impl Backend<SlurmSpec> for backend::Aws {
         let Some(plan) = SlurmPlan::from_state(change.planned) else {
             return Outcome::failed(change.prior.clone(), CloudError::other("the plan does not say the Slurm configuration"));
         };
-        match converge(step.ctx, &client, spec, &plan, change.tags, step.timeout, step.census).await {
+        let stale = change.stale_tags();
+        let retag = change.retag().then_some(stale.as_slice());
+        match converge(step.ctx, &client, spec, &plan, change.tags, retag, step.timeout, step.census).await {
             Ok(live) => Outcome::done(with_live(change.state, &live)),
             Err(e) => match observe(&client, &spec.name, step.census).await {
                 Ok(live) => Outcome::failed(with_live(change.state, &live), e),

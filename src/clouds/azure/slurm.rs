@@ -111,6 +111,7 @@ async fn converge(
     spec: &SlurmSpec,
     plan: &SlurmPlan,
     tags: &BTreeMap<String, String>,
+    retag: bool,
     timeout: Duration,
     census: &Census,
 ) -> Result<(), CloudError> {
@@ -130,22 +131,29 @@ async fn converge(
         return Err(CloudError::other("an Azure Linux VM needs ssh_public_key (password login is off)"));
     };
     let config = slurm_config(plan);
-    // The VMs that exist and carry another configuration: one PATCH each of their userData (which their sync
-    // program reads from the instance metadata service) and the revision tag, the other tags as they are (a
-    // PATCH replaces the tags).
-    for (host, vm) in &live.vms {
-        if vm["tags"][channel::AZURE_TAG].as_str() == Some(config.revision.as_str()) {
-            continue;
-        }
-        let mut vm_tags = vm["tags"].as_object().cloned().unwrap_or_default();
-        vm_tags.insert(channel::AZURE_TAG.into(), json!(config.revision));
-        let body = json!({"tags": vm_tags, "properties": {"userData": config.payload}});
-        arm.patch(ctx, &vm_id(arm, group, host), COMPUTE_API, &body, timeout)
-            .await
-            .map_err(|e| e.context(format!("writing Slurm configuration {} to {host}", config.revision)))?;
-    }
     let mut vm_tags = tags.clone();
     vm_tags.insert(channel::AZURE_TAG.into(), config.revision.clone());
+    // The VMs that exist and carry another configuration, or whose tags changed: one PATCH each of their userData
+    // (which their sync program reads from the instance metadata service) and their tags with the revision (a
+    // PATCH replaces the tags); changed tags also a PATCH of each interface's.
+    for (host, vm) in &live.vms {
+        let stale = vm["tags"][channel::AZURE_TAG].as_str() != Some(config.revision.as_str());
+        if !stale && !retag {
+            continue;
+        }
+        let mut body = json!({"tags": vm_tags});
+        if stale {
+            body["properties"] = json!({"userData": config.payload});
+        }
+        arm.patch(ctx, &vm_id(arm, group, host), COMPUTE_API, &body, timeout)
+            .await
+            .map_err(|e| e.context(format!("writing Slurm configuration {} and tags to {host}", config.revision)))?;
+    }
+    if retag {
+        for host in live.nics.keys() {
+            arm.patch(ctx, &nic_id(arm, group, host), NETWORK_API, &json!({"tags": tags}), timeout).await?;
+        }
+    }
     let mut wanted: Vec<(String, Role, Option<String>, &str)> =
         plan.controllers.iter().map(|(h, a)| (h.clone(), Role::Controller, Some(a.clone()), spec.controller_type.as_str())).collect();
     wanted.extend(plan.logins.iter().map(|h| (h.clone(), Role::Login, None, spec.login_type.as_str())));
@@ -259,7 +267,7 @@ impl Backend<SlurmSpec> for backend::Azure {
         let Some(plan) = SlurmPlan::from_state(change.planned) else {
             return Outcome::failed(change.prior.clone(), CloudError::other("the plan does not say the Slurm configuration"));
         };
-        let done = converge(step.ctx, &arm, &group, spec, &plan, change.tags, step.timeout, step.census).await;
+        let done = converge(step.ctx, &arm, &group, spec, &plan, change.tags, change.retag(), step.timeout, step.census).await;
         let ids = ids(&arm, &group, &spec.name, &spec.fabric.name);
         let hosts: Vec<String> = plan.controllers.iter().map(|(h, _)| h.clone()).chain(plan.logins.iter().cloned()).collect();
         let state = match observe(step.ctx, &arm, &group, &hosts, &ids, step.census).await {

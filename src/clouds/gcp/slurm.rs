@@ -101,6 +101,7 @@ async fn converge(
     spec: &SlurmSpec,
     plan: &SlurmPlan,
     tags: &BTreeMap<String, String>,
+    retag: bool,
     timeout: Duration,
     census: &Census,
 ) -> Result<(), CloudError> {
@@ -170,6 +171,31 @@ async fn converge(
         api::wait(ctx, gcp, op, what, timeout).await?;
     }
     let labels = api::labels(tags);
+    // Changed tags: the instances' labels (setLabels under their fingerprint; the subnetwork and firewall rule
+    // have none).
+    if retag {
+        for (host, instance) in &live.hosts {
+            let what = format!("labelling instance {host}");
+            let what = what.as_str();
+            let read = || call(ctx, what, || gcp.instances.get().set_project(p).set_zone(&zone).set_instance(host).send());
+            let (zone, labels) = (&zone, &labels);
+            let op = retry::guarded(
+                instance.clone(),
+                |now| {
+                    let mut body = model::InstancesSetLabelsRequest::new().set_labels(labels.clone());
+                    if let Some(f) = now.label_fingerprint.clone() {
+                        body = body.set_label_fingerprint(f);
+                    }
+                    call(ctx, what, move || {
+                        gcp.instances.set_labels().set_project(p).set_zone(zone).set_instance(host).set_body(body.clone()).send()
+                    })
+                },
+                read,
+            )
+            .await?;
+            api::wait(ctx, gcp, op, what, timeout).await?;
+        }
+    }
     let image = spec.image.clone().unwrap_or_else(|| super::cluster::DEFAULT_IMAGE.to_owned());
     let mut wanted: Vec<(String, Role, Option<String>, &str)> =
         plan.controllers.iter().map(|(h, a)| (h.clone(), Role::Controller, Some(a.clone()), spec.controller_type.as_str())).collect();
@@ -273,7 +299,7 @@ impl Backend<SlurmSpec> for backend::Gcp {
         let Some(plan) = SlurmPlan::from_state(change.planned) else {
             return Outcome::failed(change.prior.clone(), CloudError::other("the plan does not say the Slurm configuration"));
         };
-        let done = converge(step.ctx, &gcp, spec, &plan, change.tags, step.timeout, step.census).await;
+        let done = converge(step.ctx, &gcp, spec, &plan, change.tags, change.retag(), step.timeout, step.census).await;
         let zone = spec.fabric.zone.clone().unwrap_or_default();
         let state = match observe(step.ctx, &gcp, &zone, &spec.fabric.region, &spec.name, step.census).await {
             Ok(live) => with_live(change.state, &live),

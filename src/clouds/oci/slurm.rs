@@ -81,6 +81,7 @@ async fn converge(
     spec: &SlurmSpec,
     plan: &SlurmPlan,
     tags: &BTreeMap<String, String>,
+    retag: bool,
     timeout: Duration,
     census: &Census,
 ) -> Result<(), CloudError> {
@@ -131,6 +132,23 @@ async fn converge(
             Some(json!({"metadata": metadata}))
         })
         .await?;
+    }
+    // Changed tags: each instance's and the subnet's freeform tags, under their etags.
+    if retag {
+        let mut pieces: Vec<(String, String)> = live
+            .hosts
+            .iter()
+            .map(|(h, i)| (format!("/instances/{}", i["id"].as_str().unwrap_or_default()), format!("instance {h}")))
+            .collect();
+        if let Some(s) = &live.subnet {
+            pieces.push((format!("/subnets/{}", s["id"].as_str().unwrap_or_default()), format!("subnet {}-control", spec.name)));
+        }
+        for (path, what) in pieces {
+            oci.rewrite(ctx, Service::Core, &path, &what, |now| {
+                (now["freeformTags"] != json!(tags)).then(|| json!({"freeformTags": tags}))
+            })
+            .await?;
+        }
     }
     let mut wanted: Vec<(String, Role, Option<String>, &str)> =
         plan.controllers.iter().map(|(h, a)| (h.clone(), Role::Controller, Some(a.clone()), spec.controller_type.as_str())).collect();
@@ -261,7 +279,7 @@ impl Backend<SlurmSpec> for backend::Oci {
         let Some(plan) = SlurmPlan::from_state(change.planned) else {
             return Outcome::failed(change.prior.clone(), CloudError::other("the plan does not say the Slurm configuration"));
         };
-        let done = converge(step.ctx, &client, &compartment, spec, &plan, change.tags, step.timeout, step.census).await;
+        let done = converge(step.ctx, &client, &compartment, spec, &plan, change.tags, change.retag(), step.timeout, step.census).await;
         let now = observe(step.ctx, &client, &compartment, &spec.name, step.census).await;
         let state = match &now {
             Ok(live) => with_live(step.ctx, &client, &compartment, &state, live).await,
