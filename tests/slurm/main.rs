@@ -57,15 +57,30 @@ impl FakeNode {
         let state = GpuSelfcheck.read(&Context::new(CancellationToken::new(), None), &config, &mut d).await;
         assert!(!d.has_errors(), "{d:?}");
         node.write("selfcheck.sh", state.get("script").as_str().expect("the self-check script"));
+        // `nvidia-smi -L`, and `-q` with each GPU's NVLink Fabric section (rack-scale types): the first `joined`
+        // GPUs have joined the domain's fabric, the others are still in progress.
         node.write(
             "bin/nvidia-smi",
             &format!(
-                "#!/bin/sh\n[ \"$1\" = -L ] || exit 9\nn=$(cat {})\ni=0\nwhile [ $i -lt $n ]; do echo \"GPU $i: NVIDIA GPU (UUID: GPU-$i)\"; i=$((i+1)); done\n",
-                p.join("gpus").display()
+                "#!/bin/sh\nn=$(cat {gpus})\nj=$(cat {joined})\ni=0\nwhile [ $i -lt $n ]; do\n  case \"$1\" in\n\
+                 -L) echo \"GPU $i: NVIDIA GPU (UUID: GPU-$i)\" ;;\n\
+                 -q) echo \"GPU 0000000$i:01:00.0\"; echo '    Fabric'; if [ $i -lt $j ]; then echo '        State : Completed'; \
+                 else echo '        State : In Progress'; fi; echo '        Status : Success'; \
+                 echo '        ClusterUUID : 2c6d2e1f-0000-4000-8000-00000000a001'; echo '        CliqueId : 7' ;;\n\
+                 *) exit 9 ;;\n  esac\n  i=$((i+1))\ndone\n",
+                gpus = p.join("gpus").display(),
+                joined = p.join("joined").display()
             ),
         );
+        // The IMEX service runs (a rack-scale node's self-check asks systemctl).
+        node.write("bin/systemctl", "#!/bin/sh\n[ \"$1 $2 $3\" = 'is-active --quiet nvidia-imex' ]\n");
         node.gpus(8);
+        node.joined(8);
         node
+    }
+
+    fn joined(&self, n: u32) {
+        std::fs::write(self.dir.path().join("joined"), n.to_string()).unwrap();
     }
 
     fn write(&self, rel: &str, text: &str) {
@@ -191,6 +206,51 @@ async fn an_h100_partition_in_one_placement_group_runs_a_job_and_a_failing_self_
     node.gpus(8);
     slurm.wait_node("train-0", "resumed", |s| !field(s, "State").contains("DRAIN"));
     let _ = Path::new("/");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gb200_nvl72_partition_of_two_domains_is_a_leaf_switch_per_domain_and_a_node_off_its_nvlink_fabric_is_drained() {
+    let sku = catalog::find_sku(Cloud::Aws, "p6e-gb200.36xlarge").unwrap();
+    let all = names("gb", 36);
+    let partition = Partition {
+        name: "gb200".into(),
+        default: true,
+        max_time: "INFINITE".into(),
+        nodes: SlurmNodes {
+            cluster: "gb".into(),
+            sku,
+            names: all.clone(),
+            placement_groups: vec![NodeGroup { name: "f-pg".into(), nodes: all.clone() }],
+            nvlink_domains: vec![
+                NodeGroup { name: "gb-nvl0".into(), nodes: all[..18].to_vec() },
+                NodeGroup { name: "gb-nvl1".into(), nodes: all[18..].to_vec() },
+            ],
+        },
+    };
+    let mut d = Diagnostics::new();
+    let plan = slurm::plan(&spec(vec![partition]), &mut d).expect("a plan");
+    // 22.05 has no topology/block: a tree, said in the plan.
+    assert!(common::lines(&d).iter().any(|l| l.contains("Tree topology for rack-scale nodes")), "{:?}", common::lines(&d));
+    assert_eq!(plan.topology.kind, "topology/tree");
+    let mut slurm = Slurm::start(&rendered(&plan));
+    // What Slurm reads: one leaf switch per NVLink domain with exactly its 18 nodes, under one spine.
+    let shown = slurm.ok("scontrol", &["show", "topology"]);
+    let expected = [("gb-nvl0", "gb-[0-17]"), ("gb-nvl1", "gb-[18-35]"), ("ml-spine", "gb-[0-35]")];
+    assert_eq!(switches(&shown), expected.map(|(a, b)| (a.to_owned(), b.to_owned())), "{shown}");
+    assert!(shown.lines().any(|l| l.starts_with("SwitchName=ml-spine") && l.contains("Level=1")), "{shown}");
+    assert_eq!(slurm.ok("sinfo", &["-h", "-o", "%P %D"]).trim(), "gb200* 36");
+    let shown = slurm.ok("scontrol", &["show", "node", "gb-20"]);
+    assert_eq!((field(&shown, "Gres"), field(&shown, "CPUTot")), ("gpu:gb200:4", "144"));
+    let node = FakeNode::new("aws", "p6e-gb200.36xlarge", 16).await;
+    node.gpus(4);
+    slurm.slurmd("gb-20", &node.env());
+    slurm.wait_node("gb-20", "registered and idle", |s| field(s, "State").starts_with("IDLE") && !s.contains("POWERED_DOWN"));
+    assert_eq!(slurm.job(&["-p", "gb200", "-w", "gb-20", "--gres=gpu:gb200:4", "--wrap", "hostname"]), "COMPLETED");
+    // One GPU drops out of the rack's NVLink fabric: the next health check drains the node with that reason.
+    node.joined(3);
+    let drained = slurm.wait_node("gb-20", "drained", |s| field(s, "State").contains("DRAIN"));
+    let reason = drained.lines().find_map(|l| l.trim().strip_prefix("Reason=")).unwrap_or_default();
+    assert!(reason.starts_with("hpc-selfcheck: NVLink fabric not completed: 3 of 4 GPUs"), "{drained}");
 }
 
 // ------------------------------------------------------------------ applied on each cloud's emulator
