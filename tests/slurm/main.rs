@@ -309,7 +309,8 @@ struct OnCloud {
 
 /// The tags (Google: labels) of the host named `host` in an emulator's snapshot.
 fn host_tags(cloud: &str, snapshot: &Json, host: &str) -> Json {
-    let (all, key, name): (&Json, &str, &dyn Fn(&str, &Json) -> bool) = match cloud {
+    type Matches<'a> = &'a dyn Fn(&str, &Json) -> bool;
+    let (all, key, name): (&Json, &str, Matches<'_>) = match cloud {
         "aws" => (&snapshot["resources"], "tags", &|_, v| v["kind"] == "instance" && v["tags"]["Name"] == host),
         "gcp" => (&snapshot["compute"], "labels", &|k, v| k.contains("/instances/") && v["name"] == host),
         "azure" => (&snapshot["arm"], "tags", &|k, _| k.ends_with(&format!("/virtualmachines/{host}"))),
