@@ -75,7 +75,9 @@ fn munge() {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all("/run/munge").expect("/run/munge (the tests run as root, as CI does)");
         let key = dir.join("munge.key");
-        let bytes: Vec<u8> = (0..1024).map(|i| (i * 7919 % 251) as u8 ^ (std::process::id() as u8)).collect();
+        // The same key in every test process: processes racing to start munged on the one socket end up with
+        // one of theirs answering all of them, and any of them decodes what another encoded.
+        let bytes: Vec<u8> = (0..1024u32).map(|i| (i * 7919 % 251) as u8).collect();
         std::fs::write(&key, bytes).unwrap();
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
         let status = Command::new(tool("munged"))

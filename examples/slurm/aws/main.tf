@@ -30,10 +30,16 @@ resource "hpc_gpu_fabric" "train" {
   slurm         = true
 }
 
+variable "train_nodes" {
+  description = "Nodes of the training cluster: a change re-renders the Slurm configuration, which the controller takes in place"
+  type        = number
+  default     = 8
+}
+
 resource "hpc_gpu_cluster" "h100" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
-  node_count = 8
+  node_count = var.train_nodes
   slurm      = hpc_gpu_fabric.train.slurm_join
 }
 
@@ -82,4 +88,17 @@ output "nccl_test_h100" {
 
 output "node_private_ips" {
   value = concat(hpc_gpu_cluster.h100.nodes[*].private_ip, hpc_gpu_cluster.dev.nodes[*].private_ip)
+}
+
+# What the test runs on a real Slurm, and what a user can diff.
+output "gres_conf" {
+  value = hpc_slurm_cluster.ml.gres_conf
+}
+
+output "healthcheck_program" {
+  value = hpc_slurm_cluster.ml.healthcheck_program
+}
+
+output "placement_groups" {
+  value = concat(hpc_gpu_cluster.h100.placement_groups, hpc_gpu_cluster.dev.placement_groups)
 }

@@ -1,0 +1,93 @@
+# Slurm on OCI: two BM.GPU.H100.8 nodes in the fabric's compute cluster, a controller and a login node
+# (VM.Standard.E5.Flex) on the fabric's VCN; the tree topology is the compute cluster (one leaf switch).
+# Credentials come from ~/.oci/config (or the file OCI_CONFIG_FILE names); set oci_endpoint to run it against
+# the OCI emulator.
+
+terraform {
+  required_providers {
+    hpc = {
+      source = "hpc-platform/hpc"
+    }
+  }
+}
+
+variable "oci_endpoint" {
+  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
+  type        = string
+  default     = null
+}
+
+provider "hpc" {
+  oci {
+    region   = "us-ashburn-1"
+    endpoint = var.oci_endpoint
+  }
+}
+
+resource "hpc_gpu_fabric" "train" {
+  name           = "train"
+  cloud          = "oci"
+  region         = "us-ashburn-1"
+  zone           = "Uocm:US-ASHBURN-AD-1"
+  gpu            = "H100"
+  compartment_id = "ocid1.compartment.oc1..exampleuniqueid"
+  slurm          = true
+}
+
+variable "nodes" {
+  description = "GPU nodes: a change re-renders the Slurm configuration, which the controller takes in place"
+  type        = number
+  default     = 2
+}
+
+resource "hpc_gpu_cluster" "h100" {
+  name       = "train"
+  fabric     = hpc_gpu_fabric.train
+  node_count = var.nodes
+  slurm      = hpc_gpu_fabric.train.slurm_join
+}
+
+resource "hpc_slurm_cluster" "ml" {
+  name          = "ml"
+  fabric        = hpc_gpu_fabric.train
+  slurm_version = "22.05" # the Slurm the image runs (or installs): the configuration is written for it
+
+  partition {
+    name    = "h100"
+    cluster = hpc_gpu_cluster.h100
+    default = true
+  }
+}
+
+output "login" {
+  value = hpc_slurm_cluster.ml.login_command
+}
+
+output "slurm_conf" {
+  value = hpc_slurm_cluster.ml.slurm_conf
+}
+
+output "gres_conf" {
+  value = hpc_slurm_cluster.ml.gres_conf
+}
+
+output "topology_conf" {
+  value = hpc_slurm_cluster.ml.topology_conf
+}
+
+output "healthcheck_program" {
+  value = hpc_slurm_cluster.ml.healthcheck_program
+}
+
+# sbatch the value on the login node: NCCL all-reduce over the partition's nodes.
+output "nccl_test" {
+  value = hpc_slurm_cluster.ml.nccl_tests["h100"]
+}
+
+output "placement_groups" {
+  value = hpc_gpu_cluster.h100.placement_groups
+}
+
+output "node_private_ips" {
+  value = hpc_gpu_cluster.h100.nodes[*].private_ip
+}
