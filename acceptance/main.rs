@@ -363,7 +363,8 @@ fn every_module_example_applies_replans_empty_and_destroys(cli: &Cli) {
         // The cloud-agnostic module's example puts its nodes in a Slurm cluster.
         if path == "modules/training-cluster/example" {
             let login = out["slurm_login_command"]["value"].as_str().unwrap_or_default();
-            assert!(login.starts_with("ssh ubuntu@10."), "{path}: no Slurm login node: {out}");
+            // On Google Cloud the key is the metadata's `hpc:<key>`, so the user is hpc.
+            assert!(login.starts_with("ssh hpc@10."), "{path}: no Slurm login node: {out}");
         }
     }
 }

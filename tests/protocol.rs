@@ -121,7 +121,7 @@ async fn health_says_serving_and_optional_rpcs_answer_unimplemented() {
     let identities = client.get_resource_identity_schemas(pb::get_resource_identity_schemas::Request {}).await.unwrap().into_inner();
     let mut types: Vec<&str> = identities.identity_schemas.keys().map(String::as_str).collect();
     types.sort_unstable();
-    assert_eq!(types, ["hpc_gpu_cluster", "hpc_gpu_fabric", "hpc_parallel_filesystem"]);
+    assert_eq!(types, ["hpc_gpu_cluster", "hpc_gpu_fabric", "hpc_parallel_filesystem", "hpc_slurm_cluster"]);
     let fabric = &identities.identity_schemas["hpc_gpu_fabric"];
     let attrs: Vec<(&str, bool)> = fabric.identity_attributes.iter().map(|a| (a.name.as_str(), a.required_for_import)).collect();
     assert_eq!(attrs, [("cloud", true), ("location", true), ("compartment_id", false), ("name", true)]);

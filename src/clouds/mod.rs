@@ -38,6 +38,17 @@ pub trait Expander: Sync {
     fn placement_groups(&self, spec: &ClusterSpec) -> Vec<(String, Vec<u32>)>;
     /// A Slurm cluster's pieces (its subnet, controllers and login nodes), from its plan.
     fn slurm(&self, spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, defaults: &Defaults) -> Vec<Piece>;
+    /// Whether a Slurm cluster's configuration fits where the cloud carries it to the hosts; when not, an
+    /// error at the attribute to change. Everywhere but AWS a metadata entry holds it whole.
+    fn slurm_fits(
+        &self,
+        _spec: &crate::model::SlurmSpec,
+        _config: &slurm::SlurmConfig,
+        _defaults: &Defaults,
+        _diags: &mut crate::framework::Diagnostics,
+    ) -> bool {
+        true
+    }
     /// NCCL/libfabric settings jobs on the nodes need.
     fn node_environment(&self, sku: &Sku) -> BTreeMap<String, String>;
     fn filesystem(&self, spec: &FilesystemSpec, defaults: &Defaults) -> Vec<Piece>;

@@ -456,13 +456,100 @@ pub fn slurm_state(state: &Value, user: &str, exists: impl Fn(&str, &str) -> boo
     with_attr(&out, "login_command", first.map_or(Value::Null, |a| Value::from(super::slurm::login_command(user, &a))))
 }
 
-/// Why a Slurm cluster is not imported (on every cloud).
-pub fn slurm_not_imported(id: &str) -> crate::clouds::backend::ImportError {
-    crate::clouds::backend::ImportError::BadId(format!(
-        "{id:?}: a Slurm cluster cannot be imported. Its partitions refer to hpc_gpu_cluster resources, and its configuration is rendered \
-         from them, which the cloud does not record. Its pieces carry hpc:slurm = <name> and their owner's marker: delete them (the \
-         controller and login instances and the <name>-control subnet), then apply the configuration to make it again."
-    ))
+/// A controller or login node of a Slurm cluster, as an import finds it.
+pub struct SlurmHostFound {
+    pub host: String,
+    pub instance_type: String,
+    /// Its tags (Google Cloud: its labels).
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What an import of Slurm cluster `name` rebuilds from its hosts (found by `hpc:slurm`, the census's only)
+/// and the configuration its controller's metadata carries (`payload`, [`super::slurm::slurm_config`]'s): the
+/// version, the controllers and login nodes with their types, the state location, the health check interval,
+/// the rendered files with their revision, the user's tags, the fabric's name (its `hpc:fabric` tag) and
+/// `region`. The rest of the fabric reference and the partitions are the configuration's (the first plan
+/// fills them in place; the hosts are not made again), and so are the image and the SSH key, which only a
+/// host made again would use.
+pub fn slurm_imported(
+    cloud: Cloud,
+    id: &str,
+    region: &str,
+    name: &str,
+    hosts: &[SlurmHostFound],
+    payload: Option<&str>,
+    default_tags: &BTreeMap<String, String>,
+) -> Result<crate::clouds::backend::Imported, crate::clouds::backend::ImportError> {
+    use crate::clouds::backend::{ImportError, Imported};
+    let failed = |why: String| ImportError::failed(CloudError::other(why));
+    let controller = crate::nodes::controller_name(name, 0);
+    let Some(primary) = hosts.iter().find(|h| h.host == controller) else {
+        return Err(failed(format!("no Slurm cluster {name:?} here: no instance {controller} tagged hpc:slurm = {name}")));
+    };
+    let Some((revision, files)) = payload.and_then(super::slurm::config_of_payload) else {
+        return Err(failed(format!(
+            "{controller} carries no Slurm configuration this provider wrote (its metadata has none, or one it cannot read)"
+        )));
+    };
+    let conf = files.get("slurm.conf").cloned().unwrap_or_default();
+    let setting = |key: &str| conf.lines().find_map(|l| l.strip_prefix(&format!("{key}="))).map(str::to_owned);
+    let version = conf
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# slurm.conf for Slurm "))
+        .and_then(|l| l.split(',').next())
+        .filter(|v| crate::catalog::slurm::find(v).is_some())
+        .ok_or_else(|| failed(format!("{controller}'s slurm.conf does not say a Slurm version this provider writes for")))?;
+    let addresses: Vec<String> = conf
+        .lines()
+        .filter_map(|l| l.strip_prefix("SlurmctldHost="))
+        .filter_map(|h| h.split_once('(').map(|(_, a)| a.trim_end_matches(')').to_owned()))
+        .collect();
+    let logins: Vec<&SlurmHostFound> = hosts.iter().filter(|h| h.host.starts_with(&format!("{name}-login"))).collect();
+    let backup = hosts.iter().any(|h| h.host == crate::nodes::controller_name(name, 1));
+    let text = |f: &str| files.get(f).map_or(Value::Null, |t| Value::from(t.as_str()));
+    let plugin = match setting("TopologyPlugin").as_deref() {
+        Some("topology/tree") => "topology/tree",
+        Some("topology/block") => "topology/block",
+        _ if files.contains_key("topology.yaml") => "topology.yaml",
+        _ => "none",
+    };
+    let control_subnet = addresses.first().and_then(|a| a.parse::<std::net::Ipv4Addr>().ok()).map(|a| {
+        let base = u32::from(a) & !0xf;
+        format!("{}/28", std::net::Ipv4Addr::from(base))
+    });
+    let interval = setting("HealthCheckInterval").and_then(|v| v.parse::<i64>().ok());
+    let fabric = primary.tags.get("hpc:fabric").cloned().unwrap_or_default();
+    let config = Value::object([
+        ("name", Value::from(name)),
+        ("fabric", Value::object([("name", Value::from(fabric)), ("cloud", Value::from(cloud.as_str())), ("region", Value::from(region))])),
+        ("slurm_version", Value::from(version)),
+        ("controller_instance_type", Value::from(primary.instance_type.as_str())),
+        ("backup_controller", if backup { Value::from(true) } else { Value::Null }),
+        ("state_save_location", setting("StateSaveLocation").map_or(Value::Null, Value::from)),
+        ("login_instance_type", Value::from(logins.first().map_or(primary.instance_type.as_str(), |l| l.instance_type.as_str()))),
+        ("login_nodes", Value::int(logins.len() as i64)),
+        ("topology", Value::from("auto")),
+        ("health_check_interval", interval.map_or(Value::Null, Value::int)),
+        ("tags", imported_tags(cloud, &primary.tags, default_tags)),
+    ]);
+    let assigned = BTreeMap::from([
+        ("id".to_owned(), Value::from(id)),
+        ("control_subnet".to_owned(), control_subnet.map_or(Value::Null, Value::from)),
+        ("controller_address".to_owned(), addresses.first().map_or(Value::Null, |a| Value::from(a.as_str()))),
+        ("backup_controller_address".to_owned(), addresses.get(1).map_or(Value::Null, |a| Value::from(a.as_str()))),
+        ("slurm_conf".to_owned(), Value::from(conf.as_str())),
+        ("gres_conf".to_owned(), text("gres.conf")),
+        ("cgroup_conf".to_owned(), text("cgroup.conf")),
+        ("topology_conf".to_owned(), text("topology.conf")),
+        ("topology_yaml".to_owned(), text("topology.yaml")),
+        ("topology_plugin".to_owned(), Value::from(plugin)),
+        ("config_revision".to_owned(), Value::from(revision)),
+        ("healthcheck_program".to_owned(), Value::from(super::slurm::healthcheck_program())),
+        ("nccl_tests".to_owned(), Value::Map(BTreeMap::new())),
+        ("expansion".to_owned(), Value::list([])),
+    ]);
+    Ok(Imported::new(config, assigned))
 }
 
 #[cfg(test)]

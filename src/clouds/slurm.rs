@@ -252,8 +252,19 @@ pub fn aws_config_tags(config: &SlurmConfig) -> Vec<(String, String)> {
     let chunks: Vec<&str> =
         config.payload.as_bytes().chunks(channel::AWS_CHUNK).map(|c| std::str::from_utf8(c).unwrap_or_default()).collect();
     let mut tags = vec![(channel::AWS_TAG.to_owned(), format!("{} {}", config.revision, chunks.len()))];
-    tags.extend(chunks.into_iter().enumerate().map(|(i, c)| (format!("{}-{i}", channel::AWS_TAG), c.to_owned())));
+    tags.extend(chunks.into_iter().enumerate().map(|(i, c)| (aws_chunk_tag(i), c.to_owned())));
     tags
+}
+
+/// The payload an AWS instance's tags carry, its chunks joined (None when a chunk is missing).
+pub fn aws_payload(tags: &BTreeMap<String, String>) -> Option<String> {
+    let count: usize = tags.get(channel::AWS_TAG)?.split_whitespace().nth(1)?.parse().ok()?;
+    (0..count).map(|i| tags.get(&aws_chunk_tag(i)).cloned()).collect()
+}
+
+/// The tag holding a configuration's chunk `i` (`hpc:slurm-config-0`, ...).
+fn aws_chunk_tag(i: usize) -> String {
+    format!("{}-{i}", channel::AWS_TAG)
 }
 
 /// The revision an AWS instance's tags carry (`hpc:slurm-config`'s first word).

@@ -125,6 +125,11 @@ pub fn schema() -> Schema {
 }
 
 fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTreeMap<String, Value>> {
+    // An import's configuration names the fabric without its id (the first plan takes the configuration's):
+    // what it rebuilt from the cloud stands as it is.
+    if imported(config) {
+        return Some(BTreeMap::new());
+    }
     let spec = spec::parse_slurm(config, diags)?;
     let plan = planner::slurm::plan(&spec, diags)?;
     let pieces = crate::clouds::expander(spec.fabric.cloud).slurm(&spec, &plan, &common::defaults(ctx));
@@ -144,8 +149,8 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     out.insert("topology_conf".into(), text(&plan.topology.conf));
     out.insert("topology_yaml".into(), text(&plan.topology.yaml));
     let config = crate::clouds::slurm::slurm_config(&plan);
-    if spec.fabric.cloud == crate::catalog::Cloud::Aws {
-        aws_tags_fit(ctx, &spec, &config, diags)?;
+    if !crate::clouds::expander(spec.fabric.cloud).slurm_fits(&spec, &config, &common::defaults(ctx), diags) {
+        return None;
     }
     out.insert("config_revision".into(), Value::from(config.revision));
     out.insert("topology_plugin".into(), Value::from(plan.topology.kind));
@@ -155,34 +160,14 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     Some(out)
 }
 
-/// EC2's tags per resource, which on AWS carry the configuration beside the provider's own, the provider's
-/// `default_tags` and the resource's `tags`.
-const AWS_TAGS_PER_RESOURCE: usize = 50;
-
-/// On AWS the configuration travels in the controllers' and login nodes' tags: refused at plan time when it
-/// and the other tags do not fit EC2's 50 per instance.
-fn aws_tags_fit(ctx: &Context, spec: &SlurmSpec, config: &crate::clouds::slurm::SlurmConfig, diags: &mut Diagnostics) -> Option<()> {
-    let mut user = common::defaults(ctx).default_tags.clone();
-    user.extend(spec.tags.clone());
-    // Name, hpc:slurm, hpc:fabric, hpc:owner and hpc:slurm-role.
-    let ours = 5;
-    let config_tags = crate::clouds::slurm::aws_config_tags(config).len();
-    if user.len() + ours + config_tags <= AWS_TAGS_PER_RESOURCE {
-        return Some(());
-    }
-    diags.error_at(
-        crate::framework::AttributePath::attr("tags"),
-        "The Slurm configuration does not fit the instances' tags",
-        format!(
-            "On AWS the controllers and login nodes read their configuration from their tags: it takes {config_tags} tags \
-             ({} characters, compressed), the provider's own {ours}, and default_tags and tags {}, over EC2's {AWS_TAGS_PER_RESOURCE} per \
-             instance. Set fewer tags on this resource, or split its partitions over two Slurm clusters.",
-            config.payload.len(),
-            user.len()
-        ),
-    );
-    None
+/// Whether a configuration or state is an import's not applied yet: its fabric reference has no id (a
+/// configuration's is known, or unknown while the fabric is made).
+fn imported(v: &Value) -> bool {
+    v.get("fabric").get("id").is_null()
 }
+
+/// What an imported Slurm cluster's first plan takes from the configuration without making it again.
+const IMPORT_TAKES: [&str; 3] = ["fabric", "image", "ssh_public_key"];
 
 #[async_trait]
 impl Resource for SlurmCluster {
@@ -206,7 +191,21 @@ impl Resource for SlurmCluster {
     /// and says when the hosts carry a configuration changed outside.
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
         let prior = req.prior;
-        let resp = common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags));
+        let mut resp = common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags));
+        // Imported and not applied yet: the fabric, image and SSH key are the configuration's (the cloud does
+        // not record them as the configuration says them), taken in place; the hosts are not made again.
+        if !prior.is_null() && imported(prior) {
+            resp.requires_replace.retain(|p| !IMPORT_TAKES.iter().any(|a| *p == crate::framework::AttributePath::attr(a)));
+        }
+        // Left out or written as its default (one login node, no backup controller), it is the same cluster: an
+        // import records the count, a configuration may leave it out.
+        if !prior.is_null() && !resp.planned.is_null() {
+            let logins = |v: &Value| v.get("login_nodes").as_number().and_then(|n| n.as_i64()).unwrap_or(1);
+            let backup = |v: &Value| v.get("backup_controller").as_bool().unwrap_or(false);
+            let same =
+                [("login_nodes", logins(prior) == logins(&resp.planned)), ("backup_controller", backup(prior) == backup(&resp.planned))];
+            resp.requires_replace.retain(|p| !same.iter().any(|(a, same)| *same && *p == crate::framework::AttributePath::attr(a)));
+        }
         if prior.is_null() || resp.planned.is_null() || resp.planned.get("config_revision") == prior.get("config_revision") {
             return resp;
         }
@@ -252,7 +251,14 @@ impl Resource for SlurmCluster {
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        LIFECYCLE.import(ctx, id, "aws/us-east-1/ml", diags).await
+        let state = LIFECYCLE.import(ctx, id, "aws/us-east-1/ml", diags).await?;
+        // The fabric reference whole, what the import does not know of it null.
+        let Type::Object(fields) = slurm_fabric_type() else { return Some(state) };
+        let found = state.get("fabric").clone();
+        let fabric = Value::Map(fields.keys().map(|k| (k.clone(), found.get(k).clone())).collect());
+        let mut state = state.as_map().cloned().unwrap_or_default();
+        state.insert("fabric".into(), fabric);
+        Some(Value::Map(state))
     }
 
     fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {

@@ -418,6 +418,36 @@ async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str)
     let found = common::read_found(ctx, &SlurmCluster, &state).await;
     assert!(plans_nothing(ctx, &SlurmCluster, &found, &slurm_config), "the re-plan is empty: {found:?}");
 
+    // Imported from its id (as another state would): what the cloud holds comes back, and the first plan fills
+    // in the fabric and the partition in place. Its apply changes nothing on the cloud (the configuration's
+    // revision is the one the hosts carry), and the re-plan after it is empty.
+    let id = state.get("id").as_str().unwrap().to_owned();
+    let mut d = Diagnostics::new();
+    let imported = SlurmCluster.import(ctx, &id, &mut d).await.unwrap_or_else(|| panic!("import {id}: {:?}", common::lines(&d)));
+    for attr in ["slurm_conf", "gres_conf", "topology_conf", "config_revision", "slurm_version", "controller_address", "owner"] {
+        assert_eq!(imported.get(attr), state.get(attr), "{attr}");
+    }
+    assert_eq!(
+        (imported.get("login_nodes").as_number().and_then(|n| n.as_i64()), imported.get("backup_controller")),
+        (Some(1), &Value::Null)
+    );
+    let imported = common::read_found(ctx, &SlurmCluster, &imported).await;
+    let plan = SlurmCluster.plan(
+        ctx,
+        PlanRequest { prior: &imported, proposed: &slurm_config, config: &slurm_config, prior_private: &[] },
+        &mut d,
+    );
+    assert!(plan.requires_replace.is_empty() && !d.has_errors(), "in place: {:?} {:?}", plan.requires_replace, common::lines(&d));
+    let before = (cloud.snapshot)();
+    let out = SlurmCluster
+        .apply(ctx, ApplyRequest { prior: &imported, planned: &plan.planned, config: &slurm_config, private: &[] }, &mut d)
+        .await;
+    assert!(!d.has_errors(), "{:?}", common::lines(&d));
+    assert_eq!((cloud.snapshot)(), before, "the apply after the import changes nothing on the cloud");
+    let state = out.new_state;
+    let found = common::read_found(ctx, &SlurmCluster, &state).await;
+    assert!(plans_nothing(ctx, &SlurmCluster, &found, &slurm_config), "the re-plan after the import is empty: {found:?}");
+
     // The applied configuration, on a real Slurm.
     let text = |k: &str| state.get(k).as_str().map(str::to_owned);
     let rendered = Rendered {
@@ -777,6 +807,28 @@ fn a_controller_writes_the_planned_configuration_and_the_key_and_starts_slurmctl
     boot.tool("slurmctld", "echo 'slurm 21.08.5'");
     let said = boot.run(&setup_script(&spec, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ==")));
     assert!(said.contains("HPC SLURM WARNING: Slurm 21.08 is installed and the configuration is written for 22.05"), "{said}");
+}
+
+/// The sync program moves the files it wrote from a directory `mktemp` made: when that gives no directory
+/// (a full or read-only disk, a broken mktemp printing nothing), it stops with an error and touches nothing
+/// else (an empty name would make its loop `/*`, every top-level directory of the host). `chmod` and `mv` are
+/// fakes here that only record their calls.
+#[test]
+fn the_sync_program_without_a_directory_of_its_own_stops_and_touches_nothing() {
+    use hpc_provider::clouds::slurm::{slurm_config, sync_program};
+    let plan = slurm::plan(&spec(vec![aws_partition(2, true)]), &mut Diagnostics::new()).unwrap();
+    for mktemp in ["exit 0", "exit 1", "echo /nonexistent/hpc-new"] {
+        let boot = Boot::serving(&aws_metadata(&slurm_config(&plan)));
+        for t in ["chmod", "mv", "rmdir"] {
+            boot.tool(t, &format!("echo \"{t} $*\" >> {}", boot.root.path().join("calls").display()));
+        }
+        boot.tool("mktemp", mktemp);
+        let (ok, said) = boot.try_run(&sync_program(Cloud::Aws), &["controller"]);
+        assert!(!ok && said.contains("HPC SLURM ERROR: cannot write under"), "mktemp `{mktemp}`: {said}");
+        let calls = boot.calls();
+        assert!(!calls.contains("chmod") && !calls.contains("mv ") && !calls.contains("rmdir"), "mktemp `{mktemp}`: {calls}");
+        assert!(!boot.root.path().join("etc/slurm/.hpc-config-revision").exists(), "mktemp `{mktemp}`");
+    }
 }
 
 #[test]

@@ -331,6 +331,16 @@ impl super::Expander for Expansion {
         slurm(spec, plan, d)
     }
 
+    fn slurm_fits(
+        &self,
+        spec: &crate::model::SlurmSpec,
+        config: &crate::clouds::slurm::SlurmConfig,
+        d: &Defaults,
+        diags: &mut crate::framework::Diagnostics,
+    ) -> bool {
+        slurm::tags_fit(spec, config, d, diags)
+    }
+
     /// The fabric's cluster placement group holds every node.
     fn placement_groups(&self, spec: &ClusterSpec) -> Vec<(String, Vec<u32>)> {
         if spec.fabric.placement != Placement::Cluster || spec.node_count == 0 {

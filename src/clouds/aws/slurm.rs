@@ -17,8 +17,8 @@ use super::api::{self, Aws, filter, tag_filter, tag_spec};
 use super::backend::{self, fabric_region};
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
 use crate::clouds::error::CloudError;
-use crate::clouds::shared::SlurmHostsLive;
-use crate::clouds::slurm::{Role, aws_config_tags, aws_revision, channel, setup_script, slurm_config};
+use crate::clouds::shared::{SlurmHostFound, SlurmHostsLive};
+use crate::clouds::slurm::{Role, SlurmConfig, aws_config_tags, aws_payload, aws_revision, channel, setup_script, slurm_config};
 use crate::framework::{Context, Value};
 use crate::model::SlurmPlan;
 use crate::model::SlurmSpec;
@@ -26,6 +26,35 @@ use crate::ownership::Census;
 
 pub const TAG: &str = "hpc:slurm";
 const ROLE_TAG: &str = "hpc:slurm-role";
+
+/// EC2's tags per resource, which on AWS carry the configuration beside the provider's own, the provider's
+/// `default_tags` and the resource's `tags`.
+const TAGS_PER_RESOURCE: usize = 50;
+
+/// The configuration travels in the controllers' and login nodes' tags: refused at plan time when it and
+/// the other tags do not fit EC2's 50 per instance.
+pub fn tags_fit(spec: &SlurmSpec, config: &SlurmConfig, d: &crate::model::Defaults, diags: &mut crate::framework::Diagnostics) -> bool {
+    let mut user = d.default_tags.clone();
+    user.extend(spec.tags.clone());
+    // Name, hpc:slurm, hpc:fabric, hpc:owner and hpc:slurm-role.
+    let ours = 5;
+    let config_tags = aws_config_tags(config).len();
+    if user.len() + ours + config_tags <= TAGS_PER_RESOURCE {
+        return true;
+    }
+    diags.error_at(
+        crate::framework::AttributePath::attr("tags"),
+        "The Slurm configuration does not fit the instances' tags",
+        format!(
+            "On AWS the controllers and login nodes read their configuration from their tags: it takes {config_tags} tags \
+             ({} characters, compressed), the provider's own {ours}, and default_tags and tags {}, over EC2's {TAGS_PER_RESOURCE} per \
+             instance. Set fewer tags on this resource, or split its partitions over two Slurm clusters.",
+            config.payload.len(),
+            user.len()
+        ),
+    );
+    false
+}
 
 /// What exists of a Slurm cluster: its subnet and its instances by host name.
 #[derive(Debug, Default)]
@@ -184,6 +213,14 @@ pub async fn converge(
     .await
 }
 
+/// A Slurm cluster's region: its fabric's, or an imported one's (whose fabric the first plan fills) its id's.
+fn region_of(state: &Value) -> &str {
+    match fabric_region(state) {
+        "" => state.get("id").as_str().and_then(api::parse_id).map_or("", |(r, _)| r),
+        r => r,
+    }
+}
+
 fn with_name(tags: &BTreeMap<String, String>, name: &str) -> BTreeMap<String, String> {
     let mut t = tags.clone();
     t.insert("Name".into(), name.to_owned());
@@ -234,7 +271,7 @@ impl Backend<SlurmSpec> for backend::Aws {
     }
 
     fn place(&self, v: &Value) -> String {
-        format!("in {}", fabric_region(v))
+        format!("in {}", region_of(v))
     }
 
     async fn apply(&self, step: &Step<'_>, change: &Change<'_, SlurmSpec>) -> Outcome {
@@ -256,7 +293,7 @@ impl Backend<SlurmSpec> for backend::Aws {
 
     async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&SlurmSpec>) -> Outcome {
         let name = prior.get("name").as_str().unwrap_or_default();
-        let client = api::connect(step.ctx, fabric_region(prior)).await;
+        let client = api::connect(step.ctx, region_of(prior)).await;
         match delete(step.ctx, &client, name, step.timeout, step.census).await {
             Ok(()) => Outcome::done(Value::Null),
             Err(e) => match observe(&client, name, step.census).await {
@@ -269,12 +306,29 @@ impl Backend<SlurmSpec> for backend::Aws {
 
     async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&SlurmSpec>) -> Result<Option<Value>, CloudError> {
         let name = state.get("name").as_str().unwrap_or_default();
-        let client = api::connect(step.ctx, fabric_region(state)).await;
+        let client = api::connect(step.ctx, region_of(state)).await;
         let live = observe(&client, name, step.census).await?;
         Ok((!live.is_empty()).then(|| with_live(state, &live)))
     }
 
-    async fn import(&self, _step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
-        Err(crate::clouds::shared::slurm_not_imported(id))
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((region, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an AWS Slurm cluster id: give \"aws/<region>/<Slurm cluster name>\", e.g. \"aws/us-east-1/ml\"."
+            )));
+        };
+        let client = api::connect(step.ctx, region).await;
+        let live = observe(&client, name, step.census).await.map_err(ImportError::failed)?;
+        let hosts: Vec<SlurmHostFound> = live
+            .hosts
+            .iter()
+            .map(|(host, i)| SlurmHostFound {
+                host: host.clone(),
+                instance_type: i.instance_type().map(|t| t.as_str().to_owned()).unwrap_or_default(),
+                tags: api::tag_map(i.tags()),
+            })
+            .collect();
+        let payload = hosts.iter().find(|h| h.host == crate::nodes::controller_name(name, 0)).and_then(|h| aws_payload(&h.tags));
+        crate::clouds::shared::slurm_imported(crate::catalog::Cloud::Aws, id, region, name, &hosts, payload.as_deref(), step.default_tags)
     }
 }

@@ -219,6 +219,12 @@ async fn delete(ctx: &Context, arm: &Arm, group: &str, state: &Value, timeout: D
     Ok(())
 }
 
+/// An imported Slurm cluster's resource group (its fabric, which says it otherwise, is filled by the first
+/// plan): its id's.
+fn imported_group(state: &Value) -> Option<String> {
+    state.get("id").as_str().and_then(api::parse_id).map(|(g, _)| g.to_owned())
+}
+
 fn with_live(state: &Value, live: &SlurmLive) -> Value {
     let address = |host: &str| {
         live.nics
@@ -278,7 +284,9 @@ impl Backend<SlurmSpec> for backend::Azure {
     }
 
     async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&SlurmSpec>) -> Outcome {
-        let Some(group) = group_of(prior) else { return Outcome::failed(prior.clone(), unknown_fabric()) };
+        let Some(group) = group_of(prior).or_else(|| imported_group(prior)) else {
+            return Outcome::failed(prior.clone(), unknown_fabric());
+        };
         let arm = match arm(step.ctx).await {
             Ok(a) => a,
             Err(e) => return Outcome::failed(prior.clone(), e),
@@ -287,7 +295,7 @@ impl Backend<SlurmSpec> for backend::Azure {
     }
 
     async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&SlurmSpec>) -> Result<Option<Value>, CloudError> {
-        let Some(group) = group_of(state) else { return Ok(Some(state.clone())) };
+        let Some(group) = group_of(state).or_else(|| imported_group(state)) else { return Ok(Some(state.clone())) };
         let arm = arm(step.ctx).await?;
         let name = state.get("name").as_str().unwrap_or_default();
         let ids = ids(&arm, &group, name, state.get("fabric").get("name").as_str().unwrap_or_default());
@@ -297,7 +305,43 @@ impl Backend<SlurmSpec> for backend::Azure {
         Ok((!live.is_empty()).then(|| with_live(state, &live)))
     }
 
-    async fn import(&self, _step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
-        Err(shared::slurm_not_imported(id))
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((group, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an Azure Slurm cluster id: give \"azure/<resource group>/<Slurm cluster name>\", e.g. \"azure/train-rg/ml\"."
+            )));
+        };
+        let arm = arm(step.ctx).await.map_err(ImportError::failed)?;
+        // One list of the group's VMs, those tagged with the cluster and admitted; then the controller's userData,
+        // which only a get with $expand=userData gives.
+        let url = format!("{}/providers/Microsoft.Compute/virtualMachines", arm.group_id(group));
+        let vms = arm.list(step.ctx, &url, COMPUTE_API).await.map_err(ImportError::failed)?;
+        let mut hosts = Vec::new();
+        for vm in vms {
+            let host = vm["name"].as_str().unwrap_or_default().to_owned();
+            if vm["tags"]["hpc:slurm"].as_str() != Some(name)
+                || !step.census.admit("azurerm_linux_virtual_machine", &host, marker_in_json(&vm["tags"]), None)
+            {
+                continue;
+            }
+            let tags =
+                vm["tags"].as_object().into_iter().flatten().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect();
+            let size = vm["properties"]["hardwareProfile"]["vmSize"].as_str().unwrap_or_default().to_owned();
+            hosts.push(shared::SlurmHostFound { host, instance_type: size, tags });
+        }
+        let controller = vm_id(&arm, group, &crate::nodes::controller_name(name, 0));
+        let payload =
+            match arm.send(step.ctx, reqwest::Method::GET, &format!("{controller}?$expand=userData&api-version={COMPUTE_API}"), None).await
+            {
+                Ok(reply) if reply.status == 200 => reply.body["properties"]["userData"].as_str().map(str::to_owned),
+                Ok(_) => None,
+                Err(e) => return Err(ImportError::failed(e)),
+            };
+        // The region is the VMs' location.
+        let region = match arm.get(step.ctx, &controller, COMPUTE_API).await {
+            Ok(Some(vm)) => vm["location"].as_str().unwrap_or_default().to_owned(),
+            _ => String::new(),
+        };
+        shared::slurm_imported(crate::catalog::Cloud::Azure, id, &region, name, &hosts, payload.as_deref(), step.default_tags)
     }
 }

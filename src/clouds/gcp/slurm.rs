@@ -234,8 +234,8 @@ async fn converge(
 
 async fn delete(ctx: &Context, gcp: &Gcp, state: &Value, timeout: Duration, census: &Census) -> Result<(), CloudError> {
     let (p, name) = (&gcp.project, state.get("name").as_str().unwrap_or_default());
-    let region = state.get("fabric").get("region").as_str().unwrap_or_default();
-    let zone = state.get("fabric").get("zone").as_str().unwrap_or_default();
+    let (zone, region) = place_of(state);
+    let (zone, region) = (zone.as_str(), region.as_str());
     let live = observe(ctx, gcp, zone, region, name, census).await?;
     for host in live.hosts.keys() {
         let what = format!("deleting instance {host}");
@@ -257,6 +257,19 @@ async fn delete(ctx: &Context, gcp: &Gcp, state: &Value, timeout: Duration, cens
         api::wait(ctx, gcp, op, &what, timeout).await?;
     }
     Ok(())
+}
+
+/// A Slurm cluster's zone and region: its fabric's, or an imported one's (whose fabric the first plan fills)
+/// from its id.
+fn place_of(state: &Value) -> (String, String) {
+    let fabric = state.get("fabric");
+    match (fabric.get("zone").as_str(), fabric.get("region").as_str()) {
+        (Some(z), Some(r)) => (z.to_owned(), r.to_owned()),
+        _ => {
+            let zone = state.get("id").as_str().and_then(api::parse_id).map_or("", |(z, _)| z);
+            (zone.to_owned(), zone.rsplit_once('-').map_or(zone, |(r, _)| r).to_owned())
+        }
+    }
 }
 
 fn with_live(state: &Value, live: &SlurmLive) -> Value {
@@ -283,7 +296,8 @@ impl Backend<SlurmSpec> for backend::Gcp {
     }
 
     fn id(&self, spec: &SlurmSpec) -> Option<String> {
-        Some(api::resource_id(&spec.fabric.region, &spec.name))
+        // Its zone, as a cluster's: what an import takes.
+        Some(api::resource_id(spec.fabric.zone.as_deref().unwrap_or(&spec.fabric.region), &spec.name))
     }
 
     fn place(&self, v: &Value) -> String {
@@ -318,13 +332,34 @@ impl Backend<SlurmSpec> for backend::Gcp {
 
     async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&SlurmSpec>) -> Result<Option<Value>, CloudError> {
         let gcp = api::connect(step.ctx).await?;
-        let (region, zone) =
-            (state.get("fabric").get("region").as_str().unwrap_or_default(), state.get("fabric").get("zone").as_str().unwrap_or_default());
-        let live = observe(step.ctx, &gcp, zone, region, state.get("name").as_str().unwrap_or_default(), step.census).await?;
+        let (zone, region) = place_of(state);
+        let live = observe(step.ctx, &gcp, &zone, &region, state.get("name").as_str().unwrap_or_default(), step.census).await?;
         Ok((!live.is_empty()).then(|| with_live(state, &live)))
     }
 
-    async fn import(&self, _step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
-        Err(shared::slurm_not_imported(id))
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((zone, name)) = api::parse_id(id).filter(|(z, _)| z.matches('-').count() == 2) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not a Google Cloud Slurm cluster id: give \"gcp/<zone>/<Slurm cluster name>\", e.g. \"gcp/us-central1-a/ml\"."
+            )));
+        };
+        let gcp = api::connect(step.ctx).await.map_err(ImportError::failed)?;
+        let region = zone.rsplit_once('-').map_or(zone, |(r, _)| r);
+        let live = observe(step.ctx, &gcp, zone, region, name, step.census).await.map_err(ImportError::failed)?;
+        let item = |i: &model::Instance, key: &str| {
+            i.metadata.as_ref().and_then(|m| m.items.iter().find(|x| x.key.as_deref() == Some(key))).and_then(|x| x.value.clone())
+        };
+        let hosts: Vec<shared::SlurmHostFound> = live
+            .hosts
+            .iter()
+            .map(|(host, i)| shared::SlurmHostFound {
+                host: host.clone(),
+                instance_type: i.machine_type.as_deref().and_then(|m| m.rsplit('/').next()).unwrap_or_default().to_owned(),
+                // Labels as tags: the provider's own keys come back with their colon.
+                tags: i.labels.iter().map(|(k, v)| (k.replacen("hpc_", "hpc:", 1), v.clone())).collect(),
+            })
+            .collect();
+        let payload = live.hosts.get(&crate::nodes::controller_name(name, 0)).and_then(|i| item(i, channel::GCP_KEY));
+        shared::slurm_imported(crate::catalog::Cloud::Gcp, id, region, name, &hosts, payload.as_deref(), step.default_tags)
     }
 }

@@ -218,6 +218,12 @@ async fn delete(ctx: &Context, oci: &Oci, compartment: &str, name: &str, timeout
     Ok(())
 }
 
+/// An imported Slurm cluster's region and compartment (its fabric, which says them otherwise, is filled by
+/// the first plan): its id's.
+fn imported_place(state: &Value) -> Option<(String, String)> {
+    state.get("id").as_str().and_then(api::parse_id).map(|(r, c, _)| (r.to_owned(), c.to_owned()))
+}
+
 /// The state with what exists: the login nodes' addresses (their primary VNIC's, from the VNIC attachments)
 /// and the pieces gone marked missing.
 async fn with_live(ctx: &Context, oci: &Oci, compartment: &str, state: &Value, live: &SlurmLive) -> Value {
@@ -289,7 +295,9 @@ impl Backend<SlurmSpec> for backend::Oci {
     }
 
     async fn delete(&self, step: &Step<'_>, prior: &Value, _spec: Option<&SlurmSpec>) -> Outcome {
-        let Some((region, compartment)) = fabric_place(prior) else { return Outcome::failed(prior.clone(), no_fabric_id("Slurm cluster")) };
+        let Some((region, compartment)) = fabric_place(prior).or_else(|| imported_place(prior)) else {
+            return Outcome::failed(prior.clone(), no_fabric_id("Slurm cluster"));
+        };
         let client = match api::connect(step.ctx, &region) {
             Ok(c) => c,
             Err(e) => return Outcome::failed(prior.clone(), e),
@@ -302,7 +310,7 @@ impl Backend<SlurmSpec> for backend::Oci {
     }
 
     async fn read(&self, step: &Step<'_>, state: &Value, _spec: Option<&SlurmSpec>) -> Result<Option<Value>, CloudError> {
-        let Some((region, compartment)) = fabric_place(state) else { return Ok(Some(state.clone())) };
+        let Some((region, compartment)) = fabric_place(state).or_else(|| imported_place(state)) else { return Ok(Some(state.clone())) };
         let client = api::connect(step.ctx, &region)?;
         let live = observe(step.ctx, &client, &compartment, state.get("name").as_str().unwrap_or_default(), step.census).await?;
         if live.is_empty() {
@@ -311,7 +319,28 @@ impl Backend<SlurmSpec> for backend::Oci {
         Ok(Some(with_live(step.ctx, &client, &compartment, state, &live).await))
     }
 
-    async fn import(&self, _step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
-        Err(shared::slurm_not_imported(id))
+    async fn import(&self, step: &Step<'_>, id: &str) -> Result<Imported, ImportError> {
+        let Some((region, compartment, name)) = api::parse_id(id) else {
+            return Err(ImportError::BadId(format!(
+                "{id:?} is not an OCI Slurm cluster id: give \"oci/<region>/<compartment OCID>/<Slurm cluster name>\", e.g. \
+                 \"oci/us-ashburn-1/ocid1.compartment.oc1..aaaa/ml\"."
+            )));
+        };
+        let client = api::connect(step.ctx, region).map_err(ImportError::failed)?;
+        let live = observe(step.ctx, &client, compartment, name, step.census).await.map_err(ImportError::failed)?;
+        let hosts: Vec<shared::SlurmHostFound> = live
+            .hosts
+            .iter()
+            .map(|(host, i)| shared::SlurmHostFound {
+                host: host.clone(),
+                instance_type: i["shape"].as_str().unwrap_or_default().to_owned(),
+                tags: tags_of(i),
+            })
+            .collect();
+        let payload = live
+            .hosts
+            .get(&crate::nodes::controller_name(name, 0))
+            .and_then(|i| i["metadata"][channel::OCI_KEY].as_str().map(str::to_owned));
+        shared::slurm_imported(crate::catalog::Cloud::Oci, id, region, name, &hosts, payload.as_deref(), step.default_tags)
     }
 }
