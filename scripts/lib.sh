@@ -222,6 +222,28 @@ ensure_slurm() {
   slurmctld -V
 }
 
+# Debian 13's Slurm 24.11 (topology/block, which 22.05 has not) and munge, in a root made with mmdebstrap from
+# Debian's packages (about 180 MB, cached under $HPC_CACHE); prints the root. tests/slurm runs its programs with
+# chroot; nothing is started here.
+ensure_slurm_24_11() {
+  local root="$HPC_CACHE/slurm-24.11-root" sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  if [ ! -x "$root/usr/sbin/slurmctld" ] || [ ! -x "$root/usr/sbin/slurmd" ] || [ ! -x "$root/usr/sbin/munged" ]; then
+    if ! command -v mmdebstrap >/dev/null; then
+      log "installing mmdebstrap from the machine's packages"
+      $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends mmdebstrap >&2
+    fi
+    log "making a Debian 13 (trixie) root with its Slurm 24.11 and munge (mmdebstrap)"
+    $sudo rm -rf "$root.tmp"
+    $sudo mmdebstrap --quiet --variant=apt --include=slurmctld,slurmd,slurm-client,munge trixie "$root.tmp" \
+      http://deb.debian.org/debian >&2
+    $sudo rm -rf "$root"
+    $sudo mv "$root.tmp" "$root"
+  fi
+  $sudo chroot "$root" /usr/sbin/slurmctld -V >&2
+  echo "$root"
+}
+
 # The provider binary, built in release mode; prints the directory that holds it (for dev_overrides).
 build_provider() {
   log "building terraform-provider-hpc (release)"

@@ -23,6 +23,7 @@ in_background vendor-definitions conformance_setup
 in_background cargo-deny ensure_cargo_deny
 in_background previous-release ensure_previous_provider
 in_background slurm ensure_slurm
+in_background slurm-24.11 ensure_slurm_24_11
 HPC_TERRAFORM=$(find_terraform)
 HPC_PG_BIN=$(ensure_postgres)
 
@@ -43,14 +44,15 @@ HPC_MOTO_PYTHON=$(from_background moto)
 CARGO_DENY=$(from_background cargo-deny)
 HPC_PREVIOUS_PROVIDER_DIR=$(from_background previous-release)
 HPC_SLURM_VERSION=$(from_background slurm)
-for tool in HPC_TOFU HPC_LOCAL_MIRROR HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON CARGO_DENY HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_VERSION; do
+HPC_SLURM_24_11_ROOT=$(from_background slurm-24.11)
+for tool in HPC_TOFU HPC_LOCAL_MIRROR HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON CARGO_DENY HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_VERSION HPC_SLURM_24_11_ROOT; do
   [ -n "${!tool}" ] || { echo "setup gave no $tool" >&2; exit 1; }
 done
 # Every call the emulators receive is judged by the vendors' published definitions (docs/api-conformance.md);
 # HPC_CONFORMANCE=off runs without the judge.
 HPC_CONFORMANCE=${HPC_CONFORMANCE:-strict}
 HPC_CONFORMANCE_LOG=${HPC_CONFORMANCE_LOG:-$(mktemp -d "${TMPDIR:-/tmp}/hpc-conformance.XXXXXX")}
-export HPC_TOFU HPC_TERRAFORM HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_LOCAL_MIRROR HPC_PG_BIN HPC_PREVIOUS_PROVIDER_DIR
+export HPC_TOFU HPC_TERRAFORM HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_LOCAL_MIRROR HPC_PG_BIN HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_24_11_ROOT
 export HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON HPC_CONFORMANCE HPC_CONFORMANCE_LOG
 
 log "CLIs under test: every case with OpenTofu and the newest Terraform; a smoke set with the oldest supported"
@@ -59,6 +61,7 @@ if [ -n "$HPC_TERRAFORM" ]; then "$HPC_TERRAFORM" version 2>/dev/null | awk '/^T
 echo "$("$HPC_TERRAFORM_OLDEST" version 2>/dev/null | awk '/^Terraform v/ && !n {print; n=1}') (oldest supported: smoke set)"
 "$HPC_PG_BIN/postgres" --version
 echo "Slurm: $HPC_SLURM_VERSION (Debian's slurmctld, slurmd and munge, run by tests/slurm on 127.0.0.1)"
+echo "Slurm: $(chroot "$HPC_SLURM_24_11_ROOT" /usr/sbin/slurmctld -V) (Debian 13's, for topology/block: $HPC_SLURM_24_11_ROOT)"
 
 log "licences of everything linked (cargo deny)"
 "$CARGO_DENY" check licenses 2>&1 | grep -v '^warning\|^ *[┌│━]\|^$' || true

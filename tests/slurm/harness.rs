@@ -9,6 +9,13 @@
 //! check runs every 5 seconds, and `SlurmdParameters=config_overrides` lets this machine register as
 //! the node type it is not. The node itself fetches everything else from the controller (configless), as
 //! a cloud node does.
+//!
+//! Another version runs from a root that holds it (`Install::Root`: Debian 13's 24.11 in a root the test
+//! command makes with `mmdebstrap` from Debian's packages, `HPC_SLURM_24_11_ROOT`): its programs are run
+//! with `chroot`, slurmd in a mount namespace of its own with /proc and /sys (hwloc reads them), its munged
+//! is the root's, its files are in a directory under the root's /tmp. There, also, `CgroupPlugin=disabled`
+//! (24.11's slurmd starts the cgroup plugin even when nothing uses it) and the health check is `/bin/true`
+//! (the self-check's fakes are this machine's; the drain is tested on 22.05).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -26,75 +33,167 @@ pub struct Rendered {
     pub healthcheck: String,
 }
 
+/// Where Slurm's programs are: this machine's (Debian 12's 22.05), or a root that holds another version.
+#[derive(Clone, Debug)]
+pub enum Install {
+    Host,
+    Root(PathBuf),
+}
+
+impl Install {
+    /// Debian 13's Slurm 24.11, in the root the test command makes (`HPC_SLURM_24_11_ROOT`).
+    pub fn slurm_24_11() -> Install {
+        let root = std::env::var_os("HPC_SLURM_24_11_ROOT").map(PathBuf::from).unwrap_or_else(|| {
+            panic!(
+                "HPC_SLURM_24_11_ROOT is not set: ./scripts/test.sh makes Debian 13's Slurm 24.11 root with mmdebstrap (scripts/lib.sh, \
+                 ensure_slurm_24_11) and sets it"
+            )
+        });
+        assert!(root.join("usr/sbin/slurmctld").exists(), "{}: no usr/sbin/slurmctld", root.display());
+        Install::Root(root)
+    }
+
+    /// A program's path as the process running it sees it.
+    fn tool(&self, name: &str) -> PathBuf {
+        let base = match self {
+            Install::Host => Path::new("/"),
+            Install::Root(r) => r.as_path(),
+        };
+        for dir in ["usr/sbin", "usr/bin", "sbin", "bin"] {
+            if base.join(dir).join(name).exists() {
+                return Path::new("/").join(dir).join(name);
+            }
+        }
+        panic!(
+            "{name} is not installed under {}: the test command installs Debian's slurmctld, slurmd, slurm-client and munge \
+             (apt-get install slurmctld slurmd slurm-client munge); run ./scripts/test.sh, or install them",
+            base.display()
+        )
+    }
+
+    /// A command running `name` of this installation.
+    fn command(&self, name: &str) -> Command {
+        match self {
+            Install::Host => Command::new(self.tool(name)),
+            Install::Root(r) => {
+                let mut c = Command::new("chroot");
+                c.arg(r).arg(self.tool(name));
+                c
+            }
+        }
+    }
+
+    /// slurmd's command: in a root, in a mount namespace of its own with /proc and /sys mounted in it (gone
+    /// with the namespace).
+    fn daemon_command(&self, name: &str) -> Command {
+        match self {
+            Install::Host => self.command(name),
+            Install::Root(r) => {
+                let mut c = Command::new("unshare");
+                c.args(["-m", "--propagation", "private", "sh", "-c"])
+                    .arg(r#"mount -t proc proc "$0/proc" && mount --rbind /sys "$0/sys" && exec chroot "$0" "$@""#)
+                    .arg(r)
+                    .arg(self.tool(name));
+                c
+            }
+        }
+    }
+
+    /// A directory for one Slurm's files: its path here, and as the programs see it.
+    fn workdir(&self) -> (tempfile::TempDir, PathBuf) {
+        match self {
+            Install::Host => {
+                let d = tempfile::tempdir().unwrap();
+                let p = d.path().to_owned();
+                (d, p)
+            }
+            Install::Root(r) => {
+                let d = tempfile::tempdir_in(r.join("tmp")).unwrap();
+                let inner = Path::new("/").join(d.path().strip_prefix(r).unwrap());
+                (d, inner)
+            }
+        }
+    }
+
+    /// One munged for the process and installation, on Slurm's default socket (a configless slurmd asks that
+    /// socket before it has any configuration), with a key of its own: started unless one answers there
+    /// already.
+    fn munge(&self) {
+        static HOST: OnceLock<()> = OnceLock::new();
+        static ROOT: OnceLock<()> = OnceLock::new();
+        let once = match self {
+            Install::Host => &HOST,
+            Install::Root(_) => &ROOT,
+        };
+        once.get_or_init(|| {
+            let answers =
+                || self.command("munge").args(["-n"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+            if answers() {
+                return;
+            }
+            let (outer, inner) = match self {
+                Install::Host => (Path::new("/").to_owned(), Path::new("/").to_owned()),
+                Install::Root(r) => (r.clone(), Path::new("/").to_owned()),
+            };
+            let rel = format!("tmp/hpc-munge-{}", std::process::id());
+            std::fs::create_dir_all(outer.join(&rel)).unwrap();
+            std::fs::create_dir_all(outer.join("run/munge")).expect("run/munge (the tests run as root, as CI does)");
+            let key = outer.join(&rel).join("munge.key");
+            // The same key in every test process: processes racing to start munged on the one socket end up with
+            // one of theirs answering all of them, and any of them decodes what another encoded.
+            let bytes: Vec<u8> = (0..1024u32).map(|i| (i * 7919 % 251) as u8).collect();
+            std::fs::write(&key, bytes).unwrap();
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+            let at = |f: &str| inner.join(&rel).join(f).display().to_string();
+            let status = self
+                .command("munged")
+                .arg(format!("--key-file={}", at("munge.key")))
+                .arg(format!("--pid-file={}", at("munged.pid")))
+                .arg(format!("--log-file={}", at("munged.log")))
+                .arg(format!("--seed-file={}", at("munged.seed")))
+                .arg("--force")
+                .status()
+                .expect("munged starts");
+            assert!(status.success(), "munged failed to start");
+            let until = Instant::now() + Duration::from_secs(10);
+            while !answers() {
+                assert!(Instant::now() < until, "munged does not answer on run/munge/munge.socket.2 ({self:?})");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+    }
+}
+
 /// A running slurmctld (and the slurmds started against it); stopped when dropped.
 pub struct Slurm {
     pub dir: tempfile::TempDir,
+    /// `dir` as the programs see it.
+    inner: PathBuf,
+    install: Install,
     port: u16,
     slurmd_port: u16,
     children: Vec<Child>,
 }
 
-/// The rendered files with this machine's changes, in `etc` (a topology file the configuration no longer has
-/// removed).
-fn write_files(rendered: &Rendered, etc: &Path, port: u16, slurmd_port: u16) {
-    std::fs::write(etc.join("slurm.conf"), local_slurm_conf(&rendered.slurm_conf, etc, port, slurmd_port)).unwrap();
-    std::fs::write(etc.join("gres.conf"), local_gres_conf(&rendered.gres_conf, etc)).unwrap();
-    std::fs::write(etc.join("cgroup.conf"), &rendered.cgroup_conf).unwrap();
+/// The rendered files with this machine's changes, in `etc` (`inner` as the programs see it; a topology
+/// file the configuration no longer has removed).
+fn write_files(rendered: &Rendered, install: &Install, etc: &Path, inner: &Path, port: u16, slurmd_port: u16) {
+    let mut conf = local_slurm_conf(&rendered.slurm_conf, inner, port, slurmd_port);
+    let mut cgroup = rendered.cgroup_conf.clone();
+    if let Install::Root(_) = install {
+        conf = conf.replace(&format!("HealthCheckProgram={}/hpc-slurm-healthcheck", inner.display()), "HealthCheckProgram=/bin/true");
+        cgroup = cgroup.lines().filter(|l| !l.starts_with("CgroupPlugin=")).map(|l| format!("{l}\n")).collect();
+        cgroup.push_str("CgroupPlugin=disabled\n");
+    }
+    std::fs::write(etc.join("slurm.conf"), conf).unwrap();
+    std::fs::write(etc.join("gres.conf"), local_gres_conf(&rendered.gres_conf, etc, inner)).unwrap();
+    std::fs::write(etc.join("cgroup.conf"), cgroup).unwrap();
     match &rendered.topology_conf {
         Some(t) => std::fs::write(etc.join("topology.conf"), t).unwrap(),
         None => {
             let _ = std::fs::remove_file(etc.join("topology.conf"));
         }
     }
-}
-
-fn tool(name: &str) -> PathBuf {
-    for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
-        let p = Path::new(dir).join(name);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!(
-        "{name} is not installed: the test command installs Debian's slurmctld, slurmd, slurm-client and munge (apt-get install \
-         slurmctld slurmd slurm-client munge); run ./scripts/test.sh, or install them"
-    )
-}
-
-/// One munged for the process, on Slurm's default socket (a configless slurmd asks that socket before it has
-/// any configuration), with a key of its own: started unless one answers there already.
-fn munge() {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| {
-        let answers =
-            || Command::new(tool("munge")).args(["-n"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
-        if answers() {
-            return;
-        }
-        let dir = std::env::temp_dir().join(format!("hpc-munge-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::create_dir_all("/run/munge").expect("/run/munge (the tests run as root, as CI does)");
-        let key = dir.join("munge.key");
-        // The same key in every test process: processes racing to start munged on the one socket end up with
-        // one of theirs answering all of them, and any of them decodes what another encoded.
-        let bytes: Vec<u8> = (0..1024u32).map(|i| (i * 7919 % 251) as u8).collect();
-        std::fs::write(&key, bytes).unwrap();
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
-        let status = Command::new(tool("munged"))
-            .arg(format!("--key-file={}", key.display()))
-            .arg(format!("--pid-file={}", dir.join("munged.pid").display()))
-            .arg(format!("--log-file={}", dir.join("munged.log").display()))
-            .arg(format!("--seed-file={}", dir.join("munged.seed").display()))
-            .arg("--force")
-            .status()
-            .expect("munged starts");
-        assert!(status.success(), "munged failed to start");
-        let until = Instant::now() + Duration::from_secs(10);
-        while !answers() {
-            assert!(Instant::now() < until, "munged does not answer on /run/munge/munge.socket.2");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    });
 }
 
 fn free_port() -> u16 {
@@ -149,8 +248,9 @@ fn local_slurm_conf(rendered: &str, dir: &Path, ctld_port: u16, slurmd_port: u16
     out
 }
 
-/// gres.conf with the device files in `dir/dev` (made as character devices, as a GPU's are).
-fn local_gres_conf(rendered: &str, dir: &Path) -> String {
+/// gres.conf with the device files in `dir/dev` (made as character devices, as a GPU's are; `inner` is `dir`
+/// as the programs see it).
+fn local_gres_conf(rendered: &str, dir: &Path, inner: &Path) -> String {
     let dev = dir.join("dev");
     std::fs::create_dir_all(&dev).unwrap();
     for i in 0..8 {
@@ -163,37 +263,44 @@ fn local_gres_conf(rendered: &str, dir: &Path) -> String {
             std::fs::write(&path, b"").unwrap();
         }
     }
-    rendered.replace("/dev/nvidia", &format!("{}/nvidia", dev.display()))
+    rendered.replace("/dev/nvidia", &format!("{}/dev/nvidia", inner.display()))
 }
 
 impl Slurm {
     /// slurmctld with `rendered`, answering.
     pub fn start(rendered: &Rendered) -> Slurm {
-        munge();
-        let dir = tempfile::tempdir().unwrap();
+        Slurm::start_with(&Install::Host, rendered)
+    }
+
+    /// slurmctld of `install` with `rendered`, answering.
+    pub fn start_with(install: &Install, rendered: &Rendered) -> Slurm {
+        install.munge();
+        let (dir, inner) = install.workdir();
         for sub in ["state", "spool", "log"] {
             std::fs::create_dir_all(dir.path().join(sub)).unwrap();
         }
         let (port, slurmd_port) = (free_port(), free_port());
         let etc = dir.path();
-        write_files(rendered, etc, port, slurmd_port);
+        write_files(rendered, install, etc, &inner, port, slurmd_port);
         let hc = etc.join("hpc-slurm-healthcheck");
         // Its settings file is this directory's (slurmd runs it with an empty environment).
-        let settings = etc.join("healthcheck.settings");
+        let settings = inner.join("healthcheck.settings");
         std::fs::write(
             &hc,
             rendered.healthcheck.replace(hpc_provider::planner::slurm::HEALTHCHECK_SETTINGS, &settings.display().to_string()),
         )
         .unwrap();
         std::fs::set_permissions(&hc, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut slurm = Slurm { dir, port, slurmd_port, children: vec![] };
+        let mut slurm = Slurm { dir, inner, install: install.clone(), port, slurmd_port, children: vec![] };
         slurm.start_ctld();
         slurm
     }
 
     /// slurmctld (children[0]) started with this directory's files, answering.
     fn start_ctld(&mut self) {
-        let ctld = Command::new(tool("slurmctld"))
+        let ctld = self
+            .install
+            .command("slurmctld")
             .args(["-D", "-i", "-f"])
             .arg(self.conf())
             .stdout(Stdio::null())
@@ -220,7 +327,7 @@ impl Slurm {
     /// What a controller's `hpc-slurm-sync` does with a new configuration: the files written, slurmctld
     /// restarted (its state kept), then `scontrol reconfigure` (the configless slurmds fetch it again).
     pub fn reconfigure(&mut self, rendered: &Rendered) {
-        write_files(rendered, self.dir.path(), self.port, self.slurmd_port);
+        write_files(rendered, &self.install, self.dir.path(), &self.inner, self.port, self.slurmd_port);
         let ctld = &mut self.children[0];
         let _ = Command::new("kill").arg(ctld.id().to_string()).status();
         let _ = ctld.wait();
@@ -228,8 +335,9 @@ impl Slurm {
         self.ok("scontrol", &["reconfigure"]);
     }
 
+    /// slurm.conf, as the programs see it.
     pub fn conf(&self) -> PathBuf {
-        self.dir.path().join("slurm.conf")
+        self.inner.join("slurm.conf")
     }
 
     pub fn log(&self, name: &str) -> String {
@@ -238,7 +346,7 @@ impl Slurm {
 
     /// A Slurm command against this controller: its output, or its output and status as the error.
     pub fn run(&self, cmd: &str, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(tool(cmd)).args(args).env("SLURM_CONF", self.conf()).current_dir(self.dir.path()).output().unwrap();
+        let out = self.install.command(cmd).args(args).env("SLURM_CONF", self.conf()).current_dir(self.dir.path()).output().unwrap();
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         if out.status.success() { Ok(text) } else { Err(format!("{cmd} {args:?}: {}: {text}", out.status)) }
     }
@@ -255,7 +363,9 @@ impl Slurm {
         settings.push_str(&format!("SLURM_CONF='{}'\n", self.conf().display()));
         std::fs::write(self.dir.path().join("healthcheck.settings"), settings).unwrap();
         std::fs::create_dir_all(self.dir.path().join("spool").join(node)).unwrap();
-        let child = Command::new(tool("slurmd"))
+        let child = self
+            .install
+            .daemon_command("slurmd")
             .args(["-D", "-N", node, "--conf-server"])
             .arg(format!("127.0.0.1:{}", self.port))
             // The health check's scontrol finds the controller through the same file.

@@ -17,7 +17,7 @@ use hpc_provider::framework::{ApplyRequest, PlanRequest, Resource};
 use hpc_provider::resources::{gpu_cluster::GpuCluster, gpu_fabric::GpuFabric, slurm_cluster::SlurmCluster};
 use serde_json::{Value as Json, json};
 
-use harness::{Rendered, Slurm};
+use harness::{Install, Rendered, Slurm};
 use hpc_provider::catalog::{self, Cloud};
 use hpc_provider::framework::{Context, DataSource, Diagnostics, Value};
 use hpc_provider::model::{FabricRef, NodeGroup, Partition, Placement, SlurmNodes, SlurmSpec, TopologyChoice};
@@ -208,11 +208,11 @@ async fn an_h100_partition_in_one_placement_group_runs_a_job_and_a_failing_self_
     let _ = Path::new("/");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gb200_nvl72_partition_of_two_domains_is_a_leaf_switch_per_domain_and_a_node_off_its_nvlink_fabric_is_drained() {
+/// A partition of 36 GB200 NVL72 nodes (`gb-0` to `gb-35`) in one placement group, two NVLink domains of 18.
+fn gb200_two_domains() -> Partition {
     let sku = catalog::find_sku(Cloud::Aws, "p6e-gb200.36xlarge").unwrap();
     let all = names("gb", 36);
-    let partition = Partition {
+    Partition {
         name: "gb200".into(),
         default: true,
         max_time: "INFINITE".into(),
@@ -226,9 +226,51 @@ async fn a_gb200_nvl72_partition_of_two_domains_is_a_leaf_switch_per_domain_and_
                 NodeGroup { name: "gb-nvl1".into(), nodes: all[18..].to_vec() },
             ],
         },
-    };
+    }
+}
+
+/// On Slurm 24.11 (Debian 13's, in the root the test command makes with mmdebstrap) the same partition is
+/// `topology/block`: one block per NVLink domain with exactly its 18 nodes, as `scontrol show topology` reads
+/// them; a job asking for segments of a domain's size is placed, one asking for more than a domain is
+/// refused; a GB200 node registers and runs a job on its 4 GPUs.
+#[test]
+fn on_slurm_24_11_a_gb200_nvl72_partition_of_two_domains_is_a_block_per_domain() {
+    let mut s = spec(vec![gb200_two_domains()]);
+    s.version = catalog::slurm::find("24.11").unwrap();
     let mut d = Diagnostics::new();
-    let plan = slurm::plan(&spec(vec![partition]), &mut d).expect("a plan");
+    let plan = slurm::plan(&s, &mut d).expect("a plan");
+    assert!(d.is_empty(), "{:?}", common::lines(&d));
+    assert_eq!(plan.topology.kind, "topology/block");
+    let mut slurm = Slurm::start_with(&Install::slurm_24_11(), &rendered(&plan));
+    let version = slurm.ok("scontrol", &["--version"]);
+    assert!(version.contains(" 24.11."), "{version}");
+    let shown = slurm.ok("scontrol", &["show", "topology"]);
+    let blocks: Vec<(&str, &str, &str)> = shown
+        .lines()
+        .filter(|l| l.starts_with("BlockName="))
+        .map(|l| (field(l, "BlockName"), field(l, "Nodes"), field(l, "BlockSize")))
+        .collect();
+    assert_eq!(blocks, [("gb-nvl0", "gb-[0-17]", "18"), ("gb-nvl1", "gb-[18-35]", "18")], "{shown}");
+    assert_eq!(slurm.ok("sinfo", &["-h", "-o", "%P %D"]).trim(), "gb200* 36");
+    // Segments of a whole domain fit the blocks; a segment of 19 nodes fits none.
+    let whole = slurm.run("sbatch", &["--test-only", "-p", "gb200", "-N", "36", "--segment=18", "--wrap", "hostname"]);
+    assert!(whole.as_ref().is_ok_and(|o| o.contains("to start")), "{whole:?}");
+    let over = slurm.run("sbatch", &["--test-only", "-p", "gb200", "-N", "19", "--segment=19", "--wrap", "hostname"]);
+    assert!(over.as_ref().is_err_and(|e| e.contains("Requested node configuration is not available")), "{over:?}");
+    // The same 19 nodes without segments span both blocks.
+    let spanning = slurm.run("sbatch", &["--test-only", "-p", "gb200", "-N", "19", "--wrap", "hostname"]);
+    assert!(spanning.as_ref().is_ok_and(|o| o.contains("to start")), "{spanning:?}");
+    slurm.slurmd("gb-20", &[]);
+    slurm.wait_node("gb-20", "registered and idle", |s| field(s, "State").starts_with("IDLE") && !s.contains("POWERED_DOWN"));
+    let shown = slurm.ok("scontrol", &["show", "node", "gb-20"]);
+    assert_eq!((field(&shown, "Gres"), field(&shown, "CPUTot")), ("gpu:gb200:4", "144"));
+    assert_eq!(slurm.job(&["-p", "gb200", "-w", "gb-20", "--gres=gpu:gb200:4", "--wrap", "hostname"]), "COMPLETED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gb200_nvl72_partition_of_two_domains_is_a_leaf_switch_per_domain_and_a_node_off_its_nvlink_fabric_is_drained() {
+    let mut d = Diagnostics::new();
+    let plan = slurm::plan(&spec(vec![gb200_two_domains()]), &mut d).expect("a plan");
     // 22.05 has no topology/block: a tree, said in the plan.
     assert!(common::lines(&d).iter().any(|l| l.contains("Tree topology for rack-scale nodes")), "{:?}", common::lines(&d));
     assert_eq!(plan.topology.kind, "topology/tree");
