@@ -121,6 +121,21 @@ ensure_moto() {
   echo "$venv/bin/python"
 }
 
+# kubernetes-validate from PyPI (Kubernetes' published schemas per version; tests/kubernetes/requirements.txt),
+# in a virtualenv of its own; prints the path of its command.
+ensure_kubernetes_validate() {
+  local hash venv
+  hash=$(sha256sum "$ROOT/tests/kubernetes/requirements.txt" | cut -c1-12)
+  venv="$HPC_CACHE/venv-kubernetes-validate-$hash"
+  if [ ! -x "$venv/bin/kubernetes-validate" ] || ! "$venv/bin/python" -c 'import kubernetes_validate' 2>/dev/null; then
+    log "installing kubernetes-validate from PyPI (tests/kubernetes/requirements.txt)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$ROOT/tests/kubernetes/requirements.txt"
+  fi
+  echo "$venv/bin/kubernetes-validate"
+}
+
 # The vendors' published API definitions, read out of their own PyPI packages (pinned by
 # emulators/conformance/requirements.txt: google-api-python-client's discovery documents, google-cloud-lustre,
 # azure-mgmt-*, oci) by emulators/conformance/extract.py into one JSON file the emulators judge calls by.

@@ -1261,70 +1261,116 @@ fn planning_is_deterministic() {
     }
 }
 
+/// A fabric and a 2-node cluster of `sku` on its cloud, as a user would write them (rack-scale node types:
+/// whole NVLink domains, in the capacity each cloud sells them in).
+fn catalog_configs(sku: &hpc_provider::catalog::Sku) -> [(&'static str, J); 2] {
+    let (region, zone) = match sku.cloud {
+        Cloud::Aws => ("us-east-1", Some("us-east-1a")),
+        Cloud::Azure => ("eastus", None),
+        Cloud::Gcp => ("us-central1", Some("us-central1-a")),
+        Cloud::Oci => ("us-ashburn-1", Some("AD-1")),
+    };
+    // Ethernet node types (inference, media) go without proximity placement.
+    let placement = if sku.fabric == hpc_provider::catalog::Fabric::None { "none" } else { "cluster" };
+    let mut fabric = json!({"name": "f", "cloud": sku.cloud.as_str(), "region": region, "zone": zone, "instance_type": sku.name, "placement": placement});
+    if sku.cloud == Cloud::Oci {
+        fabric["compartment_id"] = json!("ocid1.compartment.oc1..x");
+    }
+    let mut cluster = json!({"name": "c", "node_count": 2, "fabric": fabric_ref(sku.cloud.as_str(), region, zone, sku.name, placement)});
+    if sku.cloud == Cloud::Azure {
+        // Azure needs a key (or a password) to let anyone into a Linux VM.
+        cluster["ssh_public_key"] = json!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x");
+    }
+    if let Some(domain) = sku.nvlink_domain {
+        // Rack-scale: whole NVLink domains, an Arm64 image, and the capacity each cloud sells them in.
+        cluster["node_count"] = json!(domain.nodes);
+        cluster["image"] = json!("arm64-gpu-image");
+        match sku.cloud {
+            Cloud::Aws => {
+                cluster["capacity_type"] = json!("capacity-block");
+                cluster["reservation_id"] = json!("cb-0123");
+            }
+            Cloud::Gcp => {
+                cluster["capacity_type"] = json!("reservation");
+                cluster["reservation_id"] = json!("a4x-block");
+            }
+            Cloud::Azure | Cloud::Oci => {}
+        }
+    }
+    if sku.name.starts_with("Standard_NV") {
+        // GRID-driver sizes have no default image.
+        cluster["image"] = json!("/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/a10-grid");
+    }
+    [("fabric", fabric), ("cluster", cluster)]
+}
+
+/// The state planned for creating `cfg` as a `kind`, asserting no error.
+fn planned_on_create(ctx: &Context, what: &str, kind: &str, cfg: &J) -> (Schema, Value, Value) {
+    let r = resource(kind);
+    let schema = r.schema();
+    let config = config_value(&schema, cfg);
+    let mut diags = Diagnostics::new();
+    let resp = r.plan(
+        ctx,
+        PlanRequest { prior: &Value::Null, proposed: &proposed(&schema, &Value::Null, &config), config: &config, prior_private: &[] },
+        &mut diags,
+    );
+    assert!(!diags.has_errors(), "{what} {kind}: {diags:?}");
+    (schema, config, resp.planned)
+}
+
 /// Every node type in the catalog plans as a fabric and as a 2-node cluster on its cloud without errors,
 /// and the cluster's expansion names the node type: nothing in the catalog is unreachable by the planner.
 #[test]
 fn every_catalog_node_type_plans() {
     let ctx = context(true);
     for sku in hpc_provider::catalog::SKUS {
-        let (region, zone) = match sku.cloud {
-            Cloud::Aws => ("us-east-1", Some("us-east-1a")),
-            Cloud::Azure => ("eastus", None),
-            Cloud::Gcp => ("us-central1", Some("us-central1-a")),
-            Cloud::Oci => ("us-ashburn-1", Some("AD-1")),
-        };
-        // Ethernet node types (inference, media) go without proximity placement.
-        let placement = if sku.fabric == hpc_provider::catalog::Fabric::None { "none" } else { "cluster" };
-        let mut fabric = json!({"name": "f", "cloud": sku.cloud.as_str(), "region": region, "zone": zone, "instance_type": sku.name, "placement": placement});
-        if sku.cloud == Cloud::Oci {
-            fabric["compartment_id"] = json!("ocid1.compartment.oc1..x");
-        }
-        let mut cluster =
-            json!({"name": "c", "node_count": 2, "fabric": fabric_ref(sku.cloud.as_str(), region, zone, sku.name, placement)});
-        if sku.cloud == Cloud::Azure {
-            // Azure needs a key (or a password) to let anyone into a Linux VM.
-            cluster["ssh_public_key"] = json!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x");
-        }
-        if let Some(domain) = sku.nvlink_domain {
-            // Rack-scale: whole NVLink domains, an Arm64 image, and the capacity each cloud sells them in.
-            cluster["node_count"] = json!(domain.nodes);
-            cluster["image"] = json!("arm64-gpu-image");
-            match sku.cloud {
-                Cloud::Aws => {
-                    cluster["capacity_type"] = json!("capacity-block");
-                    cluster["reservation_id"] = json!("cb-0123");
-                }
-                Cloud::Gcp => {
-                    cluster["capacity_type"] = json!("reservation");
-                    cluster["reservation_id"] = json!("a4x-block");
-                }
-                Cloud::Azure | Cloud::Oci => {}
-            }
-        }
-        if sku.name.starts_with("Standard_NV") {
-            // GRID-driver sizes have no default image.
-            cluster["image"] = json!("/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/a10-grid");
-        }
-        for (kind, cfg) in [("fabric", fabric), ("cluster", cluster)] {
-            let r = resource(kind);
-            let schema = r.schema();
-            let config = config_value(&schema, &cfg);
-            let mut diags = Diagnostics::new();
-            let resp = r.plan(
-                &ctx,
-                PlanRequest {
-                    prior: &Value::Null,
-                    proposed: &proposed(&schema, &Value::Null, &config),
-                    config: &config,
-                    prior_private: &[],
-                },
-                &mut diags,
-            );
-            assert!(!diags.has_errors(), "{} {kind}: {diags:?}", sku.name);
-            check_validity(sku.name, &schema, &config, &resp.planned, true);
-            let text = serde_json::to_string(&to_json(&resp.planned)).unwrap();
+        for (kind, cfg) in catalog_configs(sku) {
+            let (schema, config, planned) = planned_on_create(&ctx, sku.name, kind, &cfg);
+            check_validity(sku.name, &schema, &config, &planned, true);
+            let text = serde_json::to_string(&to_json(&planned)).unwrap();
             assert!(text.contains(sku.name), "{} {kind}: node type not in the expansion", sku.name);
         }
+    }
+}
+
+/// Kubernetes versions the rendered manifests are checked against: 1.31, and 1.37, the newest the pinned
+/// schema package (tests/kubernetes/requirements.txt) holds.
+const KUBERNETES_VERSIONS: [&str; 2] = ["1.31.0", "1.37.0"];
+
+/// Every node type's NCCL test Job (`nccl_test_kubernetes`, with the cloud's RDMA device resources and
+/// environment) is a valid `batch/v1` Job by Kubernetes' own published schemas, strictly (no field
+/// Kubernetes does not know), as `kubernetes-validate` from PyPI reads them (`HPC_KUBERNETES_VALIDATE`, which
+/// `./scripts/test.sh` installs and sets).
+#[test]
+fn every_node_types_nccl_test_job_is_valid_by_kubernetes_schemas() {
+    let validate = std::env::var_os("HPC_KUBERNETES_VALIDATE").unwrap_or_else(|| {
+        panic!(
+            "HPC_KUBERNETES_VALIDATE is not set: ./scripts/test.sh installs kubernetes-validate from PyPI (scripts/lib.sh, \
+             ensure_kubernetes_validate) and sets it to its command"
+        )
+    });
+    let ctx = context(true);
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for sku in hpc_provider::catalog::SKUS {
+        let [_, (kind, cfg)] = catalog_configs(sku);
+        let (_, _, planned) = planned_on_create(&ctx, sku.name, kind, &cfg);
+        let job =
+            planned.get("nccl_test_kubernetes").as_str().unwrap_or_else(|| panic!("{}: no nccl_test_kubernetes", sku.name)).to_owned();
+        assert!(job.contains("kind: Job"), "{}: {job}", sku.name);
+        let path = dir.path().join(format!("{}-{}.yaml", sku.cloud.as_str(), sku.name.replace('.', "-")));
+        std::fs::write(&path, job).unwrap();
+        files.push(path);
+    }
+    for version in KUBERNETES_VERSIONS {
+        let out = std::process::Command::new(&validate)
+            .args(["--strict", "--quiet", "-k", version])
+            .args(&files)
+            .output()
+            .unwrap_or_else(|e| panic!("running {}: {e}", validate.to_string_lossy()));
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "the NCCL test Jobs against Kubernetes {version}:\n{said}");
     }
 }
 
