@@ -3,8 +3,10 @@
 
 - the acceptance suite (real CLIs against the emulators: mostly waiting on processes and polls), with
   HPC_ACCEPTANCE_THREADS cases at a time (4 unless set), then the fault suite on its own;
-- every other test binary one after another, the longest known first (the contract suite, the per-cloud
-  and emulator tests), then unit, protocol, planner goldens and docs, each with the harness's own threads.
+- every other test binary, the longest known first (the contract suite, the per-cloud tests, the real
+  Slurm), then the emulator, unit, protocol, planner and docs tests, each with the harness's own threads.
+  Both lanes take them from one queue: the second from the start, the first once the fault suite is done,
+  so neither lane idles while the other has a queue.
 
 Each binary runs where `cargo test` would run it (its package's directory, CARGO_MANIFEST_DIR set) and its
 output is kept in a file; a binary that fails has its output printed whole. At the end one line per binary
@@ -71,8 +73,15 @@ class Run:
             return f.read()
 
 
-def lane(runs):
+def lane(runs, queue, lock):
+    """Runs `runs`, then takes runs from the front of the shared `queue` until it is empty."""
     for r in runs:
+        r()
+    while True:
+        with lock:
+            if not queue:
+                return
+            r = queue.pop(0)
         r()
 
 
@@ -87,10 +96,23 @@ def main():
     first = [Run(*b, ["--skip", FAULT_SUITE, "--test-threads", threads]) for b in acceptance]
     faults = [Run(*b, ["--exact", FAULT_SUITE, "--nocapture"]) for b in acceptance]
     # The long ones first, so that the lane does not end on one of them while the other lane idles.
-    longest = ["tests/contract.rs", "tests/aws.rs", "tests/azure.rs", "tests/gcp.rs", "tests/oci.rs"]
+    longest = [
+        "tests/contract.rs",
+        "tests/oci.rs",
+        "tests/azure.rs",
+        "tests/aws.rs",
+        "tests/gcp.rs",
+        "tests/slurm/main.rs",
+        "tests/rpc_props.rs",
+    ]
     others.sort(key=lambda r: longest.index(r.label) if r.label in longest else len(longest))
-    print(f"{len(built)} test binaries: the acceptance suite ({threads} cases at a time), then the fault suite, beside the others", flush=True)
-    lanes = [threading.Thread(target=lane, args=(first + faults,)), threading.Thread(target=lane, args=(others,))]
+    print(
+        f"{len(built)} test binaries: the acceptance suite ({threads} cases at a time), then the fault suite, beside the others; "
+        "both lanes then share what is left",
+        flush=True,
+    )
+    queue, lock = list(others), threading.Lock()
+    lanes = [threading.Thread(target=lane, args=(first + faults, queue, lock)), threading.Thread(target=lane, args=([], queue, lock))]
     for t in lanes:
         t.start()
     for t in lanes:
