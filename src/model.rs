@@ -678,3 +678,60 @@ impl SlurmPlan {
         })
     }
 }
+
+/// A Kubernetes taint on a pool's nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl TaintEffect {
+    pub const NAMES: [&'static str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+    pub fn parse(s: &str) -> Option<TaintEffect> {
+        match s {
+            "NoSchedule" => Some(TaintEffect::NoSchedule),
+            "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
+            "NoExecute" => Some(TaintEffect::NoExecute),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+/// A GPU node pool joined to a Kubernetes cluster made elsewhere (`hpc_gpu_node_pool`). Its nodes are
+/// described as a cluster's are (fabric, node type, count, capacity, image, tags), so the pieces a pool
+/// shares with a cluster (launch template, placement, RDMA interfaces) come from the same code.
+#[derive(Clone, Debug)]
+pub struct NodePoolSpec {
+    /// The nodes; `nodes.name` is the pool's name.
+    pub nodes: ClusterSpec,
+    /// The Kubernetes cluster the pool joins, never made or changed here: its name on EKS, its resource id
+    /// on AKS, its path on GKE (`projects/../locations/../clusters/..`), its OCID on OKE.
+    pub kubernetes_cluster: String,
+    /// The kubelet version the pool runs (`1.33`), or the cluster's when None.
+    pub kubernetes_version: Option<(u32, u32)>,
+    /// The cloud's autoscaler bounds (`min_count`, `max_count`), when the pool autoscales.
+    pub autoscaling: Option<(u32, u32)>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// The identity the nodes run as: the node IAM role's ARN on EKS, the service account on GKE (AKS
+    /// and OKE take the cluster's).
+    pub node_role: Option<String>,
+}

@@ -297,7 +297,8 @@ fn the_census_checks_see_through_a_parameter_that_is_never_used() {
 
 /// Where the `<name>-<number>` shape is written outside `src/nodes.rs` for something that is not a node,
 /// each with why: the node-name check below must find exactly these (so the list cannot go stale).
-const NUMBERED_NAMES_NOT_NODES: [(&str, &str, &str); 9] = [
+const NUMBERED_NAMES_NOT_NODES: [(&str, &str, &str); 10] = [
+    ("clouds/gcp/node_pool.rs", "\"{prefix}-{}\"", "GKE Network objects, one per GPU NIC network: `rdma-0`"),
     ("ownership.rs", "\"{}-{}\"", "an owner marker: the creation stamp, then random hex"),
     ("clouds/aws/mod.rs", "\"{first}-{last}\"", "a range of EFA network cards: `1-16`"),
     (

@@ -10,20 +10,57 @@ use std::sync::Arc;
 use hpc_provider::catalog::Cloud;
 use hpc_provider::config::{CloudSettings, ProviderConfig};
 use hpc_provider::framework::codec::decode_json;
-use hpc_provider::framework::{Context, Diagnostics, PlanRequest, Resource, Schema, Severity, Value};
+use hpc_provider::framework::{Context, Diagnostics, PlanRequest, PlanResponse, Resource, Schema, Severity, Value};
 use hpc_provider::resources::{
-    gpu_cluster::GpuCluster, gpu_fabric::GpuFabric, parallel_filesystem::ParallelFilesystem, slurm_cluster::SlurmCluster,
+    gpu_cluster::GpuCluster, gpu_fabric::GpuFabric, node_pool, parallel_filesystem::ParallelFilesystem, slurm_cluster::SlurmCluster,
 };
 use serde_json::{Value as J, json};
 use tokio_util::sync::CancellationToken;
 
-fn resource(kind: &str) -> Box<dyn Resource> {
-    match kind {
+/// What a golden plans with: one of the provider's resources, or the GPU node pool, which plans but has no
+/// backends yet (and so is not one of the provider's resources).
+enum Planned {
+    Resource(Box<dyn Resource>),
+    NodePool,
+}
+
+impl Planned {
+    fn schema(&self) -> Schema {
+        match self {
+            Planned::Resource(r) => r.schema(),
+            Planned::NodePool => node_pool::schema(),
+        }
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            Planned::Resource(r) => r.type_name(),
+            Planned::NodePool => node_pool::KIND.type_name,
+        }
+    }
+
+    fn validate(&self, config: &Value, diags: &mut Diagnostics) {
+        if let Planned::Resource(r) = self {
+            r.validate(config, diags);
+        }
+    }
+
+    fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
+        match self {
+            Planned::Resource(r) => r.plan(ctx, req, diags),
+            Planned::NodePool => node_pool::plan(ctx, req, diags),
+        }
+    }
+}
+
+fn resource(kind: &str) -> Planned {
+    Planned::Resource(match kind {
         "fabric" => Box::new(GpuFabric),
         "cluster" => Box::new(GpuCluster),
         "slurm" => Box::new(SlurmCluster),
+        "pool" => return Planned::NodePool,
         _ => Box::new(ParallelFilesystem),
-    }
+    })
 }
 
 fn context(gcp_project: bool) -> Context {
@@ -146,7 +183,7 @@ fn cases() -> Vec<Case> {
                "placement_groups": [], "nvlink_domains": domains})
     };
     let aws_gb200 = fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "cluster");
-    vec![
+    let mut all = vec![
         // ------------------------------------------------------------------ Slurm per cloud
         case(
             "slurm_aws_h100_one_placement_group",
@@ -1114,6 +1151,187 @@ fn cases() -> Vec<Case> {
                    "placement": "cluster-network", "compartment_id": "ocid1.compartment.oc1..x"}),
             &["error [placement] Placement not offered", "GPU memory clusters are built over a compute cluster", "placement = \"cluster\""],
         ),
+    ];
+    all.extend(node_pool_cases());
+    all
+}
+
+const EKS: &str = "ml-prod";
+const GKE: &str = "projects/ml-prod/locations/us-central1/clusters/ml";
+const AKS: &str =
+    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-rg/providers/Microsoft.ContainerService/managedClusters/ml";
+const OKE: &str = "ocid1.cluster.oc1.iad.aaaaaaaaexample";
+const NODE_ROLE: &str = "arn:aws:iam::123456789012:role/eks-gpu-nodes";
+const OKE_IMAGE: &str = "ocid1.image.oc1.iad.aaaaaaaaokegpu";
+
+/// A pool of 4 H100-class nodes on each cloud, with `extra` settings.
+fn pool(fabric: J, cluster: &str, extra: J) -> J {
+    let mut c = json!({"name": "gpu", "fabric": fabric, "kubernetes_cluster": cluster, "node_count": 4});
+    c.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    c
+}
+
+fn gcp_ultra() -> J {
+    fabric_ref("gcp", "us-central1", Some("us-central1-b"), "a3-ultragpu-8g", "cluster")
+}
+
+/// `hpc_gpu_node_pool` (issue 37): a pool of 4 H100-class nodes on each cloud, and each refusal once.
+fn node_pool_cases() -> Vec<Case> {
+    let aws = |extra: J| {
+        let mut c = pool(aws_p5(), EKS, json!({"node_role": NODE_ROLE}));
+        c.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        c
+    };
+    vec![
+        case(
+            "pool_aws_p5_4_nodes",
+            "pool",
+            aws(
+                json!({"labels": {"example.com/team": "llm"}, "taint": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+                       "autoscaling": {"min_count": 0, "max_count": 8}, "kubernetes_version": "1.33"}),
+            ),
+            &[
+                r#""kind": "aws_eks_node_group""#,
+                r#""efa_interfaces": "32""#,
+                r#""placement.group_name": "aws_placement_group.train-pg""#,
+                r#""capacity_type": "ON_DEMAND""#,
+                r#""taints": "nvidia.com/gpu=present:NO_SCHEDULE""#,
+                r#""vpc.amazonaws.com/efa": 32"#,
+                "topology.k8s.aws/network-node-layer-1",
+            ],
+        ),
+        case(
+            "pool_aws_p5_capacity_block",
+            "pool",
+            aws(json!({"capacity_type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"})),
+            &[r#""capacity_type": "CAPACITY_BLOCK""#, r#""instance_market_options.market_type": "capacity-block""#],
+        ),
+        case(
+            "pool_gcp_a3_ultra_4_nodes",
+            "pool",
+            pool(gcp_ultra(), GKE, json!({"capacity_type": "spot"})),
+            &[
+                r#""kind": "google_container_node_pool""#,
+                "COMPACT, policy_name = google_compute_resource_policy.train-placement",
+                "train-rdma/train-rdma-7",
+                "deviceMode: RDMA",
+                r#""node_config.spot": "true""#,
+                "cloud.google.com/gce-topology-subblock",
+            ],
+        ),
+        case(
+            "pool_gcp_a3_mega_4_nodes",
+            "pool",
+            pool(gcp_mega(), GKE, json!({})),
+            &["train-gpu-7/train-gpu-7", "deviceMode: NetDevice", "nccl-tcpxo-installer.yaml"],
+        ),
+        case(
+            "pool_azure_nd_h100_4_nodes",
+            "pool",
+            pool(azure_h100(), AKS, json!({"autoscaling": {"min_count": 2, "max_count": 100}})),
+            &[
+                r#""kind": "azurerm_kubernetes_cluster_node_pool""#,
+                r#""proximity_placement_group_id": "azurerm_proximity_placement_group.train-ppg""#,
+                r#""gpu_driver": "None (the NVIDIA GPU Operator installs it)""#,
+                "kind: NicClusterPolicy",
+                r#""rdma/rdma_shared_device": 1"#,
+            ],
+        ),
+        case(
+            "pool_oci_h100_4_nodes",
+            "pool",
+            pool(oci_h100(), OKE, json!({"image": OKE_IMAGE, "taint": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]})),
+            &[
+                r#""kind": "oci_containerengine_cluster""#,
+                "oke-install.sh --apiserver-endpoint",
+                "--register-with-taints=nvidia.com/gpu:NoSchedule",
+                "oci.oraclecloud.com/rdma.local_block_id",
+            ],
+        ),
+        case(
+            "invalid_pool_without_fabric",
+            "pool",
+            json!({"name": "gpu", "kubernetes_cluster": EKS, "node_count": 4}),
+            &["error [fabric] Missing fabric"],
+        ),
+        case("invalid_pool_aws_without_node_role", "pool", pool(aws_p5(), EKS, json!({})), &["error [node_role] Missing node role"]),
+        case(
+            "invalid_pool_aws_cluster_arn",
+            "pool",
+            aws(json!({"kubernetes_cluster": "arn:aws:eks:us-east-1:123456789012:cluster/ml"})),
+            &["error [kubernetes_cluster] Invalid EKS cluster name"],
+        ),
+        case(
+            "invalid_pool_gcp_cluster_elsewhere",
+            "pool",
+            pool(gcp_ultra(), "projects/ml-prod/locations/europe-west4/clusters/ml", json!({})),
+            &["error [kubernetes_cluster] Cluster and fabric in different places"],
+        ),
+        case(
+            "invalid_pool_gcp_image",
+            "pool",
+            pool(gcp_mega(), GKE, json!({"image": "ubuntu-2204"})),
+            &["error [image] Unsupported GKE image type"],
+        ),
+        case(
+            "invalid_pool_azure_name",
+            "pool",
+            pool(azure_h100(), AKS, json!({"name": "gpu-pool"})),
+            &["error [name] Invalid AKS agent pool name"],
+        ),
+        case(
+            "invalid_pool_azure_beyond_one_infiniband_fabric",
+            "pool",
+            pool(azure_h100(), AKS, json!({"autoscaling": {"min_count": 4, "max_count": 120}})),
+            &["error [autoscaling] Pool larger than one InfiniBand fabric"],
+        ),
+        case(
+            "invalid_pool_oci_autoscaling",
+            "pool",
+            pool(oci_h100(), OKE, json!({"image": OKE_IMAGE, "autoscaling": {"min_count": 1, "max_count": 8}})),
+            &["error [autoscaling] Autoscaling self-managed OKE nodes"],
+        ),
+        case("invalid_pool_oci_without_image", "pool", pool(oci_h100(), OKE, json!({})), &["error [image] Missing OKE worker image"]),
+        case(
+            "invalid_pool_reserved_label",
+            "pool",
+            aws(json!({"labels": {"kubernetes.io/role": "gpu"}})),
+            &["error [labels[\"kubernetes.io/role\"]] Reserved label key"],
+        ),
+        case(
+            "invalid_pool_taint_effect",
+            "pool",
+            aws(json!({"taint": [{"key": "gpu", "effect": "NoScheduel"}]})),
+            &["error [taint[0].effect] Unsupported taint effect"],
+        ),
+        case(
+            "invalid_pool_count_outside_bounds",
+            "pool",
+            aws(json!({"autoscaling": {"min_count": 5, "max_count": 8}})),
+            &["error [autoscaling] Node count outside the autoscaling bounds"],
+        ),
+        case(
+            "invalid_pool_kubernetes_version",
+            "pool",
+            aws(json!({"kubernetes_version": "v1.33"})),
+            &["error [kubernetes_version] Invalid Kubernetes version"],
+        ),
+        case(
+            "invalid_pool_rack_scale",
+            "pool",
+            aws(json!({"fabric": fabric_ref("aws", "us-east-1", Some("us-east-1a"), "p6e-gb200.36xlarge", "cluster"), "node_count": 18,
+                       "capacity_type": "capacity-block", "reservation_id": "cb-0123456789abcdef0", "image": "ami-0123456789abcdef0"})),
+            &["error [fabric] Rack-scale node type in a node pool"],
+        ),
+        Case {
+            prior: Some(pool(azure_h100(), AKS, json!({}))),
+            ..case(
+                "pool_azure_grows_in_place",
+                "pool",
+                pool(azure_h100(), AKS, json!({"node_count": 6})),
+                &["## requires_replace\n(none)", r#""node_count": "6""#],
+            )
+        },
     ]
 }
 
@@ -1339,7 +1557,7 @@ fn every_catalog_node_type_plans() {
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.31.0", "1.37.0"];
 
 /// Every node type's NCCL test Job (`nccl_test_kubernetes`, with the cloud's RDMA device resources and
-/// environment) is a valid `batch/v1` Job by Kubernetes' own published schemas, strictly (no field
+/// environment), and each cloud's node pool's, is a valid `batch/v1` Job by Kubernetes' own published schemas, strictly (no field
 /// Kubernetes does not know), as `kubernetes-validate` from PyPI reads them (`HPC_KUBERNETES_VALIDATE`, which
 /// `./scripts/test.sh` installs and sets).
 #[test]
@@ -1360,6 +1578,15 @@ fn every_node_types_nccl_test_job_is_valid_by_kubernetes_schemas() {
             planned.get("nccl_test_kubernetes").as_str().unwrap_or_else(|| panic!("{}: no nccl_test_kubernetes", sku.name)).to_owned();
         assert!(job.contains("kind: Job"), "{}: {job}", sku.name);
         let path = dir.path().join(format!("{}-{}.yaml", sku.cloud.as_str(), sku.name.replace('.', "-")));
+        std::fs::write(&path, job).unwrap();
+        files.push(path);
+    }
+    // Each cloud's node pool's Job, with the pool's device resources (EFA, the RDMA shared device).
+    for case in node_pool_cases().iter().filter(|c| !c.name.starts_with("invalid_") && c.prior.is_none()) {
+        let (_, _, planned) = planned_on_create(&ctx, case.name, case.kind, &case.config);
+        let job =
+            planned.get("nccl_test_kubernetes").as_str().unwrap_or_else(|| panic!("{}: no nccl_test_kubernetes", case.name)).to_owned();
+        let path = dir.path().join(format!("{}.yaml", case.name));
         std::fs::write(&path, job).unwrap();
         files.push(path);
     }

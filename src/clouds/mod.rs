@@ -10,6 +10,7 @@ pub mod azure;
 pub mod backend;
 pub mod error;
 pub mod gcp;
+pub mod kubernetes;
 pub mod oci;
 pub mod quota;
 pub mod retry;
@@ -56,6 +57,14 @@ pub trait Expander: Sync {
     fn placement_advice(&self) -> &'static str;
     /// What to check when the bus bandwidth says the RDMA fabric is not in use.
     fn fabric_advice(&self) -> &'static str;
+    /// A Kubernetes GPU node pool's pieces: the cloud's pool (node group, node pool, agent pool, or
+    /// self-managed workers) with the node type's NICs and the fabric's placement; `labels` are every node's.
+    fn node_pool(&self, spec: &crate::model::NodePoolSpec, defaults: &Defaults, labels: &BTreeMap<String, String>) -> Vec<Piece>;
+    /// The cloud's own refusals of a pool (with the attribute and the fix); false after an error.
+    fn node_pool_fits(&self, spec: &crate::model::NodePoolSpec, diags: &mut crate::framework::Diagnostics) -> bool;
+    /// The in-cluster half of a pool: the topology labels, the RDMA device plugin or operator, the devices
+    /// pods request.
+    fn kubernetes(&self, spec: &crate::model::NodePoolSpec) -> kubernetes::InCluster;
 }
 
 /// Whether the cloud's import ids name a compartment between the location and the name

@@ -6,6 +6,7 @@
 
 pub mod cost;
 pub mod nccl;
+pub mod node_pool;
 pub mod rack;
 pub mod slurm;
 pub mod spec;

@@ -394,10 +394,12 @@ pub struct NcclJob<'a> {
     pub segment: Option<u32>,
     /// The Slurm partition the job is submitted to (`--partition`); the cluster's default partition when None.
     pub partition: Option<&'a str>,
+    /// Taints on the nodes (a Kubernetes node pool's): the Job's pods tolerate each.
+    pub tolerate: &'a [crate::model::Taint],
 }
 
 /// The node label the Kubernetes Job selects this cluster's nodes by (`<label>=<cluster name>`).
-pub const NODE_LABEL: &str = "hpc-platform/cluster";
+pub use crate::clouds::kubernetes::NODE_LABEL;
 
 /// Where the scripts look for nccl-tests when `NCCL_TESTS_DIR` is not set.
 pub const DEFAULT_NCCL_TESTS_DIR: &str = "/opt/nccl-tests/build";
@@ -575,6 +577,12 @@ pub fn kubernetes_job(job: &NcclJob, image: Option<&str>, device_resources: &BTr
     y.push_str("    spec:\n");
     let _ = writeln!(y, "      subdomain: {}", yaml_str(name));
     y.push_str("      restartPolicy: Never\n");
+    if !job.tolerate.is_empty() {
+        y.push_str("      tolerations:\n");
+        for t in job.tolerate {
+            let _ = writeln!(y, "        - key: {}\n          operator: Exists\n          effect: {}", yaml_str(&t.key), t.effect.as_str());
+        }
+    }
     // Kubernetes names nodes its own way (on EKS, GKE and AKS not as the cluster does), so the pods are
     // pinned by a label the nodes are given, not by name.
     y.push_str("      nodeSelector:\n");
@@ -839,6 +847,7 @@ mod tests {
             expected_busbw_gbs: Some(365.0),
             segment: None,
             partition: None,
+            tolerate: &[],
         }
     }
 

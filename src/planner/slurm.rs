@@ -573,6 +573,7 @@ fn nccl_tests(spec: &SlurmSpec) -> BTreeMap<String, String> {
             expected_busbw_gbs: crate::catalog::expected_busbw(p.nodes.sku).map(|b| b.gbytes_per_sec),
             segment: p.nodes.sku.nvlink_domain.map(|d| d.nodes),
             partition: Some(&p.name),
+            tolerate: &[],
         };
         if let Ok(script) = super::nccl::slurm_script(&job) {
             out.insert(p.name.clone(), script);

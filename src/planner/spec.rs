@@ -369,6 +369,11 @@ pub fn parse_cluster(c: &Value, diags: &mut Diagnostics) -> Option<ClusterSpec> 
 }
 
 fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
+    nodes_of(c, false, diags)
+}
+
+/// A cluster's nodes, or (`pool`) a node pool's, whose cloud's pool checks its image and key itself.
+fn nodes_of(c: &Value, pool: bool, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     let name = string(c.get("name"))?.ok_or(())?;
     let mut ok = check_name(&name, AttributePath::attr("name"), diags);
     let own_network = c.get("fabric").is_null();
@@ -466,8 +471,10 @@ fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {
     if workload == Workload::Media {
         ok &= check_video_encoders(cloud, sku, diags);
     }
-    ok &= rules.cluster_nodes(sku, image.as_deref(), ssh_public_key.as_deref(), diags);
-    if sku.arm64() && image.is_none() {
+    if !pool {
+        ok &= rules.cluster_nodes(sku, image.as_deref(), ssh_public_key.as_deref(), diags);
+    }
+    if sku.arm64() && image.is_none() && !pool {
         diags.error_at(
             AttributePath::attr("image"),
             "Missing Arm64 image",
@@ -1124,6 +1131,88 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
         tags,
         key: c.get("fabric").get("slurm_join").get("key").as_str().map(str::to_owned),
     })
+}
+
+/// `hpc_gpu_node_pool`: the nodes as a cluster's (on a fabric), and what joins them to Kubernetes.
+pub fn parse_node_pool(c: &Value, diags: &mut Diagnostics) -> Option<crate::model::NodePoolSpec> {
+    node_pool(c, diags).ok()
+}
+
+fn node_pool(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::NodePoolSpec, ()> {
+    use crate::model::{NodePoolSpec, Taint, TaintEffect};
+    if c.get("fabric").is_null() {
+        diags.error_at(
+            AttributePath::attr("fabric"),
+            "Missing fabric",
+            "A node pool's nodes are placed on a fabric, whose network and placement they join: declare an hpc_gpu_fabric and set \
+             fabric = hpc_gpu_fabric.<name>.",
+        );
+        return Err(());
+    }
+    let nodes = nodes_of(c, true, diags);
+    let kubernetes_cluster = string(c.get("kubernetes_cluster"))?.ok_or(())?;
+    let mut ok = true;
+    let kubernetes_version = match string(c.get("kubernetes_version"))? {
+        None => None,
+        Some(v) => {
+            let parts: Vec<Option<u32>> = v.split('.').map(|p| p.parse().ok()).collect();
+            match parts.as_slice() {
+                [Some(1), Some(minor)] | [Some(1), Some(minor), Some(_)] => Some((1, *minor)),
+                _ => {
+                    diags.error_at(
+                        AttributePath::attr("kubernetes_version"),
+                        "Invalid Kubernetes version",
+                        format!("{v:?} is not a Kubernetes version: write the minor version (\"1.33\") or a patch of it (\"1.33.2\")."),
+                    );
+                    ok = false;
+                    None
+                }
+            }
+        }
+    };
+    let autoscaling = match c.get("autoscaling") {
+        Value::Null => None,
+        a => {
+            let min =
+                whole_number(a.get("min_count"), AttributePath::attr("autoscaling").and_attr("min_count"), 0, 100_000, diags)?.ok_or(())?;
+            let max =
+                whole_number(a.get("max_count"), AttributePath::attr("autoscaling").and_attr("max_count"), 1, 100_000, diags)?.ok_or(())?;
+            Some((min as u32, max as u32))
+        }
+    };
+    let labels = c.get("labels");
+    if !labels.is_wholly_known() {
+        return Err(());
+    }
+    let labels: BTreeMap<String, String> =
+        labels.as_map().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()).unwrap_or_default();
+    let mut taints = Vec::new();
+    let list = c.get("taint");
+    if !list.is_wholly_known() {
+        return Err(());
+    }
+    for (i, t) in list.as_list().unwrap_or_default().iter().enumerate() {
+        let key = string(t.get("key"))?.unwrap_or_default();
+        let value = string(t.get("value"))?.unwrap_or_default();
+        let effect = string(t.get("effect"))?.unwrap_or_default();
+        match TaintEffect::parse(&effect) {
+            Some(effect) => taints.push(Taint { key, value, effect }),
+            None => {
+                diags.error_at(
+                    AttributePath::attr("taint").and_index(i).and_attr("effect"),
+                    "Unsupported taint effect",
+                    format!("{effect:?} is not a taint effect. Valid values: {}.", one_of(&TaintEffect::NAMES)),
+                );
+                ok = false;
+            }
+        }
+    }
+    let node_role = string(c.get("node_role"))?;
+    let nodes = nodes?;
+    if !ok {
+        return Err(());
+    }
+    Ok(NodePoolSpec { nodes, kubernetes_cluster, kubernetes_version, autoscaling, labels, taints, node_role })
 }
 
 #[cfg(test)]

@@ -303,6 +303,7 @@ fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
         expected_busbw_gbs: plan.expected_busbw.map(|b| b.gbytes_per_sec),
         segment: plan.spec.nvlink_domain_nodes(),
         partition: None,
+        tolerate: &[],
     };
     // EKS schedules EFA devices as an extended resource; other clouds' devices come with the node.
     let mut devices = BTreeMap::new();

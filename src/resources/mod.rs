@@ -10,5 +10,6 @@ pub mod gpu_fabric;
 pub mod gpu_selfcheck;
 pub mod lifecycle;
 pub mod nccl_check;
+pub mod node_pool;
 pub mod parallel_filesystem;
 pub mod slurm_cluster;

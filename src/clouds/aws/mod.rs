@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod node_pool;
 pub mod quota;
 pub mod rules;
 pub mod slurm;
@@ -368,5 +369,17 @@ impl super::Expander for Expansion {
         "On AWS, check: NCCL_DEBUG=INFO shows the Libfabric network of aws-ofi-nccl with the efa provider, not \
          Socket; FI_PROVIDER=efa set; the EFA interfaces attached (fi_info -p efa); the security group allowing all \
          traffic to and from itself (EFA needs it); every instance in one cluster placement group."
+    }
+
+    fn node_pool(&self, spec: &crate::model::NodePoolSpec, d: &Defaults, labels: &BTreeMap<String, String>) -> Vec<Piece> {
+        node_pool::node_pool(spec, d, labels)
+    }
+
+    fn node_pool_fits(&self, spec: &crate::model::NodePoolSpec, diags: &mut crate::framework::Diagnostics) -> bool {
+        node_pool::fits(spec, diags)
+    }
+
+    fn kubernetes(&self, spec: &crate::model::NodePoolSpec) -> super::kubernetes::InCluster {
+        node_pool::kubernetes(spec)
     }
 }

@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod node_pool;
 pub mod quota;
 pub mod rules;
 pub mod slurm;
@@ -323,6 +324,18 @@ impl super::Expander for Expansion {
          in ND96isr) and its driver is loaded (ibstat lists the ports); every VM in one InfiniBand VM scale set with \
          a single placement group (VMs in different scale sets share no InfiniBand fabric); NCCL_IB_* not pointing at \
          missing devices."
+    }
+
+    fn node_pool(&self, spec: &crate::model::NodePoolSpec, d: &Defaults, labels: &BTreeMap<String, String>) -> Vec<Piece> {
+        node_pool::node_pool(spec, d, labels)
+    }
+
+    fn node_pool_fits(&self, spec: &crate::model::NodePoolSpec, diags: &mut crate::framework::Diagnostics) -> bool {
+        node_pool::fits(spec, diags)
+    }
+
+    fn kubernetes(&self, spec: &crate::model::NodePoolSpec) -> super::kubernetes::InCluster {
+        node_pool::kubernetes(spec)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod node_pool;
 pub mod quota;
 pub mod rules;
 pub mod slurm;
@@ -270,5 +271,17 @@ impl super::Expander for Expansion {
          the GPU NICs attached on their own VPC networks (MTU 8244); on A3 Mega the receive-datapath manager running \
          and NCCL_FASTRAK_* set, on A3 Ultra, A4 and A4X the RoCE network profile and NCCL_NET=gIB; every VM in one \
          compact placement policy (on A4X, one per NVLink domain)."
+    }
+
+    fn node_pool(&self, spec: &crate::model::NodePoolSpec, d: &Defaults, labels: &BTreeMap<String, String>) -> Vec<Piece> {
+        node_pool::node_pool(spec, d, labels)
+    }
+
+    fn node_pool_fits(&self, spec: &crate::model::NodePoolSpec, diags: &mut crate::framework::Diagnostics) -> bool {
+        node_pool::fits(spec, diags)
+    }
+
+    fn kubernetes(&self, spec: &crate::model::NodePoolSpec) -> super::kubernetes::InCluster {
+        node_pool::kubernetes(spec)
     }
 }

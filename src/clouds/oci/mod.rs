@@ -10,6 +10,7 @@ pub mod fabric;
 pub mod filesystem;
 pub mod limits;
 pub mod memory;
+pub mod node_pool;
 pub mod rules;
 pub mod signing;
 pub mod slurm;
@@ -292,5 +293,17 @@ impl super::Expander for Expansion {
         "On OCI, check: NCCL_DEBUG=INFO shows the IB network, not Socket; the nodes launched in a cluster network or \
          compute cluster (outside one they have only the front-end VNIC); the RDMA plugins (Compute HPC RDMA \
          Authentication and Auto-Configuration) enabled and the RDMA interfaces configured with addresses."
+    }
+
+    fn node_pool(&self, spec: &crate::model::NodePoolSpec, d: &Defaults, labels: &BTreeMap<String, String>) -> Vec<Piece> {
+        node_pool::node_pool(spec, d, labels)
+    }
+
+    fn node_pool_fits(&self, spec: &crate::model::NodePoolSpec, diags: &mut crate::framework::Diagnostics) -> bool {
+        node_pool::fits(spec, diags)
+    }
+
+    fn kubernetes(&self, spec: &crate::model::NodePoolSpec) -> super::kubernetes::InCluster {
+        node_pool::kubernetes(spec)
     }
 }
