@@ -39,6 +39,7 @@ from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instance_types import INSTANCE_TYPES
 from moto.ec2.models.instances import Instance, StateReason
+from moto.ec2.models.subnets import Subnet
 from moto.ec2.models import elastic_network_interfaces as eni_models
 from moto.ec2.responses import EC2Response
 from moto.fsx import models as fsx_models
@@ -426,6 +427,8 @@ def _lt_data(backend, lt_param):
 
 
 _orig_run_instances = EC2Response.run_instances
+# One launch at a time: moto builds a launch's instances and their addresses step by step.
+_LAUNCH_LOCK = threading.Lock()
 
 
 def run_instances(self):
@@ -474,8 +477,24 @@ def _run_instances(self):
     count = _launch_count(self, backend, template, itype, nics)
     self.params["MinCount"] = count
     _tls.template_nics = nics if not self._get_param("NetworkInterfaces", []) else None
+    before = set(backend.reservations)
     try:
-        result = _orig_run_instances(self)
+        with _LAUNCH_LOCK:
+            result = _orig_run_instances(self)
+    except Exception:
+        # EC2 launches MinCount instances or none. moto makes them one at a time, and what it made before
+        # failing (the subnet out of addresses for the next one) goes again, with its interfaces and
+        # addresses, as if it had never been: no answer names it.
+        for rid in set(backend.reservations) - before:
+            for instance in backend.reservations[rid].instances:
+                subnets = {id(n.subnet): n.subnet for n in instance.nics.values() if getattr(n, "subnet", None) is not None}
+                instance.terminate()
+                for subnet in subnets.values():
+                    for ip, holder in list(subnet._subnet_ips.items()):
+                        if holder is instance:
+                            subnet.del_subnet_ip(ip)
+            del backend.reservations[rid]
+        raise
     finally:
         _tls.template_nics = None
     market = self._get_param("InstanceMarketOptions.MarketType") or _get(template, "InstanceMarketOptions", "MarketType")
@@ -711,6 +730,17 @@ def instance_terminate(self):
 
 
 _orig_prep_nics = Instance.prep_nics
+_orig_subnet_ip = Subnet.get_available_subnet_ip
+
+
+def get_available_subnet_ip(self, instance):
+    """A subnet out of addresses answers as EC2 does, not with moto's StopIteration (an HTTP 500 a client
+    would send again)."""
+    try:
+        return _orig_subnet_ip(self, instance)
+    except StopIteration:
+        raise EC2ClientError("InsufficientFreeAddressesInSubnet",
+                             f"There are not enough free addresses in subnet '{self.id}' to satisfy the requested number of instances.") from None
 
 
 def prep_nics(self, nic_spec, *args, **kwargs):
@@ -1316,6 +1346,7 @@ def apply_patches():
     ServiceQuotasResponse.get_aws_default_service_quota = get_aws_default_service_quota
     ec2_utils.instance_value_in_filter_values = instance_value_in_filter_values
     Instance.prep_nics = prep_nics
+    Subnet.get_available_subnet_ip = get_available_subnet_ip
     eni_models.Attachment.__init__ = attachment_init
     ec2_utils.filter_dict_attribute_mapping["placement-group-name"] = "placement.group_name"
     ec2_utils.EC2_RESOURCE_TO_PREFIX.setdefault("placement-group", "pg")
