@@ -1311,6 +1311,12 @@ fn node_pool_cases() -> Vec<Case> {
             &["error [autoscaling] Node count outside the autoscaling bounds"],
         ),
         case(
+            "invalid_pool_aws_version_with_custom_ami",
+            "pool",
+            aws(json!({"image": "ami-0123456789abcdef0", "kubernetes_version": "1.33"})),
+            &["error [kubernetes_version] Version with a custom AMI"],
+        ),
+        case(
             "invalid_pool_kubernetes_version",
             "pool",
             aws(json!({"kubernetes_version": "v1.33"})),

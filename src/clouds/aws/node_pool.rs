@@ -74,6 +74,15 @@ pub fn fits(spec: &NodePoolSpec, diags: &mut Diagnostics) -> bool {
         }
         Some(_) => {}
     }
+    if spec.nodes.image.is_some() && spec.kubernetes_version.is_some() {
+        diags.error_at(
+            AttributePath::attr("kubernetes_version"),
+            "Version with a custom AMI",
+            "A node group whose launch template names an AMI runs the kubelet that AMI carries, and EKS refuses a version beside it: \
+             remove kubernetes_version (the AMI decides), or remove image to boot the EKS accelerated AMI of that version.",
+        );
+        ok = false;
+    }
     if spec.nodes.capacity == CapacityType::CapacityBlock && spec.autoscaling.is_some() {
         diags.error_at(
             AttributePath::attr("autoscaling"),
@@ -144,6 +153,11 @@ pub fn node_pool(spec: &NodePoolSpec, d: &Defaults, labels: &BTreeMap<String, St
                 },
             )
             .set("client_request_token", "one per create, kept across retries")
+            .set(
+                "requires",
+                "the fabric's VPC is the EKS cluster's; every interface carries the cluster's security group (DescribeCluster) beside the \
+                 fabric's EFA group, as EKS adds none to a launch template that names interfaces",
+            )
             .set("tags", &tags),
     );
     out

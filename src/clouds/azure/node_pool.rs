@@ -105,6 +105,7 @@ pub fn node_pool(spec: &NodePoolSpec, d: &Defaults, labels: &BTreeMap<String, St
         .set_opt("orchestrator_version", spec.kubernetes_version.map(|(a, b)| format!("{a}.{b}")))
         .set("os_sku", "Ubuntu")
         .set("vnet_subnet_id", c.network_label("subnet"))
+        .set("requires", "the fabric's virtual network is the AKS cluster's (Azure CNI), or peered with it")
         .set(
             "proximity_placement_group_id",
             if f.placement == Placement::Cluster { format!("azurerm_proximity_placement_group.{}-ppg", f.name) } else { "(none)".into() },
