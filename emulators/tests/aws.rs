@@ -15,11 +15,17 @@ use common::{admin, aws, code, ec2, fsx, message};
 const AMI: &str = "ami-12c6146b"; // one of moto's stock images
 
 async fn network(client: &aws_sdk_ec2::Client, zone: &str) -> (String, String, String) {
-    let vpc = client.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
+    network_of(client, zone, "10.0.0.0/20").await
+}
+
+/// A VPC of 10.x.0.0/16 holding one subnet `subnet_cidr` in `zone`, and a security group: (vpc, subnet, group).
+async fn network_of(client: &aws_sdk_ec2::Client, zone: &str, subnet_cidr: &str) -> (String, String, String) {
+    let vpc_cidr = format!("{}.0.0/16", subnet_cidr.splitn(3, '.').take(2).collect::<Vec<_>>().join("."));
+    let vpc = client.create_vpc().cidr_block(vpc_cidr).send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
     let subnet = client
         .create_subnet()
         .vpc_id(&vpc)
-        .cidr_block("10.0.0.0/20")
+        .cidr_block(subnet_cidr)
         .availability_zone(zone)
         .send()
         .await
@@ -1118,20 +1124,7 @@ async fn concurrent_launches_make_exactly_the_instances_they_answer() {
 async fn a_launch_the_subnet_cannot_address_makes_nothing() {
     let ep = aws();
     let client = ec2(ep, "me-south-1");
-    let vpc = client.create_vpc().cidr_block("10.9.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
-    let subnet = client
-        .create_subnet()
-        .vpc_id(&vpc)
-        .cidr_block("10.9.0.0/28")
-        .availability_zone("me-south-1a")
-        .send()
-        .await
-        .unwrap()
-        .subnet
-        .unwrap()
-        .subnet_id
-        .unwrap();
-    let sg = client.create_security_group().group_name("efa").description("efa").vpc_id(&vpc).send().await.unwrap().group_id.unwrap();
+    let (_, subnet, sg) = network_of(&client, "me-south-1a", "10.9.0.0/28").await;
     let nics: Vec<_> = (0..3)
         .map(|card| {
             LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
