@@ -128,11 +128,15 @@ pub fn is_snippet(example: &str) -> bool {
     example == "provider" || example.starts_with("resources") || example.starts_with("data-sources") || example.starts_with("functions")
 }
 
-/// Examples that need something made before them: they have tests of their own. The
+/// Examples that need something made before them: they have tests of their own (the Kubernetes examples
+/// need a Kubernetes cluster: `kubernetes.rs`). The
 /// hpc_nccl_check snippet needs a cluster and an nccl-tests log (and postconditions, which Terraform 1.0
 /// lacks).
 pub fn needs_an_estate(example: &str) -> bool {
-    example.starts_with("composition") || example == "import-existing" || example == "data-sources/hpc_nccl_check"
+    example.starts_with("composition")
+        || example.starts_with("kubernetes")
+        || example == "import-existing"
+        || example == "data-sources/hpc_nccl_check"
 }
 
 /// `modules/<m>/example` for every module.

@@ -15,6 +15,7 @@ mod faults;
 mod functions;
 mod gcp;
 mod identity;
+mod kubernetes;
 mod oci;
 mod ownership;
 mod postgres;
@@ -120,6 +121,7 @@ for_the_clis!(
         slurm_gcp,
         slurm_azure,
         slurm_oci,
+        aws_node_pool_lifecycle,
     ],
     tofu_only: [
         oci_a10_media_cluster_on_ethernet,
@@ -182,6 +184,10 @@ on_cloud! {
     slurm_gcp => slurm::slurm_lifecycle, "gcp";
     slurm_azure => slurm::slurm_lifecycle, "azure";
     slurm_oci => slurm::slurm_lifecycle, "oci";
+}
+
+fn aws_node_pool_lifecycle(cli: &Cli) {
+    kubernetes::aws_node_pool_lifecycle(cli);
 }
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
@@ -674,6 +680,12 @@ fn plan_time_errors_point_at_their_attributes(cli: &Cli) {
         ("Reservation conflicts with InfiniBand", "capacity_type  = \"reservation\"", "single placement group"),
         ("Unsupported Lustre capacity", "capacity_gib       = 3000", r#"Nearest valid sizes: "2400" or "4800" GiB"#),
         ("Unsupported throughput tier", "throughput_per_tib = 1000", r#""40", "125", "250" or "500""#),
+        (
+            "Node pools are not made on this cloud yet",
+            "fabric             = hpc_gpu_fabric.azure # an AKS pool",
+            "makes EKS node groups on AWS",
+        ),
+        ("Missing node role", "resource \"hpc_gpu_node_pool\" \"no_role\"", "set node_role to the role's ARN"),
     ];
     for (summary, source_line, detail) in cases {
         assert_diagnostic(&w, &text, summary, source_line, detail);

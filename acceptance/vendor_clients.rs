@@ -21,16 +21,16 @@ use crate::cli::{Cli, Workdir, assert_nodes, state_values};
 
 /// What a vendor script printed: its JSON summary, and the problems it found (mismatches with what the
 /// real cloud would show, and the SDK's exceptions: refusals, answers it could not parse).
-struct Vendor {
+pub(crate) struct Vendor {
     script: &'static str,
-    summary: Value,
+    pub(crate) summary: Value,
     stderr: String,
 }
 
 impl Vendor {
     /// Asserts the vendor client found no problem; called last, after the test's own checks of the
     /// summary and the destroy, so that one run shows everything.
-    fn found_nothing_wrong(&self) {
+    pub(crate) fn found_nothing_wrong(&self) {
         let problems = self.summary["problems"].as_array().cloned().unwrap_or_default();
         let listed: Vec<String> = problems.iter().map(|p| format!("  - {}", p.as_str().unwrap_or_default())).collect();
         assert!(
@@ -46,7 +46,7 @@ impl Vendor {
 
 /// Runs `acceptance/vendor_clients/<script>` with the python named by `python_var`. It exits 1 when it
 /// found problems, and prints its summary either way; anything else (no summary) fails here.
-fn vendor(python_var: &str, script: &'static str, args: &[(&str, &str)]) -> Vendor {
+pub(crate) fn vendor(python_var: &str, script: &'static str, args: &[(&str, &str)]) -> Vendor {
     let python = std::env::var(python_var).unwrap_or_else(|_| {
         panic!("{python_var} is not set: run the acceptance tests through ./scripts/test.sh, which installs the vendors' SDKs")
     });

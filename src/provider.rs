@@ -11,6 +11,7 @@ use crate::resources::gpu_cluster::GpuCluster;
 use crate::resources::gpu_fabric::GpuFabric;
 use crate::resources::gpu_selfcheck::GpuSelfcheck;
 use crate::resources::nccl_check::NcclCheck;
+use crate::resources::node_pool::NodePool;
 use crate::resources::parallel_filesystem::ParallelFilesystem;
 use crate::resources::slurm_cluster::SlurmCluster;
 
@@ -41,7 +42,7 @@ impl ProviderDefinition for HpcProvider {
     }
 
     fn resources(&self) -> Vec<Arc<dyn Resource>> {
-        vec![Arc::new(GpuFabric), Arc::new(GpuCluster), Arc::new(ParallelFilesystem), Arc::new(SlurmCluster)]
+        vec![Arc::new(GpuFabric), Arc::new(GpuCluster), Arc::new(ParallelFilesystem), Arc::new(SlurmCluster), Arc::new(NodePool)]
     }
 
     fn functions(&self) -> Vec<Arc<dyn Function>> {

@@ -1,5 +1,5 @@
 """botocore's own service models as the judge of every call the AWS emulator (moto + hpc_moto.py) receives and
-every answer it gives (EC2, FSx, Service Quotas): the AWS half of emulators/src/conformance.rs.
+every answer it gives (EC2, FSx, Service Quotas, EKS): the AWS half of emulators/src/conformance.rs.
 
 `HPC_CONFORMANCE=strict` turns the judge on. A request the models refuse is answered as EC2 or FSx would:
 EC2 (the `ec2` query protocol) with `InvalidAction` for an Action it does not have, `NoSuchVersion` for
@@ -8,7 +8,10 @@ through the shape tree by each member's ec2 wire name: queryName, else the capit
 the member name; lists as `Name.N`), `InvalidParameterValue` for a value outside an enum or of the wrong
 type, `MissingParameter` for a required member left out; FSx and Service Quotas (JSON 1.1) with `UnknownOperationException`,
 `SerializationException` for a JSON value of the wrong type and `ValidationException` for unknown members,
-enum and range violations and missing required members, in their `{"__type", "Message"}` shape. A
+enum and range violations and missing required members, in their `{"__type", "Message"}` shape; EKS
+(REST JSON, the operation found by method and path among the model's `requestUri`s, the service by the
+request's signing scope) with `InvalidParameterException` and `InvalidRequestException` as EKS sends them
+(`x-amzn-ErrorType`, `{"message"}`), its path and query members walked with the body's. A
 successful answer is parsed by botocore's own parser against the output shape and walked (XML elements or
 JSON keys must be members, required members present, scalars of their type, enums in their set); one that
 breaks it becomes a 500 whose message starts "EMULATOR CONFORMANCE", so the test that caused it fails.
@@ -34,7 +37,9 @@ import xml.etree.ElementTree as ET
 from urllib.parse import parse_qsl
 
 PROBE_HEADER = "HTTP_X_HPC_CONFORMANCE_PROBE"
-SERVICES = ("ec2", "fsx", "service-quotas")
+SERVICES = ("ec2", "fsx", "service-quotas", "eks")
+# The REST JSON services, by the service name in the request's SigV4 credential scope.
+REST_SERVICES = ("eks",)
 # The JSON 1.1 services, by their X-Amz-Target prefix (botocore metadata targetPrefix).
 JSON_TARGETS = {"AWSSimbaAPIService_v20180301": "fsx", "ServiceQuotasV20190624": "service-quotas"}
 
@@ -408,14 +413,14 @@ def ec2_response(op, status, headers, body):
                 raise Violation("bad_response", f"the required member {name} of {shape.name} is missing")
 
 
-def json_response(op, status, headers, body):
-    """A JSON 1.1 answer (FSx, Service Quotas) against its output shape."""
+def json_response(op, status, headers, body, protocol="json"):
+    """A JSON 1.1 answer (FSx, Service Quotas) or a REST JSON one (EKS) against its output shape."""
     from botocore.parsers import create_parser
     shape = op.output_shape
     if shape is None:
         return
     try:
-        create_parser("json").parse({"body": body, "headers": dict(headers), "status_code": status}, shape)
+        create_parser(protocol).parse({"body": body, "headers": dict(headers), "status_code": status}, shape)
         value = json.loads(body or b"{}")
     except Exception as e:
         raise Violation("bad_response", f"botocore's json parser cannot read the answer: {e}")
@@ -441,6 +446,82 @@ def enabled(environ):
     return strict() or (probe and bool(os.environ.get("HPC_CONFORMANCE_DEFS")))
 
 
+def signing_service(environ):
+    """The service a SigV4-signed request names in its credential scope (`Credential=<key>/<date>/<region>/<service>/aws4_request`)."""
+    auth = environ.get("HTTP_AUTHORIZATION", "")
+    cred = auth.split("Credential=", 1)[-1].split(",", 1)[0] if "Credential=" in auth else ""
+    parts = cred.split("/")
+    return parts[3] if len(parts) >= 5 else None
+
+
+_rest_routes = {}
+
+
+def _routes(m):
+    """(method, compiled path pattern, operation model) for every operation of a REST model, longest literal first."""
+    import re
+    key = m.service_name
+    if key not in _rest_routes:
+        routes = []
+        for name in m.operation_names:
+            op = m.operation_model(name)
+            uri = op.http["requestUri"].split("?", 1)[0]
+            pattern = re.sub(r"\\\{([A-Za-z0-9_]+)(\\\+)?\\\}",
+                             lambda g: f"(?P<{g.group(1)}>.+)" if g.group(2) else f"(?P<{g.group(1)}>[^/]+)", re.escape(uri))
+            routes.append((op.http["method"], re.compile(f"^{pattern}$"), op, len(uri.split("{")[0])))
+        routes.sort(key=lambda r: -r[3])
+        _rest_routes[key] = routes
+    return _rest_routes[key]
+
+
+def rest_request(m, environ, body):
+    """(operation, params) of a REST JSON request: the operation whose method and requestUri match, its
+    members gathered from the path, the query string and the JSON body."""
+    from urllib.parse import unquote
+    method = environ.get("REQUEST_METHOD", "GET")
+    # The path as sent: a label's value may hold an encoded "/" (an ARN), which PATH_INFO has decoded.
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    path = raw.split("?", 1)[0] if raw else environ.get("PATH_INFO", "/")
+    for verb, pattern, op, _ in _routes(m):
+        found = pattern.match(path)
+        if verb == method and found:
+            break
+    else:
+        raise Violation("InvalidRequestException", f"{method} {path} is no operation of {m.metadata['serviceId']}", 404)
+    try:
+        params = json.loads(body) if body else {}
+    except ValueError as e:
+        raise Violation("InvalidRequestException", f"the body is not JSON: {e}")
+    if not isinstance(params, dict):
+        raise Violation("InvalidRequestException", "the body is not a JSON object")
+    query = {}
+    for k, v in parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True):
+        query.setdefault(k, []).append(v)
+    shape = op.input_shape
+    for member, mshape in (shape.members.items() if shape is not None else []):
+        where, wire = mshape.serialization.get("location"), mshape.serialization.get("name", member)
+        if member in params and where:
+            raise Violation("InvalidParameterException", f"{member} belongs in the {where}, not the body")
+        if where == "uri" and found.groupdict().get(wire) is not None:
+            params[member] = unquote(found.group(wire))
+        elif where == "querystring" and wire in query:
+            values = query.pop(wire)
+            if mshape.type_name == "list":
+                params[member] = values
+            elif mshape.type_name in ("integer", "long"):
+                try:
+                    params[member] = int(values[0])
+                except ValueError:
+                    raise Violation("InvalidParameterException", f"{wire}={values[0]!r} is not a number")
+            elif mshape.type_name == "boolean":
+                params[member] = values[0] == "true"
+            else:
+                params[member] = values[0]
+    if query:
+        raise Violation("InvalidParameterException", f"query parameters {sorted(query)} are not members of {op.name}")
+    return op, params
+
+
 def judge_request(environ, body):
     """(Judged or None, refusal or None): None, None when the judge is off for this call."""
     if not enabled(environ):
@@ -449,7 +530,17 @@ def judge_request(environ, body):
     service, name, version = "?", "?", ""
     try:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        if target:
+        scope = signing_service(environ)
+        if scope in REST_SERVICES:
+            service = scope
+            m = model(service)
+            version = m.api_version
+            op, params = rest_request(m, environ, body)
+            name = op.name
+            if op.input_shape is not None:
+                json_value(op.input_shape, params, "", "request")
+            judged = Judged(service, op, version)
+        elif target:
             prefix, _, name = target.partition(".")
             service = JSON_TARGETS.get(prefix, "fsx")
             m = model(service)
@@ -504,6 +595,8 @@ def judge_response(judged, status, headers, body):
     try:
         if judged.service == "ec2":
             ec2_response(judged.op, status, headers, body)
+        elif judged.service in REST_SERVICES:
+            json_response(judged.op, status, headers, body, protocol="rest-json")
         else:
             json_response(judged.op, status, headers, body)
     except Violation as v:
@@ -523,7 +616,10 @@ def _xml_escape(s):
 def error_response(service, v):
     """(status, headers, body) in the service's own error shape."""
     request_id = str(uuid.uuid4())
-    if service in JSON_TARGETS.values():
+    if service in REST_SERVICES:
+        body = json.dumps({"message": v.message}).encode()
+        headers = [("Content-Type", "application/json"), ("x-amzn-RequestId", request_id), ("x-amzn-ErrorType", v.code)]
+    elif service in JSON_TARGETS.values():
         body = json.dumps({"__type": v.code, "Message": v.message}).encode()
         headers = [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", request_id)]
     else:

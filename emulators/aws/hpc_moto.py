@@ -1343,6 +1343,7 @@ def apply_patches():
     if _orig_get_service_quota is None:
         _orig_get_service_quota = ServiceQuotasResponse.get_service_quota
     ServiceQuotasResponse.get_service_quota = get_service_quota
+    apply_eks_patches()
     ServiceQuotasResponse.get_aws_default_service_quota = get_aws_default_service_quota
     ec2_utils.instance_value_in_filter_values = instance_value_in_filter_values
     Instance.prep_nics = prep_nics
@@ -1359,6 +1360,244 @@ def apply_patches():
     FSxResponse.create_data_repository_association = create_data_repository_association
     FSxResponse.describe_data_repository_associations = describe_data_repository_associations
     FSxResponse.delete_data_repository_association = delete_data_repository_association
+
+
+# ------------------------------------------------------------------------------------------ EKS
+
+
+def _ec2_of(account, region):
+    return ec2_backends[account][region]
+
+
+def eks_create_cluster(self, **kwargs):
+    """As EKS: the cluster's VPC is its subnets', and EKS makes the cluster security group in it
+    (`eks-cluster-sg-<name>-<id>`, tagged `aws:eks:cluster-name`), which DescribeCluster reports."""
+    cluster = _orig_eks["create_cluster"](self, **kwargs)
+    name, resources_vpc_config = kwargs.get("name"), kwargs.get("resources_vpc_config")
+    ec2 = _ec2_of(self.account_id, self.region_name)
+    subnets = [ec2.get_subnet(sid) for sid in (resources_vpc_config or {}).get("subnetIds", [])]
+    if subnets:
+        vpc = subnets[0].vpc_id
+        sg = ec2.create_security_group(f"eks-cluster-sg-{name}-{uuid.uuid4().hex[:10]}",
+                                       "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes",
+                                       vpc_id=vpc, tags={"aws:eks:cluster-name": name})
+        cluster.resources_vpc_config = {**cluster.resources_vpc_config, "vpcId": vpc, "clusterSecurityGroupId": sg.id}
+    return cluster
+
+
+def eks_delete_cluster(self, name):
+    """As EKS: a cluster with node groups is not deleted (ResourceInUseException); its security group goes with it."""
+    cluster = self.clusters.get(name)
+    if cluster is not None and cluster.nodegroups:
+        from moto.eks.exceptions import ResourceInUseException
+        raise ResourceInUseException(clusterName=name, nodegroupName=None, addonName=None,
+                                     message=f"Cluster has nodegroups attached: {sorted(cluster.nodegroups)}")
+    result = _orig_eks["delete_cluster"](self, name)
+    sg = (result.resources_vpc_config or {}).get("clusterSecurityGroupId")
+    if sg:
+        ec2 = _ec2_of(self.account_id, self.region_name)
+        try:
+            ec2.delete_security_group(group_id=sg)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    return result
+
+
+def _launch_template_of(ec2, spec):
+    """The EC2 launch template a node group's launchTemplate names, with the version it names, or None."""
+    spec = spec or {}
+    try:
+        if spec.get("id"):
+            template = ec2.describe_launch_templates(template_ids=[spec["id"]])[0]
+        else:
+            template = ec2.describe_launch_templates(template_names=[spec.get("name")])[0]
+    except Exception:  # noqa: BLE001 - moto raises its own not-found
+        return None, None
+    version = spec.get("version")
+    if version in (None, "$Default"):
+        number = template.default_version().number
+    elif version == "$Latest":
+        number = template.latest_version().number
+    else:
+        try:
+            number = int(version)
+        except ValueError:
+            return template, None
+    found = next((v for v in template.versions if int(v.number) == int(number)), None)
+    return template, found
+
+
+def _invalid(message):
+    from moto.eks.exceptions import InvalidParameterException
+    return InvalidParameterException(clusterName=None, nodegroupName=None, fargateProfileName=None, addonName=None, message=message)
+
+
+def eks_create_nodegroup(self, **kwargs):
+    """As EKS: the launch template and its version must exist, and must not hold what EKS refuses beside a
+    node group (a subnet on an interface, an instance profile); the subnets must be in the cluster's VPC."""
+    ec2 = _ec2_of(self.account_id, self.region_name)
+    lt = kwargs.get("launch_template")
+    cluster = self.clusters.get(kwargs.get("cluster_name"))
+    if lt:
+        template, version = _launch_template_of(ec2, lt)
+        if template is None or version is None:
+            raise _invalid(f"Launch template {lt} does not exist, or has no such version")
+        data = version.data or {}
+        for nic in data.get("NetworkInterface", data.get("NetworkInterfaces", [])) or []:
+            if isinstance(nic, dict) and nic.get("SubnetId"):
+                raise _invalid("You cannot specify a subnet in the network interfaces of a launch template used by a managed node group")
+        if data.get("IamInstanceProfile"):
+            raise _invalid("Launch template should not specify an instance profile")
+        if kwargs.get("instance_types") and data.get("InstanceType"):
+            raise _invalid("Instance types cannot be specified both in the node group and in its launch template")
+    if cluster is not None:
+        vpc = (cluster.resources_vpc_config or {}).get("vpcId")
+        for sid in kwargs.get("subnets") or []:
+            try:
+                subnet = ec2.get_subnet(sid)
+            except Exception:  # noqa: BLE001
+                raise _invalid(f"Subnet {sid} does not exist")
+            if vpc and subnet.vpc_id != vpc:
+                raise _invalid(f"Subnet {sid} is not in the cluster's VPC {vpc}")
+    group = _orig_eks["create_nodegroup"](self, **kwargs)
+    # EKS keeps what it was asked for: no default instance types or disk beside a launch template.
+    if lt:
+        group.instance_types = None
+        group.disk_size = None
+    return group
+
+
+def eks_update_nodegroup_version(self):
+    """UpdateNodegroupVersion, which moto lacks: a new launch template version (or Kubernetes version) for the
+    node group, which EKS rolls out node by node; answered with the update, as EKS does."""
+    import datetime as _dt
+    from moto.core.responses import ActionResult
+    cluster_name = self._get_param("name")
+    nodegroup_name = self._get_param("nodegroupName")
+    backend = self.eks_backend
+    cluster = backend.clusters.get(cluster_name)
+    group = cluster.nodegroups.get(nodegroup_name) if cluster is not None else None
+    if group is None:
+        from moto.eks.exceptions import ResourceNotFoundException
+        raise ResourceNotFoundException(clusterName=cluster_name, nodegroupName=nodegroup_name, fargateProfileName=None, addonName=None,
+                                        message=f"No node group found for name: {nodegroup_name}.")
+    params = []
+    lt = self._get_param("launchTemplate")
+    if lt:
+        if not group.launch_template:
+            raise _invalid("The node group was not created with a launch template")
+        template, version = _launch_template_of(_ec2_of(backend.account_id, backend.region_name), lt)
+        if template is None or version is None or template.id != group.launch_template.get("id"):
+            raise _invalid(f"Launch template {lt} is not the node group's, or has no such version")
+        group.launch_template = {"id": template.id, "name": template.name, "version": str(version.number)}
+        params.append({"type": "LaunchTemplateVersion", "value": str(version.number)})
+    version = self._get_param("version")
+    if version:
+        group.version = version
+        params.append({"type": "Version", "value": version})
+    if self._get_param("releaseVersion"):
+        group.release_version = self._get_param("releaseVersion")
+        params.append({"type": "ReleaseVersion", "value": group.release_version})
+    group.modified_at = _dt.datetime.now(_dt.timezone.utc)
+    return ActionResult({"update": {"id": str(uuid.uuid4()), "status": "Successful", "type": "VersionUpdate", "params": params,
+                                    "createdAt": _dt.datetime.now(_dt.timezone.utc), "errors": []}})
+
+
+def eks_update_nodegroup_config(self, **kwargs):
+    """moto's update, answered as EKS answers it: the update's params in the model's UpdateParamType values
+    (DesiredSize, MinSize, MaxSize, LabelsToAdd, ...), one per value changed."""
+    update = _orig_eks["update_nodegroup_config"](self, **kwargs)
+    params = []
+    for key, kind in (("desiredSize", "DesiredSize"), ("minSize", "MinSize"), ("maxSize", "MaxSize")):
+        if key in (kwargs.get("scaling_config") or {}):
+            params.append({"type": kind, "value": str(kwargs["scaling_config"][key])})
+    labels = kwargs.get("labels") or {}
+    if labels.get("addOrUpdateLabels"):
+        params.append({"type": "LabelsToAdd", "value": json.dumps(labels["addOrUpdateLabels"], sort_keys=True)})
+    if labels.get("removeLabels"):
+        params.append({"type": "LabelsToRemove", "value": json.dumps(labels["removeLabels"])})
+    taints = kwargs.get("taints") or {}
+    if taints.get("addOrUpdateTaints"):
+        params.append({"type": "TaintsToAdd", "value": json.dumps(taints["addOrUpdateTaints"], sort_keys=True)})
+    if taints.get("removeTaints"):
+        params.append({"type": "TaintsToRemove", "value": json.dumps(taints["removeTaints"], sort_keys=True)})
+    for key, kind in (("maxUnavailable", "MaxUnavailable"), ("maxUnavailablePercentage", "MaxUnavailablePercentage")):
+        if key in (kwargs.get("update_config") or {}):
+            params.append({"type": kind, "value": str(kwargs["update_config"][key])})
+    if kwargs.get("node_repair_config"):
+        params.append({"type": "NodeRepairConfig", "value": json.dumps(kwargs["node_repair_config"], sort_keys=True)})
+    return {**update, "params": params}
+
+
+def eks_create_nodegroup_response(self):
+    """moto's CreateNodegroup, keeping the update and repair settings EKS keeps (moto drops them)."""
+    result = _orig_eks["create_nodegroup_response"](self)
+    cluster = self.eks_backend.clusters.get(self._get_param("name"))
+    group = cluster.nodegroups.get(self._get_param("nodegroupName")) if cluster is not None else None
+    if group is not None:
+        group.update_config = self._get_param("updateConfig")
+        group.node_repair_config = self._get_param("nodeRepairConfig")
+    return result
+
+
+def _node_group_by_arn(backend, arn):
+    return next((g for c in backend.clusters.values() for g in c.nodegroups.values() if g.arn == arn), None)
+
+
+def eks_tag_resource(self, resource_arn, tags):
+    """Tags a node group as EKS does (moto tags only clusters)."""
+    group = _node_group_by_arn(self, resource_arn)
+    if group is None:
+        return _orig_eks["tag_resource"](self, resource_arn, tags)
+    group.tags = {**(group.tags or {}), **(tags or {})}
+
+
+def eks_untag_resource(self, resource_arn, tag_keys):
+    group = _node_group_by_arn(self, resource_arn)
+    if group is None:
+        return _orig_eks["untag_resource"](self, resource_arn, tag_keys)
+    keys = tag_keys if isinstance(tag_keys, list) else [tag_keys]
+    group.tags = {k: v for k, v in (group.tags or {}).items() if k not in keys}
+
+
+def eks_list_tags_for_resource(self, resource_arn):
+    group = _node_group_by_arn(self, resource_arn)
+    if group is None:
+        return _orig_eks["list_tags_for_resource"](self, resource_arn)
+    return dict(group.tags or {})
+
+
+_orig_eks = {}
+
+
+def apply_eks_patches():
+    from moto.eks import urls as eks_urls
+    from moto.eks.models import EKSBackend
+    from moto.eks.responses import EKSResponse
+    if not _orig_eks:
+        _orig_eks.update(create_cluster=EKSBackend.create_cluster, delete_cluster=EKSBackend.delete_cluster,
+                         create_nodegroup=EKSBackend.create_nodegroup, update_nodegroup_config=EKSBackend.update_nodegroup_config,
+                         create_nodegroup_response=EKSResponse.create_nodegroup, tag_resource=EKSBackend.tag_resource,
+                         untag_resource=EKSBackend.untag_resource, list_tags_for_resource=EKSBackend.list_tags_for_resource)
+    EKSBackend.create_cluster = eks_create_cluster
+    EKSBackend.delete_cluster = eks_delete_cluster
+    EKSBackend.create_nodegroup = eks_create_nodegroup
+    EKSBackend.update_nodegroup_config = eks_update_nodegroup_config
+    EKSResponse.create_nodegroup = eks_create_nodegroup_response
+    EKSBackend.tag_resource = eks_tag_resource
+    EKSBackend.untag_resource = eks_untag_resource
+    EKSBackend.list_tags_for_resource = eks_list_tags_for_resource
+    EKSResponse.update_nodegroup_version = eks_update_nodegroup_version
+    eks_urls.url_paths["{0}/clusters/(?P<name>[^/]+)/node-groups/(?P<nodegroupName>[^/]+)/update-version$"] = eks_urls.response.dispatch
+
+
+def _eks_backends(region=None):
+    from moto.eks.models import eks_backends
+    for account, regions in eks_backends.items():
+        for name, b in regions.items():
+            if region and name != region:
+                continue
+            yield b
 
 
 # ------------------------------------------------------------------------------------------ admin API
@@ -1491,8 +1730,12 @@ def inventory(region=None):
                 continue
             fsx["file_systems"] += [f.file_system_id for f in b.file_systems.values()]
             fsx["data_repository_associations"] += list(_sweep(_state(b, "dras")).keys())
-    total = sum(len(v) for v in ec2.values()) + sum(len(v) for v in fsx.values())
-    return {"cloud": "aws", "empty": total == 0, "resources": {"ec2": ec2, "fsx": fsx}}
+    eks = {"clusters": [], "nodegroups": []}
+    for b in _eks_backends(region):
+        eks["clusters"] += list(b.clusters)
+        eks["nodegroups"] += [f"{c}/{g}" for c, cluster in b.clusters.items() for g in cluster.nodegroups]
+    total = sum(len(v) for v in ec2.values()) + sum(len(v) for v in fsx.values()) + sum(len(v) for v in eks.values())
+    return {"cloud": "aws", "empty": total == 0, "resources": {"ec2": ec2, "fsx": fsx, "eks": eks}}
 
 
 def _rules(rules):
@@ -1548,6 +1791,15 @@ def snapshot(region=None):
                                          "tags": dict(sorted(fs_tags.items()))}
             for aid, d in _state(b, "dras").items():
                 out[aid] = {"kind": "data_repository_association", "body": json.dumps(d, sort_keys=True, default=str)}
+    for b in _eks_backends(region):
+        for cname, cluster in b.clusters.items():
+            out["eks/" + cname] = {"kind": "eks_cluster", "vpc": json.dumps(cluster.resources_vpc_config, sort_keys=True, default=str),
+                                   "version": cluster.version, "tags": dict(sorted((cluster.tags or {}).items()))}
+            for gname, g in cluster.nodegroups.items():
+                out[f"eks/{cname}/{gname}"] = {"kind": "eks_nodegroup", "scaling": json.dumps(g.scaling_config, sort_keys=True),
+                                               "launch_template": json.dumps(g.launch_template, sort_keys=True, default=str),
+                                               "labels": json.dumps(g.labels, sort_keys=True), "taints": json.dumps(g.taints, sort_keys=True),
+                                               "version": g.version, "tags": dict(sorted((g.tags or {}).items()))}
     return {"cloud": "aws", "resources": dict(sorted(out.items()))}
 
 

@@ -1293,16 +1293,17 @@ def oci_cloud():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# AWS (optional): botocore's service models for EC2, FSx and Service Quotas
+# AWS (optional): botocore's service models for EC2, FSx, Service Quotas and EKS
 
-AWS_SERVICES = [("ec2", "aws.ec2"), ("fsx", "aws.fsx"), ("service-quotas", "aws.service-quotas")]
+AWS_SERVICES = [("ec2", "aws.ec2"), ("fsx", "aws.fsx"), ("service-quotas", "aws.service-quotas"), ("eks", "aws.eks")]
 
 
 class AwsService:
     """One botocore service model. EC2 speaks the `ec2` protocol: a request is a form whose names are a member's
     queryName, else its locationName capitalized, else its name, and a response is XML named by locationName,
     else name; so its shapes come twice, `aws.ec2.query/X` for what requests reach and `aws.ec2/X` for the rest.
-    The JSON protocols (FSx) use member names both ways, and send timestamps as epoch seconds."""
+    The JSON protocols (FSx; EKS's REST JSON, whose path and query members are left out of the body) use member
+    names both ways, and send timestamps as epoch seconds."""
 
     def __init__(self, svc, ns, model):
         self.svc, self.ns, self.model = svc, ns, model
@@ -1558,6 +1559,7 @@ def check(doc):
         assert "ImageId" in w["schemas"]["aws.ec2.query/RunInstancesRequest"]["properties"]
         assert "instancesSet" in w["schemas"]["aws.ec2/Reservation"]["properties"]
         assert op(w, "CreateFileSystem")["service"] == "fsx"
+        assert op(w, "CreateNodegroup")["service"] == "eks" and op(w, "CreateNodegroup")["path"] == "/clusters/{name}/node-groups"
 
 
 def main(argv=None):

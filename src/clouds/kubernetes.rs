@@ -9,6 +9,14 @@ use crate::model::{NodePoolSpec, Taint, TaintEffect};
 /// The label every node of a cluster or pool carries with its name; the NCCL test Job selects it.
 pub const NODE_LABEL: &str = "hpc-platform/cluster";
 
+/// The label keys a kubelet may not set on its own node (the NodeRestriction admission plugin), and ours.
+pub fn reserved_key(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else { return false };
+    let kubernetes = ["kubernetes.io", "k8s.io"].iter().any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")));
+    let allowed = ["kubelet.kubernetes.io", "node.kubernetes.io"].contains(&prefix);
+    (kubernetes && !allowed) || prefix == "hpc-platform"
+}
+
 /// What the cloud's Kubernetes side of a pool needs, from the cloud's expander.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InCluster {

@@ -12,7 +12,7 @@ use crate::framework::{AttributePath, Diagnostics, one_of};
 use crate::model::{Defaults, NodePoolSpec, Piece, Taint};
 use crate::nodes::node_names;
 
-pub use crate::clouds::kubernetes::{InCluster, NODE_LABEL as POOL_LABEL};
+pub use crate::clouds::kubernetes::{InCluster, NODE_LABEL as POOL_LABEL, reserved_key};
 
 pub struct NodePoolPlan {
     pub pieces: Vec<Piece>,
@@ -53,14 +53,6 @@ pub fn qualified_name(key: &str) -> bool {
         Some((prefix, name)) => dns_subdomain(prefix) && label_name(name),
         None => label_name(key),
     }
-}
-
-/// The label keys a kubelet may not set on its own node (the NodeRestriction admission plugin), and ours.
-fn reserved_key(key: &str) -> bool {
-    let Some((prefix, _)) = key.split_once('/') else { return false };
-    let kubernetes = ["kubernetes.io", "k8s.io"].iter().any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")));
-    let allowed = ["kubelet.kubernetes.io", "node.kubernetes.io"].contains(&prefix);
-    (kubernetes && !allowed) || prefix == "hpc-platform"
 }
 
 /// The rules every cloud's pool follows; false after an error.

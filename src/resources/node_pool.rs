@@ -1,13 +1,25 @@
 //! `hpc_gpu_node_pool` (issue 37), its schema and plan: GPU nodes on a fabric joined to a Kubernetes cluster
 //! made elsewhere, expanded into the cloud's pool (EKS node group with our launch template, GKE node pool,
 //! AKS agent pool, self-managed OKE workers) and the in-cluster half (device plugin or operator, Kueue
-//! topology, NCCL test Job) as text. NOT YET A PROVIDER RESOURCE: it plans, and is tested, but has no
-//! backends, so the provider does not list it until they exist.
+//! topology, NCCL test Job) as text. Made, read, updated, imported and deleted through the one lifecycle
+//! (`lifecycle::Kind`) over the cloud's pool backend: on AWS the EKS node group and its launch template
+//! (`clouds/aws/node_pool.rs`). GKE, AKS and OKE pools plan, and the plan then refuses them: their backends
+//! do not exist yet.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
 
 use super::common::{self, fabric_ref_type};
-use crate::framework::{Attribute, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse, Schema, Type, Value};
+use super::lifecycle::{Kind, NoParts, Timeouts};
+use crate::catalog::Cloud;
+use crate::clouds::backend;
+use crate::framework::{
+    ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
+    ReadOutcome, Resource, Schema, Type, Value,
+};
+use crate::model::NodePoolSpec;
 use crate::planner::{self, expansion_type, expansion_value, spec};
 
 pub const KIND: common::Kind = common::Kind { type_name: "hpc_gpu_node_pool", noun: "GPU node pool" };
@@ -35,7 +47,8 @@ pub fn schema() -> Schema {
         Block::new(
             "GPU nodes on a fabric, joined as a node pool to a Kubernetes cluster made elsewhere (EKS, GKE, AKS or OKE): the node type's \
              RDMA interfaces and the fabric's placement in the cloud's pool, and the in-cluster half (RDMA device plugin or operator, \
-             topology labels for Kueue, an NCCL test Job) as outputs. The Kubernetes cluster is only read, never changed.",
+             topology labels for Kueue, an NCCL test Job) as outputs. The Kubernetes cluster is only read, never changed. This \
+             release makes EKS node groups; GKE, AKS and OKE pools are planned, then refused.",
         )
         .attribute(Attribute::required("name", Type::String, "Pool name (on AKS 1-12 lowercase letters and digits).").requires_replace())
         .attribute(
@@ -65,7 +78,7 @@ pub fn schema() -> Schema {
             "EKS: an AMI (default: the EKS accelerated AMI). GKE: the node image type (`COS_CONTAINERD`, `UBUNTU_CONTAINERD`). OKE: \
              required, an OKE worker image's OCID. AKS: not used.",
         ))
-        .attribute(Attribute::optional("user_data", Type::String, "More first-boot user data, after the cloud's own join."))
+        .attribute(Attribute::optional("user_data", Type::String, "More first-boot user data, after the cloud's own join (a change rolls the pool). Kept in state, marked sensitive.").sensitive())
         .attribute(Attribute::optional("ssh_public_key", Type::String, "SSH public key for the nodes' default user."))
         .attribute(Attribute::optional(
             "node_role",
@@ -138,7 +151,89 @@ pub fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<
     Some(out)
 }
 
-/// The plan of a pool, as the provider will make it once the pool has backends.
+/// The plan of a pool.
 pub fn plan(ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
     common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags))
 }
+
+/// A pool on a cloud whose pools are not made yet, refused at the fabric.
+fn refuse_unbuilt(config: &Value, diags: &mut Diagnostics) {
+    let Some(cloud) = config.get("fabric").get("cloud").as_str().and_then(Cloud::parse) else { return };
+    if backend::makes_node_pools(cloud) {
+        return;
+    }
+    diags.error_at(
+        AttributePath::attr("fabric"),
+        "Node pools are not made on this cloud yet",
+        format!(
+            "hpc_gpu_node_pool makes EKS node groups on AWS; {} pools are planned (the pieces above) but this release cannot make them. \
+             Use hpc_gpu_cluster on this fabric for now, or a fabric on AWS.",
+            cloud.display_name()
+        ),
+    );
+}
+
+pub struct NodePool;
+
+#[async_trait]
+impl Resource for NodePool {
+    fn type_name(&self) -> &'static str {
+        KIND.type_name
+    }
+
+    fn schema(&self) -> Schema {
+        schema()
+    }
+
+    fn validate(&self, config: &Value, diags: &mut Diagnostics) {
+        if let Some(spec) = spec::parse_node_pool(config, diags) {
+            planner::node_pool::plan(&spec, &Default::default(), diags);
+        }
+    }
+
+    fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
+        let config = req.config.clone();
+        let resp = plan(ctx, req, diags);
+        if !resp.planned.is_null() {
+            refuse_unbuilt(&config, diags);
+        }
+        resp
+    }
+
+    async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
+        LIFECYCLE.apply(ctx, &req, diags).await
+    }
+
+    async fn read(&self, ctx: &Context, state: &Value, private: &[u8], diags: &mut Diagnostics) -> ReadOutcome {
+        LIFECYCLE.read(ctx, state, private, diags).await
+    }
+
+    async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
+        LIFECYCLE.import(ctx, id, "aws/us-east-1/ml-prod/gpu", diags).await
+    }
+
+    fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
+        common::upgrade_owner(KIND, version, state)
+    }
+}
+
+const SIXTY_MINUTES: Duration = Duration::from_secs(60 * 60);
+
+/// A pool's lifecycle: its schema, parser, derivation and tag keys over the cloud's pool backend.
+pub(crate) static LIFECYCLE: Kind<NodePoolSpec> = Kind {
+    kind: KIND,
+    schema,
+    parse: spec::parse_node_pool,
+    parse_state: |v| spec::parse_node_pool(v, &mut Diagnostics::new()),
+    with_prior: |spec, _| spec,
+    derive: |ctx, config, _, diags| derive(ctx, config, diags),
+    ours: |v| {
+        let name = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        vec![("hpc:node-pool", name(v.get("name"))), ("hpc:fabric", name(v.get("fabric").get("name")))]
+    },
+    backend: backend::node_pool,
+    timeouts: Timeouts { create: SIXTY_MINUTES, update: SIXTY_MINUTES, delete: Duration::from_secs(30 * 60) },
+    kept: "What was made so far is kept in state; apply again to finish, or destroy.",
+    left: "What is left stays in state; run destroy again.",
+    parts: &NoParts,
+};

@@ -66,3 +66,19 @@ resource "hpc_parallel_filesystem" "amlfs_tier" {
   capacity_gib       = 4096
   throughput_per_tib = 1000
 }
+
+# An AKS pool plans (its pieces are right) but this release does not make AKS pools: refused at the fabric.
+resource "hpc_gpu_node_pool" "aks" {
+  name               = "gpu"
+  fabric             = hpc_gpu_fabric.azure # an AKS pool
+  kubernetes_cluster = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml/providers/Microsoft.ContainerService/managedClusters/ml-prod"
+  node_count         = 4
+}
+
+# An EKS pool without the role its nodes join with.
+resource "hpc_gpu_node_pool" "no_role" {
+  name               = "gpu"
+  fabric             = hpc_gpu_fabric.aws
+  kubernetes_cluster = "ml-prod"
+  node_count         = 4
+}

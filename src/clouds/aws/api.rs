@@ -1,4 +1,4 @@
-//! The AWS API clients (aws-sdk-ec2, aws-sdk-fsx, aws-sdk-servicequotas) as the resources use them: one client pair per region
+//! The AWS API clients (aws-sdk-ec2, aws-sdk-fsx, aws-sdk-eks, aws-sdk-servicequotas) as the resources use them: one client pair per region
 //! and configuration, the standard credential chain for real use, static credentials and the endpoint
 //! override for emulators; errors turned into the cloud's own words (the waiter is `shared::wait_for`).
 
@@ -17,6 +17,8 @@ use crate::framework::Context;
 pub struct Aws {
     pub ec2: aws_sdk_ec2::Client,
     pub fsx: aws_sdk_fsx::Client,
+    /// EKS, for node groups of GPU node pools (the Kubernetes cluster itself is only read).
+    pub eks: aws_sdk_eks::Client,
     /// Service Quotas, for the plan's quota check (the same endpoint override as EC2).
     pub quotas: aws_sdk_servicequotas::Client,
     pub region: String,
@@ -73,6 +75,7 @@ async fn build(settings: &CloudSettings, region: &str) -> Aws {
     Aws {
         ec2: aws_sdk_ec2::Client::new(&shared),
         fsx: aws_sdk_fsx::Client::new(&shared),
+        eks: aws_sdk_eks::Client::new(&shared),
         quotas: aws_sdk_servicequotas::Client::new(&shared),
         region: region.to_owned(),
     }
@@ -106,17 +109,20 @@ pub fn kind_of(code: &str) -> ErrorKind {
         "Throttling" | "ThrottlingException" | "RequestLimitExceeded" | "TooManyRequestsException" => {
             ErrorKind::Throttled { retry_after: None }
         }
-        "InternalError" | "InternalFailure" | "ServiceUnavailable" | "Unavailable" | "InternalServerError" => ErrorKind::Transient,
+        "InternalError" | "InternalFailure" | "ServiceUnavailable" | "Unavailable" | "InternalServerError" | "ServerException" => {
+            ErrorKind::Transient
+        }
         "AuthFailure" | "UnrecognizedClientException" | "InvalidClientTokenId" => ErrorKind::Unauthenticated,
         "UnauthorizedOperation" | "AccessDenied" | "AccessDeniedException" => ErrorKind::Forbidden,
         "DependencyViolation"
         | "IncorrectState"
         | "IncorrectInstanceState"
         | "IncorrectFileSystemLifeCycleState"
-        | "BadRequest.Conflict" => ErrorKind::Conflict,
+        | "BadRequest.Conflict"
+        | "ResourceInUseException" => ErrorKind::Conflict,
         c if c.ends_with(".Duplicate") || c.ends_with("AlreadyExists") || c.ends_with(".InUse") => ErrorKind::Conflict,
         c if c.ends_with("NotFound") || c.ends_with("NotFoundException") || c == "NoSuchResourceException" => ErrorKind::NotFound,
-        c if c.ends_with("LimitExceeded") || c == "ServiceLimitExceeded" || c == "VcpuLimitExceeded" => ErrorKind::Quota,
+        c if c.ends_with("LimitExceeded") || c.ends_with("LimitExceededException") || c == "VcpuLimitExceeded" => ErrorKind::Quota,
         c if c.starts_with("InvalidParameter") || c.starts_with("MissingParameter") || c == "ValidationException" => {
             ErrorKind::InvalidRequest { field: None }
         }
@@ -216,6 +222,12 @@ mod tests {
             ("AuthFailure", ErrorKind::Unauthenticated),
             ("InvalidParameterValue", ErrorKind::InvalidRequest { field: None }),
             ("InternalError", ErrorKind::Transient),
+            // EKS's.
+            ("ResourceNotFoundException", ErrorKind::NotFound),
+            ("ResourceInUseException", ErrorKind::Conflict),
+            ("ResourceLimitExceededException", ErrorKind::Quota),
+            ("InvalidParameterException", ErrorKind::InvalidRequest { field: None }),
+            ("ServerException", ErrorKind::Transient),
             ("SomethingNew", ErrorKind::Other),
         ] {
             assert_eq!(kind_of(code), kind, "{code}");

@@ -45,7 +45,7 @@ use crate::clouds::quota::{QuotaFamily, QuotaReading};
 use crate::clouds::shared;
 use crate::clouds::shared::{REVISION_TAG, SELFCHECK_TAG};
 use crate::framework::{Context, Value};
-use crate::model::{CapacityType, ClusterSpec, Placement};
+use crate::model::{CapacityType, ClusterSpec};
 use crate::ownership::{Census, marker_in};
 
 pub const TAG: &str = "hpc:cluster";
@@ -352,7 +352,7 @@ pub fn template_revision(version: &LaunchTemplateVersion) -> Option<&str> {
 }
 
 /// Whether the cluster's key pair exists and is the census's, and its public key.
-async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<String>), CloudError> {
+pub(super) async fn key(aws: &Aws, cluster: &str, census: &Census) -> Result<(bool, Option<String>), CloudError> {
     match aws.ec2.describe_key_pairs().key_names(key_name(cluster)).include_public_key(true).send().await {
         Ok(out) => Ok(out
             .key_pairs()
@@ -395,8 +395,14 @@ pub async fn refresh(aws: &Aws, cluster: &str, census: &Census) -> Result<Cluste
     Ok(ClusterLive { has_template, nodes, ..Default::default() })
 }
 
-/// The interfaces of the launch template, as [`super::efa_layout`] lays them out (the plan shows the same).
-fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> {
+/// The interfaces of the launch template, as [`super::efa_layout`] lays them out (the plan shows the same),
+/// each in `groups`; in `subnet` where the template says it (an EKS node group's template must not: the
+/// node group's subnets decide).
+pub(super) fn interfaces(
+    spec: &ClusterSpec,
+    subnet: Option<&str>,
+    groups: &[String],
+) -> Vec<LaunchTemplateInstanceNetworkInterfaceSpecificationRequest> {
     let layout = super::efa_layout(spec);
     let single = layout.len() == 1;
     layout
@@ -406,8 +412,8 @@ fn interfaces(spec: &ClusterSpec, subnet: &str, sg: &str) -> Vec<LaunchTemplateI
                 .network_card_index(nic.card as i32)
                 .device_index(nic.device as i32)
                 .interface_type(nic.kind)
-                .subnet_id(subnet)
-                .groups(sg)
+                .set_subnet_id(subnet.map(str::to_owned))
+                .set_groups(Some(groups.to_vec()))
                 .delete_on_termination(true);
             // EC2 refuses AssociatePublicIpAddress, even false, on a launch with more than one interface
             // (InvalidParameterCombination); there the private subnet (no public IPv4 on launch) decides.
@@ -457,29 +463,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     let mut live = observe(aws, name, census).await?;
     census.gate()?;
     // The fabric's pieces are another resource's: read to join them, never changed.
-    let f = fabric::observe(aws, &spec.fabric.name, None, &Census::reading()).await?;
-    let sg = f.sg_id().map(str::to_owned).ok_or_else(|| {
-        format!(
-            "fabric {} has no security group {} in {}: apply the fabric first",
-            spec.fabric.name,
-            fabric::security_group_name(&spec.fabric.name),
-            aws.region
-        )
-    })?;
-    let subnet = f
-        .sg_tags()
-        .get("hpc:subnet")
-        .cloned()
-        .ok_or_else(|| CloudError::other(format!("security group {sg} does not record the fabric's subnet")))?;
-    let group = match spec.fabric.placement {
-        Placement::Cluster => Some(f.placement_group.clone().ok_or_else(|| {
-            format!(
-                "the fabric's cluster placement group {} is missing: apply again so the fabric recreates it",
-                fabric::placement_group_name(&spec.fabric.name)
-            )
-        })?),
-        _ => None,
-    };
+    let fabric::Joined { security_group: sg, subnet, placement_group: group, .. } = fabric::joined(aws, &spec.fabric).await?;
     // An UltraServer cluster's Capacity Block, read once and checked before anything is made or launched.
     let ultraservers = ultraserver_reservations(aws, spec).await?;
     let mut lt_tags = o.tags.clone();
@@ -615,7 +599,7 @@ pub fn node_only_tag(key: &str) -> bool {
 }
 
 /// Whether two OpenSSH public keys are the same key (EC2 may give one back without its comment).
-fn same_key(a: &str, b: &str) -> bool {
+pub(super) fn same_key(a: &str, b: &str) -> bool {
     let key = |k: &str| k.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
     key(a) == key(b)
 }
@@ -633,7 +617,7 @@ fn template_data(
     let mut data = RequestLaunchTemplateData::builder()
         .image_id(image)
         .instance_type(spec.fabric.sku.name.into())
-        .set_network_interfaces(Some(interfaces(spec, subnet, sg)))
+        .set_network_interfaces(Some(interfaces(spec, Some(subnet), &[sg.to_owned()])))
         .placement(
             LaunchTemplatePlacementRequest::builder()
                 .availability_zone(spec.fabric.zone.clone().unwrap_or_default())
@@ -777,7 +761,7 @@ fn launch_batches<'a>(
     out
 }
 
-async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
+pub(super) async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags: &BTreeMap<String, String>) -> Result<(), CloudError> {
     aws.ec2
         .import_key_pair()
         .key_name(key_name(cluster))
@@ -970,7 +954,7 @@ pub async fn delete(ctx: &Context, aws: &Aws, cluster: &str, timeout: Duration, 
     delete_key(aws, cluster).await
 }
 
-async fn delete_key(aws: &Aws, cluster: &str) -> Result<(), CloudError> {
+pub(super) async fn delete_key(aws: &Aws, cluster: &str) -> Result<(), CloudError> {
     match aws.ec2.delete_key_pair().key_name(key_name(cluster)).send().await {
         Ok(_) => Ok(()),
         Err(e) if api::error(&e).is_not_found() => Ok(()),
@@ -1339,7 +1323,7 @@ fn without_public_ip_flag(version: i64, state: Value) -> Value {
 mod tests {
     use super::*;
     use crate::catalog::Cloud;
-    use crate::model::{FabricRef, Workload};
+    use crate::model::{FabricRef, Placement, Workload};
     use aws_sdk_ec2::primitives::{DateTime, DateTimeFormat};
 
     fn spec(instance_type: &str, nodes: u32, reservation: &str) -> ClusterSpec {

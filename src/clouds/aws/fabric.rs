@@ -352,6 +352,45 @@ pub fn named(tags: &BTreeMap<String, String>, name: &str) -> BTreeMap<String, St
     t
 }
 
+/// What nodes join of a fabric: its EFA security group, the subnet it records, its VPC, and its cluster
+/// placement group where the fabric places nodes in one.
+pub struct Joined {
+    pub security_group: String,
+    pub subnet: String,
+    pub vpc: Option<String>,
+    pub placement_group: Option<String>,
+}
+
+/// The fabric's pieces nodes join, read (they are another resource's, never changed here); an error that
+/// says what to apply when one is missing.
+pub async fn joined(aws: &Aws, fabric: &crate::model::FabricRef) -> Result<Joined, CloudError> {
+    let f = observe(aws, &fabric.name, None, &Census::reading()).await?;
+    let sg = f.sg_id().map(str::to_owned).ok_or_else(|| {
+        CloudError::other(format!(
+            "fabric {} has no security group {} in {}: apply the fabric first",
+            fabric.name,
+            security_group_name(&fabric.name),
+            aws.region
+        ))
+    })?;
+    let subnet = f
+        .sg_tags()
+        .get("hpc:subnet")
+        .cloned()
+        .ok_or_else(|| CloudError::other(format!("security group {sg} does not record the fabric's subnet")))?;
+    let placement_group = match fabric.placement {
+        crate::model::Placement::Cluster => Some(f.placement_group.clone().ok_or_else(|| {
+            CloudError::other(format!(
+                "the fabric's cluster placement group {} is missing: apply again so the fabric recreates it",
+                placement_group_name(&fabric.name)
+            ))
+        })?),
+        _ => None,
+    };
+    let vpc = f.security_group.as_ref().and_then(|g| g.vpc_id()).map(str::to_owned);
+    Ok(Joined { security_group: sg, subnet, vpc, placement_group })
+}
+
 /// Deletes every piece of the fabric this owner has, leaving a user's own VPC and subnet alone.
 pub async fn delete(
     ctx: &Context,

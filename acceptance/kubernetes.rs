@@ -1,0 +1,229 @@
+//! `examples/kubernetes/<cloud>` with the real CLIs: a GPU node pool joined to a Kubernetes cluster another
+//! team made (here with the vendor's own SDK, beside the configuration). The pool plans with the node
+//! type's RDMA interfaces and the fabric's placement, applies, re-plans empty, shows a size changed outside
+//! and puts it back, grows in place, is imported back equal, and is destroyed, leaving the other team's
+//! cluster and network as they were.
+
+use aws_sdk_eks::types::{NodegroupScalingConfig, VpcConfigRequest};
+use hpc_emulators::harness::admin;
+use serde_json::Value;
+
+use crate::cli::{Cli, Workdir, fold};
+use crate::examples::{Emulators, apply, install, outputs};
+
+fn eks(endpoint: &str) -> aws_sdk_eks::Client {
+    let config = aws_sdk_eks::Config::builder()
+        .behavior_version(aws_sdk_eks::config::BehaviorVersion::latest())
+        .region(aws_sdk_eks::config::Region::new("us-east-1"))
+        .credentials_provider(aws_credential_types::Credentials::new("other-team", "other-team", None, None, "static"))
+        .endpoint_url(endpoint)
+        .build();
+    aws_sdk_eks::Client::from_conf(config)
+}
+
+fn plan(w: &Workdir, code: i32) -> String {
+    fold(&w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(code).stdout)
+}
+
+/// The other team's estate: a VPC, a subnet and an EKS cluster in them.
+struct Estate {
+    vpc: String,
+    subnet: String,
+    cluster: String,
+}
+
+fn make_estate(rt: &tokio::runtime::Runtime, endpoint: &str) -> Estate {
+    let ec2 = crate::aws::ec2(endpoint);
+    let eks = eks(endpoint);
+    rt.block_on(async {
+        let vpc = ec2.create_vpc().cidr_block("10.30.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
+        let subnet = ec2
+            .create_subnet()
+            .vpc_id(&vpc)
+            .cidr_block("10.30.0.0/20")
+            .availability_zone("us-east-1a")
+            .send()
+            .await
+            .unwrap()
+            .subnet
+            .unwrap()
+            .subnet_id
+            .unwrap();
+        eks.create_cluster()
+            .name("ml-prod")
+            .role_arn("arn:aws:iam::123456789012:role/eks-cluster")
+            .version("1.33")
+            .resources_vpc_config(VpcConfigRequest::builder().subnet_ids(&subnet).build())
+            .send()
+            .await
+            .unwrap();
+        Estate { vpc, subnet, cluster: "ml-prod".into() }
+    })
+}
+
+/// The node group as EKS describes it.
+fn node_group(rt: &tokio::runtime::Runtime, endpoint: &str) -> aws_sdk_eks::types::Nodegroup {
+    rt.block_on(async {
+        eks(endpoint).describe_nodegroup().cluster_name("ml-prod").nodegroup_name("gpu").send().await.unwrap().nodegroup.unwrap()
+    })
+}
+
+pub fn aws_node_pool_lifecycle(cli: &Cli) {
+    let clouds = Emulators::start();
+    let endpoint = clouds.aws.endpoint.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let estate = make_estate(&rt, &endpoint);
+    let w = clouds
+        .env(Workdir::for_path(cli, "examples/kubernetes/aws"))
+        .env("TF_VAR_vpc_id", &estate.vpc)
+        .env("TF_VAR_subnet_id", &estate.subnet)
+        .env("TF_VAR_eks_cluster", &estate.cluster);
+    install(&w);
+    let planned = plan(&w, 2);
+    for piece in
+        ["aws_eks_node_group", "gpu-pool-lt", "\"efa_interfaces\" = \"32\"", "aws_placement_group.train-pg", "vpc.amazonaws.com/efa"]
+    {
+        assert!(planned.contains(piece), "{piece} in the plan:\n{planned}");
+    }
+    let others = admin(&endpoint, "GET", "snapshot", None);
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+
+    // What EKS and EC2 hold: the node group over our launch template, its size, labels and taint; the
+    // template with one EFA interface per card in the fabric's and the cluster's security groups, no
+    // subnet on any (EKS refuses one), and the fabric's placement group.
+    let group = node_group(&rt, &endpoint);
+    let scaling = group.scaling_config().unwrap();
+    assert_eq!((scaling.min_size(), scaling.max_size(), scaling.desired_size()), (Some(4), Some(4), Some(4)));
+    let labels = group.labels().unwrap();
+    assert_eq!(labels.get("example.com/team").map(String::as_str), Some("llm"));
+    assert_eq!(labels.get("hpc-platform/cluster").map(String::as_str), Some("gpu"));
+    assert_eq!(group.taints().len(), 1);
+    assert_eq!(group.taints()[0].effect().map(|e| e.as_str()), Some("NO_SCHEDULE"));
+    assert_eq!(group.subnets(), std::slice::from_ref(&estate.subnet));
+    assert_eq!(group.capacity_type().map(|c| c.as_str()), Some("ON_DEMAND"));
+    let template = group.launch_template().unwrap();
+    assert_eq!(template.name(), Some("gpu-pool-lt"));
+    let cluster_sg = rt.block_on(async {
+        eks(&endpoint)
+            .describe_cluster()
+            .name("ml-prod")
+            .send()
+            .await
+            .unwrap()
+            .cluster
+            .unwrap()
+            .resources_vpc_config
+            .unwrap()
+            .cluster_security_group_id
+            .unwrap()
+    });
+    let data = rt.block_on(async {
+        crate::aws::ec2(&endpoint)
+            .describe_launch_template_versions()
+            .launch_template_id(template.id().unwrap())
+            .versions(template.version().unwrap())
+            .send()
+            .await
+            .unwrap()
+            .launch_template_versions()[0]
+            .launch_template_data()
+            .cloned()
+            .unwrap()
+    });
+    let nics = data.network_interfaces();
+    assert_eq!(nics.len(), 32, "one EFA interface per network card");
+    assert!(nics.iter().all(|n| n.subnet_id().is_none() && n.groups().contains(&cluster_sg) && n.groups().len() == 2), "{nics:?}");
+    assert_eq!(data.placement().and_then(|p| p.group_name()), Some("train-pg"));
+    // The vendor's own client reads the same, and another team's node group comes and goes beside ours.
+    let owner = crate::cli::state_values(&w)["hpc_gpu_node_pool.gpu"]["owner"].as_str().unwrap_or_default().to_owned();
+    let boto3 = crate::vendor_clients::vendor(
+        "HPC_MOTO_PYTHON",
+        "aws_eks.py",
+        &[
+            ("endpoint", &endpoint),
+            ("region", "us-east-1"),
+            ("cluster", "ml-prod"),
+            ("pool", "gpu"),
+            ("owner", &owner),
+            ("subnet", &estate.subnet),
+            ("efa", "32"),
+        ],
+    );
+    assert_eq!(boto3.summary["pool"]["placement_group"], "train-pg", "{}", boto3.summary);
+    assert_eq!(boto3.summary["own"]["deleted"], true, "{}", boto3.summary);
+    boto3.found_nothing_wrong();
+    plan(&w, 0);
+    let out = outputs(&w);
+    assert_eq!(out["device_resources"]["value"]["vpc.amazonaws.com/efa"], 32, "{out}");
+    assert!(out["kueue_topology"]["value"].as_str().unwrap().contains("kind: Topology"), "{out}");
+
+    // A size changed outside shows in the plan and the apply puts it back.
+    rt.block_on(async {
+        eks(&endpoint)
+            .update_nodegroup_config()
+            .cluster_name("ml-prod")
+            .nodegroup_name("gpu")
+            .scaling_config(NodegroupScalingConfig::builder().min_size(2).max_size(2).desired_size(2).build())
+            .send()
+            .await
+            .unwrap();
+    });
+    let drift = plan(&w, 2);
+    assert!(drift.contains("~ node_count") && drift.contains("2 -> 4"), "{drift}");
+    assert!(drift.contains("0 to add, 1 to change, 0 to destroy"), "{drift}");
+    apply(&w).expect_code(0);
+    assert_eq!(node_group(&rt, &endpoint).scaling_config().unwrap().desired_size(), Some(4));
+    plan(&w, 0);
+
+    // Growing is a change in place: the same node group and template version, six nodes.
+    w.write("grow.auto.tfvars", "node_count = 6\n");
+    let grown = &w;
+    let planned = plan(grown, 2);
+    assert!(planned.contains("0 to add, 1 to change, 0 to destroy") && planned.contains("4 -> 6"), "{planned}");
+    apply(grown).expect_code(0);
+    let group = node_group(&rt, &endpoint);
+    assert_eq!(group.scaling_config().unwrap().desired_size(), Some(6));
+    assert_eq!(group.launch_template().unwrap().version(), template.version(), "no rolling update for a size");
+    plan(grown, 0);
+
+    // A change to what the nodes are made from is a rolling update: a new template version that EKS rolls
+    // out by update_strategy, in place, with nothing destroyed.
+    w.write("roll.auto.tfvars", "user_data = \"#!/bin/bash\\necho tuned > /etc/motd\\n\"\n");
+    let planned = plan(grown, 2);
+    assert!(planned.contains("0 to add, 1 to change, 0 to destroy") && planned.contains("user_data"), "{planned}");
+    apply(grown).expect_code(0);
+    let rolled = node_group(&rt, &endpoint);
+    assert_ne!(rolled.launch_template().unwrap().version(), template.version(), "the node group takes the new template version");
+    assert_eq!(rolled.scaling_config().unwrap().desired_size(), Some(6));
+    plan(grown, 0);
+
+    // Imported back from the cloud, it equals what the apply made: the next plan is empty.
+    let before = crate::cli::state_values(grown);
+    grown.run(&["state", "rm", "hpc_gpu_node_pool.gpu"]).expect_code(0);
+    grown.run(&["import", "-no-color", "-input=false", "hpc_gpu_node_pool.gpu", "aws/us-east-1/ml-prod/gpu"]).expect_code(0);
+    plan(grown, 0);
+    let after = crate::cli::state_values(grown);
+    for key in ["node_count", "labels", "taint", "node_labels", "expansion", "id", "kubernetes_cluster"] {
+        let find = |m: &std::collections::BTreeMap<String, Value>| m.get(&format!("hpc_gpu_node_pool.gpu.{key}")).cloned();
+        assert_eq!(find(&after), find(&before), "{key} after import");
+    }
+
+    // Destroy takes the node group and its template, and leaves the other team's cluster, VPC and subnet.
+    grown.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let inv = admin(&endpoint, "GET", "inventory", None);
+    assert_eq!(inv["resources"]["eks"]["nodegroups"], serde_json::json!([]), "{inv}");
+    assert_eq!(inv["resources"]["eks"]["clusters"], serde_json::json!(["ml-prod"]), "{inv}");
+    assert_eq!(inv["resources"]["ec2"]["launch_templates"], serde_json::json!([]), "{inv}");
+    let left = admin(&endpoint, "GET", "snapshot", None);
+    for id in [format!("eks/{}", estate.cluster), estate.vpc.clone(), estate.subnet.clone()] {
+        assert_eq!(left["resources"][&id], others["resources"][&id], "{id} untouched");
+    }
+    rt.block_on(async {
+        eks(&endpoint).delete_cluster().name("ml-prod").send().await.unwrap();
+        let ec2 = crate::aws::ec2(&endpoint);
+        ec2.delete_subnet().subnet_id(&estate.subnet).send().await.unwrap();
+        ec2.delete_vpc().vpc_id(&estate.vpc).send().await.unwrap();
+    });
+    clouds.assert_empty("kubernetes/aws");
+}
