@@ -227,3 +227,91 @@ pub fn aws_node_pool_lifecycle(cli: &Cli) {
     });
     clouds.assert_empty("kubernetes/aws");
 }
+
+/// The Azure SDKs' script on the ARM emulator in one `mode` (azure_aks.py), with more `args`.
+fn azure_sdk(clouds: &Emulators, mode: &str, args: &[(&str, &str)]) -> crate::vendor_clients::Vendor {
+    let ca = clouds.azure.1.display().to_string();
+    let mut all = vec![("endpoint", clouds.azure.0.as_str()), ("ca", ca.as_str()), ("subscription", SUBSCRIPTION), ("mode", mode)];
+    all.extend_from_slice(args);
+    crate::vendor_clients::vendor("HPC_CONFORMANCE_PYTHON", "azure_aks.py", &all)
+}
+
+const SUBSCRIPTION: &str = "00000000-0000-0000-0000-000000000000";
+
+pub fn azure_node_pool_lifecycle(cli: &Cli) {
+    let clouds = Emulators::start();
+    let arm = |method: &str, route: &str| hpc_emulators::harness::azure_admin(&clouds.azure.0, &clouds.azure.1, method, route, None);
+    // The other team's estate, made with the Azure SDKs: a resource group, a virtual network and an AKS cluster.
+    let estate = azure_sdk(&clouds, "estate", &[]);
+    estate.found_nothing_wrong();
+    let text = |k: &str| estate.summary[k].as_str().unwrap().to_owned();
+    let (cluster, vnet, subnet) = (text("cluster"), text("vnet"), text("subnet"));
+    let w = clouds
+        .env(Workdir::for_path(cli, "examples/kubernetes/azure"))
+        .env("TF_VAR_aks_cluster_id", &cluster)
+        .env("TF_VAR_vnet_id", &vnet)
+        .env("TF_VAR_subnet_id", &subnet);
+    install(&w);
+    let planned = plan(&w, 2);
+    for piece in
+        ["azurerm_kubernetes_cluster_node_pool", "Standard_ND96isr_H100_v5", "azurerm_proximity_placement_group.train-ppg", "rdma/"]
+    {
+        assert!(planned.contains(piece), "{piece} in the plan:\n{planned}");
+    }
+    let system = format!("{cluster}/agentPools/system").to_lowercase();
+    let before = arm("GET", "snapshot");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+
+    // The Azure SDK reads the agent pool back: size, VM size, subnet, proximity placement group, GPU driver,
+    // the owner's marker; and makes, scales and deletes a pool of its own beside it.
+    let owner = crate::cli::state_values(&w)["hpc_gpu_node_pool.gpu"]["owner"].as_str().unwrap_or_default().to_owned();
+    let ppg =
+        format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/train-rg/providers/Microsoft.Compute/proximityPlacementGroups/train-ppg");
+    let check = |count: &str| {
+        let v = azure_sdk(&clouds, "check", &[("pool", "gpu"), ("owner", &owner), ("subnet", &subnet), ("ppg", &ppg), ("count", count)]);
+        v.found_nothing_wrong();
+        v.summary
+    };
+    let read = check("4");
+    assert_eq!(read["pool"]["taints"], serde_json::json!(["nvidia.com/gpu=present:NoSchedule"]), "{read}");
+    assert_eq!(read["pool"]["labels"]["example.com/team"], "llm", "{read}");
+    assert_eq!(read["own"]["deleted"], true, "{read}");
+
+    // A count changed outside shows in the plan and the apply puts it back.
+    azure_sdk(&clouds, "scale", &[("pool", "gpu"), ("count", "2")]).found_nothing_wrong();
+    let drift = plan(&w, 2);
+    assert!(drift.contains("~ node_count") && drift.contains("2 -> 4") && drift.contains("0 to add, 1 to change, 0 to destroy"), "{drift}");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    check("4");
+
+    // Growing is the same agent pool (one scale set), larger.
+    w.write("grow.auto.tfvars", "node_count = 6\n");
+    let planned = plan(&w, 2);
+    assert!(planned.contains("0 to add, 1 to change, 0 to destroy") && planned.contains("4 -> 6"), "{planned}");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    check("6");
+
+    // Imported back, it equals what the apply made.
+    let pool = |w: &Workdir| crate::cli::state_values(w).get("hpc_gpu_node_pool.gpu").cloned().unwrap_or_default();
+    let made = pool(&w);
+    w.run(&["state", "rm", "hpc_gpu_node_pool.gpu"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "hpc_gpu_node_pool.gpu", "azure/ml-rg/ml-prod/gpu"]).expect_code(0);
+    plan(&w, 0);
+    let imported = pool(&w);
+    for key in ["node_count", "labels", "taint", "node_labels", "expansion", "id", "kubernetes_cluster", "fabric"] {
+        assert_eq!(imported[key], made[key], "{key} after import");
+    }
+
+    // Destroy takes the agent pool and the fabric's pieces; the cluster and its system pool are as they were.
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let after = arm("GET", "snapshot");
+    let key = cluster.to_lowercase();
+    assert_eq!(after["arm"][&key], before["arm"][&key], "the AKS cluster is untouched");
+    assert_eq!(after["arm"][&system], before["arm"][&system], "its system pool is untouched");
+    assert!(after["arm"].get(format!("{key}/agentpools/gpu")).is_none(), "{after}");
+    azure_sdk(&clouds, "remove", &[]).found_nothing_wrong();
+    clouds.assert_empty("kubernetes/azure");
+}

@@ -122,6 +122,7 @@ for_the_clis!(
         slurm_azure,
         slurm_oci,
         aws_node_pool_lifecycle,
+        azure_node_pool_lifecycle,
     ],
     tofu_only: [
         oci_a10_media_cluster_on_ethernet,
@@ -188,6 +189,10 @@ on_cloud! {
 
 fn aws_node_pool_lifecycle(cli: &Cli) {
     kubernetes::aws_node_pool_lifecycle(cli);
+}
+
+fn azure_node_pool_lifecycle(cli: &Cli) {
+    kubernetes::azure_node_pool_lifecycle(cli);
 }
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
@@ -682,8 +687,8 @@ fn plan_time_errors_point_at_their_attributes(cli: &Cli) {
         ("Unsupported throughput tier", "throughput_per_tib = 1000", r#""40", "125", "250" or "500""#),
         (
             "Node pools are not made on this cloud yet",
-            "fabric             = hpc_gpu_fabric.azure # an AKS pool",
-            "makes EKS node groups on AWS",
+            "fabric             = hpc_gpu_fabric.gcp # a GKE pool",
+            "Google Cloud pools are planned",
         ),
         ("Missing node role", "resource \"hpc_gpu_node_pool\" \"no_role\"", "set node_role to the role's ARN"),
     ];

@@ -54,6 +54,7 @@ DISTRIBUTIONS = [
     "azure-mgmt-network",
     "azure-mgmt-resource",
     "azure-mgmt-storagecache",
+    "azure-mgmt-containerservice",
     "oci",
     "botocore",
 ]
@@ -639,6 +640,7 @@ AZURE_PACKAGES = [
     ("network", "azure.mgmt.network"),
     ("resource", "azure.mgmt.resource.resources"),
     ("storagecache", "azure.mgmt.storagecache"),
+    ("containerservice", "azure.mgmt.containerservice"),
 ]
 
 AZURE_FORMATS = {"rfc3339": "date-time", "rfc7231": "date-time-rfc7231", "unix-timestamp": "unixtime"}

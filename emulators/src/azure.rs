@@ -1,7 +1,9 @@
 //! Azure Resource Manager emulator over HTTPS (a self-signed certificate that tests trust; the bearer-token
 //! pipeline of azure_core refuses plain HTTP). Resource groups, virtual networks and subnets, network
 //! security groups, proximity placement groups, VM scale sets with their VMs, and Azure Managed Lustre
-//! (`Microsoft.StorageCache/amlFilesystems`). Scale sets and filesystems are long-running: PUT and DELETE
+//! (`Microsoft.StorageCache/amlFilesystems`), and AKS managed clusters with their agent pools
+//! (`Microsoft.ContainerService`; a cluster's `agentPoolProfiles` become its first agent pools, and an agent
+//! pool carries its `eTag` in its properties). Scale sets, filesystems and AKS writes are long-running: PUT and DELETE
 //! answer 201/202 with an `Azure-AsyncOperation` URL that reports InProgress, then Succeeded or Failed.
 //! Ids compare case-insensitively, as in ARM. Errors are ARM's `{"error": {"code", "message"}}`.
 //! Writes keep ARM's semantics: a PUT replaces the whole resource (a virtual network's subnets are the ones
@@ -57,7 +59,10 @@ fn lro_of(kind: &str, method: &str, created: bool) -> Lro {
         ("proximityPlacementGroups", "DELETE") => Lro::Sync,
         (_, "PUT") if !created => Lro::Sync,
         ("virtualMachineScaleSets", "PUT") => Lro::Location,
-        ("virtualNetworks" | "subnets" | "networkSecurityGroups" | "amlFilesystems", "PUT") => Lro::AsyncOperation,
+        ("virtualNetworks" | "subnets" | "networkSecurityGroups" | "amlFilesystems" | "managedClusters" | "agentPools", "PUT") => {
+            Lro::AsyncOperation
+        }
+        ("managedClusters" | "agentPools", "DELETE") => Lro::Location,
         ("amlFilesystems", "DELETE") => Lro::Both,
         ("resourceGroups" | "virtualNetworks" | "subnets" | "networkSecurityGroups" | "virtualMachineScaleSets", "DELETE") => Lro::Location,
         _ => Lro::Sync,
@@ -66,7 +71,16 @@ fn lro_of(kind: &str, method: &str, created: bool) -> Lro {
 
 /// Kinds whose writes run on after ARM answers (their provisioningState settles).
 fn is_long_running(kind: &str) -> bool {
-    matches!(kind, "virtualNetworks" | "subnets" | "networkSecurityGroups" | "virtualMachineScaleSets" | "amlFilesystems")
+    matches!(
+        kind,
+        "virtualNetworks"
+            | "subnets"
+            | "networkSecurityGroups"
+            | "virtualMachineScaleSets"
+            | "amlFilesystems"
+            | "managedClusters"
+            | "agentPools"
+    )
 }
 
 #[derive(Default)]
@@ -590,6 +604,7 @@ fn namespace_of(kind: &str) -> &'static str {
         "amlFilesystems" => "Microsoft.StorageCache",
         "virtualNetworks" | "subnets" | "networkSecurityGroups" => "Microsoft.Network",
         "resourceGroups" => "Microsoft.Resources",
+        "managedClusters" | "agentPools" => "Microsoft.ContainerService",
         _ => "Microsoft.Compute",
     }
 }
@@ -633,7 +648,11 @@ fn begin(store: &mut Store, resp: &mut Response, lro: Lro, scope: &Scope<'_>, op
 impl Azure {
     fn view(stored: &Stored) -> Value {
         let mut v = stored.value.clone();
-        if ETAGGED.iter().any(|k| type_of(v["id"].as_str().unwrap_or_default()).eq_ignore_ascii_case(k)) {
+        let kind = type_of(v["id"].as_str().unwrap_or_default());
+        if kind.eq_ignore_ascii_case("agentPools") {
+            // AgentPool: "Unique read-only string used to implement optimistic concurrency", `properties.eTag`.
+            v["properties"]["eTag"] = json!(etag_of(stored));
+        } else if ETAGGED.iter().any(|k| kind.eq_ignore_ascii_case(k)) {
             v["etag"] = json!(etag_of(stored));
         }
         let settling = v["properties"]["provisioningState"] == "Creating" || v["properties"]["provisioningState"] == "Updating";
@@ -641,6 +660,34 @@ impl Azure {
             v["properties"]["provisioningState"] = json!("Succeeded");
         }
         v
+    }
+
+    /// What AKS refuses of an agent pool's PUT before making anything: a cluster that is not there, a
+    /// subnet or proximity placement group that is not there, a count outside 0 to 1000 (AgentPool `count`:
+    /// "Allowed values must be in the range of 0 to 1000 (inclusive) for user pools").
+    fn agent_pool_refusal(store: &Store, key: &str, body: &Value) -> Option<Response> {
+        let cluster = key.rsplit_once("/agentpools/").map(|(c, _)| c.to_owned()).unwrap_or_default();
+        if !store.resources.contains_key(&cluster) {
+            return Some(arm_error(404, "NotFound", &format!("The managed cluster {cluster} was not found.")));
+        }
+        let props = &body["properties"];
+        if let Some(n) = props["count"].as_i64()
+            && !(0..=1000).contains(&n)
+        {
+            return Some(arm_error(400, "InvalidParameter", &format!("The value of parameter agentPoolProfile.count is invalid: {n}.")));
+        }
+        for (field, code) in [("vnetSubnetID", "InvalidSubnetID"), ("proximityPlacementGroupID", "InvalidParameter")] {
+            if let Some(id) = props[field].as_str()
+                && !store.resources.contains_key(&id.trim_end_matches('/').to_lowercase())
+            {
+                return Some(arm_error(
+                    400,
+                    code,
+                    &format!("The value of parameter agentPoolProfile.{field} is invalid: {id} does not exist."),
+                ));
+            }
+        }
+        None
     }
 
     /// A resource as ARM answers for it: a virtual network with its subnets (`properties.subnets`, its child
@@ -1256,7 +1303,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     let key = path.to_lowercase();
     // `If-Match` on a write or delete of a kind with etags: optimistic concurrency (412 when stale).
     if matches!(method.as_str(), "PUT" | "PATCH" | "DELETE")
-        && ETAGGED.contains(&kind.as_str())
+        && (ETAGGED.contains(&kind.as_str()) || kind == "agentPools")
         && let Some(refused) = stale(if_match.as_deref(), store.resources.get(&key), &path)
     {
         return refused;
@@ -1377,6 +1424,11 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             if let Err((target, message)) = documented_rules(&kind, &value) {
                 let body = json!({"error": {"code": "InvalidParameter", "target": target, "message": message}});
                 return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+            }
+            if kind == "agentPools"
+                && let Some(refused) = Azure::agent_pool_refusal(&store, &key, &value)
+            {
+                return refused;
             }
             // A PUT replaces the whole resource, children listed inline included: a virtual network's subnets
             // are the ones its body lists (none when it lists none), and one that goes while something is in
@@ -1517,6 +1569,21 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             }
             for child in dropped {
                 store.resources.remove(&child);
+            }
+            // AKS makes a cluster's first agent pools from its `agentPoolProfiles` (each profile is an agent pool's
+            // properties with its name).
+            if kind == "managedClusters" && !existed {
+                for profile in value["properties"]["agentPoolProfiles"].as_array().cloned().unwrap_or_default() {
+                    let Some(name) = profile["name"].as_str() else { continue };
+                    let id = format!("{path}/agentPools/{name}");
+                    let mut props = profile.clone();
+                    if let Some(p) = props.as_object_mut() {
+                        p.remove("name");
+                        p.insert("provisioningState".into(), json!("Succeeded"));
+                    }
+                    let pool = json!({"id": id, "name": name, "type": arm_type(&id), "properties": props});
+                    store.resources.insert(id.to_lowercase(), Stored { value: pool, changed: Instant::now() });
+                }
             }
             for item in listed_subnets.iter().filter_map(Value::as_array).flatten() {
                 let Some(name) = child_name(item) else { continue };

@@ -278,27 +278,29 @@ pub fn slurm(cloud: Cloud) -> &'static dyn Backend<SlurmSpec> {
     }
 }
 
-/// The node pool backend of `cloud`: EKS node groups on AWS. GKE, AKS and OKE pools plan but have no
+/// The node pool backend of `cloud`: EKS node groups on AWS, AKS agent pools on Azure. GKE and OKE pools plan but have no
 /// backend yet: their plan is refused (`resources::node_pool`), so an apply never reaches [`NoPoolBackend`].
 pub fn node_pool(cloud: Cloud) -> &'static dyn Backend<NodePoolSpec> {
     match cloud {
         Cloud::Aws => &aws::backend::Aws,
-        Cloud::Azure | Cloud::Gcp | Cloud::Oci => &NoPoolBackend,
+        Cloud::Azure => &azure::backend::Azure,
+        Cloud::Gcp | Cloud::Oci => &NoPoolBackend,
     }
 }
 
 /// Whether `cloud` makes node pools: the others' pools plan, and the plan refuses them.
 pub fn makes_node_pools(cloud: Cloud) -> bool {
     match cloud {
-        Cloud::Aws => true,
-        Cloud::Azure | Cloud::Gcp | Cloud::Oci => false,
+        Cloud::Aws | Cloud::Azure => true,
+        Cloud::Gcp | Cloud::Oci => false,
     }
 }
 
 /// Where node pools are not made yet: every step says so, and nothing is called.
 pub struct NoPoolBackend;
 
-const NO_POOLS: &str = "hpc_gpu_node_pool is applied on AWS (EKS) only in this release; GKE, AKS and OKE pools are planned but not made";
+const NO_POOLS: &str =
+    "hpc_gpu_node_pool is applied on AWS (EKS) and Azure (AKS) in this release; GKE and OKE pools are planned but not made";
 
 #[async_trait]
 impl Backend<NodePoolSpec> for NoPoolBackend {

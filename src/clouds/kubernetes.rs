@@ -2,7 +2,7 @@
 //! gives the planner, the node label the pool's jobs select, taints as the APIs spell them, tolerations, and
 //! the NVIDIA Network Operator's `NicClusterPolicy` for clouds whose RDMA NICs are NVIDIA's (vendor 15b3).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{NodePoolSpec, Taint, TaintEffect};
 
@@ -108,5 +108,98 @@ pub fn network_operator(spec: &NodePoolSpec, link_type: &str, levels: &[&str]) -
             format!("# {} has no RDMA NICs: no RDMA device plugin is needed; NCCL uses the node's Ethernet.\n", sku.name)
         },
         device_resources: if rdma { BTreeMap::from([(format!("rdma/{RDMA_RESOURCE}"), 1)]) } else { BTreeMap::new() },
+    }
+}
+
+/// A taint as (key, value, effect), the effect as the configuration writes it (`NoSchedule`); an empty
+/// value is none.
+pub type LiveTaint = (String, String, String);
+
+/// A `taint` block of a pool's state.
+pub fn taint_block((key, value, effect): LiveTaint) -> crate::framework::Value {
+    use crate::framework::Value;
+    Value::object([
+        ("key", Value::from(key)),
+        ("value", if value.is_empty() { Value::Null } else { Value::from(value) }),
+        ("effect", Value::from(effect)),
+    ])
+}
+
+/// `key=value:Effect` (AKS's form) as a taint.
+pub fn parse_taint(t: &str) -> Option<LiveTaint> {
+    let (kv, effect) = t.rsplit_once(':')?;
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    Some((key.to_owned(), value.to_owned(), effect.to_owned()))
+}
+
+/// The labels a configuration sets of those a pool's nodes carry: without the pool's own reserved keys.
+pub fn user_labels(live: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    live.iter().filter(|(k, _)| !reserved_key(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// A pool's state with the labels and taints its nodes carry as the cloud reports them: `node_labels`
+/// whole, `labels` the user's part of them (null kept when there are none), `taint` when the set differs.
+pub fn with_live_labels_and_taints(
+    state: &crate::framework::Value,
+    labels: &BTreeMap<String, String>,
+    taints: BTreeSet<LiveTaint>,
+) -> crate::framework::Value {
+    use crate::clouds::shared::with_attr;
+    use crate::framework::Value;
+    let text = |m: &BTreeMap<String, String>| Value::Map(m.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect());
+    let mut out = state.clone();
+    if state.get("node_labels").as_map().is_some() {
+        out = with_attr(&out, "node_labels", text(labels));
+    }
+    let user = user_labels(labels);
+    if !(user.is_empty() && state.get("labels").is_null()) {
+        out = with_attr(&out, "labels", text(&user));
+    }
+    let known: BTreeSet<LiveTaint> = state
+        .get("taint")
+        .as_list()
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            let s = |k: &str| t.get(k).as_str().unwrap_or_default().to_owned();
+            (s("key"), s("value"), s("effect"))
+        })
+        .collect();
+    if taints != known {
+        out = with_attr(&out, "taint", Value::list(taints.into_iter().map(taint_block)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::Value;
+
+    fn state(labels: Value, taints: Vec<Value>) -> Value {
+        Value::object([("labels", labels), ("node_labels", Value::Map(BTreeMap::new())), ("taint", Value::list(taints))])
+    }
+
+    #[test]
+    fn a_refresh_shows_labels_and_taints_changed_outside_and_nothing_else() {
+        let ours = BTreeMap::from([(NODE_LABEL.to_owned(), "gpu".to_owned())]);
+        let taint = taint_block(("nvidia.com/gpu".into(), "present".into(), "NoSchedule".into()));
+        // Only the pool's own label, the taint as configured: labels stays null, the taint as it was.
+        let s = state(Value::Null, vec![taint.clone()]);
+        let live = BTreeSet::from([parse_taint("nvidia.com/gpu=present:NoSchedule").unwrap()]);
+        let out = with_live_labels_and_taints(&s, &ours, live);
+        assert!(out.get("labels").is_null());
+        assert_eq!(out.get("taint"), s.get("taint"));
+        assert_eq!(out.get("node_labels").get(NODE_LABEL).as_str(), Some("gpu"));
+        // A label added and the taint removed outside: both show.
+        let mut more = ours.clone();
+        more.insert("example.com/team".into(), "other".into());
+        let out = with_live_labels_and_taints(&s, &more, BTreeSet::new());
+        assert_eq!(out.get("labels").get("example.com/team").as_str(), Some("other"));
+        assert!(out.get("labels").get(NODE_LABEL).is_null(), "the pool's own label is not the user's");
+        assert_eq!(out.get("taint").as_list().map(|l| l.len()), Some(0));
+        // A taint without a value, in AKS's form.
+        assert_eq!(parse_taint("dedicated:NoExecute"), Some(("dedicated".into(), String::new(), "NoExecute".into())));
+        assert_eq!(parse_taint("no-effect"), None);
     }
 }

@@ -2,9 +2,9 @@
 //! made elsewhere, expanded into the cloud's pool (EKS node group with our launch template, GKE node pool,
 //! AKS agent pool, self-managed OKE workers) and the in-cluster half (device plugin or operator, Kueue
 //! topology, NCCL test Job) as text. Made, read, updated, imported and deleted through the one lifecycle
-//! (`lifecycle::Kind`) over the cloud's pool backend: on AWS the EKS node group and its launch template
-//! (`clouds/aws/node_pool.rs`). GKE, AKS and OKE pools plan, and the plan then refuses them: their backends
-//! do not exist yet.
+//! (`lifecycle::Kind`) over the cloud's pool backend: on AWS the EKS node group and its launch template, on
+//! Azure the AKS agent pool (`clouds/<cloud>/node_pool.rs`). GKE and OKE pools plan, and the plan then
+//! refuses them: their backends do not exist yet.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -48,7 +48,7 @@ pub fn schema() -> Schema {
             "GPU nodes on a fabric, joined as a node pool to a Kubernetes cluster made elsewhere (EKS, GKE, AKS or OKE): the node type's \
              RDMA interfaces and the fabric's placement in the cloud's pool, and the in-cluster half (RDMA device plugin or operator, \
              topology labels for Kueue, an NCCL test Job) as outputs. The Kubernetes cluster is only read, never changed. This \
-             release makes EKS node groups; GKE, AKS and OKE pools are planned, then refused.",
+             release makes EKS node groups and AKS agent pools; GKE and OKE pools are planned, then refused.",
         )
         .attribute(Attribute::required("name", Type::String, "Pool name (on AKS 1-12 lowercase letters and digits).").requires_replace())
         .attribute(
@@ -166,8 +166,8 @@ fn refuse_unbuilt(config: &Value, diags: &mut Diagnostics) {
         AttributePath::attr("fabric"),
         "Node pools are not made on this cloud yet",
         format!(
-            "hpc_gpu_node_pool makes EKS node groups on AWS; {} pools are planned (the pieces above) but this release cannot make them. \
-             Use hpc_gpu_cluster on this fabric for now, or a fabric on AWS.",
+            "hpc_gpu_node_pool makes EKS node groups on AWS and AKS agent pools on Azure; {} pools are planned (the pieces above) but \
+             this release cannot make them. Use hpc_gpu_cluster on this fabric for now, or a fabric on AWS or Azure.",
             cloud.display_name()
         ),
     );

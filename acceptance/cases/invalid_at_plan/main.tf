@@ -8,6 +8,12 @@ terraform {
   }
 }
 
+provider "hpc" {
+  gcp {
+    project = "ml-prod"
+  }
+}
+
 resource "hpc_gpu_fabric" "aws" {
   name   = "train"
   cloud  = "aws"
@@ -67,11 +73,19 @@ resource "hpc_parallel_filesystem" "amlfs_tier" {
   throughput_per_tib = 1000
 }
 
-# An AKS pool plans (its pieces are right) but this release does not make AKS pools: refused at the fabric.
-resource "hpc_gpu_node_pool" "aks" {
+resource "hpc_gpu_fabric" "gcp" {
+  name          = "train"
+  cloud         = "gcp"
+  region        = "us-central1"
+  zone          = "us-central1-a"
+  instance_type = "a3-megagpu-8g"
+}
+
+# A GKE pool plans (its pieces are right) but this release does not make GKE pools: refused at the fabric.
+resource "hpc_gpu_node_pool" "gke" {
   name               = "gpu"
-  fabric             = hpc_gpu_fabric.azure # an AKS pool
-  kubernetes_cluster = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml/providers/Microsoft.ContainerService/managedClusters/ml-prod"
+  fabric             = hpc_gpu_fabric.gcp # a GKE pool
+  kubernetes_cluster = "projects/ml-prod/locations/us-central1/clusters/ml"
   node_count         = 4
 }
 

@@ -718,42 +718,11 @@ fn refreshed(state: &Value, live: &PoolLive) -> Value {
             );
         }
     }
-    let labels = live_labels(g);
-    let text = |m: &BTreeMap<String, String>| Value::Map(m.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect());
-    if state.get("node_labels").as_map().is_some() {
-        out = with_attr(&out, "node_labels", text(&labels));
-    }
-    let user: BTreeMap<String, String> = labels.into_iter().filter(|(k, _)| !crate::clouds::kubernetes::reserved_key(k)).collect();
-    if !(user.is_empty() && state.get("labels").is_null()) {
-        out = with_attr(&out, "labels", text(&user));
-    }
-    if live_taints(g) != state_taints(state) {
-        let taints = live_taints(g).into_iter().map(|(k, v, e)| {
-            Value::object([
-                ("key", Value::from(k)),
-                ("value", if v.is_empty() { Value::Null } else { Value::from(v) }),
-                ("effect", Value::from(e)),
-            ])
-        });
-        out = with_attr(&out, "taint", Value::list(taints));
-    }
+    out = crate::clouds::kubernetes::with_live_labels_and_taints(&out, &live_labels(g), live_taints(g));
     if live.template.is_none() {
         out = crate::clouds::shared::with_missing(&out, |kind| !kind.starts_with("aws_launch_template"));
     }
     out
-}
-
-fn state_taints(state: &Value) -> BTreeSet<(String, String, String)> {
-    state
-        .get("taint")
-        .as_list()
-        .unwrap_or_default()
-        .iter()
-        .map(|t| {
-            let s = |k: &str| t.get(k).as_str().unwrap_or_default().to_owned();
-            (s("key"), s("value"), s("effect"))
-        })
-        .collect()
 }
 
 /// The configuration of an imported pool, from its node group and launch template.
@@ -811,16 +780,7 @@ async fn imported_config(
     };
     let labels: BTreeMap<String, String> =
         live_labels(g).into_iter().filter(|(k, _)| !crate::clouds::kubernetes::reserved_key(k)).collect();
-    let taints: Vec<Value> = live_taints(g)
-        .into_iter()
-        .map(|(k, v, e)| {
-            Value::object([
-                ("key", Value::from(k)),
-                ("value", if v.is_empty() { Value::Null } else { Value::from(v) }),
-                ("effect", Value::from(e)),
-            ])
-        })
-        .collect();
+    let taints: Vec<Value> = live_taints(g).into_iter().map(crate::clouds::kubernetes::taint_block).collect();
     let repair = g.node_repair_config().and_then(|r| r.enabled()).unwrap_or(false);
     // What a configuration leaves out comes back null: the default batch (a quarter) and repair (replace).
     let batch = g

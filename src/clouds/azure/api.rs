@@ -524,8 +524,9 @@ fn landed(sent: &Json, found: &Json) -> bool {
     holds(&found["properties"], &sent["properties"])
 }
 
-/// `found` has every field of `sent` with the same value (strings compared as ARM compares ids, without case).
-fn holds(found: &Json, sent: &Json) -> bool {
+/// `found` has every field of `sent` with the same value (strings compared as ARM compares ids, without case):
+/// what a write would leave as it is.
+pub fn holds(found: &Json, sent: &Json) -> bool {
     match (found, sent) {
         (Json::Object(f), Json::Object(s)) => s.iter().all(|(k, v)| f.get(k).is_some_and(|x| holds(x, v))),
         (Json::Array(f), Json::Array(s)) => f.len() == s.len() && f.iter().zip(s).all(|(x, v)| holds(x, v)),

@@ -348,7 +348,7 @@ fn image_reference(image: Option<&str>) -> Json {
 }
 
 /// The fabric's subnet: created by the fabric (deterministic) or given to it (its security group's tags).
-async fn subnet_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, CloudError> {
+pub(super) async fn subnet_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<String, CloudError> {
     let nsg_id = format!("{}/providers/Microsoft.Network/networkSecurityGroups/{fabric}-nsg", arm.group_id(group));
     let nsg = arm
         .get(ctx, &nsg_id, NETWORK_API)

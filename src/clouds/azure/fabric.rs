@@ -102,7 +102,11 @@ fn admitted(census: &Census, kind: &str, piece: Option<Json>, taken: &mut Vec<St
 }
 
 pub async fn observe(ctx: &Context, arm: &Arm, ids: &Ids, census: &Census) -> Result<FabricLive, CloudError> {
-    let Some(group) = arm.get(ctx, &ids.group, GROUP_API).await? else { return Ok(FabricLive::default()) };
+    let Some(group) = arm.get(ctx, &ids.group, GROUP_API).await? else {
+        // Nothing of the fabric's own yet; a subnet given to it (in the user's group) is there all the same.
+        let subnet = if ids.network_is_ours { None } else { arm.get(ctx, &ids.subnet, NETWORK_API).await? };
+        return Ok(FabricLive { subnet, ..FabricLive::default() });
+    };
     let mut taken = Vec::new();
     let group_ours = ids.group_is_ours && admitted(census, "azurerm_resource_group", Some(group), &mut taken).is_some();
     let vnet = ids.network_is_ours
