@@ -278,9 +278,27 @@ pub fn slurm(cloud: Cloud) -> &'static dyn Backend<SlurmSpec> {
     }
 }
 
+/// What the Kubernetes cluster a pool joins says of the pool, read at plan time.
+pub struct ClusterFacts {
+    /// The control plane's version (`1.33`), when the cloud reports it.
+    pub version: Option<(u32, u32)>,
+    /// What keeps the cluster from hosting the pool, each at the attribute to change: (attribute, summary, detail).
+    pub refusals: Vec<(&'static str, String, String)>,
+}
+
+/// What a node pool's backend provides beyond the common steps.
+#[async_trait]
+pub trait NodePoolBackend: Backend<NodePoolSpec> {
+    /// The plan's one read of the cloud for a pool: the Kubernetes cluster it joins (that it exists where
+    /// the fabric is, and its version). `Ok(None)` where nothing is read.
+    async fn cluster_facts(&self, _ctx: &Context, _spec: &NodePoolSpec) -> Result<Option<ClusterFacts>, CloudError> {
+        Ok(None)
+    }
+}
+
 /// The node pool backend of `cloud`: EKS node groups on AWS, AKS agent pools on Azure. GKE and OKE pools plan but have no
 /// backend yet: their plan is refused (`resources::node_pool`), so an apply never reaches [`NoPoolBackend`].
-pub fn node_pool(cloud: Cloud) -> &'static dyn Backend<NodePoolSpec> {
+pub fn node_pool(cloud: Cloud) -> &'static dyn NodePoolBackend {
     match cloud {
         Cloud::Aws => &aws::backend::Aws,
         Cloud::Azure => &azure::backend::Azure,
@@ -301,6 +319,8 @@ pub struct NoPoolBackend;
 
 const NO_POOLS: &str =
     "hpc_gpu_node_pool is applied on AWS (EKS) and Azure (AKS) in this release; GKE and OKE pools are planned but not made";
+
+impl NodePoolBackend for NoPoolBackend {}
 
 #[async_trait]
 impl Backend<NodePoolSpec> for NoPoolBackend {

@@ -171,6 +171,37 @@ pub fn with_live_labels_and_taints(
     out
 }
 
+/// `1.33` or `1.33.2` as (1, 33).
+pub fn minor_version(v: &str) -> Option<(u32, u32)> {
+    let mut parts = v.trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Kubernetes' version skew policy for a node of `pool` under a control plane of `cluster`: the kubelet
+/// may not be newer than the API server, and at most three minor versions older. The refusal's detail
+/// when it breaks it.
+pub fn version_skew(pool: (u32, u32), cluster: (u32, u32)) -> Option<String> {
+    let (p, c) = (pool, cluster);
+    let oldest = c.1.saturating_sub(3);
+    if p.0 != c.0 || p.1 > c.1 {
+        return Some(format!(
+            "kubernetes_version {}.{} is newer than the cluster's control plane {}.{}: a kubelet may not be newer than its API server \
+             (Kubernetes' version skew policy). Use {}.{} or older (down to {}.{}), or upgrade the cluster first.",
+            p.0, p.1, c.0, c.1, c.0, c.1, c.0, oldest
+        ));
+    }
+    if p.1 < oldest {
+        return Some(format!(
+            "kubernetes_version {}.{} is more than three minor versions older than the cluster's control plane {}.{} (Kubernetes' \
+             version skew policy allows {}.{} to {}.{}). Use one of those, or leave kubernetes_version out for the cluster's.",
+            p.0, p.1, c.0, c.1, c.0, oldest, c.0, c.1
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +232,16 @@ mod tests {
         // A taint without a value, in AKS's form.
         assert_eq!(parse_taint("dedicated:NoExecute"), Some(("dedicated".into(), String::new(), "NoExecute".into())));
         assert_eq!(parse_taint("no-effect"), None);
+    }
+
+    #[test]
+    fn the_version_skew_policy() {
+        assert_eq!(minor_version("1.33.2"), Some((1, 33)));
+        assert_eq!(minor_version("v1.31"), Some((1, 31)));
+        assert_eq!(minor_version("latest"), None);
+        assert_eq!(version_skew((1, 33), (1, 33)), None);
+        assert_eq!(version_skew((1, 30), (1, 33)), None);
+        assert!(version_skew((1, 34), (1, 33)).unwrap().contains("newer than the cluster's control plane 1.33"));
+        assert!(version_skew((1, 29), (1, 33)).unwrap().contains("allows 1.30 to 1.33"));
     }
 }

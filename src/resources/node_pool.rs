@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::common::{self, fabric_ref_type};
-use super::lifecycle::{Kind, NoParts, Timeouts};
+use super::lifecycle::{Kind, Parts, Timeouts};
 use crate::catalog::Cloud;
 use crate::clouds::backend;
 use crate::framework::{
@@ -200,6 +200,13 @@ impl Resource for NodePool {
         resp
     }
 
+    /// After the pure plan: the plan's reads of the cloud (the Kubernetes cluster, quota).
+    async fn check_plan(&self, ctx: &Context, req: PlanRequest<'_>, planned: &Value, diags: &mut Diagnostics) {
+        if let Some(spec) = spec::parse_node_pool(req.config, &mut Diagnostics::new()) {
+            LIFECYCLE.plan_reads(ctx, &spec, &req, planned, diags).await;
+        }
+    }
+
     async fn apply(&self, ctx: &Context, req: ApplyRequest<'_>, diags: &mut Diagnostics) -> ApplyResponse {
         LIFECYCLE.apply(ctx, &req, diags).await
     }
@@ -231,9 +238,57 @@ pub(crate) static LIFECYCLE: Kind<NodePoolSpec> = Kind {
         let name = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         vec![("hpc:node-pool", name(v.get("name"))), ("hpc:fabric", name(v.get("fabric").get("name")))]
     },
-    backend: backend::node_pool,
+    backend: |cloud| backend::node_pool(cloud) as &dyn backend::Backend<NodePoolSpec>,
     timeouts: Timeouts { create: SIXTY_MINUTES, update: SIXTY_MINUTES, delete: Duration::from_secs(30 * 60) },
     kept: "What was made so far is kept in state; apply again to finish, or destroy.",
     left: "What is left stays in state; run destroy again.",
-    parts: &NoParts,
+    parts: &PoolParts,
 };
+
+/// What a pool adds to the lifecycle's steps: the plan's reads of the cloud (the Kubernetes cluster it
+/// joins, and the quota its new nodes draw on, as a cluster's).
+struct PoolParts;
+
+#[async_trait]
+impl Parts<NodePoolSpec> for PoolParts {
+    async fn plan_reads(&self, ctx: &Context, spec: &NodePoolSpec, req: &PlanRequest<'_>, planned: &Value, diags: &mut Diagnostics) {
+        // The cluster is read when the pool is made or its cluster or version changes; the quota when it grows.
+        let changed = |a: &str| req.prior.is_null() || req.prior.get(a) != planned.get(a);
+        if changed("kubernetes_cluster") || changed("kubernetes_version") {
+            check_cluster(ctx, spec, diags).await;
+        }
+        if planned.get("node_count").is_wholly_known() {
+            super::capacity::check_quota(ctx, req.prior, &spec.nodes, diags).await;
+        }
+    }
+}
+
+/// The Kubernetes cluster can host the pool: it exists in the fabric's region, and the pool's version is
+/// within Kubernetes' skew of its control plane. Nothing is read without credentials; a read that fails is a
+/// warning, since the apply reads it again.
+async fn check_cluster(ctx: &Context, spec: &NodePoolSpec, diags: &mut Diagnostics) {
+    let backend = backend::node_pool(spec.nodes.fabric.cloud);
+    if backend.configured(ctx).await.is_err() {
+        return;
+    }
+    let facts = match backend.cluster_facts(ctx, spec).await {
+        Ok(Some(facts)) => facts,
+        Ok(None) => return,
+        Err(e) => {
+            diags.warning_at(
+                AttributePath::attr("kubernetes_cluster"),
+                "Kubernetes cluster not checked",
+                format!("Reading {} failed ({}); the apply reads it again before it makes anything.", spec.kubernetes_cluster, e.message),
+            );
+            return;
+        }
+    };
+    for (attr, summary, detail) in facts.refusals {
+        diags.error_at(AttributePath::attr(attr), summary, detail);
+    }
+    if let (Some(pool), Some(cluster)) = (spec.kubernetes_version, facts.version)
+        && let Some(why) = crate::clouds::kubernetes::version_skew(pool, cluster)
+    {
+        diags.error_at(AttributePath::attr("kubernetes_version"), "Version outside the cluster's skew", why);
+    }
+}

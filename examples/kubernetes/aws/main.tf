@@ -51,6 +51,12 @@ variable "user_data" {
   default     = null
 }
 
+variable "kubernetes_version" {
+  description = "The kubelet's minor version: the cluster's, or up to three minor versions older."
+  type        = string
+  default     = "1.33"
+}
+
 variable "node_count" {
   description = "GPU nodes in the pool."
   type        = number
@@ -77,7 +83,7 @@ resource "hpc_gpu_node_pool" "gpu" {
   name               = "gpu"
   fabric             = hpc_gpu_fabric.train
   kubernetes_cluster = var.eks_cluster
-  kubernetes_version = "1.33"
+  kubernetes_version = var.kubernetes_version
   node_count         = var.node_count
   node_role          = var.node_role
   user_data          = var.user_data

@@ -39,6 +39,12 @@ variable "subnet_id" {
   default     = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-rg/providers/Microsoft.Network/virtualNetworks/ml-vnet/subnets/gpu"
 }
 
+variable "kubernetes_version" {
+  description = "The kubelet's minor version: the cluster's, or up to three minor versions older."
+  type        = string
+  default     = "1.33"
+}
+
 variable "node_count" {
   description = "GPU nodes in the pool (at most 100: one InfiniBand scale set)."
   type        = number
@@ -65,7 +71,7 @@ resource "hpc_gpu_node_pool" "gpu" {
   name               = "gpu"
   fabric             = hpc_gpu_fabric.train
   kubernetes_cluster = var.aks_cluster_id
-  kubernetes_version = "1.33"
+  kubernetes_version = var.kubernetes_version
   node_count         = var.node_count
 
   labels = {

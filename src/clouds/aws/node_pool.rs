@@ -23,7 +23,7 @@ use super::api::{self, Aws, tag_spec};
 use super::backend::{self, fabric_region};
 use super::{cluster, fabric, network_interfaces, placement_group};
 use crate::catalog::Fabric;
-use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::backend::{Backend, Change, ClusterFacts, ImportError, Imported, NodePoolBackend, Outcome, Step};
 use crate::clouds::error::{CloudError, ErrorKind};
 use crate::clouds::kubernetes::{InCluster, effect_constant, pool_tags, tolerations_yaml};
 use crate::clouds::shared::with_attr;
@@ -246,6 +246,8 @@ fn parse_pool_id(id: &str) -> Option<[&str; 3]> {
 struct EksCluster {
     vpc: Option<String>,
     security_group: Option<String>,
+    version: Option<String>,
+    status: Option<String>,
 }
 
 async fn eks_cluster(aws: &Aws, name: &str) -> Result<EksCluster, CloudError> {
@@ -263,7 +265,9 @@ async fn eks_cluster(aws: &Aws, name: &str) -> Result<EksCluster, CloudError> {
     let c = out.cluster();
     let vpc = c.and_then(|c| c.resources_vpc_config()).and_then(|v| v.vpc_id()).map(str::to_owned);
     let security_group = c.and_then(|c| c.resources_vpc_config()).and_then(|v| v.cluster_security_group_id()).map(str::to_owned);
-    Ok(EksCluster { vpc, security_group })
+    let version = c.and_then(|c| c.version()).map(str::to_owned);
+    let status = c.and_then(|c| c.status()).map(|s| s.as_str().to_owned());
+    Ok(EksCluster { vpc, security_group, version, status })
 }
 
 /// What exists of a pool: its launch template's latest version and tags, its key pair, its node group.
@@ -844,6 +848,42 @@ fn user_part(doc: &str) -> String {
         return body.strip_suffix("\n--HPC-POOL--\n").unwrap_or(body).to_owned();
     }
     doc.to_owned()
+}
+
+#[async_trait]
+impl NodePoolBackend for backend::Aws {
+    /// DescribeCluster, once: the cluster is in the fabric's region, and ACTIVE.
+    async fn cluster_facts(&self, ctx: &Context, spec: &NodePoolSpec) -> Result<Option<ClusterFacts>, CloudError> {
+        let client = api::connect(ctx, &spec.nodes.fabric.region).await;
+        let mut refusals = Vec::new();
+        let found = match eks_cluster(&client, &spec.kubernetes_cluster).await {
+            Ok(found) => found,
+            Err(e) if e.is_not_found() => {
+                refusals.push((
+                    "kubernetes_cluster",
+                    "No such EKS cluster".to_owned(),
+                    format!(
+                        "No EKS cluster {:?} in {}, the fabric's region: a node group joins a cluster in its own region. Name an existing \
+                         cluster there (aws_eks_cluster.<x>.name), or use a fabric in the cluster's region.",
+                        spec.kubernetes_cluster, spec.nodes.fabric.region
+                    ),
+                ));
+                return Ok(Some(ClusterFacts { version: None, refusals }));
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(status) = found.status.as_deref().filter(|s| *s != "ACTIVE" && *s != "UPDATING") {
+            refusals.push((
+                "kubernetes_cluster",
+                "EKS cluster not active".to_owned(),
+                format!(
+                    "EKS cluster {} is {status}: node groups join an ACTIVE cluster. Apply once it is ACTIVE.",
+                    spec.kubernetes_cluster
+                ),
+            ));
+        }
+        Ok(Some(ClusterFacts { version: found.version.as_deref().and_then(crate::clouds::kubernetes::minor_version), refusals }))
+    }
 }
 
 #[async_trait]

@@ -13,7 +13,7 @@ use serde_json::{Value as Json, json};
 use super::api::{self, Arm, Write, short, tags_of};
 use super::backend::{self, arm, group_of, unknown_fabric};
 use crate::catalog::{Fabric, limits::AZURE_VMSS_MAX_IB_NODES};
-use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
+use crate::clouds::backend::{Backend, Change, ClusterFacts, ImportError, Imported, NodePoolBackend, Outcome, Step};
 use crate::clouds::error::{CloudError, ErrorKind};
 use crate::clouds::kubernetes::{InCluster, NODE_LABEL, network_operator, pool_tags, taint_string};
 use crate::clouds::shared::with_attr;
@@ -377,6 +377,42 @@ fn cluster_of(v: &Value) -> &str {
 
 fn pool_of(v: &Value) -> &str {
     v.get("name").as_str().unwrap_or_default()
+}
+
+#[async_trait]
+impl NodePoolBackend for backend::Azure {
+    /// The managed cluster, once: it exists, in the fabric's region.
+    async fn cluster_facts(&self, ctx: &Context, spec: &NodePoolSpec) -> Result<Option<ClusterFacts>, CloudError> {
+        let arm = arm(ctx).await?;
+        let mut refusals = Vec::new();
+        let Some(cluster) = arm.get(ctx, &spec.kubernetes_cluster, AKS_API).await? else {
+            refusals.push((
+                "kubernetes_cluster",
+                "No such AKS cluster".to_owned(),
+                format!(
+                    "No AKS cluster {}: name an existing cluster by its resource id (azurerm_kubernetes_cluster.<x>.id).",
+                    spec.kubernetes_cluster
+                ),
+            ));
+            return Ok(Some(ClusterFacts { version: None, refusals }));
+        };
+        let location = cluster["location"].as_str().unwrap_or_default();
+        if !location.eq_ignore_ascii_case(&spec.nodes.fabric.region) {
+            refusals.push((
+                "fabric",
+                "AKS cluster in another region".to_owned(),
+                format!(
+                    "AKS cluster {} is in {location}, the fabric in {}: an agent pool's VMs are in its cluster's region. Use a fabric in \
+                     {location}.",
+                    short(&spec.kubernetes_cluster),
+                    spec.nodes.fabric.region
+                ),
+            ));
+        }
+        let props = &cluster["properties"];
+        let version = props["currentKubernetesVersion"].as_str().or(props["kubernetesVersion"].as_str());
+        Ok(Some(ClusterFacts { version: version.and_then(crate::clouds::kubernetes::minor_version), refusals }))
+    }
 }
 
 #[async_trait]
