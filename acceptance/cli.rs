@@ -281,6 +281,20 @@ pub fn fold(text: &str) -> String {
 }
 
 /// The resources' values as `show -json` has them, by address.
+/// [`state_values`] of the resources in module `module` (`module.gpu`), by their full address.
+pub fn state_values_in(w: &Workdir, module: &str) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let out = w.run(&["show", "-json"]).expect_code(0);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    json["values"]["root_module"]["child_modules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["address"] == module)
+        .flat_map(|m| m["resources"].as_array().cloned().unwrap_or_default())
+        .map(|r| (r["address"].as_str().unwrap_or_default().to_owned(), r["values"].clone()))
+        .collect()
+}
+
 pub fn state_values(w: &Workdir) -> std::collections::BTreeMap<String, serde_json::Value> {
     let out = w.run(&["show", "-json"]).expect_code(0);
     let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();

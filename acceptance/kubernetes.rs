@@ -253,8 +253,7 @@ pub fn azure_node_pool_lifecycle(cli: &Cli) {
         .env("TF_VAR_subnet_id", &subnet);
     install(&w);
     let planned = plan(&w, 2);
-    for piece in
-        ["azurerm_kubernetes_cluster_node_pool", "Standard_ND96isr_H100_v5", "azurerm_proximity_placement_group.train-ppg", "rdma/"]
+    for piece in ["azurerm_kubernetes_cluster_node_pool", "Standard_ND96isr_H100_v5", "azurerm_proximity_placement_group.gpu-ppg", "rdma/"]
     {
         assert!(planned.contains(piece), "{piece} in the plan:\n{planned}");
     }
@@ -265,9 +264,9 @@ pub fn azure_node_pool_lifecycle(cli: &Cli) {
 
     // The Azure SDK reads the agent pool back: size, VM size, subnet, proximity placement group, GPU driver,
     // the owner's marker; and makes, scales and deletes a pool of its own beside it.
-    let owner = crate::cli::state_values(&w)["hpc_gpu_node_pool.gpu"]["owner"].as_str().unwrap_or_default().to_owned();
-    let ppg =
-        format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/train-rg/providers/Microsoft.Compute/proximityPlacementGroups/train-ppg");
+    let owner =
+        crate::cli::state_values_in(&w, "module.gpu")["module.gpu.hpc_gpu_node_pool.this"]["owner"].as_str().unwrap_or_default().to_owned();
+    let ppg = format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/gpu-rg/providers/Microsoft.Compute/proximityPlacementGroups/gpu-ppg");
     let check = |count: &str| {
         let v = azure_sdk(&clouds, "check", &[("pool", "gpu"), ("owner", &owner), ("subnet", &subnet), ("ppg", &ppg), ("count", count)]);
         v.found_nothing_wrong();
@@ -295,10 +294,11 @@ pub fn azure_node_pool_lifecycle(cli: &Cli) {
     check("6");
 
     // Imported back, it equals what the apply made.
-    let pool = |w: &Workdir| crate::cli::state_values(w).get("hpc_gpu_node_pool.gpu").cloned().unwrap_or_default();
+    let pool =
+        |w: &Workdir| crate::cli::state_values_in(w, "module.gpu").get("module.gpu.hpc_gpu_node_pool.this").cloned().unwrap_or_default();
     let made = pool(&w);
-    w.run(&["state", "rm", "hpc_gpu_node_pool.gpu"]).expect_code(0);
-    w.run(&["import", "-no-color", "-input=false", "hpc_gpu_node_pool.gpu", "azure/ml-rg/ml-prod/gpu"]).expect_code(0);
+    w.run(&["state", "rm", "module.gpu.hpc_gpu_node_pool.this"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "module.gpu.hpc_gpu_node_pool.this", "azure/ml-rg/ml-prod/gpu"]).expect_code(0);
     plan(&w, 0);
     let imported = pool(&w);
     for key in ["node_count", "labels", "taint", "node_labels", "expansion", "id", "kubernetes_cluster", "fabric"] {

@@ -1,8 +1,9 @@
 # A GPU node pool on an AKS cluster another team made, with the official azurerm provider and in another
 # state. This configuration only reads that cluster (its id, and the virtual network and subnet its pools
-# run in, come in as variables) and makes two things: a fabric in the cluster's network (its security group
-# and proximity placement group, in a resource group of its own) and the node pool (one AKS agent pool of
-# ND H100 v5 VMs in the proximity placement group: one scale set, one InfiniBand fabric).
+# run in, come in as variables) and, through modules/kubernetes-gpu-pool, makes two things: a fabric in the
+# cluster's network (its security group and proximity placement group, in a resource group of its own) and
+# the node pool (one AKS agent pool of ND H100 v5 VMs in the proximity placement group: one scale set, one
+# InfiniBand fabric), tainted for GPU work.
 #
 # After apply, install what the outputs say in the cluster: the NVIDIA Network Operator with the
 # NicClusterPolicy (device_plugin), and Kueue's Topology (kueue_topology); then run nccl_test_kubernetes.
@@ -58,50 +59,42 @@ provider "hpc" {
   }
 }
 
-resource "hpc_gpu_fabric" "train" {
-  name          = "train"
-  cloud         = "azure"
-  region        = "eastus"
-  instance_type = "Standard_ND96isr_H100_v5"
-  vpc_id        = var.vnet_id
-  subnet_id     = var.subnet_id
-}
+# The fabric and the pool, through the module any cloud's pool can use.
+module "gpu" {
+  source = "../../../modules/kubernetes-gpu-pool"
 
-resource "hpc_gpu_node_pool" "gpu" {
   name               = "gpu"
-  fabric             = hpc_gpu_fabric.train
+  cloud              = "azure"
+  region             = "eastus"
+  instance_type      = "Standard_ND96isr_H100_v5"
   kubernetes_cluster = var.aks_cluster_id
   kubernetes_version = var.kubernetes_version
+  vpc_id             = var.vnet_id
+  subnet_id          = var.subnet_id
   node_count         = var.node_count
 
   labels = {
     "example.com/team" = "llm"
   }
-
-  taint {
-    key    = "nvidia.com/gpu"
-    value  = "present"
-    effect = "NoSchedule"
-  }
 }
 
 output "device_plugin" {
   description = "The NVIDIA Network Operator's NicClusterPolicy with the RDMA shared device plugin."
-  value       = hpc_gpu_node_pool.gpu.device_plugin
+  value       = module.gpu.device_plugin
 }
 
 output "device_resources" {
-  value = hpc_gpu_node_pool.gpu.device_resources
+  value = module.gpu.device_resources
 }
 
 output "node_labels" {
-  value = hpc_gpu_node_pool.gpu.node_labels
+  value = module.gpu.node_labels
 }
 
 output "kueue_topology" {
-  value = hpc_gpu_node_pool.gpu.kueue_topology
+  value = module.gpu.kueue_topology
 }
 
 output "nccl_test_kubernetes" {
-  value = hpc_gpu_node_pool.gpu.nccl_test_kubernetes
+  value = module.gpu.nccl_test_kubernetes
 }
