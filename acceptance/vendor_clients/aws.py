@@ -12,24 +12,17 @@ mismatch and SDK exception), and exits 1 listing on stderr each mismatch and eac
 
 import argparse
 import ipaddress
-import json
 import os
 import sys
 
 # This directory must not shadow the SDKs' packages.
+from vendor_report import Mismatch, Report, expect  # noqa: E402,F401 - before this directory leaves the path
+
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 import boto3  # noqa: E402
 import botocore.exceptions  # noqa: E402
 
-
-class Mismatch(Exception):
-    pass
-
-
-def expect(cond, message):
-    if not cond:
-        raise Mismatch(message)
 
 
 def tags_of(thing, key="Tags"):
@@ -45,17 +38,10 @@ def main():
     ec2 = session.client("ec2", endpoint_url=a.endpoint)
     fsx = session.client("fsx", endpoint_url=a.endpoint)
     owner = "hpc:owner"
-    summary = {}
-    errors = []
+    report = Report('boto3')
+    summary = report.summary
 
-    def step(name, fn):
-        try:
-            return fn()
-        except Mismatch as e:
-            errors.append(f"{name}: MISMATCH: {e}")
-        except Exception as e:  # botocore's own: a refusal (ClientError), or an answer it cannot parse
-            errors.append(f"{name}: {type(e).__name__}: {e}".replace("\n", " | "))
-        return None
+    step = report.step
 
     def owned(thing, marker, what, key="Tags"):
         tags = tags_of(thing, key)
@@ -169,13 +155,7 @@ def main():
 
     step("own security group (create, authorize ingress, describe, delete)", own_security_group)
 
-    summary["problems"] = errors
-    print(json.dumps(summary, indent=1, sort_keys=True))
-    if errors:
-        print("boto3 found these problems on the emulator:", file=sys.stderr)
-        for e in errors:
-            print(f"  - {e}", file=sys.stderr)
-        sys.exit(1)
+    report.finish()
 
 
 if __name__ == "__main__":

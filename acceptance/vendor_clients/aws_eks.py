@@ -12,24 +12,17 @@ mismatch and SDK exception), and exits 1 listing them on stderr.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
+
+from vendor_report import Mismatch, Report, expect  # noqa: E402,F401 - before this directory leaves the path
 
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 import boto3  # noqa: E402
 import botocore.exceptions  # noqa: E402
 
-
-class Mismatch(Exception):
-    pass
-
-
-def expect(cond, message):
-    if not cond:
-        raise Mismatch(message)
 
 
 def main():
@@ -40,17 +33,10 @@ def main():
     session = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name=a.region)
     ec2 = session.client("ec2", endpoint_url=a.endpoint)
     eks = session.client("eks", endpoint_url=a.endpoint)
-    summary = {}
-    errors = []
+    report = Report('boto3')
+    summary = report.summary
 
-    def step(name, fn):
-        try:
-            return fn()
-        except Mismatch as e:
-            errors.append(f"{name}: MISMATCH: {e}")
-        except Exception as e:  # botocore's own: a refusal (ClientError), or an answer it cannot parse
-            errors.append(f"{name}: {type(e).__name__}: {e}".replace("\n", " | "))
-        return None
+    step = report.step
 
     def pool():
         cluster = eks.describe_cluster(name=a.cluster)["cluster"]
@@ -111,13 +97,7 @@ def main():
 
     step("own node group (create_nodegroup, update_nodegroup_version, tag_resource, delete_nodegroup)", own_node_group)
 
-    summary["problems"] = errors
-    print(json.dumps(summary, indent=1, sort_keys=True, default=str))
-    if errors:
-        print("boto3 found these problems on the emulator:", file=sys.stderr)
-        for e in errors:
-            print(f"  - {e}", file=sys.stderr)
-        sys.exit(1)
+    report.finish()
 
 
 if __name__ == "__main__":

@@ -9,12 +9,13 @@ mismatch and SDK exception), and exits 1 listing on stderr each mismatch and eac
 """
 
 import argparse
-import json
 import os
 import sys
 import time
 
 # This file is azure.py: its directory must not shadow the SDK's `azure` package.
+from vendor_report import Mismatch, Report, expect  # noqa: E402,F401 - before this directory leaves the path
+
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 from azure.core.credentials import AccessToken
@@ -32,14 +33,6 @@ class EmulatorCredential:
     def get_token(self, *scopes, **kwargs):
         return AccessToken("vendor-client-token", int(time.time()) + 3600)
 
-
-class Mismatch(Exception):
-    pass
-
-
-def expect(cond, message):
-    if not cond:
-        raise Mismatch(message)
 
 
 def main():
@@ -72,18 +65,10 @@ def main():
     resources = ResourceManagementClient(cred, a.subscription, **kw)
     cache = StorageCacheManagementClient(cred, a.subscription, **kw)
     rg, owner = a.group, "hpc:owner"
-    summary = {}
-    errors = []
+    report = Report('The Azure SDK')
+    summary = report.summary
 
-    def step(name, fn):
-        """Runs one check; an SDK exception or a mismatch is recorded and the other checks still run."""
-        try:
-            return fn()
-        except Mismatch as e:
-            errors.append(f"{name}: MISMATCH: {e}")
-        except Exception as e:  # the SDK's own: a refusal, or an answer it cannot parse
-            errors.append(f"{name}: {type(e).__name__}: {e}".replace("\n", " | "))
-        return None
+    step = report.step
 
     # The fabric: its group, virtual network, subnet and network security group.
     def fabric():
@@ -230,13 +215,7 @@ def main():
     step("resource_groups.begin_delete(...).result()", own_group_delete)
     step("resource_groups.check_existence (HEAD)", own_group_gone)
 
-    summary["problems"] = errors
-    print(json.dumps(summary, indent=1, sort_keys=True))
-    if errors:
-        print("The Azure SDK found these problems on the emulator:", file=sys.stderr)
-        for e in errors:
-            print(f"  - {e}", file=sys.stderr)
-        sys.exit(1)
+    report.finish()
 
 
 if __name__ == "__main__":

@@ -17,10 +17,11 @@ there are any.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
+
+from vendor_report import Mismatch, Report, expect  # noqa: E402,F401 - before this directory leaves the path
 
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
@@ -48,14 +49,6 @@ class EmulatorCredential:
         return AccessToken("vendor-client-token", int(time.time()) + 3600)
 
 
-class Mismatch(Exception):
-    pass
-
-
-def expect(cond, message):
-    if not cond:
-        raise Mismatch(message)
-
 
 def main():
     p = argparse.ArgumentParser()
@@ -75,16 +68,10 @@ def main():
     resources = ResourceManagementClient(cred, a.subscription, **kw)
     network = NetworkManagementClient(cred, a.subscription, **kw)
     aks = ContainerServiceClient(cred, a.subscription, **kw)
-    summary, errors = {}, []
+    report = Report('The Azure SDKs')
+    summary = report.summary
 
-    def step(name, fn):
-        try:
-            return fn()
-        except Mismatch as e:
-            errors.append(f"{name}: MISMATCH: {e}")
-        except Exception as e:  # the SDK's own: a refusal, or an answer it cannot read
-            errors.append(f"{name}: {type(e).__name__}: {e}".replace("\n", " | "))
-        return None
+    step = report.step
 
     def estate():
         resources.resource_groups.create_or_update(GROUP, ResourceGroup(location="eastus"))
@@ -156,13 +143,7 @@ def main():
         step("scale (agent_pools.get, begin_create_or_update under its etag)", scale)
     else:
         step("remove (managed_clusters.begin_delete, resource_groups.begin_delete)", remove)
-    summary["problems"] = errors
-    print(json.dumps(summary, indent=1, sort_keys=True, default=str))
-    if errors:
-        print("the Azure SDKs found these problems on the emulator:", file=sys.stderr)
-        for e in errors:
-            print(f"  - {e}", file=sys.stderr)
-        sys.exit(1)
+    report.finish()
 
 
 if __name__ == "__main__":

@@ -13,25 +13,18 @@ mismatch and SDK exception), and exits 1 listing on stderr each mismatch and eac
 """
 
 import argparse
-import json
 import os
 import sys
 import time
 
 # This directory must not shadow the SDKs' packages.
+from vendor_report import Mismatch, Report, expect  # noqa: E402,F401 - before this directory leaves the path
+
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 import google.auth.credentials  # noqa: E402
 from googleapiclient import discovery  # noqa: E402
 
-
-class Mismatch(Exception):
-    pass
-
-
-def expect(cond, message):
-    if not cond:
-        raise Mismatch(message)
 
 
 def last(url):
@@ -76,17 +69,10 @@ def main():
     compute = discovery.build("compute", "v1", static_discovery=True, credentials=creds,
                               client_options={"api_endpoint": f"{ep}/compute/v1/"})
     project, zone, region = a.project, a.zone, a.region
-    summary = {}
-    errors = []
+    report = Report("Google's clients")
+    summary = report.summary
 
-    def step(name, fn):
-        try:
-            return fn()
-        except Mismatch as e:
-            errors.append(f"{name}: MISMATCH: {e}")
-        except Exception as e:  # the client's own: HttpError (a refusal), or an answer it cannot parse
-            errors.append(f"{name}: {type(e).__name__}: {e}".replace("\n", " | "))
-        return None
+    step = report.step
 
     # The fabric: host VPC (+ GPU VPCs), each with the fabric's owner in its description.
     def networks():
@@ -215,13 +201,7 @@ def main():
 
     step("Managed Lustre (google-cloud-lustre REST: get_instance, list_instances)", filesystem)
 
-    summary["problems"] = errors
-    print(json.dumps(summary, indent=1, sort_keys=True))
-    if errors:
-        print("Google's clients found these problems on the emulator:", file=sys.stderr)
-        for e in errors:
-            print(f"  - {e}", file=sys.stderr)
-        sys.exit(1)
+    report.finish()
 
 
 if __name__ == "__main__":

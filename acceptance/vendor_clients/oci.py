@@ -19,19 +19,13 @@ import os
 import sys
 
 # This file is oci.py: its directory must not shadow the SDK's `oci` package.
+from vendor_report import Mismatch, Report, expect  # noqa: E402,F401 - before this directory leaves the path
+
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 import oci  # noqa: E402
 import requests  # noqa: E402
 
-
-class Mismatch(Exception):
-    pass
-
-
-def expect(cond, message):
-    if not cond:
-        raise Mismatch(message)
 
 
 def main():
@@ -53,17 +47,10 @@ def main():
     management = oci.core.ComputeManagementClient(config, **kw)
     lustre = oci.lustre_file_storage.LustreFileStorageClient(config, **kw)
     cid, owner = a.compartment, "hpc:owner"
-    summary = {}
-    errors = []
+    report = Report('The OCI SDK')
+    summary = report.summary
 
-    def step(name, fn):
-        try:
-            return fn()
-        except Mismatch as e:
-            errors.append(f"{name}: MISMATCH: {e}")
-        except Exception as e:  # the SDK's own: a refusal (ServiceError), or an answer it cannot parse
-            errors.append(f"{name}: {type(e).__name__}: {e}".replace("\n", " | "))
-        return None
+    step = report.step
 
     def owned(thing, marker, what):
         tags = thing.freeform_tags or {}
@@ -271,13 +258,7 @@ def main():
 
     step("signatures (oci.signer.Signer with requests)", signatures)
 
-    summary["problems"] = errors
-    print(json.dumps(summary, indent=1, sort_keys=True))
-    if errors:
-        print("The OCI SDK found these problems on the emulator:", file=sys.stderr)
-        for e in errors:
-            print(f"  - {e}", file=sys.stderr)
-        sys.exit(1)
+    report.finish()
 
 
 if __name__ == "__main__":
