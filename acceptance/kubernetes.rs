@@ -4,7 +4,7 @@
 //! and puts it back, grows in place, is imported back equal, and is destroyed, leaving the other team's
 //! cluster and network as they were.
 
-use aws_sdk_eks::types::{NodegroupScalingConfig, VpcConfigRequest};
+use aws_sdk_eks::types::{NodegroupScalingConfig, Taint, TaintEffect, UpdateLabelsPayload, UpdateTaintsPayload, VpcConfigRequest};
 use hpc_emulators::harness::admin;
 use serde_json::Value;
 
@@ -158,22 +158,34 @@ pub fn aws_node_pool_lifecycle(cli: &Cli) {
     assert_eq!(out["device_resources"]["value"]["vpc.amazonaws.com/efa"], 32, "{out}");
     assert!(out["kueue_topology"]["value"].as_str().unwrap().contains("kind: Topology"), "{out}");
 
-    // A size changed outside shows in the plan and the apply puts it back.
+    // A size, a label and a taint changed outside show in the plan, and the apply puts them back.
     rt.block_on(async {
         eks(&endpoint)
             .update_nodegroup_config()
             .cluster_name("ml-prod")
             .nodegroup_name("gpu")
             .scaling_config(NodegroupScalingConfig::builder().min_size(2).max_size(2).desired_size(2).build())
+            .labels(UpdateLabelsPayload::builder().add_or_update_labels("example.com/team", "other").build())
+            .taints(
+                UpdateTaintsPayload::builder()
+                    .add_or_update_taints(Taint::builder().key("nvidia.com/gpu").value("present").effect(TaintEffect::NoExecute).build())
+                    .remove_taints(Taint::builder().key("nvidia.com/gpu").effect(TaintEffect::NoSchedule).build())
+                    .build(),
+            )
             .send()
             .await
             .unwrap();
     });
     let drift = plan(&w, 2);
     assert!(drift.contains("~ node_count") && drift.contains("2 -> 4"), "{drift}");
+    assert!(drift.contains(r#""NoExecute" -> "NoSchedule""#) && drift.contains(r#""other" -> "llm""#), "{drift}");
     assert!(drift.contains("0 to add, 1 to change, 0 to destroy"), "{drift}");
     apply(&w).expect_code(0);
-    assert_eq!(node_group(&rt, &endpoint).scaling_config().unwrap().desired_size(), Some(4));
+    let repaired = node_group(&rt, &endpoint);
+    assert_eq!(repaired.scaling_config().unwrap().desired_size(), Some(4));
+    assert_eq!(repaired.labels().and_then(|l| l.get("example.com/team")).map(String::as_str), Some("llm"));
+    let taints: Vec<_> = repaired.taints().iter().map(|t| (t.key(), t.effect().map(|e| e.as_str()))).collect();
+    assert_eq!(taints, [(Some("nvidia.com/gpu"), Some("NO_SCHEDULE"))]);
     plan(&w, 0);
 
     // Growing is a change in place: the same node group and template version, six nodes.
@@ -277,13 +289,18 @@ pub fn azure_node_pool_lifecycle(cli: &Cli) {
     assert_eq!(read["pool"]["labels"]["example.com/team"], "llm", "{read}");
     assert_eq!(read["own"]["deleted"], true, "{read}");
 
-    // A count changed outside shows in the plan and the apply puts it back.
-    azure_sdk(&clouds, "scale", &[("pool", "gpu"), ("count", "2")]).found_nothing_wrong();
+    // A count, a taint and a label changed outside show in the plan, and the apply puts them back.
+    let taints = r#"["nvidia.com/gpu=present:NoExecute"]"#;
+    let labels = r#"{"example.com/team": "other", "hpc-platform/cluster": "gpu"}"#;
+    azure_sdk(&clouds, "scale", &[("pool", "gpu"), ("count", "2"), ("taints", taints), ("labels", labels)]).found_nothing_wrong();
     let drift = plan(&w, 2);
     assert!(drift.contains("~ node_count") && drift.contains("2 -> 4") && drift.contains("0 to add, 1 to change, 0 to destroy"), "{drift}");
+    assert!(drift.contains(r#""NoExecute" -> "NoSchedule""#) && drift.contains(r#""other" -> "llm""#), "{drift}");
     apply(&w).expect_code(0);
     plan(&w, 0);
-    check("4");
+    let repaired = check("4");
+    assert_eq!(repaired["pool"]["taints"], serde_json::json!(["nvidia.com/gpu=present:NoSchedule"]), "{repaired}");
+    assert_eq!(repaired["pool"]["labels"]["example.com/team"], "llm", "{repaired}");
 
     // Growing is the same agent pool (one scale set), larger.
     w.write("grow.auto.tfvars", "node_count = 6\n");

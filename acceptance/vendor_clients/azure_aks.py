@@ -7,8 +7,9 @@
     python azure_aks.py ... --mode check --pool gpu --owner M --subnet ID --ppg ID --count N
         reads the agent pool back (size, VM size, subnet, proximity placement group, GPU driver, labels,
         taints, owner marker), then makes, scales and deletes an agent pool of its own
-    python azure_aks.py ... --mode scale --pool gpu --count N
-        sets the pool's count as someone outside the configuration would (a read-modify-write PUT)
+    python azure_aks.py ... --mode scale --pool gpu --count N [--taints JSON] [--labels JSON]
+        sets the pool's count (and its taints and labels) as someone outside the configuration would (a
+        read-modify-write PUT under the pool's eTag)
     python azure_aks.py ... --mode remove
         deletes the estate
 
@@ -17,6 +18,7 @@ there are any.
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -61,6 +63,8 @@ def main():
     p.add_argument("--subnet")
     p.add_argument("--ppg")
     p.add_argument("--count", type=int)
+    p.add_argument("--taints", help="JSON list of key=value:Effect")
+    p.add_argument("--labels", help="JSON object")
     a = p.parse_args()
     kw = dict(base_url=a.endpoint, credential_scopes=["https://management.azure.com/.default"], connection_verify=a.ca,
               polling_interval=0.2)
@@ -125,6 +129,10 @@ def main():
     def scale():
         found = aks.agent_pools.get(GROUP, CLUSTER, a.pool)
         found.properties.count = a.count
+        if a.taints is not None:
+            found.properties.node_taints = json.loads(a.taints)
+        if a.labels is not None:
+            found.properties.node_labels = json.loads(a.labels)
         aks.agent_pools.begin_create_or_update(GROUP, CLUSTER, a.pool, found, etag=found.properties.e_tag,
                                                match_condition=MatchConditions.IfNotModified).result()
         summary["scaled"] = a.count

@@ -50,7 +50,7 @@ pub async fn check_quota(ctx: &Context, prior: &Value, spec: &ClusterSpec, diags
                 AttributePath::attr("node_count"),
                 "Quota not checked",
                 format!(
-                    "Cluster {}: {why}. This plan adds {added} node(s) without checking it; an apply short of quota fails at the cloud.",
+                    "{}: {why}. This plan adds {added} node(s) without checking it; an apply short of quota fails at the cloud.",
                     spec.name
                 ),
             );
