@@ -204,6 +204,11 @@ pub fn aws_node_pool_lifecycle(cli: &Cli) {
     w.write("roll.auto.tfvars", "user_data = \"#!/bin/bash\\necho tuned > /etc/motd\\n\"\n");
     let planned = plan(grown, 2);
     assert!(planned.contains("0 to add, 1 to change, 0 to destroy") && planned.contains("user_data"), "{planned}");
+    let said = grown.run(&["plan", "-no-color", "-input=false"]).expect_code(0).output();
+    assert!(
+        said.contains("Warning: The pool's nodes are replaced") && fold(&said).contains("user_data change what the nodes are made from"),
+        "{said}"
+    );
     apply(grown).expect_code(0);
     let rolled = node_group(&rt, &endpoint);
     assert_ne!(rolled.launch_template().unwrap().version(), template.version(), "the node group takes the new template version");

@@ -173,6 +173,29 @@ fn refuse_unbuilt(config: &Value, diags: &mut Diagnostics) {
     );
 }
 
+/// What the nodes are made from: a change is an update in place of the pool, but the cloud replaces its
+/// nodes (EKS rolls the node group to a new launch template version, AKS reimages the agent pool).
+const REMAKES_NODES: [&str; 7] =
+    ["image", "user_data", "ssh_public_key", "rdma_interfaces", "kubernetes_version", "capacity_type", "reservation_id"];
+
+/// A plan that replaces the pool's nodes says so, though it shows no replacement of the resource.
+fn warn_rolling(prior: &Value, planned: &Value, diags: &mut Diagnostics) {
+    if prior.is_null() {
+        return;
+    }
+    let changed: Vec<&str> = REMAKES_NODES.into_iter().filter(|a| prior.get(a) != planned.get(a)).collect();
+    let Some(first) = changed.first() else { return };
+    diags.warning_at(
+        AttributePath::attr(first),
+        "The pool's nodes are replaced",
+        format!(
+            "{} change what the nodes are made from: the cloud replaces every node of the pool, a batch at a time \
+             (update_strategy.batch_size, default 25%), draining each first so that its pods move. The pool itself is updated in place.",
+            changed.join(", ")
+        ),
+    );
+}
+
 pub struct NodePool;
 
 #[async_trait]
@@ -192,10 +215,11 @@ impl Resource for NodePool {
     }
 
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
-        let config = req.config.clone();
+        let (config, prior) = (req.config.clone(), req.prior.clone());
         let resp = plan(ctx, req, diags);
         if !resp.planned.is_null() {
             refuse_unbuilt(&config, diags);
+            warn_rolling(&prior, &resp.planned, diags);
         }
         resp
     }
