@@ -1145,11 +1145,16 @@ def _dras(self):
 
 DRA_MAX = 8  # data repository associations per file system
 DRA_DELETE_SECONDS = 1.0  # DELETING -> gone
+DRA_DELETING_READS = 2  # and not before it has been read as DELETING this many times
 
 
 def _sweep(dras):
-    """Deletion is asynchronous: an association stays DELETING for a while, then it is gone."""
-    for aid in [a for a, d in dras.items() if d["Lifecycle"] == "DELETING" and time.time() >= d["_gone_at"]]:
+    """Deletion is asynchronous: an association stays DELETING for a while, then it is gone.
+
+    "A while" is both a time and a number of reads that saw it DELETING, so that a slow machine cannot
+    skip the DELETING state a client is entitled to observe."""
+    for aid in [a for a, d in dras.items() if d["Lifecycle"] == "DELETING" and time.time() >= d["_gone_at"]
+                and d.get("_deleting_reads", 0) >= DRA_DELETING_READS]:
         del dras[aid]
     return dras
 
@@ -1212,6 +1217,9 @@ def describe_data_repository_associations(self):
     for f in params.get("Filters") or []:
         if f.get("Name") == "file-system-id":
             found = [d for d in found if d["FileSystemId"] in f.get("Values", [])]
+    for d in found:
+        if d["Lifecycle"] == "DELETING":
+            d["_deleting_reads"] = d.get("_deleting_reads", 0) + 1
     return json.dumps({"Associations": [_dra_view(d) for d in found]})
 
 
