@@ -298,34 +298,9 @@ pub fn azure_node_pool_lifecycle(cli: &Cli) {
     let taints = r#"["nvidia.com/gpu=present:NoExecute"]"#;
     let labels = r#"{"example.com/team": "other", "hpc-platform/cluster": "gpu"}"#;
     azure_sdk(&clouds, "scale", &[("pool", "gpu"), ("count", "2"), ("taints", taints), ("labels", labels)]).found_nothing_wrong();
-    let drift = plan(&w, 2);
-    assert!(drift.contains("~ node_count") && drift.contains("2 -> 4") && drift.contains("0 to add, 1 to change, 0 to destroy"), "{drift}");
-    assert!(drift.contains(r#""NoExecute" -> "NoSchedule""#) && drift.contains(r#""other" -> "llm""#), "{drift}");
-    apply(&w).expect_code(0);
-    plan(&w, 0);
-    let repaired = check("4");
+    let repaired = repairs_grows_and_imports(&w, &check, "azure/ml-rg/ml-prod/gpu");
     assert_eq!(repaired["pool"]["taints"], serde_json::json!(["nvidia.com/gpu=present:NoSchedule"]), "{repaired}");
     assert_eq!(repaired["pool"]["labels"]["example.com/team"], "llm", "{repaired}");
-
-    // Growing is the same agent pool (one scale set), larger.
-    w.write("grow.auto.tfvars", "node_count = 6\n");
-    let planned = plan(&w, 2);
-    assert!(planned.contains("0 to add, 1 to change, 0 to destroy") && planned.contains("4 -> 6"), "{planned}");
-    apply(&w).expect_code(0);
-    plan(&w, 0);
-    check("6");
-
-    // Imported back, it equals what the apply made.
-    let pool =
-        |w: &Workdir| crate::cli::state_values_in(w, "module.gpu").get("module.gpu.hpc_gpu_node_pool.this").cloned().unwrap_or_default();
-    let made = pool(&w);
-    w.run(&["state", "rm", "module.gpu.hpc_gpu_node_pool.this"]).expect_code(0);
-    w.run(&["import", "-no-color", "-input=false", "module.gpu.hpc_gpu_node_pool.this", "azure/ml-rg/ml-prod/gpu"]).expect_code(0);
-    plan(&w, 0);
-    let imported = pool(&w);
-    for key in ["node_count", "labels", "taint", "node_labels", "expansion", "id", "kubernetes_cluster", "fabric"] {
-        assert_eq!(imported[key], made[key], "{key} after import");
-    }
 
     // Destroy takes the agent pool and the fabric's pieces; the cluster and its system pool are as they were.
     w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
@@ -336,4 +311,118 @@ pub fn azure_node_pool_lifecycle(cli: &Cli) {
     assert!(after["arm"].get(format!("{key}/agentpools/gpu")).is_none(), "{after}");
     azure_sdk(&clouds, "remove", &[]).found_nothing_wrong();
     clouds.assert_empty("kubernetes/azure");
+}
+
+/// The part every module-made pool's case shares, after a size (to 2), a label and the GPU taint's effect
+/// were changed outside: the plan shows them, the apply puts them back (the vendor's read, `check`, after it
+/// is returned); growing to 6 is an update in place; an import by `import_id` gives back an equal state.
+fn repairs_grows_and_imports(w: &Workdir, check: &dyn Fn(&str) -> Value, import_id: &str) -> Value {
+    let drift = plan(w, 2);
+    assert!(drift.contains("~ node_count") && drift.contains("2 -> 4") && drift.contains("0 to add, 1 to change, 0 to destroy"), "{drift}");
+    assert!(drift.contains(r#""NoExecute" -> "NoSchedule""#) && drift.contains(r#""other" -> "llm""#), "{drift}");
+    apply(w).expect_code(0);
+    plan(w, 0);
+    let repaired = check("4");
+
+    // Growing is the same pool, larger.
+    w.write("grow.auto.tfvars", "node_count = 6\n");
+    let planned = plan(w, 2);
+    assert!(planned.contains("0 to add, 1 to change, 0 to destroy") && planned.contains("4 -> 6"), "{planned}");
+    apply(w).expect_code(0);
+    plan(w, 0);
+    check("6");
+
+    // Imported back, it equals what the apply made.
+    let pool =
+        |w: &Workdir| crate::cli::state_values_in(w, "module.gpu").get("module.gpu.hpc_gpu_node_pool.this").cloned().unwrap_or_default();
+    let made = pool(w);
+    w.run(&["state", "rm", "module.gpu.hpc_gpu_node_pool.this"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "module.gpu.hpc_gpu_node_pool.this", import_id]).expect_code(0);
+    plan(w, 0);
+    let imported = pool(w);
+    for key in ["node_count", "labels", "taint", "node_labels", "expansion", "id", "kubernetes_cluster", "fabric"] {
+        assert_eq!(imported[key], made[key], "{key} after import");
+    }
+    repaired
+}
+
+/// Google's client script on the Google Cloud emulator in one `mode` (gcp_gke.py), with more `args`.
+fn gcp_client(clouds: &Emulators, mode: &str, args: &[(&str, &str)]) -> crate::vendor_clients::Vendor {
+    let mut all = vec![("endpoint", clouds.gcp.as_str()), ("project", GCP_PROJECT), ("mode", mode)];
+    all.extend_from_slice(args);
+    crate::vendor_clients::vendor("HPC_CONFORMANCE_PYTHON", "gcp_gke.py", &all)
+}
+
+const GCP_PROJECT: &str = "ml-platform-prod";
+
+pub fn gcp_node_pool_lifecycle(cli: &Cli) {
+    let clouds = Emulators::start();
+    // The other team's estate, made with Google's client: a VPC, a subnetwork and a GKE cluster with
+    // multi-networking.
+    let estate = gcp_client(&clouds, "estate", &[]);
+    estate.found_nothing_wrong();
+    let text = |k: &str| estate.summary[k].as_str().unwrap().to_owned();
+    let (cluster, vpc, subnet) = (text("cluster"), text("vpc"), text("subnet"));
+    let w = clouds
+        .env(Workdir::for_path(cli, "examples/kubernetes/gcp"))
+        .env("TF_VAR_gke_cluster_id", &cluster)
+        .env("TF_VAR_vpc_id", &vpc)
+        .env("TF_VAR_subnet_id", &subnet);
+    install(&w);
+    let planned = plan(&w, 2);
+    for piece in [
+        "google_container_node_pool",
+        "a3-megagpu-8g",
+        "COMPACT, policy_name = google_compute_resource_policy.gpu-placement",
+        "additional_node_network_configs",
+        "kind: GKENetworkParamSet",
+    ] {
+        assert!(planned.contains(piece), "{piece} in the plan:\n{planned}");
+    }
+    let before = admin(&clouds.gcp, "GET", "snapshot", None);
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+
+    // Google's client reads the pool back: machine type and GPUs, zone, compact placement, the eight GPU
+    // NIC networks, the size through its instance group, the owner's label; and makes, resizes and deletes
+    // a pool of its own beside it.
+    let owner =
+        crate::cli::state_values_in(&w, "module.gpu")["module.gpu.hpc_gpu_node_pool.this"]["owner"].as_str().unwrap_or_default().to_owned();
+    let check = |count: &str| {
+        let v = gcp_client(&clouds, "check", &[("pool", "gpu"), ("owner", &owner), ("fabric", "gpu"), ("count", count), ("networks", "8")]);
+        v.found_nothing_wrong();
+        v.summary
+    };
+    let read = check("4");
+    assert_eq!(
+        read["pool"]["taints"],
+        serde_json::json!([{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]),
+        "{read}"
+    );
+    assert_eq!(read["pool"]["labels"]["example.com/team"], "llm", "{read}");
+    assert_eq!(read["own"]["deleted"], true, "{read}");
+    let out = outputs(&w);
+    assert!(out["device_plugin"]["value"].as_str().unwrap().contains("nccl-tcpxo-installer"), "{out}");
+
+    // A size, a label and the taint's effect changed outside show in the plan, and the apply puts them back.
+    gcp_client(&clouds, "scale", &[("pool", "gpu"), ("count", "2"), ("taint-effect", "NO_EXECUTE"), ("label-team", "other")])
+        .found_nothing_wrong();
+    let repaired = repairs_grows_and_imports(&w, &check, "gcp/us-central1/ml-prod/gpu");
+    assert_eq!(repaired["pool"]["taints"][0]["effect"], "NO_SCHEDULE", "{repaired}");
+    assert_eq!(repaired["pool"]["labels"]["example.com/team"], "llm", "{repaired}");
+
+    // Destroy takes the node pool and the fabric's pieces; the cluster and its default pool are as they were.
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let after = admin(&clouds.gcp, "GET", "snapshot", None);
+    let path = |p: &str| format!("{cluster}/nodePools/{p}");
+    assert!(after["container"].get(path("gpu")).is_none(), "{}", after["container"]);
+    assert_eq!(after["container"][path("default-pool")], before["container"][path("default-pool")], "the default pool is untouched");
+    for net in [
+        format!("projects/{GCP_PROJECT}/global/networks/ml-vpc"),
+        format!("projects/{GCP_PROJECT}/regions/us-central1/subnetworks/ml-nodes"),
+    ] {
+        assert_eq!(after["compute"][&net], before["compute"][&net], "{net} untouched");
+    }
+    gcp_client(&clouds, "remove", &[]).found_nothing_wrong();
+    clouds.assert_empty("kubernetes/gcp");
 }

@@ -122,6 +122,7 @@ for_the_clis!(
         slurm_azure,
         slurm_oci,
         aws_node_pool_lifecycle,
+        gcp_node_pool_lifecycle,
         azure_node_pool_lifecycle,
     ],
     tofu_only: [
@@ -189,6 +190,10 @@ on_cloud! {
 
 fn aws_node_pool_lifecycle(cli: &Cli) {
     kubernetes::aws_node_pool_lifecycle(cli);
+}
+
+fn gcp_node_pool_lifecycle(cli: &Cli) {
+    kubernetes::gcp_node_pool_lifecycle(cli);
 }
 
 fn azure_node_pool_lifecycle(cli: &Cli) {
@@ -685,11 +690,7 @@ fn plan_time_errors_point_at_their_attributes(cli: &Cli) {
         ("Reservation conflicts with InfiniBand", "capacity_type  = \"reservation\"", "single placement group"),
         ("Unsupported Lustre capacity", "capacity_gib       = 3000", r#"Nearest valid sizes: "2400" or "4800" GiB"#),
         ("Unsupported throughput tier", "throughput_per_tib = 1000", r#""40", "125", "250" or "500""#),
-        (
-            "Node pools are not made on this cloud yet",
-            "fabric             = hpc_gpu_fabric.gcp # a GKE pool",
-            "Google Cloud pools are planned",
-        ),
+        ("Node pools are not made on this cloud yet", "fabric             = hpc_gpu_fabric.oci # an OKE pool", "OCI pools are planned"),
         ("Missing node role", "resource \"hpc_gpu_node_pool\" \"no_role\"", "set node_role to the role's ARN"),
     ];
     for (summary, source_line, detail) in cases {

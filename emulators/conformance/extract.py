@@ -153,7 +153,7 @@ def sort_ops(ops):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# GCP: discovery documents (Compute v1 and beta, Service Networking v1)
+# GCP: discovery documents (Compute v1 and beta, Service Networking v1, Resource Manager v3, GKE's container v1)
 
 GCP_READ_ONLY = re.compile(r"^\s*(?:\[Output Only\]|Output only\.)", re.IGNORECASE)
 
@@ -620,6 +620,7 @@ def gcp():
         ("compute.beta.json", "compute.beta", "gcp-operation"),
         ("servicenetworking.v1.json", "servicenetworking.v1", "google-longrunning"),
         ("cloudresourcemanager.v3.json", "cloudresourcemanager.v3", "google-longrunning"),
+        ("container.v1.json", "container.v1", "gcp-operation"),
     ):
         o, s, sq = gcp_discovery(doc, ns, kind)
         ops += o
@@ -1502,6 +1503,18 @@ def check(doc):
     patch = op(g, "lustre.projects.locations.instances.patch")
     assert patch["path"] == "/v1/projects/{projectsId}/locations/{locationsId}/instances/{instancesId}" and "updateMask" in patch["query"]
     assert op(g, "lustre.projects.locations.operations.get")["long_running"] is None
+    # GKE (container v1): node pools, and an operations.get whose path template is Managed Lustre's too (the
+    # emulator names the service, see conformance.rs `Call::service`).
+    npc = op(g, "container.projects.locations.clusters.nodePools.create")
+    assert npc["path"] == "/v1/projects/{projectsId}/locations/{locationsId}/clusters/{clustersId}/nodePools", npc["path"]
+    assert npc["service"] == "container" and npc["request"] == "container.v1/CreateNodePoolRequest"
+    assert npc["response"] == "container.v1/Operation" and npc["long_running"] == {"kind": "gcp-operation"}
+    assert op(g, "container.projects.locations.clusters.nodePools.update")["method"] == "PUT"
+    gop = op(g, "container.projects.locations.operations.get")
+    assert gop["long_running"] is None and gop["path"] == op(g, "lustre.projects.locations.operations.get")["path"]
+    pool = gs["container.v1/NodePool"]["properties"]
+    assert pool["etag"].get("readOnly") is True and pool["initialNodeCount"]["type"] == "integer"
+    assert gs["container.v1/MaxPodsConstraint"]["properties"]["maxPodsPerNode"] == {**gs["container.v1/MaxPodsConstraint"]["properties"]["maxPodsPerNode"], "type": "string", "format": "int64"}
 
     # Azure
     rg_delete = op(a, "ResourceGroups_Delete")

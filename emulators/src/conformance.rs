@@ -206,6 +206,11 @@ pub struct Call<'a> {
     pub probe: bool,
     /// Who sent it: `provider` (the provider, or a test's own Rust client) or `vendor-sdk`.
     pub client: &'static str,
+    /// The service the call is for, when the emulator knows it and the path alone may not tell: the real
+    /// APIs are told apart by host (GKE's `container.googleapis.com` and Managed Lustre's
+    /// `lustre.googleapis.com` share the operations.get path template). Among operations that fit the path
+    /// equally well, the one of this service is taken.
+    pub service: Option<&'a str>,
 }
 
 /// The vendors' own Python clients, by the User-Agent they send (the vendor-client tests drive them).
@@ -261,7 +266,11 @@ pub fn judge_with(defs: &Definitions, cloud: Cloud, call: &Call<'_>) -> Result<A
         });
     };
     let asked = asked_version(cloud, call.path, call.query);
-    let fitting: Vec<&Operation> = candidates.iter().filter(|(n, _)| *n == best).map(|(_, op)| *op).collect();
+    let mut fitting: Vec<&Operation> = candidates.iter().filter(|(n, _)| *n == best).map(|(_, op)| *op).collect();
+    // The named service's operations first (a stable sort: otherwise in the definitions' order).
+    if let Some(service) = call.service {
+        fitting.sort_by_key(|op| op.service != service);
+    }
     let op = match &asked {
         Some(v) => fitting.iter().find(|op| &op.version == v),
         None => fitting.first(),
@@ -672,12 +681,24 @@ pub fn gate(
     headers: &axum::http::HeaderMap,
     body: &Bytes,
 ) -> Result<Option<Arc<Operation>>, Box<Response>> {
+    gate_for_service(cloud, None, method, uri, headers, body)
+}
+
+/// [`gate`] for a call the emulator knows to be for `service` (see [`Call::service`]).
+pub fn gate_for_service(
+    cloud: Cloud,
+    service: Option<&str>,
+    method: &str,
+    uri: &axum::http::Uri,
+    headers: &axum::http::HeaderMap,
+    body: &Bytes,
+) -> Result<Option<Arc<Operation>>, Box<Response>> {
     let query = parse_query(uri.query().unwrap_or_default());
     // Google's clients name themselves in x-goog-api-client too.
     let named = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let user_agent = format!("{} {}", named("user-agent"), named("x-goog-api-client"));
     let probe = headers.contains_key(PROBE_HEADER);
-    let call = Call { method, path: uri.path(), query: &query, body, probe, client: client_of(&user_agent) };
+    let call = Call { method, path: uri.path(), query: &query, body, probe, client: client_of(&user_agent), service };
     judge_request(cloud, &call).map_err(|v| Box::new(refusal(cloud, &v)))
 }
 
@@ -748,5 +769,35 @@ fn record_line(mut line: Value) {
     if let Some(f) = file {
         let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
         let _ = writeln!(f, "{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two services' operations with one path template (GKE's and Managed Lustre's operations.get): the
+    /// definitions' order decides unless the call names its service.
+    #[test]
+    fn a_named_service_picks_among_operations_that_fit_equally() {
+        let op = |service: &str, schema: &str| {
+            json!({"id": format!("{service}.projects.locations.operations.get"), "service": service, "version": "v1", "method": "GET",
+                   "path": "/v1/projects/{projectsId}/locations/{locationsId}/operations/{operationsId}", "response": schema})
+        };
+        let defs = json!({"clouds": {"gcp": {
+            "operations": [op("container", "container.v1/Operation"), op("lustre", "longrunning/Operation")],
+            "schemas": {"container.v1/Operation": {"type": "object"}, "longrunning/Operation": {"type": "object"}},
+        }}});
+        let defs = load(defs.to_string().as_bytes()).unwrap();
+        let path = "/v1/projects/p/locations/us-central1-a/operations/operation-1";
+        let judged = |service: Option<&str>| {
+            let call = Call { method: "GET", path, query: &[], body: b"", probe: false, client: "provider", service };
+            judge_with(&defs, Cloud::Gcp, &call).unwrap().service.clone()
+        };
+        assert_eq!(judged(None), "container");
+        assert_eq!(judged(Some("lustre")), "lustre");
+        assert_eq!(judged(Some("container")), "container");
+        // A service no operation has changes nothing.
+        assert_eq!(judged(Some("compute")), "container");
     }
 }

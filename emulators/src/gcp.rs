@@ -11,7 +11,11 @@
 //! refuses it. Resource policies are served by the beta API too (its `maxDistance` stays out of v1
 //! answers). Instances go PROVISIONING -> STAGING -> RUNNING; operations RUNNING -> DONE, so pollers
 //! really poll. Also on this port: Service Networking connections (networks by project number, writes as
-//! google.longrunning operations) and Cloud Resource Manager's projects.get for the project number.
+//! google.longrunning operations) and Cloud Resource Manager's projects.get for the project number. Google
+//! Kubernetes Engine's container v1 clusters and node pools (`gke`) share the port and the store: a node
+//! pool's nodes are managed instance groups (`instanceGroupManagers`, read-only through Compute Engine, their
+//! `targetSize` the pool's size), and its placement policy and additional node networks are checked against
+//! the resource policies, networks and subnetworks made here.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -42,6 +46,8 @@ struct Stored {
 #[derive(Default)]
 struct Store {
     lustre: crate::gcp_lustre::Lustre,
+    /// Google Kubernetes Engine's clusters, node pools and operations.
+    gke: crate::gke::Gke,
     /// Service networking (private service access) connections, by consumer network path.
     connections: BTreeMap<String, Value>,
     /// Keyed by relative path, e.g. `projects/p/zones/z/instances/n`.
@@ -205,6 +211,7 @@ fn typed_out(kind: &str, value: Value) -> Result<Value, String> {
         "subnetworks" => through::<model::Subnetwork>(value),
         "firewalls" => through::<model::Firewall>(value),
         "resourcePolicies" => through::<model::ResourcePolicy>(value),
+        "instanceGroupManagers" => through::<model::InstanceGroupManager>(value),
         _ => Ok(value),
     }
 }
@@ -218,6 +225,7 @@ fn singular(kind: &str) -> &'static str {
         "firewalls" => "firewall",
         "resourcePolicies" => "resourcePolicy",
         "addresses" => "address",
+        "instanceGroupManagers" => "instanceGroupManager",
         _ => "resource",
     }
 }
@@ -253,6 +261,7 @@ fn kind_of(collection: &str) -> Option<&'static str> {
         "firewalls" => "firewalls",
         "resourcePolicies" => "resourcePolicies",
         "addresses" => "addresses",
+        "instanceGroupManagers" => "instanceGroupManagers",
         _ => return None,
     })
 }
@@ -581,8 +590,7 @@ impl Gcp {
     }
 
     fn id(store: &mut Store) -> String {
-        store.next_id += 1;
-        format!("{}", 4_000_000_000_000_000_000u64 + store.next_id)
+        next_id(&mut store.next_id)
     }
 
     /// A new operation on `scope` (`projects/p/zones/z`), DONE after OPERATION_SECONDS; an `error`
@@ -730,6 +738,56 @@ impl Gcp {
     }
 }
 
+/// The next resource or operation id of Compute Engine's.
+fn next_id(next: &mut u64) -> String {
+    *next += 1;
+    format!("{}", 4_000_000_000_000_000_000u64 + *next)
+}
+
+/// The Compute store as GKE sees it (its resources and id counter, beside the GKE state in the same store).
+struct ComputeView<'a> {
+    resources: &'a mut BTreeMap<String, Stored>,
+    next_id: &'a mut u64,
+}
+
+impl crate::gke::Compute for ComputeView<'_> {
+    fn get(&self, path: &str) -> Option<Value> {
+        self.resources.get(path).map(Gcp::view)
+    }
+
+    fn put_igm(&mut self, path: &str, mut igm: Value) -> Result<(), String> {
+        let scope = path.split("/instanceGroupManagers/").next().unwrap_or_default();
+        igm["id"] = json!(next_id(self.next_id));
+        igm["kind"] = json!("compute#instanceGroupManager");
+        igm["selfLink"] = json!(format!("{BASE}{path}"));
+        igm["zone"] = json!(format!("{BASE}{scope}"));
+        igm["creationTimestamp"] = json!("2026-01-01T00:00:00.000-00:00");
+        igm["fingerprint"] = json!(fingerprint(path));
+        let value = typed_out("instanceGroupManagers", igm)?;
+        self.resources.insert(path.to_owned(), Stored { kind: "instanceGroupManagers", value, created: Instant::now() });
+        Ok(())
+    }
+
+    fn set_target_size(&mut self, path: &str, size: i64) {
+        if let Some(s) = self.resources.get_mut(path).filter(|s| s.kind == "instanceGroupManagers") {
+            s.value["targetSize"] = json!(size);
+            s.value["currentActions"]["none"] = json!(size);
+            s.value["fingerprint"] = json!(fingerprint(&format!("{path} {size}")));
+        }
+    }
+
+    fn remove(&mut self, path: &str) {
+        self.resources.remove(path);
+    }
+}
+
+impl Store {
+    /// The GKE state and the Compute store it reads and writes, borrowed apart.
+    fn gke_parts(&mut self) -> (&mut crate::gke::Gke, ComputeView<'_>) {
+        (&mut self.gke, ComputeView { resources: &mut self.resources, next_id: &mut self.next_id })
+    }
+}
+
 #[derive(serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct ListQuery {
@@ -751,12 +809,71 @@ async fn handle(
     if uri.path().starts_with("/_admin/") || !gcp.admin.judging() {
         return api(State(gcp), method.clone(), uri.clone(), Query(query), body.clone()).await;
     }
-    let op = match crate::conformance::gate(crate::conformance::Cloud::Gcp, method.as_str(), &uri, &headers, &body) {
+    // GKE's and Managed Lustre's operations.get have one path template (`v1/projects/*/locations/*/operations/*`);
+    // the real ones are told apart by host, here by whose operation the name is.
+    let service = gcp.service_of(uri.path());
+    let op = match crate::conformance::gate_for_service(crate::conformance::Cloud::Gcp, service, method.as_str(), &uri, &headers, &body) {
         Ok(op) => op,
         Err(refusal) => return *refusal,
     };
     let response = api(State(gcp), method.clone(), uri.clone(), Query(query), body.clone()).await;
     crate::conformance::checked(op, crate::conformance::Cloud::Gcp, response).await
+}
+
+impl Gcp {
+    /// The service a `v1/` call is for, where the path alone does not tell the definitions apart: `container`
+    /// for GKE's clusters and operations, `lustre` for Managed Lustre's operations.
+    fn service_of(&self, path: &str) -> Option<&'static str> {
+        if crate::gke::serves(path) {
+            return Some("container");
+        }
+        let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        if segs.len() == 7 && segs[0] == "v1" && segs[1] == "projects" && segs[3] == "locations" && segs[5] == "operations" {
+            let gke = self.store.lock().unwrap().gke.knows_operation(path);
+            return Some(if gke { "container" } else { "lustre" });
+        }
+        None
+    }
+}
+
+/// GKE's calls: admin faults (service `container`, operations named as [`crate::gke::method_of`] names them),
+/// then the call.
+async fn container(gcp: &Gcp, method: &str, path: &str, body: &[u8]) -> Response {
+    use crate::gcp_lustre::error as status_error;
+    let op = crate::gke::method_of(method, path);
+    let write = crate::gke::is_write(op);
+    let (mut answer_lost, mut failure) = (false, None);
+    if let Some(fault) = gcp.admin.on_request("container", op) {
+        match fault.kind {
+            FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
+            FaultKind::Throttle => {
+                return status_error(
+                    429,
+                    "RESOURCE_EXHAUSTED",
+                    "Quota exceeded for quota metric 'Requests' of service 'container.googleapis.com'",
+                );
+            }
+            // No room for the nodes: the create or resize is accepted and its operation fails (GCE_STOCKOUT).
+            FaultKind::Capacity if matches!(op, "clusters.create" | "nodePools.create" | "nodePools.setSize") => {
+                failure = Some(crate::gke::Failure::Stockout)
+            }
+            FaultKind::Capacity => return status_error(429, "RESOURCE_EXHAUSTED", "Insufficient capacity; try again later."),
+            FaultKind::ServerError => return status_error(503, "UNAVAILABLE", "The service is currently unavailable."),
+            // Carried out, and the caller never hears so.
+            FaultKind::AnswerLost => answer_lost = true,
+            // Accepted, then its operation ends DONE with an error, nothing done.
+            FaultKind::OperationError if write => failure = Some(crate::gke::Failure::Internal),
+            FaultKind::OperationError => return status_error(503, "UNAVAILABLE", "The service is currently unavailable."),
+            FaultKind::NotFound => return status_error(404, "NOT_FOUND", "Not found."),
+        }
+    }
+    let answer = {
+        let mut store = gcp.store.lock().unwrap();
+        let (gke, mut compute) = store.gke_parts();
+        gke.handle(&mut compute, method, path, body, failure)
+            .unwrap_or_else(|| status_error(404, "NOT_FOUND", &format!("no route {method} {path}")))
+    };
+    if answer_lost { status_error(503, "UNAVAILABLE", "The service is currently unavailable.") } else { answer }
 }
 
 async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query): Query<ListQuery>, body: Bytes) -> Response {
@@ -773,6 +890,9 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
     }
     if let Some(id) = path.strip_prefix("v3/projects/") {
         return project(method.as_str(), id);
+    }
+    if path.starts_with("v1/") && gcp.service_of(path) == Some("container") {
+        return container(&gcp, method.as_str(), path, &body).await;
     }
     if path.starts_with("v1/") {
         let operation = match (method.as_str(), path.contains("/operations/"), path.matches('/').count()) {
@@ -863,6 +983,16 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             || ["resourcePolicies.insert", "resourcePolicies.get", "resourcePolicies.list"].contains(&operation.as_str()))
     {
         return error(404, "notFound", &format!("the emulator serves no {operation} in compute/beta"));
+    }
+    // The instance groups of GKE node pools are GKE's: read through Compute Engine, changed through the pool.
+    if collection == "instanceGroupManagers" && !operation.ends_with(".get") && !operation.ends_with("ist") {
+        return error(
+            400,
+            "invalid",
+            &format!(
+                "{operation}: the emulator's instance group managers are those of GKE node pools; create, resize and delete them through the node pool (container v1 nodePools)."
+            ),
+        );
     }
     if let Some(fault) = gcp.admin.on_request("compute", &operation) {
         match fault.kind {
@@ -1254,8 +1384,8 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                         item.get("zone").and_then(Value::as_str).unwrap_or_default().rsplit('/').next().unwrap_or_default().to_owned();
                     scoped.entry(format!("zones/{zone}")).or_default().push(item);
                 }
-                let items: serde_json::Map<String, Value> = scoped.into_iter().map(|(k, v)| (k, json!({"instances": v}))).collect();
-                let mut list = json!({"kind": "compute#instanceAggregatedList", "items": items});
+                let items: serde_json::Map<String, Value> = scoped.into_iter().map(|(k, v)| (k, json!({collection: v}))).collect();
+                let mut list = json!({"kind": format!("compute#{}AggregatedList", singular(kind)), "items": items});
                 if let Some(next) = next {
                     list["nextPageToken"] = json!(next);
                 }
@@ -1497,7 +1627,7 @@ impl Emulated for Gcp {
     fn inventory(&self) -> Value {
         let store = self.store.lock().unwrap();
         let mut compute: BTreeMap<&str, Vec<String>> =
-            ["instances", "networks", "subnetworks", "firewalls", "resourcePolicies", "addresses"]
+            ["instances", "networks", "subnetworks", "firewalls", "resourcePolicies", "addresses", "instanceGroupManagers"]
                 .into_iter()
                 .map(|k| (k, Vec::new()))
                 .collect();
@@ -1506,9 +1636,10 @@ impl Emulated for Gcp {
         }
         let lustre: Vec<&String> = store.lustre.instances.keys().collect();
         let connections: Vec<&String> = store.connections.keys().collect();
-        let empty = store.resources.is_empty() && lustre.is_empty() && connections.is_empty();
+        let (clusters, pools) = store.gke.inventory();
+        let empty = store.resources.is_empty() && lustre.is_empty() && connections.is_empty() && store.gke.is_empty();
         json!({"cloud": "gcp", "empty": empty, "resources": {"compute": compute, "lustre": {"instances": lustre},
-               "servicenetworking": {"connections": connections}}})
+               "servicenetworking": {"connections": connections}, "container": {"clusters": clusters, "nodePools": pools}}})
     }
 
     fn snapshot(&self) -> Value {
@@ -1518,7 +1649,9 @@ impl Emulated for Gcp {
         let lustre: serde_json::Map<String, Value> =
             keys.into_iter().filter_map(|k| store.lustre.snapshot_of(&k).map(|v| (k, v))).collect();
         let connections: serde_json::Map<String, Value> = store.connections.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        json!({"compute": compute, "lustre": lustre, "servicenetworking": connections})
+        let (gke, compute_view) = store.gke_parts();
+        let container = gke.snapshot(&compute_view);
+        json!({"compute": compute, "lustre": lustre, "servicenetworking": connections, "container": container})
     }
 
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {
@@ -1551,6 +1684,11 @@ impl Emulated for Gcp {
                 Ok(json!({"done": action, "id": new_path}))
             }
             "delete" if store.lustre.instances.remove(&id).is_some() => Ok(json!({"done": action, "id": id})),
+            // A GKE cluster or node pool (`projects/p/locations/l/clusters/c[/nodePools/np]`), with its instance groups.
+            "delete" if id.contains("/clusters/") => {
+                let (gke, mut compute) = store.gke_parts();
+                if gke.remove_outside(&id, &mut compute) { Ok(json!({"done": action, "id": id})) } else { Err(format!("nothing at {id}")) }
+            }
             "delete" => store.resources.remove(&id).map(|_| json!({"done": action, "id": id})).ok_or(format!("nothing at {id}")),
             "stop_instance" => match store.resources.get_mut(&id) {
                 Some(s) if s.kind == "instances" => {

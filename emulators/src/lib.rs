@@ -1,8 +1,8 @@
 //! Cloud API emulators for terraform-provider-hpc's tests and demo. Never linked into the provider.
 //!
 //! `admin` is the admin API every emulator shares (reset, inventory, out-of-band changes, faults,
-//! counters; see ADMIN-API.md). `gcp` emulates the Compute Engine REST subset the provider uses and
-//! `gcp_lustre` Google Managed Lustre on the same port; `oci` the OCI Core subset, with request signatures
+//! counters; see ADMIN-API.md). `gcp` emulates the Compute Engine REST subset the provider uses, with
+//! `gcp_lustre` Google Managed Lustre and `gke` Google Kubernetes Engine's node pools on the same port; `oci` the OCI Core subset, with request signatures
 //! verified; `azure` Azure Resource Manager over HTTPS. AWS is moto with our extension (`aws/`), started as
 //! a child process by `hpc-emulator`.
 
@@ -11,5 +11,6 @@ pub mod azure;
 pub mod conformance;
 pub mod gcp;
 pub mod gcp_lustre;
+pub mod gke;
 pub mod harness;
 pub mod oci;

@@ -1,5 +1,5 @@
 # A GPU node pool for a Kubernetes cluster made elsewhere, on any cloud whose pools the provider makes (EKS,
-# AKS): a fabric in the cluster's network (the cloud's RDMA security group and placement) and the pool on it.
+# GKE, AKS): a fabric in the cluster's network (the cloud's RDMA security group and placement) and the pool on it.
 # The cluster is only read. The outputs are the in-cluster half: the RDMA device plugin or operator, Kueue's
 # Topology and an NCCL test Job, and the labels the nodes carry.
 
@@ -17,17 +17,17 @@ variable "name" {
 }
 
 variable "cloud" {
-  description = "aws (an EKS cluster) or azure (an AKS cluster)."
+  description = "aws (an EKS cluster), gcp (a GKE cluster) or azure (an AKS cluster)."
   type        = string
 }
 
 variable "region" {
-  description = "The Kubernetes cluster's region, e.g. us-east-1 or eastus."
+  description = "The Kubernetes cluster's region, e.g. us-east-1, us-central1 or eastus."
   type        = string
 }
 
 variable "zone" {
-  description = "Zone of subnet_id on AWS (us-east-1a); null on Azure."
+  description = "Zone of subnet_id on AWS (us-east-1a); on Google Cloud the zone of the nodes and their compact placement (us-central1-a); null on Azure."
   type        = string
   default     = null
 }
@@ -45,7 +45,7 @@ variable "instance_type" {
 }
 
 variable "kubernetes_cluster" {
-  description = "The cluster the pool joins: the EKS cluster's name, or the AKS cluster's resource id."
+  description = "The cluster the pool joins: the EKS cluster's name, the GKE cluster's id (projects/<p>/locations/<l>/clusters/<c>), or the AKS cluster's resource id."
   type        = string
 }
 
@@ -56,7 +56,7 @@ variable "kubernetes_version" {
 }
 
 variable "vpc_id" {
-  description = "The cluster's network: its VPC id, or its virtual network's resource id."
+  description = "The cluster's network: its VPC id (on Google Cloud projects/<p>/global/networks/<n>), or its virtual network's resource id."
   type        = string
 }
 
@@ -71,7 +71,7 @@ variable "node_count" {
 }
 
 variable "node_role" {
-  description = "EKS: the ARN of the IAM role the nodes join with. Null on Azure."
+  description = "EKS: the ARN of the IAM role the nodes join with. GKE: the nodes' service account email (null: the default). Null on Azure."
   type        = string
   default     = null
 }

@@ -296,21 +296,23 @@ pub trait NodePoolBackend: Backend<NodePoolSpec> {
     }
 }
 
-/// The node pool backend of `cloud`: EKS node groups on AWS, AKS agent pools on Azure. GKE and OKE pools plan but have no
-/// backend yet: their plan is refused (`resources::node_pool`), so an apply never reaches [`NoPoolBackend`].
+/// The node pool backend of `cloud`: EKS node groups on AWS, AKS agent pools on Azure, GKE node pools on Google Cloud.
+/// OKE pools plan but have no backend yet: their plan is refused (`resources::node_pool`), so an apply never reaches
+/// [`NoPoolBackend`].
 pub fn node_pool(cloud: Cloud) -> &'static dyn NodePoolBackend {
     match cloud {
         Cloud::Aws => &aws::backend::Aws,
         Cloud::Azure => &azure::backend::Azure,
-        Cloud::Gcp | Cloud::Oci => &NoPoolBackend,
+        Cloud::Gcp => &gcp::backend::Gcp,
+        Cloud::Oci => &NoPoolBackend,
     }
 }
 
 /// Whether `cloud` makes node pools: the others' pools plan, and the plan refuses them.
 pub fn makes_node_pools(cloud: Cloud) -> bool {
     match cloud {
-        Cloud::Aws | Cloud::Azure => true,
-        Cloud::Gcp | Cloud::Oci => false,
+        Cloud::Aws | Cloud::Azure | Cloud::Gcp => true,
+        Cloud::Oci => false,
     }
 }
 
@@ -318,7 +320,7 @@ pub fn makes_node_pools(cloud: Cloud) -> bool {
 pub struct NoPoolBackend;
 
 const NO_POOLS: &str =
-    "hpc_gpu_node_pool is applied on AWS (EKS) and Azure (AKS) in this release; GKE and OKE pools are planned but not made";
+    "hpc_gpu_node_pool is applied on AWS (EKS), Azure (AKS) and Google Cloud (GKE) in this release; OKE pools are planned but not made";
 
 impl NodePoolBackend for NoPoolBackend {}
 

@@ -3,8 +3,8 @@
 //! AKS agent pool, self-managed OKE workers) and the in-cluster half (device plugin or operator, Kueue
 //! topology, NCCL test Job) as text. Made, read, updated, imported and deleted through the one lifecycle
 //! (`lifecycle::Kind`) over the cloud's pool backend: on AWS the EKS node group and its launch template, on
-//! Azure the AKS agent pool (`clouds/<cloud>/node_pool.rs`). GKE and OKE pools plan, and the plan then
-//! refuses them: their backends do not exist yet.
+//! Azure the AKS agent pool, on Google Cloud the GKE node pool (`clouds/<cloud>/node_pool.rs`). OKE pools
+//! plan, and the plan then refuses them: their backend does not exist yet.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -48,7 +48,7 @@ pub fn schema() -> Schema {
             "GPU nodes on a fabric, joined as a node pool to a Kubernetes cluster made elsewhere (EKS, GKE, AKS or OKE): the node type's \
              RDMA interfaces and the fabric's placement in the cloud's pool, and the in-cluster half (RDMA device plugin or operator, \
              topology labels for Kueue, an NCCL test Job) as outputs. The Kubernetes cluster is only read, never changed. This \
-             release makes EKS node groups and AKS agent pools; GKE and OKE pools are planned, then refused.",
+             release makes EKS node groups, GKE node pools and AKS agent pools; OKE pools are planned, then refused.",
         )
         .attribute(Attribute::required("name", Type::String, "Pool name (on AKS 1-12 lowercase letters and digits).").requires_replace())
         .attribute(
@@ -166,15 +166,17 @@ fn refuse_unbuilt(config: &Value, diags: &mut Diagnostics) {
         AttributePath::attr("fabric"),
         "Node pools are not made on this cloud yet",
         format!(
-            "hpc_gpu_node_pool makes EKS node groups on AWS and AKS agent pools on Azure; {} pools are planned (the pieces above) but \
-             this release cannot make them. Use hpc_gpu_cluster on this fabric for now, or a fabric on AWS or Azure.",
+            "hpc_gpu_node_pool makes EKS node groups on AWS, GKE node pools on Google Cloud and AKS agent pools on Azure; {} pools \
+             are planned (the pieces above) but this release cannot make them. Use hpc_gpu_cluster on this fabric for now, or a \
+             fabric on AWS, Google Cloud or Azure.",
             cloud.display_name()
         ),
     );
 }
 
 /// What the nodes are made from: a change is an update in place of the pool, but the cloud replaces its
-/// nodes (EKS rolls the node group to a new launch template version, AKS reimages the agent pool).
+/// nodes (EKS rolls the node group to a new launch template version, GKE upgrades the pool's nodes in
+/// batches, AKS reimages the agent pool).
 const REMAKES_NODES: [&str; 7] =
     ["image", "user_data", "ssh_public_key", "rdma_interfaces", "kubernetes_version", "capacity_type", "reservation_id"];
 

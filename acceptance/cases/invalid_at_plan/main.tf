@@ -73,19 +73,21 @@ resource "hpc_parallel_filesystem" "amlfs_tier" {
   throughput_per_tib = 1000
 }
 
-resource "hpc_gpu_fabric" "gcp" {
-  name          = "train"
-  cloud         = "gcp"
-  region        = "us-central1"
-  zone          = "us-central1-a"
-  instance_type = "a3-megagpu-8g"
+resource "hpc_gpu_fabric" "oci" {
+  name           = "train"
+  cloud          = "oci"
+  region         = "us-ashburn-1"
+  zone           = "AD-1"
+  gpu            = "H100"
+  compartment_id = "ocid1.compartment.oc1..example"
 }
 
-# A GKE pool plans (its pieces are right) but this release does not make GKE pools: refused at the fabric.
-resource "hpc_gpu_node_pool" "gke" {
+# An OKE pool plans (its pieces are right) but this release does not make OKE workers: refused at the fabric.
+resource "hpc_gpu_node_pool" "oke" {
   name               = "gpu"
-  fabric             = hpc_gpu_fabric.gcp # a GKE pool
-  kubernetes_cluster = "projects/ml-prod/locations/us-central1/clusters/ml"
+  fabric             = hpc_gpu_fabric.oci # an OKE pool
+  kubernetes_cluster = "ocid1.cluster.oc1.iad.aaaaaaaaexample"
+  image              = "ocid1.image.oc1.iad.aaaaaaaaexample"
   node_count         = 4
 }
 
