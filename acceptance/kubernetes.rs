@@ -379,6 +379,13 @@ pub fn gcp_node_pool_lifecycle(cli: &Cli) {
     ] {
         assert!(planned.contains(piece), "{piece} in the plan:\n{planned}");
     }
+    // The plan reads the cluster: a kubelet newer than its control plane (1.33) is refused, as is a cluster
+    // that is not there.
+    let refused = |var: &str| fold(&w.run(&["plan", "-no-color", "-input=false", "-var", var]).expect_code(1).output());
+    let skew = refused("kubernetes_version=1.34");
+    assert!(skew.contains("Version outside the cluster's skew") && skew.contains("newer than the cluster's control plane 1.33"), "{skew}");
+    let missing = refused("gke_cluster_id=projects/ml-platform-prod/locations/us-central1/clusters/nope");
+    assert!(missing.contains("No such GKE cluster"), "{missing}");
     let before = admin(&clouds.gcp, "GET", "snapshot", None);
     apply(&w).expect_code(0);
     plan(&w, 0);
@@ -425,4 +432,104 @@ pub fn gcp_node_pool_lifecycle(cli: &Cli) {
     }
     gcp_client(&clouds, "remove", &[]).found_nothing_wrong();
     clouds.assert_empty("kubernetes/gcp");
+}
+
+/// Oracle's SDK script on the OCI emulator in one `mode` (oci_oke.py), with more `args`.
+fn oci_sdk(clouds: &Emulators, mode: &str, args: &[(&str, &str)]) -> crate::vendor_clients::Vendor {
+    let key = &clouds.oci.1;
+    let key_path = key.private_key_path.display().to_string();
+    let mut all = vec![
+        ("endpoint", clouds.oci.0.as_str()),
+        ("tenancy", key.tenancy.as_str()),
+        ("user", key.user.as_str()),
+        ("fingerprint", key.fingerprint.as_str()),
+        ("key-file", key_path.as_str()),
+        ("region", "us-ashburn-1"),
+        ("compartment", OCI_COMPARTMENT),
+        ("mode", mode),
+    ];
+    all.extend_from_slice(args);
+    crate::vendor_clients::vendor("HPC_CONFORMANCE_PYTHON", "oci_oke.py", &all)
+}
+
+const OCI_COMPARTMENT: &str = "ocid1.compartment.oc1..acceptance";
+
+pub fn oci_node_pool_lifecycle(cli: &Cli) {
+    let clouds = Emulators::start();
+    // The other team's estate, made with Oracle's SDK: a VCN with two subnets and an OKE cluster with a
+    // private API endpoint.
+    let estate = oci_sdk(&clouds, "estate", &[]);
+    estate.found_nothing_wrong();
+    let text = |k: &str| estate.summary[k].as_str().unwrap().to_owned();
+    let (cluster, vcn, subnet) = (text("cluster"), text("vcn"), text("subnet"));
+    let w = clouds
+        .env(Workdir::for_path(cli, "examples/kubernetes/oci"))
+        .env("TF_VAR_oke_cluster_id", &cluster)
+        .env("TF_VAR_compartment_id", OCI_COMPARTMENT)
+        .env("TF_VAR_vcn_id", &vcn)
+        .env("TF_VAR_subnet_id", &subnet)
+        .env("TF_VAR_worker_image", "ocid1.image.oc1.iad.emulator-ol8-gpu");
+    install(&w);
+    let planned = plan(&w, 2);
+    for piece in ["oci_containerengine_cluster", "oci_core_instance_configuration", "oke-install.sh", "BM.GPU.H100.8", "rdma/"] {
+        assert!(planned.contains(piece), "{piece} in the plan:\n{planned}");
+    }
+    let missing =
+        fold(&w.run(&["plan", "-no-color", "-input=false", "-var", "oke_cluster_id=ocid1.cluster.oc1.iad.nope"]).expect_code(1).output());
+    assert!(missing.contains("No such OKE cluster"), "{missing}");
+    let before = admin(&clouds.oci.0, "GET", "snapshot", None);
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+
+    // Oracle's SDK reads the workers back: four H100 instances of the pool's owner whose instance
+    // configuration joins them to the cluster with its private endpoint and CA.
+    let owner =
+        crate::cli::state_values_in(&w, "module.gpu")["module.gpu.hpc_gpu_node_pool.this"]["owner"].as_str().unwrap_or_default().to_owned();
+    let check = |count: &str| {
+        let v = oci_sdk(&clouds, "check", &[("pool", "gpu"), ("owner", &owner), ("count", count), ("cluster", &cluster)]);
+        v.found_nothing_wrong();
+        v.summary
+    };
+    let read = check("4");
+    assert_eq!(read["pool"]["labels"], true, "{read}");
+
+    // A worker terminated outside shows in the plan, and the apply launches it again.
+    oci_sdk(&clouds, "terminate", &[("pool", "gpu")]).found_nothing_wrong();
+    let drift = plan(&w, 2);
+    assert!(drift.contains("~ node_count") && drift.contains("3 -> 4") && drift.contains("0 to add, 1 to change, 0 to destroy"), "{drift}");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    check("4");
+
+    // Growing launches two more into the compute cluster, in place.
+    w.write("grow.auto.tfvars", "node_count = 6\n");
+    let planned = plan(&w, 2);
+    assert!(planned.contains("0 to add, 1 to change, 0 to destroy") && planned.contains("4 -> 6"), "{planned}");
+    apply(&w).expect_code(0);
+    plan(&w, 0);
+    check("6");
+
+    // Imported back, it equals what the apply made.
+    let pool =
+        |w: &Workdir| crate::cli::state_values_in(w, "module.gpu").get("module.gpu.hpc_gpu_node_pool.this").cloned().unwrap_or_default();
+    let made = pool(&w);
+    let id = made["id"].as_str().unwrap().to_owned();
+    assert_eq!(id, format!("oci/us-ashburn-1/{OCI_COMPARTMENT}/gpu"));
+    w.run(&["state", "rm", "module.gpu.hpc_gpu_node_pool.this"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "module.gpu.hpc_gpu_node_pool.this", &id]).expect_code(0);
+    let imported = pool(&w);
+    for key in ["node_count", "labels", "taint", "node_labels", "expansion", "id", "kubernetes_cluster", "fabric", "image"] {
+        assert_eq!(imported[key], made[key], "{key} after import");
+    }
+    plan(&w, 0);
+
+    // Destroy takes the workers and the fabric's pieces; the cluster and its VCN are as they were.
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    let after = admin(&clouds.oci.0, "GET", "snapshot", None);
+    for id in [&cluster, &vcn, &subnet] {
+        assert!(before["resources"][id.as_str()].is_object(), "{id} in the snapshot before");
+        assert_eq!(after["resources"][id.as_str()], before["resources"][id.as_str()], "{id} untouched");
+    }
+    oci_sdk(&clouds, "remove", &[]).found_nothing_wrong();
+    clouds.assert_empty("kubernetes/oci");
 }

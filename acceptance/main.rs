@@ -124,6 +124,7 @@ for_the_clis!(
         aws_node_pool_lifecycle,
         gcp_node_pool_lifecycle,
         azure_node_pool_lifecycle,
+        oci_node_pool_lifecycle,
     ],
     tofu_only: [
         oci_a10_media_cluster_on_ethernet,
@@ -198,6 +199,10 @@ fn gcp_node_pool_lifecycle(cli: &Cli) {
 
 fn azure_node_pool_lifecycle(cli: &Cli) {
     kubernetes::azure_node_pool_lifecycle(cli);
+}
+
+fn oci_node_pool_lifecycle(cli: &Cli) {
+    kubernetes::oci_node_pool_lifecycle(cli);
 }
 
 fn azure_nv_a10_inference_cluster(cli: &Cli) {
@@ -690,7 +695,7 @@ fn plan_time_errors_point_at_their_attributes(cli: &Cli) {
         ("Reservation conflicts with InfiniBand", "capacity_type  = \"reservation\"", "single placement group"),
         ("Unsupported Lustre capacity", "capacity_gib       = 3000", r#"Nearest valid sizes: "2400" or "4800" GiB"#),
         ("Unsupported throughput tier", "throughput_per_tib = 1000", r#""40", "125", "250" or "500""#),
-        ("Node pools are not made on this cloud yet", "fabric             = hpc_gpu_fabric.oci # an OKE pool", "OCI pools are planned"),
+        ("Missing OKE worker image", "resource \"hpc_gpu_node_pool\" \"oke\"", "set image to its OCID"),
         ("Missing node role", "resource \"hpc_gpu_node_pool\" \"no_role\"", "set node_role to the role's ARN"),
     ];
     for (summary, source_line, detail) in cases {

@@ -1046,6 +1046,9 @@ OCI_SERVICES = [
     ("work_requests", "oci.work_requests"),
     # Service limits (GetResourceAvailability, for the plan's quota check) on the limits host.
     ("limits", "oci.limits"),
+    # Container Engine for Kubernetes (OKE): clusters, their kubeconfig, and OKE's own work requests, whose
+    # models (WorkRequest, WorkRequestResource) are namespaced oci.containerengine/ apart from Core's.
+    ("containerengine", "oci.container_engine"),
 ]
 
 OCI_SCALARS = {
@@ -1243,6 +1246,9 @@ class OciService:
         if not values.get("resource_path") or not values.get("method"):
             return None
         doc = ast.get_docstring(fn) or ""
+        # An optional body (`body=kwargs.get('create_cluster_kubeconfig_content_details')`, not a Name) stays
+        # null: the judge demands a body wherever `request` names one. A `stream` response (CreateKubeconfig's
+        # YAML) has no schema either, so its body is not judged.
         request = None
         if body_param:
             m = re.search(r":param ([\w.\[\]]+) " + re.escape(body_param) + r":", doc)
@@ -1567,6 +1573,17 @@ def check(doc):
     assert ra["path"] == "/20190729/services/{serviceName}/limits/{limitName}/resourceAvailability" and ra["version"] == "20190729"
     assert {"compartmentId", "availabilityDomain"} <= set(ra["query"]) and ra["response"] == "oci.limits/ResourceAvailability"
     assert {"used", "available"} <= set(os_["oci.limits/ResourceAvailability"]["properties"])
+    cc = op(o, "CreateCluster", "20180222")
+    assert cc["path"] == "/20180222/clusters" and cc["request"] == "oci.containerengine/CreateClusterDetails"
+    assert cc["response"] is None and cc["long_running"] == {"kind": "oci-work-request"}
+    assert {"name", "compartmentId", "vcnId", "kubernetesVersion"} <= set(os_["oci.containerengine/CreateClusterDetails"]["required"])
+    kc = op(o, "CreateKubeconfig", "20180222")
+    assert kc["path"] == "/20180222/clusters/{clusterId}/kubeconfig/content" and kc["response"] is None and kc["request"] is None
+    assert op(o, "ListClusters", "20180222")["response"] == "oci.containerengine/list[ClusterSummary]"
+    assert op(o, "GetWorkRequest", "20180222")["response"] == "oci.containerengine/WorkRequest"
+    assert op(o, "GetWorkRequest", "20160918")["response"] == "oci.work_requests/WorkRequest"
+    assert "percentComplete" not in os_["oci.containerengine/WorkRequest"]["properties"]
+    assert "percentComplete" in os_["oci.work_requests/WorkRequest"]["properties"]
     if "aws" in clouds:
         w = clouds["aws"]
         assert op(w, "RunInstances")["request"] == "aws.ec2.query/RunInstancesRequest"

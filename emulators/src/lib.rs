@@ -2,9 +2,10 @@
 //!
 //! `admin` is the admin API every emulator shares (reset, inventory, out-of-band changes, faults,
 //! counters; see ADMIN-API.md). `gcp` emulates the Compute Engine REST subset the provider uses, with
-//! `gcp_lustre` Google Managed Lustre and `gke` Google Kubernetes Engine's node pools on the same port; `oci` the OCI Core subset, with request signatures
-//! verified; `azure` Azure Resource Manager over HTTPS. AWS is moto with our extension (`aws/`), started as
-//! a child process by `hpc-emulator`.
+//! `gcp_lustre` Google Managed Lustre and `gke` Google Kubernetes Engine's node pools on the same port;
+//! `oci` the OCI Core subset, with File Storage with Lustre, Limits and Container Engine for Kubernetes
+//! (its submodule, `oke.rs`) on the same port, request signatures verified; `azure` Azure Resource Manager
+//! over HTTPS. AWS is moto with our extension (`aws/`), started as a child process by `hpc-emulator`.
 
 pub mod admin;
 pub mod azure;

@@ -1,29 +1,31 @@
-//! OCI emulator: the Core API subset the provider uses (`/20160918`: VCNs, subnets, network security groups
-//! and their rules, compute clusters, instances, instance configurations, cluster networks with their instance
-//! pools, GPU memory fabrics (seeded through `POST /_admin/gpu-memory-fabrics`, as the API cannot make one) and
-//! the GPU memory clusters that launch GB200/GB300 instances on them, work requests) and File Storage with
-//! Lustre (`/20250228`: Lustre file systems, Object Storage links and their import sync jobs, work requests)
-//! and the Limits service's GetResourceAvailability (`/20190729`, Compute GPU limits per availability domain,
-//! set through `POST /_admin/quota`; usage from the live instances) in memory on 127.0.0.1. Host capacity per
-//! availability domain and shape (`POST /_admin/capacity`) refuses a LaunchInstance beyond it with OCI's 500
-//! "Out of host capacity." and gives a cluster network's pool or a GPU memory cluster what fits, failing its
-//! work request. Every request's HTTP signature is verified against the API public keys registered
-//! through `POST /_admin/keys` (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem":
-//! ...}`); a missing or bad signature gets OCI's real 401 `NotAuthenticated` answer.
+//! OCI emulator: the Core API subset the provider uses (`/20160918`: VCNs, subnets, network security groups and
+//! their rules, compute clusters, instances, instance configurations, cluster networks with their instance pools,
+//! GPU memory fabrics (seeded through `POST /_admin/gpu-memory-fabrics`, as the API cannot make one) and the GPU
+//! memory clusters that launch GB200/GB300 instances on them, work requests) and File Storage with Lustre
+//! (`/20250228`: Lustre file systems, Object Storage links and their import sync jobs, work requests) and the Limits
+//! service's GetResourceAvailability (`/20190729`, Compute GPU limits per availability domain, set through `POST
+//! /_admin/quota`; usage from the live instances) and Container Engine for Kubernetes (`/20180222`, in `oke.rs`:
+//! clusters in a Core VCN, their kubeconfig and OKE's own work requests) in memory on 127.0.0.1. Host capacity per
+//! availability domain and shape (`POST /_admin/capacity`) refuses a LaunchInstance beyond it with OCI's 500 "Out of
+//! host capacity." and gives a cluster network's pool or a GPU memory cluster what fits, failing its work request.
+//! Every request's HTTP signature is verified against the API public keys registered through `POST /_admin/keys`
+//! (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem": ...}`); a missing or bad signature gets OCI's
+//! real 401 `NotAuthenticated` answer.
 //!
-//! It answers as OCI does where the provider's client can tell: camelCase JSON, `{"code", "message"}` errors
-//! with OCI's status codes (400 `MissingParameter`/`InvalidParameter`, 404 `NotAuthorizedOrNotFound`, 409
-//! `Conflict` for a delete with dependants and `IncorrectState`, 412 `NoEtagMatch`), lifecycle states that
-//! advance with age (`SETTLE` seconds per step), Core lists as bare arrays and Lustre lists as `{"items"}`,
-//! paging with `limit`/`page` and `opc-next-page`, `PUT` updates, `opc-retry-token` replays, work requests with
-//! their errors. Answers carry only the fields of OCI's response models (the `oci` SDK's), lists answer with
-//! the summary models where OCI does (InstanceSummary's `state` written as the service writes it, `Running`),
-//! and each has its own `opc-request-id`; LaunchInstance refuses fields LaunchInstanceDetails lacks, rules
-//! are refused while a security group is PROVISIONING, and a link's prefix must be `namespace:/bucket/...`.
-//! Faults come from the shared admin API with service `core` (`/20160918`) or `lustre`
-//! (`/20250228`) and OCI's operation names; a `capacity` fault on `CreateClusterNetwork` makes the cluster
-//! network's work request fail ("Out of host capacity.") instead of the call (so does one on a GPU memory
-//! cluster's create or resize), and one on `StartImportFromObject` makes the import's sync job end FAILED.
+//! It answers as OCI does where the provider's client can tell: camelCase JSON, `{"code", "message"}` errors with
+//! OCI's status codes (400 `MissingParameter`/`InvalidParameter`, 404 `NotAuthorizedOrNotFound`, 409 `Conflict` for
+//! a delete with dependants and `IncorrectState`, 412 `NoEtagMatch`), lifecycle states that advance with age
+//! (`SETTLE` seconds per step), Core lists as bare arrays and Lustre lists as `{"items"}`, paging with
+//! `limit`/`page` and `opc-next-page`, `PUT` updates, `opc-retry-token` replays, work requests with their errors.
+//! Answers carry only the fields of OCI's response models (the `oci` SDK's), lists answer with the summary models
+//! where OCI does (InstanceSummary's `state` written as the service writes it, `Running`), and each has its own
+//! `opc-request-id`; LaunchInstance refuses fields LaunchInstanceDetails lacks, rules are refused while a security
+//! group is PROVISIONING, and a link's prefix must be `namespace:/bucket/...`. Faults come from the shared admin API
+//! with service `core` (`/20160918`), `lustre` (`/20250228`), `limits` (`/20190729`) or `containerengine`
+//! (`/20180222`) and OCI's operation names (an `operation_error` on OKE's CreateCluster or DeleteCluster fails its
+//! work request, nothing done); a `capacity` fault on `CreateClusterNetwork` makes the cluster network's work
+//! request fail ("Out of host capacity.") instead of the call (so does one on a GPU memory cluster's create or
+//! resize), and one on `StartImportFromObject` makes the import's sync job end FAILED.
 //!
 //! Day 2: instances take InstanceAction (RESET, START, STOP, ... with the power states they go through), a
 //! cluster network's pool takes DetachInstancePoolInstance and a new instance configuration, and the admin
@@ -47,12 +49,18 @@ use serde_json::{Value, json};
 
 use crate::admin::{Admin, Emulated, FaultKind};
 
+/// Container Engine for Kubernetes (`/20180222`): clusters, their kubeconfig and OKE's own work requests.
+#[path = "oke.rs"]
+mod oke;
+
 /// Seconds a lifecycle step (and a work request) takes.
 const SETTLE: f64 = 0.3;
 const CORE: &str = "20160918";
 const LUSTRE: &str = "20250228";
 /// The Limits service's resource availability (the `oci` SDK's LimitsClient: `/20190729/services/...`).
 const LIMITS: &str = "20190729";
+/// Container Engine for Kubernetes (the `oci` SDK's ContainerEngineClient: `/20180222/clusters/...`).
+const OKE: &str = "20180222";
 /// What a Compute GPU limit is when the admin API set none: generous, so that tests not about quota never
 /// meet it.
 const DEFAULT_LIMIT: u64 = 100_000;
@@ -207,16 +215,22 @@ struct SyncJob {
 struct Reply {
     status: u16,
     body: Option<Value>,
+    /// A body that is not JSON: (content type, text), such as OKE's kubeconfig YAML.
+    text: Option<(&'static str, String)>,
     headers: Vec<(&'static str, String)>,
 }
 
 impl Reply {
     fn json(status: u16, body: Value) -> Reply {
-        Reply { status, body: Some(body), headers: Vec::new() }
+        Reply { status, body: Some(body), text: None, headers: Vec::new() }
     }
 
     fn empty(status: u16) -> Reply {
-        Reply { status, body: None, headers: Vec::new() }
+        Reply { status, body: None, text: None, headers: Vec::new() }
+    }
+
+    fn text(status: u16, content_type: &'static str, text: String) -> Reply {
+        Reply { status, body: None, text: Some((content_type, text)), headers: Vec::new() }
     }
 
     fn error(status: u16, code: &str, message: impl Into<String>) -> Reply {
@@ -234,9 +248,10 @@ impl Reply {
 
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = match self.body {
-            Some(body) => (status, axum::Json(body)).into_response(),
-            None => status.into_response(),
+        let mut resp = match (self.body, self.text) {
+            (Some(body), _) => (status, axum::Json(body)).into_response(),
+            (None, Some((content_type, text))) => (status, [(axum::http::header::CONTENT_TYPE, content_type)], text).into_response(),
+            (None, None) => status.into_response(),
         };
         let headers = resp.headers_mut();
         static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -359,6 +374,8 @@ enum Action {
     DetachPoolInstance,
     GetResourceAvailability,
     CapacityReport,
+    /// Container Engine for Kubernetes: `oke::handle` tells its operations apart by name.
+    Oke,
 }
 
 struct Route {
@@ -377,9 +394,14 @@ struct Route {
 /// Maps a request to its operation; None for what OCI does not serve (a 404).
 fn route(method: &Method, path: &str) -> Option<Route> {
     let (version, rest) = path.split_once('/')?;
-    let version = [CORE, LUSTRE, LIMITS].into_iter().find(|v| *v == version)?;
+    let version = [CORE, LUSTRE, LIMITS, OKE].into_iter().find(|v| *v == version)?;
     let segs: Vec<&str> = rest.split('/').collect();
     let method = method.as_str();
+    if version == OKE {
+        let (operation, id) = oke::route(method, &segs)?;
+        let (operation, child) = (operation.to_owned(), String::new());
+        return Some(Route { action: Action::Oke, version, collection: None, id, child, operation });
+    }
     // The Limits service serves only GetResourceAvailability here: `/services/{serviceName}/limits/{limitName}/resourceAvailability`.
     if version == LIMITS {
         let ("GET", ["services", service, "limits", limit, "resourceAvailability"]) = (method, &segs[..]) else { return None };
@@ -514,8 +536,13 @@ struct Req<'a> {
     query: &'a BTreeMap<String, String>,
     headers: &'a HeaderMap,
     body: &'a [u8],
+    /// The query as sent, for parameters that may repeat (ListClusters' `lifecycleState`).
+    raw_query: Option<&'a str>,
     /// A `capacity` fault fired on an asynchronous create: its work request is to fail.
     capacity_failure: bool,
+    /// An `operation_error` fault fired on an OKE create or delete: accepted, and its work request fails with
+    /// nothing done.
+    operation_error: bool,
 }
 
 impl Req<'_> {
@@ -555,9 +582,11 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
     let service = match route.version {
         CORE => "core",
         LIMITS => "limits",
+        OKE => "containerengine",
         _ => "lustre",
     };
     let mut capacity_failure = false;
+    let mut operation_error = false;
     let mut answer_lost = false;
     if let Some(fault) = oci.admin.on_request(service, &route.operation) {
         match fault.kind {
@@ -577,6 +606,8 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
             FaultKind::Capacity => return Reply::error(500, "InternalError", "Out of host capacity.").into_response(),
             // Carried out below, and then the caller never hears so.
             FaultKind::AnswerLost => answer_lost = true,
+            // OKE's asynchronous calls are accepted, and their work request fails with nothing done.
+            FaultKind::OperationError if oke::asynchronous(&route.operation) => operation_error = true,
             FaultKind::ServerError | FaultKind::OperationError => {
                 return Reply::error(500, "InternalError", "Internal error occurred").into_response();
             }
@@ -593,7 +624,8 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
     if let Some(previous) = retry.as_ref().and_then(|key| store.retries.get(key)) {
         return previous.clone().into_response();
     }
-    let req = Req { route: &route, query: &query, headers: &headers, body: &body, capacity_failure };
+    let req =
+        Req { route: &route, query: &query, headers: &headers, body: &body, raw_query: uri.query(), capacity_failure, operation_error };
     let before = instance_states(&store);
     let result = match route.action {
         Action::Create => create(&mut store, &req),
@@ -617,6 +649,7 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         Action::DetachPoolInstance => detach_pool_instance(&mut store, &req),
         Action::GetResourceAvailability => get_resource_availability(&store, &req),
         Action::CapacityReport => capacity_report(&store, &req),
+        Action::Oke => oke::handle(&mut store, &req),
     };
     let reply = result.unwrap_or_else(|e| e);
     record_events(&oci.admin, &store, &before, route.action == Action::Power);
@@ -662,7 +695,9 @@ fn record_events(admin: &Admin, store: &Store, before: &BTreeMap<String, (String
 
 fn ocid(store: &mut Store, kind: &str) -> String {
     store.next += 1;
-    format!("ocid1.{kind}.oc1.emulator.{:020}", store.next)
+    // OKE's OCIDs name the region by its key, as OKE's do (`ocid1.cluster.oc1.iad.…`).
+    let region = if oke::regional(kind) { oke::REGION_KEY } else { "emulator" };
+    format!("ocid1.{kind}.oc1.{region}.{:020}", store.next)
 }
 
 /// The time as OCI writes it, e.g. `2026-01-01T12:00:00.000Z`.
@@ -706,6 +741,10 @@ fn state_of(s: &Stored) -> String {
         (GMC, "DELETING") if settled => "DELETED",
         ("lustrefilesystem" | "objectstoragelink", "CREATING" | "UPDATING") if settled => "ACTIVE",
         ("lustrefilesystem", "DELETING") if settled => "DELETED",
+        // An OKE cluster whose create met an operation error ends FAILED, as its work request does.
+        (oke::CLUSTER, "CREATING") if settled && s.value["_failed"] == true => "FAILED",
+        (oke::CLUSTER, "CREATING") if settled => "ACTIVE",
+        (oke::CLUSTER, "DELETING") if settled => "DELETED",
         _ => stored,
     };
     now.to_owned()
@@ -717,14 +756,17 @@ fn set_state(s: &mut Stored, state: &str) {
     s.version += 1;
 }
 
-/// Gone for good (but possibly still listed, as OCI lists terminated instances).
+/// Gone for good (but possibly still listed, as OCI lists terminated instances); an OKE cluster whose create
+/// failed never held anything either.
 fn finished(s: &Stored) -> bool {
-    matches!(state_of(s).as_str(), "TERMINATED" | "DELETED")
+    let state = state_of(s);
+    matches!(state.as_str(), "TERMINATED" | "DELETED") || (s.kind == oke::CLUSTER && state == "FAILED")
 }
 
-/// Forgets Lustre file systems whose deletion has finished.
+/// Forgets what was deleted (Lustre file systems, GPU memory clusters) once its deletion has finished; OKE
+/// clusters stay, DELETED, for GetCluster (ListClusters leaves them out).
 fn purge(store: &mut Store) {
-    store.resources.retain(|_, s| state_of(s) != "DELETED");
+    store.resources.retain(|_, s| s.kind == oke::CLUSTER || state_of(s) != "DELETED");
 }
 
 /// What a kind is answered as by Get, Create and Update: OCI's response model.
@@ -740,6 +782,7 @@ fn full_model(kind: &str) -> &'static str {
         FABRIC => "ComputeGpuMemoryFabric",
         GMC => "ComputeGpuMemoryCluster",
         "lustrefilesystem" => "LustreFileSystem",
+        oke::CLUSTER => "Cluster",
         _ => "ObjectStorageLink",
     }
 }
@@ -754,6 +797,7 @@ fn summary_model(kind: &str) -> &'static str {
         GMC => "ComputeGpuMemoryClusterSummary",
         "lustrefilesystem" => "LustreFileSystemSummary",
         "objectstoragelink" => "ObjectStorageLinkSummary",
+        oke::CLUSTER => "ClusterSummary",
         other => full_model(other),
     }
 }
@@ -852,6 +896,17 @@ fn model_fields(model: &str) -> &'static [&'static str] {
             "lifecycleState", "lifecycleDetails", "freeformTags", "definedTags", "systemTags", "nsgIds", "fileSystemName",
             "kmsKeyId", "capacityInGBs", "subnetId", "performanceTier", "timeBillingCycleEnd", "managementServiceAddress", "lnet",
             "clusterPlacementGroupId", "majorVersion", "rootSquashConfiguration",
+        ],
+        "Cluster" => &[
+            "availableKubernetesUpgrades", "clusterPodNetworkOptions", "compartmentId", "definedTags", "endpointConfig",
+            "endpoints", "freeformTags", "id", "imagePolicyConfig", "kmsKeyId", "kubernetesVersion", "lifecycleDetails",
+            "lifecycleState", "metadata", "name", "openIdConnectDiscoveryEndpoint", "openIdConnectDiscoveryKey", "options",
+            "systemTags", "type", "vcnId",
+        ],
+        "ClusterSummary" => &[
+            "availableKubernetesUpgrades", "clusterPodNetworkOptions", "compartmentId", "definedTags", "endpointConfig",
+            "endpoints", "freeformTags", "id", "imagePolicyConfig", "kubernetesVersion", "lifecycleDetails", "lifecycleState",
+            "metadata", "name", "options", "systemTags", "type", "vcnId",
         ],
         // ObjectStorageLink and ObjectStorageLinkSummary have the same fields.
         _ => &[
@@ -2292,6 +2347,10 @@ fn dependants(store: &Store, kind: &str, id: &str) -> Vec<String> {
         .filter(|(_, s)| !finished(s))
         .filter(|(_, s)| match (kind, s.kind) {
             ("vcn", "subnet" | "networksecuritygroup") => s.value["vcnId"] == id,
+            // An OKE cluster holds its VCN, its endpoint's subnet and security groups (and its load balancers' subnets).
+            ("vcn", oke::CLUSTER) => s.value["vcnId"] == id,
+            ("subnet", oke::CLUSTER) => s.value["endpointConfig"]["subnetId"] == id || uses(&s.value["options"]["serviceLbSubnetIds"]),
+            ("networksecuritygroup", oke::CLUSTER) => uses(&s.value["endpointConfig"]["nsgIds"]),
             ("subnet", "instance") => s.value["_subnetId"] == id,
             ("subnet", "lustrefilesystem") => s.value["subnetId"] == id,
             ("subnet", "clusternetwork") => {
@@ -2699,9 +2758,14 @@ impl Emulated for Oci {
         for c in COLLECTIONS.iter().filter(|c| c.kind != FABRIC) {
             services.entry(if c.version == CORE { "core" } else { "lustre" }).or_default().insert(c.kind, Vec::new());
         }
+        services.entry("containerengine").or_default().insert("clusters", Vec::new());
         for (id, s) in store.resources.iter().filter(|(_, s)| !finished(s) && s.kind != FABRIC) {
-            let service = if collection_of(s.kind).is_some_and(|c| c.version == LUSTRE) { "lustre" } else { "core" };
-            services.entry(service).or_default().entry(s.kind).or_default().push(id.clone());
+            let (service, kind) = match s.kind {
+                oke::CLUSTER => ("containerengine", "clusters"),
+                kind if collection_of(kind).is_some_and(|c| c.version == LUSTRE) => ("lustre", kind),
+                kind => ("core", kind),
+            };
+            services.entry(service).or_default().entry(kind).or_default().push(id.clone());
         }
         let empty = services.values().flat_map(|kinds| kinds.values()).all(Vec::is_empty);
         json!({"cloud": "oci", "empty": empty, "resources": services})

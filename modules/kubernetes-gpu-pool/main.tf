@@ -1,5 +1,5 @@
 # A GPU node pool for a Kubernetes cluster made elsewhere, on any cloud whose pools the provider makes (EKS,
-# GKE, AKS): a fabric in the cluster's network (the cloud's RDMA security group and placement) and the pool on it.
+# GKE, AKS, OKE): a fabric in the cluster's network (the cloud's RDMA security group and placement) and the pool on it.
 # The cluster is only read. The outputs are the in-cluster half: the RDMA device plugin or operator, Kueue's
 # Topology and an NCCL test Job, and the labels the nodes carry.
 
@@ -17,7 +17,7 @@ variable "name" {
 }
 
 variable "cloud" {
-  description = "aws (an EKS cluster), gcp (a GKE cluster) or azure (an AKS cluster)."
+  description = "aws (an EKS cluster), gcp (a GKE cluster), azure (an AKS cluster) or oci (an OKE cluster)."
   type        = string
 }
 
@@ -27,7 +27,7 @@ variable "region" {
 }
 
 variable "zone" {
-  description = "Zone of subnet_id on AWS (us-east-1a); on Google Cloud the zone of the nodes and their compact placement (us-central1-a); null on Azure."
+  description = "Zone of subnet_id on AWS (us-east-1a); on Google Cloud the zone of the nodes and their compact placement (us-central1-a); on OCI the availability domain; null on Azure."
   type        = string
   default     = null
 }
@@ -45,7 +45,7 @@ variable "instance_type" {
 }
 
 variable "kubernetes_cluster" {
-  description = "The cluster the pool joins: the EKS cluster's name, the GKE cluster's id (projects/<p>/locations/<l>/clusters/<c>), or the AKS cluster's resource id."
+  description = "The cluster the pool joins: the EKS cluster's name, the GKE cluster's id (projects/<p>/locations/<l>/clusters/<c>), the AKS cluster's resource id, or the OKE cluster's OCID."
   type        = string
 }
 
@@ -56,7 +56,7 @@ variable "kubernetes_version" {
 }
 
 variable "vpc_id" {
-  description = "The cluster's network: its VPC id (on Google Cloud projects/<p>/global/networks/<n>), or its virtual network's resource id."
+  description = "The cluster's network: its VPC id (on Google Cloud projects/<p>/global/networks/<n>), its virtual network's resource id, or its VCN's OCID."
   type        = string
 }
 
@@ -68,6 +68,18 @@ variable "subnet_id" {
 variable "node_count" {
   description = "GPU nodes in the pool. Changes in place."
   type        = number
+}
+
+variable "compartment_id" {
+  description = "OCI: the compartment of the fabric and the nodes. Null elsewhere."
+  type        = string
+  default     = null
+}
+
+variable "image" {
+  description = "OCI: an OKE worker image's OCID (required there: it carries oke-install.sh). GKE: the node image type. Null for the cloud's default elsewhere."
+  type        = string
+  default     = null
 }
 
 variable "node_role" {
@@ -89,14 +101,15 @@ variable "gpu_taint" {
 }
 
 resource "hpc_gpu_fabric" "this" {
-  name          = var.name
-  cloud         = var.cloud
-  region        = var.region
-  zone          = var.zone
-  gpu           = var.instance_type == null ? var.gpu : null
-  instance_type = var.instance_type
-  vpc_id        = var.vpc_id
-  subnet_id     = var.subnet_id
+  name           = var.name
+  cloud          = var.cloud
+  region         = var.region
+  zone           = var.zone
+  gpu            = var.instance_type == null ? var.gpu : null
+  instance_type  = var.instance_type
+  vpc_id         = var.vpc_id
+  subnet_id      = var.subnet_id
+  compartment_id = var.compartment_id
 }
 
 resource "hpc_gpu_node_pool" "this" {
@@ -105,6 +118,7 @@ resource "hpc_gpu_node_pool" "this" {
   kubernetes_cluster = var.kubernetes_cluster
   kubernetes_version = var.kubernetes_version
   node_count         = var.node_count
+  image              = var.image
   node_role          = var.node_role
   labels             = length(var.labels) == 0 ? null : var.labels
 

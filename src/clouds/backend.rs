@@ -296,62 +296,13 @@ pub trait NodePoolBackend: Backend<NodePoolSpec> {
     }
 }
 
-/// The node pool backend of `cloud`: EKS node groups on AWS, AKS agent pools on Azure, GKE node pools on Google Cloud.
-/// OKE pools plan but have no backend yet: their plan is refused (`resources::node_pool`), so an apply never reaches
-/// [`NoPoolBackend`].
+/// The node pool backend of `cloud`: EKS node groups on AWS, AKS agent pools on Azure, GKE node pools on Google Cloud,
+/// self-managed OKE workers on OCI.
 pub fn node_pool(cloud: Cloud) -> &'static dyn NodePoolBackend {
     match cloud {
         Cloud::Aws => &aws::backend::Aws,
         Cloud::Azure => &azure::backend::Azure,
         Cloud::Gcp => &gcp::backend::Gcp,
-        Cloud::Oci => &NoPoolBackend,
-    }
-}
-
-/// Whether `cloud` makes node pools: the others' pools plan, and the plan refuses them.
-pub fn makes_node_pools(cloud: Cloud) -> bool {
-    match cloud {
-        Cloud::Aws | Cloud::Azure | Cloud::Gcp => true,
-        Cloud::Oci => false,
-    }
-}
-
-/// Where node pools are not made yet: every step says so, and nothing is called.
-pub struct NoPoolBackend;
-
-const NO_POOLS: &str =
-    "hpc_gpu_node_pool is applied on AWS (EKS), Azure (AKS) and Google Cloud (GKE) in this release; OKE pools are planned but not made";
-
-impl NodePoolBackend for NoPoolBackend {}
-
-#[async_trait]
-impl Backend<NodePoolSpec> for NoPoolBackend {
-    async fn configured(&self, _ctx: &Context) -> Result<(), CloudError> {
-        Err(CloudError::other(NO_POOLS))
-    }
-
-    fn id(&self, _spec: &NodePoolSpec) -> Option<String> {
-        None
-    }
-
-    fn place(&self, _v: &Value) -> String {
-        String::new()
-    }
-
-    async fn apply(&self, step: &Step<'_>, change: &Change<'_, NodePoolSpec>) -> Outcome {
-        let _ = step;
-        Outcome::failed(change.prior.clone(), CloudError::other(NO_POOLS))
-    }
-
-    async fn delete(&self, _step: &Step<'_>, prior: &Value, _spec: Option<&NodePoolSpec>) -> Outcome {
-        Outcome::failed(prior.clone(), CloudError::other(NO_POOLS))
-    }
-
-    async fn read(&self, _step: &Step<'_>, _state: &Value, _spec: Option<&NodePoolSpec>) -> Result<Option<Value>, CloudError> {
-        Err(CloudError::other(NO_POOLS))
-    }
-
-    async fn import(&self, _step: &Step<'_>, _id: &str) -> Result<Imported, ImportError> {
-        Err(ImportError::BadId(NO_POOLS.to_owned()))
+        Cloud::Oci => &oci::backend::Oci,
     }
 }

@@ -3,8 +3,8 @@
 //! AKS agent pool, self-managed OKE workers) and the in-cluster half (device plugin or operator, Kueue
 //! topology, NCCL test Job) as text. Made, read, updated, imported and deleted through the one lifecycle
 //! (`lifecycle::Kind`) over the cloud's pool backend: on AWS the EKS node group and its launch template, on
-//! Azure the AKS agent pool, on Google Cloud the GKE node pool (`clouds/<cloud>/node_pool.rs`). OKE pools
-//! plan, and the plan then refuses them: their backend does not exist yet.
+//! Azure the AKS agent pool, on Google Cloud the GKE node pool, on OCI self-managed workers made as a
+//! cluster's nodes that join with `oke-install.sh` (`clouds/<cloud>/node_pool.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,7 +13,6 @@ use async_trait::async_trait;
 
 use super::common::{self, fabric_ref_type};
 use super::lifecycle::{Kind, Parts, Timeouts};
-use crate::catalog::Cloud;
 use crate::clouds::backend;
 use crate::framework::{
     ApplyRequest, ApplyResponse, Attribute, AttributePath, Block, Context, Diagnostics, NestedBlock, PlanRequest, PlanResponse,
@@ -47,8 +46,9 @@ pub fn schema() -> Schema {
         Block::new(
             "GPU nodes on a fabric, joined as a node pool to a Kubernetes cluster made elsewhere (EKS, GKE, AKS or OKE): the node type's \
              RDMA interfaces and the fabric's placement in the cloud's pool, and the in-cluster half (RDMA device plugin or operator, \
-             topology labels for Kueue, an NCCL test Job) as outputs. The Kubernetes cluster is only read, never changed. This \
-             release makes EKS node groups, GKE node pools and AKS agent pools; OKE pools are planned, then refused.",
+             topology labels for Kueue, an NCCL test Job) as outputs. The Kubernetes cluster is only read, never changed. The \
+             pool is an EKS node group, a GKE node pool, an AKS agent pool, or self-managed OKE workers in the fabric's compute cluster or \
+             cluster network.",
         )
         .attribute(Attribute::required("name", Type::String, "Pool name (on AKS 1-12 lowercase letters and digits).").requires_replace())
         .attribute(
@@ -156,24 +156,6 @@ pub fn plan(ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> Pla
     common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags))
 }
 
-/// A pool on a cloud whose pools are not made yet, refused at the fabric.
-fn refuse_unbuilt(config: &Value, diags: &mut Diagnostics) {
-    let Some(cloud) = config.get("fabric").get("cloud").as_str().and_then(Cloud::parse) else { return };
-    if backend::makes_node_pools(cloud) {
-        return;
-    }
-    diags.error_at(
-        AttributePath::attr("fabric"),
-        "Node pools are not made on this cloud yet",
-        format!(
-            "hpc_gpu_node_pool makes EKS node groups on AWS, GKE node pools on Google Cloud and AKS agent pools on Azure; {} pools \
-             are planned (the pieces above) but this release cannot make them. Use hpc_gpu_cluster on this fabric for now, or a \
-             fabric on AWS, Google Cloud or Azure.",
-            cloud.display_name()
-        ),
-    );
-}
-
 /// What the nodes are made from: a change is an update in place of the pool, but the cloud replaces its
 /// nodes (EKS rolls the node group to a new launch template version, GKE upgrades the pool's nodes in
 /// batches, AKS reimages the agent pool).
@@ -217,10 +199,9 @@ impl Resource for NodePool {
     }
 
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
-        let (config, prior) = (req.config.clone(), req.prior.clone());
+        let prior = req.prior.clone();
         let resp = plan(ctx, req, diags);
         if !resp.planned.is_null() {
-            refuse_unbuilt(&config, diags);
             warn_rolling(&prior, &resp.planned, diags);
         }
         resp

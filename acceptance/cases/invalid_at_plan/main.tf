@@ -82,12 +82,11 @@ resource "hpc_gpu_fabric" "oci" {
   compartment_id = "ocid1.compartment.oc1..example"
 }
 
-# An OKE pool plans (its pieces are right) but this release does not make OKE workers: refused at the fabric.
+# OKE workers without the worker image that carries oke-install.sh.
 resource "hpc_gpu_node_pool" "oke" {
   name               = "gpu"
-  fabric             = hpc_gpu_fabric.oci # an OKE pool
+  fabric             = hpc_gpu_fabric.oci
   kubernetes_cluster = "ocid1.cluster.oc1.iad.aaaaaaaaexample"
-  image              = "ocid1.image.oc1.iad.aaaaaaaaexample"
   node_count         = 4
 }
 

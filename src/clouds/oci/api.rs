@@ -31,6 +31,8 @@ pub enum Service {
     Lustre,
     /// Service limits: GetResourceAvailability (the `oci` SDK's LimitsClient puts its version in the path).
     Limits,
+    /// Container Engine for Kubernetes: an OKE cluster read, and its kubeconfig, for self-managed workers.
+    ContainerEngine,
 }
 
 impl Service {
@@ -39,6 +41,7 @@ impl Service {
             Service::Core => "20160918",
             Service::Lustre => "20250228",
             Service::Limits => "20190729",
+            Service::ContainerEngine => "20180222",
         }
     }
 }
@@ -51,6 +54,7 @@ pub struct Oci {
     core: String,
     lustre: String,
     limits: String,
+    containerengine: String,
     http: reqwest::Client,
     signer: Arc<Signer>,
 }
@@ -156,20 +160,21 @@ fn build(settings: &CloudSettings, region: &str) -> Result<Oci, CloudError> {
         Signer::from_pem(&pem, &tenancy, &user.unwrap_or_default(), &fingerprint.unwrap_or_default()).map_err(|e| e.to_string())?;
     let region = if region.is_empty() { pick("region", "region").unwrap_or_default() } else { region.to_owned() };
     // An endpoint override (an emulator) serves every service at the one address, by each one's version path.
-    let (core, lustre, limits) = match &settings.endpoint {
+    let (core, lustre, limits, containerengine) = match &settings.endpoint {
         Some(e) => {
             let e = e.trim_end_matches('/').to_owned();
-            (e.clone(), e.clone(), e)
+            (e.clone(), e.clone(), e.clone(), e)
         }
         None => (
             format!("https://iaas.{region}.oraclecloud.com"),
             format!("https://lustre-file-storage.{region}.oci.oraclecloud.com"),
             format!("https://limits.{region}.oci.oraclecloud.com"),
+            format!("https://containerengine.{region}.oci.oraclecloud.com"),
         ),
     };
     let http =
         reqwest::Client::builder().timeout(Duration::from_secs(120)).build().map_err(|e| format!("building the HTTPS client: {e}"))?;
-    Ok(Oci { region, tenancy, core, lustre, limits, http, signer: Arc::new(signer) })
+    Ok(Oci { region, tenancy, core, lustre, limits, containerengine, http, signer: Arc::new(signer) })
 }
 
 /// An OCI answer: status, the JSON body, and the headers the resources use.
@@ -181,13 +186,15 @@ pub struct Reply {
     pub work_request: Option<String>,
     /// The resource's `etag`, which an update's `if-match` carries back.
     pub etag: Option<String>,
+    /// The body as text, for the answers that are not JSON (a kubeconfig).
+    pub text: String,
 }
 
 impl Reply {
     /// An answer from its status, a header reader and its body text (null when it is not JSON).
     pub fn of(status: u16, header: impl Fn(&str) -> Option<String>, text: &str) -> Reply {
         let (next_page, work_request, etag) = (header("opc-next-page"), header("opc-work-request-id"), header("etag"));
-        Reply { status, body: serde_json::from_str(text).unwrap_or(Json::Null), next_page, work_request, etag }
+        Reply { status, body: serde_json::from_str(text).unwrap_or(Json::Null), next_page, work_request, etag, text: text.to_owned() }
     }
 
     /// OCI's `{"code", "message"}` as `Code: message`.
@@ -273,6 +280,7 @@ impl Oci {
             Service::Core => &self.core,
             Service::Lustre => &self.lustre,
             Service::Limits => &self.limits,
+            Service::ContainerEngine => &self.containerengine,
         }
     }
 
@@ -671,8 +679,17 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode(der.as_ref())
         );
         let signer = Signer::from_pem(&pem, "ocid1.tenancy.oc1..t", "ocid1.user.oc1..u", "aa:bb").unwrap();
-        let (core, lustre, limits) = (base.to_owned(), base.to_owned(), base.to_owned());
-        Oci { region: "r".into(), tenancy: "t".into(), core, lustre, limits, http: reqwest::Client::new(), signer: Arc::new(signer) }
+        let (core, lustre, limits, containerengine) = (base.to_owned(), base.to_owned(), base.to_owned(), base.to_owned());
+        Oci {
+            region: "r".into(),
+            tenancy: "t".into(),
+            core,
+            lustre,
+            limits,
+            containerengine,
+            http: reqwest::Client::new(),
+            signer: Arc::new(signer),
+        }
     }
 
     /// An `opc-next-page` given again (a page pointing back at an earlier one) ended the list never.
