@@ -136,6 +136,27 @@ ensure_kubernetes_validate() {
   echo "$venv/bin/kubernetes-validate"
 }
 
+# The CustomResourceDefinitions of the custom resources the provider renders (tests/kubernetes/crds.txt), from
+# the Go modules that publish them, through the Go module proxy; prints the directory that holds them.
+ensure_crds() {
+  local hash dir line module path src
+  hash=$(sha256sum "$ROOT/tests/kubernetes/crds.txt" | cut -c1-12)
+  dir="$HPC_CACHE/crds-$hash"
+  if [ ! -d "$dir" ]; then
+    log "fetching CustomResourceDefinitions from the Go module proxy (tests/kubernetes/crds.txt)"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    while read -r module path; do
+      case "$module" in ''|'#'*) continue ;; esac
+      src=$(cd "$dir.tmp" && GOMODCACHE="$HPC_CACHE/gomodcache" GOFLAGS=-mod=mod go mod download -json "$module" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+      [ -f "$src/$path" ] || { echo "no $path in $module (from the Go module proxy)" >&2; return 1; }
+      cp "$src/$path" "$dir.tmp/"
+    done < "$ROOT/tests/kubernetes/crds.txt"
+    chmod -R u+w "$dir.tmp" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir"
+}
+
 # The vendors' published API definitions, read out of their own PyPI packages (pinned by
 # emulators/conformance/requirements.txt: google-api-python-client's discovery documents, google-cloud-lustre,
 # azure-mgmt-*, oci) by emulators/conformance/extract.py into one JSON file the emulators judge calls by.

@@ -1607,6 +1607,60 @@ fn every_node_types_nccl_test_job_is_valid_by_kubernetes_schemas() {
     }
 }
 
+/// Each cloud's node pool's custom resources (Kueue's `Topology` everywhere; GKE's `GKENetworkParamSet` and
+/// `Network` objects) are valid by their CustomResourceDefinitions' schemas, strictly (no field the schema
+/// does not declare), as Kueue's and GKE's networking API's Go modules publish them (`HPC_CRDS`, which
+/// `./scripts/test.sh` fetches through the Go module proxy; tests/kubernetes/crds.txt). The NVIDIA Network
+/// Operator's `NicClusterPolicy` is the one kind left unchecked: the proxy does not serve its module here.
+#[test]
+fn every_pools_custom_resources_are_valid_by_their_crds() {
+    let need = |var: &str| std::env::var_os(var).unwrap_or_else(|| panic!("{var} is not set: ./scripts/test.sh sets it (scripts/lib.sh)"));
+    let crds = need("HPC_CRDS");
+    let python = std::path::Path::new(&need("HPC_KUBERNETES_VALIDATE")).with_file_name("python");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kubernetes/validate_crds.py");
+    let check = |files: &[PathBuf]| {
+        let out = std::process::Command::new(&python)
+            .arg(&script)
+            .arg("--crds")
+            .arg(&crds)
+            .args(files)
+            .output()
+            .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
+        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let ctx = context(true);
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for case in node_pool_cases().iter().filter(|c| !c.name.starts_with("invalid_") && c.prior.is_none()) {
+        let (_, _, planned) = planned_on_create(&ctx, case.name, case.kind, &case.config);
+        for attr in ["kueue_topology", "device_plugin"] {
+            let text = planned.get(attr).as_str().unwrap_or_default().to_owned();
+            // Helm values (EFA's) are not a manifest.
+            if text.contains("\napiVersion: ") || text.starts_with("apiVersion: ") {
+                let path = dir.path().join(format!("{}-{attr}.yaml", case.name));
+                std::fs::write(&path, text).unwrap();
+                files.push(path);
+            }
+        }
+    }
+    let (ok, said) = check(&files);
+    assert!(ok, "the pools' custom resources by their CRDs:\n{said}");
+    let kinds = |word: &str| -> std::collections::BTreeSet<String> {
+        said.lines().filter_map(|l| l.strip_prefix(word)).map(str::to_owned).collect()
+    };
+    let checked: Vec<String> = kinds("checked ").into_iter().collect();
+    assert_eq!(checked, ["kueue.x-k8s.io/v1beta2 Topology", "networking.gke.io/v1 GKENetworkParamSet", "networking.gke.io/v1 Network"]);
+    let unchecked: Vec<String> = kinds("unchecked ").into_iter().collect();
+    assert_eq!(unchecked, ["mellanox.com/v1alpha1 NicClusterPolicy"], "{said}");
+    // The check can fail: a field the CRD does not have, and a value outside its enum.
+    let broken = dir.path().join("broken.yaml");
+    let gke = files.iter().find(|f| f.to_string_lossy().contains("gcp") && f.to_string_lossy().contains("device_plugin")).unwrap();
+    let text = std::fs::read_to_string(gke).unwrap().replacen("deviceMode: ", "devicemode: ", 1);
+    std::fs::write(&broken, text.replace("nodeLabel:", "nodeLabels:")).unwrap();
+    let (ok, said) = check(std::slice::from_ref(&broken));
+    assert!(!ok && said.contains("'devicemode' was unexpected"), "{said}");
+}
+
 /// Diagnostics of validating and of planning (on create) `config` as a `kind`, and the planned state.
 fn validate_and_plan(kind: &str, config: &J) -> (Diagnostics, Diagnostics, Value) {
     let r = resource(kind);
