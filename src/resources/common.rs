@@ -107,8 +107,9 @@ pub fn fill(planned: &Value, learned: &BTreeMap<String, Value>) -> Value {
     Value::Map(out)
 }
 
-/// A whole state for an imported object: the configuration an import reconstructed, what the planner
-/// derives from it, and what the cloud assigned. Attributes the schema has and nothing set are null.
+/// A whole state for an imported object: the configuration an import reconstructed (its attributes and
+/// blocks), what the planner derives from it, and what the cloud assigned. Attributes and blocks the schema
+/// has and nothing set are null.
 pub fn imported_state(schema: &Schema, config: &Value, derived: &BTreeMap<String, Value>, assigned: &BTreeMap<String, Value>) -> Value {
     let mut out = BTreeMap::new();
     for attr in &schema.block.attributes {
@@ -121,8 +122,12 @@ pub fn imported_state(schema: &Schema, config: &Value, derived: &BTreeMap<String
             .unwrap_or(Value::Null);
         out.insert(attr.name.clone(), value);
     }
+    // Blocks as the import reconstructed them (a pool's autoscaling bounds, its taints); an empty list of
+    // blocks is none.
     for block in &schema.block.blocks {
-        out.insert(block.type_name.clone(), Value::Null);
+        let given = config.get(&block.type_name);
+        let kept = given.is_present() && given.as_list().is_none_or(|l| !l.is_empty());
+        out.insert(block.type_name.clone(), if kept { given.clone() } else { Value::Null });
     }
     Value::Map(out)
 }
@@ -392,6 +397,31 @@ pub fn import_id(identity: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What an import reconstructs in blocks (a pool's autoscaling bounds and taints, a batch size) is in the
+    /// imported state: left out, the next plan would add it back, and the import would not equal what the
+    /// apply made.
+    #[test]
+    fn an_imported_state_keeps_the_blocks_the_import_reconstructed() {
+        let schema = crate::resources::node_pool::schema();
+        let config = Value::object([
+            ("name", Value::from("gpu")),
+            ("autoscaling", Value::object([("min_count", Value::int(0)), ("max_count", Value::int(8))])),
+            (
+                "taint",
+                Value::list([Value::object([
+                    ("key", Value::from("k")),
+                    ("value", Value::from("v")),
+                    ("effect", Value::from("NoSchedule")),
+                ])]),
+            ),
+        ]);
+        let state = imported_state(&schema, &config, &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(state.get("autoscaling").get("max_count"), &Value::int(8));
+        assert_eq!(state.get("taint").as_list().map(|l| l.len()), Some(1));
+        assert_eq!(state.get("update_strategy"), &Value::Null, "a block the import did not set is null");
+        assert_eq!(state.get("timeouts"), &Value::Null);
+    }
 
     #[test]
     fn an_identity_and_its_import_id_stand_for_each_other() {
