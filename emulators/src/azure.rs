@@ -850,20 +850,8 @@ impl Azure {
 /// The time as ARM writes it in instance views, e.g. `2026-12-01T10:02:33.0000000+00:00`.
 fn arm_time() -> String {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's civil-from-days).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let frac = since.subsec_nanos() / 100;
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{frac:07}+00:00", rem / 3_600, rem % 3_600 / 60, rem % 60)
+    let (y, mo, d, h, mi, s) = crate::clock::utc(since.as_secs() as i64);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:07}+00:00", since.subsec_nanos() / 100)
 }
 
 /// The Application Health extension in a scale set model (publisher `Microsoft.ManagedServices`, type

@@ -150,21 +150,7 @@ fn fnv(text: &str) -> u64 {
 
 /// RFC 3339 in UTC with milliseconds, as GKE writes times.
 fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let days = (secs / 86_400) as i64;
-    let rest = secs % 86_400;
-    // Days since 1970-01-01 to a civil date (proleptic Gregorian), by 400-year eras.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z", rest / 3_600, rest % 3_600 / 60, rest % 60, d.subsec_millis())
+    crate::clock::rfc3339_millis(t)
 }
 
 /// A whole number from JSON: proto3 JSON takes int32 and int64 as numbers or strings.

@@ -9,6 +9,7 @@
 
 pub mod admin;
 pub mod azure;
+pub mod clock;
 pub mod conformance;
 pub mod gcp;
 pub mod gcp_lustre;
