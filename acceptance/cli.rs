@@ -135,7 +135,7 @@ impl Workdir {
     }
 
     /// A copy of `examples/` and `modules/`, working in `path` (relative to the repository root), e.g.
-    /// `modules/training-cluster/example`.
+    /// `modules/training-cluster/examples/basic`.
     pub fn for_path(cli: &Cli, path: &str) -> Workdir {
         let mut w = Workdir::for_example(cli, ".");
         w.cwd = w.dir.path().join(path);

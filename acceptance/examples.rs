@@ -139,15 +139,20 @@ pub fn needs_an_estate(example: &str) -> bool {
         || example == "data-sources/hpc_nccl_check"
 }
 
-/// `modules/<m>/example` for every module.
+/// `modules/<m>/examples/<e>` for every module and each of its examples.
 pub fn module_examples() -> Vec<String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("modules");
-    let mut out: Vec<String> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("example").is_dir())
-        .map(|p| format!("modules/{}/example", p.file_name().unwrap().to_string_lossy()))
-        .collect();
+    let mut out = Vec::new();
+    for module in std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()) {
+        let Ok(examples) = std::fs::read_dir(module.join("examples")) else { continue };
+        for example in examples.map(|e| e.unwrap().path()).filter(|p| p.is_dir()) {
+            out.push(format!(
+                "modules/{}/examples/{}",
+                module.file_name().unwrap().to_string_lossy(),
+                example.file_name().unwrap().to_string_lossy()
+            ));
+        }
+    }
     out.sort();
     out
 }

@@ -59,6 +59,11 @@ impl Target {
         (self.admin)(method, route, body)
     }
 
+    /// The value of an environment variable this target sets for its workdirs (`TF_VAR_key_path`).
+    pub fn env_value(&self, key: &str) -> Option<String> {
+        self.env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
     /// Everything the emulator holds, as one flat list of ids.
     pub fn leftovers(&self) -> Vec<String> {
         let inv = self.admin("GET", "inventory", None);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the provider's figures against the project's bars and writes them to docs/performance.md: the
+# Prints the provider's figures against the project's bars and writes them to notes/performance.md: the
 # process (handshake latency, peak RSS, binary size), planner CPU time per cluster as node count grows (per
 # cloud), API requests and time per refresh and per apply as node count grows (AWS, Google Cloud, Azure and
 # OCI emulators), a 1024-node apply against an enforced request bucket, and tofu plan/apply wall time for
@@ -47,5 +47,5 @@ took=$(( $(date +%s) - started ))
     cat "$OUT/$name.txt"
     echo '```'
   done
-} >"$ROOT/docs/performance.md"
-log "wrote docs/performance.md"
+} >"$ROOT/notes/performance.md"
+log "wrote notes/performance.md"

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """After a strict run: every call the emulators judged (HPC_CONFORMANCE_LOG) against
-docs/api-conformance.md and the vendors' definitions.
+notes/api-conformance.md and the vendors' definitions.
 
-    conformance_report.py LOG_DIR docs/api-conformance.md DEFINITIONS.json          # check
-    conformance_report.py --write LOG_DIR docs/api-conformance.md DEFINITIONS.json  # rewrite the table
-    conformance_report.py --violations LOG_DIR docs/api-conformance.md DEFINITIONS.json  # a partial run (the demo)
+    conformance_report.py LOG_DIR notes/api-conformance.md DEFINITIONS.json          # check
+    conformance_report.py --write LOG_DIR notes/api-conformance.md DEFINITIONS.json  # rewrite the table
+    conformance_report.py --violations LOG_DIR notes/api-conformance.md DEFINITIONS.json  # a partial run (the demo)
 
 The check fails when a call was refused or an emulator's answer broke its definition (deliberate probes
 aside), when the document's operations table is not the one this run produces (an operation called that

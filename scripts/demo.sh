@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The main job: build the provider, start the cloud emulators on 127.0.0.1, and drive examples/quickstart (a
-# 2-node p5.48xlarge cluster with its fabric and FSx for Lustre, through modules/training-cluster) with
-# OpenTofu the way a user would: plan, apply, the outputs a job needs (nodes, hostfile, mount command, NCCL
-# environment), re-plan (nothing to do), a node terminated behind the tool's back (the plan shows it; apply
-# restores it), a mistake caught at plan time, destroy (the emulator's inventory is empty). Installs what it
-# needs. HPC_PROVIDER_DIR=<dir> uses a provider binary already built there instead of a release build.
+# The main job: release the provider (scripts/release.sh: a release build, the zip, SHA256SUMS and their GPG
+# signature), serve the release on 127.0.0.1 over HTTPS as a provider registry (scripts/registry.py), start
+# the cloud emulators on 127.0.0.1, and drive examples/quickstart (a 2-node p5.48xlarge cluster with its
+# fabric and FSx for Lustre, through modules/training-cluster) with OpenTofu the way a user would: `tofu
+# init` installs the pinned version from the registry and checks it against the signed SHA256SUMS, then plan,
+# apply, the outputs a job needs (nodes, hostfile, mount command, NCCL environment), re-plan (nothing to
+# do), a node terminated behind the tool's back (the plan shows it; apply restores it), a mistake caught at
+# plan time, destroy (the emulator's inventory is empty). Installs what it needs. HPC_PROVIDER_DIR=<dir>
+# releases the provider binary already built there instead of making a release build.
 #
 # The example has no endpoint in it: like any AWS tool, the provider follows AWS_ENDPOINT_URL and the
 # standard credential chain, so the same files run against real AWS when those are left out.
@@ -12,16 +15,44 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
 TOFU=$(ensure_tofu)
-PROVIDER_DIR=${HPC_PROVIDER_DIR:-$(build_provider)}
+VERSION=$(cargo_version)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hpc-demo.XXXXXX")
 ENDPOINTS="$WORK/endpoints.json"
-trap '"$ROOT/scripts/emulators.sh" stop >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+REGISTRY_PID=""
+trap '[ -z "$REGISTRY_PID" ] || kill "$REGISTRY_PID" 2>/dev/null; "$ROOT/scripts/emulators.sh" stop >/dev/null 2>&1; rm -rf "$WORK"' EXIT
 cp -r examples modules "$WORK/"
-write_cli_config "$WORK/cli.tfrc" "$PROVIDER_DIR"
-export TF_CLI_CONFIG_FILE="$WORK/cli.tfrc"
-log "$("$TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}') with terraform-provider-hpc from $PROVIDER_DIR"
 
-# The emulators judge every call by the vendors' published definitions (docs/api-conformance.md).
+log "scripts/release.sh: terraform-provider-hpc $VERSION as the registry publishes it"
+if [ -n "${HPC_PROVIDER_DIR:-}" ]; then export HPC_RELEASE_BINARY="$HPC_PROVIDER_DIR/terraform-provider-hpc"; fi
+"$ROOT/scripts/release.sh" --out "$WORK/dist" | grep -v ': not built: ' | sed 's/^/  /'
+echo "  (the other platforms the registry carries are not built here: scripts/release.sh says why for each)"
+
+TLS=$(ensure_registry_cert)
+# The CLI trusts the machine's CAs and the local registry's (the Go TLS stack reads SSL_CERT_FILE).
+cat /etc/ssl/certs/ca-certificates.crt "$TLS/ca.pem" >"$WORK/ca-bundle.pem" 2>/dev/null || cp "$TLS/ca.pem" "$WORK/ca-bundle.pem"
+export SSL_CERT_FILE="$WORK/ca-bundle.pem"
+python3 "$ROOT/scripts/registry.py" "$WORK/dist" --cert "$TLS/cert.pem" --key "$TLS/key.pem" >"$WORK/registry.url" 2>"$WORK/registry.log" &
+REGISTRY_PID=$!
+for _ in $(seq 300); do
+  [ -s "$WORK/registry.url" ] || ! kill -0 "$REGISTRY_PID" 2>/dev/null && break
+  sleep 0.1
+done
+REGISTRY=$(head -n 1 "$WORK/registry.url")
+[ -n "$REGISTRY" ] || { cat "$WORK/registry.log" >&2; echo "scripts/registry.py did not start" >&2; exit 1; }
+log "the release served at $REGISTRY (scripts/registry.py: the provider registry protocol over HTTPS)"
+# registry.opentofu.org's provider registry, answered by the local one: `source = "hpc-platform/hpc"`
+# installs from it. No dev_overrides: what runs is what `tofu init` installed and verified.
+cat >"$WORK/cli.tfrc" <<HCL
+host "registry.opentofu.org" {
+  services = {
+    "providers.v1" = "$REGISTRY/v1/providers/"
+  }
+}
+HCL
+export TF_CLI_CONFIG_FILE="$WORK/cli.tfrc"
+sed 's/^/  /' "$WORK/cli.tfrc"
+
+# The emulators judge every call by the vendors' published definitions (notes/api-conformance.md).
 HPC_CONFORMANCE=${HPC_CONFORMANCE:-strict}
 HPC_CONFORMANCE_DEFS=$(ensure_conformance_defs)
 HPC_CONFORMANCE_LOG="$WORK/conformance"
@@ -42,7 +73,12 @@ PY
 }
 
 cd "$WORK/examples/quickstart"
-"$TOFU" get -no-color >/dev/null
+grep -qE "^ +version += +\"$VERSION\"" main.tf ||
+  { echo "examples/quickstart/main.tf does not pin hpc-platform/hpc to version $VERSION (Cargo.toml's)" >&2; exit 1; }
+log "$("$TOFU" version 2>/dev/null | awk '/^OpenTofu v/ && !n {print; n=1}') init: examples/quickstart pins hpc-platform/hpc to version $VERSION"
+"$TOFU" init -input=false -no-color | grep -E '^- |signed by'
+echo "the lock file records the version and the checksums to hold every later init to:"
+sed -n '/^provider "registry.opentofu.org\/hpc-platform\/hpc"/,/^}/p' .terraform.lock.hcl | sed 's/^/  /'
 log "tofu plan: the module's fabric, cluster and filesystem, and every vendor piece they become"
 "$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p' | grep -E "^  # |kind *=|estimated_hourly_cost_usd|^Plan:"
 log "tofu apply"
@@ -89,6 +125,6 @@ log "the emulator's inventory after destroy"
 admin GET inventory | python3 -c 'import json,sys; print("  empty:", json.load(sys.stdin)["empty"])'
 if [ "$HPC_CONFORMANCE" = strict ]; then
   log "every call judged by botocore's EC2 and FSx models"
-  python3 "$ROOT/scripts/conformance_report.py" --violations "$HPC_CONFORMANCE_LOG" "$ROOT/docs/api-conformance.md" "$HPC_CONFORMANCE_DEFS" | sed 's/^/  /'
+  python3 "$ROOT/scripts/conformance_report.py" --violations "$HPC_CONFORMANCE_LOG" "$ROOT/notes/api-conformance.md" "$HPC_CONFORMANCE_DEFS" | sed 's/^/  /'
 fi
 log "done"

@@ -157,6 +157,35 @@ ensure_crds() {
   echo "$dir"
 }
 
+# A Go command from the Go module proxy, built with this machine's Go into $HPC_CACHE/tools/<name>-<version>/
+# (`go install <package>@<version>`: the module's own go.mod and go.sum, checked against the checksum
+# database); prints the binary's path.
+go_install_tool() { # <name> <package> <version>
+  local name=$1 package=$2 version=$3
+  local dir="$HPC_CACHE/tools/$name-$version"
+  if [ ! -x "$dir/$name" ]; then
+    log "building $name $version from the Go module proxy (first run only)"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    GOBIN="$dir.tmp" GOMODCACHE="$HPC_CACHE/gomodcache" GOFLAGS=-buildvcs=false go install "$package@$version" >&2
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/$name"
+}
+
+# tfplugindocs (terraform-plugin-docs, MPL-2.0; a tool CI runs, not linked into the provider): its `validate`
+# judges docs/ as the registry's doc tooling does (tests/lint.rs). The newest version the proxy serves.
+TFPLUGINDOCS_VERSION=v0.25.0
+ensure_tfplugindocs() {
+  go_install_tool tfplugindocs github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs "$TFPLUGINDOCS_VERSION"
+}
+
+# TFLint (MPL-2.0; a tool CI runs), with its bundled terraform ruleset (no plugin download): lints every
+# module and example by .tflint.hcl (tests/lint.rs). The newest version the proxy serves.
+TFLINT_VERSION=v0.64.0
+ensure_tflint() {
+  go_install_tool tflint github.com/terraform-linters/tflint "$TFLINT_VERSION"
+}
+
 # The vendors' published API definitions, read out of their own PyPI packages (pinned by
 # emulators/conformance/requirements.txt: google-api-python-client's discovery documents, google-cloud-lustre,
 # azure-mgmt-*, oci) by emulators/conformance/extract.py into one JSON file the emulators judge calls by.
@@ -280,11 +309,62 @@ ensure_slurm_24_11() {
   echo "$root"
 }
 
-# The provider binary, built in release mode; prints the directory that holds it (for dev_overrides).
+# The provider binary, built in release mode with the dependencies Cargo.lock pins; prints the directory
+# that holds it (scripts/release.sh packages it; a developer's dev_overrides can point at it).
 build_provider() {
   log "building terraform-provider-hpc (release)"
-  (cd "$ROOT" && cargo build --release --quiet --bin terraform-provider-hpc)
+  (cd "$ROOT" && cargo build --release --locked --quiet --bin terraform-provider-hpc)
   echo "$CARGO_TARGET_DIR/release"
+}
+
+# The provider's version: `version` in Cargo.toml's [package] (releases and lock files carry it).
+cargo_version() {
+  awk '/^\[/ {section = $0} section == "[package]" && $1 == "version" {gsub(/"/, "", $3); print $3; exit}' "$ROOT/Cargo.toml"
+}
+
+# A passphrase-less GPG key that signs the demo's releases (scripts/release.sh uses it when HPC_RELEASE_KEY
+# is unset), made once in a keyring of its own under the cache. Prints the keyring's directory (for
+# GNUPGHOME) and the key's fingerprint, one per line. Real releases are signed with the maintainers' key.
+ensure_release_key() {
+  local home="$HPC_CACHE/release-gnupg" fpr
+  # The public keyring only: listing it starts no gpg-agent.
+  fpr=$(GNUPGHOME="$home" gpg --batch --with-colons --list-keys 2>/dev/null | awk -F: '$1 == "fpr" {print $10; exit}' || true)
+  if [ -z "$fpr" ]; then
+    command -v gpg >/dev/null || { echo "gpg is not on PATH: GnuPG signs releases (Debian: apt-get install gnupg)" >&2; return 1; }
+    log "making the demo's release signing key (GPG, RSA 3072, no passphrase) in $home (first run only)"
+    rm -rf "$home" "$home.tmp" && mkdir -m 700 -p "$home.tmp"
+    GNUPGHOME="$home.tmp" gpg --batch --quiet --pinentry-mode loopback --passphrase '' \
+      --quick-gen-key "terraform-provider-hpc demo releases <releases@hpc-provider.invalid>" rsa3072 sign never >&2
+    gpgconf --homedir "$home.tmp" --kill gpg-agent 2>/dev/null || true
+    mv "$home.tmp" "$home"
+    fpr=$(GNUPGHOME="$home" gpg --batch --with-colons --list-keys 2>/dev/null | awk -F: '$1 == "fpr" {print $10; exit}')
+  fi
+  printf '%s\n%s\n' "$home" "$fpr"
+}
+
+# A certificate authority and a certificate for 127.0.0.1 it signed, made once under the cache with openssl,
+# for scripts/registry.py (the demo's local registry and mirror over HTTPS); prints the directory that holds
+# ca.pem, cert.pem and key.pem. The CLIs trust the CA through SSL_CERT_FILE.
+ensure_registry_cert() {
+  local dir="$HPC_CACHE/registry-tls"
+  if [ ! -s "$dir/cert.pem" ] || ! openssl x509 -checkend 86400 -noout -in "$dir/cert.pem" >/dev/null 2>&1; then
+    command -v openssl >/dev/null || { echo "openssl is not on PATH: it makes the local registry's certificate (Debian: apt-get install openssl)" >&2; return 1; }
+    log "making a CA and a certificate for 127.0.0.1 for the local registry (openssl, first run only)"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    (
+      cd "$dir.tmp"
+      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 -keyout ca-key.pem -out ca.pem \
+        -subj "/CN=terraform-provider-hpc local registry CA" \
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout key.pem -out cert.csr -subj /CN=127.0.0.1 2>/dev/null
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' >cert.ext
+      openssl x509 -req -in cert.csr -CA ca.pem -CAkey ca-key.pem -set_serial "0x$(openssl rand -hex 16)" -days 825 \
+        -extfile cert.ext -out cert.pem 2>/dev/null
+      rm cert.csr cert.ext
+    )
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir"
 }
 
 # hashicorp/local 1.4.0 (examples/composition writes files with it), built with this machine's Go from the

@@ -4,7 +4,8 @@
 - the acceptance suite (real CLIs against the emulators: mostly waiting on processes and polls), with
   HPC_ACCEPTANCE_THREADS cases at a time (4 unless set), then the fault suite on its own;
 - every other test binary, the longest known first (the contract suite, the per-cloud tests, the real
-  Slurm), then the emulator, unit, protocol, planner and docs tests, each with the harness's own threads.
+  Slurm), then the emulator, unit, protocol, planner, docs and lint tests (lint: about 20 s), each with the
+  harness's own threads.
   Both lanes take them from one queue: the second from the start, the first once the fault suite is done,
   so neither lane idles while the other has a queue.
 

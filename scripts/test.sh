@@ -16,11 +16,15 @@ log "setup: the CLIs, emulators' packages, PostgreSQL and the previous release i
 
 go_tools() { ensure_tofu && ensure_local_provider; }
 conformance_setup() { ensure_conformance_defs && ensure_conformance_venv; }
+# The registry's doc tooling and TFLint, for tests/lint.rs (one after the other: cold, TFLint's build alone
+# takes minutes of both cores).
+lint_tools() { ensure_tfplugindocs && ensure_tflint; }
 in_background go-tools go_tools
 in_background terraform-oldest ensure_terraform_oldest
 in_background moto ensure_moto
 in_background kubernetes-validate ensure_kubernetes_validate
 in_background crds ensure_crds
+in_background lint-tools lint_tools
 in_background vendor-definitions conformance_setup
 in_background cargo-deny ensure_cargo_deny
 in_background previous-release ensure_previous_provider
@@ -44,19 +48,21 @@ HPC_TERRAFORM_OLDEST=$(from_background terraform-oldest)
 HPC_MOTO_PYTHON=$(from_background moto)
 HPC_KUBERNETES_VALIDATE=$(from_background kubernetes-validate)
 HPC_CRDS=$(from_background crds)
+{ read -r HPC_TFPLUGINDOCS; read -r HPC_TFLINT; } < <(from_background lint-tools)
 { read -r HPC_CONFORMANCE_DEFS; read -r HPC_CONFORMANCE_PYTHON; } < <(from_background vendor-definitions)
 CARGO_DENY=$(from_background cargo-deny)
 HPC_PREVIOUS_PROVIDER_DIR=$(from_background previous-release)
 HPC_SLURM_VERSION=$(from_background slurm)
 HPC_SLURM_24_11_ROOT=$(from_background slurm-24.11)
-for tool in HPC_TOFU HPC_LOCAL_MIRROR HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON CARGO_DENY HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_VERSION HPC_SLURM_24_11_ROOT HPC_KUBERNETES_VALIDATE HPC_CRDS; do
+for tool in HPC_TOFU HPC_LOCAL_MIRROR HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON CARGO_DENY HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_VERSION HPC_SLURM_24_11_ROOT HPC_KUBERNETES_VALIDATE HPC_CRDS HPC_TFPLUGINDOCS HPC_TFLINT; do
   [ -n "${!tool}" ] || { echo "setup gave no $tool" >&2; exit 1; }
 done
-# Every call the emulators receive is judged by the vendors' published definitions (docs/api-conformance.md);
+# Every call the emulators receive is judged by the vendors' published definitions (notes/api-conformance.md);
 # HPC_CONFORMANCE=off runs without the judge.
 HPC_CONFORMANCE=${HPC_CONFORMANCE:-strict}
 HPC_CONFORMANCE_LOG=${HPC_CONFORMANCE_LOG:-$(mktemp -d "${TMPDIR:-/tmp}/hpc-conformance.XXXXXX")}
 export HPC_TOFU HPC_TERRAFORM HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_LOCAL_MIRROR HPC_PG_BIN HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_24_11_ROOT HPC_KUBERNETES_VALIDATE HPC_CRDS
+export HPC_TFPLUGINDOCS HPC_TFLINT
 export HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON HPC_CONFORMANCE HPC_CONFORMANCE_LOG
 
 log "CLIs under test: every case with OpenTofu and the newest Terraform; a smoke set with the oldest supported"
@@ -77,5 +83,5 @@ python3 scripts/run_tests.py "$BINARIES"
 
 if [ "$HPC_CONFORMANCE" = strict ]; then
   log "conformance: every call judged by the vendors' definitions, every listed operation exercised"
-  python3 scripts/conformance_report.py "$HPC_CONFORMANCE_LOG" docs/api-conformance.md "$HPC_CONFORMANCE_DEFS"
+  python3 scripts/conformance_report.py "$HPC_CONFORMANCE_LOG" notes/api-conformance.md "$HPC_CONFORMANCE_DEFS"
 fi

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::catalog::Cloud;
 use crate::framework::{Attribute, AttributePath, Block, Diagnostics, NestedBlock, Schema, Type, Value};
+use crate::redact::Secret;
 
 /// Tag keys the provider writes itself to find its pieces again; users may not set them.
 pub const RESERVED_TAG_PREFIX: &str = "hpc:";
@@ -86,12 +87,40 @@ pub fn schema() -> Schema {
     )
 }
 
-/// One cloud's settings after validation. Credentials are kept as given; clients are built later.
+/// The attributes of the cloud blocks the schema marks sensitive: they are kept in
+/// [`CloudSettings::secrets`], never among the plain settings (a test holds the two lists together).
+pub const SENSITIVE: [&str; 6] = ["access_key", "secret_key", "token", "client_secret", "credentials", "private_key"];
+
+/// One cloud's settings after validation. Credentials are kept as given, redacted from every `Debug`;
+/// clients are built later.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CloudSettings {
     pub endpoint: Option<String>,
-    /// Every other attribute of the cloud's block that was set, by name.
+    /// Every other attribute of the cloud's block that was set, by name, but the sensitive ones.
     pub settings: BTreeMap<String, String>,
+    /// The sensitive attributes that were set ([`SENSITIVE`]), by name.
+    pub secrets: BTreeMap<String, Secret<String>>,
+}
+
+impl CloudSettings {
+    /// A sensitive attribute's value.
+    pub fn secret(&self, name: &str) -> Option<&Secret<String>> {
+        self.secrets.get(name)
+    }
+
+    /// What tells two configurations' clients apart (the process keeps one client per key): the endpoint,
+    /// the plain settings and a SHA-256 of the secrets, so the key holds no credential itself.
+    pub fn client_key(&self) -> String {
+        let mut digest = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+        for (name, value) in &self.secrets {
+            digest.update(name.as_bytes());
+            digest.update(&[0]);
+            digest.update(value.expose().as_bytes());
+            digest.update(&[0]);
+        }
+        let hex: String = digest.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        format!("{:?}|{:?}|{hex}", self.endpoint, self.settings)
+    }
 }
 
 /// The configured provider, shared with every resource through the call context.
@@ -191,7 +220,8 @@ impl ProviderConfig {
                 })
                 .collect();
             let endpoint = settings.remove("endpoint");
-            clouds.insert(cloud, CloudSettings { endpoint, settings });
+            let secrets = SENSITIVE.iter().filter_map(|k| Some(((*k).to_owned(), Secret::new(settings.remove(*k)?)))).collect();
+            clouds.insert(cloud, CloudSettings { endpoint, settings, secrets });
         }
         let quota_check = config.get("quota_check").as_str().and_then(QuotaCheck::parse).unwrap_or_default();
         Self { terraform_version: terraform_version.to_owned(), default_tags, prices, clouds, quota_check, quotas: QuotaCache::default() }
@@ -459,6 +489,41 @@ mod tests {
         let mut d = Diagnostics::new();
         validate(config, &mut d);
         d.iter().map(|d| (d.path.as_ref().map(|p| p.to_string()).unwrap_or_default(), d.summary.clone())).collect()
+    }
+
+    #[test]
+    fn the_sensitive_attributes_of_the_schema_are_the_ones_kept_as_secrets() {
+        let mut marked: Vec<String> =
+            schema().block.blocks.iter().flat_map(|b| b.block.attributes.iter().filter(|a| a.sensitive).map(|a| a.name.clone())).collect();
+        marked.sort();
+        marked.dedup();
+        let mut kept: Vec<String> = SENSITIVE.iter().map(|s| (*s).to_owned()).collect();
+        kept.sort();
+        assert_eq!(marked, kept);
+    }
+
+    #[test]
+    fn credentials_are_kept_apart_and_redacted_from_debug() {
+        let config = cfg(serde_json::json!({
+            "aws": {"region": "us-east-1", "access_key": "AKIAEXAMPLE", "secret_key": "aws-s3cr3t", "token": "sess-t0ken"},
+            "azure": {"subscription_id": "00000000-0000-0000-0000-000000000001", "tenant_id": "00000000-0000-0000-0000-000000000002",
+                      "client_id": "00000000-0000-0000-0000-000000000003", "client_secret": "azure-s3cr3t"},
+            "gcp": {"project": "p", "credentials": "{\"private_key\": \"gcp-s3cr3t\"}"},
+            "oci": {"tenancy_ocid": "ocid1.tenancy.oc1..aaaa", "private_key": "oci-s3cr3t"}
+        }));
+        let pc = ProviderConfig::from_value(&config, "1.12.6");
+        let shown = format!("{pc:?}");
+        for secret in ["AKIAEXAMPLE", "aws-s3cr3t", "sess-t0ken", "azure-s3cr3t", "gcp-s3cr3t", "oci-s3cr3t"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("00000000-0000-0000-0000-000000000003"), "the plain settings still show: {shown}");
+        assert_eq!(pc.clouds[&Cloud::Azure].secret("client_secret").map(|s| s.expose_str()), Some("azure-s3cr3t"));
+        assert!(!pc.clouds[&Cloud::Azure].settings.contains_key("client_secret"));
+        let key = pc.clouds[&Cloud::Aws].client_key();
+        assert!(!key.contains("aws-s3cr3t") && !key.contains("AKIAEXAMPLE"), "{key}");
+        let mut other = pc.clouds[&Cloud::Aws].clone();
+        other.secrets.insert("secret_key".into(), Secret::new("another".into()));
+        assert_ne!(other.client_key(), key, "other credentials, another client");
     }
 
     #[test]

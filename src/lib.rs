@@ -14,4 +14,5 @@ pub mod ownership;
 pub mod planner;
 pub mod protocol;
 pub mod provider;
+pub mod redact;
 pub mod resources;

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use crate::catalog::{Cloud, Sku};
 use crate::framework::{Type, Value};
 use crate::nodes;
+use crate::redact::{ExposeOption, Secret};
 
 /// Placement policy of a fabric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +76,7 @@ impl ClusterSpec {
     /// What the plan shows of the user data: its size, or only that it is write-only.
     pub fn user_data_summary(&self) -> Option<String> {
         let text = self.user_data.as_ref()?;
-        Some(if self.user_data_write_only { "write-only (not stored)".to_owned() } else { format!("{} bytes", text.len()) })
+        Some(if self.user_data_write_only { "write-only (not stored)".to_owned() } else { format!("{} bytes", text.expose().len()) })
     }
 
     /// How the plan names the subnet (`what` = "subnet") or Google host network (`what` = "host network")
@@ -184,7 +185,8 @@ pub struct ClusterSpec {
     pub capacity: CapacityType,
     pub reservation_id: Option<String>,
     pub image: Option<String>,
-    pub user_data: Option<String>,
+    /// The user's user data: redacted from every `Debug` (it often carries tokens).
+    pub user_data: Option<Secret<String>>,
     /// `user_data` came from the write-only `user_data_wo`: plans and states never show anything of it.
     pub user_data_write_only: bool,
     /// `user_data_wo_version`, which stands for the write-only user data in the node revision.
@@ -213,8 +215,8 @@ pub struct ClusterSpec {
 pub struct SlurmJoin {
     pub controllers: Vec<String>,
     /// None while it is not known (a plan before the fabric's apply makes it): the nodes' revision is then
-    /// unknown too.
-    pub key: Option<String>,
+    /// unknown too. The munge key: a credential, redacted from every `Debug`.
+    pub key: Option<Secret<String>>,
 }
 
 /// What a filesystem knows of the cluster it feeds (the `cluster = hpc_gpu_cluster.x` object).
@@ -508,7 +510,7 @@ impl ClusterSpec {
         let user_data = if self.user_data_write_only || (self.user_data.is_none() && self.user_data_version.is_some()) {
             format!("wo:{}", self.user_data_version.map_or_else(String::new, |v| v.to_string()))
         } else {
-            self.user_data.clone().unwrap_or_default()
+            self.user_data.exposed().unwrap_or_default().to_owned()
         };
         // The identity nodes run as is part of what they are made from (a change remakes them); a cluster
         // without one keeps the revision it had before node_identity existed.
@@ -521,7 +523,7 @@ impl ClusterSpec {
         let user_data = match &self.slurm {
             None => user_data,
             Some(join) => {
-                let key = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, join.key.as_deref().unwrap_or_default().as_bytes());
+                let key = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, join.key.exposed().unwrap_or_default().as_bytes());
                 let key: String = key.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
                 format!("{user_data}\nslurm={} key={key}", join.controllers.join(","))
             }
@@ -560,8 +562,9 @@ pub struct SlurmSpec {
     pub image: Option<String>,
     pub ssh_public_key: Option<String>,
     pub tags: BTreeMap<String, String>,
-    /// The key the cluster's daemons share (the fabric's `slurm_join.key`); None while it is not known.
-    pub key: Option<String>,
+    /// The key the cluster's daemons share (the fabric's `slurm_join.key`); None while it is not known. A
+    /// credential, redacted from every `Debug`.
+    pub key: Option<Secret<String>>,
 }
 
 /// A partition: the nodes of one GPU cluster.

@@ -1,10 +1,20 @@
 //! Module READMEs carry Inputs and Outputs tables generated from the modules' `variable` and `output`
 //! blocks, between `<!-- BEGIN_TF_DOCS -->` and `<!-- END_TF_DOCS -->`; this test renders them and asserts
 //! each README holds exactly that. `HPC_UPDATE_DOCS=1 cargo test --test module_docs` rewrites the blocks.
+//! (terraform-docs, the usual generator, is refused by the Go module proxy here: "This module version is not
+//! available", 403; so the tables are ours, in its layout.)
+//!
+//! The modules keep the standard module structure (`versions.tf`, `variables.tf`, `outputs.tf`, `main.tf`,
+//! `examples/<name>/`), and the versions line up: each example pins exactly the version in Cargo.toml, and
+//! each module's constraint admits it. TFLint checks the structure too (`tests/lint.rs`); these tests need no
+//! tool.
 //!
 //! The HCL reader is deliberately small: it finds top-level blocks by counting brackets, skipping
 //! strings (with their `${...}` interpolations), heredocs and comments, and reads a block's top-level
 //! `name = expression` attributes as source text. That is all the tables need.
+
+#[path = "common/configurations.rs"]
+mod configurations;
 
 use std::path::{Path, PathBuf};
 
@@ -451,4 +461,243 @@ output "greeting" {
         table.contains("| region | Region: \"us-east-1\" or similar {not a block}. | `object({ a = string b = list(number) })` |"),
         "{table}"
     );
+}
+
+/// The body of the first block called `name` directly inside `body` (`required_providers` in `terraform`).
+fn nested_block(body: &str, name: &str) -> Option<String> {
+    let s = body.as_bytes();
+    let mut i = skip_space(s, 0);
+    while i < s.len() {
+        let end = identifier(s, i);
+        if end == i {
+            i = skip_space(s, if matches!(s[i], b'{' | b'[' | b'(') { skip_group(s, i) } else { skip_atom(s, i) });
+            continue;
+        }
+        let found = &body[i..end] == name;
+        i = skip_space(s, end);
+        if s.get(i) == Some(&b'{') {
+            let close = skip_group(s, i);
+            if found {
+                return Some(text(s, i + 1, close - 1));
+            }
+            i = close;
+        }
+        i = skip_space(s, i);
+    }
+    None
+}
+
+/// The attributes of an object expression `{ a = 1, b = "x" }`, on one line or several.
+fn object_attributes(expr: &str) -> Vec<Attribute> {
+    let inner = expr.trim().strip_prefix('{').and_then(|e| e.strip_suffix('}')).unwrap_or("");
+    let s = inner.as_bytes();
+    let mut lines = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let next = if matches!(s[i], b'{' | b'[' | b'(') { skip_group(s, i) } else { skip_atom(s, i) };
+        if s[i] == b',' {
+            lines.push(b'\n');
+        } else {
+            lines.extend_from_slice(&s[i..next]);
+        }
+        i = next;
+    }
+    attributes(&String::from_utf8_lossy(&lines))
+}
+
+/// The `version` constraint the configuration in `dir` gives `hpc` in `required_providers`: `None` when it
+/// declares no `hpc` there, `Some(None)` when it declares one without a version.
+fn hpc_constraint(dir: &Path) -> Option<Option<String>> {
+    for file in tf_files(dir) {
+        let src = std::fs::read_to_string(&file).unwrap();
+        for block in blocks(&src).into_iter().filter(|b| b.kind == "terraform") {
+            let Some(providers) = nested_block(&block.body, "required_providers") else { continue };
+            let Some(hpc) = attributes(&providers).into_iter().find(|a| a.name == "hpc") else { continue };
+            let fields = object_attributes(&hpc.expr);
+            let source = fields.iter().find(|a| a.name == "source").map(|a| string_value(&a.expr));
+            assert_eq!(source.as_deref(), Some("hpc-platform/hpc"), "{}: hpc's source", file.display());
+            return Some(fields.iter().find(|a| a.name == "version").map(|a| string_value(&a.expr)));
+        }
+    }
+    None
+}
+
+fn tf_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tf"))
+        .collect();
+    files.sort();
+    files
+}
+
+type Version = (u64, u64, u64);
+
+fn parse_version(v: &str) -> Option<(Version, usize)> {
+    let parts: Vec<&str> = v.trim().trim_start_matches('v').split('.').collect();
+    if parts.is_empty() || parts.len() > 3 {
+        return None;
+    }
+    let mut n = [0u64; 3];
+    for (i, p) in parts.iter().enumerate() {
+        n[i] = p.parse().ok()?;
+    }
+    Some(((n[0], n[1], n[2]), parts.len()))
+}
+
+/// Whether `version` meets a constraint as Terraform and OpenTofu read one: comma-separated conditions with
+/// `=`, `!=`, `>`, `>=`, `<`, `<=` and `~>` (only the rightmost part may grow). `Err` for a malformed one.
+fn admits(constraint: &str, version: &str) -> Result<bool, String> {
+    let (v, _) = parse_version(version).ok_or_else(|| format!("not a version: {version:?}"))?;
+    let mut all = true;
+    for cond in constraint.split(',') {
+        let cond = cond.trim();
+        let split = cond.find(|c: char| c.is_ascii_digit() || c == 'v').ok_or_else(|| format!("malformed: {cond:?}"))?;
+        let (op, rest) = cond.split_at(split);
+        let (c, parts) = parse_version(rest).ok_or_else(|| format!("malformed: {cond:?}"))?;
+        let ok = match op.trim() {
+            "" | "=" => v == c,
+            "!=" => v != c,
+            ">" => v > c,
+            ">=" => v >= c,
+            "<" => v < c,
+            "<=" => v <= c,
+            "~>" => {
+                let upper = match parts {
+                    1 | 2 => (c.0 + 1, 0, 0),
+                    _ => (c.0, c.1 + 1, 0),
+                };
+                v >= c && v < upper
+            }
+            other => return Err(format!("unknown operator {other:?} in {cond:?}")),
+        };
+        all &= ok;
+    }
+    Ok(all)
+}
+
+fn cargo_version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// Every root configuration users copy: `examples/**` and `modules/<m>/examples/<e>`, but for the registry
+/// pages' snippets (`examples/resources`, `data-sources`, `functions`), which by the registry's convention
+/// carry no `terraform` block.
+fn example_configurations() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = configurations::under(&root.join("examples"));
+    for module in module_dirs() {
+        if module.join("examples").is_dir() {
+            out.extend(configurations::under(&module.join("examples")));
+        }
+    }
+    let snippets = ["resources", "data-sources", "functions"].map(|d| root.join("examples").join(d));
+    out.retain(|d| !snippets.iter().any(|s| d.starts_with(s)));
+    out.sort();
+    out
+}
+
+/// Whether a configuration calls on the provider: its resources, data sources or functions, its provider
+/// block, or a module (every module here uses it).
+fn uses_the_provider(dir: &Path) -> bool {
+    tf_files(dir).iter().any(|file| {
+        let src = std::fs::read_to_string(file).unwrap();
+        src.contains("provider::hpc::")
+            || blocks(&src).iter().any(|b| match b.kind.as_str() {
+                "resource" | "data" => b.labels.first().is_some_and(|l| l.starts_with("hpc_")),
+                "provider" => b.labels.first().is_some_and(|l| l == "hpc"),
+                "module" => true,
+                _ => false,
+            })
+    })
+}
+
+#[test]
+fn every_example_pins_the_version_in_cargo_toml() {
+    let version = cargo_version();
+    let configs = example_configurations();
+    assert!(configs.len() > 20, "examples found: {configs:?}");
+    let mut wrong = Vec::new();
+    for dir in configs {
+        let name = dir.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap().display().to_string();
+        match hpc_constraint(&dir) {
+            Some(Some(pin)) if pin == version => {}
+            Some(Some(pin)) => wrong.push(format!("{name}: version = {pin:?}, Cargo.toml says {version:?}")),
+            Some(None) => wrong.push(format!("{name}: hpc in required_providers without a version")),
+            None if uses_the_provider(&dir) => wrong.push(format!("{name}: uses the provider but has no required_providers entry for hpc")),
+            None => {}
+        }
+    }
+    assert!(wrong.is_empty(), "each example pins `version = \"{version}\"` exactly:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn every_module_has_the_standard_structure_and_admits_this_version() {
+    let version = cargo_version();
+    for dir in module_dirs() {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        for file in ["main.tf", "variables.tf", "outputs.tf", "versions.tf", "README.md"] {
+            assert!(dir.join(file).is_file(), "modules/{name}: no {file}");
+        }
+        assert!(!dir.join("example").exists(), "modules/{name}: example/ is examples/<name>/ in the standard structure");
+        // Each block where the structure puts it.
+        for file in tf_files(&dir) {
+            let file_name = file.file_name().unwrap().to_string_lossy().into_owned();
+            for block in blocks(&std::fs::read_to_string(&file).unwrap()) {
+                let home = match block.kind.as_str() {
+                    "variable" => "variables.tf",
+                    "output" => "outputs.tf",
+                    "terraform" => "versions.tf",
+                    _ => continue,
+                };
+                assert_eq!(file_name, home, "modules/{name}: {} {:?} belongs in {home}", block.kind, block.labels);
+            }
+        }
+        let (variables, _) = read_module(&dir);
+        for v in &variables {
+            assert!(v.ty.is_some(), "modules/{name}: variable {:?} has no type", v.name);
+        }
+        let constraint = hpc_constraint(&dir)
+            .unwrap_or_else(|| panic!("modules/{name}: no required_providers entry for hpc"))
+            .unwrap_or_else(|| panic!("modules/{name}: hpc has no version constraint"));
+        assert!(
+            admits(&constraint, version).unwrap_or_else(|e| panic!("modules/{name}: {e}")),
+            "modules/{name}: {constraint:?} does not admit {version}, the version in Cargo.toml"
+        );
+        let versions = std::fs::read_to_string(dir.join("versions.tf")).unwrap();
+        let terraform = blocks(&versions).into_iter().find(|b| b.kind == "terraform").unwrap();
+        assert!(attributes(&terraform.body).iter().any(|a| a.name == "required_version"), "modules/{name}: no required_version");
+    }
+}
+
+#[test]
+fn version_constraints_are_read_as_the_clis_read_them() {
+    for (constraint, version, expected) in [
+        (">= 0.1.0, < 1.0.0", "0.1.0", true),
+        (">= 0.1.0, < 1.0.0", "0.9.12", true),
+        (">= 0.1.0, < 1.0.0", "1.0.0", false),
+        (">= 0.2.0", "0.1.0", false),
+        ("0.1.0", "0.1.0", true),
+        ("= 0.1.0", "0.1.1", false),
+        ("!= 0.1.0", "0.1.0", false),
+        ("~> 0.1.0", "0.1.9", true),
+        ("~> 0.1.0", "0.2.0", false),
+        ("~> 0.1", "0.9.0", true),
+        ("~> 0.1", "1.0.0", false),
+        ("> 0.1.0, <= 0.1.3", "0.1.3", true),
+    ] {
+        assert_eq!(admits(constraint, version), Ok(expected), "{constraint:?} vs {version}");
+    }
+    assert!(admits(">= banana", "0.1.0").is_err());
+    assert!(admits("=> 0.1.0", "0.1.0").is_err());
+
+    let src = "terraform {\n  required_version = \">= 1.0\"\n  required_providers {\n    local = { source = \"hashicorp/local\" }\n    hpc = { source = \"hpc-platform/hpc\", version = \">= 0.1.0, < 1.0.0\" }\n  }\n}\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("versions.tf"), src).unwrap();
+    assert_eq!(hpc_constraint(dir.path()), Some(Some(">= 0.1.0, < 1.0.0".to_owned())));
+    std::fs::write(dir.path().join("versions.tf"), src.replace(", version = \">= 0.1.0, < 1.0.0\"", "")).unwrap();
+    assert_eq!(hpc_constraint(dir.path()), Some(None));
+    std::fs::write(dir.path().join("versions.tf"), "terraform {\n  required_version = \">= 1.0\"\n}\n").unwrap();
+    assert_eq!(hpc_constraint(dir.path()), None);
 }

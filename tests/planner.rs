@@ -66,7 +66,10 @@ fn resource(kind: &str) -> Planned {
 fn context(gcp_project: bool) -> Context {
     let mut clouds = BTreeMap::new();
     if gcp_project {
-        clouds.insert(Cloud::Gcp, CloudSettings { endpoint: None, settings: [("project".to_string(), "ml-prod".to_string())].into() });
+        clouds.insert(
+            Cloud::Gcp,
+            CloudSettings { endpoint: None, settings: [("project".to_string(), "ml-prod".to_string())].into(), ..Default::default() },
+        );
     }
     let config = ProviderConfig {
         terraform_version: "1.12.6".into(),

@@ -1141,7 +1141,22 @@ impl Azure {
 
 /// Every call is judged by the vendor's published definition first (when `HPC_CONFORMANCE=strict`), and
 /// so is the answer (see `conformance`).
-async fn handle(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+/// Every ARM answer carries `x-ms-request-id` (a GUID), as Azure's do: the id a support case names.
+async fn handle(state: State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let admin = uri.path().starts_with("/_admin/");
+    let mut response = judged(state, method, uri, headers, body).await;
+    if !admin {
+        static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("00000000-0000-4000-8000-{:04x}{n:08x}", std::process::id() & 0xffff);
+        if let Ok(value) = id.parse() {
+            response.headers_mut().insert("x-ms-request-id", value);
+        }
+    }
+    response
+}
+
+async fn judged(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     if uri.path().starts_with("/_admin/") || !az.admin.judging() {
         return api(State(az), method.clone(), uri.clone(), headers, body.clone()).await;
     }
@@ -1173,7 +1188,22 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
     // Long-running operations: the Azure-AsyncOperation status resource and the Location URL.
     let lower = path.to_lowercase();
     if lower.contains("/operations/") || lower.contains("/operationresults/") {
-        az.admin.on_request("arm", "operations.get");
+        // A status read is throttled and fails as any ARM read can (a fault that fired always shows).
+        match az.admin.on_request("arm", "operations.get").map(|f| f.kind) {
+            Some(FaultKind::Throttle) => {
+                let mut resp = arm_error(
+                    429,
+                    "TooManyRequests",
+                    "The request is being throttled as the limit has been reached for operation type - Read. Retry after 1 second.",
+                );
+                resp.headers_mut().insert("retry-after", "1".parse().unwrap());
+                return resp;
+            }
+            Some(FaultKind::ServerError) => {
+                return arm_error(500, "InternalServerError", "Encountered internal server error. Diagnostic information: emulator.");
+            }
+            _ => {}
+        }
         let store = az.store.lock().unwrap();
         let Some(op) = store.operations.get(&lower) else { return arm_error(404, "NotFound", "operation not found") };
         let done = op.started.elapsed().as_secs_f64() >= SETTLE;

@@ -13,7 +13,7 @@
 //! by checking nothing.
 //!
 //! `HPC_CONFORMANCE_LOG`, a directory, collects what was judged (one JSON line per call: cloud, operation
-//! id, version, verdict) so a run can show that every operation `docs/api-conformance.md` lists was
+//! id, version, verdict) so a run can show that every operation `notes/api-conformance.md` lists was
 //! exercised, and that nothing outside it was called.
 
 use std::collections::BTreeMap;

@@ -889,6 +889,16 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         return psa_operation(&gcp, method.as_str(), id);
     }
     if let Some(id) = path.strip_prefix("v3/projects/") {
+        // Counted and faulted as every other call is.
+        if let Some(fault) = gcp.admin.on_request("cloudresourcemanager", "projects.get") {
+            use crate::gcp_lustre::error as status_error;
+            match fault.kind {
+                FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
+                FaultKind::Throttle => return status_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Read requests'"),
+                FaultKind::NotFound => return status_error(404, "NOT_FOUND", &format!("Project '{id}' not found")),
+                _ => return status_error(503, "UNAVAILABLE", "The service is currently unavailable."),
+            }
+        }
         return project(method.as_str(), id);
     }
     if path.starts_with("v1/") && gcp.service_of(path) == Some("container") {

@@ -3,20 +3,21 @@
 # rules, launch template with 32 EFA interfaces, instances, FSx for Lustre and its S3 association.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
 provider "hpc" {
   default_tags = { team = "ml-platform" }
   aws {
     region = "us-east-1"
   }
 }
-
 resource "hpc_gpu_fabric" "train" {
   name   = "train"
   cloud  = "aws"
@@ -24,13 +25,11 @@ resource "hpc_gpu_fabric" "train" {
   zone   = "us-east-1a"
   gpu    = "H100"
 }
-
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 4
 }
-
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train
@@ -38,20 +37,4 @@ resource "hpc_parallel_filesystem" "scratch" {
   capacity_gib       = 4800
   throughput_per_tib = 500
   data_repository    = "s3://ml-datasets/tokenized"
-}
-
-output "node_environment" {
-  value = hpc_gpu_cluster.train.node_environment
-}
-
-output "mount_command" {
-  value = hpc_parallel_filesystem.scratch.mount_command
-}
-
-output "node_names" {
-  value = hpc_gpu_cluster.train.node_names
-}
-
-output "node_private_ips" {
-  value = hpc_gpu_cluster.train.nodes[*].private_ip
 }

@@ -2,19 +2,15 @@
 # The fabric creates the 8 GPU VPCs A3 Mega needs, with MTU 8244, and a compact placement policy.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
-variable "gcp_endpoint" {
-  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
-  type        = string
-  default     = null
-}
-
 provider "hpc" {
   gcp {
     project  = "ml-platform-prod"
@@ -23,7 +19,6 @@ provider "hpc" {
     endpoint = var.gcp_endpoint
   }
 }
-
 resource "hpc_gpu_fabric" "train" {
   name          = "train"
   cloud         = "gcp"
@@ -31,13 +26,11 @@ resource "hpc_gpu_fabric" "train" {
   zone          = "us-central1-a"
   instance_type = "a3-megagpu-8g"
 }
-
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 4
 }
-
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train
@@ -45,7 +38,6 @@ resource "hpc_parallel_filesystem" "scratch" {
   capacity_gib       = 36000
   throughput_per_tib = 500
 }
-
 # A3 Ultra (H200, RoCE): a second gVNIC VPC and a RoCE VPC with 8 subnets instead.
 resource "hpc_gpu_fabric" "ultra" {
   name          = "ultra"
@@ -54,12 +46,4 @@ resource "hpc_gpu_fabric" "ultra" {
   zone          = "us-central1-b"
   instance_type = "a3-ultragpu-8g"
   max_distance  = 2
-}
-
-output "node_names" {
-  value = hpc_gpu_cluster.train.node_names
-}
-
-output "node_private_ips" {
-  value = hpc_gpu_cluster.train.nodes[*].private_ip
 }

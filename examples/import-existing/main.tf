@@ -4,41 +4,29 @@
 # OpenTofu only (import blocks, and a variable in their id); see README.md.
 
 terraform {
+  # import blocks whose id is an expression
+  required_version = ">= 1.6"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
 provider "hpc" {
   aws {
     region = "us-east-1"
   }
 }
-
-variable "fabric_id" {
-  description = "Import id of the existing fabric: aws/<region>/<name>."
-  type        = string
-  default     = "aws/us-east-1/legacy"
-}
-
-variable "cluster_id" {
-  description = "Import id of the existing cluster: aws/<region>/<name>."
-  type        = string
-  default     = "aws/us-east-1/legacy"
-}
-
 import {
   to = hpc_gpu_fabric.legacy
   id = var.fabric_id
 }
-
 import {
   to = hpc_gpu_cluster.legacy
   id = var.cluster_id
 }
-
 resource "hpc_gpu_fabric" "legacy" {
   name   = "legacy"
   cloud  = "aws"
@@ -46,17 +34,8 @@ resource "hpc_gpu_fabric" "legacy" {
   zone   = "us-east-1a"
   gpu    = "H100"
 }
-
 resource "hpc_gpu_cluster" "legacy" {
   name       = "legacy"
   fabric     = hpc_gpu_fabric.legacy
   node_count = 2
-}
-
-output "node_names" {
-  value = hpc_gpu_cluster.legacy.node_names
-}
-
-output "node_private_ips" {
-  value = hpc_gpu_cluster.legacy.nodes[*].private_ip
 }

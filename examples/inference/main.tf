@@ -4,32 +4,27 @@
 # metrics; the outputs are what a load balancer or service registry consumes.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
 provider "hpc" {
   default_tags = { team = "ml-serving" }
   aws {
     region = "us-east-1"
   }
 }
-
-variable "replicas" {
-  type    = number
-  default = 3
-}
-
 # One L4 per g6.xlarge: the check expects 1 GPU and no EFA devices.
 data "hpc_gpu_selfcheck" "check" {
   cloud                 = "aws"
   instance_type         = "g6.xlarge"
   install_dcgm_exporter = true # needs docker and the NVIDIA container toolkit in the image
 }
-
 resource "hpc_gpu_cluster" "serve" {
   name       = "serve"
   cloud      = "aws"
@@ -39,21 +34,4 @@ resource "hpc_gpu_cluster" "serve" {
   node_count = var.replicas
   workload   = "inference"
   user_data  = data.hpc_gpu_selfcheck.check.combined_user_data
-}
-
-output "instance_type" {
-  value = hpc_gpu_cluster.serve.instance_type
-}
-
-# Targets for a load balancer's target group (instance ids) and the network it lives in.
-output "target_ids" {
-  value = [for n in hpc_gpu_cluster.serve.nodes : n.id]
-}
-
-output "network" {
-  value = hpc_gpu_cluster.serve.network
-}
-
-output "node_private_ips" {
-  value = [for n in hpc_gpu_cluster.serve.nodes : n.private_ip]
 }

@@ -1,19 +1,15 @@
 # A 4-node BM.GPU.H100.8 cluster on OCI in a compute cluster, with File Storage with Lustre.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
-variable "oci_endpoint" {
-  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
-  type        = string
-  default     = null
-}
-
 # Credentials come from ~/.oci/config (or the file OCI_CONFIG_FILE names).
 provider "hpc" {
   oci {
@@ -21,7 +17,6 @@ provider "hpc" {
     endpoint = var.oci_endpoint
   }
 }
-
 resource "hpc_gpu_fabric" "train" {
   name           = "train"
   cloud          = "oci"
@@ -30,25 +25,15 @@ resource "hpc_gpu_fabric" "train" {
   gpu            = "H100"
   compartment_id = "ocid1.compartment.oc1..exampleuniqueid"
 }
-
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 4
 }
-
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train
   cluster            = hpc_gpu_cluster.train
   capacity_gib       = 31200
   throughput_per_tib = 250
-}
-
-output "node_names" {
-  value = hpc_gpu_cluster.train.node_names
-}
-
-output "node_private_ips" {
-  value = hpc_gpu_cluster.train.nodes[*].private_ip
 }

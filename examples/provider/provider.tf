@@ -1,7 +1,10 @@
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }

@@ -7,13 +7,15 @@
 # (`./scripts/emulators.sh start`).
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
 provider "hpc" {
   default_tags = { team = "ml-platform" }
 
@@ -21,13 +23,6 @@ provider "hpc" {
     region = "us-east-1"
   }
 }
-
-variable "gpu" {
-  description = "GPU model of the nodes; the provider picks the best-connected instance type for it."
-  type        = string
-  default     = "H100"
-}
-
 module "cluster" {
   source = "../../modules/training-cluster"
 
@@ -40,34 +35,4 @@ module "cluster" {
 
   storage_capacity_gib       = 2400
   storage_throughput_per_tib = 500
-}
-
-output "node_names" {
-  value = module.cluster.node_names
-}
-
-output "node_private_ips" {
-  value = module.cluster.node_private_ips
-}
-
-output "hostfile" {
-  description = "MPI hostfile, e.g. `tofu output -raw hostfile > hostfile && mpirun --hostfile hostfile ...`."
-  value       = module.cluster.hostfile
-}
-
-output "mount_command" {
-  value = module.cluster.mount_command
-}
-
-output "nccl_environment" {
-  value = module.cluster.nccl_environment
-}
-
-output "estimated_hourly_cost_usd" {
-  description = "Nodes plus Lustre per hour at list prices (an estimate; see cost_basis)."
-  value       = module.cluster.estimated_hourly_cost_usd
-}
-
-output "cost_basis" {
-  value = module.cluster.cost_basis
 }

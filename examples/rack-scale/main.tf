@@ -6,26 +6,21 @@
 # block topology and Kubernetes node labels.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
-variable "azure_endpoint" {
-  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
-  type        = string
-  default     = null
-}
-
 provider "hpc" {
   azure {
     subscription_id = "00000000-0000-0000-0000-000000000000"
     endpoint        = var.azure_endpoint
   }
 }
-
 module "nvl72" {
   source = "../../modules/training-cluster"
 
@@ -39,26 +34,4 @@ module "nvl72" {
   ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc example" # e.g. file("~/.ssh/id_ed25519.pub")
 
   create_filesystem = false
-}
-
-# Slurm: write this to topology.conf, and module.nvl72.slurm_conf's lines into slurm.conf.
-output "slurm_topology_conf" {
-  value = module.nvl72.slurm_topology_conf
-}
-
-output "slurm_conf" {
-  value = module.nvl72.slurm_conf
-}
-
-# Kubernetes: kubelet --node-labels per node (hpc-platform/nvlink-domain = nvl-nvl0 or nvl-nvl1).
-output "kubernetes_node_labels" {
-  value = module.nvl72.kubernetes_node_labels
-}
-
-output "nvlink_domains" {
-  value = module.nvl72.nvlink_domains
-}
-
-output "node_private_ips" {
-  value = module.nvl72.node_private_ips
 }

@@ -1,6 +1,7 @@
 //! The GPU catalog: which instance types each cloud offers for which GPU, and the numbers the planner
 //! relies on (GPUs, memory, RDMA interfaces, bandwidth). Every number carries its source and how well it
-//! is confirmed, because several vendor pages disagree; see `docs/catalog-sources.md`.
+//! is confirmed, because several vendor pages disagree; the sources are those of `shared/docs/domain.md`
+//! section 6 unless an entry names its own.
 //!
 //! Pure data: no IO. Vendor vocabulary is allowed here and in `clouds/`, nowhere else.
 

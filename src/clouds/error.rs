@@ -44,11 +44,14 @@ pub struct CloudError {
     pub code: Option<String>,
     /// What users read, context first: `creating placement group (train-pg): InvalidParameterValue: ...`.
     pub message: String,
+    /// The HTTP status the cloud answered, when the error is an answer (not a transport failure or one of
+    /// the provider's own): the log's retry lines tell server trouble from a connection that failed by it.
+    pub status: Option<u16>,
 }
 
 impl CloudError {
     pub fn new(kind: ErrorKind, code: Option<String>, message: impl Into<String>) -> CloudError {
-        CloudError { kind, code, message: message.into() }
+        CloudError { kind, code, message: message.into(), status: None }
     }
 
     /// A failure the provider found itself, with no cloud code.
@@ -77,7 +80,7 @@ impl CloudError {
             500..=599 => ErrorKind::Transient,
             _ => ErrorKind::Other,
         };
-        CloudError::new(kind, code.map(str::to_owned), message)
+        CloudError { status: Some(status), ..CloudError::new(kind, code.map(str::to_owned), message) }
     }
 
     /// The same error with `what` said first: `creating x: <message>`.

@@ -4,7 +4,9 @@
 //! another attempt (throttling, server trouble, a connection that failed: nothing else), and StopProvider,
 //! which ends the wait and abandons the call in flight. Google, Azure and OCI requests go through [`send`];
 //! the AWS SDK retries inside itself and is configured from [`POLICY`] (`aws/api.rs`). Long waits for
-//! something to become ready are polls, not retries: `shared::Poll`.
+//! something to become ready are polls, not retries: `shared::Poll`. Every attempt is a debug line and
+//! every retry an info line ([`log_attempt`], [`log_retry`]; the AWS SDK's calls write the same through
+//! `aws/calls.rs`), so `TF_LOG_PROVIDER=debug` shows each call a run made.
 
 use std::future::Future;
 use std::time::Duration;
@@ -59,34 +61,191 @@ pub enum Answer<T> {
     Again(T, Option<Duration>),
 }
 
+/// One request, as its log lines name it: the cloud, the API operation (`compute.instances.insert`, `PUT
+/// virtualMachineScaleSets`, `LaunchInstance`), the HTTP method and path (no query: it says nothing a
+/// person follows and can be long), and `what` the caller is doing, which errors carry. The operation is
+/// worked out by `name` only when a line is written, so a request whose lines are off costs nothing.
+#[derive(Clone, Default)]
+pub struct Call<'a> {
+    pub cloud: &'static str,
+    pub operation: std::borrow::Cow<'a, str>,
+    /// The operation, worked out when a line needs it (takes the place of `operation`).
+    pub name: Option<&'a (dyn Fn() -> String + Sync)>,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub what: &'a str,
+}
+
+impl Call<'_> {
+    fn operation(&self) -> std::borrow::Cow<'_, str> {
+        match self.name {
+            Some(name) => name().into(),
+            None => self.operation.as_ref().into(),
+        }
+    }
+}
+
+impl<'a> From<&'a str> for Call<'a> {
+    /// A call known only by what it does (the operation is then that phrase).
+    fn from(what: &'a str) -> Call<'a> {
+        Call { operation: what.into(), what, ..Call::default() }
+    }
+}
+
+/// What an attempt's answer says about the exchange, for its log line: the HTTP status and the cloud's
+/// request id (`x-ms-request-id`, `opc-request-id`), when the answer carries them.
+pub trait Heard {
+    fn status(&self) -> Option<u16> {
+        None
+    }
+    fn request_id(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// A bare status (the tests' answers).
+impl Heard for u16 {
+    fn status(&self) -> Option<u16> {
+        Some(*self)
+    }
+}
+
+/// An answer from a client crate that hands back only the decoded value: a success, with no status to show.
+pub struct Decoded<T>(pub T);
+
+impl<T> Heard for Decoded<T> {}
+
+/// Why an attempt is repeated, as the retry line says it.
+fn reason(status: Option<u16>, error: Option<&CloudError>) -> &'static str {
+    match (status, error.map(|e| &e.kind)) {
+        (Some(429), _) | (_, Some(crate::clouds::ErrorKind::Throttled { .. })) => "throttled",
+        (None, Some(_)) => "transport",
+        _ => "server error",
+    }
+}
+
+/// The debug line of one attempt: `gcp compute.instances.insert: HTTP 200 in 12 ms (attempt 1)`, with its
+/// status and request id when the answer carries them, or the error when there was none to hand back.
+pub fn log_attempt(call: &Call<'_>, n: u32, started: tokio::time::Instant, heard: Result<(Option<u16>, Option<&str>), &CloudError>) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let name = call.operation();
+    let (cloud, operation, method, path) = (call.cloud, name.as_ref(), call.method, call.path);
+    let (method, path) = ((!method.is_empty()).then_some(method), (!path.is_empty()).then_some(path));
+    match heard {
+        Ok((status, request_id)) => {
+            // A client crate hands back only the decoded answer of a success: its status is not known, but
+            // that it succeeded is.
+            let shown = status.map_or_else(|| "ok".to_owned(), |s| format!("HTTP {s}"));
+            let outcome = match status {
+                None | Some(100..=399) => "ok",
+                Some(429 | 500..=599) => "retryable",
+                Some(_) => "refused",
+            };
+            tracing::debug!(
+                cloud,
+                operation,
+                method,
+                path,
+                status,
+                outcome,
+                duration_ms,
+                attempt = n,
+                request_id,
+                "{cloud} {operation}: {shown} in {duration_ms} ms (attempt {n})"
+            );
+        }
+        Err(e) => {
+            let (error, code, status) = (format!("{:?}", e.kind), e.code.as_deref(), e.status);
+            tracing::debug!(
+                cloud,
+                operation,
+                method,
+                path,
+                status,
+                outcome = "failed",
+                duration_ms,
+                attempt = n,
+                error,
+                code,
+                "{cloud} {operation}: failed in {duration_ms} ms (attempt {n}): {}",
+                e.message
+            );
+        }
+    }
+}
+
+/// The info line of a retry: why attempt `n` is repeated (throttled, server error, transport), the wait, and
+/// the cloud's `Retry-After` when that is what the wait honours.
+pub fn log_retry(call: &Call<'_>, n: u32, wait: Duration, retry_after: Option<Duration>, status: Option<u16>, error: Option<&CloudError>) {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
+    let name = call.operation();
+    let (cloud, operation) = (call.cloud, name.as_ref());
+    let status = status.or(error.and_then(|e| e.status));
+    let reason = reason(status, error);
+    let wait_ms = wait.as_millis() as u64;
+    let retry_after_s = retry_after.map(|d| d.as_secs());
+    let honoured = retry_after.map(|d| format!(", as its Retry-After of {} s asked", d.as_secs())).unwrap_or_default();
+    let shown = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
+    tracing::info!(
+        cloud,
+        operation,
+        reason,
+        status,
+        attempt = n,
+        attempts = POLICY.attempts,
+        wait_ms,
+        retry_after_s,
+        "{cloud} {operation}: {reason}{shown} on attempt {n} of {}; retrying in {:.1} s{honoured}",
+        POLICY.attempts,
+        wait.as_secs_f64()
+    );
+}
+
 /// Runs one request under [`POLICY`]: each attempt takes a token from the cloud's `bucket` first; an
 /// [`Answer::Again`] or a retryable error (throttled, transient: a refused connection, a timeout) is tried
 /// again after [`Policy::wait`], any other error is returned at once. StopProvider abandons the attempt in
-/// flight or the wait and returns an interrupted error naming `what`.
-pub async fn send<T, F, Fut>(ctx: &Context, bucket: &TokenBucket, what: &str, mut attempt: F) -> Result<T, CloudError>
+/// flight or the wait and returns an interrupted error naming `call.what`. Each attempt is a debug line
+/// (operation, status, duration, attempt, request id) and each retry an info line (why, the wait, the
+/// `Retry-After` honoured), both formatted only when their level is on.
+pub async fn send<'a, T, F, Fut>(ctx: &Context, bucket: &TokenBucket, call: impl Into<Call<'a>>, mut attempt: F) -> Result<T, CloudError>
 where
+    T: Heard,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Answer<T>, CloudError>>,
 {
+    let call = call.into();
+    let what = call.what;
     let interrupted = || CloudError::interrupted(format!("{what}: interrupted (the CLI asked the provider to stop)"));
     let mut n = 1;
     loop {
         bucket.take(ctx.cancelled()).await;
+        let started = tokio::time::Instant::now();
         let answer = tokio::select! {
             _ = ctx.cancelled() => return Err(interrupted()),
             a = attempt() => a,
         };
+        match &answer {
+            Ok(Answer::Done(v) | Answer::Again(v, _)) => log_attempt(&call, n, started, Ok((v.status(), v.request_id()))),
+            Err(e) => log_attempt(&call, n, started, Err(e)),
+        }
         let last = n >= POLICY.attempts;
-        let retry_after = match answer {
+        let (retry_after, status, error) = match answer {
             Ok(Answer::Done(v)) => return Ok(v),
             Ok(Answer::Again(v, _)) if last => return Ok(v),
-            Ok(Answer::Again(_, after)) => after,
-            Err(e) if e.retryable() && !last => e.retry_after(),
+            Ok(Answer::Again(v, after)) => (after, v.status(), None),
+            Err(e) if e.retryable() && !last => (e.retry_after(), e.status, Some(e)),
             Err(e) => return Err(e),
         };
+        let wait = POLICY.wait(n, retry_after);
+        log_retry(&call, n, wait, retry_after, status, error.as_ref());
         tokio::select! {
             _ = ctx.cancelled() => return Err(interrupted()),
-            _ = tokio::time::sleep(POLICY.wait(n, retry_after)) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
         n += 1;
     }
@@ -125,6 +284,33 @@ where
 pub fn transport(what: &str, e: &reqwest::Error) -> CloudError {
     let kind = if e.is_connect() || e.is_timeout() { crate::clouds::ErrorKind::Transient } else { crate::clouds::ErrorKind::Other };
     CloudError::new(kind, None, format!("{what}: {e}"))
+}
+
+/// For tests: the log lines (tracing's plain format, every level, fields included) written while the
+/// returned guard lives, on this thread.
+#[cfg(test)]
+pub(crate) fn capture_logs() -> (std::sync::Arc<std::sync::Mutex<Vec<u8>>>, tracing::subscriber::DefaultGuard) {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let sink = Sink(out.clone());
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .without_time()
+        .with_writer(move || sink.clone())
+        .finish();
+    (out, tracing::subscriber::set_default(subscriber))
 }
 
 #[cfg(test)]
@@ -190,6 +376,51 @@ mod tests {
         let (out, calls) = run(vec![busy(), throttled(), busy(), Ok(Answer::Done(200))]).await;
         assert_eq!(out.unwrap(), 200);
         assert_eq!(calls, 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_attempt_is_a_debug_line_and_each_retry_an_info_line_with_its_reason_and_wait() {
+        struct Arm(u16, &'static str);
+        impl Heard for Arm {
+            fn status(&self) -> Option<u16> {
+                Some(self.0)
+            }
+            fn request_id(&self) -> Option<&str> {
+                Some(self.1)
+            }
+        }
+        let (logged, _guard) = capture_logs();
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let answers = std::sync::Mutex::new(
+            vec![
+                Ok(Answer::Again(Arm(429, "rid-1"), Some(Duration::from_secs(3)))),
+                Err(CloudError::new(ErrorKind::Transient, None, "connection refused")),
+                Ok(Answer::Done(Arm(201, "rid-3"))),
+            ]
+            .into_iter(),
+        );
+        let name = || "PUT virtualMachineScaleSets".to_owned();
+        let call = Call { cloud: "azure", name: Some(&name), method: "PUT", path: "/x", what: "creating x", ..Call::default() };
+        let out = send(&ctx, &FREE, call, || {
+            let next = answers.lock().unwrap().next().unwrap();
+            async move { next }
+        })
+        .await;
+        assert_eq!(out.map(|a| a.0).ok(), Some(201));
+        let text = String::from_utf8(logged.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let debug: Vec<&&str> = lines.iter().filter(|l| l.contains("DEBUG")).collect();
+        let info: Vec<&&str> = lines.iter().filter(|l| l.contains("INFO")).collect();
+        assert_eq!((debug.len(), info.len()), (3, 2), "{text}");
+        assert!(debug[0].contains("azure PUT virtualMachineScaleSets: HTTP 429") && debug[0].contains("request_id=\"rid-1\""), "{text}");
+        assert!(debug[0].contains("status=429") && debug[0].contains("attempt=1") && debug[0].contains("duration_ms="), "{text}");
+        assert!(debug[1].contains("failed") && debug[1].contains("attempt=2"), "{text}");
+        assert!(debug[2].contains("HTTP 201") && debug[2].contains("attempt=3") && debug[2].contains("rid-3"), "{text}");
+        assert!(
+            info[0].contains("reason=\"throttled\"") && info[0].contains("retry_after_s=3") && info[0].contains("wait_ms=3000"),
+            "{text}"
+        );
+        assert!(info[1].contains("reason=\"transport\"") && info[1].contains("attempt=2"), "{text}");
     }
 
     #[tokio::test(start_paused = true)]

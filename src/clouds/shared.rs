@@ -1,4 +1,5 @@
-//! What every cloud's backend shares, written once: the waiter (backoff, deadline, cancellation), the
+//! What every cloud's backend shares, written once: the waiter (backoff, deadline, cancellation, and its
+//! progress lines at info: node counts when they change, otherwise one line per 20 s), the
 //! timeouts from a `timeouts` block, the `<cloud>/<location>/<name>` ids, the user's tags with
 //! each cloud's own reserved keys left out, and the edits a refresh makes to a state (pieces marked
 //! missing, node lists brought to what exists). No cloud's vocabulary here.
@@ -52,9 +53,11 @@ pub struct Poll<'a> {
     ctx: &'a Context,
     doing: String,
     timeout: Duration,
+    started: tokio::time::Instant,
     deadline: tokio::time::Instant,
     delay: Duration,
     schedule: Backoff,
+    progress: Progress,
 }
 
 impl<'a> Poll<'a> {
@@ -65,7 +68,9 @@ impl<'a> Poll<'a> {
 
     /// A wait on a schedule of its own (a fixed interval is `first == max`).
     pub fn on(ctx: &'a Context, doing: impl Into<String>, timeout: Duration, schedule: Backoff) -> Poll<'a> {
-        Poll { ctx, doing: doing.into(), timeout, deadline: tokio::time::Instant::now() + timeout, delay: schedule.first, schedule }
+        let started = tokio::time::Instant::now();
+        let (doing, deadline, progress) = (doing.into(), started + timeout, Progress::new());
+        Poll { ctx, doing, timeout, started, deadline, delay: schedule.first, schedule, progress }
     }
 
     /// Runs one check, abandoned when StopProvider fires.
@@ -78,7 +83,15 @@ impl<'a> Poll<'a> {
 
     /// Sleeps until the next check: the cloud's `hint` when it gave one (at most [`LONGEST_HINT`]), else the
     /// schedule's next delay. A pause that would pass the deadline ends the wait as timed out.
+    /// A wait that goes on past [`PROGRESS_EVERY`] says so at info, once per that interval: `still waiting
+    /// for ...: 40 s so far (the timeout is 60 min)`.
     pub async fn pause(&mut self, hint: Option<Duration>) -> Result<(), CloudError> {
+        let (doing, started, timeout) = (&self.doing, self.started, self.timeout);
+        self.progress.tick(|| {
+            let elapsed = started.elapsed().as_secs();
+            let line = format!("still {doing}: {elapsed} s so far (the timeout is {})", minutes(timeout));
+            (line, elapsed)
+        });
         let wait = hint.map_or(self.delay, |h| h.min(LONGEST_HINT));
         if tokio::time::Instant::now() + wait > self.deadline {
             return Err(CloudError::timed_out(timed_out(self.timeout, &self.doing)));
@@ -93,6 +106,97 @@ impl<'a> Poll<'a> {
 
     fn interrupted(&self) -> CloudError {
         CloudError::interrupted(interrupted(&self.doing))
+    }
+}
+
+/// How often a long wait says it is still going when nothing it counts has changed.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(20);
+
+/// `90 s`, `12 min`, `2 h 5 min`.
+fn minutes(d: Duration) -> String {
+    match d.as_secs() {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// How far a cluster's nodes have come, for its progress line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeCounts {
+    /// Nodes running.
+    pub running: u32,
+    /// Nodes the cluster is to have.
+    pub total: u32,
+    /// Nodes launched and not yet running (provisioning, staging, booting).
+    pub starting: u32,
+    /// Nodes the cloud had no capacity for yet.
+    pub pending_capacity: u32,
+}
+
+impl NodeCounts {
+    /// `train: 12/64 nodes running, 49 starting, 3 pending capacity`.
+    pub fn line(&self, cluster: &str) -> String {
+        let mut line = format!("{cluster}: {}/{} nodes running", self.running, self.total);
+        if self.starting > 0 {
+            line.push_str(&format!(", {} starting", self.starting));
+        }
+        if self.pending_capacity > 0 {
+            line.push_str(&format!(", {} pending capacity", self.pending_capacity));
+        }
+        line
+    }
+}
+
+/// The progress lines of one long wait, at info: a line when what it counts changes, and otherwise at most
+/// one per [`PROGRESS_EVERY`], never one per poll, so that a two-hour apply reads as a few hundred lines.
+/// Nothing is formatted unless info is on.
+#[derive(Default)]
+pub struct Progress {
+    last: std::sync::Mutex<Option<(String, tokio::time::Instant)>>,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        Progress::default()
+    }
+
+    /// Logs `state` when it differs from the last state logged, or when [`PROGRESS_EVERY`] has passed.
+    fn report(&self, state: String, write: impl FnOnce(&str)) {
+        let now = tokio::time::Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let due = last.as_ref().is_none_or(|(was, at)| *was != state || now.duration_since(*at) >= PROGRESS_EVERY);
+        if due {
+            write(&state);
+            *last = Some((state, now));
+        }
+    }
+
+    /// A cluster's node counts: logged when they change, else every [`PROGRESS_EVERY`].
+    pub fn nodes(&self, cluster: &str, counts: NodeCounts) {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
+        self.report(counts.line(cluster), |line| {
+            let NodeCounts { running, total, starting, pending_capacity } = counts;
+            tracing::info!(cluster, running, total, starting, pending_capacity, "{line}");
+        });
+    }
+
+    /// A wait with nothing to count: `line` (with the seconds waited) once per [`PROGRESS_EVERY`], the first
+    /// after that long, so that short waits say nothing.
+    pub fn tick(&self, line: impl FnOnce() -> (String, u64)) {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let since = last.get_or_insert_with(|| (String::new(), now)).1;
+        if now.duration_since(since) >= PROGRESS_EVERY {
+            let (line, waited_s) = line();
+            tracing::info!(waited_s, "{line}");
+            *last = Some((String::new(), now));
+        }
     }
 }
 
@@ -555,6 +659,47 @@ pub fn slurm_imported(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_is_logged_when_the_counts_change_or_every_twenty_seconds_never_per_poll() {
+        let (logged, _guard) = crate::clouds::retry::capture_logs();
+        let progress = Progress::new();
+        let counts = |running, starting, pending_capacity| NodeCounts { running, total: 64, starting, pending_capacity };
+        progress.nodes("train", counts(0, 61, 3));
+        for _ in 0..10 {
+            tokio::time::advance(Duration::from_secs(1)).await;
+            progress.nodes("train", counts(0, 61, 3));
+        }
+        progress.nodes("train", counts(12, 49, 3));
+        tokio::time::advance(PROGRESS_EVERY).await;
+        progress.nodes("train", counts(12, 49, 3));
+        let text = String::from_utf8(logged.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "one line at the start, one at the change, one after 20 s unchanged:\n{text}");
+        assert!(lines[0].contains("train: 0/64 nodes running, 61 starting, 3 pending capacity"), "{text}");
+        assert!(lines[1].contains("INFO") && lines[1].contains("train: 12/64 nodes running, 49 starting, 3 pending capacity"), "{text}");
+        assert!(lines[1].contains("running=12") && lines[1].contains("pending_capacity=3"), "{text}");
+        assert_eq!(counts(64, 0, 0).line("train"), "train: 64/64 nodes running");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_wait_says_it_is_still_waiting_every_twenty_seconds() {
+        let (logged, _guard) = crate::clouds::retry::capture_logs();
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let mut poll = Poll::on(
+            &ctx,
+            "waiting for file system fs-1",
+            Duration::from_secs(3600),
+            Backoff { first: Duration::from_secs(5), max: Duration::from_secs(5) },
+        );
+        for _ in 0..12 {
+            poll.pause(None).await.unwrap();
+        }
+        let text = String::from_utf8(logged.lock().unwrap().clone()).unwrap();
+        // 60 s of polls every 5 s: a line at 20 s and at 40 s, none per poll.
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.contains("still waiting for file system fs-1: 20 s so far (the timeout is 60 min)"), "{text}");
+    }
 
     #[test]
     fn a_slurm_host_carrying_another_configuration_shows_in_config_revision() {

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use crate::catalog::Cloud;
 use crate::model::{SlurmPlan, SlurmSpec};
+use crate::redact::Secret;
 
 /// Where the nodes install the health check program Slurm runs (`HealthCheckProgram`).
 pub const HEALTHCHECK_PATH: &str = "/usr/local/sbin/hpc-slurm-healthcheck";
@@ -404,7 +405,7 @@ for _ in $(seq 60); do
 done
 if [ -z "$node" ]; then echo "HPC SLURM ERROR: this node's name is not in the cloud's metadata"; exit 1; fi
 "#,
-        key = join.key.as_deref().unwrap_or_default(),
+        key = join.key.as_ref().map(|k| k.expose_str()).unwrap_or_default(),
         lookup = node_name_lookup(cloud, cluster, azure_offset),
     );
     let _ = writeln!(
@@ -438,15 +439,15 @@ pub fn login_command(user: &str, address: &str) -> String {
 /// The user data a cluster's nodes boot with (cloud-init): the user's own, and when the nodes join Slurm the
 /// join script before it, as one MIME document. `azure_offset` is the first node of the Azure scale set the
 /// user data is for (0 elsewhere).
-pub fn node_user_data(spec: &crate::model::ClusterSpec, azure_offset: u32) -> Option<String> {
+pub fn node_user_data(spec: &crate::model::ClusterSpec, azure_offset: u32) -> Option<Secret<String>> {
     match &spec.slurm {
         None => spec.user_data.clone(),
-        Some(join) => Some(super::user_data::combined_with(
+        Some(join) => Some(Secret::new(super::user_data::combined_with(
             &join_script(spec.fabric.cloud, &spec.name, join, azure_offset),
             JOIN_FILE_NAME,
             "HPC-SLURM",
-            spec.user_data.as_deref(),
-        )),
+            spec.user_data.as_ref().map(|u| u.expose_str()),
+        ))),
     }
 }
 

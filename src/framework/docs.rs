@@ -1,9 +1,13 @@
 //! Registry-style Markdown for the provider, its data sources and resources, rendered from the schemas
-//! themselves so the pages cannot drift (`tests/docs.rs` compares them with `docs/`).
+//! themselves so the pages cannot drift (`tests/docs.rs` compares them with `docs/`). The pages follow the
+//! layout and front matter the registry's doc tooling expects (`tfplugindocs validate`: `page_title`,
+//! `subcategory` and `description`, no `subcategory` on the index), and the import examples are the files
+//! that tooling reads (`import.sh`, `import-by-string-id.tf`, `import-by-identity.tf`).
 
 use std::fmt::Write;
 
 use super::function::Signature;
+use super::resource::IdentitySchema;
 use super::schema::{Attribute, Block, Nesting, Schema};
 use super::value::Type;
 
@@ -14,15 +18,65 @@ pub enum Kind {
     Resource,
 }
 
-/// One page. `example` is HCL shown under "Example Usage"; `import` documents the import id, if any.
-pub fn render(kind: Kind, name: &str, schema: &Schema, example: &str, import: Option<&str>) -> String {
+/// A resource's import examples, as the files under `examples/resources/<name>/` hold them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Import<'a> {
+    /// `import.sh`: the `terraform import` command for each form of the id, its comments saying what the id is.
+    pub command: &'a str,
+    /// `import-by-string-id.tf`: an `import` block with `id`.
+    pub by_id: Option<&'a str>,
+    /// `import-by-identity.tf`: an `import` block with `identity`, and the identity's schema.
+    pub by_identity: Option<(&'a str, &'a IdentitySchema)>,
+}
+
+/// The front matter the registry reads: `page_title`, `subcategory` (never on the index page) and a plain
+/// text `description` as a YAML block scalar.
+fn front_matter(out: &mut String, title: &str, subcategory: bool, description: &str) {
+    let _ = writeln!(out, "---\npage_title: \"{title}\"");
+    if subcategory {
+        let _ = writeln!(out, "subcategory: \"\"");
+    }
+    let _ = writeln!(out, "description: |-");
+    for line in plain(description).lines() {
+        let _ = writeln!(out, "{}", format!("  {line}").trim_end());
+    }
+    let _ = writeln!(out, "---\n");
+}
+
+/// Markdown as plain text, for the front matter: code spans lose their backticks, links keep their text.
+fn plain(markdown: &str) -> String {
+    let mut out = String::new();
+    let mut rest = markdown.trim();
+    while let Some(c) = rest.chars().next() {
+        // A link `[text](url)` keeps its text.
+        if let Some((text, after)) = rest.strip_prefix('[').and_then(|r| r.split_once("]("))
+            && let Some(end) = after.find(')')
+            && !text.contains(']')
+        {
+            out.push_str(text);
+            rest = &after[end + 1..];
+            continue;
+        }
+        if c != '`' {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// One page. `example` is HCL shown under "Example Usage"; `import`, a resource's import examples.
+pub fn render(kind: Kind, name: &str, schema: &Schema, example: &str, import: Option<Import>) -> String {
     let label = match kind {
         Kind::Provider => "Provider",
         Kind::DataSource => "Data Source",
         Kind::Resource => "Resource",
     };
     let mut out = String::new();
-    let _ = writeln!(out, "---\npage_title: \"{name} {label} - terraform-provider-hpc\"\n---\n");
+    match kind {
+        Kind::Provider => front_matter(&mut out, &format!("{name} Provider"), false, &schema.block.description),
+        _ => front_matter(&mut out, &format!("{name} {label} - terraform-provider-hpc"), true, &schema.block.description),
+    }
     let _ = writeln!(out, "<!-- Generated from the schema by `HPC_UPDATE_DOCS=1 cargo test --test docs`; do not edit. -->\n");
     let _ = writeln!(out, "# {name} ({label})\n\n{}\n", schema.block.description);
     let _ = writeln!(out, "## Example Usage\n\n```terraform\n{}\n```\n", example.trim_end());
@@ -54,19 +108,51 @@ pub fn render(kind: Kind, name: &str, schema: &Schema, example: &str, import: Op
         );
     }
     if let Some(import) = import {
-        let _ = writeln!(out, "## Import\n\n{import}\n");
+        import_section(&mut out, import);
     }
     out.trim_end().to_owned() + "\n"
+}
+
+fn import_section(out: &mut String, import: Import) {
+    let _ = writeln!(out, "## Import\n");
+    if let Some((block, identity)) = import.by_identity {
+        let _ = writeln!(
+            out,
+            "With OpenTofu 1.12 or Terraform 1.12 or later, an `import` block can name the resource's identity (the parts \
+             of its id) instead of the id:\n\n```terraform\n{}\n```\n",
+            block.trim_end()
+        );
+        let _ = writeln!(out, "### Identity Schema\n");
+        for (title, required) in [("Required", true), ("Optional", false)] {
+            let attrs: Vec<_> = identity.attributes.iter().filter(|a| a.required_for_import == required).collect();
+            if attrs.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "#### {title}\n");
+            for a in attrs {
+                let _ = writeln!(out, "- `{}` ({}) {}", a.name, type_name(&a.ty), a.description);
+            }
+            out.push('\n');
+        }
+    }
+    if let Some(block) = import.by_id {
+        let _ = writeln!(
+            out,
+            "With OpenTofu 1.5 or Terraform 1.5 or later, an `import` block can name the id:\n\n```terraform\n{}\n```\n",
+            block.trim_end()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "The `import` command (`tofu import` or `terraform import`) takes the same id:\n\n```shell\n{}\n```\n",
+        import.command.trim_end()
+    );
 }
 
 /// A function's page, in the registry's layout: signature, example, arguments and return type.
 pub fn render_function(name: &str, sig: &Signature, example: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "---\npage_title: \"{name} function - terraform-provider-hpc\"\nsubcategory: \"\"\ndescription: |-\n  {}\n---\n",
-        sig.summary
-    );
+    front_matter(&mut out, &format!("{name} function - terraform-provider-hpc"), true, sig.summary);
     let _ = writeln!(out, "<!-- Generated from the function's signature by `HPC_UPDATE_DOCS=1 cargo test --test docs`; do not edit. -->\n");
     let _ = writeln!(out, "# function: {name}\n\n{}\n\n{}\n", sig.summary, sig.description);
     let _ = writeln!(
@@ -218,8 +304,9 @@ mod tests {
                 ))
                 .block(NestedBlock { min_items: 1, ..NestedBlock::list("rule", Block::new("A rule."), 0) }),
         );
-        let page = render(Kind::DataSource, "hpc_thing", &schema, "data \"hpc_thing\" \"x\" {}", Some("Not importable."));
+        let page = render(Kind::DataSource, "hpc_thing", &schema, "data \"hpc_thing\" \"x\" {}", None);
         for needle in [
+            "---\npage_title: \"hpc_thing Data Source - terraform-provider-hpc\"\nsubcategory: \"\"\ndescription: |-\n  A thing.\n---\n",
             "# hpc_thing (Data Source)",
             "### Required\n\n- `cloud` (String) Which cloud.",
             "- `token` (String, Sensitive) Secret.",
@@ -232,12 +319,56 @@ mod tests {
             "- `nodes` (List of Object) Nodes.",
             "### Nested Schema for `nodes`",
             "- `ip` (String)",
-            "## Import\n\nNot importable.",
         ] {
             assert!(page.contains(needle), "{needle:?} missing from\n{page}");
         }
         // A block the configuration must have is listed with the required arguments.
         let required = &page[page.find("### Required").unwrap()..page.find("### Optional").unwrap()];
         assert!(required.contains("- `rule` (Block List, at least one) A rule."), "{page}");
+        assert!(!page.contains("## Import"), "{page}");
+    }
+
+    #[test]
+    fn front_matter_is_plain_text_and_the_index_has_no_subcategory() {
+        let schema = Schema::new(0, Block::new("Builds `GPU` clusters; see [the guide](https://example.com/g).\nSecond line."));
+        let page = render(Kind::Provider, "hpc", &schema, "provider \"hpc\" {}", None);
+        assert!(
+            page.starts_with(
+                "---\npage_title: \"hpc Provider\"\ndescription: |-\n  Builds GPU clusters; see the guide.\n  Second line.\n---\n"
+            ),
+            "{page}"
+        );
+        // The page itself keeps the Markdown.
+        assert!(page.contains("Builds `GPU` clusters; see [the guide](https://example.com/g)."), "{page}");
+    }
+
+    #[test]
+    fn import_section_shows_identity_id_block_and_command() {
+        use crate::framework::{IdentityAttribute, IdentitySchema};
+        let identity = IdentitySchema {
+            version: 0,
+            attributes: vec![
+                IdentityAttribute { name: "name", ty: Type::String, required_for_import: true, description: "Its name." },
+                IdentityAttribute { name: "zone", ty: Type::String, required_for_import: false, description: "Its zone." },
+            ],
+        };
+        let import = Import {
+            command: "terraform import hpc_thing.x aws/us-east-1/x\n",
+            by_id: Some("import {\n  to = hpc_thing.x\n  id = \"aws/us-east-1/x\"\n}\n"),
+            by_identity: Some(("import {\n  to       = hpc_thing.x\n  identity = { name = \"x\" }\n}\n", &identity)),
+        };
+        let page = render(Kind::Resource, "hpc_thing", &Schema::new(0, Block::new("A thing.")), "", Some(import));
+        let section = &page[page.find("## Import").expect("an import section")..];
+        let order: Vec<usize> = [
+            "identity = { name = \"x\" }",
+            "#### Required\n\n- `name` (String) Its name.",
+            "#### Optional\n\n- `zone` (String) Its zone.",
+            "```terraform\nimport {\n  to = hpc_thing.x\n  id = \"aws/us-east-1/x\"\n}\n```",
+            "```shell\nterraform import hpc_thing.x aws/us-east-1/x\n```",
+        ]
+        .iter()
+        .map(|needle| section.find(needle).unwrap_or_else(|| panic!("{needle:?} missing from\n{section}")))
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "identity, then the id block, then the command:\n{section}");
     }
 }

@@ -177,7 +177,7 @@ pub struct FilesystemPlan {
     pub throughput_mbps: u64,
 }
 
-/// Filesystem throughput the checklist asks for, per GPU (MB/s). Derivation in docs/planner-rules.md:
+/// Filesystem throughput the checklist asks for, per GPU (MB/s). Derivation in notes/planner-rules.md:
 /// a full checkpoint (16 bytes per parameter) written in under 5% of a 30-minute interval.
 pub fn min_throughput_per_gpu(workload: Workload) -> u64 {
     match workload {

@@ -590,7 +590,7 @@ fn nodes_of(c: &Value, pool: bool, diags: &mut Diagnostics) -> Result<ClusterSpe
         capacity,
         reservation_id,
         image,
-        user_data,
+        user_data: user_data.map(crate::redact::Secret::new),
         user_data_write_only,
         ssh_public_key,
         node_identity,
@@ -624,7 +624,7 @@ fn slurm_join(v: &Value, diags: &mut Diagnostics) -> Result<Option<crate::model:
         );
         return Err(());
     }
-    Ok(Some(crate::model::SlurmJoin { controllers, key }))
+    Ok(Some(crate::model::SlurmJoin { controllers, key: key.map(crate::redact::Secret::new) }))
 }
 
 /// `capacity_policy` and `min_nodes`, defaulted from the workload where unset.
@@ -1129,7 +1129,7 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
         image,
         ssh_public_key,
         tags,
-        key: c.get("fabric").get("slurm_join").get("key").as_str().map(str::to_owned),
+        key: c.get("fabric").get("slurm_join").get("key").as_str().map(|k| crate::redact::Secret::new(k.to_owned())),
     })
 }
 

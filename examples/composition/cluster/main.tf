@@ -4,9 +4,13 @@
 # OpenTofu only (terraform_data, moved); see ../README.md.
 
 terraform {
+  # terraform_data
+  required_version = ">= 1.4"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
     local = {
       source  = "hashicorp/local"
@@ -14,30 +18,20 @@ terraform {
     }
   }
 }
-
-variable "network_state_path" {
-  description = "State file of the network configuration (apply ../network first)."
-  type        = string
-  default     = "../network/terraform.tfstate"
-}
-
 data "terraform_remote_state" "network" {
   backend = "local"
   config = {
     path = var.network_state_path
   }
 }
-
 locals {
   network = data.terraform_remote_state.network.outputs
 }
-
 provider "hpc" {
   aws {
     region = local.network.region
   }
 }
-
 resource "hpc_gpu_fabric" "train" {
   name      = "train"
   cloud     = "aws"
@@ -47,20 +41,17 @@ resource "hpc_gpu_fabric" "train" {
   vpc_id    = local.network.vpc_id
   subnet_id = local.network.subnet_id
 }
-
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 2
 }
-
 # This cluster was first declared as hpc_gpu_cluster.nodes. The moved block renames it in state, so the
 # rename plans no change instead of replacing every node. Keep it until all states have been applied.
 moved {
   from = hpc_gpu_cluster.nodes
   to   = hpc_gpu_cluster.train
 }
-
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train
@@ -68,7 +59,6 @@ resource "hpc_parallel_filesystem" "scratch" {
   capacity_gib       = 2400
   throughput_per_tib = 500
 }
-
 locals {
   gpus_per_node = floor(hpc_gpu_cluster.train.gpus_total / hpc_gpu_cluster.train.node_count)
 
@@ -81,7 +71,6 @@ locals {
     ["SwitchName=root Switches=${join(",", keys(local.leaf_switches))}\n"],
   ))
 }
-
 resource "local_file" "hostfile" {
   content  = join("", formatlist("%s slots=%d\n", hpc_gpu_cluster.train.nodes[*].private_ip, local.gpus_per_node))
   filename = "${path.module}/out/hostfile"
@@ -89,7 +78,6 @@ resource "local_file" "hostfile" {
   file_permission      = "0644"
   directory_permission = "0755"
 }
-
 resource "local_file" "topology" {
   content  = local.topology
   filename = "${path.module}/out/topology.conf"
@@ -97,42 +85,9 @@ resource "local_file" "topology" {
   file_permission      = "0644"
   directory_permission = "0755"
 }
-
 # A stand-in for configuration management (an Ansible run, say) that must see every node's IP: replaced,
 # and so run again, whenever the set of IPs changes.
 resource "terraform_data" "node_ips" {
   input            = hpc_gpu_cluster.train.nodes[*].private_ip
   triggers_replace = hpc_gpu_cluster.train.nodes[*].private_ip
-}
-
-output "fabric_id" {
-  value = hpc_gpu_fabric.train.id
-}
-
-output "cluster_id" {
-  value = hpc_gpu_cluster.train.id
-}
-
-output "node_names" {
-  value = hpc_gpu_cluster.train.node_names
-}
-
-output "node_private_ips" {
-  value = terraform_data.node_ips.output
-}
-
-output "placement_groups" {
-  value = local.placement_groups
-}
-
-output "hostfile" {
-  value = local_file.hostfile.filename
-}
-
-output "topology" {
-  value = local_file.topology.content
-}
-
-output "mount_command" {
-  value = hpc_parallel_filesystem.scratch.mount_command
 }

@@ -5,9 +5,11 @@ data "hpc_gpu_catalog" "h100" {
 }
 
 output "h100_instance_type" {
-  value = data.hpc_gpu_catalog.h100.instance_types[0].name # "p5.48xlarge"
+  description = "The best-connected H100 instance type."
+  value       = data.hpc_gpu_catalog.h100.instance_types[0].name # "p5.48xlarge"
 }
 
 output "h100_efa_interfaces" {
-  value = data.hpc_gpu_catalog.h100.instance_types[0].rdma_interfaces # 32
+  description = "Its EFA interfaces."
+  value       = data.hpc_gpu_catalog.h100.instance_types[0].rdma_interfaces # 32
 }

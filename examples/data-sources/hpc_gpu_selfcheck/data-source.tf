@@ -28,5 +28,6 @@ resource "hpc_gpu_cluster" "train" {
 }
 
 output "selfcheck_script" {
-  value = data.hpc_gpu_selfcheck.check.script # what runs on each node, for review
+  description = "The self-check each node runs, for review."
+  value       = data.hpc_gpu_selfcheck.check.script # what runs on each node, for review
 }

@@ -19,7 +19,8 @@ data "hpc_nccl_check" "fabric" {
 #   depends_on = [data.hpc_nccl_check.fabric]
 
 output "fabric_verdict" {
-  value = data.hpc_nccl_check.fabric.verdict # "healthy", "placement-or-driver" or "fabric"
+  description = "The verdict on the fabric's all-reduce."
+  value       = data.hpc_nccl_check.fabric.verdict # "healthy", "placement-or-driver" or "fabric"
 }
 
 # A bandwidth measured elsewhere works the same way.
@@ -30,5 +31,6 @@ data "hpc_nccl_check" "measured" {
 }
 
 output "measured_verdict" {
-  value = data.hpc_nccl_check.measured.verdict # "placement-or-driver": 28% short
+  description = "The verdict on a measured bus bandwidth."
+  value       = data.hpc_nccl_check.measured.verdict # "placement-or-driver": 28% short
 }

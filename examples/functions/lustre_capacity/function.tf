@@ -1,7 +1,8 @@
 # Size a filesystem from the dataset instead of looking up each service's steps by hand.
 variable "dataset_gib" {
-  type    = number
-  default = 30000
+  description = "Size of the dataset, GiB."
+  type        = number
+  default     = 30000
 }
 
 locals {
@@ -12,9 +13,11 @@ locals {
 }
 
 output "scratch_gib" {
-  value = local.scratch_gib # 36000
+  description = "Managed Lustre capacity for the dataset, GiB."
+  value       = local.scratch_gib # 36000
 }
 
 output "fsx_gib" {
-  value = local.fsx_gib # 31200
+  description = "FSx for Lustre capacity for the dataset, GiB."
+  value       = local.fsx_gib # 31200
 }

@@ -5,13 +5,16 @@ locals {
 }
 
 output "verdict" {
-  value = local.fabric.verdict # "healthy", "placement-or-driver" or "fabric"
+  description = "The verdict."
+  value       = local.fabric.verdict # "healthy", "placement-or-driver" or "fabric"
 }
 
 output "busbw_gbs" {
-  value = local.fabric.busbw_gbs
+  description = "The measured bus bandwidth, GB/s."
+  value       = local.fabric.busbw_gbs
 }
 
 output "healthy" {
-  value = local.fabric.healthy
+  description = "Whether the fabric is healthy."
+  value       = local.fabric.healthy
 }

@@ -1,8 +1,9 @@
 # Which node type a GPU model means on a cloud, how many RDMA interfaces it has and the NCCL settings
 # its jobs need: for a scheduler's node definition or a job template, with no cloud access.
 variable "gpu" {
-  type    = string
-  default = "H100"
+  description = "GPU model."
+  type        = string
+  default     = "H100"
 
   validation {
     condition     = can(provider::hpc::node_type("aws", var.gpu))
@@ -15,13 +16,16 @@ locals {
 }
 
 output "instance_type" {
-  value = local.node.name # "p5.48xlarge"
+  description = "The node type."
+  value       = local.node.name # "p5.48xlarge"
 }
 
 output "efa_interfaces" {
-  value = local.node.rdma_interfaces # 32
+  description = "Its EFA interfaces."
+  value       = local.node.rdma_interfaces # 32
 }
 
 output "nccl_env" {
-  value = local.node.nccl_env # { FI_PROVIDER = "efa", ... }
+  description = "The NCCL environment its jobs need."
+  value       = local.node.nccl_env # { FI_PROVIDER = "efa", ... }
 }

@@ -8,67 +8,20 @@
 # Kueue's Topology (kueue_topology) for topology-aware scheduling; then run nccl_test_kubernetes.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
-variable "eks_cluster" {
-  description = "Name of the existing EKS cluster (aws_eks_cluster.<x>.name in the team's configuration)."
-  type        = string
-  default     = "ml-prod"
-}
-
-variable "vpc_id" {
-  description = "The EKS cluster's VPC (aws_eks_cluster.<x>.vpc_config[0].vpc_id)."
-  type        = string
-  default     = "vpc-0123456789abcdef0"
-}
-
-variable "subnet_id" {
-  description = "A private subnet of that VPC, in zone, for the GPU nodes."
-  type        = string
-  default     = "subnet-0123456789abcdef0"
-}
-
-variable "zone" {
-  description = "Availability zone of the subnet."
-  type        = string
-  default     = "us-east-1a"
-}
-
-variable "node_role" {
-  description = "ARN of the IAM role the nodes join the cluster with (AmazonEKSWorkerNodePolicy, AmazonEC2ContainerRegistryReadOnly, AmazonEKS_CNI_Policy)."
-  type        = string
-  default     = "arn:aws:iam::123456789012:role/eks-gpu-nodes"
-}
-
-variable "user_data" {
-  description = "More first-boot user data for the nodes, run beside EKS's own bootstrap (a change rolls the pool)."
-  type        = string
-  default     = null
-}
-
-variable "kubernetes_version" {
-  description = "The kubelet's minor version: the cluster's, or up to three minor versions older."
-  type        = string
-  default     = "1.33"
-}
-
-variable "node_count" {
-  description = "GPU nodes in the pool."
-  type        = number
-  default     = 4
-}
-
 provider "hpc" {
   aws {
     region = "us-east-1"
   }
 }
-
 resource "hpc_gpu_fabric" "train" {
   name      = "train"
   cloud     = "aws"
@@ -78,7 +31,6 @@ resource "hpc_gpu_fabric" "train" {
   vpc_id    = var.vpc_id
   subnet_id = var.subnet_id
 }
-
 resource "hpc_gpu_node_pool" "gpu" {
   name               = "gpu"
   fabric             = hpc_gpu_fabric.train
@@ -97,25 +49,4 @@ resource "hpc_gpu_node_pool" "gpu" {
     value  = "present"
     effect = "NoSchedule"
   }
-}
-
-output "device_plugin" {
-  description = "Helm values for the EFA device plugin."
-  value       = hpc_gpu_node_pool.gpu.device_plugin
-}
-
-output "device_resources" {
-  value = hpc_gpu_node_pool.gpu.device_resources
-}
-
-output "node_labels" {
-  value = hpc_gpu_node_pool.gpu.node_labels
-}
-
-output "kueue_topology" {
-  value = hpc_gpu_node_pool.gpu.kueue_topology
-}
-
-output "nccl_test_kubernetes" {
-  value = hpc_gpu_node_pool.gpu.nccl_test_kubernetes
 }

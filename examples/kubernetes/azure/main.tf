@@ -9,56 +9,21 @@
 # NicClusterPolicy (device_plugin), and Kueue's Topology (kueue_topology); then run nccl_test_kubernetes.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
-variable "azure_endpoint" {
-  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
-  type        = string
-  default     = null
-}
-
-variable "aks_cluster_id" {
-  description = "Resource id of the existing AKS cluster (azurerm_kubernetes_cluster.<x>.id in the team's configuration)."
-  type        = string
-  default     = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-rg/providers/Microsoft.ContainerService/managedClusters/ml-prod"
-}
-
-variable "vnet_id" {
-  description = "The virtual network the cluster's pools run in (Azure CNI)."
-  type        = string
-  default     = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-rg/providers/Microsoft.Network/virtualNetworks/ml-vnet"
-}
-
-variable "subnet_id" {
-  description = "A subnet of that network for the GPU nodes."
-  type        = string
-  default     = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-rg/providers/Microsoft.Network/virtualNetworks/ml-vnet/subnets/gpu"
-}
-
-variable "kubernetes_version" {
-  description = "The kubelet's minor version: the cluster's, or up to three minor versions older."
-  type        = string
-  default     = "1.33"
-}
-
-variable "node_count" {
-  description = "GPU nodes in the pool (at most 100: one InfiniBand scale set)."
-  type        = number
-  default     = 4
-}
-
 provider "hpc" {
   azure {
     subscription_id = "00000000-0000-0000-0000-000000000000"
     endpoint        = var.azure_endpoint
   }
 }
-
 # The fabric and the pool, through the module any cloud's pool can use.
 module "gpu" {
   source = "../../../modules/kubernetes-gpu-pool"
@@ -76,25 +41,4 @@ module "gpu" {
   labels = {
     "example.com/team" = "llm"
   }
-}
-
-output "device_plugin" {
-  description = "The NVIDIA Network Operator's NicClusterPolicy with the RDMA shared device plugin."
-  value       = module.gpu.device_plugin
-}
-
-output "device_resources" {
-  value = module.gpu.device_resources
-}
-
-output "node_labels" {
-  value = module.gpu.node_labels
-}
-
-output "kueue_topology" {
-  value = module.gpu.kueue_topology
-}
-
-output "nccl_test_kubernetes" {
-  value = module.gpu.nccl_test_kubernetes
 }

@@ -10,49 +10,15 @@
 # nccl_test_kubernetes.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
-variable "gcp_endpoint" {
-  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
-  type        = string
-  default     = null
-}
-
-variable "gke_cluster_id" {
-  description = "Id of the existing GKE cluster (google_container_cluster.<x>.id in the team's configuration)."
-  type        = string
-  default     = "projects/ml-platform-prod/locations/us-central1/clusters/ml-prod"
-}
-
-variable "vpc_id" {
-  description = "The VPC the cluster's nodes use (their first NIC)."
-  type        = string
-  default     = "projects/ml-platform-prod/global/networks/ml-vpc"
-}
-
-variable "subnet_id" {
-  description = "The cluster's node subnetwork in that VPC."
-  type        = string
-  default     = "projects/ml-platform-prod/regions/us-central1/subnetworks/ml-nodes"
-}
-
-variable "kubernetes_version" {
-  description = "The kubelet's minor version: the cluster's, or up to three minor versions older."
-  type        = string
-  default     = "1.33"
-}
-
-variable "node_count" {
-  description = "GPU nodes in the pool."
-  type        = number
-  default     = 4
-}
-
 provider "hpc" {
   gcp {
     project  = "ml-platform-prod"
@@ -61,7 +27,6 @@ provider "hpc" {
     endpoint = var.gcp_endpoint
   }
 }
-
 # The fabric and the pool, through the module any cloud's pool can use.
 module "gpu" {
   source = "../../../modules/kubernetes-gpu-pool"
@@ -80,25 +45,4 @@ module "gpu" {
   labels = {
     "example.com/team" = "llm"
   }
-}
-
-output "device_plugin" {
-  description = "The GPU NICs' GKENetworkParamSet and Network objects, and how to install Google's NCCL plugin."
-  value       = module.gpu.device_plugin
-}
-
-output "device_resources" {
-  value = module.gpu.device_resources
-}
-
-output "node_labels" {
-  value = module.gpu.node_labels
-}
-
-output "kueue_topology" {
-  value = module.gpu.kueue_topology
-}
-
-output "nccl_test_kubernetes" {
-  value = module.gpu.nccl_test_kubernetes
 }

@@ -21,7 +21,8 @@ resource "hpc_gpu_cluster" "train" {
 }
 
 output "nccl_env" {
-  value = hpc_gpu_cluster.train.node_environment
+  description = "NCCL and libfabric environment for jobs on the nodes."
+  value       = hpc_gpu_cluster.train.node_environment
 }
 
 # Inference needs no RDMA fabric: without `fabric` the cluster says where it runs and joins an existing

@@ -32,9 +32,11 @@ resource "hpc_gpu_node_pool" "gpu" {
 
 # The in-cluster half: install the EFA device plugin with these Helm values, and Kueue's Topology.
 output "efa_device_plugin_values" {
-  value = hpc_gpu_node_pool.gpu.device_plugin
+  description = "Helm values for the EFA device plugin."
+  value       = hpc_gpu_node_pool.gpu.device_plugin
 }
 
 output "kueue_topology" {
-  value = hpc_gpu_node_pool.gpu.kueue_topology
+  description = "Kueue's Topology object over the pool's nodes."
+  value       = hpc_gpu_node_pool.gpu.kueue_topology
 }

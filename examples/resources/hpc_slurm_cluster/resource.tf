@@ -30,9 +30,11 @@ resource "hpc_slurm_cluster" "ml" {
 }
 
 output "login" {
-  value = hpc_slurm_cluster.ml.login_command
+  description = "How to log in to the login node."
+  value       = hpc_slurm_cluster.ml.login_command
 }
 
 output "nccl_test" {
-  value = hpc_slurm_cluster.ml.nccl_tests["h100"]
+  description = "An sbatch-ready NCCL all-reduce over the h100 partition."
+  value       = hpc_slurm_cluster.ml.nccl_tests["h100"]
 }

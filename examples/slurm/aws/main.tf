@@ -7,20 +7,21 @@
 # addresses and the key); the clusters join with it, and the Slurm cluster refers to the clusters.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
 provider "hpc" {
   default_tags = { team = "ml-platform" }
   aws {
     region = "us-east-1"
   }
 }
-
 resource "hpc_gpu_fabric" "train" {
   name          = "train"
   cloud         = "aws"
@@ -29,27 +30,18 @@ resource "hpc_gpu_fabric" "train" {
   instance_type = "p5.48xlarge"
   slurm         = true
 }
-
-variable "train_nodes" {
-  description = "Nodes of the training cluster: a change re-renders the Slurm configuration, which the controller takes in place"
-  type        = number
-  default     = 8
-}
-
 resource "hpc_gpu_cluster" "h100" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = var.train_nodes
   slurm      = hpc_gpu_fabric.train.slurm_join
 }
-
 resource "hpc_gpu_cluster" "dev" {
   name       = "dev"
   fabric     = hpc_gpu_fabric.train
   node_count = 2
   slurm      = hpc_gpu_fabric.train.slurm_join
 }
-
 resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train
@@ -67,38 +59,4 @@ resource "hpc_slurm_cluster" "ml" {
     cluster  = hpc_gpu_cluster.dev
     max_time = "04:00:00"
   }
-}
-
-output "login" {
-  value = hpc_slurm_cluster.ml.login_command
-}
-
-output "slurm_conf" {
-  value = hpc_slurm_cluster.ml.slurm_conf
-}
-
-output "topology_conf" {
-  value = hpc_slurm_cluster.ml.topology_conf
-}
-
-# sbatch the value on the login node: NCCL all-reduce over the partition's nodes.
-output "nccl_test_h100" {
-  value = hpc_slurm_cluster.ml.nccl_tests["h100"]
-}
-
-output "node_private_ips" {
-  value = concat(hpc_gpu_cluster.h100.nodes[*].private_ip, hpc_gpu_cluster.dev.nodes[*].private_ip)
-}
-
-# What the test runs on a real Slurm, and what a user can diff.
-output "gres_conf" {
-  value = hpc_slurm_cluster.ml.gres_conf
-}
-
-output "healthcheck_program" {
-  value = hpc_slurm_cluster.ml.healthcheck_program
-}
-
-output "placement_groups" {
-  value = concat(hpc_gpu_cluster.h100.placement_groups, hpc_gpu_cluster.dev.placement_groups)
 }

@@ -4,26 +4,21 @@
 # the OCI emulator.
 
 terraform {
+  required_version = ">= 1.0"
+
   required_providers {
     hpc = {
-      source = "hpc-platform/hpc"
+      source  = "hpc-platform/hpc"
+      version = "0.1.0"
     }
   }
 }
-
-variable "oci_endpoint" {
-  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
-  type        = string
-  default     = null
-}
-
 provider "hpc" {
   oci {
     region   = "us-ashburn-1"
     endpoint = var.oci_endpoint
   }
 }
-
 resource "hpc_gpu_fabric" "train" {
   name           = "train"
   cloud          = "oci"
@@ -33,20 +28,12 @@ resource "hpc_gpu_fabric" "train" {
   compartment_id = "ocid1.compartment.oc1..exampleuniqueid"
   slurm          = true
 }
-
-variable "nodes" {
-  description = "GPU nodes: a change re-renders the Slurm configuration, which the controller takes in place"
-  type        = number
-  default     = 2
-}
-
 resource "hpc_gpu_cluster" "h100" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = var.nodes
   slurm      = hpc_gpu_fabric.train.slurm_join
 }
-
 resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train
@@ -57,37 +44,4 @@ resource "hpc_slurm_cluster" "ml" {
     cluster = hpc_gpu_cluster.h100
     default = true
   }
-}
-
-output "login" {
-  value = hpc_slurm_cluster.ml.login_command
-}
-
-output "slurm_conf" {
-  value = hpc_slurm_cluster.ml.slurm_conf
-}
-
-output "gres_conf" {
-  value = hpc_slurm_cluster.ml.gres_conf
-}
-
-output "topology_conf" {
-  value = hpc_slurm_cluster.ml.topology_conf
-}
-
-output "healthcheck_program" {
-  value = hpc_slurm_cluster.ml.healthcheck_program
-}
-
-# sbatch the value on the login node: NCCL all-reduce over the partition's nodes.
-output "nccl_test" {
-  value = hpc_slurm_cluster.ml.nccl_tests["h100"]
-}
-
-output "placement_groups" {
-  value = hpc_gpu_cluster.h100.placement_groups
-}
-
-output "node_private_ips" {
-  value = hpc_gpu_cluster.h100.nodes[*].private_ip
 }

@@ -29,7 +29,7 @@ pub struct Aws {
 pub async fn connect(ctx: &Context, region: &str) -> Aws {
     static CLIENTS: Mutex<BTreeMap<String, Aws>> = Mutex::new(BTreeMap::new());
     let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Aws)).cloned().unwrap_or_default();
-    let key = format!("{region}|{:?}|{:?}", settings.endpoint, settings.settings);
+    let key = format!("{region}|{}", settings.client_key());
     if let Some(found) = CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return found.clone();
     }
@@ -59,24 +59,27 @@ pub fn sdk_retries() -> aws_config::retry::RetryConfig {
 
 async fn build(settings: &CloudSettings, region: &str) -> Aws {
     let s = |k: &str| settings.settings.get(k).cloned();
+    let secret = |k: &str| settings.secret(k).map(|v| v.expose().clone());
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region.to_owned()))
         .retry_config(sdk_retries());
     if let Some(profile) = s("profile") {
         loader = loader.profile_name(profile);
     }
-    if let (Some(access), Some(secret)) = (s("access_key"), s("secret_key")) {
-        loader = loader.credentials_provider(aws_credential_types::Credentials::new(access, secret, s("token"), None, "hpc-provider"));
+    if let (Some(access), Some(key)) = (secret("access_key"), secret("secret_key")) {
+        loader = loader.credentials_provider(aws_credential_types::Credentials::new(access, key, secret("token"), None, "hpc-provider"));
     }
     if let Some(endpoint) = &settings.endpoint {
         loader = loader.endpoint_url(endpoint.trim_end_matches('/'));
     }
     let shared = loader.load().await;
+    // Every client logs its calls and retries (`calls.rs`).
+    let log = super::calls::LogCalls;
     Aws {
-        ec2: aws_sdk_ec2::Client::new(&shared),
-        fsx: aws_sdk_fsx::Client::new(&shared),
-        eks: aws_sdk_eks::Client::new(&shared),
-        quotas: aws_sdk_servicequotas::Client::new(&shared),
+        ec2: aws_sdk_ec2::Client::from_conf(aws_sdk_ec2::config::Builder::from(&shared).interceptor(log).build()),
+        fsx: aws_sdk_fsx::Client::from_conf(aws_sdk_fsx::config::Builder::from(&shared).interceptor(log).build()),
+        eks: aws_sdk_eks::Client::from_conf(aws_sdk_eks::config::Builder::from(&shared).interceptor(log).build()),
+        quotas: aws_sdk_servicequotas::Client::from_conf(aws_sdk_servicequotas::config::Builder::from(&shared).interceptor(log).build()),
         region: region.to_owned(),
     }
 }

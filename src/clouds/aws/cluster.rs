@@ -566,7 +566,8 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
     for (batch, reservation) in launch_batches(spec, &missing, ultraservers.as_deref()) {
         let got = launched.len() as u32;
         let min = min_count(need, got, batch.len() as u32, ultraservers.is_some());
-        match launch(ctx, aws, spec, &batch, reservation, min, o).await {
+        let running = (keep.len() + launched.len()) as u32;
+        match launch(ctx, aws, spec, &batch, reservation, min, running, o).await {
             Ok(nodes) => launched.extend(nodes),
             Err((nodes, e)) => {
                 launched.extend(nodes);
@@ -660,7 +661,7 @@ fn template_data(
         data = data.iam_instance_profile(profile.build());
     }
     if let Some(u) = crate::clouds::slurm::node_user_data(spec, 0) {
-        data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u));
+        data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u.expose()));
     }
     data.build()
 }
@@ -776,7 +777,9 @@ pub(super) async fn import_key(aws: &Aws, cluster: &str, public_key: &str, tags:
 /// Launches one batch (MinCount `min`, MaxCount the batch: EC2 launches at least `min` or none), names the
 /// nodes it launched and waits until they run. Fewer than the batch (EC2 had capacity for only some) is an
 /// error naming InsufficientInstanceCapacity, with the nodes that came. `reservation` (an UltraServer's
-/// capacity reservation) overrides the launch template's capacity reservation target.
+/// capacity reservation) overrides the launch template's capacity reservation target. `running_before` is how
+/// many of the cluster's nodes run already, for the progress line.
+#[allow(clippy::too_many_arguments)]
 async fn launch(
     ctx: &Context,
     aws: &Aws,
@@ -784,6 +787,7 @@ async fn launch(
     names: &[String],
     reservation: Option<&str>,
     min: u32,
+    running_before: u32,
     o: &Options<'_>,
 ) -> Result<Vec<Node>, (Vec<Node>, CloudError)> {
     let n = names.len() as i32;
@@ -846,8 +850,12 @@ async fn launch(
         }
     }
     let what = format!("{n} node(s) of {} to run", spec.name);
+    let progress = crate::clouds::shared::Progress::new();
+    // What EC2 did not launch of the batch had no capacity (MinCount let it launch fewer).
+    let short = names.len().saturating_sub(ids.len()) as u32;
     let waited = crate::clouds::shared::wait_for(ctx, &what, o.timeout, || {
         let ids = ids.clone();
+        let progress = &progress;
         async move {
             let out = aws
                 .ec2
@@ -879,6 +887,15 @@ async fn launch(
                     _ => {}
                 }
             }
+            progress.nodes(
+                &spec.name,
+                crate::clouds::shared::NodeCounts {
+                    running: running_before + running as u32,
+                    total: spec.node_count,
+                    starting: (ids.len() - running) as u32,
+                    pending_capacity: short,
+                },
+            );
             Ok((running == ids.len()).then_some(()))
         }
     })

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod calls;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;

@@ -341,7 +341,7 @@ fn template_data(spec: &NodePoolSpec, groups: &[String], placement: Option<Strin
         data = data.key_name(cluster::key_name(&ec2_prefix(&c.name)));
     }
     if let Some(u) = &c.user_data {
-        data = data.user_data(base64::engine::general_purpose::STANDARD.encode(eks_user_data(u)));
+        data = data.user_data(base64::engine::general_purpose::STANDARD.encode(eks_user_data(u.expose())));
     }
     data.build()
 }
@@ -363,7 +363,7 @@ fn template_revision(spec: &NodePoolSpec, groups: &[String]) -> String {
     let c = &spec.nodes;
     let made_from = format!(
         "{}\ngroups={}\ntype={}\ncapacity={}\nreservation={}",
-        c.user_data.as_deref().unwrap_or_default(),
+        c.user_data.as_ref().map(|u| u.expose_str()).unwrap_or_default(),
         groups.join(","),
         c.fabric.sku.name,
         c.capacity.as_str(),

@@ -183,7 +183,7 @@ pub async fn converge(
         if live.hosts.contains_key(&host) {
             continue;
         }
-        let script = setup_script(spec, role, &host, spec.key.as_deref());
+        let script = setup_script(spec, role, &host, spec.key.as_ref().map(|k| k.expose_str()));
         let mut host_tags = with_name(tags, &host);
         host_tags.insert(ROLE_TAG.into(), role.as_str().into());
         host_tags.extend(config_tags.clone());

@@ -17,6 +17,7 @@ use crate::clouds::shared::Poll;
 use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::{Context, Value};
+use crate::redact::Secret;
 
 const ARM: &str = "https://management.azure.com";
 const SCOPE: &str = "https://management.azure.com/.default";
@@ -39,7 +40,7 @@ impl std::fmt::Debug for Arm {
 pub async fn connect(ctx: &Context) -> Result<Arm, CloudError> {
     static CLIENTS: Mutex<BTreeMap<String, Arm>> = Mutex::new(BTreeMap::new());
     let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Azure)).cloned().unwrap_or_default();
-    let key = format!("{:?}|{:?}", settings.endpoint, settings.settings);
+    let key = settings.client_key();
     if let Some(found) = CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(found.clone());
     }
@@ -61,6 +62,7 @@ pub async fn connect_or_report(ctx: &Context, diags: &mut crate::framework::Diag
 
 fn build(settings: &CloudSettings) -> Result<Arm, CloudError> {
     let s = |k: &str| settings.settings.get(k).cloned();
+    let secret = |k: &str| settings.secret(k).map(|v| v.expose().clone());
     let subscription = s("subscription_id").ok_or("set subscription_id in the provider's azure block")?;
     let mut http = reqwest::Client::builder().timeout(Duration::from_secs(120));
     if let Ok(path) = std::env::var("HPC_AZURE_CA_FILE") {
@@ -71,7 +73,7 @@ fn build(settings: &CloudSettings) -> Result<Arm, CloudError> {
     }
     let http = http.build().map_err(|e| CloudError::other(format!("building the HTTPS client: {e}")))?;
     let credential: Option<Arc<dyn TokenCredential>> =
-        if let (Some(tenant), Some(client), Some(secret)) = (s("tenant_id"), s("client_id"), s("client_secret")) {
+        if let (Some(tenant), Some(client), Some(secret)) = (s("tenant_id"), s("client_id"), secret("client_secret")) {
             Some(
                 azure_identity::ClientSecretCredential::new(&tenant, client, secret.into(), None)
                     .map_err(|e| CloudError::other(format!("the azure block's service principal cannot be used: {e}")))?,
@@ -107,6 +109,40 @@ pub struct Reply {
     pub monitor: Option<Monitor>,
     pub retry_after: Option<Duration>,
     pub body: Json,
+    /// ARM's `x-ms-request-id`, which Azure support asks for.
+    pub request_id: Option<String>,
+}
+
+impl retry::Heard for Reply {
+    fn status(&self) -> Option<u16> {
+        Some(self.status)
+    }
+    fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+}
+
+/// The ARM operation a request is, as a person reads it in the log: the method and the resource type the
+/// path names after its last provider namespace (`PUT virtualMachineScaleSets`, `GET
+/// virtualMachineScaleSets/virtualMachines`, `POST virtualMachineScaleSets/delete` for an action), or
+/// `resourceGroups` and `subscriptions` above them, or an operation's status (`GET operationStatuses`).
+pub fn operation(method: &str, url: &str) -> String {
+    let path = url.split('?').next().unwrap_or_default();
+    let path = path.split_once("://").map_or(path, |(_, rest)| rest.find('/').map_or("", |i| &rest[i..]));
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let kind = match segs.iter().rposition(|s| s.eq_ignore_ascii_case("providers")) {
+        // `/providers/<Namespace>/<type>/<name>/<type>/<name>...`: the types are every other segment.
+        Some(at) if at + 2 < segs.len() => segs[at + 2..].iter().step_by(2).copied().collect::<Vec<_>>().join("/"),
+        _ => segs
+            .iter()
+            .rev()
+            .find(|s| s.eq_ignore_ascii_case("resourceGroups") || s.eq_ignore_ascii_case("subscriptions"))
+            .or(segs.last())
+            .copied()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    format!("{method} {kind}")
 }
 
 impl Reply {
@@ -118,7 +154,8 @@ impl Reply {
             .map(Monitor::AsyncOperation)
             .or_else(|| header("location").filter(|_| status == 202 || status == 201).map(Monitor::Location));
         let retry_after = header("retry-after").and_then(|s| s.trim().parse::<u64>().ok()).map(Duration::from_secs);
-        Reply { status, monitor, retry_after, body: serde_json::from_str(text).unwrap_or(Json::Null) }
+        let request_id = header("x-ms-request-id");
+        Reply { status, monitor, retry_after, body: serde_json::from_str(text).unwrap_or(Json::Null), request_id }
     }
 
     /// ARM's `{"error": {"code", "message"}}` as `Code: message`.
@@ -180,14 +217,14 @@ impl Arm {
         format!("/subscriptions/{}/resourceGroups/{rg}", self.subscription)
     }
 
-    async fn token(&self) -> Result<Option<String>, CloudError> {
+    async fn token(&self) -> Result<Option<Secret<String>>, CloudError> {
         match &self.credential {
             Some(c) => c
                 .get_token(&[SCOPE], None)
                 .await
-                .map(|t| Some(t.token.secret().to_owned()))
+                .map(|t| Some(Secret::new(t.token.secret().to_owned())))
                 .map_err(|e| CloudError::new(ErrorKind::Unauthenticated, None, format!("getting an Azure token: {e}"))),
-            None => Ok(Some("emulator".into())),
+            None => Ok(Some(Secret::new("emulator".into()))),
         }
     }
 
@@ -225,12 +262,17 @@ impl Arm {
             reqwest::Method::DELETE => &crate::clouds::throttle::AZURE_DELETES,
             _ => &crate::clouds::throttle::AZURE_WRITES,
         };
-        retry::send(ctx, bucket, "calling Azure Resource Manager", || {
+        let path = url.split('?').next().unwrap_or_default();
+        let path = path.strip_prefix(self.base.as_str()).unwrap_or(path);
+        let name = || operation(method.as_str(), path);
+        let what = "calling Azure Resource Manager";
+        let call = retry::Call { cloud: "azure", name: Some(&name), method: method.as_str(), path, what, ..retry::Call::default() };
+        retry::send(ctx, bucket, call, || {
             let (method, url) = (method.clone(), url.clone());
             async move {
                 let mut request = self.http.request(method, &url);
                 if let Some(token) = self.token().await? {
-                    request = request.bearer_auth(token);
+                    request = request.bearer_auth(token.expose());
                 }
                 for (name, value) in headers {
                     request = request.header(*name, *value);
@@ -632,6 +674,22 @@ mod tests {
     }
 
     #[test]
+    fn operations_are_named_by_method_and_resource_type() {
+        let vmss = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/train";
+        assert_eq!(operation("PUT", &format!("{vmss}?api-version=2024-07-01")), "PUT virtualMachineScaleSets");
+        assert_eq!(
+            operation("GET", &format!("https://management.azure.com{vmss}/virtualMachines?api-version=1")),
+            "GET virtualMachineScaleSets/virtualMachines"
+        );
+        assert_eq!(operation("POST", &format!("{vmss}/delete")), "POST virtualMachineScaleSets/delete");
+        assert_eq!(operation("PUT", "/subscriptions/s/resourceGroups/rg?api-version=1"), "PUT resourceGroups");
+        assert_eq!(
+            operation("GET", "/subscriptions/s/providers/Microsoft.Compute/locations/eastus/operations/o-1"),
+            "GET locations/operations"
+        );
+    }
+
+    #[test]
     fn a_refused_create_is_its_own_only_when_the_resource_holds_what_it_sent_and_is_otherwise_a_conflict() {
         // A tagged resource: by its tags (they hold the owner's marker).
         let sent = json!({"location": "eastus", "tags": {"hpc:owner": "o-1", "team": "ml"}, "properties": {}});
@@ -650,6 +708,7 @@ mod tests {
             monitor: None,
             retry_after: None,
             body: json!({"error": {"code": "PreconditionFailed", "message": "exists"}}),
+            request_id: None,
         };
         let id = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkSecurityGroups/x-nsg";
         let e = taken(id, Some(&json!({"tags": {"hpc:owner": "o-2"}})), &reply);
@@ -701,7 +760,7 @@ mod tests {
         });
         check("landed/taken", (json(), json(), hostile_str()), |(sent, found, id)| {
             let _ = (landed(&sent, &found), tags_of(&found), short(&id), same_id(&id, &id), origin(&id), same_origin(&id, ARM));
-            let reply = Reply { status: 412, monitor: None, retry_after: None, body: sent };
+            let reply = Reply { status: 412, monitor: None, retry_after: None, body: sent, request_id: None };
             let e = taken(&id, Some(&found), &reply);
             if e.kind != ErrorKind::Conflict {
                 return Err(format!("{e:?}"));

@@ -489,7 +489,7 @@ fn body(
         None => os["linuxConfiguration"] = json!({"disablePasswordAuthentication": true}),
     }
     if let Some(u) = crate::clouds::slurm::node_user_data(spec, first) {
-        os["customData"] = json!(base64::engine::general_purpose::STANDARD.encode(u));
+        os["customData"] = json!(base64::engine::general_purpose::STANDARD.encode(u.expose()));
     }
     let mut profile = json!({
         "osProfile": os,

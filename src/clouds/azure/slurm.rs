@@ -172,7 +172,7 @@ async fn converge(
         if live.vms.contains_key(&host) {
             continue;
         }
-        let script = setup_script(spec, role, &host, spec.key.as_deref());
+        let script = setup_script(spec, role, &host, spec.key.as_ref().map(|k| k.expose_str()));
         let body = json!({
             "location": location,
             "tags": vm_tags,

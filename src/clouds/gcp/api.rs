@@ -49,7 +49,7 @@ pub type GaxError = google_cloud_gax::error::Error;
 pub async fn connect(ctx: &Context) -> Result<Gcp, CloudError> {
     static CLIENTS: Mutex<BTreeMap<String, Gcp>> = Mutex::new(BTreeMap::new());
     let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Gcp)).cloned().unwrap_or_default();
-    let key = format!("{:?}|{:?}", settings.endpoint, settings.settings);
+    let key = settings.client_key();
     if let Some(found) = CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(found.clone());
     }
@@ -70,8 +70,8 @@ pub async fn connect_or_report(ctx: &Context, diags: &mut crate::framework::Diag
 }
 
 fn credentials(settings: &CloudSettings) -> Result<google_cloud_auth::credentials::Credentials, CloudError> {
-    if let Some(key) = settings.settings.get("credentials") {
-        let json: serde_json::Value = serde_json::from_str(key)
+    if let Some(key) = settings.secret("credentials") {
+        let json: serde_json::Value = serde_json::from_str(key.expose())
             .map_err(|e| CloudError::other(format!("the gcp block's credentials are not a service-account key (JSON): {e}")))?;
         return google_cloud_auth::credentials::service_account::Builder::new(json)
             .build()
@@ -162,12 +162,16 @@ pub async fn rest(
     what: &str,
 ) -> Result<serde_json::Value, CloudError> {
     let headers = match gcp.credentials.headers(http::Extensions::new()).await {
-        Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => data,
-        Ok(_) => http::HeaderMap::new(),
+        Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => crate::redact::Secret::new(data),
+        Ok(_) => crate::redact::Secret::new(http::HeaderMap::new()),
         Err(e) => return Err(CloudError::new(ErrorKind::Unauthenticated, None, format!("{what}: getting Google credentials: {e}"))),
     };
-    let (status, text) = retry::send(ctx, &crate::clouds::throttle::GCP, what, || {
-        let mut request = gcp.http.request(method.clone(), url).headers(headers.clone());
+    let name = || rest_operation(method.as_str(), url);
+    let path = url.split('?').next().unwrap_or_default();
+    let path = path.split_once("://").map_or(path, |(_, rest)| rest.find('/').map_or("", |i| &rest[i..]));
+    let call = retry::Call { cloud: "gcp", name: Some(&name), method: method.as_str(), path, what, ..retry::Call::default() };
+    let Rest(status, text) = retry::send(ctx, &crate::clouds::throttle::GCP, call, || {
+        let mut request = gcp.http.request(method.clone(), url).headers(headers.expose().clone());
         if let Some(b) = body {
             request = request.header("content-type", "application/json").body(b.to_string());
         }
@@ -176,14 +180,75 @@ pub async fn rest(
             let status = r.status();
             let text = r.text().await.unwrap_or_default();
             Ok(if status.as_u16() == 429 || status.is_server_error() {
-                Answer::Again((status, text), None)
+                Answer::Again(Rest(status, text), None)
             } else {
-                Answer::Done((status, text))
+                Answer::Done(Rest(status, text))
             })
         }
     })
     .await?;
     answer(status.as_u16(), &text, what)
+}
+
+/// A REST answer: its status and body text.
+struct Rest(reqwest::StatusCode, String);
+
+impl retry::Heard for Rest {
+    fn status(&self) -> Option<u16> {
+        Some(self.0.as_u16())
+    }
+}
+
+/// The REST method a call to a Google API without a client crate is, as its discovery document names it
+/// (`servicenetworking.services.connections.create`), from the URL's host or path and the method: the
+/// service, then the collections the path names, then the verb the method and the path's end say.
+pub fn rest_operation(method: &str, url: &str) -> String {
+    let (host, path) = match url.split_once("://") {
+        Some((_, rest)) => rest.split_once('/').unwrap_or((rest, "")),
+        None => ("", url.trim_start_matches('/')),
+    };
+    let path = path.split('?').next().unwrap_or_default();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let is_version = |s: &&str| {
+        let s = s.trim_start_matches('v');
+        s.starts_with(|c: char| c.is_ascii_digit()) || ["beta", "alpha"].contains(&s)
+    };
+    let from = segs.iter().position(is_version).map_or(0, |i| i + 1);
+    // A named host says the service (`compute.googleapis.com`); an endpoint override does not.
+    let service = host.split('.').next().filter(|h| host.ends_with(".googleapis.com") && !h.is_empty());
+    let service = service.or((segs.first() == Some(&"compute")).then_some("compute"));
+    // After the version, collections alternate with ids (`projects/p/global/networks/n`); `global`,
+    // `regions/r`, `zones/z` and `locations/l` under a project are places, not collections.
+    let (mut collections, mut custom, mut has_id) = (Vec::new(), None, false);
+    let mut i = from;
+    while i < segs.len() {
+        let (name, verb) = segs[i].split_once(':').map_or((segs[i], None), |(n, v)| (n, Some(v)));
+        custom = verb.or(custom);
+        match name {
+            "global" => i += 1,
+            "zones" | "regions" | "locations" if collections == ["projects"] && i + 1 < segs.len() => i += 2,
+            _ => {
+                collections.push(name);
+                let id = segs.get(i + 1);
+                has_id = id.is_some();
+                custom = id.and_then(|s| s.split_once(':')).map(|(_, v)| v).or(custom);
+                i += 2;
+            }
+        }
+    }
+    if collections.len() > 1 && collections[0] == "projects" {
+        collections.remove(0);
+    }
+    let verb = custom.unwrap_or(match (method, has_id) {
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", _) => "insert",
+        ("PATCH", _) => "patch",
+        ("PUT", _) => "update",
+        ("DELETE", _) => "delete",
+        (m, _) => m,
+    });
+    service.into_iter().chain(collections).chain([verb]).collect::<Vec<_>>().join(".")
 }
 
 /// A REST answer as its JSON, or the error its status and body say (the body's `error.message`, else its
@@ -307,11 +372,51 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, GaxError>>,
 {
-    retry::send(ctx, &crate::clouds::throttle::GCP, what, || {
+    let name = || sdk_operation::<Fut>().unwrap_or_else(|| what.to_owned());
+    let call = retry::Call { cloud: "gcp", name: Some(&name), what, ..retry::Call::default() };
+    let retry::Decoded(out) = retry::send(ctx, &crate::clouds::throttle::GCP, call, || {
         let attempt = f();
-        async move { attempt.await.map(Answer::Done).map_err(|e| error_of(what, &e)) }
+        async move { attempt.await.map(|v| Answer::Done(retry::Decoded(v))).map_err(|e| error_of(what, &e)) }
     })
-    .await
+    .await?;
+    Ok(out)
+}
+
+/// The REST method a client crate's request is (`compute.instances.insert`, `lustre.CreateInstance`), read
+/// from the type of the future its builder's `send` returns (`google_cloud_compute_v1::builder::instances::
+/// Insert::send::{{closure}}`): the crates name each builder after its method and its module after the
+/// collection. None when the type does not read so (another shape of future), and the call is then known by
+/// what it does.
+fn sdk_operation<Fut>() -> Option<String> {
+    operation_of_type(std::any::type_name::<Fut>())
+}
+
+fn operation_of_type(name: &str) -> Option<String> {
+    let name = name.split('<').next()?;
+    let mut parts: Vec<&str> = name.split("::").collect();
+    while parts.last().is_some_and(|p| p.starts_with('{') || *p == "send" || *p == "until_done" || *p == "poller") {
+        parts.pop();
+    }
+    let [krate, "builder", collection, method] = parts[..] else { return None };
+    let service = krate.strip_prefix("google_cloud_")?.split('_').next()?;
+    let method = match service {
+        // Compute's REST methods are camelCase (`bulkInsert`); Managed Lustre's gRPC methods keep their case.
+        "compute" => {
+            let mut c = method.chars();
+            c.next().map(|f| f.to_ascii_lowercase().to_string() + c.as_str())?
+        }
+        _ => method.to_owned(),
+    };
+    let collection = match service {
+        "compute" => collection.split('_').enumerate().map(|(i, w)| if i == 0 { w.to_owned() } else { title(w) }).collect::<String>(),
+        _ => collection.to_owned(),
+    };
+    Some(if service == "compute" { format!("{service}.{collection}.{method}") } else { format!("{service}.{method}") })
+}
+
+fn title(w: &str) -> String {
+    let mut c = w.chars();
+    c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
 }
 
 fn last(url: &str) -> &str {
@@ -453,6 +558,54 @@ mod tests {
             let _ = (number_of(&body), error(status, retry_after, &body, "m"), short_name(&header), last(&header), parse_id(&header));
             Ok(())
         });
+    }
+
+    #[test]
+    fn operations_are_named_as_the_apis_name_them() {
+        assert_eq!(
+            operation_of_type("google_cloud_compute_v1::builder::instances::Insert::send::{{closure}}").as_deref(),
+            Some("compute.instances.insert")
+        );
+        assert_eq!(
+            operation_of_type("google_cloud_compute_v1::builder::resource_policies::BulkInsert::send::{{closure}}").as_deref(),
+            Some("compute.resourcePolicies.bulkInsert")
+        );
+        assert_eq!(
+            operation_of_type("google_cloud_lustre_v1::builder::lustre::CreateInstance::send::{{closure}}").as_deref(),
+            Some("lustre.CreateInstance")
+        );
+        assert_eq!(operation_of_type("core::future::ready::Ready<u8>"), None);
+        // The compiler's own name for a real builder's future reads the same way.
+        fn name_of<F>(_: &F) -> &'static str {
+            std::any::type_name::<F>()
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let name = rt.block_on(async {
+            let client = Instances::builder()
+                .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
+                .with_endpoint("http://127.0.0.1:9")
+                .build()
+                .await
+                .unwrap();
+            let fut = client.insert().set_project("p").set_zone("z").send();
+            name_of(&fut)
+        });
+        assert_eq!(operation_of_type(name).as_deref(), Some("compute.instances.insert"), "{name}");
+        // Calls without a client crate, by URL.
+        let base = "https://servicenetworking.googleapis.com/v1/services/servicenetworking.googleapis.com/connections";
+        assert_eq!(rest_operation("POST", base), "servicenetworking.services.connections.insert");
+        assert_eq!(
+            rest_operation("POST", "http://127.0.0.1:9/v1/projects/p/locations/l/clusters/c/nodePools/np:setSize"),
+            "clusters.nodePools.setSize"
+        );
+        assert_eq!(
+            rest_operation("GET", "https://cloudresourcemanager.googleapis.com/v3/projects/ml-prod"),
+            "cloudresourcemanager.projects.get"
+        );
+        assert_eq!(
+            rest_operation("GET", "https://compute.googleapis.com/compute/beta/projects/p/zones/us-central1-a/instances?filter=x"),
+            "compute.instances.list"
+        );
     }
 
     #[test]

@@ -299,7 +299,7 @@ fn properties(
         metadata.push(json!({"key": "hpc-gpu", "value": g}));
     }
     if let Some(u) = &spec.user_data {
-        metadata.push(json!({"key": "startup-script", "value": u}));
+        metadata.push(json!({"key": "startup-script", "value": u.expose()}));
     }
     // Joining Slurm: cloud-init's user data (the user's own stays the startup script).
     if let Some(join) = &spec.slurm {
@@ -596,9 +596,16 @@ async fn wait_settled(
     census: &Census,
 ) -> Result<(), CloudError> {
     let what = format!("{} node(s) of {cluster} to run", names.len());
+    let progress = shared::Progress::new();
     shared::wait_for(ctx, &what, timeout, || async {
         let live = nodes(ctx, gcp, zone, cluster, census).await?;
         let busy = live.iter().any(|n| names.contains(&n.name) && matches!(n.status.as_str(), "PROVISIONING" | "STAGING"));
+        let count = |states: &[&str]| live.iter().filter(|n| states.contains(&n.status.as_str())).count() as u32;
+        let (running, starting) = (count(&["RUNNING"]), count(&["PROVISIONING", "STAGING"]));
+        // The cluster's nodes that are neither there nor coming are those Compute Engine had no capacity for.
+        let pending_capacity = names.iter().filter(|name| !live.iter().any(|n| &n.name == *name)).count() as u32;
+        let total = live.len() as u32 + pending_capacity;
+        progress.nodes(cluster, shared::NodeCounts { running, total, starting, pending_capacity });
         Ok((!busy).then_some(()))
     })
     .await

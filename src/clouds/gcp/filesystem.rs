@@ -19,7 +19,8 @@ use super::{cluster, fabric, filesystem};
 use crate::catalog::Cloud;
 use crate::clouds::backend::{Backend, Change, ImportError, Imported, Outcome, Step};
 use crate::clouds::error::CloudError;
-use crate::clouds::shared::{self, Poll, within};
+use crate::clouds::retry;
+use crate::clouds::shared::{self, Poll};
 use crate::framework::{Context, Value};
 use crate::model::FilesystemSpec;
 use crate::ownership::Census;
@@ -264,23 +265,52 @@ pub async fn observe(
     Ok(Some(FsLive { instance, address, peered }))
 }
 
-async fn wait_lro<T>(
-    ctx: &Context,
-    what: &str,
-    timeout: Duration,
-    poll: impl std::future::Future<Output = Result<T, api::GaxError>>,
-) -> Result<T, CloudError> {
-    within(ctx, what, timeout, async { poll.await.map_err(|e| api::error_of(what, &e)) }).await
-}
-
-/// A long-running operation, started again when its start is refused with a rate limit or a transient error,
-/// as every other Google call is, within `timeout` (polls of a started operation ride out those errors).
-async fn retried_lro<T, F, Fut>(ctx: &Context, what: &str, timeout: Duration, f: F) -> Result<T, CloudError>
+/// A Managed Lustre long-running operation, driven one request at a time (the start, then each
+/// `operations.get`) so that each is a log line of its own. The start goes through the one retry policy
+/// (`retry::send`: a rate limit or a transient error starts it again, and the request id keeps that from
+/// making it twice); the polls follow the one poll loop (`shared::Poll`: its schedule, `timeout` and
+/// StopProvider) and ride out those errors as the client's polling policy says. `operation` names the
+/// start (`lustre.CreateInstance`).
+async fn lro<R, M, P, F>(ctx: &Context, what: &str, operation: &str, timeout: Duration, mut start: F) -> Result<R, CloudError>
 where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, api::GaxError>>,
+    F: FnMut() -> P,
+    P: google_cloud_lro::Poller<R, M>,
 {
-    within(ctx, what, timeout, call(ctx, what, f)).await
+    use google_cloud_lro::PollingResult;
+    let starting = retry::Call { cloud: "gcp", operation: operation.into(), what, ..retry::Call::default() };
+    let retry::Decoded((mut poller, mut answer)) = retry::send(ctx, &crate::clouds::throttle::GCP, starting, || {
+        let mut poller = start();
+        async move {
+            match poller.poll().await {
+                Some(PollingResult::Completed(Err(e))) => Err(api::error_of(what, &e)),
+                answer => Ok(retry::Answer::Done(retry::Decoded((poller, answer)))),
+            }
+        }
+    })
+    .await?;
+    let mut poll = Poll::new(ctx, format!("waiting for {what}"), timeout);
+    let polling = retry::Call { cloud: "gcp", operation: "lustre.GetOperation".into(), what, ..retry::Call::default() };
+    let mut last_error = None;
+    loop {
+        match answer {
+            None => return Err(last_error.unwrap_or_else(|| CloudError::other(format!("{what}: the operation ended without an answer")))),
+            Some(PollingResult::Completed(out)) => return out.map_err(|e| api::error_of(what, &e)),
+            Some(PollingResult::InProgress(_)) => last_error = None,
+            // The client's polling policy decides whether the operation is asked after again (its next poll
+            // then answers None and this error is the outcome).
+            Some(PollingResult::PollingError(e)) => last_error = Some(api::error_of(what, &e)),
+        }
+        poll.pause(None).await?;
+        let began = tokio::time::Instant::now();
+        answer = poll.check(async { Ok::<_, CloudError>(poller.poll().await) }).await?;
+        match &answer {
+            Some(PollingResult::Completed(Err(e)) | PollingResult::PollingError(e)) => {
+                retry::log_attempt(&polling, 1, began, Err(&api::error_of(what, e)));
+            }
+            Some(_) => retry::log_attempt(&polling, 1, began, Ok((None, None))),
+            None => {}
+        }
+    }
 }
 
 pub struct Options<'a> {
@@ -335,8 +365,7 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
             // One request id for every attempt of this create: a start the service took whose answer was lost is
             // answered again with its operation, never made twice (CreateInstanceRequest.requestId).
             let request_id = api::request_id();
-            use google_cloud_lro::Poller;
-            retried_lro(ctx, &what, o.timeout, || {
+            lro(ctx, &what, "lustre.CreateInstance", o.timeout, || {
                 gcp.lustre
                     .create_instance()
                     .set_parent(format!("projects/{p}/locations/{zone}"))
@@ -344,19 +373,17 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
                     .set_request_id(&request_id)
                     .set_instance(instance.clone())
                     .poller()
-                    .until_done()
             })
             .await?;
             if let Some(uri) = &spec.data_repository {
                 let what = format!("importing {uri} into {}", spec.name);
-                retried_lro(ctx, &what, o.timeout, || {
+                lro(ctx, &what, "lustre.ImportData", o.timeout, || {
                     gcp.lustre
                         .import_data()
                         .set_name(&path)
                         .set_gcs_path(google_cloud_lustre_v1::model::GcsPath::new().set_uri(gcs_uri(uri)))
                         .set_lustre_path(google_cloud_lustre_v1::model::LustrePath::new().set_path("/"))
                         .poller()
-                        .until_done()
                 })
                 .await?;
             }
@@ -375,14 +402,12 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
             }
             if !mask.is_empty() {
                 let what = format!("updating Managed Lustre instance {}", spec.name);
-                use google_cloud_lro::Poller;
-                retried_lro(ctx, &what, o.timeout, || {
+                lro(ctx, &what, "lustre.UpdateInstance", o.timeout, || {
                     gcp.lustre
                         .update_instance()
                         .set_instance(update.clone())
                         .set_update_mask(google_cloud_wkt::FieldMask::default().set_paths(mask.clone()))
                         .poller()
-                        .until_done()
                 })
                 .await?;
             }
@@ -414,9 +439,7 @@ pub async fn delete(
     };
     if let Some(l) = &live {
         let what = format!("deleting Managed Lustre instance {name}");
-        let request = gcp.lustre.delete_instance().set_name(&path).poller();
-        use google_cloud_lro::Poller;
-        match wait_lro(ctx, &what, timeout, request.until_done()).await {
+        match lro(ctx, &what, "lustre.DeleteInstance", timeout, || gcp.lustre.delete_instance().set_name(&path).poller()).await {
             Ok(()) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),

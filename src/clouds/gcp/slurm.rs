@@ -206,7 +206,7 @@ async fn converge(
         }
         let what = format!("creating instance {host}");
         let mut metadata = vec![
-            json!({"key": "user-data", "value": setup_script(spec, role, &host, spec.key.as_deref())}),
+            json!({"key": "user-data", "value": setup_script(spec, role, &host, spec.key.as_ref().map(|k| k.expose_str()))}),
             json!({"key": channel::GCP_KEY, "value": config.payload}),
             json!({"key": channel::GCP_REVISION_KEY, "value": config.revision}),
         ];

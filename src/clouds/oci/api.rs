@@ -23,6 +23,7 @@ use crate::clouds::shared::Poll;
 use crate::clouds::{CloudError, ErrorKind};
 use crate::config::{CloudSettings, ProviderConfig};
 use crate::framework::Context;
+use crate::redact::Secret;
 
 /// The OCI services the resources call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +70,7 @@ impl std::fmt::Debug for Oci {
 pub fn connect(ctx: &Context, region: &str) -> Result<Oci, CloudError> {
     static CLIENTS: Mutex<BTreeMap<String, Oci>> = Mutex::new(BTreeMap::new());
     let settings = ctx.configured::<ProviderConfig>().and_then(|c| c.clouds.get(&Cloud::Oci)).cloned().unwrap_or_default();
-    let key = format!("{region}|{:?}|{:?}", settings.endpoint, settings.settings);
+    let key = format!("{region}|{}", settings.client_key());
     if let Some(found) = CLIENTS.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(found.clone());
     }
@@ -132,9 +133,11 @@ fn build(settings: &CloudSettings, region: &str) -> Result<Oci, CloudError> {
         .filter(|(_, v)| v.is_none())
         .map(|(n, _)| *n)
         .collect();
-    let pem = match (attr("private_key"), pick("private_key_path", "key_file")) {
-        (Some(pem), _) => Some(pem),
-        (None, Some(path)) => Some(std::fs::read_to_string(home_path(&path)).map_err(|e| format!("reading the OCI API key {path}: {e}"))?),
+    let pem: Option<Secret<String>> = match (settings.secret("private_key"), pick("private_key_path", "key_file")) {
+        (Some(pem), _) => Some(pem.clone()),
+        (None, Some(path)) => {
+            Some(std::fs::read_to_string(home_path(&path)).map(Secret::new).map_err(|e| format!("reading the OCI API key {path}: {e}"))?)
+        }
         (None, None) => None,
     };
     if !missing.is_empty() || pem.is_none() {
@@ -150,14 +153,14 @@ fn build(settings: &CloudSettings, region: &str) -> Result<Oci, CloudError> {
         .into());
     }
     let pem = pem.unwrap_or_default();
-    if pem.contains("ENCRYPTED") || profile.contains_key("pass_phrase") {
+    if pem.expose().contains("ENCRYPTED") || profile.contains_key("pass_phrase") {
         return Err(
             "the OCI API key is encrypted with a pass phrase; give an unencrypted key (openssl rsa -in key.pem -out plain.pem)".into()
         );
     }
     let tenancy = tenancy.unwrap_or_default();
     let signer =
-        Signer::from_pem(&pem, &tenancy, &user.unwrap_or_default(), &fingerprint.unwrap_or_default()).map_err(|e| e.to_string())?;
+        Signer::from_pem(pem.expose(), &tenancy, &user.unwrap_or_default(), &fingerprint.unwrap_or_default()).map_err(|e| e.to_string())?;
     let region = if region.is_empty() { pick("region", "region").unwrap_or_default() } else { region.to_owned() };
     // An endpoint override (an emulator) serves every service at the one address, by each one's version path.
     let (core, lustre, limits, containerengine) = match &settings.endpoint {
@@ -186,15 +189,75 @@ pub struct Reply {
     pub work_request: Option<String>,
     /// The resource's `etag`, which an update's `if-match` carries back.
     pub etag: Option<String>,
-    /// The body as text, for the answers that are not JSON (a kubeconfig).
-    pub text: String,
+    /// The body as text, for the answers that are not JSON (a kubeconfig, which is a credential).
+    pub text: Secret<String>,
+    /// OCI's `opc-request-id`, which Oracle support asks for.
+    pub request_id: Option<String>,
+}
+
+impl retry::Heard for Reply {
+    fn status(&self) -> Option<u16> {
+        Some(self.status)
+    }
+    fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+}
+
+/// Capitalises the first letter: `instances` -> `Instances`.
+fn title(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+}
+
+/// The singular of a collection's name as OCI's operations spell it: `vcns` -> `Vcn`, `policies` -> `Policy`.
+fn singular(collection: &str) -> String {
+    let t = title(collection);
+    match t.strip_suffix("ies") {
+        Some(stem) => format!("{stem}y"),
+        None => t.strip_suffix('s').map(str::to_owned).unwrap_or(t),
+    }
+}
+
+/// The OCI operation a request is, in the SDKs' names (`LaunchInstance`, `ListVcns`, `GetWorkRequest`,
+/// `TerminateInstance`, `ListClusterNetworkInstances`), from its method and its path after the version.
+pub fn operation(method: &str, path: &str) -> String {
+    let path = path.split('?').next().unwrap_or_default();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let Some(collection) = segs.first().copied() else { return format!("{method} /") };
+    let one = singular(collection);
+    match (method, &segs[1..]) {
+        ("POST", []) if collection == "instances" => "LaunchInstance".into(),
+        ("POST", []) => format!("Create{one}"),
+        ("POST", [_]) if collection == "instances" => "InstanceAction".into(),
+        ("GET", []) => format!("List{}", title(collection)),
+        ("GET", [_]) => format!("Get{one}"),
+        ("PUT", [_]) => format!("Update{one}"),
+        ("DELETE", [_]) if matches!(collection, "instances" | "clusterNetworks") => format!("Terminate{one}"),
+        ("DELETE", [_]) => format!("Delete{one}"),
+        ("POST", [_, "kubeconfig", "content"]) => "CreateKubeconfig".into(),
+        // An action is its verb, the resource, then the rest of its name: `addSecurityRules` on a network
+        // security group is AddNetworkSecurityGroupSecurityRules, `changeCompartment` on a VCN
+        // ChangeVcnCompartment; File Storage's import keeps its own name.
+        ("POST", [_, "actions", "startImportFromObject"]) => "StartImportFromObject".into(),
+        ("POST", [_, "actions", action]) => {
+            let split = action.find(|c: char| c.is_ascii_uppercase()).unwrap_or(action.len());
+            format!("{}{one}{}", title(&action[..split]), &action[split..])
+        }
+        ("GET", [_, "limits", _, "resourceAvailability"]) => "GetResourceAvailability".into(),
+        ("GET", [_, "errors"]) => format!("List{one}Errors"),
+        ("GET", [_, sub]) => format!("List{one}{}", title(sub)),
+        ("GET", [_, sub, _]) => format!("Get{}", singular(sub)),
+        (m, _) => format!("{m} {collection}"),
+    }
 }
 
 impl Reply {
     /// An answer from its status, a header reader and its body text (null when it is not JSON).
     pub fn of(status: u16, header: impl Fn(&str) -> Option<String>, text: &str) -> Reply {
         let (next_page, work_request, etag) = (header("opc-next-page"), header("opc-work-request-id"), header("etag"));
-        Reply { status, body: serde_json::from_str(text).unwrap_or(Json::Null), next_page, work_request, etag, text: text.to_owned() }
+        let (text, request_id) = (Secret::new(text.to_owned()), header("opc-request-id"));
+        Reply { status, body: serde_json::from_str(text.expose()).unwrap_or(Json::Null), next_page, work_request, etag, text, request_id }
     }
 
     /// OCI's `{"code", "message"}` as `Code: message`.
@@ -323,7 +386,11 @@ impl Oci {
         let payload = body.map(|b| b.to_string().into_bytes());
         let retry_token = (method == reqwest::Method::POST).then(|| format!("hpc-{:016x}{:016x}", random_u64(), random_u64()));
         let what = format!("calling OCI at {base}");
-        retry::send(ctx, &crate::clouds::throttle::OCI, &what, || {
+        let name = || operation(method.as_str(), path);
+        let (method_name, logged_path) = (method.as_str(), parsed.path());
+        let call =
+            retry::Call { cloud: "oci", name: Some(&name), method: method_name, path: logged_path, what: &what, ..retry::Call::default() };
+        retry::send(ctx, &crate::clouds::throttle::OCI, call, || {
             let headers = Extra { retry_token: retry_token.as_deref(), if_match };
             self.attempt(&method, &parsed, &host, &path_and_query, payload.as_deref(), headers, &what)
         })
@@ -737,6 +804,28 @@ mod tests {
             }
             Ok(())
         });
+    }
+
+    #[test]
+    fn operations_are_named_as_the_sdks_name_them() {
+        for (method, path, name) in [
+            ("POST", "/instances", "LaunchInstance"),
+            ("POST", "/instances/ocid1.instance.oc1..a?action=RESET", "InstanceAction"),
+            ("DELETE", "/instances/ocid1.instance.oc1..a", "TerminateInstance"),
+            ("GET", "/vcns?compartmentId=c&limit=1000", "ListVcns"),
+            ("GET", "/vcns/ocid1.vcn.oc1..a", "GetVcn"),
+            ("PUT", "/subnets/ocid1.subnet.oc1..a", "UpdateSubnet"),
+            ("POST", "/networkSecurityGroups/n/actions/addSecurityRules", "AddNetworkSecurityGroupSecurityRules"),
+            ("POST", "/instancePools/p/actions/detachInstance", "DetachInstancePoolInstance"),
+            ("GET", "/clusterNetworks/c/instances", "ListClusterNetworkInstances"),
+            ("GET", "/workRequests/w", "GetWorkRequest"),
+            ("GET", "/workRequests/w/errors", "ListWorkRequestErrors"),
+            ("GET", "/services/compute/limits/gpu-h100-count/resourceAvailability?compartmentId=c", "GetResourceAvailability"),
+            ("DELETE", "/clusterNetworks/c", "TerminateClusterNetwork"),
+            ("POST", "/clusters/c/kubeconfig/content", "CreateKubeconfig"),
+        ] {
+            assert_eq!(operation(method, path), name, "{method} {path}");
+        }
     }
 
     #[test]

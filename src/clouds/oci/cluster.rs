@@ -221,7 +221,7 @@ fn launch_details(spec: &ClusterSpec, compartment: &str, image: &str, joined: &J
         metadata.insert("ssh_authorized_keys".into(), json!(key.trim()));
     }
     if let Some(u) = crate::clouds::slurm::node_user_data(spec, 0) {
-        metadata.insert("user_data".into(), json!(base64::engine::general_purpose::STANDARD.encode(u)));
+        metadata.insert("user_data".into(), json!(base64::engine::general_purpose::STANDARD.encode(u.expose())));
     }
     // The RDMA plugins configure RDMA NICs; a shape without them (VM.GPU.A10) runs the agent's defaults.
     let rdma = f.sku.fabric != crate::catalog::Fabric::None;
@@ -339,7 +339,7 @@ fn made_from(config: &Json, spec: &ClusterSpec) -> bool {
     let ssh = d["metadata"]["ssh_authorized_keys"].as_str() == spec.ssh_public_key.as_deref().map(str::trim);
     let user_data = (spec.user_data_write_only && spec.user_data.is_none())
         || d["metadata"]["user_data"].as_str().map(str::to_owned)
-            == crate::clouds::slurm::node_user_data(spec, 0).map(|u| base64::engine::general_purpose::STANDARD.encode(u));
+            == crate::clouds::slurm::node_user_data(spec, 0).map(|u| base64::engine::general_purpose::STANDARD.encode(u.expose()));
     image && ssh && user_data
 }
 
@@ -605,8 +605,14 @@ async fn wait_running(
     census: &Census,
 ) -> Result<(), CloudError> {
     let want = spec.node_count as usize;
+    let progress = crate::clouds::shared::Progress::new();
     crate::clouds::shared::wait_for(ctx, &format!("{want} node(s) to run"), timeout, || async {
         let nodes = observe(ctx, oci, at, census).await?;
+        let count = |states: &[&str]| nodes.iter().filter(|n| states.contains(&node_state(n).as_str())).count() as u32;
+        let (running, starting) = (count(&["RUNNING"]), count(&["PROVISIONING", "STARTING"]));
+        let pending_capacity = (want as u32).saturating_sub(nodes.len() as u32);
+        let counts = crate::clouds::shared::NodeCounts { running, total: want as u32, starting, pending_capacity };
+        progress.nodes(&spec.name, counts);
         if nodes.len() < want {
             let why = format!("only {} of {want} nodes came up (OCI terminated the others while launching them)", nodes.len());
             return Err(CloudError::other(why));

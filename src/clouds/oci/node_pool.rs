@@ -20,6 +20,7 @@ use crate::clouds::kubernetes::{InCluster, network_operator, taint_string};
 use crate::clouds::shared::with_attr;
 use crate::framework::{AttributePath, Context, Diagnostics, Value};
 use crate::model::{Defaults, NodePoolSpec, Piece, Placement};
+use crate::redact::Secret;
 
 fn cluster_ocid(id: &str) -> bool {
     id.starts_with("ocid1.cluster.") && id.split('.').count() >= 5 && id.rsplit('.').next().is_some_and(|u| !u.is_empty())
@@ -170,7 +171,7 @@ async fn join_facts(ctx: &Context, oci: &Oci, id: &str, cluster: &Json) -> Resul
     if reply.status != 200 {
         return Err(reply.failure(&format!("reading the kubeconfig of OKE cluster {id}")));
     }
-    let ca = kubeconfig_ca(&reply.text)
+    let ca = kubeconfig_ca(reply.text.expose())
         .ok_or_else(|| CloudError::other(format!("the kubeconfig of OKE cluster {id} has no certificate-authority-data")))?;
     Ok(JoinFacts { endpoint, ca })
 }
@@ -201,7 +202,8 @@ fn join_script(spec: &NodePoolSpec, facts: &JoinFacts, labels: &BTreeMap<String,
 fn worker_spec(spec: &NodePoolSpec, facts: &JoinFacts, labels: &BTreeMap<String, String>) -> crate::model::ClusterSpec {
     let mut nodes = spec.nodes.clone();
     let script = join_script(spec, facts, labels);
-    nodes.user_data = Some(crate::clouds::user_data::combined_with(&script, JOIN_FILE, "HPC-OKE", spec.nodes.user_data.as_deref()));
+    let user = spec.nodes.user_data.as_ref().map(|u| u.expose_str());
+    nodes.user_data = Some(Secret::new(crate::clouds::user_data::combined_with(&script, JOIN_FILE, "HPC-OKE", user)));
     nodes
 }
 
@@ -454,7 +456,7 @@ mod tests {
         let facts = JoinFacts { endpoint: "10.0.0.5".into(), ca: "Q0E=".into() };
         let labels = BTreeMap::from([("hpc-platform/cluster".to_owned(), "gpu".to_owned()), ("team".to_owned(), "llm".to_owned())]);
         let workers = worker_spec(&spec, &facts, &labels);
-        let doc = workers.user_data.unwrap();
+        let doc = workers.user_data.unwrap().into_exposed();
         assert!(doc.contains("--apiserver-endpoint '10.0.0.5' --kubelet-ca-cert 'Q0E='"), "{doc}");
         let script = doc.split(&format!("filename=\"{JOIN_FILE}\"")).nth(1).unwrap();
         let (cluster, version, got_labels, taints) = parse_join(script);

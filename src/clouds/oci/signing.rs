@@ -19,7 +19,7 @@ pub enum SigningError {
 
 /// A loaded API signing key and the key id OCI knows it by.
 pub struct Signer {
-    key: RsaKeyPair,
+    key: crate::redact::Secret<RsaKeyPair>,
     key_id: String,
     rng: SystemRandom,
 }
@@ -43,7 +43,7 @@ impl Signer {
             other => Err(format!("a PEM block labelled {other:?}")),
         });
         let key = key.map_err(SigningError::BadKey)?;
-        Ok(Signer { key, key_id: format!("{tenancy}/{user}/{fingerprint}"), rng: SystemRandom::new() })
+        Ok(Signer { key: crate::redact::Secret::new(key), key_id: format!("{tenancy}/{user}/{fingerprint}"), rng: SystemRandom::new() })
     }
 
     pub fn key_id(&self) -> &str {
@@ -73,8 +73,8 @@ impl Signer {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let mut signature = vec![0u8; self.key.public_modulus_len()];
-        self.key.sign(&RSA_PKCS1_SHA256, &self.rng, signing_string.as_bytes(), &mut signature).map_err(|_| SigningError::Sign)?;
+        let mut signature = vec![0u8; self.key.expose().public_modulus_len()];
+        self.key.expose().sign(&RSA_PKCS1_SHA256, &self.rng, signing_string.as_bytes(), &mut signature).map_err(|_| SigningError::Sign)?;
         let authorization = format!(
             "Signature version=\"1\",keyId=\"{}\",algorithm=\"rsa-sha256\",headers=\"{}\",signature=\"{}\"",
             self.key_id,

@@ -162,7 +162,7 @@ async fn converge(
             Some(i) => i.clone(),
             None => default_image(ctx, oci, compartment, shape).await?,
         };
-        let script = setup_script(spec, role, &host, spec.key.as_deref());
+        let script = setup_script(spec, role, &host, spec.key.as_ref().map(|k| k.expose_str()));
         let mut metadata = json!({
             "user_data": base64::engine::general_purpose::STANDARD.encode(&script),
             channel::OCI_KEY: config.payload,

@@ -1,0 +1,5 @@
+variable "gpu" {
+  description = "GPU model to look up in every cloud."
+  type        = string
+  default     = "H100"
+}

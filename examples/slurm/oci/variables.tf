@@ -1,0 +1,11 @@
+variable "oci_endpoint" {
+  description = "API endpoint override for emulators or private endpoints; leave null for the real cloud"
+  type        = string
+  default     = null
+}
+
+variable "nodes" {
+  description = "GPU nodes: a change re-renders the Slurm configuration, which the controller takes in place"
+  type        = number
+  default     = 2
+}
