@@ -346,6 +346,11 @@ fn main_job_runs_and_narrates() {
         "+ estimated_hourly_cost_usd = 110.08",
         "kind     = \"aws_placement_group\"",
         "Apply complete! Resources: 3 added, 0 changed, 0 destroyed.",
+        // The provider's debug log of that apply: a line per request, and the nodes coming up.
+        "==> the provider's log of that apply",
+        "CreatePlacementGroup x1",
+        "RunInstances x",
+        "progress: train: 2/2 nodes running",
         " slots=8",
         "mount -t lustre",
         "\"FI_PROVIDER\" = \"efa\"",
@@ -371,6 +376,9 @@ fn main_job_runs_and_narrates() {
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("  ") && l.ends_with(" slots=8")).collect();
     assert_eq!(lines.len(), 4, "{text}");
     assert_eq!(lines[0], lines[2], "{text}");
+    // As many request lines as the emulator's calls is acceptance/logs.rs's; here the count is plausible.
+    let requests = text.lines().find_map(|l| l.trim().split_once(" AWS requests: ")).unwrap_or_else(|| panic!("no request count:\n{text}"));
+    assert!(requests.0.parse::<u32>().is_ok_and(|n| n >= 10), "{requests:?}");
     let repaired = text.lines().find_map(|l| l.trim().strip_prefix("train-1 is now ")).unwrap_or_else(|| panic!("no repair line:\n{text}"));
     let (new, old) = repaired.split_once(" (was ").unwrap_or_else(|| panic!("{repaired}"));
     assert!(new.starts_with("i-") && new != old.trim_end_matches(')'), "{repaired}");

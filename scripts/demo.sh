@@ -81,8 +81,27 @@ echo "the lock file records the version and the checksums to hold every later in
 sed -n '/^provider "registry.opentofu.org\/hpc-platform\/hpc"/,/^}/p' .terraform.lock.hcl | sed 's/^/  /'
 log "tofu plan: the module's fabric, cluster and filesystem, and every vendor piece they become"
 "$TOFU" plan -input=false -no-color | sed -n '/will perform/,$p' | grep -E "^  # |kind *=|estimated_hourly_cost_usd|^Plan:"
-log "tofu apply"
-"$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Creation complete|Apply complete'
+log "tofu apply (TF_LOG_PROVIDER=debug, the provider's log kept in a file)"
+TF_LOG_PROVIDER=debug TF_LOG_PATH="$WORK/apply.log" "$TOFU" apply -input=false -auto-approve -no-color | grep -E 'Creation complete|Apply complete'
+log "the provider's log of that apply: one debug line per cloud request, progress at info"
+# Lines as the CLI writes them: `<time> [DEBUG] provider.terraform-provider-hpc_v<version>: aws RunInstances: ...`.
+python3 - "$WORK/apply.log" <<'PY'
+import collections, re, sys
+requests, progress = collections.Counter(), []
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r"\[(DEBUG|INFO)\]\s+provider\.terraform-provider-hpc[^:]*: (.*)", line)
+    if not m:
+        continue
+    level, text = m.groups()
+    r = re.match(r"aws (\w+): HTTP \d+", text)
+    if level == "DEBUG" and r:
+        requests[r.group(1)] += 1
+    elif level == "INFO" and "nodes running" in text:
+        progress.append(text.split(": ", 1)[0] + ": " + text.split(": ", 2)[1])
+print("  %d AWS requests: %s" % (sum(requests.values()), ", ".join("%s x%d" % kv for kv in sorted(requests.items()))))
+for p in progress:
+    print("  progress: " + p)
+PY
 log "what a training job needs, from the outputs"
 "$TOFU" output -no-color node_private_ips
 echo "hostfile:"

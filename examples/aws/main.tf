@@ -12,12 +12,14 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   default_tags = { team = "ml-platform" }
   aws {
     region = "us-east-1"
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name   = "train"
   cloud  = "aws"
@@ -25,11 +27,13 @@ resource "hpc_gpu_fabric" "train" {
   zone   = "us-east-1a"
   gpu    = "H100"
 }
+
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 4
 }
+
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train

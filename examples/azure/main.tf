@@ -11,18 +11,21 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   azure {
     subscription_id = "00000000-0000-0000-0000-000000000000"
     endpoint        = var.azure_endpoint
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name          = "train"
   cloud         = "azure"
   region        = "eastus"
   instance_type = "Standard_ND96isr_H100_v5"
 }
+
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
@@ -30,6 +33,7 @@ resource "hpc_gpu_cluster" "train" {
   # Azure needs a key or a password for Linux VMs, and the provider keeps password login off.
   ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc example" # e.g. file("~/.ssh/id_ed25519.pub")
 }
+
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train

@@ -11,6 +11,7 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   gcp {
     project  = "ml-platform-prod"
@@ -19,6 +20,7 @@ provider "hpc" {
     endpoint = var.gcp_endpoint
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name          = "train"
   cloud         = "gcp"
@@ -26,11 +28,13 @@ resource "hpc_gpu_fabric" "train" {
   zone          = "us-central1-a"
   instance_type = "a3-megagpu-8g"
 }
+
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 4
 }
+
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train
@@ -38,6 +42,7 @@ resource "hpc_parallel_filesystem" "scratch" {
   capacity_gib       = 36000
   throughput_per_tib = 500
 }
+
 # A3 Ultra (H200, RoCE): a second gVNIC VPC and a RoCE VPC with 8 subnets instead.
 resource "hpc_gpu_fabric" "ultra" {
   name          = "ultra"

@@ -11,10 +11,12 @@ terraform {
     }
   }
 }
+
 provider "hpc" {}
 locals {
   clouds = ["aws", "azure", "gcp", "oci"]
 }
+
 data "hpc_gpu_catalog" "by_cloud" {
   for_each = toset(local.clouds)
   cloud    = each.key

@@ -14,19 +14,23 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   aws {
     region = "us-east-1"
   }
 }
+
 import {
   to = hpc_gpu_fabric.legacy
   id = var.fabric_id
 }
+
 import {
   to = hpc_gpu_cluster.legacy
   id = var.cluster_id
 }
+
 resource "hpc_gpu_fabric" "legacy" {
   name   = "legacy"
   cloud  = "aws"
@@ -34,6 +38,7 @@ resource "hpc_gpu_fabric" "legacy" {
   zone   = "us-east-1a"
   gpu    = "H100"
 }
+
 resource "hpc_gpu_cluster" "legacy" {
   name       = "legacy"
   fabric     = hpc_gpu_fabric.legacy

@@ -13,18 +13,21 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   default_tags = { team = "ml-serving" }
   aws {
     region = "us-east-1"
   }
 }
+
 # One L4 per g6.xlarge: the check expects 1 GPU and no EFA devices.
 data "hpc_gpu_selfcheck" "check" {
   cloud                 = "aws"
   instance_type         = "g6.xlarge"
   install_dcgm_exporter = true # needs docker and the NVIDIA container toolkit in the image
 }
+
 resource "hpc_gpu_cluster" "serve" {
   name       = "serve"
   cloud      = "aws"

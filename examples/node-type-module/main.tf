@@ -10,11 +10,13 @@ terraform {
     }
   }
 }
+
 module "aws" {
   source = "../../modules/gpu-node-type"
   cloud  = "aws"
   gpu    = "H100"
 }
+
 module "gcp_any_fabric" {
   source       = "../../modules/gpu-node-type"
   cloud        = "gcp"

@@ -10,6 +10,7 @@ terraform {
     }
   }
 }
+
 # Credentials come from ~/.oci/config (or the file OCI_CONFIG_FILE names).
 provider "hpc" {
   oci {
@@ -17,6 +18,7 @@ provider "hpc" {
     endpoint = var.oci_endpoint
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name           = "train"
   cloud          = "oci"
@@ -25,11 +27,13 @@ resource "hpc_gpu_fabric" "train" {
   gpu            = "H100"
   compartment_id = "ocid1.compartment.oc1..exampleuniqueid"
 }
+
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 4
 }
+
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train

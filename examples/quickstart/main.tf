@@ -16,6 +16,7 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   default_tags = { team = "ml-platform" }
 
@@ -23,6 +24,7 @@ provider "hpc" {
     region = "us-east-1"
   }
 }
+
 module "cluster" {
   source = "../../modules/training-cluster"
 

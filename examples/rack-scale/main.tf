@@ -15,12 +15,14 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   azure {
     subscription_id = "00000000-0000-0000-0000-000000000000"
     endpoint        = var.azure_endpoint
   }
 }
+
 module "nvl72" {
   source = "../../modules/training-cluster"
 

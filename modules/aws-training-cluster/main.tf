@@ -4,6 +4,7 @@
 locals {
   reserved = var.capacity_type == null ? false : contains(["reservation", "capacity-block"], var.capacity_type)
 }
+
 module "cluster" {
   source = "../training-cluster"
 

@@ -5,6 +5,7 @@ data "hpc_gpu_catalog" "this" {
   cloud = var.cloud
   gpu   = var.gpu
 }
+
 locals {
   rdma_fabrics = ["efa", "infiniband", "roce"]
   candidates = [

@@ -14,6 +14,7 @@ resource "hpc_gpu_fabric" "this" {
   subnet_id      = var.subnet_id
   compartment_id = var.compartment_id
 }
+
 resource "hpc_gpu_node_pool" "this" {
   name               = var.name
   fabric             = hpc_gpu_fabric.this

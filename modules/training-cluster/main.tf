@@ -19,6 +19,7 @@ resource "hpc_gpu_fabric" "this" {
   slurm          = var.slurm_version != null ? true : null
   tags           = var.tags
 }
+
 # The node type's NVLink domain, from the provider's catalog (no cloud call).
 # Read from the inputs, not the fabric, so that it is known at plan time.
 data "hpc_gpu_catalog" "node" {
@@ -26,10 +27,12 @@ data "hpc_gpu_catalog" "node" {
   gpu           = var.instance_type == null ? var.gpu : null
   instance_type = var.instance_type
 }
+
 locals {
   nodes_per_domain = max(1, [for t in data.hpc_gpu_catalog.node.instance_types : t.nvlink_domain_nodes]...)
   node_count       = var.nvlink_domains != null ? var.nvlink_domains * local.nodes_per_domain : var.node_count
 }
+
 resource "hpc_gpu_cluster" "this" {
   name            = var.name
   fabric          = hpc_gpu_fabric.this
@@ -53,6 +56,7 @@ resource "hpc_gpu_cluster" "this" {
     wait_for_selfcheck = var.wait_for_selfcheck
   }
 }
+
 # Slurm over the nodes: the nodes join it by themselves (hpc_gpu_cluster.slurm above), and the Slurm
 # cluster refers to them, so there is no cycle.
 resource "hpc_slurm_cluster" "this" {
@@ -70,6 +74,7 @@ resource "hpc_slurm_cluster" "this" {
     default = true
   }
 }
+
 resource "hpc_parallel_filesystem" "this" {
   count = var.create_filesystem ? 1 : 0
 
@@ -82,6 +87,7 @@ resource "hpc_parallel_filesystem" "this" {
   maintenance_window = var.maintenance_window
   tags               = var.tags
 }
+
 locals {
   gpus_per_node = floor(hpc_gpu_cluster.this.gpus_total / local.node_count)
 

@@ -18,20 +18,24 @@ terraform {
     }
   }
 }
+
 data "terraform_remote_state" "network" {
   backend = "local"
   config = {
     path = var.network_state_path
   }
 }
+
 locals {
   network = data.terraform_remote_state.network.outputs
 }
+
 provider "hpc" {
   aws {
     region = local.network.region
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name      = "train"
   cloud     = "aws"
@@ -41,17 +45,20 @@ resource "hpc_gpu_fabric" "train" {
   vpc_id    = local.network.vpc_id
   subnet_id = local.network.subnet_id
 }
+
 resource "hpc_gpu_cluster" "train" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = 2
 }
+
 # This cluster was first declared as hpc_gpu_cluster.nodes. The moved block renames it in state, so the
 # rename plans no change instead of replacing every node. Keep it until all states have been applied.
 moved {
   from = hpc_gpu_cluster.nodes
   to   = hpc_gpu_cluster.train
 }
+
 resource "hpc_parallel_filesystem" "scratch" {
   name               = "scratch"
   fabric             = hpc_gpu_fabric.train
@@ -59,6 +66,7 @@ resource "hpc_parallel_filesystem" "scratch" {
   capacity_gib       = 2400
   throughput_per_tib = 500
 }
+
 locals {
   gpus_per_node = floor(hpc_gpu_cluster.train.gpus_total / hpc_gpu_cluster.train.node_count)
 
@@ -71,6 +79,7 @@ locals {
     ["SwitchName=root Switches=${join(",", keys(local.leaf_switches))}\n"],
   ))
 }
+
 resource "local_file" "hostfile" {
   content  = join("", formatlist("%s slots=%d\n", hpc_gpu_cluster.train.nodes[*].private_ip, local.gpus_per_node))
   filename = "${path.module}/out/hostfile"
@@ -78,6 +87,7 @@ resource "local_file" "hostfile" {
   file_permission      = "0644"
   directory_permission = "0755"
 }
+
 resource "local_file" "topology" {
   content  = local.topology
   filename = "${path.module}/out/topology.conf"
@@ -85,6 +95,7 @@ resource "local_file" "topology" {
   file_permission      = "0644"
   directory_permission = "0755"
 }
+
 # A stand-in for configuration management (an Ansible run, say) that must see every node's IP: replaced,
 # and so run again, whenever the set of IPs changes.
 resource "terraform_data" "node_ips" {

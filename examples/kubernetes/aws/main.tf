@@ -17,11 +17,13 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   aws {
     region = "us-east-1"
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name      = "train"
   cloud     = "aws"
@@ -31,6 +33,7 @@ resource "hpc_gpu_fabric" "train" {
   vpc_id    = var.vpc_id
   subnet_id = var.subnet_id
 }
+
 resource "hpc_gpu_node_pool" "gpu" {
   name               = "gpu"
   fabric             = hpc_gpu_fabric.train

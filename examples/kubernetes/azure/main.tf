@@ -18,12 +18,14 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   azure {
     subscription_id = "00000000-0000-0000-0000-000000000000"
     endpoint        = var.azure_endpoint
   }
 }
+
 # The fabric and the pool, through the module any cloud's pool can use.
 module "gpu" {
   source = "../../../modules/kubernetes-gpu-pool"

@@ -19,6 +19,7 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   gcp {
     project  = "ml-platform-prod"
@@ -27,6 +28,7 @@ provider "hpc" {
     endpoint = var.gcp_endpoint
   }
 }
+
 # The fabric and the pool, through the module any cloud's pool can use.
 module "gpu" {
   source = "../../../modules/kubernetes-gpu-pool"

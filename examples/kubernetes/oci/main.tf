@@ -19,6 +19,7 @@ terraform {
     }
   }
 }
+
 # Credentials come from ~/.oci/config (or the file OCI_CONFIG_FILE names).
 provider "hpc" {
   oci {
@@ -26,6 +27,7 @@ provider "hpc" {
     endpoint = var.oci_endpoint
   }
 }
+
 module "gpu" {
   source = "../../../modules/kubernetes-gpu-pool"
 

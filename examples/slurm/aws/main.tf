@@ -16,12 +16,14 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   default_tags = { team = "ml-platform" }
   aws {
     region = "us-east-1"
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name          = "train"
   cloud         = "aws"
@@ -30,18 +32,21 @@ resource "hpc_gpu_fabric" "train" {
   instance_type = "p5.48xlarge"
   slurm         = true
 }
+
 resource "hpc_gpu_cluster" "h100" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = var.train_nodes
   slurm      = hpc_gpu_fabric.train.slurm_join
 }
+
 resource "hpc_gpu_cluster" "dev" {
   name       = "dev"
   fabric     = hpc_gpu_fabric.train
   node_count = 2
   slurm      = hpc_gpu_fabric.train.slurm_join
 }
+
 resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train

@@ -13,12 +13,14 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   azure {
     subscription_id = "00000000-0000-0000-0000-000000000000"
     endpoint        = var.azure_endpoint
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name          = "train"
   cloud         = "azure"
@@ -26,6 +28,7 @@ resource "hpc_gpu_fabric" "train" {
   instance_type = "Standard_ND96isr_H100_v5"
   slurm         = true
 }
+
 resource "hpc_gpu_cluster" "h100" {
   name           = "train"
   fabric         = hpc_gpu_fabric.train
@@ -33,6 +36,7 @@ resource "hpc_gpu_cluster" "h100" {
   ssh_public_key = var.ssh_public_key
   slurm          = hpc_gpu_fabric.train.slurm_join
 }
+
 resource "hpc_slurm_cluster" "ml" {
   name           = "ml"
   fabric         = hpc_gpu_fabric.train

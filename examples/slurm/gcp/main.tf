@@ -13,6 +13,7 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   gcp {
     project  = "ml-platform-prod"
@@ -21,6 +22,7 @@ provider "hpc" {
     endpoint = var.gcp_endpoint
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name          = "train"
   cloud         = "gcp"
@@ -29,12 +31,14 @@ resource "hpc_gpu_fabric" "train" {
   instance_type = "a3-megagpu-8g"
   slurm         = true
 }
+
 resource "hpc_gpu_cluster" "h100" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = var.nodes
   slurm      = hpc_gpu_fabric.train.slurm_join
 }
+
 resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train

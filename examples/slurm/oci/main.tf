@@ -13,12 +13,14 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   oci {
     region   = "us-ashburn-1"
     endpoint = var.oci_endpoint
   }
 }
+
 resource "hpc_gpu_fabric" "train" {
   name           = "train"
   cloud          = "oci"
@@ -28,12 +30,14 @@ resource "hpc_gpu_fabric" "train" {
   compartment_id = "ocid1.compartment.oc1..exampleuniqueid"
   slurm          = true
 }
+
 resource "hpc_gpu_cluster" "h100" {
   name       = "train"
   fabric     = hpc_gpu_fabric.train
   node_count = var.nodes
   slurm      = hpc_gpu_fabric.train.slurm_join
 }
+
 resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train

@@ -11,11 +11,13 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   aws {
     region = "us-east-1"
   }
 }
+
 module "cluster" {
   source = "../.."
 

@@ -11,12 +11,14 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   azure {
     subscription_id = "00000000-0000-0000-0000-000000000000"
     endpoint        = var.azure_endpoint
   }
 }
+
 module "cluster" {
   source = "../.."
 

@@ -11,12 +11,14 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   oci {
     region   = "us-ashburn-1"
     endpoint = var.oci_endpoint
   }
 }
+
 module "cluster" {
   source = "../.."
 

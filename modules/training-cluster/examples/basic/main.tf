@@ -11,6 +11,7 @@ terraform {
     }
   }
 }
+
 provider "hpc" {
   gcp {
     project  = "ml-platform-prod"
@@ -19,6 +20,7 @@ provider "hpc" {
     endpoint = var.gcp_endpoint
   }
 }
+
 module "cluster" {
   source = "../.."
 
