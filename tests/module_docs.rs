@@ -273,14 +273,8 @@ fn expression(expr: &str) -> String {
 
 /// The variables and outputs of the module in `dir`, in file order (files sorted by name).
 fn read_module(dir: &Path) -> (Vec<Variable>, Vec<Output>) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "tf"))
-        .collect();
-    files.sort();
     let (mut variables, mut outputs) = (Vec::new(), Vec::new());
-    for file in files {
+    for file in tf_files(dir) {
         let src = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         for block in blocks(&src) {
             let Some(name) = block.labels.first().cloned() else { continue };
