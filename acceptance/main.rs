@@ -6,6 +6,7 @@
 
 mod aws;
 mod azure;
+mod booted;
 mod capacity;
 mod cli;
 mod day2;
@@ -160,6 +161,10 @@ for_the_clis!(
         logs_gcp,
         logs_azure,
         logs_oci,
+        slurm_boots_aws,
+        slurm_boots_gcp,
+        slurm_boots_azure,
+        slurm_boots_oci,
     ],
 );
 
@@ -203,6 +208,10 @@ on_cloud! {
     slurm_gcp => slurm::slurm_lifecycle, "gcp";
     slurm_azure => slurm::slurm_lifecycle, "azure";
     slurm_oci => slurm::slurm_lifecycle, "oci";
+    slurm_boots_aws => slurm::slurm_boots, "aws";
+    slurm_boots_gcp => slurm::slurm_boots, "gcp";
+    slurm_boots_azure => slurm::slurm_boots, "azure";
+    slurm_boots_oci => slurm::slurm_boots, "oci";
     logs_aws => logs::logs_hold_each_call_retry_and_progress_and_no_secret, "aws";
     logs_gcp => logs::logs_hold_each_call_retry_and_progress_and_no_secret, "gcp";
     logs_azure => logs::logs_hold_each_call_retry_and_progress_and_no_secret, "azure";

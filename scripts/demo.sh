@@ -6,7 +6,10 @@
 # init` installs the pinned version from the registry and checks it against the signed SHA256SUMS, then plan,
 # apply, the outputs a job needs (nodes, hostfile, mount command, NCCL environment), re-plan (nothing to
 # do), a node terminated behind the tool's back (the plan shows it; apply restores it), a mistake caught at
-# plan time, destroy (the emulator's inventory is empty). Installs what it needs. HPC_PROVIDER_DIR=<dir>
+# plan time, destroy (the emulator's inventory is empty). Then from the cluster to Slurm: examples/slurm/aws
+# applied, its controller, login node and two GPU nodes booted from their own user data (systemd and
+# cloud-init against the emulator's metadata service), sinfo and a job run to COMPLETED on the login node,
+# destroy. Installs what it needs. HPC_PROVIDER_DIR=<dir>
 # releases the provider binary already built there instead of making a release build.
 #
 # The example has no endpoint in it: like any AWS tool, the provider follows AWS_ENDPOINT_URL and the
@@ -70,6 +73,58 @@ body = sys.argv[4].encode() if len(sys.argv) > 4 else None
 req = urllib.request.Request(f"{url}/_admin/{route}", data=body, method=method, headers={"Content-Type": "application/json"})
 print(urllib.request.urlopen(req).read().decode())
 PY
+}
+
+# From the cluster to Slurm: examples/slurm/aws applied, its hosts booted from their own user data (Debian 12
+# images with systemd and cloud-init, against the emulator's instance metadata service), sinfo, and a job on
+# the GPU nodes, seen from the login node as a user there sees it.
+slurm_demo() {
+  local images image emulator boot_out boot_in line pid login job
+  log "Slurm: examples/slurm/aws (a controller, a login node, GPU clusters of 2 and 2 nodes)"
+  images=$(ensure_node_images)
+  image=$(sed -n 1p <<<"$images")
+  cargo build --quiet -p hpc-emulators --bin hpc-emulator
+  emulator="$CARGO_TARGET_DIR/debug/hpc-emulator"
+  cd "$WORK/examples/slurm/aws"
+  # This machine is not a p5.48xlarge: Slurm's own setting for testing (config_overrides) takes the configured
+  # CPUs and memory instead of refusing the nodes (emulators/hosts/STAND-INS.md). A real cluster leaves it out.
+  cat >demo_override.tf <<'HCL'
+resource "hpc_slurm_cluster" "ml" {
+  custom_settings = { SlurmdParameters = "config_overrides" }
+}
+HCL
+  "$TOFU" init -input=false -no-color >/dev/null
+  "$TOFU" apply -input=false -auto-approve -no-color -var train_nodes=2 -var slurm_version=22.05 | grep -E 'Apply complete'
+  "$TOFU" output -raw login | sed 's/^/  login: /'
+  echo
+  log "booting the controller, the login node and train-0, train-1 from their user data (hpc-emulator boot)"
+  boot_out=$WORK/boot.out
+  mkfifo "$WORK/boot.in"
+  "$emulator" boot --endpoints "$ENDPOINTS" --cloud aws --network 10.0.0.0/16 --image "$image" \
+    ml-controller ml-login0 train-0+gpus train-1+gpus <"$WORK/boot.in" >"$boot_out" 2>"$WORK/boot.log" &
+  exec {boot_in}>"$WORK/boot.in"
+  for _ in $(seq 900); do
+    grep -q '^ALL READY' "$boot_out" 2>/dev/null && break
+    sleep 1
+  done
+  grep -q '^ALL READY' "$boot_out" || { cat "$WORK/boot.log" >&2; echo "the hosts did not boot" >&2; exit 1; }
+  while read -r line; do echo "  $line"; done < <(grep '^READY' "$boot_out")
+  pid=$(awk '$2 == "ml-controller" {print $3}' "$boot_out")
+  login=$(awk '$2 == "ml-login0" {print $3}' "$boot_out")
+  on() { local host=$1; shift; nsenter -t "$host" -a -r -w -- /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+  echo "  the controller's setup: $(on "$pid" grep -h 'HPC SLURM READY' /var/log/hpc-slurm-setup.log)"
+  log "on the login node, as its user (debian): sinfo"
+  on "$login" runuser -u debian -- sinfo | sed 's/^/  /'
+  log "on the login node: sbatch --wait -N 2 -p h100 --wrap 'srun hostname'"
+  job=$(on "$login" runuser -u debian -- sh -c 'cd /tmp && sbatch --wait --parsable -N 2 -p h100 -w train-[0-1] --wrap "srun hostname"')
+  on "$login" scontrol show job "$job" | grep -oE 'JobId=[0-9]+|JobState=[A-Z]+|NodeList=[^ ]+|ExitCode=[0-9:]+' | tr '\n' ' ' | sed 's/^/  /'
+  echo
+  exec {boot_in}>&-
+  wait
+  log "tofu destroy (examples/slurm/aws)"
+  "$TOFU" destroy -input=false -auto-approve -no-color -var train_nodes=2 -var slurm_version=22.05 | grep -E 'Destroy complete'
+  admin GET inventory | python3 -c 'import json,sys; print("  empty:", json.load(sys.stdin)["empty"])'
+  cd "$WORK"
 }
 
 cd "$WORK/examples/quickstart"
@@ -142,6 +197,8 @@ log "tofu destroy"
 "$TOFU" destroy -input=false -auto-approve -no-color | grep -E 'Destroy complete'
 log "the emulator's inventory after destroy"
 admin GET inventory | python3 -c 'import json,sys; print("  empty:", json.load(sys.stdin)["empty"])'
+slurm_demo
+
 if [ "$HPC_CONFORMANCE" = strict ]; then
   log "every call judged by botocore's EC2 and FSx models"
   python3 "$ROOT/scripts/conformance_report.py" --violations "$HPC_CONFORMANCE_LOG" "$ROOT/notes/api-conformance.md" "$HPC_CONFORMANCE_DEFS" | sed 's/^/  /'

@@ -309,6 +309,71 @@ ensure_slurm_24_11() {
   echo "$root"
 }
 
+# Debian testing's Slurm (26.05 when this was written: topology.yaml, which 24.11 has not) and munge, in a root
+# made with mmdebstrap like the 24.11 one; prints the root. The registry's testing suite is a snapshot whose
+# Release file is past its Valid-Until date: apt is told to take it anyway (its signature is still checked).
+ensure_slurm_testing() {
+  local root="$HPC_CACHE/slurm-testing-root" sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  if [ ! -x "$root/usr/sbin/slurmctld" ] || [ ! -x "$root/usr/sbin/slurmd" ] || [ ! -x "$root/usr/sbin/munged" ]; then
+    command -v mmdebstrap >/dev/null || ensure_host_tools
+    log "making a Debian testing root with its Slurm and munge (mmdebstrap)"
+    $sudo rm -rf "$root.tmp"
+    $sudo mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
+      --include=slurmctld,slurmd,slurm-client,munge testing "$root.tmp" http://deb.debian.org/debian >&2
+    $sudo rm -rf "$root"
+    $sudo mv "$root.tmp" "$root"
+  fi
+  $sudo chroot "$root" /usr/sbin/slurmctld -V >&2
+  echo "$root"
+}
+
+# The machine's packages the booted hosts need beside them (hpc_emulators::hosts): dnsmasq answers the
+# emulated subnets' DHCP, shellcheck reads the node-side scripts. Installed when missing.
+ensure_host_tools() {
+  local missing=() sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  command -v dnsmasq >/dev/null || [ -x /usr/sbin/dnsmasq ] || missing+=(dnsmasq-base)
+  command -v shellcheck >/dev/null || missing+=(shellcheck)
+  command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]} from the machine's packages"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >&2
+  fi
+}
+
+# The images the emulated clouds boot their instances from (hpc_emulators::hosts): Debian roots made with
+# mmdebstrap from Debian's packages, as a cloud's Debian image is, with Slurm and munge installed as a
+# Slurm image has them, cached under $HPC_CACHE/images. Debian 12 (bookworm: systemd 252, cloud-init 22.4,
+# Slurm 22.05) and Debian 13 (trixie: systemd 257, cloud-init 25.1, Slurm 24.11). Prints both roots, one a
+# line. An image is made again when the package list changes (its first line names the list's hash).
+HOST_IMAGE_PACKAGES=systemd,systemd-sysv,dbus,cloud-init,openssh-server,sudo,locales,curl,ca-certificates,iproute2,procps,less,slurmctld,slurmd,slurm-client,munge
+ensure_node_images() {
+  ensure_host_tools
+  local suite dist root stamp sudo="" extra
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  for dist in 12:bookworm 13:trixie; do
+    suite=${dist#*:}
+    root="$HPC_CACHE/images/debian-${dist%%:*}"
+    # cloud-init's local stage asks for an address with the DHCP client the release has.
+    case $suite in bookworm) extra=isc-dhcp-client ;; *) extra=dhcpcd-base ;; esac
+    stamp="$suite $(printf '%s' "$HOST_IMAGE_PACKAGES,$extra" | sha256sum | cut -c1-16)"
+    if [ "$(cat "$root.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$root/usr/sbin/slurmd" ]; then
+      log "making the Debian ${dist%%:*} ($suite) host image with mmdebstrap (systemd, cloud-init, Slurm, munge)"
+      $sudo rm -rf "$root.tmp"
+      mkdir -p "$HPC_CACHE/images"
+      # shellcheck disable=SC2016 # the hook expands $1 (the root) itself
+      $sudo mmdebstrap --quiet --variant=apt --include="$HOST_IMAGE_PACKAGES,$extra" \
+        --customize-hook='echo "en_US.UTF-8 UTF-8" >> "$1/etc/locale.gen" && chroot "$1" locale-gen >/dev/null' \
+        "$suite" "$root.tmp" http://deb.debian.org/debian >&2
+      $sudo rm -rf "$root"
+      $sudo mv "$root.tmp" "$root"
+      echo "$stamp" >"$root.stamp"
+    fi
+    echo "$root"
+  done
+}
+
 # The provider binary, built in release mode with the dependencies Cargo.lock pins; prints the directory
 # that holds it (scripts/release.sh packages it; a developer's dev_overrides can point at it).
 build_provider() {

@@ -30,6 +30,8 @@ in_background cargo-deny ensure_cargo_deny
 in_background previous-release ensure_previous_provider
 in_background slurm ensure_slurm
 in_background slurm-24.11 ensure_slurm_24_11
+in_background node-images ensure_node_images
+in_background slurm-testing ensure_slurm_testing
 HPC_TERRAFORM=$(find_terraform)
 HPC_PG_BIN=$(ensure_postgres)
 
@@ -54,7 +56,9 @@ CARGO_DENY=$(from_background cargo-deny)
 HPC_PREVIOUS_PROVIDER_DIR=$(from_background previous-release)
 HPC_SLURM_VERSION=$(from_background slurm)
 HPC_SLURM_24_11_ROOT=$(from_background slurm-24.11)
-for tool in HPC_TOFU HPC_LOCAL_MIRROR HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON CARGO_DENY HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_VERSION HPC_SLURM_24_11_ROOT HPC_KUBERNETES_VALIDATE HPC_CRDS HPC_TFPLUGINDOCS HPC_TFLINT; do
+{ read -r HPC_IMAGE_DEBIAN_12; read -r HPC_IMAGE_DEBIAN_13; } < <(from_background node-images)
+HPC_SLURM_TESTING_ROOT=$(from_background slurm-testing)
+for tool in HPC_TOFU HPC_LOCAL_MIRROR HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON CARGO_DENY HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_VERSION HPC_SLURM_24_11_ROOT HPC_KUBERNETES_VALIDATE HPC_CRDS HPC_TFPLUGINDOCS HPC_TFLINT HPC_IMAGE_DEBIAN_12 HPC_IMAGE_DEBIAN_13 HPC_SLURM_TESTING_ROOT; do
   [ -n "${!tool}" ] || { echo "setup gave no $tool" >&2; exit 1; }
 done
 # Every call the emulators receive is judged by the vendors' published definitions (notes/api-conformance.md);
@@ -62,7 +66,7 @@ done
 HPC_CONFORMANCE=${HPC_CONFORMANCE:-strict}
 HPC_CONFORMANCE_LOG=${HPC_CONFORMANCE_LOG:-$(mktemp -d "${TMPDIR:-/tmp}/hpc-conformance.XXXXXX")}
 export HPC_TOFU HPC_TERRAFORM HPC_TERRAFORM_OLDEST HPC_MOTO_PYTHON HPC_LOCAL_MIRROR HPC_PG_BIN HPC_PREVIOUS_PROVIDER_DIR HPC_SLURM_24_11_ROOT HPC_KUBERNETES_VALIDATE HPC_CRDS
-export HPC_TFPLUGINDOCS HPC_TFLINT
+export HPC_TFPLUGINDOCS HPC_TFLINT HPC_IMAGE_DEBIAN_12 HPC_IMAGE_DEBIAN_13 HPC_SLURM_TESTING_ROOT
 export HPC_CONFORMANCE_DEFS HPC_CONFORMANCE_PYTHON HPC_CONFORMANCE HPC_CONFORMANCE_LOG
 
 log "CLIs under test: every case with OpenTofu and the newest Terraform; a smoke set with the oldest supported"
@@ -72,6 +76,8 @@ echo "$("$HPC_TERRAFORM_OLDEST" version 2>/dev/null | awk '/^Terraform v/ && !n 
 "$HPC_PG_BIN/postgres" --version
 echo "Slurm: $HPC_SLURM_VERSION (Debian's slurmctld, slurmd and munge, run by tests/slurm on 127.0.0.1)"
 echo "Slurm: $(chroot "$HPC_SLURM_24_11_ROOT" /usr/sbin/slurmctld -V) (Debian 13's, for topology/block: $HPC_SLURM_24_11_ROOT)"
+echo "Slurm: $(chroot "$HPC_SLURM_TESTING_ROOT" /usr/sbin/slurmctld -V) (Debian testing's, for topology.yaml: $HPC_SLURM_TESTING_ROOT)"
+echo "Host images (booted by the emulators' hosts, with systemd and cloud-init): $HPC_IMAGE_DEBIAN_12 ($(chroot "$HPC_IMAGE_DEBIAN_12" cloud-init --version 2>&1), $(chroot "$HPC_IMAGE_DEBIAN_12" slurmd -V)), $HPC_IMAGE_DEBIAN_13 ($(chroot "$HPC_IMAGE_DEBIAN_13" cloud-init --version 2>&1), $(chroot "$HPC_IMAGE_DEBIAN_13" slurmd -V))"
 
 log "licences of everything linked (cargo deny)"
 "$CARGO_DENY" check licenses 2>&1 | grep -v '^warning\|^ *[┌│━]\|^$' || true

@@ -165,6 +165,53 @@ pub fn parse_duration(s: &str) -> Option<u64> {
     (num.is_empty() && total > 0).then_some(total)
 }
 
+/// A job time limit the way Slurm reads `MaxTime` (`time_str2mins`, src/common/parse_time.c): minutes, MM:SS,
+/// HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, or `INFINITE` / `UNLIMITED` / `-1` (any case). Some(None) is no limit,
+/// Some(Some(minutes)) a limit (seconds round up to a minute), None what Slurm refuses ("Bad value ... for MaxTime",
+/// which stops slurmctld).
+pub fn slurm_time_limit_minutes(text: &str) -> Option<Option<u32>> {
+    if ["INFINITE", "UNLIMITED", "-1"].iter().any(|w| text.eq_ignore_ascii_case(w)) {
+        return Some(None);
+    }
+    // Only digits, one '-' before any ':', at most two ':', and enough numbers for the separators.
+    if text.is_empty() || !text.chars().all(|c| c.is_ascii_digit() || c == '-' || c == ':') {
+        return None;
+    }
+    let (days, rest) = match text.split_once('-') {
+        Some((d, rest)) => (Some(d), rest),
+        None => (None, text),
+    };
+    if rest.contains('-') || rest.matches(':').count() > 2 {
+        return None;
+    }
+    let number = |s: &str| -> Option<i64> { if s.is_empty() { None } else { s.parse::<i64>().ok().filter(|n| *n <= i64::from(i32::MAX)) } };
+    let parts: Vec<&str> = rest.split(':').collect();
+    let seconds = match days {
+        // days-hours[:minutes[:seconds]]
+        Some(d) => {
+            let d = number(d)?;
+            let mut hms = [0i64; 3];
+            if !(parts.len() == 1 && parts[0].is_empty()) {
+                for (slot, p) in hms.iter_mut().zip(&parts) {
+                    *slot = number(p)?;
+                }
+            }
+            d * 86_400 + hms[0] * 3_600 + hms[1] * 60 + hms[2]
+        }
+        None => match parts.as_slice() {
+            [m] => number(m)? * 60,
+            [m, s] => number(m)? * 60 + number(s)?,
+            [h, m, s] => number(h)? * 3_600 + number(m)? * 60 + number(s)?,
+            _ => return None,
+        },
+    };
+    // Slurm adds it up in an int: more than that wraps negative, which it refuses.
+    if seconds > i64::from(i32::MAX) {
+        return None;
+    }
+    Some(Some(((seconds + 59) / 60) as u32))
+}
+
 /// The longest a `timeouts` entry may ask for: a day. Longer is a mistake (a unit slip, `90h` for `90m`),
 /// and a wait that long is past any capacity the clouds promise.
 pub const LONGEST_TIMEOUT_SECS: u64 = 24 * 3600;
@@ -184,6 +231,86 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Any day, hour, minute and second reads as its minutes (seconds rounded up) in every form that names them, as
+    /// long as Slurm's int holds the seconds; any text at all is read without a panic.
+    #[test]
+    fn every_slurm_time_form_reads_as_its_minutes() {
+        use proptest::prelude::*;
+        crate::fuzz::check("slurm time forms", (0u64..30_000, 0u64..100, 0u64..100, 0u64..100), |(d, h, m, s)| {
+            let (day, hour, minute) = (24 * 3600, 3600, 60);
+            let forms = [
+                (format!("{d}-{h}:{m}:{s}"), d * day + h * hour + m * minute + s),
+                (format!("{d}-{h}:{m}"), d * day + h * hour + m * minute),
+                (format!("{d}-{h}"), d * day + h * hour),
+                (format!("{h}:{m}:{s}"), h * hour + m * minute + s),
+                (format!("{m}:{s}"), m * minute + s),
+                (format!("{m}"), m * minute),
+            ];
+            for (text, secs) in forms {
+                let want = (secs <= i32::MAX as u64).then(|| Some(secs.div_ceil(60) as u32));
+                let got = slurm_time_limit_minutes(&text);
+                if got != want {
+                    return Err(format!("{text}: {got:?}, want {want:?}"));
+                }
+            }
+            Ok(())
+        });
+        crate::fuzz::check("slurm time text", any::<String>(), |t| {
+            let _ = slurm_time_limit_minutes(&t);
+            Ok(())
+        });
+    }
+
+    /// Slurm's own reading of a time limit (`time_str2mins`): minutes, rounded up from seconds.
+    #[test]
+    fn max_time_is_read_as_slurm_reads_it() {
+        let valid = [
+            ("INFINITE", None),
+            ("unlimited", None),
+            ("-1", None),
+            ("0", Some(0)),
+            ("90", Some(90)),
+            ("90:30", Some(91)),
+            ("1:30:00", Some(90)),
+            ("36:00:00", Some(2160)),
+            ("7-0", Some(10080)),
+            ("2-12", Some(3600)),
+            ("1-00:30", Some(1470)),
+            ("7-00:00:00", Some(10080)),
+            ("0-0:0:59", Some(1)),
+            ("3-", Some(4320)),
+        ];
+        for (text, minutes) in valid {
+            assert_eq!(slurm_time_limit_minutes(text), Some(minutes), "{text}");
+        }
+        let refused = [
+            "",
+            "forever",
+            "7d",
+            "1h",
+            "1.5",
+            " 90",
+            "90 ",
+            "+90",
+            "1:",
+            ":30",
+            "1::2",
+            "1:2:3:4",
+            "1-2-3",
+            "1:2-3",
+            "-5",
+            "--1",
+            "1-2:3:4:5",
+            "99999999999",
+            "24856-0",
+            "inf",
+            "NONE",
+        ];
+        for text in refused {
+            assert_eq!(slurm_time_limit_minutes(text), None, "{text:?}");
+        }
+    }
 
     #[test]
     fn a_duration_too_large_to_count_is_none_not_an_overflow() {

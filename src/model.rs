@@ -565,6 +565,9 @@ pub struct SlurmSpec {
     /// The key the cluster's daemons share (the fabric's `slurm_join.key`); None while it is not known. A
     /// credential, redacted from every `Debug`.
     pub key: Option<Secret<String>>,
+    /// slurm.conf parameters of the user's own (`custom_settings`), written after the provider's: names the
+    /// version's parser knows and the provider does not write itself.
+    pub custom_settings: BTreeMap<String, String>,
 }
 
 /// A partition: the nodes of one GPU cluster.

@@ -3,7 +3,8 @@
 //! reported with ARM's code and kept in state, the scale-set split the plan promised, imports keeping a
 //! user's tag named `Name`, another owner's piece at a fabric's id left alone, and ARM's write semantics
 //! (a tag change PATCHes the tags alone, so a subnet in use and rules added outside stay; a create is
-//! create-only, so another writer's piece made at the same moment is not overwritten).
+//! create-only, so another writer's piece made at the same moment is not overwritten), and node names that
+//! hold across repairs, scale-in and scale-out, each VM told its own through its userData.
 //!
 //! The behaviours every cloud keeps (create, grow, shrink, drift, import, ownership, capacity policies, repair,
 //! rolling updates, destroy) are in `contract.rs`; this file keeps what only Azure has.
@@ -820,6 +821,165 @@ fn a_shrink_deletes_the_highest_named_vms_by_id_and_resizes_only_the_last_set() 
         destroy(&ctx, &GpuCluster, &now).await;
         destroy(&ctx, &GpuFabric, &f).await;
         assert_empty();
+    });
+}
+
+// ------------------------------------------------------------------------------------------ node names
+
+/// The node name a scale-set VM's own userData says (`hpc-node-name=<name>`), read as the VM reads it: ARM
+/// gives a VM's userData only to a GET with `$expand=userData`.
+fn name_told(vm_id: &str) -> Option<String> {
+    use base64::Engine;
+    let got = azure_call(&EMULATOR.ep, &EMULATOR.pem, "GET", &format!("{vm_id}?$expand=userData&api-version=2026-04-01"), None, &[]);
+    assert_eq!(got["status"], 200, "{got}");
+    let encoded = got["body"]["properties"]["userData"].as_str()?;
+    let text = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(encoded).ok()?).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("hpc-node-name=")).map(str::to_owned)
+}
+
+/// Each node of a state with the name its VM was told: what a node registers with Slurm under.
+fn names_told(state: &Value) -> BTreeMap<String, Option<String>> {
+    node_ids(state).into_iter().map(|(name, id)| (name, name_told(&id))).collect()
+}
+
+/// The slurm.conf a Slurm cluster with one partition on this cluster renders: it lists the cluster's
+/// `node_names` as the state has them.
+fn slurm_conf(cluster: &Value) -> String {
+    use hpc_provider::catalog::{self, Cloud};
+    use hpc_provider::model::{FabricRef, Partition, Placement, SlurmNodes, SlurmSpec, TopologyChoice};
+    let sku = catalog::find_sku(Cloud::Azure, SKU).unwrap();
+    let names: Vec<String> =
+        cluster.get("node_names").as_list().unwrap_or_default().iter().filter_map(|n| n.as_str().map(str::to_owned)).collect();
+    let nodes = SlurmNodes {
+        cluster: cluster.get("name").as_str().unwrap().to_owned(),
+        sku,
+        names,
+        placement_groups: vec![],
+        nvlink_domains: vec![],
+    };
+    let spec = SlurmSpec {
+        name: "ml".into(),
+        fabric: FabricRef {
+            name: "f".into(),
+            cloud: Cloud::Azure,
+            region: "eastus".into(),
+            zone: None,
+            sku,
+            placement: Placement::Cluster,
+        },
+        cidr: "10.0.0.0/16".into(),
+        version: catalog::slurm::find("22.05").unwrap(),
+        controller_type: "Standard_D8s_v5".into(),
+        backup: false,
+        state_save_location: "/var/spool/slurmctld".into(),
+        login_type: "Standard_D8s_v5".into(),
+        login_nodes: 1,
+        partitions: vec![Partition { name: "gpu".into(), default: true, max_time: "INFINITE".into(), nodes }],
+        topology: TopologyChoice::Auto,
+        health_check_interval: 300,
+        image: None,
+        ssh_public_key: None,
+        tags: Default::default(),
+        key: None,
+        custom_settings: Default::default(),
+    };
+    let mut d = hpc_provider::framework::Diagnostics::new();
+    hpc_provider::planner::slurm::plan(&spec, &mut d).unwrap_or_else(|| panic!("{:?}", common::lines(&d))).slurm_conf
+}
+
+/// Every node of a refreshed state was told its own name, and slurm.conf lists exactly the names the
+/// nodes were told: each node registers under a name the controller knows.
+fn every_node_knows_its_name(state: &Value) {
+    let told = names_told(state);
+    for (name, said) in &told {
+        assert_eq!(said.as_deref(), Some(name.as_str()), "{name}'s VM says another name: {told:?}");
+    }
+    let names: Vec<String> = told.into_keys().collect();
+    let conf = slurm_conf(state);
+    let line = format!("NodeName={} ", hpc_provider::nodes::compress(&names));
+    assert!(conf.contains(&line), "slurm.conf has no {line:?}:\n{conf}");
+}
+
+#[test]
+fn a_vm_deleted_outside_is_repaired_under_its_own_name_and_learns_it_from_its_user_data() {
+    run(async {
+        let _others = beside_others().await;
+        let ctx = context();
+        let (f, cluster, config) = d2_cluster(&ctx, "mend", "md", 4, json!({})).await;
+        settle().await;
+        let state = refreshed(&ctx, &cluster).await;
+        let before = node_ids(&state);
+        every_node_knows_its_name(&state);
+        // md-1's VM (instance id 1) is deleted outside.
+        out_of_band(json!({"action": "delete", "id": vm_id("mend", "md", 1)}));
+        let state = refreshed(&ctx, &cluster).await;
+        let seen = node_ids(&state);
+        assert_eq!(seen.keys().cloned().collect::<Vec<_>>(), ["md-0", "md-2", "md-3"], "md-1 is missing and no other name moved");
+        for n in ["md-0", "md-2", "md-3"] {
+            assert_eq!(seen[n], before[n], "{n} is the VM it was");
+        }
+        // The apply makes the set whole again: Azure gives the new VM a new instance id; it is md-1.
+        let (state, _) = apply_ok(&ctx, &state, &value(&GpuCluster, config.clone())).await;
+        settle().await;
+        let state = refreshed(&ctx, &state).await;
+        let after = node_ids(&state);
+        assert_eq!(after.keys().cloned().collect::<Vec<_>>(), ["md-0", "md-1", "md-2", "md-3"]);
+        for n in ["md-0", "md-2", "md-3"] {
+            assert_eq!(after[n], before[n], "{n} kept its VM");
+        }
+        assert!(after["md-1"].ends_with("/virtualMachines/4"), "the repaired node is a new VM: {after:?}");
+        every_node_knows_its_name(&state);
+        assert!(plans_nothing(&ctx, &state, &value(&GpuCluster, config)), "the re-plan is empty");
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &f).await;
+    });
+}
+
+#[test]
+fn after_a_scale_in_and_out_no_two_nodes_swap_names() {
+    run(async {
+        let _others = beside_others().await;
+        let ctx = context();
+        let (f, cluster, _) = d2_cluster(&ctx, "swap", "sw", 4, json!({})).await;
+        let config = |n: u32| value(&GpuCluster, d2_config("swap", "sw", n, json!({})));
+        settle().await;
+        // Every name each VM was ever given, by VM: one each, or two nodes swapped names.
+        let mut history: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        let mut record = |state: &Value| {
+            for (name, id) in node_ids(state) {
+                history.entry(id).or_default().insert(name);
+            }
+        };
+        let state = refreshed(&ctx, &cluster).await;
+        record(&state);
+        // sw-1's VM is lost and repaired (the new VM has the set's highest instance id), then the cluster shrinks
+        // to two nodes and grows back to four.
+        out_of_band(json!({"action": "delete", "id": vm_id("swap", "sw", 1)}));
+        let state = refreshed(&ctx, &state).await;
+        record(&state);
+        let mut state = state;
+        for n in [4, 2, 4] {
+            let (applied, _) = apply_ok(&ctx, &state, &config(n)).await;
+            settle().await;
+            state = refreshed(&ctx, &applied).await;
+            record(&state);
+            let names: Vec<String> = node_ids(&state).into_keys().collect();
+            assert_eq!(names, (0..n).map(|i| format!("sw-{i}")).collect::<Vec<_>>(), "{n} nodes");
+            every_node_knows_its_name(&state);
+        }
+        let swapped: Vec<(&String, &std::collections::BTreeSet<String>)> = history.iter().filter(|(_, names)| names.len() > 1).collect();
+        assert!(swapped.is_empty(), "VMs that changed names: {swapped:?}");
+        // The shrink took the highest names (sw-2, sw-3), not the highest instance ids (sw-1's new VM stayed).
+        let ids = node_ids(&state);
+        assert!(ids["sw-1"].ends_with("/virtualMachines/4"), "{ids:?}");
+        assert!(plans_nothing(&ctx, &state, &config(4)), "the re-plan is empty");
+        // An import reads the same names back from the scale set.
+        let (imported, _) = import(&ctx, &GpuCluster, state.get("id").as_str().unwrap()).await;
+        assert_eq!(scale_set_sizes(&imported), [4]);
+        let imported = refreshed(&ctx, &imported).await;
+        assert_eq!(node_ids(&imported), ids, "the import names every VM as the state does");
+        destroy(&ctx, &GpuCluster, &cluster).await;
+        destroy(&ctx, &GpuFabric, &f).await;
     });
 }
 

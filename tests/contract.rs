@@ -59,9 +59,6 @@ trait Cloud: Sized {
     const IMAGES: [&'static str; 2];
     /// Whether a repaired or updated node is remade in place (same id, reimaged), not replaced.
     const REMADE_IN_PLACE: bool = false;
-    /// Whether a node's name is its position among the live nodes, so that a node lost outside moves the
-    /// names of the ones after it until the next apply.
-    const NAMES_FOLLOW_POSITIONS: bool = false;
     /// The node count at which the cloud's layout of a cluster splits (Azure's 100-VM scale sets, AWS's
     /// RunInstances and Google's bulkInsert batches): node-count changes are tried across it.
     const SPLIT: u32 = 100;
@@ -262,9 +259,7 @@ async fn a_node_deleted_outside_is_seen_by_the_refresh_and_made_again_by_the_nex
     let mut expected = survivors.clone();
     expected.sort();
     assert_eq!(seen, expected, "the refresh lists the nodes that are left");
-    if !C::NAMES_FOLLOW_POSITIONS {
-        assert_eq!(node_names(&refreshed), ["c-0", "c-2"]);
-    }
+    assert_eq!(node_names(&refreshed), ["c-0", "c-2"], "no name moved");
     let (repaired, _) = apply_ok(&c, &GpuCluster, &refreshed, &config).await;
     c.settle().await;
     assert_eq!(node_names(&repaired), names("c", 0..3));
@@ -274,10 +269,8 @@ async fn a_node_deleted_outside_is_seen_by_the_refresh_and_made_again_by_the_nex
     for id in &survivors {
         assert!(ids.contains(id), "survivor {id} is still there: {after:?}");
     }
-    if !C::NAMES_FOLLOW_POSITIONS {
-        assert_eq!((&after["c-0"].incarnation, &after["c-2"].incarnation), (&before["c-0"].incarnation, &before["c-2"].incarnation));
-        assert_ne!(after["c-1"].incarnation, before["c-1"].incarnation, "c-1 is a new node");
-    }
+    assert_eq!((&after["c-0"].incarnation, &after["c-2"].incarnation), (&before["c-0"].incarnation, &before["c-2"].incarnation));
+    assert_ne!(after["c-1"].incarnation, before["c-1"].incarnation, "c-1 is a new node");
 }
 
 async fn an_import_by_id_gives_the_state_the_apply_gave<C: Cloud>() {
@@ -880,7 +873,6 @@ impl Cloud for Azure {
     const ZONE: &'static str = "eastus";
     const IMAGES: [&'static str; 2] = ["microsoft-dsvm:ubuntu-hpc:2204:22.04.1", "microsoft-dsvm:ubuntu-hpc:2204:22.04.2"];
     const REMADE_IN_PLACE: bool = true;
-    const NAMES_FOLLOW_POSITIONS: bool = true;
 
     async fn start() -> Self {
         LazyLock::force(&ARM);
@@ -915,34 +907,35 @@ impl Cloud for Azure {
         json!({"ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc ml@x"})
     }
 
-    /// A scale set's VMs are its nodes in instance id order, the sets in order (`<cluster>-0`, ...).
+    /// A scale set's VMs are the nodes their own userData names (`hpc-node-name=<name>`, what the node joins
+    /// Slurm under); a VM told no name is `<scale set>_<instance id>`.
     async fn nodes(&self, cluster: &str) -> BTreeMap<String, Node> {
+        use base64::Engine;
         let arm = self.admin("GET", "snapshot", None)["arm"].clone();
         let arm = arm.as_object().cloned().unwrap_or_default();
-        let mut sets: BTreeMap<u32, Vec<(u64, String)>> = BTreeMap::new();
         let prefix = format!("/virtualmachinescalesets/{}-", cluster.to_lowercase());
-        for id in arm.keys() {
-            let Some((_, rest)) = id.split_once(&prefix) else { continue };
-            let Some((set, vm)) = rest.split_once("/virtualmachines/") else { continue };
-            if let (Ok(set), Ok(vm)) = (set.parse(), vm.parse()) {
-                sets.entry(set).or_default().push((vm, id.clone()));
-            }
-        }
         let mut out = BTreeMap::new();
-        for mut vms in sets.into_values() {
-            vms.sort();
-            let set_id = vms.first().map(|(_, id)| id.split("/virtualmachines/").next().unwrap().to_owned()).unwrap_or_default();
-            let placement = arm.get(&set_id).and_then(|s| s.pointer("/properties/proximityPlacementGroup/id")).and_then(Json::as_str);
-            for (_, id) in vms {
-                let node = Node {
-                    id: id.clone(),
-                    incarnation: id,
-                    placement: placement.and_then(|p| p.rsplit('/').next()).map(str::to_owned),
-                    rdma: None,
-                    revision: None,
-                };
-                out.insert(format!("{cluster}-{}", out.len()), node);
+        for (id, vm) in &arm {
+            let Some((_, rest)) = id.split_once(&prefix) else { continue };
+            let Some((set, instance)) = rest.split_once("/virtualmachines/") else { continue };
+            if instance.contains('/') {
+                continue;
             }
+            let set_id = id.split("/virtualmachines/").next().unwrap().to_owned();
+            let placement = arm.get(&set_id).and_then(|s| s.pointer("/properties/proximityPlacementGroup/id")).and_then(Json::as_str);
+            let told = vm["properties"]["userData"]
+                .as_str()
+                .and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok())
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|text| text.lines().find_map(|l| l.strip_prefix("hpc-node-name=")).map(str::to_owned));
+            let node = Node {
+                id: id.clone(),
+                incarnation: id.clone(),
+                placement: placement.and_then(|p| p.rsplit('/').next()).map(str::to_owned),
+                rdma: None,
+                revision: None,
+            };
+            out.insert(told.unwrap_or_else(|| format!("{cluster}-{set}_{instance}")), node);
         }
         out
     }

@@ -298,7 +298,7 @@ fn the_census_checks_see_through_a_parameter_that_is_never_used() {
 
 /// Where the `<name>-<number>` shape is written outside `src/nodes.rs` for something that is not a node,
 /// each with why: the node-name check below must find exactly these (so the list cannot go stale).
-const NUMBERED_NAMES_NOT_NODES: [(&str, &str, &str); 10] = [
+const NUMBERED_NAMES_NOT_NODES: [(&str, &str, &str); 11] = [
     ("clouds/gcp/node_pool.rs", "\"{prefix}-{}\"", "GKE Network objects, one per GPU NIC network: `rdma-0`"),
     ("ownership.rs", "\"{}-{}\"", "an owner marker: the creation stamp, then random hex"),
     ("clouds/aws/mod.rs", "\"{first}-{last}\"", "a range of EFA network cards: `1-16`"),
@@ -313,6 +313,7 @@ const NUMBERED_NAMES_NOT_NODES: [(&str, &str, &str); 10] = [
     ("clouds/mod.rs", "\"{name}-0 .. {name}-{}\"", "name_range: numbered networks and subnetworks"),
     ("planner/nccl.rs", "\"{name}-{index}.{name}\"", "the NCCL test job's pod host names (Kubernetes indexed pods)"),
     ("clouds/slurm.rs", "\"{}-{i}\"", "the AWS tags holding a Slurm configuration's chunks: `hpc:slurm-config-0`"),
+    ("planner/slurm.rs", "\"{}-{island}-nccl\"", "a Slurm job's name: a partition's NCCL test on its second RDMA fabric, `nd-nd-1-nccl`"),
 ];
 
 /// Node names (`<cluster>-<i>`) and NVLink domain pieces (`<cluster>-nvl<k>`) are written and read only by

@@ -194,7 +194,7 @@ fn cases() -> Vec<Case> {
             slurm(aws_p5(), "22.05", vec![("h100", gpus(aws_p5(), "h100", 16, Some("train-pg")))], json!({})),
             &[
                 "SwitchName=train-pg Nodes=h100-[0-15]",
-                "NodeName=h100-[0-15] CPUs=192 RealMemory=1992295 Gres=gpu:h100:8",
+                "NodeName=h100-[0-15] CPUs=192 Sockets=2 CoresPerSocket=48 ThreadsPerCore=2 RealMemory=1992295 Gres=gpu:h100:8",
                 r#""kind": "aws_instance""#,
                 r#""private_ip": "10.0.255.244""#,
             ],
@@ -216,7 +216,9 @@ fn cases() -> Vec<Case> {
             &[
                 "SwitchName=nd-0 Nodes=nd-[0-74]",
                 "SwitchName=nd-1 Nodes=nd-[75-149]",
-                "SwitchName=ml-spine Switches=nd-0,nd-1",
+                "warning [partition[0].cluster] Partition on several RDMA fabrics",
+                "warning [slurm_version] Jobs not confined to what they asked for",
+                "TreeWidth=150",
                 r#""kind": "azurerm_network_interface""#,
             ],
         ),
@@ -247,7 +249,7 @@ fn cases() -> Vec<Case> {
         case(
             "invalid_slurm_block_on_22_05",
             "slurm",
-            slurm(aws_gb200.clone(), "22.05", vec![("gb200", racks(aws_gb200, "gb", 18))], json!({"topology": "block"})),
+            slurm(aws_gb200.clone(), "22.05", vec![("gb200", racks(aws_gb200.clone(), "gb", 18))], json!({"topology": "block"})),
             &["error [topology] No block topology in this Slurm version"],
         ),
         case(
@@ -297,7 +299,24 @@ fn cases() -> Vec<Case> {
             "invalid_slurm_backup_without_shared_state",
             "slurm",
             slurm(aws_p5(), "22.05", vec![("h100", gpus(aws_p5(), "h100", 2, Some("train-pg")))], json!({"backup_controller": true})),
-            &["error [state_save_location] A backup controller needs shared state"],
+            &["error [backup_controller] Backup controller without shared state"],
+        ),
+        case(
+            "invalid_slurm_max_time",
+            "slurm",
+            slurm(
+                aws_p5(),
+                "22.05",
+                vec![("h100", gpus(aws_p5(), "h100", 2, Some("train-pg")))],
+                json!({"partition": [{"name": "h100", "cluster": gpus(aws_p5(), "h100", 2, Some("train-pg")), "default": null, "max_time": "forever"}]}),
+            ),
+            &["error [partition[0].max_time] Invalid max_time", "is not a time limit Slurm reads"],
+        ),
+        case(
+            "slurm_aws_gb200_two_domains_segments_on_24_11",
+            "slurm",
+            slurm(aws_gb200.clone(), "24.11", vec![("gb200", racks(aws_gb200, "gb", 36))], json!({})),
+            &["TopologyPlugin=topology/block", "BlockSizes=18", "#SBATCH --segment=18"],
         ),
         // ------------------------------------------------------------------ expansions per cloud and family
         case(
@@ -1055,7 +1074,8 @@ fn cases() -> Vec<Case> {
                 "TopologyPlugin=topology/block",
                 r#""NCCL_MNNVL_ENABLE": "1""#,
                 r#""hpc-platform/nvlink-domain": "train-nvl1""#,
-                "#SBATCH --segment=18",
+                // The cluster's job does not know the Slurm version: its nodes by name, no --segment (24.05's).
+                "#SBATCH --nodelist=train-0,train-1,",
             ],
         ),
         case(

@@ -38,7 +38,7 @@ from moto.ec2 import utils as ec2_utils
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instance_types import INSTANCE_TYPES
-from moto.ec2.models.instances import Instance, StateReason
+from moto.ec2.models.instances import Instance, InstanceBackend, MetadataOptions, StateReason
 from moto.ec2.models.subnets import Subnet
 from moto.ec2.models import elastic_network_interfaces as eni_models
 from moto.ec2.responses import EC2Response
@@ -46,6 +46,7 @@ from moto.fsx import models as fsx_models
 from moto.fsx.responses import FSxResponse
 
 import conformance
+import imds
 
 MOTO_VERSION = "5.2.5"
 _tls = threading.local()
@@ -497,6 +498,13 @@ def _run_instances(self):
         raise
     finally:
         _tls.template_nics = None
+    # The launch template's MetadataOptions apply to the instance (moto keeps only RunInstances' own); a field
+    # RunInstances gives overrides the template's.
+    template_options = template.get("MetadataOptions") or {}
+    if template_options:
+        asked = {k: v for k, v in (self._get_param("MetadataOptions", {}) or {}).items() if v is not None}
+        for instance in result.result.instances:
+            instance.metadata_options = MetadataOptions({**template_options, **asked})
     market = self._get_param("InstanceMarketOptions.MarketType") or _get(template, "InstanceMarketOptions", "MarketType")
     cpu = INSTANCE_TYPES.get(itype, {}).get("VCpuInfo") or {}
     for instance in result.result.instances:
@@ -518,6 +526,21 @@ def _run_instances(self):
             instance.terminate()
             instance.state_reason = StateReason("Server.InsufficientInstanceCapacity: Insufficient capacity.", "Server.InsufficientInstanceCapacity")
     return result
+
+
+def modify_instance_metadata_options(self, instance_id, http_tokens=None, hop_limit=None, http_endpoint=None,
+                                     dry_run=False, http_protocol=None, metadata_tags=None):
+    """ModifyInstanceMetadataOptions changes the options it is given and keeps the others (moto resets them)."""
+    instance = self.get_instance(instance_id)
+    current = instance.metadata_options
+    given = {"HttpTokens": http_tokens, "HttpPutResponseHopLimit": hop_limit, "HttpEndpoint": http_endpoint,
+             "HttpProtocolIpv6": http_protocol, "InstanceMetadataTags": metadata_tags}
+    kept = {"HttpTokens": current.http_tokens, "HttpPutResponseHopLimit": current.http_put_response_hop_limit,
+            "HttpEndpoint": current.http_endpoint, "HttpProtocolIpv6": current.http_protocol_ipv6,
+            "InstanceMetadataTags": current.instance_metadata_tags}
+    options = MetadataOptions({"State": "applied", **{k: given[k] if given[k] is not None else kept[k] for k in given}})
+    instance.metadata_options = options
+    return options
 
 
 # ------------------------------------------------------------------------------------ service quotas
@@ -1346,6 +1369,7 @@ def apply_patches():
     EC2Response.describe_instance_status = describe_instance_status
     _register_instance_types()
     EC2Response.run_instances = run_instances
+    InstanceBackend.modify_instance_metadata_options = modify_instance_metadata_options
     global _orig_get_service_quota
     from moto.servicequotas.responses import ServiceQuotasResponse
     if _orig_get_service_quota is None:
@@ -2001,6 +2025,7 @@ class AdminMiddleware:
         body = json.loads(environ["wsgi.input"].read(length) or b"{}") if length else {}
         status, out = 200, None
         if route == "reset" and method == "POST":
+            imds.REGISTRY.close_all()
             self.reset_moto()
             with _capacity_lock:
                 CAPACITY.clear()
@@ -2046,6 +2071,9 @@ class AdminMiddleware:
                 out = set_quota(body) if route == "quota" else set_capacity(body)
             except ValueError as e:
                 status, out = 400, {"error": str(e)}
+        elif route == "metadata" and method == "POST":
+            # A listener answering as EC2's instance metadata service for one instance (emulators/aws/imds.py).
+            status, out = imds.REGISTRY.listen(body)
         elif route == "out-of-band" and method == "POST":
             try:
                 out = out_of_band(body)

@@ -11,6 +11,8 @@
 //! replaces the tags and merges the rest, and `If-None-Match: *` makes a PUT or PATCH create-only (412).
 //! Virtual networks, subnets, security groups and scale sets carry an `etag` that every write changes, and a
 //! write or delete whose `If-Match` names another one is refused (412), as the network and compute services do.
+//! A scale-set VM takes a `userData` of its own (VirtualMachineScaleSetVMs_Update), which its instance
+//! metadata service serves.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -353,7 +355,13 @@ impl VmLife {
 pub struct Azure {
     store: Mutex<Store>,
     pub admin: Admin,
+    /// The VMs' instance metadata services.
+    metadata: crate::metadata::Listeners,
 }
+
+/// Each VM's instance metadata service (`POST /_admin/metadata`).
+#[path = "azure_imds.rs"]
+mod imds;
 
 pub struct Running {
     pub endpoint: String,
@@ -364,7 +372,8 @@ pub struct Running {
 }
 
 pub async fn serve(bind: &str) -> std::io::Result<Running> {
-    let emulator = Arc::new(Azure { store: Mutex::new(Store::default()), admin: Admin::default() });
+    let emulator =
+        Arc::new(Azure { store: Mutex::new(Store::default()), admin: Admin::default(), metadata: crate::metadata::Listeners::default() });
     let key = rcgen::KeyPair::generate().map_err(std::io::Error::other)?;
     let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).map_err(std::io::Error::other)?;
     params.subject_alt_names.push(rcgen::SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
@@ -468,8 +477,12 @@ fn stale(if_match: Option<&str>, stored: Option<&Stored>, path: &str) -> Option<
     Some((StatusCode::PRECONDITION_FAILED, axum::Json(body)).into_response())
 }
 
+/// The longest `userData` a VM takes: "The size can't exceed 64 KB" (Microsoft Learn, "User data for Azure
+/// Virtual Machine").
+const USER_DATA_MAX: usize = 64 * 1024;
+
 /// The kinds whose PATCH (UpdateTags, Update) the emulator serves.
-const PATCHED: [&str; 7] = [
+const PATCHED: [&str; 8] = [
     "virtualNetworks",
     "networkSecurityGroups",
     "proximityPlacementGroups",
@@ -477,6 +490,7 @@ const PATCHED: [&str; 7] = [
     "amlFilesystems",
     "virtualMachines",
     "networkInterfaces",
+    "virtualMachineScaleSets",
 ];
 
 /// RFC 7396 JSON merge patch: objects merge key by key, `null` removes a key, anything else replaces.
@@ -1073,6 +1087,57 @@ impl Azure {
         resp
     }
 
+    /// VirtualMachineScaleSetVMs_Update ("Updates a virtual machine of a VM scale set"): the VM's own
+    /// `userData` ("UserData for the VM, which must be base-64 encoded"; "The size can't exceed 64 KB") is
+    /// set, kept when the body sends none and deleted by an empty one (what the compute service does with a
+    /// VM's PUT, azure-cli#17223); nothing else of the VM changes here (its model is its scale set's), and
+    /// it keeps running ("User data can be updated from outside the VM, without stopping or rebooting the
+    /// VM"). The answer, like every create or update answer, leaves the userData out.
+    fn update_vm(store: &mut Store, key: &str, path: &str, body: &[u8]) -> Response {
+        use base64::Engine;
+        if !store.resources.contains_key(key) {
+            return arm_error(404, "ResourceNotFound", &format!("The Resource '{path}' was not found."));
+        }
+        let Ok(sent) = serde_json::from_slice::<Value>(body) else {
+            return arm_error(400, "InvalidRequestContent", "The request content was invalid and could not be deserialized.");
+        };
+        let invalid = |message: &str| {
+            let body = json!({"error": {"code": "InvalidParameter", "target": "userData", "message": message}});
+            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+        };
+        let user_data = match &sent["properties"]["userData"] {
+            Value::Null => None,
+            Value::String(u) if u.is_empty() => Some(None),
+            Value::String(u) if u.len() > USER_DATA_MAX => {
+                return invalid(&format!("The size of userData ({} bytes) exceeds the limit of {USER_DATA_MAX} bytes.", u.len()));
+            }
+            Value::String(u) if base64::engine::general_purpose::STANDARD.decode(u).is_err() => {
+                return invalid("userData must be base64 encoded.");
+            }
+            Value::String(u) => Some(Some(u.clone())),
+            _ => return invalid("userData must be a base64-encoded string."),
+        };
+        if let Some(stored) = store.resources.get_mut(key)
+            && let Some(props) = stored.value["properties"].as_object_mut()
+        {
+            match user_data {
+                Some(Some(u)) => {
+                    props.insert("userData".into(), json!(u));
+                }
+                Some(None) => {
+                    props.remove("userData");
+                }
+                None => {}
+            }
+        }
+        let Some(stored) = store.resources.get(key) else { return StatusCode::NO_CONTENT.into_response() };
+        let mut answer = Azure::vm_view(store, key, stored, false);
+        if let Some(p) = answer["properties"].as_object_mut() {
+            p.remove("userData");
+        }
+        axum::Json(answer).into_response()
+    }
+
     /// Out of band: what goes wrong with a VM (`impair`), or its health endpoint's answer (`probe`).
     fn change_vm(store: &mut Store, id: &str, change: &Value) -> Result<Value, String> {
         let action = change["action"].as_str().unwrap_or_default();
@@ -1171,7 +1236,11 @@ async fn judged(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
 async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_owned();
     if let Some(route) = path.strip_prefix("/_admin/") {
-        let (status, value) = az.admin.handle(method.as_str(), route, &body, az.as_ref());
+        let (status, value) = if (method.as_str(), route) == ("POST", "metadata") {
+            imds::listen(&az, &body)
+        } else {
+            az.admin.handle(method.as_str(), route, &body, az.as_ref())
+        };
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
     }
     if !headers.get("authorization").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("Bearer ")) {
@@ -1414,6 +1483,14 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                 let mut v = Azure::vm_view(&store, &key, s, expand);
                 if !user_data && let Some(p) = v["properties"].as_object_mut() {
                     p.remove("userData");
+                } else if user_data && is_scale_set_vm(&key) && !v["properties"]["userData"].is_string() {
+                    // A scale-set VM given none of its own has what its model gave it.
+                    let model = store.lives.get(&key).and_then(|l| l.model.clone()).unwrap_or_else(|| {
+                        Azure::model_of(&store, key.rsplit_once("/virtualmachines/").map(|(set, _)| set).unwrap_or_default())
+                    });
+                    if let Some(u) = model["userData"].as_str() {
+                        v["properties"]["userData"] = json!(u);
+                    }
                 }
                 axum::Json(v).into_response()
             }
@@ -1423,6 +1500,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             }
             None => arm_error(404, "ResourceNotFound", &format!("The Resource '{}' was not found.", path)),
         },
+        "PUT" if is_scale_set_vm(&key) => Azure::update_vm(&mut store, &key, &path, &body),
         "PUT" => {
             if kind != "resourceGroups" && !store.resources.contains_key(&rg_id.to_lowercase()) {
                 return arm_error(
@@ -1557,6 +1635,10 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                 value["properties"]["vmId"] = vm_id;
                 value["properties"]["timeCreated"] = created;
             }
+            // A network interface's dynamic addresses, as Azure allocates them (the VM's metadata service serves them).
+            if kind == "networkInterfaces" {
+                imds::assign_addresses(&mut store, &key, &mut value);
+            }
             let mut lro = lro_of(&kind, "PUT", !existed);
             // VirtualMachines_CreateOrUpdate: a create answers 201 with a Location to follow.
             if standalone && !existed {
@@ -1666,7 +1748,12 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
                     _ => merge_patch(&mut value[field.as_str()], v),
                 }
             }
+            let capacity = (kind == "virtualMachineScaleSets").then(|| patch["sku"]["capacity"].as_u64()).flatten();
             store.resources.insert(key.clone(), Stored { value, changed });
+            // VirtualMachineScaleSets_Update with a capacity: the set scales to it, as its PUT would.
+            if let Some(capacity) = capacity {
+                Azure::scale_set_vms(&mut store, &az.admin, &path, capacity, None);
+            }
             let mut answer = store.resources.get(&key).map(|s| Azure::render(&store, &key, s)).unwrap_or_default();
             // A VM's answer leaves its userData out, as its GET does.
             if kind == "virtualMachines"
@@ -1715,6 +1802,7 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
 
 impl Emulated for Azure {
     fn reset(&self) {
+        self.metadata.close_all();
         *self.store.lock().unwrap() = Store::default();
     }
 

@@ -31,6 +31,10 @@ use serde_json::{Value, json};
 
 use crate::admin::{Admin, Emulated, FaultKind};
 
+/// The metadata server of each instance (`POST /_admin/metadata`).
+#[path = "gcp_metadata.rs"]
+mod metadata;
+
 const BASE: &str = "https://www.googleapis.com/compute/v1/";
 /// How long an operation stays RUNNING, and an instance PROVISIONING/STAGING.
 const OPERATION_SECONDS: f64 = 0.2;
@@ -60,11 +64,18 @@ struct Store {
     quota_limits: BTreeMap<(String, String), u64>,
     /// Capacity set through `/_admin/capacity`: at most this many instances of a machine type live in a zone.
     capacity: BTreeMap<(String, String), u64>,
+    /// The image each instance's boot disk was made from, by instance path (the metadata server's `image`;
+    /// the attached disk no longer names it).
+    boot_images: BTreeMap<String, String>,
 }
 
 pub struct Gcp {
     store: Mutex<Store>,
     pub admin: Admin,
+    /// The instances' metadata servers.
+    metadata: crate::metadata::Listeners,
+    /// Woken by every write through the API, for the metadata server's `wait_for_change`.
+    changed: tokio::sync::Notify,
 }
 
 /// A running emulator: its base URL (use as the client's endpoint) and the shared state for tests.
@@ -75,7 +86,12 @@ pub struct Running {
 }
 
 pub async fn serve(bind: &str) -> std::io::Result<Running> {
-    let emulator = Arc::new(Gcp { store: Mutex::new(Store::default()), admin: Admin::default() });
+    let emulator = Arc::new(Gcp {
+        store: Mutex::new(Store::default()),
+        admin: Admin::default(),
+        metadata: crate::metadata::Listeners::default(),
+        changed: tokio::sync::Notify::new(),
+    });
     let addr = crate::admin::serve_http(axum::Router::new().fallback(handle).with_state(emulator.clone()), bind).await?;
     Ok(Running { endpoint: format!("http://{addr}"), addr, emulator })
 }
@@ -697,6 +713,9 @@ impl Gcp {
                     nic["kind"] = json!("compute#networkInterface");
                 }
             }
+            if let Some(image) = body["disks"][0]["initializeParams"]["sourceImage"].as_str() {
+                store.boot_images.insert(path.clone(), image.to_owned());
+            }
             // An attached disk is answered as the disk it became (initializeParams are input only).
             if let Some(disks) = body.get_mut("disks").and_then(Value::as_array_mut) {
                 for (i, disk) in disks.iter_mut().enumerate() {
@@ -807,7 +826,9 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     if uri.path().starts_with("/_admin/") || !gcp.admin.judging() {
-        return api(State(gcp), method.clone(), uri.clone(), Query(query), body.clone()).await;
+        let response = api(State(gcp.clone()), method.clone(), uri.clone(), Query(query), body.clone()).await;
+        gcp.changed.notify_waiters();
+        return response;
     }
     // GKE's and Managed Lustre's operations.get have one path template (`v1/projects/*/locations/*/operations/*`);
     // the real ones are told apart by host, here by whose operation the name is.
@@ -816,7 +837,10 @@ async fn handle(
         Ok(op) => op,
         Err(refusal) => return *refusal,
     };
-    let response = api(State(gcp), method.clone(), uri.clone(), Query(query), body.clone()).await;
+    let response = api(State(gcp.clone()), method.clone(), uri.clone(), Query(query), body.clone()).await;
+    if method != Method::GET {
+        gcp.changed.notify_waiters();
+    }
     crate::conformance::checked(op, crate::conformance::Cloud::Gcp, response).await
 }
 
@@ -879,7 +903,11 @@ async fn container(gcp: &Gcp, method: &str, path: &str, body: &[u8]) -> Response
 async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query): Query<ListQuery>, body: Bytes) -> Response {
     let path = uri.path().trim_start_matches('/');
     if let Some(route) = path.strip_prefix("_admin/") {
-        let (status, value) = gcp.admin.handle(method.as_str(), route, &body, gcp.as_ref());
+        let (status, value) = if (method.as_str(), route) == ("POST", "metadata") {
+            metadata::listen(&gcp, &body)
+        } else {
+            gcp.admin.handle(method.as_str(), route, &body, gcp.as_ref())
+        };
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
     }
     if let Some(rest) = path.strip_prefix("v1/services/servicenetworking.googleapis.com/connections") {
@@ -1631,6 +1659,7 @@ impl Emulated for Gcp {
     }
 
     fn reset(&self) {
+        self.metadata.close_all();
         *self.store.lock().unwrap() = Store::default();
     }
 

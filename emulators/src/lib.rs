@@ -6,6 +6,10 @@
 //! `oci` the OCI Core subset, with File Storage with Lustre, Limits and Container Engine for Kubernetes
 //! (its submodule, `oke.rs`) on the same port, request signatures verified; `azure` Azure Resource Manager
 //! over HTTPS. AWS is moto with our extension (`aws/`), started as a child process by `hpc-emulator`.
+//! `metadata` serves each instance its cloud's instance metadata service on a listener of its own (the
+//! per-cloud parts in `gcp_metadata.rs`, `azure_imds.rs`, `oci_imds.rs`, and AWS's in `aws/imds.py`).
+//! `hosts` boots the instances they launch as Linux hosts (systemd, cloud-init) against their metadata
+//! services.
 
 pub mod admin;
 pub mod azure;
@@ -15,4 +19,6 @@ pub mod gcp;
 pub mod gcp_lustre;
 pub mod gke;
 pub mod harness;
+pub mod hosts;
+pub mod metadata;
 pub mod oci;

@@ -6,6 +6,17 @@
 //! (Compute, Managed Lustre), Azure Resource Manager (HTTPS) and OCI emulators of our own in-process.
 //!
 //!     hpc-emulator start --python <moto venv python> [--endpoints FILE]
+//!
+//! `boot` boots instances an emulator launched as hosts (`hpc_emulators::hosts`: systemd, cloud-init, the
+//! instance's own user data against the emulator's metadata service) on one network, prints
+//! `READY <host> <pid> <address>` for each once it has booted (its PID 1 as this machine numbers it, for
+//! `nsenter -t <pid> -a -r -w`), then `ALL READY`, and keeps them until its stdin closes or it is stopped:
+//!
+//!     hpc-emulator boot --endpoints FILE --cloud aws|gcp|azure|oci --network CIDR --image DIR
+//!         [--gpus N] HOST[=INSTANCE][+gpus] ...
+//!
+//! HOST is the host's name (its Slurm name), INSTANCE the cloud's name of the instance (default HOST),
+//! `+gpus` gives it N stand-in GPUs (hosts/STAND-INS.md).
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -50,8 +61,15 @@ fn spawn_ready(mut cmd: Command, name: &str) -> Result<(Child, String), String> 
     Ok((child, endpoint))
 }
 
+fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("boot") {
+        return boot::main(std::env::args().skip(2).collect());
+    }
+    serve()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> ExitCode {
+async fn serve() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
@@ -122,4 +140,78 @@ async fn main() -> ExitCode {
     let status = tokio::task::spawn_blocking(move || aws.wait()).await;
     eprintln!("the AWS emulator exited: {status:?}");
     ExitCode::from(1)
+}
+
+mod boot {
+    use std::io::Read;
+    use std::path::PathBuf;
+    use std::process::ExitCode;
+    use std::time::Duration;
+
+    use hpc_emulators::hosts::{Emulator, Gpus, Network, Platform};
+
+    pub fn main(args: Vec<String>) -> ExitCode {
+        match run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("hpc-emulator boot: {e}");
+                ExitCode::from(1)
+            }
+        }
+    }
+
+    fn run(args: Vec<String>) -> Result<(), String> {
+        let (mut endpoints, mut cloud, mut network, mut image, mut gpus, mut hosts) = (None, None, None, None, 8u32, Vec::new());
+        let mut it = args.into_iter();
+        while let Some(a) = it.next() {
+            let mut value = || it.next().ok_or_else(|| format!("{a} needs a value"));
+            match a.as_str() {
+                "--endpoints" => endpoints = Some(PathBuf::from(value()?)),
+                "--cloud" => cloud = Some(value()?),
+                "--network" => network = Some(value()?),
+                "--image" => image = Some(PathBuf::from(value()?)),
+                "--gpus" => gpus = value()?.parse().map_err(|_| "--gpus takes a number")?,
+                flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
+                host => hosts.push(host.to_owned()),
+            }
+        }
+        let endpoints = endpoints.ok_or("--endpoints FILE is required (hpc-emulator start writes it)")?;
+        let text = std::fs::read_to_string(&endpoints).map_err(|e| format!("{}: {e}", endpoints.display()))?;
+        let known: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", endpoints.display()))?;
+        let cloud = cloud.ok_or("--cloud is required")?;
+        let platform = match cloud.as_str() {
+            "aws" => Platform::Aws,
+            "gcp" => Platform::Gcp,
+            "azure" => Platform::Azure,
+            "oci" => Platform::Oci,
+            other => return Err(format!("unknown cloud {other} (aws, gcp, azure or oci)")),
+        };
+        let endpoint = known[cloud.as_str()].as_str().ok_or_else(|| format!("no {cloud} endpoint in {}", endpoints.display()))?.to_owned();
+        let azure_ca = known["azure_ca_pem"].as_str().map(PathBuf::from);
+        let emulator = Emulator { platform, endpoint, azure_ca };
+        let image = image.ok_or("--image DIR is required (scripts/lib.sh ensure_node_images makes them)")?;
+        let net = Network::new(network.as_deref().ok_or("--network CIDR is required")?).map_err(|e| format!("the network: {e}"))?;
+        let mut booted = Vec::new();
+        for h in &hosts {
+            let (h, with_gpus) = match h.strip_suffix("+gpus") {
+                Some(h) => (h, true),
+                None => (h.as_str(), false),
+            };
+            let (name, instance) = h.split_once('=').unwrap_or((h, h));
+            let spec = emulator.host_spec(name, instance, &image, with_gpus.then_some(Gpus { count: gpus, amd: false, rdma: 0 }))?;
+            let host = net.boot(&spec).map_err(|e| format!("booting {name}: {e}"))?;
+            booted.push(host);
+        }
+        for h in &booted {
+            h.wait_booted(Duration::from_secs(600))?;
+            println!("READY {} {} {}", h.name, h.pid(), h.address);
+        }
+        println!("ALL READY");
+        // Until stdin closes (the caller is done) or a signal ends this process (the hosts die with it).
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        for h in booted {
+            h.stop(Duration::from_secs(20));
+        }
+        Ok(())
+    }
 }

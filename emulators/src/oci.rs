@@ -53,6 +53,10 @@ use crate::admin::{Admin, Emulated, FaultKind};
 #[path = "oke.rs"]
 mod oke;
 
+/// Each instance's metadata service (`POST /_admin/metadata`).
+#[path = "oci_imds.rs"]
+mod imds;
+
 /// Seconds a lifecycle step (and a work request) takes.
 const SETTLE: f64 = 0.3;
 const CORE: &str = "20160918";
@@ -290,6 +294,8 @@ struct Store {
 pub struct Oci {
     store: Mutex<Store>,
     pub admin: Admin,
+    /// The instances' metadata services.
+    metadata: crate::metadata::Listeners,
 }
 
 pub struct Running {
@@ -299,7 +305,8 @@ pub struct Running {
 }
 
 pub async fn serve(bind: &str) -> std::io::Result<Running> {
-    let emulator = Arc::new(Oci { store: Mutex::new(Store::default()), admin: Admin::default() });
+    let emulator =
+        Arc::new(Oci { store: Mutex::new(Store::default()), admin: Admin::default(), metadata: crate::metadata::Listeners::default() });
     let addr = crate::admin::serve_http(axum::Router::new().fallback(handle).with_state(emulator.clone()), bind).await?;
     Ok(Running { endpoint: format!("http://{addr}"), addr, emulator })
 }
@@ -568,7 +575,11 @@ async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: 
 async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().trim_start_matches('/').to_owned();
     if let Some(route) = path.strip_prefix("_admin/") {
-        let (status, value) = oci.admin.handle(method.as_str(), route, &body, oci.as_ref());
+        let (status, value) = if (method.as_str(), route) == ("POST", "metadata") {
+            imds::listen(&oci, &body)
+        } else {
+            oci.admin.handle(method.as_str(), route, &body, oci.as_ref())
+        };
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
     }
     {
@@ -1121,7 +1132,11 @@ fn create(store: &mut Store, req: &Req) -> Result<Reply, Reply> {
             value["imageId"] = value["sourceDetails"]["imageId"].clone();
             value["_subnetId"] = value["createVnicDetails"]["subnetId"].clone();
             value["_nsgIds"] = value["createVnicDetails"]["nsgIds"].as_array().cloned().map_or(json!([]), Value::Array);
-            value["_privateIp"] = json!(private_ip(store, value["_subnetId"].as_str().unwrap_or_default(), n));
+            let subnet = value["_subnetId"].as_str().unwrap_or_default().to_owned();
+            value["_privateIp"] = match text(&value, "/createVnicDetails/privateIp") {
+                Some(ip) => json!(ip),
+                None => json!(free_ip(store, &subnet, n)),
+            };
             value["region"] = json!("emulator");
             if text(&value, "/faultDomain").is_none() {
                 value["faultDomain"] = json!("FAULT-DOMAIN-1");
@@ -1262,7 +1277,22 @@ fn check_launch(store: &Store, value: &Value) -> Result<(), Reply> {
     }
     require(value, "/sourceDetails/imageId")?;
     let subnet = require(value, "/createVnicDetails/subnetId")?;
-    existing(store, &subnet, "subnet")?;
+    let cidr = existing(store, &subnet, "subnet")?.value["cidrBlock"].as_str().unwrap_or_default().to_owned();
+    // CreateVnicDetails.privateIp: "A private IP address of your choice to assign to the VNIC. Must be an available IP
+    // address within the subnet's CIDR."
+    if let Some(ip) = text(value, "/createVnicDetails/privateIp") {
+        let (base, len) = parse_cidr(&cidr).unwrap_or((0, 32));
+        let usable = ip.parse::<Ipv4Addr>().ok().map(u32::from).is_some_and(|a| {
+            let last = base | !(u32::MAX.checked_shl(32 - len).unwrap_or(0));
+            within((a, 32), (base, len)) && a >= base + 2 && a < last
+        });
+        if !usable {
+            return Err(invalid(format!("privateIp {ip} is not an available address of subnet {subnet} ({cidr}).")));
+        }
+        if used_ips(store, &subnet).contains(ip) {
+            return Err(Reply::error(409, "Conflict", format!("Private IP address {ip} is already assigned in subnet {subnet}.")));
+        }
+    }
     if let Some(cluster_id) = text(value, "/computeClusterId") {
         let cluster = existing(store, cluster_id, "computecluster")?;
         let cluster_ad = cluster.value["availabilityDomain"].as_str().unwrap_or_default();
@@ -1338,7 +1368,7 @@ fn launch_from_configuration(store: &mut Store, config_id: &str, compartment: &s
         "definedTags": object_or_empty(&launch["definedTags"]), "_subnetId": subnet,
         "_nsgIds": launch["createVnicDetails"]["nsgIds"].as_array().cloned().map_or(json!([]), Value::Array),
     });
-    for field in ["sourceDetails", "shapeConfig", "metadata", "agentConfig", "preemptibleInstanceConfig"] {
+    for field in ["sourceDetails", "shapeConfig", "metadata", "agentConfig", "preemptibleInstanceConfig", "instanceOptions"] {
         if !launch[field].is_null() {
             instance[field] = launch[field].clone();
         }
@@ -1347,7 +1377,7 @@ fn launch_from_configuration(store: &mut Store, config_id: &str, compartment: &s
         fields.extend(extra.clone());
     }
     instance["imageId"] = launch["sourceDetails"]["imageId"].clone();
-    instance["_privateIp"] = json!(private_ip(store, subnet, store.next));
+    instance["_privateIp"] = json!(free_ip(store, subnet, store.next));
     store.resources.insert(id, Stored { kind: "instance", value: instance, changed: Instant::now(), version: 1 });
 }
 
@@ -1871,6 +1901,23 @@ fn list_images(req: &Req) -> Result<Reply, Reply> {
     let mut query = req.query.clone();
     query.retain(|k, _| !matches!(k.as_str(), "shape" | "operatingSystem" | "compartmentId"));
     listing(items, &query, false)
+}
+
+/// The addresses live instances hold in `subnet`.
+fn used_ips(store: &Store, subnet: &str) -> std::collections::BTreeSet<String> {
+    store
+        .resources
+        .values()
+        .filter(|r| r.kind == "instance" && !matches!(state_of(r).as_str(), "TERMINATING" | "TERMINATED"))
+        .filter(|r| r.value["_subnetId"].as_str() == Some(subnet))
+        .filter_map(|r| r.value["_privateIp"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// An address of `subnet` no live instance holds, from the `n`th on, as OCI assigns one when none is asked for.
+fn free_ip(store: &Store, subnet: &str, n: u64) -> String {
+    let used = used_ips(store, subnet);
+    (n..n + 65536).map(|k| private_ip(store, subnet, k)).find(|ip| !used.contains(ip)).unwrap_or_else(|| private_ip(store, subnet, n))
 }
 
 /// The address the `n`th resource gets in its subnet: the subnet's base plus an offset that skips the
@@ -2730,6 +2777,7 @@ impl Oci {
 
 impl Emulated for Oci {
     fn reset(&self) {
+        self.metadata.close_all();
         let mut store = self.store.lock().unwrap();
         let keys = std::mem::take(&mut store.keys);
         *store = Store { keys, ..Store::default() };

@@ -923,3 +923,68 @@ async fn a_vms_user_data_is_read_only_with_expand_and_a_patch_changes_it_and_rep
     assert_eq!(now["tags"], json!({"hpc:slurm": "ml"}));
     assert_eq!(now["properties"]["hardwareProfile"]["vmSize"], "Standard_D8s_v5", "the rest is as it was");
 }
+
+/// VirtualMachineScaleSetVMs_Update gives one scale-set VM a `userData` of its own ("UserData for the VM,
+/// which must be base-64 encoded"), which only a GET with `$expand=userData` shows; a PUT without it keeps
+/// it and an empty one deletes it; the VM runs on, untouched (no action reaches it, it stays on its model).
+/// VirtualMachineScaleSets_Update (PATCH) replaces the set's tags and leaves its VMs as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_set_vm_takes_a_user_data_of_its_own_and_keeps_running() {
+    use base64::Engine;
+    let running = azure::serve("127.0.0.1:0").await.unwrap();
+    let c = Client::new(&running);
+    let vmss = day2_set(&c, &format!("{SUB}/resourceGroups/vmud-rg"), 2).await;
+    settled(&c, &vmss).await;
+    let vm = |i: u32| format!("{vmss}/virtualMachines/{i}");
+    let own = |i: u32| {
+        let url = format!("{}?$expand=userData&{V}", vm(i));
+        let c = &c;
+        async move {
+            let got = c.call("GET", &url, None, true).await;
+            assert_eq!(got.status, 200, "{}", got.body);
+            got.body["properties"]["userData"].as_str().map(str::to_owned)
+        }
+    };
+    let named = base64::engine::general_purpose::STANDARD.encode("hpc-node-name=train-1\n");
+    let update = |i: u32, body: Value| {
+        let url = format!("{}?{V}", vm(i));
+        let c = &c;
+        async move { c.call("PUT", &url, Some(body), true).await }
+    };
+    let written = update(1, json!({"location": "eastus", "properties": {"userData": named}})).await;
+    assert_eq!(written.status, 200, "{}", written.body);
+    assert!(written.body["properties"].get("userData").is_none(), "an update's answer leaves userData out: {}", written.body);
+    assert_eq!(written.body["instanceId"], "1");
+    let plain = c.call("GET", &format!("{}?{V}", vm(1)), None, true).await.body;
+    assert!(plain["properties"].get("userData").is_none(), "{plain}");
+    assert_eq!(own(1).await.as_deref(), Some(named.as_str()));
+    assert_eq!(own(0).await, None, "the other VM has none");
+    // A list never carries it.
+    let listed = instance_views(&c, &vmss).await;
+    assert!(listed.iter().all(|v| v["properties"].get("userData").is_none()), "{listed:?}");
+    // Not base64: refused, nothing changed.
+    let refused = update(1, json!({"location": "eastus", "properties": {"userData": "not base64!"}})).await;
+    assert_eq!((refused.status, refused.body["error"]["code"].as_str()), (400, Some("InvalidParameter")), "{}", refused.body);
+    assert_eq!(own(1).await.as_deref(), Some(named.as_str()));
+    // Without userData: kept; an empty one: deleted.
+    assert_eq!(update(1, json!({"location": "eastus", "properties": {}})).await.status, 200);
+    assert_eq!(own(1).await.as_deref(), Some(named.as_str()));
+    assert_eq!(update(1, json!({"location": "eastus", "properties": {"userData": ""}})).await.status, 200);
+    assert_eq!(own(1).await, None);
+    assert_eq!(update(9, json!({"location": "eastus", "properties": {"userData": named}})).await.status, 404, "no VM 9");
+    // The VMs ran on as they were: on their model, running, no action counted.
+    let vms = settled(&c, &vmss).await;
+    assert!(vms.iter().all(|v| v["properties"]["latestModelApplied"] == true), "{vms:?}");
+    assert!(vms.iter().all(|v| codes(v).contains(&"PowerState/running".to_owned())), "{vms:?}");
+    let emu = running.emulator.clone();
+    let actions = emu.admin.handle("GET", "snapshot", b"", emu.as_ref()).1["vm_actions"].clone();
+    assert!(actions.as_object().is_none_or(|a| a.is_empty()), "{actions}");
+
+    // The set's tags alone (VirtualMachineScaleSets_Update): replaced as sent, its VMs as they were.
+    let patched = c.call("PATCH", &format!("{vmss}?{V}"), Some(json!({"tags": {"hpc:nodes": "0-1:0"}})), true).await;
+    assert_eq!(patched.status, 200, "{}", patched.body);
+    let set = c.call("GET", &format!("{vmss}?{V}"), None, true).await.body;
+    assert_eq!(set["tags"], json!({"hpc:nodes": "0-1:0"}));
+    assert_eq!(set["sku"]["capacity"], 2);
+    assert_eq!(vm_count(&c, &vmss).await, 2);
+}

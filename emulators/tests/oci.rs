@@ -1920,3 +1920,36 @@ fn a_gpu_memory_cluster_beyond_the_host_capacity_gets_what_fits_and_fails_its_wo
     // The GPUs count against the GB200 limit: 10 nodes of 4.
     assert_eq!(api.availability("gpu-gb200-count", AD).1["used"], 40);
 }
+
+#[test]
+fn a_launch_takes_the_private_ip_it_asks_for_and_refuses_one_taken_or_outside_its_subnet() {
+    let api = Api::start();
+    let (_, subnet) = api.network();
+    let asking = |ip: &str| {
+        let mut body = Api::launch_body(&subnet, ip);
+        body["createVnicDetails"]["privateIp"] = json!(ip);
+        body
+    };
+    let id = api.created("/20160918/instances", asking("10.0.1.244"))["id"].as_str().unwrap().to_owned();
+    // The address shows where OCI shows it: the instance's primary VNIC.
+    let (_, attachments) = api.get(&format!("/20160918/vnicAttachments?compartmentId={COMPARTMENT}&instanceId={id}"));
+    let vnic = attachments[0]["vnicId"].as_str().unwrap_or_else(|| panic!("{attachments}")).to_owned();
+    let (_, shown) = api.get(&format!("/20160918/vnics/{vnic}"));
+    assert_eq!(shown["privateIp"], "10.0.1.244", "{shown}");
+    // Taken: 409; outside the subnet or one OCI keeps (the first two, the last): 400. Nothing launched.
+    let (status, err) = api.probe("POST", "/20160918/instances", asking("10.0.1.244"));
+    assert_eq!((status, err["code"].as_str()), (409, Some("Conflict")), "{err}");
+    for ip in ["10.0.2.5", "10.0.1.1", "10.0.1.255", "not-an-address"] {
+        let (status, err) = api.probe("POST", "/20160918/instances", asking(ip));
+        assert_eq!((status, err["code"].as_str()), (400, Some("InvalidParameter")), "{ip}: {err}");
+    }
+    let (_, instances) = api.get(&format!("/20160918/instances?compartmentId={COMPARTMENT}"));
+    assert_eq!(instances.as_array().map(Vec::len), Some(1), "{instances}");
+    // An address OCI picks itself is never one that is taken.
+    for n in 0..20 {
+        let other = api.created("/20160918/instances", Api::launch_body(&subnet, &format!("auto-{n}")))["id"].as_str().unwrap().to_owned();
+        let (_, a) = api.get(&format!("/20160918/vnicAttachments?compartmentId={COMPARTMENT}&instanceId={other}"));
+        let (_, v) = api.get(&format!("/20160918/vnics/{}", a[0]["vnicId"].as_str().unwrap()));
+        assert_ne!(v["privateIp"], "10.0.1.244", "auto-{n} got the address instance {id} holds");
+    }
+}

@@ -9,6 +9,7 @@ pub mod limits;
 pub mod prices;
 mod skus;
 pub mod slurm;
+pub mod slurm_keys;
 
 use std::fmt;
 
@@ -145,9 +146,57 @@ pub struct Sku {
     pub vcpus: u32,
     /// System memory in MiB as the vendor states it (GB taken as 10^9 bytes), before the OS takes its share.
     pub memory_mib: u32,
+    /// How the `vcpus` are laid out (its source is the `cpu` field's): a Slurm node line names them, so that a
+    /// job is given whole cores and a hyperthread is not counted as a core.
+    pub cpu: CpuTopology,
     /// Rack-scale node types (GB200/GB300 NVL72): the NVLink domain several nodes share.
     pub nvlink_domain: Option<NvlinkDomain>,
     pub sources: &'static [Source],
+}
+
+/// The CPUs of a node type: `sockets * cores_per_socket * threads_per_core` is its `vcpus`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTopology {
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    /// 2 where the vCPUs are hyperthreads (SMT), 1 where each is a core (Arm, Azure's HPC sizes).
+    pub threads_per_core: u32,
+}
+
+/// Which nodes of one fabric share an RDMA network on a cloud: what a Slurm topology may join under one switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RdmaScope {
+    /// Every node on the fabric's network: its placement groups only place nodes close together.
+    Network,
+    /// Only the nodes of one placement group (scale set, cluster network, compute cluster): each group is an RDMA
+    /// network of its own, and nodes in none have no RDMA to share.
+    PlacementGroup,
+}
+
+/// How far RDMA reaches on a cloud, with the source that says so.
+pub fn rdma_scope(cloud: Cloud) -> (RdmaScope, &'static str) {
+    match cloud {
+        Cloud::Aws => (
+            RdmaScope::Network,
+            "AWS EC2 docs, Elastic Fabric Adapter: EFA's OS-bypass traffic stays within one subnet, which every cluster on the \
+             fabric shares; a cluster placement group places instances, it is not a fabric of its own",
+        ),
+        Cloud::Gcp => (
+            RdmaScope::Network,
+            "Google Cloud docs, Networking and GPU machines: the GPU NICs are on the fabric's own VPC networks (GPUDirect or RoCE), \
+             which every cluster on the fabric attaches to; a compact placement policy places VMs",
+        ),
+        Cloud::Azure => (
+            RdmaScope::PlacementGroup,
+            "Microsoft Learn, ND H100 v5: InfiniBand is \"automatically configured between VMs occupying the same virtual machine \
+             scale set\"; VMs of different scale sets share none",
+        ),
+        Cloud::Oci => (
+            RdmaScope::PlacementGroup,
+            "OCI docs, cluster networks and compute clusters: RDMA connects the instances of one cluster network or compute \
+             cluster; instances outside one have only their front-end VNIC",
+        ),
+    }
 }
 
 /// An NVLink domain that spans nodes (a GB200/GB300 NVL72 rack): `nodes` nodes whose GPUs share one NVLink
@@ -209,6 +258,18 @@ mod tests {
             for field in ["gpu_count", "gpu_memory_gb", "rdma_interfaces", "network_bandwidth_gbps"] {
                 assert!(sku.source_of(field).is_some(), "{} has no source for {field}", sku.name);
             }
+        }
+    }
+
+    #[test]
+    fn every_skus_cpu_layout_is_its_vcpus_with_a_source() {
+        for sku in SKUS {
+            let c = sku.cpu;
+            assert_eq!(c.sockets * c.cores_per_socket * c.threads_per_core, sku.vcpus, "{}", sku.name);
+            assert!((1..=2).contains(&c.threads_per_core), "{}", sku.name);
+            assert!(sku.sources.iter().any(|s| s.field == "cpu"), "{} has no source for its CPU layout", sku.name);
+            // Grace (Arm) has no SMT.
+            assert!(!sku.arm64() || c.threads_per_core == 1, "{}", sku.name);
         }
     }
 

@@ -4,7 +4,7 @@
 use super::Cloud::{Aws, Azure, Gcp, Oci};
 use super::Confidence::{Confirmed, TwoSources, Unconfirmed};
 use super::Fabric::{Efa, GpuDirectTcpx, GpuDirectTcpxo, InfiniBand, None as Ethernet, Roce};
-use super::{NvlinkDomain, Sku, Source};
+use super::{CpuTopology, NvlinkDomain, Sku, Source};
 
 const AWS_SPECS: &str = "AWS EC2 docs, \"Specifications for accelerated computing instances\"";
 const AZURE_ND_H100: &str = "Microsoft Learn, \"ND H100 v5 series\"";
@@ -16,6 +16,11 @@ const OCI_HPC: &str = "oracle-quickstart/oci-hpc health checks (active_healthche
 /// NVIDIA GB200/GB300 NVL72: 72 GPUs on one NVLink domain, 18 trays of 4 GPUs.
 const fn nvl72(source: &'static str, confidence: super::Confidence) -> Option<NvlinkDomain> {
     Some(NvlinkDomain { nodes: 18, source, confidence })
+}
+
+/// Sockets, cores per socket, hardware threads per core.
+const fn cpu(sockets: u32, cores_per_socket: u32, threads_per_core: u32) -> CpuTopology {
+    CpuTopology { sockets, cores_per_socket, threads_per_core }
 }
 
 const fn src(field: &'static str, text: &'static str, confidence: super::Confidence) -> Source {
@@ -36,8 +41,17 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(30_400),
         vcpus: 192,
         memory_mib: 2097152,
+        cpu: cpu(2, 48, 2),
         nvlink_domain: None,
-        sources: &[src("host", AWS_HOST, TwoSources), src("*", AWS_SPECS, Confirmed)],
+        sources: &[
+            src(
+                "cpu",
+                "EC2 DescribeInstanceTypes VCpuInfo (DefaultCores, DefaultThreadsPerCore) as moto 5.2.5 ships it; two 48-core AMD EPYC 7R13 (AWS P5 page)",
+                TwoSources,
+            ),
+            src("host", AWS_HOST, TwoSources),
+            src("*", AWS_SPECS, Confirmed),
+        ],
     },
     Sku {
         cloud: Aws,
@@ -51,8 +65,17 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(30_400),
         vcpus: 192,
         memory_mib: 2097152,
+        cpu: cpu(2, 48, 2),
         nvlink_domain: None,
-        sources: &[src("host", AWS_HOST, TwoSources), src("*", AWS_SPECS, Confirmed)],
+        sources: &[
+            src(
+                "cpu",
+                "EC2 DescribeInstanceTypes VCpuInfo (DefaultCores, DefaultThreadsPerCore) as moto 5.2.5 ships it; two 48-core AMD EPYC 7R13 (AWS P5 page)",
+                TwoSources,
+            ),
+            src("host", AWS_HOST, TwoSources),
+            src("*", AWS_SPECS, Confirmed),
+        ],
     },
     Sku {
         cloud: Aws,
@@ -66,8 +89,17 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(30_400),
         vcpus: 192,
         memory_mib: 2097152,
+        cpu: cpu(2, 48, 2),
         nvlink_domain: None,
-        sources: &[src("host", AWS_HOST, TwoSources), src("*", AWS_SPECS, Confirmed)],
+        sources: &[
+            src(
+                "cpu",
+                "EC2 DescribeInstanceTypes VCpuInfo (DefaultCores, DefaultThreadsPerCore) as moto 5.2.5 ships it; two 48-core Intel Xeon Sapphire Rapids (AWS P5en page)",
+                TwoSources,
+            ),
+            src("host", AWS_HOST, TwoSources),
+            src("*", AWS_SPECS, Confirmed),
+        ],
     },
     Sku {
         cloud: Aws,
@@ -81,8 +113,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(30_400),
         vcpus: 192,
         memory_mib: 2097152,
+        cpu: cpu(2, 48, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "EC2 DescribeInstanceTypes VCpuInfo (DefaultCores, DefaultThreadsPerCore) as moto 5.2.5 ships it; two 48-core Intel Xeon Emerald Rapids (AWS P6 page)",
+                TwoSources,
+            ),
             src("host", AWS_HOST, TwoSources),
             src(
                 "rdma_interfaces",
@@ -105,8 +143,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(30_400),
         vcpus: 192,
         memory_mib: 4194304,
+        cpu: cpu(2, 48, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "EC2 DescribeInstanceTypes VCpuInfo (DefaultCores, DefaultThreadsPerCore) as moto 5.2.5 ships it; two sockets assumed as on P6-B200; the processor's core count per socket not found",
+                Unconfirmed,
+            ),
             src("host", AWS_HOST, TwoSources),
             src(
                 "rdma_interfaces",
@@ -129,11 +173,17 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 144,
         memory_mib: 983040,
+        cpu: cpu(2, 72, 1),
         nvlink_domain: nvl72(
             "u-p6e-gb200x72 is 18 p6e-gb200.36xlarge instances on one NVLink domain (EKS docs, ml-eks-nvidia-ultraserver; quoted in NVIDIA/aicr#2743)",
             TwoSources,
         ),
         sources: &[
+            src(
+                "cpu",
+                "two NVIDIA Grace CPUs of 72 Arm Neoverse V2 cores, no SMT (NVIDIA GB200 NVL72: 36 Grace CPUs, 2,592 cores per 18-tray rack); 144 vCPUs",
+                TwoSources,
+            ),
             src(
                 "host",
                 "two secondary sources (a P6e instance article's table; a KWOK GB200 node profile): 144 vCPUs, 960 GiB",
@@ -174,8 +224,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 192,
         memory_mib: 1572864,
+        cpu: cpu(2, 48, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "EC2 DescribeInstanceTypes VCpuInfo (DefaultCores, DefaultThreadsPerCore) as moto 5.2.5 ships it; two 48-core AMD EPYC 7R13 (AWS G6e page)",
+                TwoSources,
+            ),
             src("host", AWS_HOST, TwoSources),
             src("*", "AWS EC2 docs, \"Maximize network bandwidth\" / EFA supported instance types", Confirmed),
             src("local_nvme_gb", "not found", Unconfirmed),
@@ -195,8 +251,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(250),
         vcpus: 4,
         memory_mib: 16384,
+        cpu: cpu(1, 2, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "EC2 DescribeInstanceTypes VCpuInfo (DefaultCores, DefaultThreadsPerCore) as moto 5.2.5 ships it; one socket",
+                Confirmed,
+            ),
             src("host", AWS_HOST, TwoSources),
             src("*", AWS_SPECS, Confirmed),
             src("rdma_interfaces", "no EFA on this size (AWS specifications list EFA for the largest G6 sizes only)", Unconfirmed),
@@ -215,8 +277,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(250),
         vcpus: 4,
         memory_mib: 16384,
+        cpu: cpu(1, 2, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "EC2 DescribeInstanceTypes VCpuInfo (DefaultCores, DefaultThreadsPerCore) as moto 5.2.5 ships it; one socket",
+                Confirmed,
+            ),
             src("host", AWS_HOST, TwoSources),
             src("*", AWS_SPECS, Confirmed),
             src("rdma_interfaces", "no EFA on this size (AWS specifications list EFA for g5.48xlarge only)", Unconfirmed),
@@ -236,8 +304,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 36,
         memory_mib: 450560,
+        cpu: cpu(1, 18, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "Microsoft Learn, NVadsA10 v5: AMD EPYC 74F3V (Milan) with SMT; 36 vCPUs as 18 cores x 2 threads on one socket",
+                Unconfirmed,
+            ),
             src("host", "Microsoft Learn, nvadsa10v5-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", "MicrosoftDocs/azure-compute-docs, NVadsA10 v5 series (full A10 at 36 vCPUs; GRID driver required)", Confirmed),
             src("network_bandwidth_gbps", "not found", Unconfirmed),
@@ -255,8 +329,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(28_000),
         vcpus: 96,
         memory_mib: 1945600,
+        cpu: cpu(2, 48, 1),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "Microsoft Learn, ND H100 v5: \"96 physical cores\" of 4th Gen Intel Xeon (no SMT); two sockets (glennklockwood.com, ND H100 v5 node)",
+                TwoSources,
+            ),
             src("host", "Microsoft Learn, ndh100v5-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", AZURE_ND_H100, Confirmed),
         ],
@@ -273,8 +353,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(28_000),
         vcpus: 96,
         memory_mib: 1894400,
+        cpu: cpu(2, 48, 1),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "MicrosoftDocs/azure-compute-docs, nd-h200-v5: 96 Intel Xeon (Sapphire Rapids) cores, no SMT, on the ND H100 v5 host's two sockets",
+                TwoSources,
+            ),
             src("host", "Microsoft Learn, nd-h200-v5-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", AZURE_ND_H200, Confirmed),
         ],
@@ -291,8 +377,10 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 96,
         memory_mib: 1894400,
+        cpu: cpu(2, 48, 1),
         nvlink_domain: None,
         sources: &[
+            src("cpu", "Microsoft Learn, ND MI300X v5: 96 physical cores of 4th Gen Intel Xeon (no SMT), two sockets", TwoSources),
             src("host", "Microsoft Learn, ndmi300xv5-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", "third-party benchmark README quoting the ND MI300X v5 size page", Unconfirmed),
         ],
@@ -309,11 +397,13 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(16_000),
         vcpus: 128,
         memory_mib: 921600,
+        cpu: cpu(2, 64, 1),
         nvlink_domain: nvl72(
             "MicrosoftDocs/azure-compute-docs, nd-gb200-v6 size page: NVLink up to 72 GPUs per domain, 18 VMs per rack",
             Confirmed,
         ),
         sources: &[
+            src("cpu", "Microsoft Learn, ND GB200 v6: 128 vCPUs of two NVIDIA Grace CPUs (Arm, no SMT)", TwoSources),
             src("host", "Microsoft Learn, nd-gb200-v6-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", "MicrosoftDocs/azure-compute-docs nd-gb200-v6 pages; AzNHC configuration", Confirmed),
             src("gpu_memory_gb", "Microsoft Learn as quoted by a secondary source", Unconfirmed),
@@ -331,8 +421,10 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 128,
         memory_mib: 884736,
+        cpu: cpu(2, 64, 1),
         nvlink_domain: nvl72("MicrosoftDocs/azure-compute-docs, nd-gb300-v6 size page: 18 VMs per NVL72 rack", TwoSources),
         sources: &[
+            src("cpu", "Microsoft Learn, ND GB300 v6: 128 vCPUs of two NVIDIA Grace CPUs (Arm, no SMT)", TwoSources),
             src("host", "Microsoft Learn, nd-gb300-v6-series size page (vCPUs, memory GiB)", Confirmed),
             src("*", "MicrosoftDocs/azure-compute-docs, nd-gb300-v6 size page (4x B300 288 GB, 800 Gb/s InfiniBand per GPU)", TwoSources),
             src("local_nvme_gb", "not found", Unconfirmed),
@@ -352,8 +444,10 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 4,
         memory_mib: 15258,
+        cpu: cpu(1, 2, 2),
         nvlink_domain: None,
         sources: &[
+            src("cpu", "Google Cloud docs, CPU platforms: an x86 vCPU is one hardware thread, two per core; one socket", Confirmed),
             src("host", "two secondary sources (public machine-type catalogs): vCPUs and memory GB", TwoSources),
             src("*", "Google Cloud docs, \"GPU machine types\" (G2 machine series)", Confirmed),
             src("network_bandwidth_gbps", "default egress bandwidth of a 4-vCPU G2 VM, per the same page", Unconfirmed),
@@ -371,8 +465,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(6_000),
         vcpus: 208,
         memory_mib: 1785278,
+        cpu: cpu(2, 52, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "Google Cloud docs, CPU platforms: an x86 vCPU is one hardware thread, two per core; two Intel Sapphire Rapids sockets",
+                TwoSources,
+            ),
             src("host", "Google Cloud docs, accelerator-optimized / Arm machine types (vCPUs, memory GB)", Confirmed),
             src("*", GCP_GPU_NET, Confirmed),
             src("local_nvme_gb", "dstackai/gpuhunt gcp.py", Unconfirmed),
@@ -390,8 +490,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: Some(6_000),
         vcpus: 208,
         memory_mib: 1785278,
+        cpu: cpu(2, 52, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "Google Cloud docs, CPU platforms: an x86 vCPU is one hardware thread, two per core; two Intel Sapphire Rapids sockets",
+                TwoSources,
+            ),
             src("host", "two secondary sources (public machine-type catalogs): vCPUs and memory GB", TwoSources),
             src("*", GCP_GPU_NET, Confirmed),
             src("network_bandwidth_gbps", "GCP page versions give 1,600 and 1,800 Gbps; the newer figure is kept", Unconfirmed),
@@ -410,8 +516,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 224,
         memory_mib: 2815246,
+        cpu: cpu(2, 56, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "Google Cloud docs, CPU platforms: an x86 vCPU is one hardware thread, two per core; two Intel Emerald Rapids sockets",
+                TwoSources,
+            ),
             src("host", "two secondary sources (public machine-type catalogs): vCPUs and memory GB", TwoSources),
             src("*", GCP_GPU_NET, Confirmed),
             src("local_nvme_gb", "not found", Unconfirmed),
@@ -429,8 +541,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 224,
         memory_mib: 3784179,
+        cpu: cpu(2, 56, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "Google Cloud docs, CPU platforms: an x86 vCPU is one hardware thread, two per core; two Intel Emerald Rapids sockets",
+                TwoSources,
+            ),
             src("host", "two secondary sources (public machine-type catalogs): vCPUs and memory GB", TwoSources),
             src("*", GCP_GPU_NET, Confirmed),
             src("local_nvme_gb", "not found", Unconfirmed),
@@ -449,11 +567,17 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 140,
         memory_mib: 843048,
+        cpu: cpu(2, 70, 1),
         nvlink_domain: nvl72(
             "Google Cloud AI Hypercomputer terminology: an A4X sub-block is 18 instances (72 GPUs) on one NVLink domain",
             Confirmed,
         ),
         sources: &[
+            src(
+                "cpu",
+                "Google Cloud docs, CPU platforms: an Arm vCPU is a whole core (no SMT); A4X's 140 vCPUs are two NVIDIA Grace CPUs",
+                TwoSources,
+            ),
             src("host", "Google Cloud docs, accelerator-optimized / Arm machine types (vCPUs, memory GB)", Confirmed),
             src("*", GCP_GPU_NET, Confirmed),
             src(
@@ -477,8 +601,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 224,
         memory_mib: 1953125,
+        cpu: cpu(2, 56, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "OCI docs, Compute Shapes: an x86 OCPU is one core of two threads; 112 OCPUs, two 56-core Intel Xeon 8480+",
+                Confirmed,
+            ),
             src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", OCI_HPC, TwoSources),
             src("network_bandwidth_gbps", "README copying OCI compute shapes: 8x2x200 Gbps RDMA", TwoSources),
@@ -497,8 +627,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 224,
         memory_mib: 2929687,
+        cpu: cpu(2, 56, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "OCI docs, Compute Shapes: an x86 OCPU is one core of two threads; 112 OCPUs, two 56-core Intel Xeon 8480+",
+                Confirmed,
+            ),
             src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", OCI_HPC, TwoSources),
             src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
@@ -516,8 +652,10 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 256,
         memory_mib: 3906250,
+        cpu: cpu(2, 64, 2),
         nvlink_domain: None,
         sources: &[
+            src("cpu", "OCI docs, Compute Shapes: an x86 OCPU is one core of two threads; 128 OCPUs on two sockets", TwoSources),
             src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", OCI_HPC, TwoSources),
             src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
@@ -535,8 +673,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 224,
         memory_mib: 1953125,
+        cpu: cpu(2, 56, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "OCI docs, Compute Shapes: an x86 OCPU is one core of two threads; 112 OCPUs, two 56-core Intel Xeon 8480+",
+                Confirmed,
+            ),
             src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", OCI_HPC, TwoSources),
             src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
@@ -554,8 +698,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 256,
         memory_mib: 3814697,
+        cpu: cpu(2, 64, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "OCI docs, Compute Shapes: an x86 OCPU is one core of two threads; two 64-core Xeon 8592+ (OCI GPU quick start README for B300)",
+                Unconfirmed,
+            ),
             src("host", "OCI GPU quick start README for B300 (in progress): 2 x Xeon 8592+, 256 threads, 4 TB", Unconfirmed),
             src("*", OCI_HPC, TwoSources),
             src("gpu_memory_gb", "not found for this shape", Unconfirmed),
@@ -574,11 +724,13 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 144,
         memory_mib: 915527,
+        cpu: cpu(2, 72, 1),
         nvlink_domain: nvl72(
             "OCI docs, GPU memory fabric: a GPU memory cluster of up to 18 BM.GPU.GB200.4 hosts shares one NVLink domain",
             TwoSources,
         ),
         sources: &[
+            src("cpu", "OCI docs, Compute Shapes: an Arm OCPU is one core without SMT; 144 cores of two NVIDIA Grace CPUs", TwoSources),
             src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", "OCI compute shapes table as copied by a third party: 4x B200, 4x400 Gbps RDMA (+2x200 Gbps front end)", TwoSources),
             src("gpu_memory_gb", "not found for this shape; GB200's 192 GB HBM3e per GPU assumed", Unconfirmed),
@@ -597,11 +749,13 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 144,
         memory_mib: 915527,
+        cpu: cpu(2, 72, 1),
         nvlink_domain: nvl72(
             "OCI docs, GPU memory fabric: supported shapes are BM.GPU.GB200.4 and BM.GPU.GB300.4, up to 18 hosts",
             TwoSources,
         ),
         sources: &[
+            src("cpu", "OCI docs, Compute Shapes: an Arm OCPU is one core without SMT; 144 cores of two NVIDIA Grace CPUs", TwoSources),
             src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", "oracle-quickstart/oci-hpc code names BM.GPU.GB300.4; OCI GPU memory fabric docs", Unconfirmed),
             src("network_bandwidth_gbps", "per-NIC speed not found", Unconfirmed),
@@ -621,8 +775,10 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 30,
         memory_mib: 228881,
+        cpu: cpu(1, 15, 2),
         nvlink_domain: None,
         sources: &[
+            src("cpu", "OCI docs, Compute Shapes: an x86 OCPU is one core of two threads; 15 OCPUs on one socket", Confirmed),
             src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", "README copying OCI compute shapes (VM.GPU.A10.x); oracle-quickstart/oci-hpc schema.yaml", TwoSources),
             src("network_bandwidth_gbps", "not found", Unconfirmed),
@@ -640,8 +796,14 @@ pub static SKUS: &[Sku] = &[
         local_nvme_gb: None,
         vcpus: 224,
         memory_mib: 976562,
+        cpu: cpu(2, 56, 2),
         nvlink_domain: None,
         sources: &[
+            src(
+                "cpu",
+                "OCI docs, Compute Shapes: an x86 OCPU is one core of two threads; 112 OCPUs, two 56-core Intel Xeon 8480+",
+                Confirmed,
+            ),
             src("host", "OCI docs, Compute Shapes (GPU shapes): OCPUs (2 threads each on x86) and memory GB", Confirmed),
             src("*", "README copying OCI compute shapes (1x200G + 800 Gbps RDMA); oracle-quickstart/oci-hpc schema.yaml", TwoSources),
             src("rdma_interfaces", "not found", Unconfirmed),

@@ -6,10 +6,12 @@
 /// How a version writes the block topology (`topology/block`), if it has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockSyntax {
-    /// 23.11: `BlockName=... Nodes=...` lines and an optional `BlockLevels`.
+    /// 23.11: `BlockName=... Nodes=...` lines and an optional `BlockLevels`. Every block must hold as many nodes
+    /// as the first, or slurmctld stops (topology_block.c at slurm-23-11: "children count no equal bblock_node_cnt").
     Levels,
     /// 24.05 and later: `BlockSizes=<planning base block size>`; before 25.05 every block must hold at least
-    /// that many nodes.
+    /// that many nodes, or slurmctld stops (block_record.c at slurm-24-11: "children count lower than
+    /// bblock_node_cnt").
     Sizes,
 }
 
@@ -30,13 +32,33 @@ pub struct SlurmVersion {
     /// `PrivateData=cloud` is needed to list CLOUD nodes (before 23.02: "Change cloud nodes to show by default.
     /// PrivateData=cloud is no longer needed").
     pub private_data_cloud: bool,
+    /// The cgroup/v2 plugin, which cgroup v2 hosts (Ubuntu 22.04 and later, Debian 12) need for `proctrack/cgroup` and
+    /// `task/cgroup` (22.05 RELEASE_NOTES: "Added support for Cgroup Version 2"; 21.08 ships `src/plugins/cgroup/v1`
+    /// only, and its cgroup.conf(5) names `cgroup/v1` and `autodetect` alone).
+    pub cgroup_v2: bool,
+    /// `sbatch --segment` (24.05 CHANGELOG: "Add --segment to job allocation to be used in topology/block"). From 24.05 a
+    /// job of several segments may not name its nodes (eval_nodes_block.c: "requires nodes with segment are not
+    /// supported").
+    pub segment: bool,
+    /// `TreeWidth` when slurm.conf does not set it: 50 before 23.11, 16 from 23.11 ("Change TreeWidth default from 50 to
+    /// 16").
+    pub tree_width_default: u16,
+    /// slurmd forwards messages to cloud nodes it has no address for (23.11: "Enable fanout for dynamic and unaddresable
+    /// cloud nodes"). Before, cloud nodes without DNS need `TreeWidth` at least the node count (elastic_computing.shtml
+    /// at 22.05: TreeWidth "at least as large as the maximum node count. The value may not exceed 65533").
+    pub cloud_fanout: bool,
     /// Which distributions package it, for messages.
     pub packaged: &'static str,
 }
 
+/// The largest `TreeWidth` Slurm takes (slurm.conf(5): "The value may not exceed 65533").
+pub const TREE_WIDTH_MAX: u16 = 65533;
+
 pub static SLURM_VERSIONS: &[SlurmVersion] = &[
     // 21.08's slurm.conf(5) (tag slurm-21-08-8-2) has cloud_reg_addrs, enable_configless, SuspendExcParts and
-    // PrivateData=cloud; what the stock Ubuntu 22.04 GPU images install.
+    // PrivateData=cloud; what the stock Ubuntu 22.04 GPU images install. Its cgroup plugins are v1 only
+    // (src/plugins/cgroup/v1; cgroup.conf(5): CgroupPlugin "cgroup/v1|autodetect", default cgroup/v1), which
+    // Ubuntu 22.04's cgroup v2 cannot mount.
     SlurmVersion {
         version: "21.08",
         block: None,
@@ -44,8 +66,14 @@ pub static SLURM_VERSIONS: &[SlurmVersion] = &[
         short_blocks: false,
         cloud_reg_addrs_parameter: true,
         private_data_cloud: true,
+        cgroup_v2: false,
+        segment: false,
+        tree_width_default: 50,
+        cloud_fanout: false,
         packaged: "Ubuntu 22.04 (the clouds' stock GPU images)",
     },
+    // 22.05: cgroup/v2 (RELEASE_NOTES "Added support for Cgroup Version 2"; cgroup.conf(5) CgroupPlugin default
+    // "autodetect"); TreeWidth still 50 and no fanout to cloud nodes without an address.
     SlurmVersion {
         version: "22.05",
         block: None,
@@ -53,6 +81,10 @@ pub static SLURM_VERSIONS: &[SlurmVersion] = &[
         short_blocks: false,
         cloud_reg_addrs_parameter: true,
         private_data_cloud: true,
+        cgroup_v2: true,
+        segment: false,
+        tree_width_default: 50,
+        cloud_fanout: false,
         packaged: "Debian 12 (bookworm)",
     },
     SlurmVersion {
@@ -62,8 +94,15 @@ pub static SLURM_VERSIONS: &[SlurmVersion] = &[
         short_blocks: false,
         cloud_reg_addrs_parameter: true,
         private_data_cloud: false,
+        cgroup_v2: true,
+        segment: false,
+        tree_width_default: 50,
+        cloud_fanout: false,
         packaged: "",
     },
+    // 23.11: topology/block (topology.conf(5) at slurm-23-11, blocks of equal size only); NEWS: "Change TreeWidth
+    // default from 50 to 16", "Enable fanout for dynamic and unaddresable cloud nodes", "Remove cloud_reg_addrs and
+    // make it default behavior".
     SlurmVersion {
         version: "23.11",
         block: Some(BlockSyntax::Levels),
@@ -71,8 +110,14 @@ pub static SLURM_VERSIONS: &[SlurmVersion] = &[
         short_blocks: false,
         cloud_reg_addrs_parameter: false,
         private_data_cloud: false,
+        cgroup_v2: true,
+        segment: false,
+        tree_width_default: 16,
+        cloud_fanout: true,
         packaged: "Ubuntu 24.04",
     },
+    // 24.05: BlockSizes (NEWS: "Replaced the BlockLevels with BlockSizes in topology.conf") and sbatch --segment
+    // ("Add --segment to job allocation to be used in topology/block").
     SlurmVersion {
         version: "24.05",
         block: Some(BlockSyntax::Sizes),
@@ -80,6 +125,10 @@ pub static SLURM_VERSIONS: &[SlurmVersion] = &[
         short_blocks: false,
         cloud_reg_addrs_parameter: false,
         private_data_cloud: false,
+        cgroup_v2: true,
+        segment: true,
+        tree_width_default: 16,
+        cloud_fanout: true,
         packaged: "",
     },
     SlurmVersion {
@@ -89,8 +138,14 @@ pub static SLURM_VERSIONS: &[SlurmVersion] = &[
         short_blocks: false,
         cloud_reg_addrs_parameter: false,
         private_data_cloud: false,
+        cgroup_v2: true,
+        segment: true,
+        tree_width_default: 16,
+        cloud_fanout: true,
         packaged: "Debian 13 (trixie)",
     },
+    // 25.05: topology.yaml, and CHANGELOG/slurm-25.05.md: "Allow topology/block Block definitions to have fewer nodes
+    // than the minimum BlockSize".
     SlurmVersion {
         version: "25.05",
         block: Some(BlockSyntax::Sizes),
@@ -98,6 +153,10 @@ pub static SLURM_VERSIONS: &[SlurmVersion] = &[
         short_blocks: true,
         cloud_reg_addrs_parameter: false,
         private_data_cloud: false,
+        cgroup_v2: true,
+        segment: true,
+        tree_width_default: 16,
+        cloud_fanout: true,
         packaged: "",
     },
     SlurmVersion {
@@ -107,7 +166,27 @@ pub static SLURM_VERSIONS: &[SlurmVersion] = &[
         short_blocks: true,
         cloud_reg_addrs_parameter: false,
         private_data_cloud: false,
+        cgroup_v2: true,
+        segment: true,
+        tree_width_default: 16,
+        cloud_fanout: true,
         packaged: "",
+    },
+    // 26.05 (CHANGELOG/slurm-26.05.md at slurm-26-05-3-1): nothing the rendering relies on changed ("Skip
+    // segmentation when job fits within a single segment", "topology/block - Validate BlockSizes and fatal when
+    // they are invalid" hold for what is rendered since 24.05); what Debian testing packages (26.05.5).
+    SlurmVersion {
+        version: "26.05",
+        block: Some(BlockSyntax::Sizes),
+        yaml: true,
+        short_blocks: true,
+        cloud_reg_addrs_parameter: false,
+        private_data_cloud: false,
+        cgroup_v2: true,
+        segment: true,
+        tree_width_default: 16,
+        cloud_fanout: true,
+        packaged: "Debian testing (forky)",
     },
 ];
 
@@ -135,5 +214,25 @@ mod tests {
         assert_eq!(block.first(), Some(&"23.11"));
         assert_eq!(find("23.11").unwrap().block, Some(BlockSyntax::Levels));
         assert!(SLURM_VERSIONS.iter().filter(|v| v.yaml).all(|v| v.block == Some(BlockSyntax::Sizes)));
+    }
+
+    /// Where each setting a fix depends on arrived: the first version that has it, and every later one too.
+    #[test]
+    fn each_feature_arrives_in_its_release_and_stays() {
+        let first = |has: fn(&SlurmVersion) -> bool| {
+            let at = SLURM_VERSIONS.iter().position(has).map(|i| SLURM_VERSIONS[i].version);
+            let stays = SLURM_VERSIONS.iter().skip_while(|v| !has(v)).all(has);
+            (at, stays)
+        };
+        assert_eq!(first(|v| v.cgroup_v2), (Some("22.05"), true));
+        assert_eq!(first(|v| v.block.is_some()), (Some("23.11"), true));
+        assert_eq!(first(|v| v.cloud_fanout), (Some("23.11"), true));
+        assert_eq!(first(|v| v.segment), (Some("24.05"), true));
+        assert_eq!(first(|v| v.short_blocks), (Some("25.05"), true));
+        assert_eq!(first(|v| v.yaml), (Some("25.05"), true));
+        let widths: Vec<(&str, u16)> = SLURM_VERSIONS.iter().map(|v| (v.version, v.tree_width_default)).collect();
+        assert!(widths.iter().all(|(v, w)| *w == if *v < "23.11" { 50 } else { 16 }), "{widths:?}");
+        // A version with --segment has the block topology it is for.
+        assert!(SLURM_VERSIONS.iter().filter(|v| v.segment).all(|v| v.block == Some(BlockSyntax::Sizes)));
     }
 }

@@ -389,8 +389,10 @@ pub struct NcclJob<'a> {
     pub env: &'a BTreeMap<String, String>,
     /// The node type's expected all-reduce bus bandwidth, GB/s, written in a comment.
     pub expected_busbw_gbs: Option<f64>,
-    /// Rack-scale node types: the nodes per NVLink domain, which a Slurm job keeps its nodes within
-    /// (`--segment`, with the topology/block plugin).
+    /// Rack-scale node types on a block topology whose Slurm has `sbatch --segment` (24.05 and later): the nodes
+    /// per NVLink domain, which the job keeps its nodes within. Such a job names no nodes, it takes them from its
+    /// partition: from 24.05 Slurm refuses a `--segment` job whose node list spans segments. None everywhere else
+    /// (sbatch before 24.05 does not know the option).
     pub segment: Option<u32>,
     /// The Slurm partition the job is submitted to (`--partition`); the cluster's default partition when None.
     pub partition: Option<&'a str>,
@@ -406,6 +408,10 @@ pub const DEFAULT_NCCL_TESTS_DIR: &str = "/opt/nccl-tests/build";
 
 /// A placeholder, not a published image: the Job's comment says what the image must hold.
 pub const PLACEHOLDER_IMAGE: &str = "nccl-tests:latest";
+
+/// Where a Slurm job writes its log: on its first node's own disk (the clusters have no shared storage yet), in a
+/// directory every node has and keeps across a reboot.
+pub const LOG_DIR: &str = "/var/tmp";
 
 /// The all_reduce_perf arguments: 8 B to 16 GiB, doubling, one GPU per process.
 const PERF_ARGS: &str = "-b 8 -e 16G -f 2 -g 1";
@@ -485,14 +491,28 @@ pub fn slurm_script(job: &NcclJob) -> Result<String, String> {
     if let Some(p) = job.partition {
         let _ = writeln!(s, "#SBATCH --partition={p}");
     }
-    if let Some(segment) = job.segment.filter(|n| *n > 0 && (job.nodes.len() as u32).is_multiple_of(*n)) {
-        let _ = writeln!(s, "#SBATCH --segment={segment}");
+    // Segments take their nodes from the partition; a node list over several segments is refused (24.05 and later).
+    let segment = job.segment.filter(|n| *n > 0 && job.partition.is_some() && (job.nodes.len() as u32).is_multiple_of(*n));
+    match segment {
+        Some(segment) => {
+            let _ = writeln!(s, "#SBATCH --segment={segment}");
+        }
+        None => {
+            let _ = writeln!(s, "#SBATCH --nodelist={}", job.nodes.join(","));
+        }
     }
-    let _ = writeln!(s, "#SBATCH --nodelist={}", job.nodes.join(","));
-    let _ = writeln!(s, "#SBATCH --output={name}-%j.log");
+    let _ = writeln!(s, "#SBATCH --output={LOG_DIR}/{name}-%j.log");
     s.push_str("#\n");
     s.push_str(&job.summary());
-    let _ = writeln!(s, "# Check the log with data \"hpc_nccl_check\" {{ nccl_tests_output = file(\"{name}-<job id>.log\") ... }}.");
+    if segment.is_some() {
+        let _ = writeln!(s, "# The nodes: any {} of the partition's, in whole NVLink domains (--segment).", job.nodes.len());
+    }
+    let _ = writeln!(
+        s,
+        "# The log is written on the job's first node (BatchHost in `scontrol show job <job id>`), not where you submit:\n\
+         # {LOG_DIR}/{name}-<job id>.log there. Copy it off that node (e.g. ssh <node> cat ...), then check it with\n\
+         # data \"hpc_nccl_check\" {{ nccl_tests_output = file(\"{name}-<job id>.log\") ... }}."
+    );
     s.push_str("# NCCL_TESTS_DIR is where nccl-tests was built (make MPI=1); set it if yours is elsewhere.\n\n");
     s.push_str("set -euo pipefail\n\n");
     let _ = writeln!(s, "NCCL_TESTS_DIR=\"${{NCCL_TESTS_DIR:-{DEFAULT_NCCL_TESTS_DIR}}}\"\n");
@@ -881,16 +901,37 @@ mod tests {
                 "#SBATCH --gpus-per-node=8",
                 "#SBATCH --exclusive",
                 "#SBATCH --nodelist=train-0,train-1,train-2,train-3,train-4,train-5,train-6,train-7,train-8,train-9,train-10,train-11,train-12,train-13,train-14,train-15",
-                "#SBATCH --output=nccl-allreduce-%j.log",
+                "#SBATCH --output=/var/tmp/nccl-allreduce-%j.log",
             ]
         );
         assert!(s.contains("# Expected bus bandwidth: 365 GB/s at the largest message size"));
+        // The log is on the job's first node, and the script says so.
+        assert!(
+            s.contains("# The log is written on the job's first node") && s.contains("# /var/tmp/nccl-allreduce-<job id>.log there"),
+            "{s}"
+        );
         assert!(s.contains("NCCL_TESTS_DIR=\"${NCCL_TESTS_DIR:-/opt/nccl-tests/build}\"\n"));
         assert!(s.contains("export FI_PROVIDER='efa'\n") && s.contains("export NCCL_SOCKET_IFNAME='^lo,docker'\n"));
         assert!(s.contains(r"export QUOTED='it'\''s'"), "single quotes are escaped for bash");
         assert!(s.ends_with("srun --mpi=pmix \"${NCCL_TESTS_DIR}/all_reduce_perf\" -b 8 -e 16G -f 2 -g 1\n"));
         let none = NcclJob { expected_busbw_gbs: None, ..job(&nodes, &env) };
         assert!(slurm_script(&none).unwrap().contains("none published for this node type"));
+    }
+
+    /// From 24.05 Slurm refuses a `--segment` job whose node list spans segments ("Requested node configuration is
+    /// not available"): a segmented job names its partition and no nodes.
+    #[test]
+    fn a_segmented_slurm_job_names_its_partition_and_no_nodes() {
+        let (nodes, env) = (nodes(36), BTreeMap::new());
+        let segmented = NcclJob { segment: Some(18), partition: Some("gb200"), gpus_per_node: 4, ..job(&nodes, &env) };
+        let s = slurm_script(&segmented).unwrap();
+        assert!(s.contains("#SBATCH --segment=18\n") && s.contains("#SBATCH --partition=gb200\n"), "{s}");
+        assert!(!s.contains("--nodelist"), "{s}");
+        // No partition to take the nodes from, or a node count the segment does not divide: the nodes by name.
+        for job in [NcclJob { partition: None, ..segmented.clone() }, NcclJob { segment: Some(20), ..segmented.clone() }] {
+            let s = slurm_script(&job).unwrap();
+            assert!(s.contains("#SBATCH --nodelist=train-0,") && !s.contains("--segment"), "{s}");
+        }
     }
 
     #[test]

@@ -1008,31 +1008,13 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
         Value::Unknown => return Err(()),
         v => v.as_bool().unwrap_or(false),
     };
+    // The backup controller, the state path and the health check interval are checked with the rest of what
+    // slurm.conf says, the way Slurm reads it (planner::slurm).
     let state_save = string(c.get("state_save_location"))?;
-    if backup && state_save.as_deref().is_none_or(|s| s == DEFAULT_STATE_SAVE_LOCATION) {
-        diags.error_at(
-            AttributePath::attr("state_save_location"),
-            "A backup controller needs shared state",
-            "Both controllers read and write slurmctld's state, so it must be on storage both mount (an NFS or Lustre path, e.g. \
-             \"/lustre/slurm/state\", mounted by their user data); the default is the controller's own disk.",
-        );
-        ok = false;
-    }
-    if let Some(s) = &state_save
-        && !s.starts_with('/')
-    {
-        diags.error_at(AttributePath::attr("state_save_location"), "Not an absolute path", format!("{s:?} must be an absolute path."));
-        ok = false;
-    }
     let login_nodes = whole_number(c.get("login_nodes"), AttributePath::attr("login_nodes"), 0, 16, diags)?.unwrap_or(1) as u32;
-    let interval = whole_number(
-        c.get("health_check_interval"),
-        AttributePath::attr("health_check_interval"),
-        30,
-        crate::clock::LONGEST_TIMEOUT_SECS as i64,
-        diags,
-    )?
-    .unwrap_or(300) as u32;
+    let interval =
+        whole_number(c.get("health_check_interval"), AttributePath::attr("health_check_interval"), 0, i64::from(u32::MAX), diags)?
+            .unwrap_or(300) as u32;
     let topology = match string(c.get("topology"))? {
         None => TopologyChoice::Auto,
         Some(t) => match TopologyChoice::parse(&t) {
@@ -1110,6 +1092,16 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
     let image = string(c.get("image"))?;
     let ssh_public_key = string(c.get("ssh_public_key"))?;
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
+    let custom_settings = match c.get("custom_settings") {
+        Value::Unknown => return Err(()),
+        Value::Null => BTreeMap::new(),
+        m => {
+            if !m.is_wholly_known() {
+                return Err(());
+            }
+            m.as_map().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect()).unwrap_or_default()
+        }
+    };
     if !ok || !complete {
         return Err(());
     }
@@ -1130,6 +1122,7 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
         ssh_public_key,
         tags,
         key: c.get("fabric").get("slurm_join").get("key").as_str().map(|k| crate::redact::Secret::new(k.to_owned())),
+        custom_settings,
     })
 }
 

@@ -176,7 +176,7 @@ pub fn schema() -> Schema {
             .attribute(Attribute::computed(
                 "nccl_test_slurm",
                 Type::String,
-                "A Slurm batch script running nccl-tests' all_reduce_perf on these nodes (one task per GPU) with `node_environment`; check its log with `data \"hpc_nccl_check\"` before a long run.",
+                "A Slurm batch script running nccl-tests' all_reduce_perf on these nodes by name (one task per GPU) with `node_environment`, for any Slurm version. Its log is written on the job's first node, in `/var/tmp/<name>-nccl-<job id>.log`: copy it from there and check it with `data \"hpc_nccl_check\"` before a long run.",
             ))
             .attribute(Attribute::computed(
                 "nccl_test_kubernetes",
@@ -301,7 +301,9 @@ fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
         gpus_per_node: sku.gpu_count,
         env: &plan.node_environment,
         expected_busbw_gbs: plan.expected_busbw.map(|b| b.gbytes_per_sec),
-        segment: plan.spec.nvlink_domain_nodes(),
+        // The Slurm version is not known here: the nodes by name, which every sbatch takes (`--segment` is 24.05's, and
+        // from 24.05 it is refused with a node list over several domains). hpc_slurm_cluster's jobs use segments.
+        segment: None,
         partition: None,
         tolerate: &[],
     };

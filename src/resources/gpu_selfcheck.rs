@@ -243,7 +243,7 @@ fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_expo
          RDMA_MIN={rdma_min}\n\
          RDMA_WHAT={rdma_what_q}\n\
          NVLINK_DOMAIN_NODES={domain_nodes}\n\
-         ON_FAILURE={action}\n\
+         ON_FAILURE=${{HPC_SELFCHECK_ON_FAILURE:-{action}}}\n\
          CLOUD={cloud}\n\
          PUBLISH={publish}\n\
          DCGM_EXPORTER_IMAGE={image}\n",

@@ -53,7 +53,7 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("update", Type::String, "Default 30m."))
         .attribute(Attribute::optional("delete", Type::String, "Default 30m."));
     let partition = Block::new("A partition: the nodes of one GPU cluster on the same fabric.")
-        .attribute(Attribute::required("name", Type::String, "Partition name (letters, digits, `-`, `_`, `.`)."))
+        .attribute(Attribute::required("name", Type::String, "Partition name (1-64 letters, digits, `-`, `_`, `.`; not `default`)."))
         .attribute(Attribute::required(
             "cluster",
             partition_cluster_type(),
@@ -63,7 +63,7 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional(
             "max_time",
             Type::String,
-            "Longest job, as Slurm writes it (`INFINITE`, `7-00:00:00`); default `INFINITE`.",
+            "Longest job, as Slurm reads `MaxTime`: minutes (`90`), `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (`7-00:00:00`), or `INFINITE` / `UNLIMITED`; default `INFINITE`.",
         ));
     let text = |name: &str, doc: &str| Attribute::computed(name, Type::String, doc);
     Schema::new(
@@ -88,8 +88,8 @@ pub fn schema() -> Schema {
         )
         .requires_replace())
         .attribute(Attribute::optional_computed("controller_instance_type", Type::String, "The controllers' instance type; default 8 vCPUs, 32 GiB (m7i.2xlarge, Standard_D8s_v5, n2-standard-8, VM.Standard.E5.Flex).").requires_replace())
-        .attribute(Attribute::optional("backup_controller", Type::Bool, "A second controller (`SlurmctldHost`), which needs `state_save_location` on shared storage.").requires_replace())
-        .attribute(Attribute::optional_computed("state_save_location", Type::String, "Where slurmctld keeps its state; default `/var/spool/slurmctld` (the controller's disk).").requires_replace())
+        .attribute(Attribute::optional("backup_controller", Type::Bool, "A second controller (`SlurmctldHost`). Not supported yet, and refused at plan: a backup takes over with slurmctld's state, which must be on storage both controllers mount, and nothing mounts shared storage on them yet (a later release brings it).").requires_replace())
+        .attribute(Attribute::optional_computed("state_save_location", Type::String, "Where slurmctld keeps its state (`StateSaveLocation`), on the controller's own disk: an absolute path of letters, digits, `/`, `.`, `_`, `-`; default `/var/spool/slurmctld`.").requires_replace())
         .attribute(Attribute::optional_computed("login_instance_type", Type::String, "The login nodes' instance type; default as the controllers'.").requires_replace())
         .attribute(Attribute::optional("login_nodes", Type::Number, "Login nodes, 0 to 16; default 1.").requires_replace())
         .attribute(Attribute::optional_computed(
@@ -98,10 +98,18 @@ pub fn schema() -> Schema {
             "`auto` (default: one block per NVLink domain for rack-scale partitions where the version has topology/block, tree otherwise), \
              `tree` (one leaf switch per placement group or NVLink domain), `block`, or `none`.",
         ))
-        .attribute(Attribute::optional_computed("health_check_interval", Type::Number, "Seconds between Slurm's health checks of a node (`HealthCheckInterval`), from 30 up to a day; default 300."))
+        .attribute(Attribute::optional_computed("health_check_interval", Type::Number, "Seconds between Slurm's health checks of a node (`HealthCheckInterval`, a 16-bit number in slurm.conf), from 30 to 65535; default 300."))
         .attribute(Attribute::optional("image", Type::String, "Image of the controllers and login nodes; default the clusters' default image, so that both install the same Slurm.").requires_replace())
         .attribute(Attribute::optional("ssh_public_key", Type::String, "SSH public key for the login nodes and controllers (required on Azure).").requires_replace())
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
+        .attribute(Attribute::optional(
+            "custom_settings",
+            Type::map(Type::String),
+            "slurm.conf parameters of your own, written after the provider's (as ParallelCluster's `CustomSlurmSettings`): \
+             `{ SchedulerParameters = \"bf_continue\" }`. Each name must be one the `slurm_version`'s parser knows and not one the \
+             provider writes (the cluster name, controllers, plugins, nodes, partitions, health check: set those through their \
+             attributes); each value one word. A change is written in place, as any change of the configuration.",
+        ))
         .attribute(Attribute::computed("id", Type::String, "Identifier of the Slurm cluster, assigned when it is created.").assigned_at_apply())
         .attribute(Attribute::computed("owner", Type::String, common::OWNER_DOC).assigned_at_apply())
         .attribute(Attribute::computed("control_subnet", Type::String, "The subnet of the controllers and login nodes: the fabric network's last /28."))
@@ -109,15 +117,15 @@ pub fn schema() -> Schema {
         .attribute(Attribute::computed("backup_controller_address", Type::String, "The backup controller's address; null without one."))
         .attribute(Attribute::computed("login_addresses", Type::list(Type::String), "The login nodes' addresses.").assigned_at_apply())
         .attribute(Attribute::computed("login_command", Type::String, "How to log in: SSH to the first login node (the controller without one), from a host that reaches the fabric's network.").assigned_at_apply())
-        .attribute(text("slurm_conf", "`slurm.conf`: configless (the nodes fetch it from the controller), the nodes with their type's CPUs, memory and GPUs as `State=CLOUD`, the partitions, the topology plugin and the health check."))
+        .attribute(text("slurm_conf", "`slurm.conf`: configless (the nodes fetch it from the controller), the nodes with their type's sockets, cores, threads, memory and GPUs as `State=CLOUD`, the partitions (a job without `--mem` gets its GPUs' share of memory), the topology plugin and the health check."))
         .attribute(text("gres_conf", "`gres.conf`: each node type's GPUs with their type and device files."))
-        .attribute(text("cgroup_conf", "`cgroup.conf`: jobs get the cores, memory and GPUs they asked for."))
+        .attribute(text("cgroup_conf", "`cgroup.conf`: jobs get the cores, memory and GPUs they asked for (from Slurm 22.05; 21.08 has no cgroup v2, so nothing is constrained and the plan says so)."))
         .attribute(text("topology_conf", "`topology.conf` for the tree or block plugin; null with `topology.yaml` or none."))
         .attribute(text("topology_yaml", "`topology.yaml` (25.05 and later): a tree of every node and a block topology of the rack-scale partitions' NVLink domains, which those partitions name."))
         .attribute(Attribute::computed("config_revision", Type::String, "The configuration's revision (a digest of the files), which the controllers' and login nodes' metadata carries with the files; a refresh reads it back, so a configuration changed outside shows in the plan and the apply writes it again."))
         .attribute(Attribute::computed("topology_plugin", Type::String, "The topology the configuration uses: `topology/tree`, `topology/block`, `topology.yaml` or `none`."))
         .attribute(text("healthcheck_program", "Slurm's `HealthCheckProgram` on the nodes: runs the node self-check again, drains a node that fails it with the reason, resumes one it drained."))
-        .attribute(Attribute::computed("nccl_tests", Type::map(Type::String), "An `sbatch`-ready NCCL all-reduce per partition, over all its nodes: `sbatch` the value on a login node."))
+        .attribute(Attribute::computed("nccl_tests", Type::map(Type::String), "An `sbatch`-ready NCCL all-reduce per partition, over all its nodes (on a block topology from Slurm 24.05, in whole NVLink domains with `--segment`): `sbatch` the value on a login node. A partition whose nodes are on several RDMA fabrics (the plan says so) has one per fabric: the first under the partition's name, the others under `<partition>/<fabric>`. The log is written on the job's first node, in `/var/tmp/<partition>-nccl-<job id>.log` (no shared storage yet): copy it from there and check it with `data \"hpc_nccl_check\"`."))
         .attribute(Attribute::computed("expansion", expansion_type(), "The vendor pieces this Slurm cluster is made of, as planned."))
         .block(NestedBlock { min_items: 1, ..NestedBlock::list("partition", partition, 0) })
         .block(NestedBlock::single("timeouts", timeouts)),

@@ -5,7 +5,8 @@
 //! the controller's host is this machine (slurmctld serves only where its host name is a `SlurmctldHost`),
 //! ports, state, spool, pid and log paths are a temporary directory's, Slurm runs as root, the process
 //! tracking and task plugins are `linuxproc` and `none` (the cgroup plugins need systemd's cgroup
-//! delegation, which a test machine has not), the GPU device files are this directory's, the health
+//! delegation, which a test machine has not), the GPU device files are this directory's (NVIDIA's and AMD's,
+//! as their drivers lay them out), the health
 //! check runs every 5 seconds, and `SlurmdParameters=config_overrides` lets this machine register as
 //! the node type it is not. The node itself fetches everything else from the controller (configless), as
 //! a cloud node does.
@@ -249,21 +250,28 @@ fn local_slurm_conf(rendered: &str, dir: &Path, ctld_port: u16, slurmd_port: u16
 }
 
 /// gres.conf with the device files in `dir/dev` (made as character devices, as a GPU's are; `inner` is `dir`
-/// as the programs see it).
+/// as the programs see it): an 8-GPU node's, laid out as the drivers make them. NVIDIA's `nvidia0` to `nvidia7`
+/// (major 195); AMD's render nodes eight minor numbers apart, `dri/renderD128`, `renderD136`, ..., `renderD184`
+/// (major 226: the amdgpu driver keeps eight per GPU for its partitions), and no other.
 fn local_gres_conf(rendered: &str, dir: &Path, inner: &Path) -> String {
     let dev = dir.join("dev");
-    std::fs::create_dir_all(&dev).unwrap();
-    for i in 0..8 {
-        let path = dev.join(format!("nvidia{i}"));
+    std::fs::create_dir_all(dev.join("dri")).unwrap();
+    let devices = (0..8u32)
+        .map(|i| (format!("nvidia{i}"), 195, i))
+        .chain((0..8u32).map(|i| (format!("dri/renderD{}", 128 + 8 * i), 226, 128 + 8 * i)));
+    for (name, major, minor) in devices {
+        let path = dev.join(name);
         if std::fs::symlink_metadata(&path).is_ok() {
             continue;
         }
-        let made = Command::new("mknod").arg(&path).args(["c", "195", &i.to_string()]).status().is_ok_and(|s| s.success());
+        let made = Command::new("mknod").arg(&path).args(["c", &major.to_string(), &minor.to_string()]).status().is_ok_and(|s| s.success());
         if !made {
             std::fs::write(&path, b"").unwrap();
         }
     }
-    rendered.replace("/dev/nvidia", &format!("{}/dev/nvidia", inner.display()))
+    rendered
+        .replace("/dev/nvidia", &format!("{}/dev/nvidia", inner.display()))
+        .replace("/dev/dri/", &format!("{}/dev/dri/", inner.display()))
 }
 
 impl Slurm {
@@ -403,6 +411,14 @@ impl Slurm {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
+    }
+
+    /// `sbatch --test-only` of a batch script: whether and where Slurm would start it ("to start at ... on nodes"),
+    /// or its refusal as the error. Needs no slurmd.
+    pub fn test_only(&self, name: &str, script: &str) -> Result<String, String> {
+        let file = format!("{}.sh", name.replace('/', "_"));
+        std::fs::write(self.dir.path().join(&file), script).unwrap();
+        self.run("sbatch", &["--test-only", &self.inner.join(&file).display().to_string()])
     }
 
     /// Submits `script` and waits for the job's end: its final state.

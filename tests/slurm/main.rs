@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod harness;
+mod jobs;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -146,6 +147,7 @@ fn spec(partitions: Vec<Partition>) -> SlurmSpec {
         ssh_public_key: None,
         tags: Default::default(),
         key: None,
+        custom_settings: Default::default(),
     }
 }
 
@@ -584,14 +586,18 @@ async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str)
     let found = common::read_found(ctx, &SlurmCluster, &retagged).await;
     assert!(plans_nothing(ctx, &SlurmCluster, &found, &tagged), "the re-plan is empty: {found:?}");
 
-    // The controller's sync program, served what the cloud now holds for it.
-    let host = Boot::serving(&metadata);
-    std::fs::write(host.root.path().join("active"), "").unwrap();
-    let (ok, said) = host.try_run(&hpc_provider::clouds::slurm::sync_program(Cloud::parse(&cloud_name).unwrap()), &["controller"]);
-    assert!(ok && said.contains("HPC SLURM RECONFIGURED"), "{said}");
+    // What the controller's hpc-slurm-sync writes from what the cloud now holds for it (booted hosts run the
+    // program itself: acceptance, slurm_boots_<cloud>).
+    let payload = match cloud_name.as_str() {
+        "aws" => hpc_provider::clouds::slurm::aws_payload(&metadata).expect("the configuration's chunks in the tags"),
+        "gcp" => metadata[hpc_provider::clouds::slurm::channel::GCP_KEY].clone(),
+        "azure" => metadata["userData"].clone(),
+        _ => metadata[hpc_provider::clouds::slurm::channel::OCI_KEY].clone(),
+    };
+    let (_, files) = hpc_provider::clouds::slurm::config_of_payload(&payload).expect("the payload decodes");
     let text = |k: &str| state.get(k).as_str().map(str::to_owned);
-    assert_eq!(host.file("etc/slurm/slurm.conf"), text("slurm_conf").unwrap());
-    let written = |f: &str| std::fs::read_to_string(host.root.path().join("etc/slurm").join(f)).ok();
+    assert_eq!(files.get("slurm.conf"), text("slurm_conf").as_ref());
+    let written = |f: &str| files.get(f).cloned();
     slurm.reconfigure(&Rendered {
         slurm_conf: written("slurm.conf").unwrap(),
         gres_conf: written("gres.conf").unwrap(),
@@ -700,251 +706,4 @@ fn oci_applied_slurm_runs_on_a_real_slurm() {
         };
         applied_slurm_runs_on_a_real_slurm(on, "BM.GPU.H100.8").await;
     });
-}
-
-// ------------------------------------------------------------------ the first-boot scripts, run
-
-/// A host's first boot, run by bash off the machine: the script's paths under a temporary root
-/// (`HPC_SLURM_ROOT`), and fakes first on PATH for what reaches outside it (the metadata service through
-/// curl, systemctl, hostnamectl, the package managers); Slurm's packages count as installed.
-struct Boot {
-    root: tempfile::TempDir,
-}
-
-impl Boot {
-    fn new(metadata: &str) -> Boot {
-        let b = Boot { root: tempfile::tempdir().unwrap() };
-        for d in ["bin", "etc/default"] {
-            std::fs::create_dir_all(b.root.path().join(d)).unwrap();
-        }
-        let calls = b.root.path().join("calls");
-        let record = |tool: &str| format!("echo \"{tool} $*\" >> {}", calls.display());
-        b.tool("curl", &format!("{}\ncase \"$*\" in\n{metadata}\nesac", record("curl")));
-        for t in ["hostnamectl", "hostname", "apt-get", "dnf", "chown"] {
-            b.tool(t, &record(t));
-        }
-        // slurmctld is active once the file `active` exists; scontrol's ping finds it up.
-        let active = b.root.path().join("active");
-        b.tool("systemctl", &format!("{}\ncase \"$1\" in is-active) [ -e {} ] ;; esac", record("systemctl"), active.display()));
-        b.tool(
-            "scontrol",
-            &format!("{}\n[ \"$1\" = ping ] && echo 'Slurmctld(primary) at ml-controller is UP'\nexit 0", record("scontrol")),
-        );
-        b.tool("slurmd", "echo 'slurm 22.05.8'");
-        b.tool("slurmctld", "echo 'slurm 22.05.8'");
-        b
-    }
-
-    /// A host whose metadata service answers each key (the URL's last path segment, its query left out) with
-    /// the file of that name in `metadata/`, as `files` gives them; anything else is curl's HTTP error.
-    fn serving(files: &BTreeMap<String, String>) -> Boot {
-        let b = Boot::new("");
-        let dir = b.root.path().join("metadata");
-        b.serve(files);
-        let record = format!("echo \"curl $*\" >> {}", b.root.path().join("calls").display());
-        b.tool(
-            "curl",
-            &format!(
-                "{record}\nfor a; do url=$a; done\nk=${{url##*/}}\nk=${{k%%\\?*}}\n[ -f \"{d}/$k\" ] || exit 22\ncat \"{d}/$k\"",
-                d = dir.display()
-            ),
-        );
-        b
-    }
-
-    /// What the metadata service answers from now on.
-    fn serve(&self, files: &BTreeMap<String, String>) {
-        let dir = self.root.path().join("metadata");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (k, v) in files {
-            std::fs::write(dir.join(k), v).unwrap();
-        }
-    }
-
-    fn tool(&self, name: &str, body: &str) {
-        let path = self.root.path().join("bin").join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    fn run(&self, script: &str) -> String {
-        let (ok, text) = self.try_run(script, &[]);
-        assert!(ok, "{text}");
-        text
-    }
-
-    /// Runs `script` with `args`: whether it succeeded, and what it said.
-    fn try_run(&self, script: &str, args: &[&str]) -> (bool, String) {
-        let file = self.root.path().join("script.sh");
-        std::fs::write(&file, script).unwrap();
-        let out = std::process::Command::new("bash")
-            .arg(&file)
-            .args(args)
-            .env("PATH", format!("{}:/usr/bin:/bin", self.root.path().join("bin").display()))
-            .env("HPC_SLURM_ROOT", self.root.path())
-            .output()
-            .unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        (out.status.success(), text)
-    }
-
-    fn file(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.root.path().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-    }
-
-    fn calls(&self) -> String {
-        std::fs::read_to_string(self.root.path().join("calls")).unwrap_or_default()
-    }
-}
-
-#[test]
-fn a_gpu_node_joins_under_its_name_from_each_clouds_metadata() {
-    use hpc_provider::clouds::slurm::{HEALTHCHECK_PATH, healthcheck_program, join_script};
-    use hpc_provider::model::SlurmJoin;
-    let join = SlurmJoin { controllers: vec!["10.0.255.244".into(), "10.0.255.245".into()], key: Some("c2VjcmV0LWtleQ==".into()) };
-    // What each cloud's metadata service answers, and the name the node joins under.
-    let clouds = [
-        (Cloud::Aws, "*api/token*) echo tok ;;\n*tags/instance/Name*) echo gpu-3 ;;", 0, "gpu-3"),
-        (Cloud::Gcp, "*instance/name*) echo gpu-3 ;;", 0, "gpu-3"),
-        (Cloud::Oci, "*opc/v2/instance/displayName*) echo gpu-3 ;;", 0, "gpu-3"),
-        // The VM with instance id 3 of the scale set whose first node is gpu-100.
-        (Cloud::Azure, "*compute/name*) echo gpu-1_3 ;;", 100, "gpu-103"),
-    ];
-    for (cloud, metadata, offset, name) in clouds {
-        let boot = Boot::new(metadata);
-        let said = boot.run(&join_script(cloud, "gpu", &join, offset));
-        assert!(said.contains(&format!("HPC SLURM JOINED: {name}")), "{cloud}: {said}");
-        assert_eq!(boot.file("etc/munge/munge.key"), "secret-key", "{cloud}");
-        assert_eq!(
-            boot.file("etc/default/slurmd").trim(),
-            format!("SLURMD_OPTIONS=\"--conf-server 10.0.255.244:6817,10.0.255.245:6817 -N {name}\""),
-            "{cloud}"
-        );
-        assert_eq!(boot.file(HEALTHCHECK_PATH.trim_start_matches('/')), healthcheck_program(), "{cloud}");
-        // A node made before the controller knows it keeps trying (slurmd exits when its name is not in the
-        // configuration).
-        let retry = boot.file("etc/systemd/system/slurmd.service.d/hpc-retry.conf");
-        assert!(retry.contains("Restart=always") && retry.contains("StartLimitIntervalSec=0"), "{retry}");
-        let calls = boot.calls();
-        assert!(calls.contains("systemctl enable slurmd") && calls.contains("systemctl restart munge"), "{cloud}: {calls}");
-        assert!(!calls.contains("apt-get") && !calls.contains("dnf"), "Slurm is installed: nothing to install: {calls}");
-    }
-}
-
-/// What an AWS host's metadata service serves for `config`: its tags (the revision and the chunks) and a token.
-fn aws_metadata(config: &hpc_provider::clouds::slurm::SlurmConfig) -> BTreeMap<String, String> {
-    let mut files: BTreeMap<String, String> = hpc_provider::clouds::slurm::aws_config_tags(config).into_iter().collect();
-    files.insert("token".into(), "tok".into());
-    files
-}
-
-fn aws_partition(nodes: u32, topology: bool) -> Partition {
-    let sku = catalog::find_sku(Cloud::Aws, "p5.48xlarge").unwrap();
-    let groups = if topology { vec![NodeGroup { name: "f-pg".into(), nodes: names("train", nodes) }] } else { vec![] };
-    Partition {
-        name: "h100".into(),
-        default: true,
-        max_time: "INFINITE".into(),
-        nodes: SlurmNodes { cluster: "train".into(), sku, names: names("train", nodes), placement_groups: groups, nvlink_domains: vec![] },
-    }
-}
-
-#[test]
-fn a_controller_writes_the_planned_configuration_and_the_key_and_starts_slurmctld() {
-    use hpc_provider::clouds::slurm::{Role, setup_script, slurm_config};
-    let spec = spec(vec![aws_partition(4, false)]);
-    let plan = slurm::plan(&spec, &mut Diagnostics::new()).unwrap();
-    // The configuration is in the host's metadata (on AWS its tags, in 256-character chunks), not in its user data.
-    let config = slurm_config(&plan);
-    let script = setup_script(&spec, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ=="));
-    assert!(!script.contains(&config.payload) && !script.contains("NodeName="), "the configuration is not in the user data");
-    let boot = Boot::serving(&aws_metadata(&config));
-    let said = boot.run(&script);
-    assert!(said.contains("HPC SLURM READY: ml-controller") && !said.contains("WARNING"), "{said}");
-    assert_eq!(boot.file("etc/slurm/slurm.conf"), plan.slurm_conf);
-    assert_eq!(boot.file("etc/slurm/gres.conf"), plan.gres_conf);
-    assert_eq!(boot.file("etc/slurm/cgroup.conf"), plan.cgroup_conf);
-    assert_eq!(boot.file("etc/slurm/topology.conf"), plan.topology.conf.clone().unwrap());
-    assert_eq!(boot.file("etc/slurm/.hpc-config-revision").trim(), config.revision);
-    assert_eq!(boot.file("etc/munge/munge.key"), "secret-key");
-    let calls = boot.calls();
-    assert!(calls.contains("hostnamectl set-hostname ml-controller"), "slurmctld serves only as its SlurmctldHost: {calls}");
-    assert!(calls.contains("systemctl enable slurmctld") && calls.contains("systemctl restart slurmctld"), "{calls}");
-    assert!(calls.contains("systemctl enable --now hpc-slurm-sync.timer"), "{calls}");
-    assert!(!calls.contains("scontrol reconfigure"), "nothing to reconfigure at the first boot: {calls}");
-    assert!(boot.file("etc/systemd/system/hpc-slurm-sync.service").contains("ExecStart=/usr/local/sbin/hpc-slurm-sync controller"));
-    // An image with another Slurm: said loudly, at the console.
-    boot.tool("slurmctld", "echo 'slurm 21.08.5'");
-    let said = boot.run(&setup_script(&spec, Role::Controller, "ml-controller", Some("c2VjcmV0LWtleQ==")));
-    assert!(said.contains("HPC SLURM WARNING: Slurm 21.08 is installed and the configuration is written for 22.05"), "{said}");
-}
-
-/// The sync program moves the files it wrote from a directory `mktemp` made: when that gives no directory
-/// (a full or read-only disk, a broken mktemp printing nothing), it stops with an error and touches nothing
-/// else (an empty name would make its loop `/*`, every top-level directory of the host). `chmod` and `mv` are
-/// fakes here that only record their calls.
-#[test]
-fn the_sync_program_without_a_directory_of_its_own_stops_and_touches_nothing() {
-    use hpc_provider::clouds::slurm::{slurm_config, sync_program};
-    let plan = slurm::plan(&spec(vec![aws_partition(2, true)]), &mut Diagnostics::new()).unwrap();
-    for mktemp in ["exit 0", "exit 1", "echo /nonexistent/hpc-new"] {
-        let boot = Boot::serving(&aws_metadata(&slurm_config(&plan)));
-        for t in ["chmod", "mv", "rmdir"] {
-            boot.tool(t, &format!("echo \"{t} $*\" >> {}", boot.root.path().join("calls").display()));
-        }
-        boot.tool("mktemp", mktemp);
-        let (ok, said) = boot.try_run(&sync_program(Cloud::Aws), &["controller"]);
-        assert!(!ok && said.contains("HPC SLURM ERROR: cannot write under"), "mktemp `{mktemp}`: {said}");
-        let calls = boot.calls();
-        assert!(!calls.contains("chmod") && !calls.contains("mv ") && !calls.contains("rmdir"), "mktemp `{mktemp}`: {calls}");
-        assert!(!boot.root.path().join("etc/slurm/.hpc-config-revision").exists(), "mktemp `{mktemp}`");
-    }
-}
-
-#[test]
-fn a_running_controller_takes_a_new_configuration_from_its_metadata_once_and_restarts_slurmctld() {
-    use hpc_provider::clouds::slurm::{slurm_config, sync_program};
-    let sync = sync_program(Cloud::Aws);
-    let before = slurm::plan(&spec(vec![aws_partition(4, true)]), &mut Diagnostics::new()).unwrap();
-    let boot = Boot::serving(&aws_metadata(&slurm_config(&before)));
-    let (ok, said) = boot.try_run(&sync, &["controller"]);
-    assert!(ok && said.contains("HPC SLURM CONFIG"), "{said}");
-    assert_eq!(boot.file("etc/slurm/topology.conf"), before.topology.conf.clone().unwrap());
-    // slurmctld runs from now on; the same configuration again changes nothing.
-    std::fs::write(boot.root.path().join("active"), "").unwrap();
-    let (ok, said) = boot.try_run(&sync, &["controller"]);
-    assert!(ok && said.is_empty(), "{said}");
-    assert!(!boot.calls().contains("systemctl restart"), "{}", boot.calls());
-
-    // Grown to six nodes, topology none: the files change, topology.conf goes, slurmctld restarts with them
-    // and the nodes are sent them.
-    let mut grown = spec(vec![aws_partition(6, false)]);
-    grown.topology = TopologyChoice::None;
-    let after = slurm::plan(&grown, &mut Diagnostics::new()).unwrap();
-    assert!(after.topology.conf.is_none() && after.slurm_conf.contains("train-[0-5]"));
-    let config = slurm_config(&after);
-    boot.serve(&aws_metadata(&config));
-    let (ok, said) = boot.try_run(&sync, &["controller"]);
-    assert!(ok && said.contains(&format!("HPC SLURM RECONFIGURED: {}", config.revision)), "{said}");
-    assert_eq!(boot.file("etc/slurm/slurm.conf"), after.slurm_conf);
-    assert!(!boot.root.path().join("etc/slurm/topology.conf").exists(), "the old topology is gone");
-    let calls = boot.calls();
-    let restart = calls.find("systemctl restart slurmctld").expect("slurmctld restarted");
-    assert!(calls[restart..].contains("scontrol reconfigure"), "reconfigure after the restart: {calls}");
-
-    // A payload read while it was being rewritten (half the chunks new) changes nothing and is read again later.
-    let mut torn = aws_metadata(&config);
-    let older = aws_metadata(&slurm_config(&before));
-    torn.insert("hpc:slurm-config-0".into(), older["hpc:slurm-config-0"].clone());
-    boot.serve(&torn);
-    let (ok, said) = boot.try_run(&sync, &["controller"]);
-    assert!(!ok && said.contains("does not decode"), "{said}");
-    assert_eq!(boot.file("etc/slurm/slurm.conf"), after.slurm_conf, "unchanged");
-    // A login node writes the files and restarts nothing.
-    let login = Boot::serving(&aws_metadata(&config));
-    let (ok, _) = login.try_run(&sync, &["login"]);
-    assert!(ok);
-    assert_eq!(login.file("etc/slurm/slurm.conf"), after.slurm_conf);
-    assert!(!login.calls().contains("systemctl restart") && !login.calls().contains("scontrol"), "{}", login.calls());
 }

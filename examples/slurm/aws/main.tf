@@ -50,7 +50,7 @@ resource "hpc_gpu_cluster" "dev" {
 resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train
-  slurm_version = "21.08" # what the stock Ubuntu 22.04 GPU images install
+  slurm_version = var.slurm_version
   login_nodes   = 1
 
   partition {

@@ -3,3 +3,9 @@ variable "train_nodes" {
   type        = number
   default     = 8
 }
+
+variable "slurm_version" {
+  description = "The Slurm version the hosts' image runs (or installs), which the configuration is written for; default what the stock Ubuntu 22.04 GPU images install"
+  type        = string
+  default     = "21.08"
+}

@@ -40,7 +40,7 @@ resource "hpc_gpu_cluster" "h100" {
 resource "hpc_slurm_cluster" "ml" {
   name           = "ml"
   fabric         = hpc_gpu_fabric.train
-  slurm_version  = "21.08"
+  slurm_version  = var.slurm_version
   ssh_public_key = var.ssh_public_key
 
   partition {

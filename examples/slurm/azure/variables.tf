@@ -15,3 +15,9 @@ variable "nodes" {
   type        = number
   default     = 2
 }
+
+variable "slurm_version" {
+  description = "The Slurm version the hosts' image runs (or installs), which the configuration is written for; default what the stock Ubuntu 22.04 GPU images install"
+  type        = string
+  default     = "21.08"
+}

@@ -42,7 +42,7 @@ resource "hpc_gpu_cluster" "h100" {
 resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train
-  slurm_version = "21.08"
+  slurm_version = var.slurm_version
 
   partition {
     name    = "h100"

@@ -41,7 +41,7 @@ resource "hpc_gpu_cluster" "h100" {
 resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train
-  slurm_version = "22.05" # the Slurm the image runs (or installs): the configuration is written for it
+  slurm_version = var.slurm_version
 
   partition {
     name    = "h100"

@@ -9,3 +9,9 @@ variable "nodes" {
   type        = number
   default     = 2
 }
+
+variable "slurm_version" {
+  description = "The Slurm version the hosts' image runs (or installs), which the configuration is written for; default the Slurm the image runs (or installs)"
+  type        = string
+  default     = "22.05"
+}

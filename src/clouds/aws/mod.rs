@@ -292,6 +292,8 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
                 .set("private_ip", address)
                 .set("vpc_security_group_ids", format!("aws_security_group.{}-efa", f.name))
                 .set("user_data", format!("installs Slurm {} and munge if missing, writes the fabric's key, takes the configuration from its tags (hpc-slurm-sync, every minute), starts munge and slurmctld", spec.version.version))
+                .set("metadata_options.http_tokens", "required")
+                .set("metadata_options.instance_metadata_tags", "enabled (the configuration is read from the tags)")
                 .set("tags", &tags)
                 .set("tags.hpc:slurm-config", &config),
         );
@@ -313,6 +315,8 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
                         spec.version.version
                     ),
                 )
+                .set("metadata_options.http_tokens", "required")
+                .set("metadata_options.instance_metadata_tags", "enabled (the configuration is read from the tags)")
                 .set("tags", &tags)
                 .set("tags.hpc:slurm-config", &config),
         );

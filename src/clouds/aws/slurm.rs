@@ -198,6 +198,14 @@ pub async fn converge(
             .security_group_ids(&sg)
             .user_data(base64::engine::general_purpose::STANDARD.encode(&script))
             .client_token(api::client_token())
+            // The configuration is in the instance's tags, which EC2 serves through the instance metadata
+            // service only when InstanceMetadataTags is enabled; the setup and sync read it there.
+            .metadata_options(
+                aws_sdk_ec2::types::InstanceMetadataOptionsRequest::builder()
+                    .http_tokens(aws_sdk_ec2::types::HttpTokensState::Required)
+                    .instance_metadata_tags(aws_sdk_ec2::types::InstanceMetadataTagsState::Enabled)
+                    .build(),
+            )
             .tag_specifications(tag_spec(ResourceType::Instance, &host_tags));
         if let Some(a) = &address {
             run = run.private_ip_address(a);

@@ -411,6 +411,71 @@ impl Arm {
         self.settled(ctx, id, api, &what, timeout).await
     }
 
+    /// A change written to a resource in place (a scale-set VM's `VirtualMachineScaleSetVMs_Update`, a scale
+    /// set's `VirtualMachineScaleSets_Update`), followed to its end when ARM hands out a monitor. Unlike
+    /// [`put`](Arm::put) it does not wait on the resource's provisioningState: a VM or scale set an earlier
+    /// allocation failure left `Failed` takes the change all the same. With `if_match` (the etag the change
+    /// was made from) a 412 means another writer changed the resource since: a Conflict, nothing written.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn update(
+        &self,
+        ctx: &Context,
+        method: reqwest::Method,
+        id: &str,
+        api: &str,
+        body: &Json,
+        if_match: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(), CloudError> {
+        let what = format!("updating {}", short(id));
+        let headers: Vec<(&str, &str)> = if_match.map(|e| vec![("if-match", e)]).unwrap_or_default();
+        let reply = self.send_with(ctx, method, &format!("{id}?api-version={api}"), Some(body), &headers).await?;
+        if reply.status == 412 {
+            return Err(reply.failure(&format!("{what} (another writer changed it since it was read; If-Match refused)")));
+        }
+        if !(200..=202).contains(&reply.status) {
+            return Err(reply.failure(&what));
+        }
+        match &reply.monitor {
+            Some(monitor) => self.wait(ctx, monitor, &what, timeout).await,
+            None => Ok(()),
+        }
+    }
+
+    /// A read-modify-write of a resource's tags alone, under its etag: PATCHes `{"tags": ...}` (the tags
+    /// replaced whole, as ARM's PATCH of tags does) with what `change` makes of the resource as read, and
+    /// when another writer changed it in between (412) reads it again and makes the change anew. `change`
+    /// gives None when the resource as read (`read`, or read now when None) needs nothing. Nothing but the
+    /// tags is sent, so no model or capacity is written again.
+    pub async fn retag(
+        &self,
+        ctx: &Context,
+        id: &str,
+        api: &str,
+        read: Option<Json>,
+        timeout: Duration,
+        change: impl Fn(&Json) -> Option<BTreeMap<String, String>>,
+    ) -> Result<(), CloudError> {
+        let again = || async {
+            self.get(ctx, id, api).await?.ok_or_else(|| CloudError::new(ErrorKind::NotFound, None, format!("{} vanished", short(id))))
+        };
+        let first = match read {
+            Some(found) => found,
+            None => again().await?,
+        };
+        let change = &change;
+        retry::guarded(
+            first,
+            |found: Json| async move {
+                let Some(tags) = change(&found) else { return Ok(()) };
+                let etag = found["etag"].as_str();
+                self.update(ctx, reqwest::Method::PATCH, id, api, &serde_json::json!({"tags": tags}), etag, timeout).await
+            },
+            again,
+        )
+        .await
+    }
+
     /// The resource once its write is done: without a monitor (an update answered 200, say), its own
     /// provisioningState tells, as azure-core's pollers read it. `what` names the write in messages.
     pub async fn settled(&self, ctx: &Context, id: &str, api: &str, what: &str, timeout: Duration) -> Result<Json, CloudError> {

@@ -5,11 +5,19 @@
 //! scale set. A scale set is the cluster's only when its `hpc:owner` tag is this owner's: another owner's
 //! same-named scale set is never resized, retagged or deleted.
 //!
-//! Day 2. A node is named by its position in its scale set, so nodes are remade in place, never deleted
-//! and scaled out again (a new VM gets a new instance id at the end and every later name would move): the
-//! scale set model is brought to the spec, then the named VMs get `manualupgrade` and `reimage` (and
-//! `redeploy` first, off their host, when the cloud or their self-check says they are broken). Health comes
-//! from each VM's instance view: provisioning and power states, a scheduled maintenance, and the
+//! Names. Azure numbers a scale set's VMs itself and never reuses an instance id, so the provider names
+//! each VM itself and keeps the names on its scale set (`hpc:nodes`, see [`super::node_names`]), read with
+//! the set: scale set `j` holds nodes `first(j) ..` of the planned split. An apply names the VMs it makes
+//! (a grow's, a repair's) with the lowest free names of their set and writes each its name into its own
+//! `userData` (`VirtualMachineScaleSetVMs_Update`), where the node's Slurm join reads it through the
+//! instance metadata service; a shrink deletes the VMs named highest. A VM no name is kept for (made
+//! outside) shows as `<scale set>_<instance id>`, and the next apply deletes it. A scale set an earlier
+//! release made, without the tag, is named by position until an apply writes it.
+//!
+//! Day 2. Nodes are remade in place under their names: the scale set model is brought to the spec, then
+//! the named VMs get `manualupgrade` and `reimage` (and `redeploy` first, off their host, when the cloud or
+//! their self-check says they are broken), and their names are written into their userData again. Health
+//! comes from each VM's instance view: provisioning and power states, a scheduled maintenance, and the
 //! Application Health extension every scale set runs, which probes the node's self-check on
 //! `http://localhost:<SELFCHECK_PORT><SELFCHECK_PATH>` (Rich Health States; the verdict travels in its
 //! `customMetrics`). Azure keeps no tags on a scale set's VMs (its tag support table: "No" for
@@ -17,7 +25,8 @@
 //! (`hpc:revision` on the scale set) when the VM has the latest model applied.
 //! The lifecycle's backend for this kind, `Backend<ClusterSpec>` and `ClusterBackend` on `backend::Azure`, comes last, before the tests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -28,6 +37,7 @@ use super::api;
 use super::api::{Arm, Write};
 use super::backend::{self, arm, group_of, group_place, unknown_fabric, unknown_fabric_summary};
 use super::fabric::{COMPUTE_API, NETWORK_API};
+use super::node_names::{self, NodeMap};
 use super::{cluster, fabric, quota};
 use crate::catalog::Cloud;
 use crate::clouds::NodeAddress;
@@ -38,7 +48,7 @@ use crate::clouds::shared;
 use crate::framework::Context;
 use crate::framework::Value;
 use crate::model::{CapacityType, ClusterSpec, Placement};
-use crate::nodes::node_name;
+use crate::nodes::{node_index, node_name};
 use crate::ownership::{Census, marker_in_json};
 
 /// The Azure HPC image (Ubuntu 22.04 with the InfiniBand and GPU drivers) used when a cluster sets none.
@@ -133,6 +143,8 @@ pub struct SetLive {
     pub previous: Option<String>,
     /// `hpc:remaking`: VMs of it are being remade.
     pub remaking: bool,
+    /// `hpc:nodes`: which node each VM is (None for a set made before the provider kept it: by position).
+    pub map: Option<NodeMap>,
     pub vms: Vec<Vm>,
 }
 
@@ -222,6 +234,7 @@ fn set_live(set: &Json, vms: &[Json], nics: &[Json]) -> SetLive {
         revision: tag(crate::clouds::shared::REVISION_TAG),
         previous: tag(PREVIOUS_REVISION_TAG),
         remaking: tag(REMAKING_TAG).is_some(),
+        map: NodeMap::from_tags(&super::api::tags_of(set)),
         vms: vms
             .iter()
             .filter_map(|vm| {
@@ -282,55 +295,93 @@ fn revision_of(set: &SetLive, vm: &Vm, known: Option<&str>) -> Option<String> {
     Some(known.or(set.previous.as_deref().filter(|p| *p != model)).unwrap_or(UNKNOWN_REVISION).to_owned())
 }
 
-/// The nodes for what exists: scale set `j` holds nodes `offset(j) ..` in instance-id order, so a VM
-/// missing from a set shows as that set's last node missing. A VM past its set's planned size (the set
-/// grown outside) is a node of its own under its Azure name (`<scale set>_<instance id>`): the next plan
-/// shows it going, and the apply deletes it by id, with no other node renamed. `known` is the state's
-/// `node_revisions`.
-pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], known: &crate::framework::Value) -> Vec<NodeAddress> {
+/// A VM's instance id as a number (None for one ARM gave no number).
+fn instance_of(vm: &Vm) -> Option<u64> {
+    vm.instance_id.parse().ok()
+}
+
+/// The instance ids of a VM list as ARM gives it, in order.
+fn listed_ids(vms: &[Json]) -> Vec<u64> {
+    let mut ids: Vec<u64> = vms.iter().filter_map(|vm| vm["instanceId"].as_str()?.parse().ok()).collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The first node of each scale set of a split (`sizes`), and the range of nodes each holds.
+fn ranges(sizes: &[u32]) -> Vec<Range<u32>> {
+    let mut first = 0u32;
+    sizes
+        .iter()
+        .map(|size| {
+            let range = first..first.saturating_add(*size);
+            first = range.end;
+            range
+        })
+        .collect()
+}
+
+/// Every VM of the scale sets that exist with its node name, set by set: the names its set's map keeps
+/// (in node order), then the VMs the map does not name under their Azure names (`<scale set>_<instance
+/// id>`). A set without a map (made by an earlier release) names its first `size` VMs by position, in
+/// instance-id order, as that release did.
+fn named_vms<'a>(cluster: &str, sizes: &[u32], live: &'a [Option<SetLive>]) -> Vec<(usize, &'a Vm, String)> {
     let mut out = Vec::new();
-    let mut offset = 0usize;
-    for (j, size) in sizes.iter().enumerate() {
-        if let Some(set) = live.get(j).and_then(Option::as_ref) {
-            let set_name = scale_set_name(cluster, j);
-            out.extend(set.vms.iter().enumerate().map(|(k, vm)| {
-                let name =
-                    if k < *size as usize { node_name(cluster, (offset + k) as u32) } else { format!("{set_name}_{}", vm.instance_id) };
-                NodeAddress {
-                    revision: revision_of(set, vm, known.get(&name).as_str()),
-                    health: vm.condition.health.clone(),
-                    maintenance: vm.condition.maintenance.clone(),
-                    selfcheck: vm.condition.selfcheck.clone(),
-                    name,
-                    id: vm.id.clone(),
-                    private_ip: vm.private_ip.clone(),
-                }
-            }));
+    for (j, range) in ranges(sizes).into_iter().enumerate() {
+        let Some(set) = live.get(j).and_then(Option::as_ref) else { continue };
+        let azure_name = |vm: &Vm| format!("{}_{}", scale_set_name(cluster, j), vm.instance_id);
+        let map = set.map.clone().unwrap_or_else(|| {
+            let ids: Vec<u64> = set.vms.iter().filter_map(instance_of).collect();
+            NodeMap::by_position(&ids, range.start, range.end - range.start)
+        });
+        let mut named: Vec<(u32, &Vm)> = Vec::new();
+        let mut unnamed: Vec<&Vm> = Vec::new();
+        for vm in &set.vms {
+            match instance_of(vm).and_then(|i| map.get(i)) {
+                Some(index) => named.push((index, vm)),
+                None => unnamed.push(vm),
+            }
         }
-        offset += *size as usize;
+        named.sort_by_key(|(index, _)| *index);
+        out.extend(named.into_iter().map(|(index, vm)| (j, vm, node_name(cluster, index))));
+        out.extend(unnamed.into_iter().map(|vm| (j, vm, azure_name(vm))));
     }
     out
 }
 
-/// The named nodes among what exists, by scale set: `(set index, the scale set's VMs that are named)`.
-fn named<'a>(cluster: &str, sizes: &[u32], live: &'a [Option<SetLive>], names: &[String]) -> Vec<(usize, Vec<&'a Vm>)> {
-    let mut out = Vec::new();
-    let mut offset = 0usize;
-    for (j, size) in sizes.iter().enumerate() {
-        if let Some(set) = live.get(j).and_then(Option::as_ref) {
-            let picked: Vec<&Vm> = set
-                .vms
-                .iter()
-                .take(*size as usize)
-                .enumerate()
-                .filter(|(k, _)| names.iter().any(|n| *n == node_name(cluster, (offset + k) as u32)))
-                .map(|(_, vm)| vm)
-                .collect();
-            if !picked.is_empty() {
-                out.push((j, picked));
-            }
+/// The nodes for what exists (see [`named_vms`]): a VM missing from a set shows as its node missing, and
+/// no other node's name moves. A VM no name is kept for (the set grown outside) is a node of its own under
+/// its Azure name (`<scale set>_<instance id>`): the next plan shows it going, and the apply deletes it by
+/// id, with no other node renamed. `known` is the state's `node_revisions`.
+pub fn nodes(cluster: &str, sizes: &[u32], live: &[Option<SetLive>], known: &crate::framework::Value) -> Vec<NodeAddress> {
+    named_vms(cluster, sizes, live)
+        .into_iter()
+        .filter_map(|(j, vm, name)| {
+            let set = live.get(j)?.as_ref()?;
+            Some(NodeAddress {
+                revision: revision_of(set, vm, known.get(&name).as_str()),
+                health: vm.condition.health.clone(),
+                maintenance: vm.condition.maintenance.clone(),
+                selfcheck: vm.condition.selfcheck.clone(),
+                name,
+                id: vm.id.clone(),
+                private_ip: vm.private_ip.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The named nodes among what exists, by scale set: `(set index, the scale set's VMs that are named, with
+/// their names)`.
+fn named<'a>(cluster: &str, sizes: &[u32], live: &'a [Option<SetLive>], names: &[String]) -> Vec<(usize, Vec<(&'a Vm, String)>)> {
+    let mut out: Vec<(usize, Vec<(&'a Vm, String)>)> = Vec::new();
+    for (j, vm, name) in named_vms(cluster, sizes, live) {
+        if !names.contains(&name) {
+            continue;
         }
-        offset += *size as usize;
+        match out.last_mut() {
+            Some((set, vms)) if *set == j => vms.push((vm, name)),
+            _ => out.push((j, vec![(vm, name)])),
+        }
     }
     out
 }
@@ -458,14 +509,18 @@ fn set_body(
         Some(r) => tags.insert(REMAKING_TAG.into(), r),
         None => tags.remove(REMAKING_TAG),
     };
+    // The names of its VMs stay as the set holds them: a PUT replaces the tags whole.
+    tags.retain(|k, _| !node_names::is_map_tag(k));
+    if let Some(set) = existing {
+        tags.extend(super::api::tags_of(set).into_iter().filter(|(k, _)| node_names::is_map_tag(k)));
+    }
     let changes = before.as_deref().is_some_and(|b| b != revision);
     let health = existing.is_none_or(|s| has_health_extension(s) || changes);
-    // The set's first node: its VMs' node names follow from it (a node joining Slurm learns its name so).
-    let first: u32 = super::cluster_scale_sets(spec).iter().take(index).sum();
-    body(arm, spec, group, subnet, size, &prefix, &tags, health, first)
+    body(arm, spec, group, subnet, size, &prefix, &tags, health)
 }
 
 /// A scale set's body. `prefix` is its host-name prefix: Azure never changes it after the set is made.
+/// Every VM of every set boots the same custom data: it learns its node name from its own userData.
 #[allow(clippy::too_many_arguments)]
 fn body(
     arm: &Arm,
@@ -476,7 +531,6 @@ fn body(
     prefix: &str,
     tags: &BTreeMap<String, String>,
     health: bool,
-    first: u32,
 ) -> Json {
     let f = &spec.fabric;
     let mut os = json!({"computerNamePrefix": prefix, "adminUsername": "azureuser"});
@@ -488,7 +542,7 @@ fn body(
         // Refused at plan time (Azure needs a key or a password); kept well-formed for state written before.
         None => os["linuxConfiguration"] = json!({"disablePasswordAuthentication": true}),
     }
-    if let Some(u) = crate::clouds::slurm::node_user_data(spec, first) {
+    if let Some(u) = crate::clouds::slurm::node_user_data(spec, 0) {
         os["customData"] = json!(base64::engine::general_purpose::STANDARD.encode(u.expose()));
     }
     let mut profile = json!({
@@ -532,7 +586,10 @@ fn body(
 
 /// PUTs every scale set at its planned size (ARM scales out to replace missing VMs) and deletes scale sets
 /// the cluster no longer needs. Each is read first: a scale set with the cluster's name that belongs to
-/// another owner stops the create before anything is made, and is never PUT or deleted.
+/// another owner stops the create before anything is made, and is never PUT or deleted. Before a running
+/// set is written, the VMs that are no node of its planned range go (see [`sort_out`]); after the writes,
+/// the VMs they made are named and told their names ([`name_vms`]), whether the writes succeeded or not
+/// (an allocation failure leaves the VMs that were placed, and those are nodes).
 #[allow(clippy::too_many_arguments)]
 pub async fn converge(
     ctx: &Context,
@@ -564,27 +621,38 @@ pub async fn converge(
     if !taken.is_empty() {
         return Err(format!("scale set(s) {} belong to another owner and were left alone", taken.join(", ")).into());
     }
-    // A shrink removes the nodes the plan named, the highest ones: the VMs past each set's new size in
-    // instance-id order (the order node names follow), deleted by id before any set is resized. Lowering
-    // the capacity alone would leave the choice to the scale set's scale-in policy.
-    // The capacity each set has once the shrink is done: what a PUT expects to find.
+    // A shrink removes the nodes the plan named, the highest ones, and a VM that is no node goes too: each
+    // deleted by id before any set is resized. Lowering the capacity alone would leave the choice to the
+    // scale set's scale-in policy, which knows nothing of the names.
+    // The capacity each set has once they are gone: what a PUT expects to find.
     let mut expected: Vec<u64> = existing.iter().map(|s| s.as_ref().and_then(|s| s["sku"]["capacity"].as_u64()).unwrap_or(0)).collect();
-    for (i, size) in sizes.iter().enumerate() {
-        let capacity = expected[i];
-        if !mine[i] || capacity <= u64::from(*size) {
-            continue;
-        }
-        expected[i] = u64::from(*size);
-        // Its etag changed with its capacity: the PUT below reads it again.
-        existing[i].take();
-        shrunk[i] = true;
+    let ranges = ranges(&sizes);
+    let mut kept: Vec<Option<Kept>> = vec![None; sizes.len()];
+    for (i, range) in ranges.iter().enumerate() {
+        let Some(set) = existing[i].as_ref().filter(|_| mine[i]) else { continue };
         let id = scale_set_id(arm, group, &spec.name, i);
-        let mut vms = list_vms(ctx, arm, &id).await?;
-        vms.sort_by_key(|vm| vm["instanceId"].as_str().and_then(|i| i.parse::<u64>().ok()).unwrap_or(u64::MAX));
-        let past: Vec<&str> = vms.iter().skip(*size as usize).filter_map(|vm| vm["instanceId"].as_str()).collect();
-        if !past.is_empty() {
-            act(ctx, arm, &id, "delete", json!({"instanceIds": past}), timeout).await?;
+        let listed = listed_ids(&arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?);
+        let map = NodeMap::from_tags(&super::api::tags_of(set));
+        // A VM the map does not name may have been named by an apply stopped before it wrote the map: its
+        // own userData says so (read for those VMs alone, which are normally none).
+        let mut said = BTreeMap::new();
+        for vm in listed.iter().filter(|vm| map.as_ref().is_some_and(|m| m.get(**vm).is_none())) {
+            if let Some(name) =
+                vm_user_data(ctx, arm, &format!("{id}/virtualMachines/{vm}")).await?.as_deref().and_then(node_names::name_in_user_data)
+            {
+                said.insert(*vm, name);
+            }
         }
+        let (stays, doomed) = sort_out(&spec.name, map.as_ref(), &listed, range.clone(), &said);
+        if !doomed.is_empty() {
+            let doomed: Vec<String> = doomed.iter().map(u64::to_string).collect();
+            act(ctx, arm, &id, "delete", json!({"instanceIds": doomed}), timeout).await?;
+            expected[i] = expected[i].saturating_sub(doomed.len() as u64);
+            // Its etag changed with its capacity: the PUT below reads it again.
+            existing[i].take();
+            shrunk[i] = true;
+        }
+        kept[i] = Some(Kept { listed: listed.into_iter().collect(), ..stays });
     }
     let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
     let subnet = &subnet;
@@ -600,7 +668,7 @@ pub async fn converge(
             // One that runs is written as read, under its etag, so a change made to it meanwhile is read
             // again rather than written over; and a PUT never takes VMs away: a set grown since it was read
             // (by another writer, after this plan was made) keeps its capacity, and the next plan shows the
-            // VMs it added. Only the shrink above, by named instance ids, removes VMs.
+            // VMs it added. Only the deletes above, by instance id, remove VMs.
             let body = |set: &Json| {
                 let live = set["sku"]["capacity"].as_u64().unwrap_or(0);
                 let size = if live > expected { u32::try_from(live).unwrap_or(u32::MAX).max(*size) } else { *size };
@@ -611,7 +679,10 @@ pub async fn converge(
     });
     // Every scale set's operation is followed to its end, a failed one too: what came is what the caller
     // observes next (an allocation failure leaves the VMs that were placed).
-    let failures: Vec<CloudError> = futures::future::join_all(puts).await.into_iter().filter_map(Result::err).collect();
+    let mut failures: Vec<CloudError> = futures::future::join_all(puts).await.into_iter().filter_map(Result::err).collect();
+    let naming =
+        kept.into_iter().enumerate().map(|(i, before)| name_vms(ctx, arm, spec, group, i, ranges[i].clone(), before, timeout, census));
+    failures.extend(futures::future::join_all(naming).await.into_iter().filter_map(Result::err));
     // One error for all of them, of the kind of the first shortage (else of the first failure).
     if let Some(first) = failures.iter().find(|e| e.capacity_code().is_some()).or(failures.first()) {
         let text = failures.iter().map(|e| e.message.as_str()).collect::<Vec<_>>().join("; ");
@@ -623,6 +694,128 @@ pub async fn converge(
     });
     futures::future::try_join_all(extra).await?;
     Ok(())
+}
+
+/// What a running scale set keeps of its VMs, as sorted out before a converge writes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Kept {
+    /// Every VM it listed then: a VM not among them was made by the converge.
+    listed: BTreeSet<u64>,
+    /// The VMs that stay, under their names.
+    map: NodeMap,
+    /// The ones among them named now (a set an earlier release made names its VMs by position), which
+    /// learn their names from their userData once the converge writes it.
+    fresh: Vec<u64>,
+}
+
+/// Which of a running scale set's VMs (`listed`, instance ids) stay under which names, and which go, given
+/// the set's map (None for a set made before the provider kept one) and the nodes its planned split gives
+/// it (`range`): a named VM past the range goes (a shrink takes the highest names); a VM the map does not
+/// name goes too, unless its own userData (`said`, read for those VMs alone) names it a free node of the
+/// range, which an apply stopped before it wrote the map did. A set without a map keeps its first VMs by
+/// position, in instance-id order, as many as the range holds, as the earlier release named them.
+fn sort_out(cluster: &str, map: Option<&NodeMap>, listed: &[u64], range: Range<u32>, said: &BTreeMap<u64, String>) -> (Kept, Vec<u64>) {
+    let (stays, fresh) = match map {
+        None => {
+            let stays = NodeMap::by_position(listed, range.start, range.end - range.start);
+            let fresh = stays.iter().map(|(vm, _)| vm).collect();
+            (stays, fresh)
+        }
+        Some(map) => {
+            let mut stays = map.clone();
+            stays.retain(|vm, index| listed.contains(&vm) && range.contains(&index));
+            for vm in listed.iter().filter(|vm| map.get(**vm).is_none()) {
+                let claim = said.get(vm).and_then(|name| node_index(cluster, name));
+                if let Some(index) = claim.filter(|k| range.contains(k) && !stays.holds(*k)) {
+                    stays.insert(*vm, index);
+                }
+            }
+            (stays, Vec::new())
+        }
+    };
+    let doomed = listed.iter().copied().filter(|vm| stays.get(*vm).is_none()).collect();
+    (Kept { listed: BTreeSet::new(), map: stays, fresh }, doomed)
+}
+
+/// A scale-set VM's own `userData` (`$expand=userData`: a VM list never carries it); None when it has
+/// none or is gone.
+async fn vm_user_data(ctx: &Context, arm: &Arm, vm_id: &str) -> Result<Option<String>, CloudError> {
+    let reply = arm.send(ctx, reqwest::Method::GET, &format!("{vm_id}?$expand=userData&api-version={COMPUTE_API}"), None).await?;
+    match reply.status {
+        200 => Ok(reply.body["properties"]["userData"].as_str().filter(|u| !u.is_empty()).map(str::to_owned)),
+        404 => Ok(None),
+        _ => Err(reply.failure(&format!("reading {}", super::api::short(vm_id)))),
+    }
+}
+
+/// How many VMs are told their names at once.
+const NAMING_AT_ONCE: usize = 16;
+
+/// Writes node `name` into the VM's own `userData` (`VirtualMachineScaleSetVMs_Update`), where the node
+/// reads it through the instance metadata service; the VM keeps running.
+async fn write_name(ctx: &Context, arm: &Arm, vm_id: &str, location: &str, name: &str, timeout: Duration) -> Result<(), CloudError> {
+    let body = json!({"location": location, "properties": {"userData": node_names::user_data(name)}});
+    arm.update(ctx, reqwest::Method::PUT, vm_id, COMPUTE_API, &body, None, timeout)
+        .await
+        .map_err(|e| e.context(format!("telling node {name} its name (the userData of {})", super::api::short(vm_id))))
+}
+
+/// Writes each named VM's name into its userData, a few at a time: the VMs that could not be told.
+async fn tell_names(ctx: &Context, arm: &Arm, location: &str, vms: Vec<(String, String)>, timeout: Duration) -> Vec<(String, CloudError)> {
+    use futures::stream::StreamExt;
+    futures::stream::iter(vms)
+        .map(|(vm_id, name)| async move { write_name(ctx, arm, &vm_id, location, &name, timeout).await.err().map(|e| (vm_id, e)) })
+        .buffer_unordered(NAMING_AT_ONCE)
+        .filter_map(|failed| async move { failed })
+        .collect()
+        .await
+}
+
+/// After a converge's writes, scale set `index` (if it is the census's): the VMs that stay keep their
+/// names (`before`, None for a set made now), each VM made since takes the lowest free node of `range`
+/// (a repaired node gets back the name of the one it replaces) and is told its name, and the set's map is
+/// written (its tags alone, under its etag) when it changed. A VM made meanwhile for which no node is free
+/// (the set grown outside) stays unnamed; one that could not be told its name is left out of the map, so
+/// the next apply deletes it and makes another.
+#[allow(clippy::too_many_arguments)]
+async fn name_vms(
+    ctx: &Context,
+    arm: &Arm,
+    spec: &ClusterSpec,
+    group: &str,
+    index: usize,
+    range: Range<u32>,
+    before: Option<Kept>,
+    timeout: Duration,
+    census: &Census,
+) -> Result<(), CloudError> {
+    let id = scale_set_id(arm, group, &spec.name, index);
+    let Some(set) = own_set(ctx, arm, &id, census).await? else { return Ok(()) };
+    let live = listed_ids(&arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?);
+    let Kept { listed, mut map, mut fresh } = before.unwrap_or_default();
+    map.retain(|vm, _| live.contains(&vm));
+    fresh.retain(|vm| map.get(*vm).is_some());
+    let made: Vec<u64> = live.iter().copied().filter(|vm| !listed.contains(vm)).collect();
+    let new: Vec<u64> = map.assign(&made, range).into_iter().map(|(vm, _)| vm).collect();
+    fresh.extend(&new);
+    let told: Vec<(String, String)> =
+        fresh.iter().filter_map(|vm| Some((format!("{id}/virtualMachines/{vm}"), node_name(&spec.name, map.get(*vm)?)))).collect();
+    let failed = tell_names(ctx, arm, &spec.fabric.region, told, timeout).await;
+    // A new VM that was not told is no node yet (an earlier release's VMs stay what they were).
+    for vm in new.iter().filter(|vm| failed.iter().any(|(vm_id, _)| vm_id.ends_with(&format!("/virtualMachines/{vm}")))) {
+        map.remove(*vm);
+    }
+    let written = |found: &Json| {
+        let tags = super::api::tags_of(found);
+        (NodeMap::from_tags(&tags).as_ref() != Some(&map)).then(|| map.into_tags(&tags))
+    };
+    if written(&set).is_some() {
+        arm.retag(ctx, &id, COMPUTE_API, Some(set), timeout, written).await?;
+    }
+    match failed.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Deletes the named nodes for good (`release_nodes`: what a launch gave that the capacity policy does not
@@ -642,7 +835,17 @@ pub async fn release(
     let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
     let jobs = named(&spec.name, &sizes, &live, names).into_iter().map(|(j, vms)| async move {
         let id = scale_set_id(arm, group, &spec.name, j);
-        act(ctx, arm, &id, "delete", json!({"instanceIds": ids(&vms)}), timeout).await
+        let gone: Vec<String> = vms.iter().map(|(vm, _)| vm.instance_id.clone()).collect();
+        act(ctx, arm, &id, "delete", json!({"instanceIds": gone}), timeout).await?;
+        // The names of the VMs that went are free again.
+        let freed = |found: &Json| {
+            let tags = super::api::tags_of(found);
+            let mut map = NodeMap::from_tags(&tags)?;
+            let before = map.clone();
+            map.retain(|vm, _| !gone.contains(&vm.to_string()));
+            (map != before).then(|| map.into_tags(&tags))
+        };
+        arm.retag(ctx, &id, COMPUTE_API, None, timeout, freed).await
     });
     futures::future::try_join_all(jobs).await.map(|_| ())
 }
@@ -695,13 +898,20 @@ fn ids(vms: &[&Vm]) -> Vec<String> {
     vms.iter().map(|vm| vm.instance_id.clone()).collect()
 }
 
+/// The VMs of named nodes, without their names.
+fn vms_of<'a>(named: &[(&'a Vm, String)]) -> Vec<&'a Vm> {
+    named.iter().map(|(vm, _)| *vm).collect()
+}
+
 /// Remakes the named nodes in place under their own names (`remove_nodes`): each scale set holding one is
 /// brought to the spec's model (image, custom data, SSH key) and marked `hpc:remaking`; its stopped named
 /// VMs are started and the broken ones (failed provisioning, a scheduled maintenance, unhealthy or failing
 /// their self-check) redeployed to a new host; then every named VM gets `manualupgrade` (the new model) and
 /// `reimage` (a fresh OS disk from it, so the custom data runs again), and the marker is cleared once they
-/// run. Only VMs of scale sets the census admits are touched; the others of each set keep running as they
-/// are (with a new model, they show as not on it until their own turn).
+/// run. Each is told its name again (its userData): nothing Azure documents says an upgrade to the model
+/// keeps a VM's own userData, and the join that runs again on the fresh disk waits for it. Only VMs of
+/// scale sets the census admits are touched; the others of each set keep running as they are (with a new
+/// model, they show as not on it until their own turn).
 pub async fn remake(
     ctx: &Context,
     arm: &Arm,
@@ -718,7 +928,8 @@ pub async fn remake(
     }
     let subnet = subnet_of(ctx, arm, group, &spec.fabric.name).await?;
     let subnet = &subnet;
-    let jobs = targets.into_iter().map(|(j, vms)| async move {
+    let jobs = targets.into_iter().map(|(j, named)| async move {
+        let vms = vms_of(&named);
         let id = scale_set_id(arm, group, &spec.name, j);
         let vanished = || format!("scale set {} vanished while its nodes were remade", scale_set_name(&spec.name, j));
         // The set's model is written as read, under its etag, at its capacity as read: a resize another
@@ -745,6 +956,10 @@ pub async fn remake(
         act(ctx, arm, &id, "manualupgrade", json!({"instanceIds": all}), timeout).await?;
         act(ctx, arm, &id, "reimage", json!({"instanceIds": all}), timeout).await?;
         wait_running(ctx, arm, &id, &all, true, timeout).await?;
+        let told = named.iter().filter(|(_, name)| node_index(&spec.name, name).is_some()).map(|(vm, name)| (vm.id.clone(), name.clone()));
+        if let Some((_, e)) = tell_names(ctx, arm, &spec.fabric.region, told.collect(), timeout).await.into_iter().next() {
+            return Err(e);
+        }
         // The set as it is now (the PUT above changed its tags and model), the marker cleared.
         arm.rewrite(ctx, &id, COMPUTE_API, None, timeout, model(Remake::End)).await
     });
@@ -764,7 +979,8 @@ pub async fn reboot(
     census: &Census,
 ) -> Result<(), CloudError> {
     let (sizes, live) = observe_spec(ctx, arm, spec, group, census).await?;
-    let jobs = named(&spec.name, &sizes, &live, names).into_iter().map(|(j, vms)| async move {
+    let jobs = named(&spec.name, &sizes, &live, names).into_iter().map(|(j, named)| async move {
+        let vms = vms_of(&named);
         let id = scale_set_id(arm, group, &spec.name, j);
         let maintenance = |vm: &&Vm| vm.condition.maintenance.is_some();
         let (move_off, stay): (Vec<&Vm>, Vec<&Vm>) = vms.iter().copied().partition(maintenance);
@@ -800,16 +1016,42 @@ pub async fn delete(
     futures::future::try_join_all(deletes).await.map(|_| ())
 }
 
-/// The scale sets of a cluster that exist and the census admits, in order, with their VM counts (one GET
-/// and one list each).
-pub async fn scale_sets(ctx: &Context, arm: &Arm, group: &str, cluster: &str, census: &Census) -> Result<Vec<(Json, usize)>, CloudError> {
+/// The scale sets of a cluster that exist and the census admits, in order, with their VMs' instance ids
+/// (one GET and one list each).
+pub async fn scale_sets(
+    ctx: &Context,
+    arm: &Arm,
+    group: &str,
+    cluster: &str,
+    census: &Census,
+) -> Result<Vec<(Json, Vec<u64>)>, CloudError> {
     let mut out = Vec::new();
     loop {
         let id = scale_set_id(arm, group, cluster, out.len());
         let Some(set) = own_set(ctx, arm, &id, census).await? else { return Ok(out) };
         let vms = arm.list(ctx, &format!("{id}/virtualMachines"), COMPUTE_API).await?;
-        out.push((set, vms.len()));
+        out.push((set, listed_ids(&vms)));
     }
+}
+
+/// The planned size of each scale set, as far as the sets say it: the nodes a set's map names up to its
+/// highest (a lost node below it still counts, and shows as missing), or its VMs for a set without a map.
+fn imported_sizes(sets: &[(Json, Vec<u64>)]) -> Vec<u32> {
+    let mut first = 0u32;
+    sets.iter()
+        .map(|(set, ids)| {
+            let size = match NodeMap::from_tags(&super::api::tags_of(set)) {
+                Some(map) => {
+                    let named: Vec<u32> = ids.iter().filter_map(|vm| map.get(*vm)).collect();
+                    let top = named.iter().max().map_or(0, |k| (k + 1).saturating_sub(first));
+                    top.max(named.len() as u32)
+                }
+                None => ids.len() as u32,
+            };
+            first = first.saturating_add(size);
+            size
+        })
+        .collect()
 }
 
 /// The fabric a scale set belongs to, as the `fabric = hpc_gpu_fabric.x` object, from its security group.
@@ -881,11 +1123,11 @@ pub async fn imported_config(
             .and_then(|b| String::from_utf8(b).ok()),
     );
     let ssh = os["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().map(str::to_owned);
-    let sizes = sets.iter().map(|(_, n)| *n as u32).collect();
+    let sizes = imported_sizes(&sets);
     let config = Value::object([
         ("name", Value::from(cluster)),
         ("fabric", fabric_ref(ctx, arm, group, fabric).await?),
-        ("node_count", Value::int(sets.iter().map(|(_, n)| *n as i64).sum())),
+        ("node_count", Value::int(sizes.iter().map(|n| i64::from(*n)).sum())),
         ("capacity_type", Value::from(capacity)),
         ("reservation_id", Value::from(reservation)),
         ("image", Value::from(image)),
@@ -1282,7 +1524,7 @@ mod tests {
             .enumerate()
             .map(|(i, l)| Vm { id: format!("vm{i}"), instance_id: i.to_string(), latest: *l, ..Default::default() })
             .collect();
-        SetLive { revision: revision.map(str::to_owned), previous: previous.map(str::to_owned), remaking, vms }
+        SetLive { revision: revision.map(str::to_owned), previous: previous.map(str::to_owned), remaking, map: None, vms }
     }
 
     #[test]
@@ -1308,14 +1550,75 @@ mod tests {
     }
 
     #[test]
-    fn named_nodes_are_found_by_their_position_in_their_scale_set() {
+    fn named_nodes_are_found_by_their_position_in_a_scale_set_an_earlier_release_made() {
         let live = [Some(set(Some("r"), None, false, &[true, true])), None, Some(set(Some("r"), None, false, &[true, true]))];
         let names = vec!["c-1".to_owned(), "c-4".to_owned(), "c-3".to_owned(), "c-9".to_owned()];
         let found: Vec<(usize, Vec<String>)> = named("c", &[2, 2, 2], &live, &names)
             .into_iter()
-            .map(|(j, vms)| (j, vms.iter().map(|v| v.instance_id.clone()).collect()))
+            .map(|(j, vms)| (j, vms.iter().map(|(v, _)| v.instance_id.clone()).collect()))
             .collect();
         assert_eq!(found, vec![(0, vec!["1".to_owned()]), (2, vec!["0".to_owned()])], "c-3 is in a set that is gone, c-9 is no node");
+    }
+
+    /// The VMs of a set with a map: (instance id, latest).
+    fn mapped(ids: &[u64], map: &[(u64, u32)]) -> SetLive {
+        let mut m = NodeMap::default();
+        for (id, index) in map {
+            m.insert(*id, *index);
+        }
+        let vms = ids.iter().map(|i| Vm { id: format!("vm{i}"), instance_id: i.to_string(), latest: true, ..Default::default() }).collect();
+        SetLive { revision: Some("r".into()), map: Some(m), vms, ..Default::default() }
+    }
+
+    #[test]
+    fn a_set_with_a_map_names_its_vms_by_it_whatever_their_order() {
+        // Node 1's VM was lost and repaired as VM 9; VM 12 came from outside.
+        let live = [Some(mapped(&[0, 2, 3, 9, 12], &[(0, 0), (2, 2), (3, 3), (9, 1)])), Some(mapped(&[0], &[(0, 4)]))];
+        let names: Vec<String> = nodes("c", &[4, 1], &live, &Value::Null).into_iter().map(|n| format!("{}={}", n.name, n.id)).collect();
+        assert_eq!(names, ["c-0=vm0", "c-1=vm9", "c-2=vm2", "c-3=vm3", "c-0_12=vm12", "c-4=vm0"]);
+        // Lost again, in the middle: no other name moves.
+        let live = [Some(mapped(&[0, 3, 9], &[(0, 0), (2, 2), (3, 3), (9, 1)]))];
+        let names: Vec<String> = nodes("c", &[4], &live, &Value::Null).into_iter().map(|n| n.name).collect();
+        assert_eq!(names, ["c-0", "c-1", "c-3"]);
+        let found = named("c", &[4], &live, &["c-1".to_owned(), "c-2".to_owned()]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].1.iter().map(|(vm, name)| (vm.id.as_str(), name.as_str())).collect::<Vec<_>>(), [("vm9", "c-1")]);
+    }
+
+    #[test]
+    fn before_a_write_the_vms_past_the_range_and_those_no_name_is_kept_for_are_sorted_out_to_go() {
+        let map = |pairs: &[(u64, u32)]| {
+            let mut m = NodeMap::default();
+            for (id, index) in pairs {
+                m.insert(*id, *index);
+            }
+            m
+        };
+        let none = BTreeMap::new();
+        // A shrink of nodes 0..5 to 0..3: the highest names go, whatever their ids (VM 9 is node 1).
+        let (kept, doomed) = sort_out("c", Some(&map(&[(0, 0), (9, 1), (2, 2), (3, 3), (4, 4)])), &[0, 2, 3, 4, 9], 0..3, &none);
+        assert_eq!((kept.map, doomed), (map(&[(0, 0), (9, 1), (2, 2)]), vec![3, 4]));
+        // VM 7 came from outside; VM 8 was named node 1 by an apply stopped before it wrote the map.
+        let said = BTreeMap::from([(8, "c-1".to_owned()), (7, "c-2".to_owned())]);
+        let (kept, doomed) = sort_out("c", Some(&map(&[(0, 0), (2, 2)])), &[0, 2, 7, 8], 0..3, &said);
+        assert_eq!((kept.map, doomed), (map(&[(0, 0), (2, 2), (8, 1)]), vec![7]), "c-2 is taken: VM 7's claim is no name");
+        // A set an earlier release made: by position, as many as its range holds.
+        let (kept, doomed) = sort_out("c", None, &[3, 5, 8], 10..12, &none);
+        assert_eq!((kept.map, kept.fresh, doomed), (map(&[(3, 10), (5, 11)]), vec![3, 5], vec![8]));
+    }
+
+    #[test]
+    fn an_import_sizes_the_sets_by_the_names_they_keep() {
+        let set = |tags: Json| json!({"tags": tags});
+        let sets = [
+            // Nodes 0..4, node 1 lost: still four.
+            (set(json!({"hpc:nodes": "0:0,2-3:2"})), vec![0, 2, 3]),
+            // Nodes 4..6 (the set holds 4 and 5) and a VM made outside.
+            (set(json!({"hpc:nodes": "0-1:4"})), vec![0, 1, 7]),
+            // An earlier release's set: its VMs.
+            (set(json!({})), vec![0, 1, 2]),
+        ];
+        assert_eq!(imported_sizes(&sets), [4, 2, 3]);
     }
 
     #[test]

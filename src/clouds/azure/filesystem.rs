@@ -181,7 +181,7 @@ pub async fn imported_config(
             Value::object([
                 ("id", Value::from(super::api::resource_id(group, cluster))),
                 ("name", Value::from(cluster.as_str())),
-                ("gpus_total", Value::int(sets.iter().map(|(_, n)| *n as i64).sum::<i64>() * per_node)),
+                ("gpus_total", Value::int(sets.iter().map(|(_, vms)| vms.len() as i64).sum::<i64>() * per_node)),
                 ("workload", Value::from(workload)),
             ])
         }

@@ -7,6 +7,7 @@ pub mod backend;
 pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
+pub mod node_names;
 pub mod node_pool;
 pub mod quota;
 pub mod rules;

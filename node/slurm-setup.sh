@@ -1,0 +1,130 @@
+#!/bin/bash
+# hpc-slurm-setup: the first boot of a Slurm controller or login node of an hpc_slurm_cluster
+# (terraform-provider-hpc). Its settings come from the environment, which the provider's user data sets
+# before this script (src/clouds/slurm.rs, `setup_script`):
+#   HPC_SLURM_CLUSTER   the Slurm cluster's name           HPC_SLURM_ROLE   controller | login
+#   HPC_SLURM_HOST      this host's name (a SlurmctldHost) HPC_SLURM_CLOUD  aws | gcp | azure | oci
+#   HPC_SLURM_VERSION   the Slurm version the configuration is written for (22.05, ...)
+#   HPC_SLURM_STATE     StateSaveLocation (controllers)
+#   HPC_SLURM_KEY       the cluster's munge key, base64 (empty: the fabric has none)
+#   HPC_SLURM_SYNC      the program hpc-slurm-sync (node/hpc-slurm-sync), base64
+# It sets the host name (slurmctld serves only as a SlurmctldHost), installs Slurm and munge where the image
+# lacks them, installs hpc-slurm-sync with a timer and runs it until the configuration is in the cloud's
+# metadata, writes the key, starts munge and (on a controller) slurmctld, and says whether Slurm answers.
+set -euo pipefail
+
+: "${HPC_SLURM_CLUSTER:?}" "${HPC_SLURM_ROLE:?}" "${HPC_SLURM_HOST:?}" "${HPC_SLURM_CLOUD:?}"
+: "${HPC_SLURM_VERSION:?}" "${HPC_SLURM_STATE:?}" "${HPC_SLURM_SYNC:?}"
+HPC_SLURM_KEY=${HPC_SLURM_KEY:-}
+# How long to wait for the configuration in the metadata, and (login nodes) for the controller, in seconds.
+HPC_SLURM_WAIT=${HPC_SLURM_WAIT:-300}
+
+mkdir -p /var/log
+exec > >(tee -a /var/log/hpc-slurm-setup.log) 2>&1
+say() { printf 'HPC SLURM %s\n' "$*"; }
+say "setting up $HPC_SLURM_ROLE $HPC_SLURM_HOST of Slurm cluster $HPC_SLURM_CLUSTER (Slurm $HPC_SLURM_VERSION, $HPC_SLURM_CLOUD)"
+
+case $HPC_SLURM_ROLE in
+  controller)
+    binary=slurmctld deb=(slurmctld slurm-client munge) rpm=(slurm-slurmctld slurm munge) services=(munge slurmctld) ;;
+  login)
+    binary=sinfo deb=(slurm-client munge) rpm=(slurm munge) services=(munge) ;;
+  *)
+    say "ERROR: unknown role $HPC_SLURM_ROLE"
+    exit 2 ;;
+esac
+
+if [ -z "$HPC_SLURM_KEY" ]; then
+  say "ERROR: no key: set slurm = true on the fabric and apply it first"
+  exit 1
+fi
+
+hostnamectl set-hostname "$HPC_SLURM_HOST" 2>/dev/null || hostname "$HPC_SLURM_HOST"
+
+if ! command -v "$binary" >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q && apt-get install -y -q "${deb[@]}"
+  elif command -v dnf >/dev/null; then
+    dnf install -y epel-release oracle-epel-release-el8 oracle-epel-release-el9 2>/dev/null || true
+    dnf install -y "${rpm[@]}"
+  fi
+fi
+
+install -d -m 755 /etc/slurm /var/log/slurm /usr/local/sbin /etc/systemd/system
+printf '%s' "$HPC_SLURM_SYNC" | base64 -d >/usr/local/sbin/hpc-slurm-sync
+chmod 755 /usr/local/sbin/hpc-slurm-sync
+printf 'HPC_SLURM_CLOUD=%s\nHPC_SLURM_ROLE=%s\n' "$HPC_SLURM_CLOUD" "$HPC_SLURM_ROLE" >/etc/default/hpc-slurm-sync
+cat >/etc/systemd/system/hpc-slurm-sync.service <<'EOF'
+[Unit]
+Description=Slurm configuration from the cloud's metadata (terraform-provider-hpc)
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/hpc-slurm-sync
+EOF
+cat >/etc/systemd/system/hpc-slurm-sync.timer <<'EOF'
+[Unit]
+Description=Slurm configuration from the cloud's metadata, every minute
+
+[Timer]
+OnBootSec=2min
+OnUnitActiveSec=1min
+
+[Install]
+WantedBy=timers.target
+EOF
+
+# The configuration, from the metadata the host was made with (the cloud may take a moment to serve it).
+waited=0
+until /usr/local/sbin/hpc-slurm-sync; do
+  if [ "$waited" -ge "$HPC_SLURM_WAIT" ]; then break; fi
+  sleep 5
+  waited=$((waited + 5))
+done
+if [ ! -s /etc/slurm/slurm.conf ]; then
+  say "ERROR: no Slurm configuration in this host's metadata after ${HPC_SLURM_WAIT} s"
+  exit 1
+fi
+
+# The installed version, read once a configuration exists (Slurm's commands read it even for -V).
+have=$("$binary" -V 2>/dev/null | awk '{print $2}' | cut -d. -f1-2) || true
+if [ "$have" != "$HPC_SLURM_VERSION" ]; then
+  say "WARNING: Slurm ${have:-none} is installed and the configuration is written for $HPC_SLURM_VERSION: set slurm_version to the version the images run, or use an image with Slurm $HPC_SLURM_VERSION"
+fi
+
+install -d -m 700 /etc/munge
+printf '%s' "$HPC_SLURM_KEY" | base64 -d >/etc/munge/munge.key
+chown munge:munge /etc/munge /etc/munge/munge.key 2>/dev/null || true
+chmod 400 /etc/munge/munge.key
+
+if [ "$HPC_SLURM_ROLE" = controller ]; then
+  install -d -m 755 "$HPC_SLURM_STATE"
+  chown -R slurm:slurm "$HPC_SLURM_STATE" /var/log/slurm 2>/dev/null || true
+fi
+systemctl daemon-reload
+systemctl enable --now hpc-slurm-sync.timer
+for unit in "${services[@]}"; do
+  systemctl enable "$unit"
+  systemctl restart "$unit"
+done
+
+# Say whether Slurm answers: the controller itself, or (login) the controller from here.
+waited=0
+until scontrol ping 2>/dev/null | grep -q 'is UP'; do
+  if [ "$waited" -ge "$HPC_SLURM_WAIT" ]; then
+    if [ "$HPC_SLURM_ROLE" = controller ]; then
+      say "ERROR: slurmctld does not answer on $HPC_SLURM_HOST:"
+      systemctl status slurmctld --no-pager -l 2>&1 | tail -n 20 || true
+      tail -n 20 /var/log/slurm/slurmctld.log 2>/dev/null || true
+      exit 1
+    fi
+    say "WARNING: no controller answers yet; sinfo will once one does"
+    break
+  fi
+  sleep 5
+  waited=$((waited + 5))
+done
+say "READY: $HPC_SLURM_HOST"
