@@ -172,8 +172,11 @@ impl Workdir {
         cmd
     }
 
+    /// Runs the CLI with `args` to its end; one that is still running after 15 minutes is killed and fails the
+    /// case with what it had printed (a hung apply names its case instead of stalling the suite).
     pub fn run(&self, args: &[&str]) -> Run {
-        let out = self.command(args).output().unwrap();
+        let out = hpc_emulators::hosts::output_within(&mut self.command(args), std::time::Duration::from_secs(900))
+            .unwrap_or_else(|e| panic!("{} {}: {e}", self.cli.bin.display(), args.join(" ")));
         Run::new(&self.cli, args, out)
     }
 

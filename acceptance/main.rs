@@ -371,6 +371,18 @@ fn main_job_runs_and_narrates() {
         "Error: Unsupported GPU model",
         "Destroy complete! Resources: 3 destroyed.",
         "  empty: True",
+        // From the cluster to Slurm: the example's hosts booted from their user data, sinfo and a job on them.
+        "==> Slurm: examples/slurm/aws",
+        "Apply complete! Resources: 4 added",
+        "READY ml-controller",
+        "READY train-1",
+        "HPC SLURM READY: ml-controller",
+        "==> on the login node, as its user (debian): sinfo",
+        "h100*",
+        "JobState=COMPLETED",
+        "NodeList=train-[0-1]",
+        "==> tofu destroy (examples/slurm/aws)",
+        "  empty: True",
         "==> done",
     ];
     // White space folded: the CLI aligns attribute names to the longest in the block.

@@ -30,6 +30,8 @@ fn rendered(out: &Value) -> harness::Rendered {
         // This machine runs no cgroup plugins (harness.rs), so nothing reads it.
         cgroup_conf: String::new(),
         topology_conf: text("topology_conf"),
+        // The examples render for versions before topology.yaml.
+        topology_yaml: None,
         healthcheck: text("healthcheck_program").expect("healthcheck_program"),
     }
 }
@@ -124,6 +126,16 @@ pub fn slurm_boots(cli: &Cli, cloud: &'static str) {
         "booted_override.tf",
         "resource \"hpc_slurm_cluster\" \"ml\" {\n  custom_settings = { SlurmdParameters = \"config_overrides\" }\n}\n",
     );
+    if cloud == "aws" {
+        // The GPU nodes boot with the self-check (data "hpc_gpu_selfcheck", its default failure action: power off),
+        // which Slurm's health check runs again every 30 s.
+        w.write("selfcheck.tf", "data \"hpc_gpu_selfcheck\" \"node\" {\n  cloud         = \"aws\"\n  instance_type = \"p5.48xlarge\"\n}\n");
+        w.write(
+            "selfcheck_override.tf",
+            "resource \"hpc_gpu_cluster\" \"h100\" {\n  user_data = data.hpc_gpu_selfcheck.node.combined_user_data\n}\n\n\
+             resource \"hpc_slurm_cluster\" \"ml\" {\n  health_check_interval = 30\n}\n",
+        );
+    }
     apply(&w).expect_code(0);
     plan(&w, 0);
 
@@ -144,17 +156,20 @@ pub fn slurm_boots(cli: &Cli, cloud: &'static str) {
         assert!(join.contains(&format!("HPC SLURM JOINED: train-{i}")), "{join}\n{}", h.diagnosis());
     }
     let login = hosts.host("ml-login0");
+    // How to log in names the login node's address (on Azure it named the controller's, with login_addresses null).
+    let out = outputs(&w);
+    assert_eq!(out["login"]["value"].as_str(), Some(format!("ssh {}@{}", login_user(cloud), login.address).as_str()), "{out}");
     let said = login.read("/var/log/hpc-slurm-setup.log").unwrap_or_default();
     assert!(said.contains("HPC SLURM READY: ml-login0"), "{said}\n{}", login.diagnosis());
     // On the login node, as its user: the partitions, and a job over both GPU nodes.
     let sinfo = login.sh_as("debian", "sinfo -h -o '%P %D %t'").unwrap_or_else(|e| panic!("{e}"));
     assert!(sinfo.contains("h100*"), "{sinfo}");
-    let job = login
-        .sh_as("debian", "cd /tmp && sbatch --wait --parsable -p h100 -N 2 -w train-[0-1] --wrap 'srun hostname'")
-        .unwrap_or_else(|e| panic!("{e}\n{}", hosts.host("ml-controller").diagnosis()));
-    let id = job.trim();
-    let shown = login.sh(&format!("scontrol show job {id}")).unwrap_or_default();
+    let shown = job(&hosts, "-p h100 -N 2 -w train-[0-1] --wrap 'srun hostname'");
     assert!(shown.contains("JobState=COMPLETED"), "{shown}");
+
+    if cloud == "aws" {
+        health_check_drains_and_never_powers_off(&hosts);
+    }
 
     // A grow: the controller takes the new configuration from its metadata (hpc-slurm-sync, every minute), and
     // the new node boots, joins and runs a job.
@@ -238,10 +253,77 @@ fn joins(hosts: &crate::booted::Booted, node: &str) {
 
 /// A one-node job on `node`, submitted on the login node as its user, runs to COMPLETED.
 fn runs_on(hosts: &crate::booted::Booted, node: &str) {
-    let login = hosts.host("ml-login0");
-    let id = login
-        .sh_as("debian", &format!("cd /tmp && sbatch --wait --parsable -N 1 -w {node} --wrap hostname"))
-        .unwrap_or_else(|e| panic!("{e}\n{}", hosts.host("ml-controller").diagnosis()));
-    let shown = login.sh(&format!("scontrol show job {}", id.trim())).unwrap_or_default();
+    let shown = job(hosts, &format!("-N 1 -w {node} --wrap hostname"));
     assert!(shown.contains("JobState=COMPLETED") && shown.contains(&format!("NodeList={node}")), "{shown}");
+}
+
+/// A job submitted on the login node as its user (`sbatch <args>`), followed until it ends (three minutes at
+/// most, with what the controller and the nodes said when it does not): `scontrol show job` of it then.
+fn job(hosts: &crate::booted::Booted, args: &str) -> String {
+    let login = hosts.host("ml-login0");
+    let controller = hosts.host("ml-controller");
+    let id = login
+        .sh_as("debian", &format!("cd /tmp && sbatch --parsable {args}"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", controller.diagnosis()));
+    let id = id.trim();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let shown = login.sh(&format!("scontrol show job {id}")).unwrap_or_else(|e| e);
+        let state = shown.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).unwrap_or("");
+        if !matches!(state, "PENDING" | "CONFIGURING" | "RUNNING" | "COMPLETING" | "") {
+            return shown;
+        }
+        if std::time::Instant::now() > until {
+            let nodes = login.sh("sinfo -N -l; scontrol show nodes").unwrap_or_else(|e| e);
+            panic!("job {id} ({args}) did not end in 180 s:\n{shown}\n{nodes}\n{}", controller.diagnosis());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+}
+
+/// The user the cloud's images log in as, which `login_command` names.
+fn login_user(cloud: &str) -> &'static str {
+    match cloud {
+        "aws" => "ubuntu",
+        "gcp" => "hpc",
+        "azure" => "azureuser",
+        _ => "opc",
+    }
+}
+
+/// A GPU of train-0 falls off the bus while a job runs there: Slurm's health check (the boot self-check run
+/// again, whose own failure action is to power off) drains the node with the self-check's reason; the job runs
+/// on to COMPLETED and the host stays up; once the GPU is back, the health check resumes the node.
+fn health_check_drains_and_never_powers_off(hosts: &crate::booted::Booted) {
+    let login = hosts.host("ml-login0");
+    let node = hosts.host("train-0");
+    let selfcheck = node.read("/var/log/hpc-selfcheck.log").unwrap_or_default();
+    assert!(selfcheck.contains("HPC SELFCHECK PASSED"), "{selfcheck}\n{}", node.diagnosis());
+    let job = login
+        .sh_as("debian", "cd /tmp && sbatch --parsable -N 1 -w train-0 --wrap 'sleep 45'")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trim()
+        .to_owned();
+    wait_for(login, &format!("scontrol show job {job}"), |s| s.contains("JobState=RUNNING"), 60);
+    node.sh(&format!("echo 7 > {}", hpc_emulators::hosts::GPU_COUNT_FILE)).unwrap();
+    let drained = wait_for(login, "scontrol show node train-0", |s| s.contains("DRAIN"), 120);
+    assert!(drained.contains("Reason=hpc-selfcheck:") && drained.contains("7"), "{drained}");
+    assert_eq!(node.sh("systemctl is-system-running || true").unwrap_or_default().trim(), "running", "the host is up");
+    wait_for(login, &format!("scontrol show job {job}"), |s| s.contains("JobState=COMPLETED"), 120);
+    node.sh(&format!("echo 8 > {}", hpc_emulators::hosts::GPU_COUNT_FILE)).unwrap();
+    let resumed = wait_for(login, "scontrol show node train-0", |s| !s.contains("DRAIN"), 120);
+    assert!(resumed.contains("State=IDLE"), "{resumed}");
+}
+
+/// Runs `command` on `host` until `done` holds for its output, at most `seconds`; the last output.
+fn wait_for(host: &hpc_emulators::hosts::Host, command: &str, done: impl Fn(&str) -> bool, seconds: u64) -> String {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        let out = host.sh(command).unwrap_or_else(|e| e);
+        if done(&out) {
+            return out;
+        }
+        assert!(std::time::Instant::now() < until, "{command} after {seconds} s:\n{out}\n{}", host.diagnosis());
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
 }

@@ -6,6 +6,7 @@
 #   HPC_SLURM_SERVERS      the controllers, host:port[,host:port] (slurmd --conf-server)
 #   HPC_SLURM_KEY          the Slurm cluster's munge key, base64
 #   HPC_SLURM_HEALTHCHECK  the program hpc-slurm-healthcheck (node/hpc-slurm-healthcheck), base64
+#   HPC_SLURM_PROLOG, HPC_SLURM_EPILOG  Slurm's Prolog and Epilog (node/hpc-slurm-prolog, -epilog), base64
 #   HPC_SLURM_WAIT         how long to wait for the node's name and for its registration, in seconds (300)
 # It installs slurmd and munge where the image lacks them, writes the key, learns the node's Slurm name from
 # the cloud's metadata, installs the health check, and starts slurmd configless, so that the node registers
@@ -70,7 +71,9 @@ done
 
 install -d -m 755 /usr/local/sbin
 printf '%s' "$HPC_SLURM_HEALTHCHECK" | base64 -d >/usr/local/sbin/hpc-slurm-healthcheck
-chmod 755 /usr/local/sbin/hpc-slurm-healthcheck
+printf '%s' "${HPC_SLURM_PROLOG:-}" | base64 -d >/usr/local/sbin/hpc-slurm-prolog
+printf '%s' "${HPC_SLURM_EPILOG:-}" | base64 -d >/usr/local/sbin/hpc-slurm-epilog
+chmod 755 /usr/local/sbin/hpc-slurm-healthcheck /usr/local/sbin/hpc-slurm-prolog /usr/local/sbin/hpc-slurm-epilog
 
 options="--conf-server $HPC_SLURM_SERVERS -N $node"
 # Debian and Ubuntu read SLURMD_OPTIONS from /etc/default/slurmd, Oracle Linux and RHEL from /etc/sysconfig/slurmd.

@@ -79,11 +79,11 @@ PY
 # images with systemd and cloud-init, against the emulator's instance metadata service), sinfo, and a job on
 # the GPU nodes, seen from the login node as a user there sees it.
 slurm_demo() {
-  local images image emulator boot_out boot_in line pid login job
+  local images image emulator boot_out boot_in boot_pid line pid login job
   log "Slurm: examples/slurm/aws (a controller, a login node, GPU clusters of 2 and 2 nodes)"
   images=$(ensure_node_images)
   image=$(sed -n 1p <<<"$images")
-  cargo build --quiet -p hpc-emulators --bin hpc-emulator
+  (cd "$ROOT" && cargo build --quiet -p hpc-emulators --bin hpc-emulator)
   emulator="$CARGO_TARGET_DIR/debug/hpc-emulator"
   cd "$WORK/examples/slurm/aws"
   # This machine is not a p5.48xlarge: Slurm's own setting for testing (config_overrides) takes the configured
@@ -102,6 +102,7 @@ HCL
   mkfifo "$WORK/boot.in"
   "$emulator" boot --endpoints "$ENDPOINTS" --cloud aws --network 10.0.0.0/16 --image "$image" \
     ml-controller ml-login0 train-0+gpus train-1+gpus <"$WORK/boot.in" >"$boot_out" 2>"$WORK/boot.log" &
+  boot_pid=$!
   exec {boot_in}>"$WORK/boot.in"
   for _ in $(seq 900); do
     grep -q '^ALL READY' "$boot_out" 2>/dev/null && break
@@ -116,11 +117,13 @@ HCL
   log "on the login node, as its user (debian): sinfo"
   on "$login" runuser -u debian -- sinfo | sed 's/^/  /'
   log "on the login node: sbatch --wait -N 2 -p h100 --wrap 'srun hostname'"
-  job=$(on "$login" runuser -u debian -- sh -c 'cd /tmp && sbatch --wait --parsable -N 2 -p h100 -w train-[0-1] --wrap "srun hostname"')
-  on "$login" scontrol show job "$job" | grep -oE 'JobId=[0-9]+|JobState=[A-Z]+|NodeList=[^ ]+|ExitCode=[0-9:]+' | tr '\n' ' ' | sed 's/^/  /'
+  job=$(on "$login" timeout 300 runuser -u debian -- sh -c 'cd /tmp && sbatch --wait --parsable -N 2 -p h100 -w train-[0-1] --wrap "srun hostname"') ||
+    { echo "the job did not end in 300 s" >&2; on "$login" sinfo -N -l >&2; exit 1; }
+  on "$login" scontrol show job "$job" | grep -oE 'JobId=[0-9]+|JobState=[A-Z]+|(^| )NodeList=[^ ]+|ExitCode=[0-9:]+' | sed 's/^ //' | tr '\n' ' ' | sed 's/^/  /'
   echo
+  # Its stdin closed, hpc-emulator stops the hosts and exits (a bare `wait` would wait for the registry too).
   exec {boot_in}>&-
-  wait
+  wait "$boot_pid"
   log "tofu destroy (examples/slurm/aws)"
   "$TOFU" destroy -input=false -auto-approve -no-color -var train_nodes=2 -var slurm_version=22.05 | grep -E 'Destroy complete'
   admin GET inventory | python3 -c 'import json,sys; print("  empty:", json.load(sys.stdin)["empty"])'

@@ -18,6 +18,7 @@ usage: run_tests.py <cargo json messages> [binary-name filter ...]
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,12 @@ import threading
 import time
 
 FAULT_SUITE = "fault_suite"
+# Seconds a binary may run before it is killed and reported with its output so far, so that one that hangs
+# fails the run with the names of its running cases well inside CI's 90 minutes: the acceptance suite takes
+# about 18 minutes and the fault suite 5, the longest other binary 10.
+LIMIT = 1500
+ACCEPTANCE_LIMIT = 2700
+FAULTS_LIMIT = 900
 
 
 def binaries(path):
@@ -51,8 +58,8 @@ def binaries(path):
 
 
 class Run:
-    def __init__(self, label, package, exe, args):
-        self.label, self.package, self.exe, self.args = label, package, exe, args
+    def __init__(self, label, package, exe, args, limit=LIMIT):
+        self.label, self.package, self.exe, self.args, self.limit = label, package, exe, args, limit
         self.log = tempfile.NamedTemporaryFile(prefix="hpc-test-", suffix=".log", delete=False)
         self.code = None
         self.seconds = 0.0
@@ -62,10 +69,21 @@ class Run:
         # The main job's narration (scripts/demo.sh, run as a test) must not open stages of test.sh's table.
         env.pop("HPC_STAGE_FILE", None)
         started = time.monotonic()
+        timed_out = False
         with open(self.log.name, "w") as log:
-            self.code = subprocess.call([self.exe, *self.args], cwd=self.package, env=env, stdout=log, stderr=subprocess.STDOUT)
+            p = subprocess.Popen([self.exe, *self.args], cwd=self.package, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                self.code = p.wait(timeout=self.limit)
+            except subprocess.TimeoutExpired:
+                # Its output so far names the cases still running ("has been running for over 60 seconds").
+                timed_out = True
+                os.killpg(p.pid, signal.SIGKILL)
+                self.code = p.wait()
         self.seconds = time.monotonic() - started
-        status = "ok" if self.code == 0 else f"FAILED (exit {self.code})"
+        if timed_out:
+            with open(self.log.name, "a") as log:
+                log.write(f"\n(killed: still running after {self.limit} s, this binary's limit)\n")
+        status = "ok" if self.code == 0 else f"FAILED ({'killed after its limit of %d s' % self.limit if timed_out else 'exit %d' % self.code})"
         summary = [l for l in self.output().splitlines() if l.startswith("test result:")]
         print(f"  {self.label}: {status} in {self.seconds:.0f} s; {summary[-1] if summary else ''}", flush=True)
 
@@ -94,8 +112,8 @@ def main():
     threads = os.environ.get("HPC_ACCEPTANCE_THREADS", "4")
     acceptance = [b for b in built if b[0] == "acceptance/main.rs"]
     others = [Run(*b, []) for b in built if b not in acceptance]
-    first = [Run(*b, ["--skip", FAULT_SUITE, "--test-threads", threads]) for b in acceptance]
-    faults = [Run(*b, ["--exact", FAULT_SUITE, "--nocapture"]) for b in acceptance]
+    first = [Run(*b, ["--skip", FAULT_SUITE, "--test-threads", threads], ACCEPTANCE_LIMIT) for b in acceptance]
+    faults = [Run(*b, ["--exact", FAULT_SUITE, "--nocapture"], FAULTS_LIMIT) for b in acceptance]
     # The long ones first, so that the lane does not end on one of them while the other lane idles.
     longest = [
         "tests/contract.rs",

@@ -72,7 +72,7 @@ async fn p5_expects_8_gpus_and_32_efa_devices_and_composes_with_cloud_config() {
     let script = text(&v, "script");
     assert!(script.starts_with("#!/bin/bash\n"), "{script}");
     assert!(script.contains("\nset -euo pipefail\n"));
-    for line in ["EXPECTED_GPUS=8", "FABRIC=efa", "RDMA_MIN=32", "ON_FAILURE=poweroff", "GPU_VENDOR=nvidia"] {
+    for line in ["EXPECTED_GPUS=8", "FABRIC=efa", "RDMA_MIN=32", "ON_FAILURE=${HPC_SELFCHECK_ON_FAILURE:-poweroff}", "GPU_VENDOR=nvidia"] {
         assert!(script.lines().any(|l| l == line), "{line} missing:\n{script}");
     }
     assert!(script.contains(&format!("DCGM_EXPORTER_IMAGE='{DEFAULT_DCGM_EXPORTER_IMAGE}'")));
@@ -474,14 +474,27 @@ async fn p5_passes_with_8_gpus_and_32_efa_devices_and_starts_the_exporter() {
 async fn a_gb200_node_checks_its_nvlink_domain_and_imex() {
     let script = script_of("azure", "Standard_ND128isr_NDR_GB200_v6", &[]).await;
     assert!(script.contains("NVLINK_DOMAIN_NODES=18"), "{script}");
+    // At boot under Slurm: IMEX installed, no peers yet (the prolog gives each job its domain): it passes.
     let node = Node::new();
     node.nvlink_gpus(&["Completed"; 4], "32766");
     node.rdma_devices((0..4).map(|i| format!("mlx5_ib{i}")));
-    node.active_units(&["nvidia-imex"]);
+    node.tool("nvidia-imex", "exit 0");
+    node.active_units(&[]);
     let run = node.run(&script);
     run.passed();
     assert!(run.log.contains("NVLink domain 5a1d3c7e-0b6f-4a44-9c1e-2f6d8e9a7b10.32766"), "{run:#?}");
+    assert!(run.log.contains("IMEX installed; its domain is set per job"), "{run:#?}");
+    // With peers in its node list (a job's domain, or one set across the NVLink domain), IMEX must run with them.
+    let peers = node.dir.path().join("nodes_config.cfg");
+    std::fs::write(&peers, "10.0.0.4\n10.0.0.5\n").unwrap();
+    node.active_units(&["nvidia-imex"]);
+    let at = peers.display().to_string();
+    let run = node.run_with(&script, &[("HPC_SELFCHECK_DRY_RUN", "1"), ("HPC_IMEX_NODES_CONFIG", at.as_str())]);
+    run.passed();
     assert!(run.calls.contains("systemctl is-active --quiet nvidia-imex"), "{run:#?}");
+    node.active_units(&[]);
+    node.run_with(&script, &[("HPC_SELFCHECK_DRY_RUN", "1"), ("HPC_IMEX_NODES_CONFIG", at.as_str())])
+        .failed_with("the nvidia-imex service is not active while its node list names 2 peers");
 }
 
 #[tokio::test]
@@ -492,8 +505,8 @@ async fn a_gb200_node_outside_its_nvlink_fabric_or_without_imex_takes_itself_out
     node.rdma_devices((0..4).map(|i| format!("mlx5_{i}")));
     node.active_units(&[]);
     node.run(&script).failed_with(
-        "NVLink fabric not completed: 3 of 4 GPUs report State Completed (nvidia-smi -q, Fabric); the nvidia-imex service is not \
-         active: multi-node NVLink jobs need IMEX on every node of the domain",
+        "NVLink fabric not completed: 3 of 4 GPUs report State Completed (nvidia-smi -q, Fabric); NVIDIA's IMEX service \
+         (nvidia-imex) is not installed: multi-node NVLink jobs need it on every node of the domain",
     );
     // A clique id of all zeros' UUID, or two cliques, is no domain.
     let split = Node::new();
@@ -507,6 +520,7 @@ async fn a_gb200_node_outside_its_nvlink_fabric_or_without_imex_takes_itself_out
         ),
     );
     split.rdma_devices((0..4).map(|i| format!("mlx5_{i}")));
+    split.tool("nvidia-imex", "exit 0");
     split.active_units(&["nvidia-imex"]);
     split.run(&script).failed_with("GPUs are not in one NVLink domain: 1 ClusterUUIDs, 2 CliqueIds");
 }

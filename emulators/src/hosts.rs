@@ -113,7 +113,6 @@ pub struct Network {
     gateway: Ipv4Addr,
     relay: Arc<Relay>,
     dhcp: Option<Child>,
-    next: AtomicU32,
 }
 
 /// Where the relay sends each host's metadata connections: the emulator's listener for its instance.
@@ -234,7 +233,7 @@ impl Network {
         let holder = dies_with_parent(&mut holder).spawn()?;
         let pid = holder.id();
         let relay = Arc::new(Relay { routes: Mutex::new(HashMap::new()), stop: AtomicBool::new(false) });
-        let mut net = Network { holder, dir, prefix, gateway, relay, dhcp: None, next: AtomicU32::new(0) };
+        let mut net = Network { holder, dir, prefix, gateway, relay, dhcp: None };
         // The namespace exists once unshare has exec'd sleep.
         let until = Instant::now() + Duration::from_secs(10);
         while fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim() != "sleep").unwrap_or(true) {
@@ -347,7 +346,8 @@ impl Network {
     /// Boots `spec` on this network; returns once its systemd has started (not once it has finished booting:
     /// see [`Host::wait_booted`]).
     pub fn boot(&self, spec: &HostSpec) -> io::Result<Host> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        // Numbered across the process: several networks boot hosts of the same names side by side.
+        let n = NEXT_HOST.fetch_add(1, Ordering::Relaxed);
         let dir = tempfile::Builder::new().prefix(&format!("hpc-host-{}-", spec.name)).tempdir()?;
         let d = dir.path();
         for sub in ["upper", "work", "root"] {
@@ -608,9 +608,14 @@ impl Host {
         c
     }
 
-    /// Runs `program args` in the host: its output (stdout and stderr).
+    /// Runs `program args` in the host: its output (stdout and stderr). Bounded: a command still running
+    /// after [`COMMAND_LIMIT`] is killed (coreutils' `timeout` in the host, then the `nsenter` here) and
+    /// reported as timed out, so that a test waiting on a host never waits forever.
     pub fn run(&self, program: &str, args: &[&str]) -> io::Result<Output> {
-        self.command(program).args(args).stdin(Stdio::null()).output()
+        let limit = COMMAND_LIMIT.as_secs().to_string();
+        let mut cmd = self.command("timeout");
+        cmd.args(["-k", "5", &limit, program]).args(args);
+        output_within(&mut cmd, COMMAND_LIMIT + Duration::from_secs(15))
     }
 
     /// Runs a shell command line in the host as root; Ok(stdout) when it exits 0, else Err with both streams.
@@ -702,6 +707,51 @@ impl Host {
 impl Drop for Host {
     fn drop(&mut self) {
         self.halt(Duration::from_secs(5));
+    }
+}
+
+/// The number of the next host this process boots (its cgroups are named with it).
+static NEXT_HOST: AtomicU32 = AtomicU32::new(0);
+
+/// How long one command run in a host may take ([`Host::run`], [`Host::sh`]).
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `cmd` (stdin closed) to its end or until `within` has passed, when it is killed: its output, or an
+/// error of kind `TimedOut` that carries what it had printed.
+pub fn output_within(cmd: &mut Command, within: Duration) -> io::Result<Output> {
+    let out = tempfile::tempfile()?;
+    let err = tempfile::tempfile()?;
+    let mut child = cmd.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(err.try_clone()?).spawn()?;
+    let until = Instant::now() + within;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let read = |mut f: fs::File| -> io::Result<Vec<u8>> {
+        use std::io::Seek;
+        let mut v = Vec::new();
+        f.seek(io::SeekFrom::Start(0))?;
+        f.read_to_end(&mut v)?;
+        Ok(v)
+    };
+    let (stdout, stderr) = (read(out)?, read(err)?);
+    match status {
+        Some(status) => Ok(Output { status, stdout, stderr }),
+        None => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "{cmd:?} was still running after {within:?} and was killed; it had printed:\n{}{}",
+                String::from_utf8_lossy(&stdout),
+                String::from_utf8_lossy(&stderr)
+            ),
+        )),
     }
 }
 

@@ -142,3 +142,25 @@ fn a_debian_13_host_boots_with_systemd_257_on_this_machines_cgroup_hierarchies()
     assert_eq!(host.read("/var/lib/hpc-test-md").unwrap(), "trixie-from-metadata");
     assert!(host.sh("systemctl --version | head -n 1").unwrap().starts_with("systemd 257"));
 }
+
+/// Two clusters booted side by side in one process (the acceptance suite runs several at once) each have
+/// their own hosts' cgroups, even where their hosts have the same names: a shared one would let one host's
+/// systemd stop the other's services.
+#[test]
+fn hosts_of_the_same_name_on_two_networks_have_cgroups_of_their_own() {
+    let (port, _) = answering("x");
+    let one = Network::new("10.6.0.0/24").expect("network");
+    let two = Network::new("10.6.1.0/24").expect("network");
+    let a = one.boot(&spec("twin", Ipv4Addr::new(10, 6, 0, 5), port, "#!/bin/sh\ntrue\n")).expect("boot");
+    let b = two.boot(&spec("twin", Ipv4Addr::new(10, 6, 1, 5), port, "#!/bin/sh\ntrue\n")).expect("boot");
+    let cgroup_of = |pid: u32| {
+        let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        // As this machine sees them (read from outside the hosts' cgroup namespaces): the memory hierarchy's.
+        own.lines().find(|l| l.split(':').nth(1) == Some("memory")).unwrap_or_default().to_owned()
+    };
+    let (ca, cb) = (cgroup_of(a.pid()), cgroup_of(b.pid()));
+    assert!(ca.contains("twin") && cb.contains("twin"), "{ca} / {cb}");
+    assert_ne!(ca, cb, "two hosts share a cgroup");
+    a.stop(Duration::from_secs(20));
+    assert!(Path::new(&format!("/proc/{}", b.pid())).exists(), "stopping one host stopped the other");
+}

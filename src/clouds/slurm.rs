@@ -36,8 +36,28 @@ pub fn healthcheck_program() -> String {
     HEALTHCHECK.to_owned()
 }
 
+/// Where the nodes install Slurm's `Prolog` and `Epilog` (`node/hpc-slurm-prolog`, `node/hpc-slurm-epilog`): on
+/// rack-scale nodes they start and stop the job's IMEX domain, elsewhere they do nothing.
+pub const PROLOG_PATH: &str = "/usr/local/sbin/hpc-slurm-prolog";
+pub const EPILOG_PATH: &str = "/usr/local/sbin/hpc-slurm-epilog";
+
+/// The feature that names a rack-scale node's NVLink domain in slurm.conf (`nvlink-<domain>`), which the prolog
+/// reads to make a job's IMEX domain of the job's nodes in that NVLink domain.
+pub const NVLINK_FEATURE_PREFIX: &str = "nvlink-";
+
+/// Slurm's `Prolog` and `Epilog` on the GPU nodes (`node/hpc-slurm-prolog`, `node/hpc-slurm-epilog`).
+pub fn prolog_program() -> &'static str {
+    PROLOG
+}
+
+pub fn epilog_program() -> &'static str {
+    EPILOG
+}
+
 /// The node-side programs, as files (`node/`): shellcheck reads them, the tests run them.
 const HEALTHCHECK: &str = include_str!("../../node/hpc-slurm-healthcheck");
+const PROLOG: &str = include_str!("../../node/hpc-slurm-prolog");
+const EPILOG: &str = include_str!("../../node/hpc-slurm-epilog");
 const SETUP: &str = include_str!("../../node/slurm-setup.sh");
 const SYNC: &str = include_str!("../../node/hpc-slurm-sync");
 const JOIN: &str = include_str!("../../node/slurm-join.sh");
@@ -276,6 +296,8 @@ pub fn join_script(cloud: Cloud, cluster: &str, join: &crate::model::SlurmJoin, 
         ("HPC_SLURM_SERVERS", servers),
         ("HPC_SLURM_KEY", join.key.as_ref().map(|k| k.expose_str().to_owned()).unwrap_or_default()),
         ("HPC_SLURM_HEALTHCHECK", base64::engine::general_purpose::STANDARD.encode(healthcheck_program())),
+        ("HPC_SLURM_PROLOG", base64::engine::general_purpose::STANDARD.encode(prolog_program())),
+        ("HPC_SLURM_EPILOG", base64::engine::general_purpose::STANDARD.encode(epilog_program())),
     ];
     if cloud == Cloud::Azure {
         // The provider writes an Azure node's name once its scale set's write is done.

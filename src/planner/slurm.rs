@@ -32,6 +32,7 @@ use crate::catalog::{RdmaScope, Sku};
 pub use crate::clouds::slurm::{
     DRAIN_PREFIX, HEALTHCHECK_PATH, HEALTHCHECK_SETTINGS, SELFCHECK_PATH, SLURMCTLD_PORT, SLURMD_PORT, healthcheck_program,
 };
+pub use crate::clouds::slurm::{EPILOG_PATH, NVLINK_FEATURE_PREFIX, PROLOG_PATH};
 use crate::framework::{AttributePath, Diagnostics};
 use crate::model::{NodeGroup, Partition, SlurmSpec, TopologyChoice};
 pub use crate::model::{SlurmPlan, Topology};
@@ -957,6 +958,16 @@ fn slurm_conf(spec: &SlurmSpec, controllers: &[(String, String)], topology: &Top
          HealthCheckNodeState=ANY,CYCLE",
         spec.health_check_interval
     );
+    if spec.partitions.iter().any(|p| !p.nodes.nvlink_domains.is_empty()) {
+        let _ = writeln!(
+            s,
+            "# Rack-scale nodes: a job's nodes of one NVLink domain share GPU memory through NVIDIA's IMEX, which the prolog starts\n\
+             # for the job with those nodes (per job, as NVIDIA recommends for Slurm) and the epilog stops.\n\
+             Prolog={PROLOG_PATH}\n\
+             Epilog={EPILOG_PATH}\n\
+             PrologFlags=Alloc"
+        );
+    }
     if !spec.custom_settings.is_empty() {
         s.push_str("# custom_settings (the configuration's own):\n");
         for (k, v) in &spec.custom_settings {
@@ -978,19 +989,39 @@ fn slurm_conf(spec: &SlurmSpec, controllers: &[(String, String)], topology: &Top
         );
         let mut features = vec![nodes.cluster.clone(), gres_type(sku)];
         features.dedup();
-        let _ = writeln!(
-            s,
-            "NodeName={} CPUs={} Sockets={} CoresPerSocket={} ThreadsPerCore={} RealMemory={} Gres=gpu:{}:{} Features={} State=CLOUD",
-            compress(&nodes.names),
-            sku.vcpus,
-            sku.cpu.sockets,
-            sku.cpu.cores_per_socket,
-            sku.cpu.threads_per_core,
-            real_memory(sku),
-            gres_type(sku),
-            sku.gpu_count,
-            features.join(",")
-        );
+        // Rack-scale nodes carry their NVLink domain as a feature (`nvlink-<domain>`), which the prolog reads: a line
+        // per domain, and one for nodes in none.
+        let mut lines: Vec<(Vec<String>, Vec<String>)> = nodes
+            .nvlink_domains
+            .iter()
+            .map(|d| {
+                let members: Vec<String> = d.nodes.iter().filter(|n| nodes.names.contains(n)).cloned().collect();
+                let mut f = features.clone();
+                f.push(format!("{NVLINK_FEATURE_PREFIX}{}", d.name));
+                (members, f)
+            })
+            .filter(|(m, _)| !m.is_empty())
+            .collect();
+        let placed: Vec<&String> = lines.iter().flat_map(|(m, _)| m).collect();
+        let rest: Vec<String> = nodes.names.iter().filter(|n| !placed.contains(n)).cloned().collect();
+        if !rest.is_empty() {
+            lines.push((rest, features.clone()));
+        }
+        for (members, f) in lines {
+            let _ = writeln!(
+                s,
+                "NodeName={} CPUs={} Sockets={} CoresPerSocket={} ThreadsPerCore={} RealMemory={} Gres=gpu:{}:{} Features={} State=CLOUD",
+                compress(&members),
+                sku.vcpus,
+                sku.cpu.sockets,
+                sku.cpu.cores_per_socket,
+                sku.cpu.threads_per_core,
+                real_memory(sku),
+                gres_type(sku),
+                sku.gpu_count,
+                f.join(",")
+            );
+        }
     }
     s.push_str("# A job asking for GPUs and no memory (--mem) gets its GPUs' share of the node's memory (DefMemPerGPU, MiB).\n");
     let first_default = !spec.partitions.iter().any(|p| p.default);

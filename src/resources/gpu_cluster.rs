@@ -318,6 +318,44 @@ fn nccl_jobs(plan: &planner::ClusterPlan) -> (Value, Value) {
     (text(planner::nccl::slurm_script(&job)), text(planner::nccl::kubernetes_job(&job, None, &devices)))
 }
 
+/// A state written by an earlier release with the Slurm NCCL job this release renders for it: the job is a pure
+/// rendering of the nodes, their NCCL environment and the published bus bandwidth, which the state holds, so an
+/// upgrade brings the text along instead of planning an update of it (the job's log now lands in /var/tmp on the
+/// job's first node, and says so).
+fn with_current_nccl_job(state: Value) -> Value {
+    let sku = match (common::cloud_of(&state), state.get("instance_type").as_str()) {
+        (Some(cloud), Some(t)) => crate::catalog::find_sku(cloud, t),
+        _ => None,
+    };
+    let (Some(sku), Some(name), false) = (sku, state.get("name").as_str(), state.get("nccl_test_slurm").is_null()) else { return state };
+    let nodes: Vec<String> =
+        state.get("node_names").as_list().unwrap_or_default().iter().filter_map(|n| n.as_str().map(str::to_owned)).collect();
+    let env: BTreeMap<String, String> = state
+        .get("node_environment")
+        .as_map()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
+        .unwrap_or_default();
+    let job_name = format!("{name}-nccl");
+    let job = planner::nccl::NcclJob {
+        name: &job_name,
+        nodes: &nodes,
+        cluster: name,
+        gpus_per_node: sku.gpu_count,
+        env: &env,
+        expected_busbw_gbs: state.get("expected_busbw_gbs").as_number().map(|n| n.as_f64()),
+        segment: None,
+        partition: None,
+        tolerate: &[],
+    };
+    match (planner::nccl::slurm_script(&job), state) {
+        (Ok(text), Value::Map(mut m)) => {
+            m.insert("nccl_test_slurm".into(), Value::from(text));
+            Value::Map(m)
+        }
+        (_, state) => state,
+    }
+}
+
 /// The identifier of a fabric (and of the cluster that owns it, which has the same name): `<cloud>/<location>/<name>`.
 fn fabric_id(f: &spec::FabricSpec) -> String {
     backend::fabric(f.cloud).id(f).unwrap_or_default()
@@ -575,7 +613,7 @@ impl Resource for GpuCluster {
             Some(cloud) => backend::cluster(cloud).upgrade(version, state),
             None => state,
         };
-        with_maintenance_map(with_derived_outputs(common::upgrade_owner(common::CLUSTER, version, state)))
+        with_current_nccl_job(with_maintenance_map(with_derived_outputs(common::upgrade_owner(common::CLUSTER, version, state))))
     }
 }
 

@@ -22,16 +22,19 @@
 //!
 //! - Rack-scale NVLink (GB200/GB300 NVL72): every GPU must have joined the NVLink fabric of its rack
 //!   (`nvidia-smi -q`, section `Fabric`: `State` Completed and `Status` Success on every GPU, one
-//!   `ClusterUUID` and one `CliqueId` for all of them, the UUID not all zeros), and the IMEX service that
-//!   shares GPU memory across the domain's nodes must run (`systemctl is-active nvidia-imex`). Where
-//!   `nvidia-imex-ctl` is installed, the IMEX domain must have every node of the NVLink domain connected
-//!   (`nvidia-imex-ctl -N`, lines saying READY; the output format is UNCONFIRMED against a real node). The
+//!   `ClusterUUID` and one `CliqueId` for all of them, the UUID not all zeros), and NVIDIA's IMEX service that
+//!   shares GPU memory across the domain's nodes must be installed. Under Slurm it runs per job (Slurm's
+//!   prolog, `node/hpc-slurm-prolog`, starts it with the job's nodes, as NVIDIA recommends), so a node at boot
+//!   has no IMEX peers; where its node list (`/etc/nvidia-imex/nodes_config.cfg`) names peers, the service
+//!   must run and, where `nvidia-imex-ctl` is installed, have them READY (`nvidia-imex-ctl -N`; the output
+//!   format is UNCONFIRMED against a real node). The
 //!   node logs its `ClusterUUID.CliqueId`, the same id NVIDIA's GPU feature discovery labels as
 //!   `nvidia.com/gpu.clique`, so the domain it landed in can be compared with the planned one.
 //!
 //! Devices can appear some time into the boot (driver load, link training), so the script polls for up to
 //! five minutes before it decides. The sysfs root, the log file, the wait and the failure action can be
-//! overridden through `HPC_SELFCHECK_*` environment variables, so the script can be tested off a GPU node.
+//! overridden through `HPC_SELFCHECK_*` environment variables, so the script can be tested off a GPU node, and
+//! Slurm's health check runs it with `HPC_SELFCHECK_ON_FAILURE=log` (it drains; it never powers a node off).
 
 use std::fmt::Write;
 
@@ -428,10 +431,19 @@ if (( NVLINK_DOMAIN_NODES > 0 )); then
   if (( uuids != 1 || cliques != 1 )) || [[ $domain == 00000000-0000-0000-0000-000000000000.* ]]; then
     fail "nvlink-domain" "GPUs are not in one NVLink domain: $uuids ClusterUUIDs, $cliques CliqueIds"
   fi
-  systemctl is-active --quiet nvidia-imex || fail "imex" "the nvidia-imex service is not active: multi-node NVLink jobs need IMEX on every node of the domain"
-  if command -v nvidia-imex-ctl >/dev/null; then
-    ready=$(nvidia-imex-ctl -N 2>/dev/null | grep -c 'READY' || true)
-    (( ready >= NVLINK_DOMAIN_NODES )) || fail "imex-$ready-of-$NVLINK_DOMAIN_NODES" "IMEX domain has $ready of $NVLINK_DOMAIN_NODES nodes READY (nvidia-imex-ctl -N)"
+  # IMEX runs per job under Slurm (hpc-slurm-prolog starts it with the job's nodes of the domain) and across
+  # the domain where its node list names peers (nodes_config.cfg): only then must it run with them READY.
+  imex_peers=$(grep -cv '^[[:space:]]*\(#\|$\)' "${HPC_IMEX_NODES_CONFIG:-/etc/nvidia-imex/nodes_config.cfg}" 2>/dev/null || true)
+  if ! command -v nvidia-imex >/dev/null; then
+    fail "imex" "NVIDIA's IMEX service (nvidia-imex) is not installed: multi-node NVLink jobs need it on every node of the domain"
+  elif (( ${imex_peers:-0} > 0 )); then
+    systemctl is-active --quiet nvidia-imex || fail "imex" "the nvidia-imex service is not active while its node list names $imex_peers peers"
+    if command -v nvidia-imex-ctl >/dev/null; then
+      ready=$(nvidia-imex-ctl -N 2>/dev/null | grep -c 'READY' || true)
+      (( ready >= imex_peers )) || fail "imex-$ready-of-$imex_peers" "IMEX domain has $ready of $imex_peers nodes READY (nvidia-imex-ctl -N)"
+    fi
+  else
+    log "IMEX installed; its domain is set per job (no peers in /etc/nvidia-imex/nodes_config.cfg)"
   fi
   log "NVLink domain $domain"
 fi

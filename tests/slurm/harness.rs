@@ -31,6 +31,8 @@ pub struct Rendered {
     pub gres_conf: String,
     pub cgroup_conf: String,
     pub topology_conf: Option<String>,
+    /// `topology.yaml` (25.05 and later), when the configuration has one.
+    pub topology_yaml: Option<String>,
     pub healthcheck: String,
 }
 
@@ -43,6 +45,19 @@ pub enum Install {
 
 impl Install {
     /// Debian 13's Slurm 24.11, in the root the test command makes (`HPC_SLURM_24_11_ROOT`).
+    /// Debian testing's Slurm (26.05 when this was written; `topology.yaml`), in the root the test command
+    /// makes (`HPC_SLURM_TESTING_ROOT`).
+    pub fn slurm_testing() -> Install {
+        let root = std::env::var_os("HPC_SLURM_TESTING_ROOT").map(PathBuf::from).unwrap_or_else(|| {
+            panic!(
+                "HPC_SLURM_TESTING_ROOT is not set: ./scripts/test.sh makes Debian testing's Slurm root with mmdebstrap (scripts/lib.sh, \
+                 ensure_slurm_testing) and sets it"
+            )
+        });
+        assert!(root.join("usr/sbin/slurmctld").exists(), "{}: no usr/sbin/slurmctld", root.display());
+        Install::Root(root)
+    }
+
     pub fn slurm_24_11() -> Install {
         let root = std::env::var_os("HPC_SLURM_24_11_ROOT").map(PathBuf::from).unwrap_or_else(|| {
             panic!(
@@ -120,12 +135,13 @@ impl Install {
     /// socket before it has any configuration), with a key of its own: started unless one answers there
     /// already.
     fn munge(&self) {
-        static HOST: OnceLock<()> = OnceLock::new();
-        static ROOT: OnceLock<()> = OnceLock::new();
-        let once = match self {
-            Install::Host => &HOST,
-            Install::Root(_) => &ROOT,
+        // One munged per installation (each root has its own socket), started once per process.
+        static STARTED: OnceLock<std::sync::Mutex<std::collections::BTreeMap<PathBuf, std::sync::Arc<OnceLock<()>>>>> = OnceLock::new();
+        let key = match self {
+            Install::Host => PathBuf::from("/"),
+            Install::Root(r) => r.clone(),
         };
+        let once = STARTED.get_or_init(Default::default).lock().unwrap().entry(key).or_default().clone();
         once.get_or_init(|| {
             let answers =
                 || self.command("munge").args(["-n"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
@@ -189,6 +205,12 @@ fn write_files(rendered: &Rendered, install: &Install, etc: &Path, inner: &Path,
     std::fs::write(etc.join("slurm.conf"), conf).unwrap();
     std::fs::write(etc.join("gres.conf"), local_gres_conf(&rendered.gres_conf, etc, inner)).unwrap();
     std::fs::write(etc.join("cgroup.conf"), cgroup).unwrap();
+    match &rendered.topology_yaml {
+        Some(t) => std::fs::write(etc.join("topology.yaml"), t).unwrap(),
+        None => {
+            let _ = std::fs::remove_file(etc.join("topology.yaml"));
+        }
+    }
     match &rendered.topology_conf {
         Some(t) => std::fs::write(etc.join("topology.conf"), t).unwrap(),
         None => {
@@ -224,6 +246,8 @@ fn local_slurm_conf(rendered: &str, dir: &Path, ctld_port: u16, slurmd_port: u16
         "TaskPlugin",
         "HealthCheckProgram",
         "HealthCheckInterval",
+        "Prolog",
+        "Epilog",
     ];
     let mut out: String =
         rendered.lines().filter(|l| !replaced.iter().any(|k| l.starts_with(&format!("{k}=")))).map(|l| format!("{l}\n")).collect();
@@ -243,6 +267,8 @@ fn local_slurm_conf(rendered: &str, dir: &Path, ctld_port: u16, slurmd_port: u16
          TaskPlugin=task/none\n\
          HealthCheckProgram={d}/hpc-slurm-healthcheck\n\
          HealthCheckInterval=5\n\
+         Prolog={d}/hpc-slurm-prolog\n\
+         Epilog={d}/hpc-slurm-epilog\n\
          SlurmdParameters=config_overrides\n",
         host = hostname()
     ));
@@ -299,6 +325,14 @@ impl Slurm {
         )
         .unwrap();
         std::fs::set_permissions(&hc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Slurm's prolog and epilog as the nodes install them (they do nothing where NVIDIA's IMEX is not installed).
+        for (file, text) in [
+            ("hpc-slurm-prolog", hpc_provider::clouds::slurm::prolog_program()),
+            ("hpc-slurm-epilog", hpc_provider::clouds::slurm::epilog_program()),
+        ] {
+            std::fs::write(etc.join(file), text).unwrap();
+            std::fs::set_permissions(etc.join(file), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
         let mut slurm = Slurm { dir, inner, install: install.clone(), port, slurmd_port, children: vec![] };
         slurm.start_ctld();
         slurm

@@ -73,7 +73,9 @@ impl FakeNode {
                 joined = p.join("joined").display()
             ),
         );
-        // The IMEX service runs (a rack-scale node's self-check asks systemctl).
+        // NVIDIA's IMEX service is installed (a rack-scale node's self-check asks for it; under Slurm its domain is set
+        // per job by the prolog) and runs.
+        node.write("bin/nvidia-imex", "#!/bin/sh\nexit 0\n");
         node.write("bin/systemctl", "#!/bin/sh\n[ \"$1 $2 $3\" = 'is-active --quiet nvidia-imex' ]\n");
         node.gpus(8);
         node.joined(8);
@@ -113,6 +115,7 @@ fn rendered(plan: &slurm::SlurmPlan) -> Rendered {
         gres_conf: plan.gres_conf.clone(),
         cgroup_conf: plan.cgroup_conf.clone(),
         topology_conf: plan.topology.conf.clone(),
+        topology_yaml: plan.topology.yaml.clone(),
         healthcheck: plan.healthcheck.clone(),
     }
 }
@@ -267,6 +270,50 @@ fn on_slurm_24_11_a_gb200_nvl72_partition_of_two_domains_is_a_block_per_domain()
     let shown = slurm.ok("scontrol", &["show", "node", "gb-20"]);
     assert_eq!((field(&shown, "Gres"), field(&shown, "CPUTot")), ("gpu:gb200:4", "144"));
     assert_eq!(slurm.job(&["-p", "gb200", "-w", "gb-20", "--gres=gpu:gb200:4", "--wrap", "hostname"]), "COMPLETED");
+}
+
+/// On Debian testing's Slurm (26.05), `topology.yaml`: a cluster of an H100 partition and a GB200 NVL72
+/// partition of two domains gets a tree for the first and blocks of the domains for the second, each partition
+/// naming its own topology; slurmctld starts with them and places segments of a whole domain within the domains of
+/// the rack partition, while the H100 partition takes a job over its nodes.
+#[test]
+fn on_slurm_26_05_topology_yaml_gives_the_rack_partition_blocks_and_the_other_a_tree() {
+    let h100 = catalog::find_sku(Cloud::Aws, "p5.48xlarge").unwrap();
+    let four = names("h100", 4);
+    let tree = Partition {
+        name: "h100".into(),
+        default: true,
+        max_time: "INFINITE".into(),
+        nodes: SlurmNodes {
+            cluster: "h100".into(),
+            sku: h100,
+            names: four.clone(),
+            placement_groups: vec![NodeGroup { name: "f-pg".into(), nodes: four }],
+            nvlink_domains: vec![],
+        },
+    };
+    let mut rack = gb200_two_domains();
+    rack.default = false;
+    let mut s = spec(vec![tree, rack]);
+    s.version = catalog::slurm::find("26.05").unwrap();
+    let mut d = Diagnostics::new();
+    let plan = slurm::plan(&s, &mut d).expect("a plan");
+    assert!(d.is_empty(), "{:?}", common::lines(&d));
+    assert_eq!((plan.topology.kind, plan.topology.conf.is_none()), ("topology.yaml", true));
+    let slurm = Slurm::start_with(&Install::slurm_testing(), &rendered(&plan));
+    let version = slurm.ok("scontrol", &["--version"]);
+    assert!(version.contains(" 26.05."), "{version}");
+    assert_eq!(slurm.ok("sinfo", &["-h", "-o", "%P %D"]).trim(), "h100* 4\ngb200 36");
+    let partition = slurm.ok("scontrol", &["show", "partition", "gb200"]);
+    assert!(partition.contains("Topology=block"), "{partition}");
+    let whole = slurm.run("sbatch", &["--test-only", "-p", "gb200", "-N", "36", "--segment=18", "--wrap", "hostname"]);
+    assert!(whole.as_ref().is_ok_and(|o| o.contains("to start")), "{whole:?}");
+    // A segment of a domain's size is placed within one domain. (26.05 places a larger segment over two blocks,
+    // as the aggregated block levels of its block_sizes allow; 24.11 refused it.)
+    let one = slurm.run("sbatch", &["--test-only", "-p", "gb200", "-N", "18", "--segment=18", "--wrap", "hostname"]);
+    assert!(one.as_ref().is_ok_and(|o| o.contains("on nodes gb-[0-17] ") || o.contains("on nodes gb-[18-35] ")), "{one:?}");
+    let h100_job = slurm.run("sbatch", &["--test-only", "-p", "h100", "-N", "4", "--wrap", "hostname"]);
+    assert!(h100_job.as_ref().is_ok_and(|o| o.contains("to start")), "{h100_job:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -528,6 +575,7 @@ async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str)
         gres_conf: text("gres_conf").unwrap(),
         cgroup_conf: text("cgroup_conf").unwrap(),
         topology_conf: text("topology_conf"),
+        topology_yaml: text("topology_yaml"),
         healthcheck: text("healthcheck_program").unwrap(),
     };
     let mut slurm = Slurm::start(&rendered);
@@ -603,6 +651,7 @@ async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str)
         gres_conf: written("gres.conf").unwrap(),
         cgroup_conf: written("cgroup.conf").unwrap(),
         topology_conf: written("topology.conf"),
+        topology_yaml: written("topology.yaml"),
         healthcheck: text("healthcheck_program").unwrap(),
     });
     assert_eq!(slurm.ok("sinfo", &["-h", "-o", "%P %D"]).trim(), "gpu* 3");
@@ -706,4 +755,69 @@ fn oci_applied_slurm_runs_on_a_real_slurm() {
         };
         applied_slurm_runs_on_a_real_slurm(on, "BM.GPU.H100.8").await;
     });
+}
+
+/// GB200 IMEX per job (NVIDIA's recommendation for Slurm): the rendered configuration runs the nodes' prolog at
+/// allocation and gives each node its NVLink domain as a feature; the prolog, run as slurmd runs it for a job on
+/// gb-[16-19] on gb-16, asks the real slurmctld and makes gb-16's IMEX domain of the job's nodes in its NVLink
+/// domain only (gb-16 and gb-17, not gb-18 and gb-19 across the rack boundary), then starts the service and waits
+/// for it; the epilog stops it and empties the list. Stand-ins, for NVIDIA's software only: `nvidia-imex`,
+/// `nvidia-imex-ctl` (READY) and `systemctl` (records what it is asked).
+#[test]
+fn the_prolog_makes_a_jobs_imex_domain_of_its_nodes_in_one_nvlink_domain() {
+    let plan = slurm::plan(&spec(vec![gb200_two_domains()]), &mut Diagnostics::new()).expect("a plan");
+    assert!(
+        plan.slurm_conf.contains("Prolog=/usr/local/sbin/hpc-slurm-prolog\nEpilog=/usr/local/sbin/hpc-slurm-epilog\nPrologFlags=Alloc\n"),
+        "{}",
+        plan.slurm_conf
+    );
+    assert!(
+        plan.slurm_conf.contains("NodeName=gb-[0-17] ") && plan.slurm_conf.contains("Features=gb,gb200,nvlink-gb-nvl0 "),
+        "{}",
+        plan.slurm_conf
+    );
+    let slurm = Slurm::start(&rendered(&plan));
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tool = |name: &str, body: &str| {
+        std::fs::write(bin.join(name), format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let calls = dir.path().join("calls");
+    tool("nvidia-imex", "exit 0");
+    tool("nvidia-imex-ctl", "echo 'Nodes: READY'");
+    tool("systemctl", &format!("echo \"systemctl $*\" >> {}", calls.display()));
+    let nodes_config = dir.path().join("nodes_config.cfg");
+    let run = |program: &str| {
+        let script = dir.path().join(program.rsplit('/').next().unwrap());
+        let text = if program.ends_with("prolog") {
+            hpc_provider::clouds::slurm::prolog_program()
+        } else {
+            hpc_provider::clouds::slurm::epilog_program()
+        };
+        // As slurmd runs it: its own PATH (the stand-ins first), the job's nodes, this node's name.
+        let text = text.replace("PATH=/usr/sbin:/usr/bin:/sbin:/bin", &format!("PATH={}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()));
+        std::fs::write(&script, text).unwrap();
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .env("SLURM_JOB_NODELIST", "gb-[16-19]")
+            .env("SLURMD_NODENAME", "gb-16")
+            .env("SLURM_JOB_ID", "7")
+            .env("SLURM_CONF", slurm.conf())
+            .env("HPC_IMEX_NODES_CONFIG", &nodes_config)
+            .env("HPC_IMEX_WAIT_SECONDS", "5")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{program}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run("hpc-slurm-prolog");
+    let mut peers: Vec<String> = std::fs::read_to_string(&nodes_config).unwrap().lines().map(str::to_owned).collect();
+    peers.sort();
+    // Unregistered nodes' addresses are their names (NodeAddr).
+    assert_eq!(peers, ["gb-16", "gb-17"]);
+    assert_eq!(std::fs::read_to_string(&calls).unwrap(), "systemctl restart nvidia-imex\n");
+    run("hpc-slurm-epilog");
+    assert_eq!(std::fs::read_to_string(&nodes_config).unwrap(), "");
+    assert!(std::fs::read_to_string(&calls).unwrap().ends_with("systemctl stop nvidia-imex\n"));
 }
