@@ -622,13 +622,20 @@ async fn applied_slurm_runs_on_a_real_slurm(cloud: OnCloud, instance_type: &str)
     assert_eq!(after, controller, "the controller is the host it was");
     let found = common::read_found(ctx, &SlurmCluster, &state).await;
     assert!(plans_nothing(ctx, &SlurmCluster, &found, &grown), "the re-plan is empty: {found:?}");
-    // A tag: onto the hosts as they are.
+    // Tags: onto the hosts as they are; one taken out of the configuration leaves them.
+    let mut tagged = json_of(&grown);
+    tagged["tags"] = json!({"team": "ml-infra", "cost-center": "4711"});
+    let tagged = value(&SlurmCluster, tagged);
+    let (retagged, _) = apply_ok(ctx, &SlurmCluster, &found, &tagged).await;
+    let found = common::read_found(ctx, &SlurmCluster, &retagged).await;
     let mut tagged = json_of(&grown);
     tagged["tags"] = json!({"team": "ml-infra"});
     let tagged = value(&SlurmCluster, tagged);
     let (retagged, _) = apply_ok(ctx, &SlurmCluster, &found, &tagged).await;
     for host in ["ml-controller", "ml-login0"] {
-        assert_eq!(host_tags(&cloud_name, &(cloud.snapshot)(), host)["team"], "ml-infra", "{host}");
+        let tags = host_tags(&cloud_name, &(cloud.snapshot)(), host);
+        assert_eq!(tags["team"], "ml-infra", "{host}");
+        assert!(tags.get("cost-center").is_none(), "the tag taken out of the configuration is still on {host}: {tags}");
     }
     assert_eq!(host_in(&cloud_name, &(cloud.snapshot)(), "ml-controller").0, controller, "retagged, not made again");
     let found = common::read_found(ctx, &SlurmCluster, &retagged).await;
