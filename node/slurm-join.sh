@@ -59,14 +59,15 @@ node_name() {
   esac
 }
 node=
-waited=0
+# Waits are measured on the clock: a call can itself take long (scontrol without a configuration looks the
+# controller up in DNS first, and each lookup times out).
+deadline=$((SECONDS + HPC_SLURM_WAIT))
 until node=$(node_name 2>/dev/null) && [ -n "$node" ]; do
-  if [ "$waited" -ge "$HPC_SLURM_WAIT" ]; then
+  if [ "$SECONDS" -ge "$deadline" ]; then
     say "ERROR: this node's name is not in the cloud's metadata"
     exit 1
   fi
   sleep 5
-  waited=$((waited + 5))
 done
 
 install -d -m 755 /usr/local/sbin
@@ -103,9 +104,9 @@ done
 # Registered: the controller has the node answering (not powered down, not down, not unresponsive). The
 # configuration slurmd fetched is under /run/slurm/conf.
 state() {
-  SLURM_CONF=/run/slurm/conf/slurm.conf scontrol show node -o "$node" 2>/dev/null | tr ' ' '\n' | sed -n 's/^State=//p'
+  SLURM_CONF=/run/slurm/conf/slurm.conf timeout 10 scontrol show node -o "$node" 2>/dev/null | tr ' ' '\n' | sed -n 's/^State=//p'
 }
-waited=0
+deadline=$((SECONDS + HPC_SLURM_WAIT))
 while :; do
   # slurmd may be between restarts: a node added to a cluster boots before the controller has the configuration
   # that names it, and slurmd tries again every 30 s until it does.
@@ -113,13 +114,13 @@ while :; do
   case $s in
     *INVAL*)
       # The controller refused the registration (the node is not what the configuration says it is).
-      reason=$(SLURM_CONF=/run/slurm/conf/slurm.conf scontrol show node "$node" 2>/dev/null | sed -n 's/^ *Reason=//p')
+      reason=$(SLURM_CONF=/run/slurm/conf/slurm.conf timeout 10 scontrol show node "$node" 2>/dev/null | sed -n 's/^ *Reason=//p')
       say "ERROR: the controller refused $node's registration ($s): ${reason:-no reason given}"
       grep -m 1 'CPUs=' /var/log/slurm/slurmd.log 2>/dev/null || true
       exit 1 ;;
     '' | *NOT_RESPONDING* | *POWERED_DOWN* | *POWERING_UP* | *POWER_DOWN* | DOWN* | *FUTURE*) ;;
     *)
-      reason=$(SLURM_CONF=/run/slurm/conf/slurm.conf scontrol show node "$node" 2>/dev/null | sed -n 's/^ *Reason=//p')
+      reason=$(SLURM_CONF=/run/slurm/conf/slurm.conf timeout 10 scontrol show node "$node" 2>/dev/null | sed -n 's/^ *Reason=//p')
       if [[ $s == *DRAIN* ]]; then
         say "JOINED: $node, drained: ${reason:-no reason given}"
       else
@@ -127,7 +128,7 @@ while :; do
       fi
       exit 0 ;;
   esac
-  if [ "$waited" -ge "$HPC_SLURM_WAIT" ]; then
+  if [ "$SECONDS" -ge "$deadline" ]; then
     if systemctl is-active --quiet slurmd; then
       say "ERROR: slurmd runs but $node is not registered with $HPC_SLURM_SERVERS after ${HPC_SLURM_WAIT} s (state ${s:-unknown}); slurmd keeps trying"
     else
@@ -138,5 +139,4 @@ while :; do
     exit 1
   fi
   sleep 5
-  waited=$((waited + 5))
 done

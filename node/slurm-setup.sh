@@ -78,11 +78,11 @@ WantedBy=timers.target
 EOF
 
 # The configuration, from the metadata the host was made with (the cloud may take a moment to serve it).
-waited=0
+# Waits are measured on the clock, not by counting sleeps: a call can itself take long.
+deadline=$((SECONDS + HPC_SLURM_WAIT))
 until /usr/local/sbin/hpc-slurm-sync; do
-  if [ "$waited" -ge "$HPC_SLURM_WAIT" ]; then break; fi
+  if [ "$SECONDS" -ge "$deadline" ]; then break; fi
   sleep 5
-  waited=$((waited + 5))
 done
 if [ ! -s /etc/slurm/slurm.conf ]; then
   say "ERROR: no Slurm configuration in this host's metadata after ${HPC_SLURM_WAIT} s"
@@ -112,9 +112,9 @@ for unit in "${services[@]}"; do
 done
 
 # Say whether Slurm answers: the controller itself, or (login) the controller from here.
-waited=0
-until scontrol ping 2>/dev/null | grep -q 'is UP'; do
-  if [ "$waited" -ge "$HPC_SLURM_WAIT" ]; then
+deadline=$((SECONDS + HPC_SLURM_WAIT))
+until timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP'; do
+  if [ "$SECONDS" -ge "$deadline" ]; then
     if [ "$HPC_SLURM_ROLE" = controller ]; then
       say "ERROR: slurmctld does not answer on $HPC_SLURM_HOST:"
       systemctl status slurmctld --no-pager -l 2>&1 | tail -n 20 || true
@@ -125,6 +125,5 @@ until scontrol ping 2>/dev/null | grep -q 'is UP'; do
     break
   fi
   sleep 5
-  waited=$((waited + 5))
 done
 say "READY: $HPC_SLURM_HOST"
