@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The main job: release the provider (scripts/release.sh: a release build, the zip, SHA256SUMS and their GPG
-# signature), serve the release on 127.0.0.1 over HTTPS as a provider registry (scripts/registry.py), start
-# the cloud emulators on 127.0.0.1, and drive examples/quickstart (a 2-node p5.48xlarge cluster with its
-# fabric and FSx for Lustre, through modules/training-cluster) with OpenTofu the way a user would: `tofu
-# init` installs the pinned version from the registry and checks it against the signed SHA256SUMS, then plan,
-# apply, the outputs a job needs (nodes, hostfile, mount command, NCCL environment), re-plan (nothing to
-# do), a node terminated behind the tool's back (the plan shows it; apply restores it), a mistake caught at
-# plan time, destroy (the emulator's inventory is empty). Then from the cluster to Slurm: examples/slurm/aws
-# applied, its controller, login node and two GPU nodes booted from their own user data (systemd and
-# cloud-init against the emulator's metadata service), sinfo and a job run to COMPLETED on the login node,
-# destroy. Installs what it needs. HPC_PROVIDER_DIR=<dir>
-# releases the provider binary already built there instead of making a release build.
+# The main job: release the provider (scripts/release.sh --demo: a release build, the zip, SHA256SUMS and
+# their GPG signature by a throwaway demo key), serve the release on 127.0.0.1 over HTTPS as a provider
+# registry (scripts/registry.py), start the cloud emulators on 127.0.0.1, and drive examples/quickstart (a
+# 2-node p5.48xlarge cluster with its fabric and FSx for Lustre, through modules/training-cluster) with
+# OpenTofu the way a user would: `tofu init` installs the pinned version from the registry and checks it
+# against the signed SHA256SUMS, then plan, apply, the outputs a job needs (nodes, hostfile, mount command,
+# NCCL environment), re-plan (nothing to do), a node terminated behind the tool's back (the plan shows it;
+# apply restores it), a mistake caught at plan time, destroy (the emulator's inventory is empty). Then from
+# the cluster to Slurm: examples/slurm/aws applied, its controller, login node and two GPU nodes booted from
+# their own user data (systemd and cloud-init against the emulator's metadata service), sinfo and a job run to
+# COMPLETED on the login node, destroy. Installs what it needs. HPC_PROVIDER_DIR=<dir> releases the provider
+# binary already built there instead of making a release build.
 #
 # The example has no endpoint in it: like any AWS tool, the provider follows AWS_ENDPOINT_URL and the
 # standard credential chain, so the same files run against real AWS when those are left out.
@@ -27,7 +27,8 @@ cp -r examples modules "$WORK/"
 
 log "scripts/release.sh: terraform-provider-hpc $VERSION as the registry publishes it"
 if [ -n "${HPC_PROVIDER_DIR:-}" ]; then export HPC_RELEASE_BINARY="$HPC_PROVIDER_DIR/terraform-provider-hpc"; fi
-"$ROOT/scripts/release.sh" --out "$WORK/dist" | grep -v ': not built: ' | sed 's/^/  /'
+# A demo release: signed with the throwaway key scripts/lib.sh makes (ensure_release_key), and it says so.
+"$ROOT/scripts/release.sh" --demo --out "$WORK/dist" | grep -v ': not built: ' | sed 's/^/  /'
 echo "  (the other platforms the registry carries are not built here: scripts/release.sh says why for each)"
 
 TLS=$(ensure_registry_cert)

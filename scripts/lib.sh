@@ -387,9 +387,10 @@ cargo_version() {
   awk '/^\[/ {section = $0} section == "[package]" && $1 == "version" {gsub(/"/, "", $3); print $3; exit}' "$ROOT/Cargo.toml"
 }
 
-# A passphrase-less GPG key that signs the demo's releases (scripts/release.sh uses it when HPC_RELEASE_KEY
-# is unset), made once in a keyring of its own under the cache. Prints the keyring's directory (for
-# GNUPGHOME) and the key's fingerprint, one per line. Real releases are signed with the maintainers' key.
+# A passphrase-less GPG key that signs the demo's releases (scripts/release.sh uses it for a release asked for
+# with --demo, and only then), made once in a keyring of its own under the cache. Prints the keyring's
+# directory (for GNUPGHOME) and the key's fingerprint, one per line. Real releases are signed with the
+# maintainers' key.
 ensure_release_key() {
   local home="$HPC_CACHE/release-gnupg" fpr
   # The public keyring only: listing it starts no gpg-agent.

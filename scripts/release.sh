@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a release of the provider exactly as the registry publishes one, into --out DIR (default ./dist,
-# which git ignores):
+# which git ignores), signed with a maintainer's key (GNUPGHOME and HPC_RELEASE_KEY, below):
 #
 #   terraform-provider-hpc_<version>_<os>_<arch>.zip   the binary, terraform-provider-hpc_v<version>, mode 0755
 #   terraform-provider-hpc_<version>_manifest.json     a copy of terraform-registry-manifest.json (protocol 6.0)
@@ -16,30 +16,52 @@
 # installed and whose linker is on PATH); for each other platform the registry usually carries it says
 # plainly that it is not built and why.
 #
+# --demo makes a demo release (the main job, scripts/demo.sh, asks for one): signed with a passphrase-less
+# throwaway key made once under $HPC_CACHE/release-gnupg (scripts/lib.sh ensure_release_key), whatever
+# HPC_RELEASE_KEY and GNUPGHOME say, and its output says DEMO RELEASE at the start and at the end. It is for
+# trying the install path on this machine, never for publishing.
+#
 # Environment:
 #   HPC_RELEASE_BINARY=<path>  package this already-built binary for the host platform instead of building
 #                              (`cargo build --release --locked`); the acceptance tests pass the binary cargo
 #                              built for them, so the test run does not build the provider a second time.
 #   HPC_RELEASE_KEY=<key id>   sign with this key from the keyring in GNUPGHOME (a maintainer's key, or the
-#                              tests' throwaway key). Unset, a passphrase-less demo key is made once under
-#                              $HPC_CACHE/release-gnupg (scripts/lib.sh ensure_release_key) and used.
+#                              tests' throwaway key). Required, unless the release is a demo (above): without
+#                              it the release is refused, and nothing is signed with a key nobody chose.
+#   HPC_RELEASE_DEMO=1         the same as --demo.
 #   SOURCE_DATE_EPOCH=<secs>   the time written into the archives (default: the last commit's time).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
 OUT="$ROOT/dist"
+DEMO=""
+[ "${HPC_RELEASE_DEMO:-}" != 1 ] || DEMO=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=${2:?--out needs a directory}; shift 2 ;;
     --out=*) OUT=${1#--out=}; shift ;;
+    --demo) DEMO=1; shift ;;
     -h|--help) sed -n '2,/^source /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "release.sh: unknown argument $1 (usage: scripts/release.sh [--out DIR])" >&2; exit 2 ;;
+    *) echo "release.sh: unknown argument $1 (usage: scripts/release.sh [--out DIR] [--demo])" >&2; exit 2 ;;
   esac
 done
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
 
 fail() { echo "release.sh: $*" >&2; exit 1; }
+
+# Which key signs: a maintainer's, named; or, asked for, the demo's throwaway key. Never one by default.
+if [ -z "$DEMO" ] && [ -z "${HPC_RELEASE_KEY:-}" ]; then
+  fail "no signing key: set GNUPGHOME and HPC_RELEASE_KEY to a maintainer's key, or pass --demo (or HPC_RELEASE_DEMO=1) for a demo release signed with a throwaway key"
+fi
+# demo_banner: says, where it cannot be missed, that this release is a demo's.
+demo_banner() {
+  printf '\n  %s\n' "================================================================================================"
+  printf '  DEMO RELEASE: signed with a throwaway key (no passphrase, made on this machine), not a maintainer'"'"'s\n'
+  printf '  key. For trying the install path here; never publish it. Its keyring: %s\n' "$HPC_CACHE/release-gnupg"
+  printf '  %s\n' "================================================================================================"
+}
+
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 
 VERSION=$(cargo_version)
 [[ "$VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] ||
@@ -68,8 +90,13 @@ fi
 
 command -v gpg >/dev/null || fail "gpg is not on PATH: GnuPG signs the SHA256SUMS (Debian: apt-get install gnupg)"
 OWN_KEYRING=""
-if [ -z "${HPC_RELEASE_KEY:-}" ]; then
+if [ -n "$DEMO" ]; then
+  demo_banner >&2
+  if [ -n "${HPC_RELEASE_KEY:-}" ]; then
+    echo "  (HPC_RELEASE_KEY=$HPC_RELEASE_KEY is not used: a demo release is signed with the throwaway key)" >&2
+  fi
   { read -r GNUPGHOME; read -r HPC_RELEASE_KEY; } < <(ensure_release_key)
+  [ -n "$HPC_RELEASE_KEY" ] || fail "the demo's throwaway key could not be made in $HPC_CACHE/release-gnupg"
   export GNUPGHOME
   OWN_KEYRING=1
 fi
@@ -150,7 +177,11 @@ done <<<"$PLATFORMS"
 cp terraform-registry-manifest.json "$STAGE/terraform-provider-hpc_${VERSION}_manifest.json"
 SUMS="terraform-provider-hpc_${VERSION}_SHA256SUMS"
 (cd "$STAGE" && sha256sum -- *.zip "terraform-provider-hpc_${VERSION}_manifest.json" | LC_ALL=C sort -k 2 >"$SUMS")
-log "signing $SUMS with GPG key $HPC_RELEASE_KEY (keyring ${GNUPGHOME:-~/.gnupg})"
+if [ -n "$DEMO" ]; then
+  log "signing $SUMS with the DEMO release's throwaway GPG key $HPC_RELEASE_KEY (keyring $GNUPGHOME)"
+else
+  log "signing $SUMS with GPG key $HPC_RELEASE_KEY (keyring ${GNUPGHOME:-~/.gnupg})"
+fi
 gpg --batch --yes --quiet --local-user "$HPC_RELEASE_KEY" --detach-sign --output "$STAGE/$SUMS.sig" "$STAGE/$SUMS"
 gpg --batch --quiet --armor --export-options export-minimal --export "$HPC_RELEASE_KEY" >"$STAGE/terraform-provider-hpc_${VERSION}_signing-key.asc"
 # The demo key's agent was started by this run: stop it (a maintainer's own agent is left alone).
@@ -160,9 +191,10 @@ gpg --batch --quiet --verify "$STAGE/$SUMS.sig" "$STAGE/$SUMS" 2>/dev/null || fa
 rm -f "$OUT/terraform-provider-hpc_${VERSION}_"*
 mv "$STAGE"/terraform-provider-hpc_"${VERSION}"_* "$OUT/"
 
-log "release $VERSION in $OUT"
+log "${DEMO:+DEMO }release $VERSION in $OUT"
 (cd "$OUT" && ls -l terraform-provider-hpc_"${VERSION}"_* | awk '{printf "  %10d  %s\n", $5, $NF}')
 echo "  built: ${BUILT[*]}"
 for line in "${SKIPPED[@]}"; do echo "  $line"; done
 echo "SHA256SUMS:"
 sed 's/^/  /' "$OUT/$SUMS"
+[ -z "$DEMO" ] || demo_banner
