@@ -13,12 +13,24 @@ Each binary runs where `cargo test` would run it (its package's directory, CARGO
 output is kept in a file; a binary that fails has its output printed whole. At the end one line per binary
 says how long it took. Exits 1 when any binary failed. The fault suite's table is printed as it is.
 
+The tests are confined: the mode and owner of every entry directly under / (symlinks not followed) and of
+/usr/lib are read before the first binary starts and after the last one ends, and the run fails (exit 1)
+naming each one that changed, with its mode and owner before and after (a node-side script once ran
+`chmod 644 "$new"/*` with $new empty). Only lstat: it takes milliseconds. HPC_WATCHED_PATHS=<path>[:<path>...]
+watches those paths instead; `--self-check` proves the check on a scratch directory (a stand-in test binary
+changes its mode, and then its owner when run as root: the run must fail naming it; one that changes
+nothing must pass), without touching the machine's own directories.
+
 usage: run_tests.py <cargo json messages> [binary-name filter ...]
+       run_tests.py --self-check
 """
 
+import grp
 import json
 import os
+import pwd
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -32,6 +44,101 @@ FAULT_SUITE = "fault_suite"
 LIMIT = 1500
 ACCEPTANCE_LIMIT = 2700
 FAULTS_LIMIT = 900
+
+
+def watched_paths():
+    """The paths whose mode and owner the tests must leave as they were: every entry directly under / and
+    /usr/lib, or HPC_WATCHED_PATHS (colon-separated) when it is set."""
+    override = os.environ.get("HPC_WATCHED_PATHS")
+    if override is not None:
+        return [p for p in override.split(":") if p]
+    with os.scandir("/") as entries:
+        top = sorted(e.path for e in entries)
+    return top + ["/usr/lib"]
+
+
+def describe(st):
+    """A path's mode and owner as `ls -l` and `stat` show them, or that it is absent."""
+    if st is None:
+        return "absent"
+    user, group = str(st.st_uid), str(st.st_gid)
+    try:
+        user = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        pass
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        pass
+    return f"{stat.filemode(st.st_mode)} ({stat.S_IMODE(st.st_mode):04o}) {user}:{group} ({st.st_uid}:{st.st_gid})"
+
+
+def snapshot(paths):
+    """{path: (mode, uid, gid, how `describe` shows them) or None when absent}, by lstat: a symlink is
+    recorded as itself."""
+    out = {}
+    for path in paths:
+        try:
+            st = os.lstat(path)
+            out[path] = (st.st_mode, st.st_uid, st.st_gid, describe(st))
+        except FileNotFoundError:
+            out[path] = None
+    return out
+
+
+def changes(before, after):
+    """One line per watched path whose mode or owner differs between the two snapshots."""
+    lines = []
+    for path, was in before.items():
+        now = after.get(path)
+        if (was and was[:3]) != (now and now[:3]):
+            lines.append(f"  {path}: before {was[3] if was else 'absent'}; after {now[3] if now else 'absent'}")
+    return lines
+
+
+def self_check():
+    """Runs this script on a stand-in test binary that changes nothing, one that changes a watched scratch
+    directory's mode, and as root one that changes its owner: the first run must pass, each other must fail
+    naming the directory with its mode and owner before and after. Exits 1 when one does not."""
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="hpc-confinement-") as tmp:
+        scratch = os.path.join(tmp, "watched")
+        os.mkdir(scratch, 0o755)
+        os.chmod(scratch, 0o755)
+        cases = [("changes nothing", "true", 0, [])]
+        cases.append(("chmod 700", f"chmod 700 '{scratch}'", 1, [scratch + ": before drwxr-xr-x (0755)", "after drwx------ (0700)"]))
+        if os.geteuid() == 0:
+            cases.append(("chown 65534", f"chown 65534 '{scratch}'", 1, [scratch + ": before ", "after drwxr-xr-x (0755)", f"(65534:{os.lstat(scratch).st_gid})"]))
+        for name, command, code, expected in cases:
+            os.chmod(scratch, 0o755)
+            os.chown(scratch, os.geteuid(), os.getegid())
+            exe = os.path.join(tmp, "stand-in-test")
+            with open(exe, "w") as f:
+                f.write(f"#!/bin/sh\n{command}\necho 'test result: ok. 1 passed; 0 failed'\n")
+            os.chmod(exe, 0o755)
+            messages = os.path.join(tmp, "messages.json")
+            with open(messages, "w") as f:
+                artifact = {
+                    "reason": "compiler-artifact",
+                    "profile": {"test": True},
+                    "executable": exe,
+                    "target": {"src_path": os.path.join(tmp, "stand_in.rs")},
+                    "manifest_path": os.path.join(tmp, "Cargo.toml"),
+                }
+                f.write(json.dumps(artifact) + "\n")
+            env = dict(os.environ, HPC_WATCHED_PATHS=scratch)
+            run = subprocess.run([sys.executable, os.path.abspath(__file__), messages], env=env, capture_output=True, text=True, cwd=tmp)
+            said = run.stdout + run.stderr
+            missing = [e for e in expected if e not in said]
+            if run.returncode != code or missing:
+                problems.append(f"a stand-in test that {name}: exit {run.returncode} (expected {code}), missing {missing} in:\n{said}")
+            else:
+                line = next((l.strip() for l in said.splitlines() if l.startswith(f"  {scratch}:")), "passed, nothing changed")
+                print(f"confinement self-check: a stand-in test that {name}: exit {run.returncode}: {line}")
+    if problems:
+        print("confinement self-check FAILED:\n" + "\n".join(problems))
+        sys.exit(1)
+    print("confinement self-check: ok (a change to a watched path fails the run and is named; no change passes)")
 
 
 def binaries(path):
@@ -105,6 +212,11 @@ def lane(runs, queue, lock):
 
 
 def main():
+    if sys.argv[1:] == ["--self-check"]:
+        self_check()
+        return
+    watched = watched_paths()
+    before = snapshot(watched)
     built = binaries(sys.argv[1])
     wanted = sys.argv[2:]
     if wanted:
@@ -149,7 +261,14 @@ def main():
     for r in runs:
         if r.code == 0:
             os.unlink(r.log.name)
-    sys.exit(1 if failed else 0)
+    changed = changes(before, snapshot(watched))
+    what = "HPC_WATCHED_PATHS" if "HPC_WATCHED_PATHS" in os.environ else "every entry directly under / and /usr/lib"
+    if changed:
+        print(f"\n==> FAILED: the tests changed the mode or owner of {len(changed)} of the {len(watched)} paths watched ({what}):")
+        print("\n".join(changed))
+    else:
+        print(f"\nthe {len(watched)} paths watched ({what}): mode and owner unchanged")
+    sys.exit(1 if failed or changed else 0)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 # acceptance suite with the real OpenTofu and Terraform CLIs. Installs what it needs on first use (cached
 # under ~/.cache/hpc-provider). What does not need the Rust build (OpenTofu and hashicorp/local from the Go
 # module proxy, the PyPI packages, cargo-deny, the previous release) is set up in the background beside it;
-# the timings table at the end shows both.
+# the timings table at the end shows both. The run fails if the tests changed the mode or owner of anything
+# directly under / or of /usr/lib (scripts/run_tests.py).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
@@ -85,6 +86,9 @@ log "licences of everything linked (cargo deny)"
 
 log "tests: unit, protocol, planner goldens, docs, contract, emulators, acceptance (OpenTofu and the newest Terraform; Terraform 1.0.3 smoke set) beside them, then the fault suite (tofu; every cloud: throttling, no capacity, 5xx bursts, slow APIs, provider killed, Ctrl-C)"
 # Benches are left out on purpose: they print figures (./scripts/bench.sh) and never gate a build.
+# The tests are confined: run_tests.py fails the run when the mode or owner of an entry directly under / or of
+# /usr/lib differs after them; its self-check first proves that on a scratch directory (well under a second).
+python3 scripts/run_tests.py --self-check
 python3 scripts/run_tests.py "$BINARIES"
 
 if [ "$HPC_CONFORMANCE" = strict ]; then
