@@ -215,6 +215,79 @@ fn under_fault(t: &Target, cli: &Cli, scenario: &'static str, fault: Value) -> O
     }
 }
 
+/// Whether a call (`service:operation`, as the emulators count them) makes or changes something: a create or
+/// an action, whose answer, lost, a retry must not turn into a second one.
+fn is_write(cloud: &str, key: &str) -> bool {
+    let (service, op) = key.split_once(':').unwrap_or(("", key));
+    let verb = op.rsplit('.').next().unwrap_or(op);
+    match cloud {
+        "gcp" if service == "servicenetworking" => !matches!(verb, "get" | "list"),
+        "gcp" => matches!(verb, "insert" | "bulkInsert" | "create" | "patch" | "setLabels" | "setMetadata" | "start" | "reset" | "resume"),
+        "azure" => matches!(verb, "put" | "post" | "patch"),
+        _ => ["Create", "Run", "Launch", "Authorize", "Modify", "Attach", "Associate", "Update", "Change", "Add"]
+            .iter()
+            .any(|p| op.starts_with(p)),
+    }
+}
+
+/// The answer of every create and action of the case lost once (the call carried out, the caller told 503 or
+/// 500): the calls are those a plain apply makes (read from the emulator's counters), one `answer_lost` rule
+/// each. The apply must converge with exactly what the plain apply made (nothing made twice), every rule
+/// must have fired, the re-plan is empty and destroy leaves nothing.
+fn answers_lost(t: &Target, cli: &Cli) -> Outcome {
+    let started = Instant::now();
+    t.admin("POST", "reset", None);
+    let plain = t.workdir(cli);
+    let baseline = apply(&plain);
+    let made = t.leftovers().len();
+    let counters = t.admin("GET", "counters", None);
+    let writes: Vec<String> =
+        counters["counters"].as_object().into_iter().flat_map(|m| m.keys()).filter(|k| is_write(t.cloud, k)).cloned().collect();
+    destroy(&plain);
+    t.admin("POST", "reset", None);
+    for key in &writes {
+        let (service, operation) = key.split_once(':').unwrap_or(("*", key));
+        t.admin("POST", "faults", Some(json!({"service": service, "operation": operation, "kind": "answer_lost", "times": 1})));
+    }
+    let w = t.workdir(cli);
+    let first = apply(&w);
+    let rules = t.admin("GET", "faults", None);
+    let unfired: Vec<String> = rules["faults"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["fired"].as_u64() == Some(0))
+        .map(|r| format!("{}:{}", r["service"].as_str().unwrap_or_default(), r["operation"].as_str().unwrap_or_default()))
+        .collect();
+    let fired = rules["faults"].as_array().into_iter().flatten().map(|f| f["fired"].as_u64().unwrap_or(0)).sum();
+    t.admin("DELETE", "faults", None);
+    let after = t.leftovers();
+    let replan = plan_code(&w);
+    let mut problems = Vec::new();
+    if baseline.code != Some(0) {
+        problems.push(format!("the plain apply failed: {}", baseline.output()));
+    }
+    if first.code != Some(0) || replan != Some(0) {
+        problems.push(format!("apply {:?}, re-plan {replan:?}: {}", first.code, first.output()));
+    }
+    if after.len() != made {
+        problems.push(format!("{} resources after the apply, where the plain apply made {made}: {after:?}", after.len()));
+    }
+    if !unfired.is_empty() {
+        problems.push(format!("calls the apply never made (their rule did not fire): {unfired:?}"));
+    }
+    let gone = destroy(&w);
+    Outcome {
+        scenario: "every create's answer lost once",
+        fired,
+        converged: problems.is_empty(),
+        orphans: t.leftovers().len(),
+        panics: panics_in(&format!("{}{}", first.output(), gone.output())),
+        seconds: started.elapsed().as_secs_f64(),
+        note: if problems.is_empty() { format!("{} calls: {}", writes.len(), writes.join(" ")) } else { problems.join("; ") },
+    }
+}
+
 /// No capacity for the nodes: the diagnostic names node type and zone, state keeps what exists, and the
 /// next apply (capacity back) finishes.
 fn without_capacity(t: &Target, cli: &Cli) -> Outcome {
@@ -476,15 +549,32 @@ pub fn suite(cli: &Cli) {
         if only.as_ref().is_some_and(|o| !o.split(',').any(|c| c == t.cloud)) {
             continue;
         }
+        // HPC_FAULT_SCENARIOS=lost,throttled runs the scenarios whose names contain one of those words.
+        let want = |name: &str| std::env::var("HPC_FAULT_SCENARIOS").map_or(true, |w| w.split(',').any(|p| name.contains(p)));
         let throttle = json!({"service": "*", "operation": "*", "kind": "throttle", "probability": 0.3, "seed": 11});
         let bursts = json!({"service": "*", "operation": "*", "kind": "server_error", "every": 4, "times": 10});
         let slow = json!({"service": "*", "operation": "*", "kind": "latency", "latency_ms": 200, "probability": 0.5, "seed": 5});
-        rows.push((t.cloud, under_fault(&t, cli, "30% of calls throttled", throttle)));
-        rows.push((t.cloud, without_capacity(&t, cli)));
-        rows.push((t.cloud, under_fault(&t, cli, "5xx bursts (every 4th call, 10 times)", bursts)));
-        rows.push((t.cloud, under_fault(&t, cli, "slow API (200 ms on half the calls)", slow)));
-        rows.push((t.cloud, interrupted(&t, cli, true)));
-        rows.push((t.cloud, interrupted(&t, cli, false)));
+        if want("30% of calls throttled") {
+            rows.push((t.cloud, under_fault(&t, cli, "30% of calls throttled", throttle)));
+        }
+        if want("no capacity, then capacity") {
+            rows.push((t.cloud, without_capacity(&t, cli)));
+        }
+        if want("every create's answer lost once") {
+            rows.push((t.cloud, answers_lost(&t, cli)));
+        }
+        if want("5xx bursts") {
+            rows.push((t.cloud, under_fault(&t, cli, "5xx bursts (every 4th call, 10 times)", bursts)));
+        }
+        if want("slow API") {
+            rows.push((t.cloud, under_fault(&t, cli, "slow API (200 ms on half the calls)", slow)));
+        }
+        if want("provider killed mid-apply") {
+            rows.push((t.cloud, interrupted(&t, cli, true)));
+        }
+        if want("Ctrl-C mid-apply") {
+            rows.push((t.cloud, interrupted(&t, cli, false)));
+        }
     }
     println!("\nfault suite ({}): every scenario applies a fabric, 4 nodes and Lustre, re-plans and destroys", cli.name);
     println!("{:<6} {:<40} {:>6} {:>10} {:>8} {:>7} {:>7}  note", "cloud", "scenario", "faults", "converged", "orphans", "panics", "secs");

@@ -1921,6 +1921,43 @@ def node_events(before, after, operation, body):
     return events
 
 
+# The fields AWS APIs name their idempotency tokens with: EC2's ClientToken (RunInstances, CreateLaunchTemplate,
+# CreateLaunchTemplateVersion, ...), FSx's ClientRequestToken, EKS's clientRequestToken.
+TOKEN_FIELDS = ("ClientToken", "ClientRequestToken", "clientRequestToken")
+
+
+def idempotency_token(environ, body):
+    """(token, the request's other parameters) of a call that carries an idempotency token, else (None, None)."""
+    if "json" in environ.get("CONTENT_TYPE", ""):
+        try:
+            doc = json.loads(body or b"{}")
+        except ValueError:
+            return None, None
+        if not isinstance(doc, dict):
+            return None, None
+        for field in TOKEN_FIELDS:
+            if isinstance(doc.get(field), str) and doc[field]:
+                return doc[field], json.dumps({k: v for k, v in doc.items() if k != field}, sort_keys=True)
+        return None, None
+    params = parse_qs(body.decode("utf-8", "replace"))
+    for field in TOKEN_FIELDS:
+        if params.get(field):
+            return params[field][0], repr(sorted((k, tuple(v)) for k, v in params.items() if k != field))
+    return None, None
+
+
+def mismatch_response(service, token):
+    """The 400 AWS answers a token used before with other parameters."""
+    request_id = str(uuid.uuid4())
+    message = f"The client token {token} was used with a different request before."
+    if service == "ec2":
+        xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>IdempotentParameterMismatch</Code>'
+               f"<Message>{message}</Message></Error></Errors><RequestID>{request_id}</RequestID></Response>")
+        return "400 Bad Request", [("Content-Type", "text/xml"), ("x-amzn-RequestId", request_id)], xml.encode()
+    return "400 Bad Request", [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", request_id)], json.dumps(
+        {"__type": "IdempotentParameterMismatch", "Message": message}).encode()
+
+
 class AdminMiddleware:
     """The emulators' common admin API under /_admin/, request counters, and fault injection."""
 
@@ -1930,6 +1967,10 @@ class AdminMiddleware:
         self.faults = Faults()
         self.counters = {}
         self.events = []
+        # The first successful answer to each idempotency token, by (service, operation, token): a call sent again
+        # with the same token and parameters gets it again and is not carried out twice (a retry after a lost
+        # answer), as the services document for their tokens.
+        self.tokens = {}
         self.lock = threading.Lock()
         self.judging = True
 
@@ -1948,6 +1989,15 @@ class AdminMiddleware:
             status, headers, payload = refusal
             start_response(f"{status} Bad Request", headers)
             return [payload]
+        token, params = idempotency_token(environ, body) if service else (None, None)
+        token_key = (service, operation, token) if token else None
+        if token_key:
+            with self.lock:
+                first = self.tokens.get(token_key)
+            if first:
+                status, headers, payload = first[1] if first[0] == params else mismatch_response(service, token)
+                start_response(status, headers + [("Content-Length", str(len(payload)))])
+                return [payload]
         lost = False
         if service:
             key = f"{service}:{operation}"
@@ -1976,15 +2026,29 @@ class AdminMiddleware:
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
         try:
-            if lost:
-                def unheard(status, headers, exc_info=None):
-                    answered["status"] = status
-                    return lambda data: None
+            if lost or token_key:
+                heard = {}
 
-                chunks = self.app(environ, unheard) if judged is None else self.judged_call(environ, unheard, judged)
-                b"".join(chunks)
-                status, headers, payload = answer_lost_response(service)
-                start_response(f"{status} Service Unavailable", headers + [("Content-Length", str(len(payload)))])
+                def kept(status, headers, exc_info=None):
+                    answered["status"] = status
+                    heard["status"], heard["headers"] = status, headers
+                    return lambda data: heard.setdefault("written", []).append(data)
+
+                chunks = self.app(environ, kept) if judged is None else self.judged_call(environ, kept, judged)
+                try:
+                    payload = b"".join(heard.get("written", [])) + b"".join(chunks)
+                finally:
+                    if hasattr(chunks, "close"):
+                        chunks.close()
+                if token_key and str(heard.get("status", "500")).startswith("2"):
+                    headers = [(k, v) for k, v in heard["headers"] if k.lower() != "content-length"]
+                    with self.lock:
+                        self.tokens.setdefault(token_key, (params, (heard["status"], headers, payload)))
+                if lost:
+                    status, headers, payload = answer_lost_response(service)
+                    start_response(f"{status} Service Unavailable", headers + [("Content-Length", str(len(payload)))])
+                    return [payload]
+                start_response(heard["status"], heard["headers"])
                 return [payload]
             if judged is None:
                 return self.app(environ, noting)
@@ -2033,6 +2097,7 @@ class AdminMiddleware:
             with self.lock:
                 self.counters.clear()
                 self.events.clear()
+                self.tokens.clear()
             out = {"reset": True}
         elif route == "conformance" and method == "POST":
             self.judging = bool(body.get("judge", True)) if isinstance(body, dict) else True

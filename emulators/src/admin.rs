@@ -17,8 +17,8 @@ pub enum FaultKind {
     /// Eventual consistency: the resource is reported missing although it exists (as right after a create).
     NotFound,
     /// The call is carried out but its answer never arrives (a timeout or a dropped connection after the
-    /// service acted): answered as the service's 503 (OCI's 500 `InternalError`). Carried out by Managed Lustre's
-    /// and OCI's emulators; the others answer the 503 without carrying the call out.
+    /// service acted): answered as the service's 5xx (Compute's and Lustre's 503, ARM's and OCI's 500, EC2's
+    /// 503). Carried out on every cloud: Compute Engine, Managed Lustre, GKE, ARM, OCI and moto.
     AnswerLost,
     /// The call is accepted, and the long-running operation it starts ends with an error, nothing done
     /// (Compute Engine's emulator; the others answer the service's 5xx).

@@ -1233,7 +1233,18 @@ async fn judged(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers:
     crate::conformance::checked(op, crate::conformance::Cloud::Azure, response).await
 }
 
-async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn api(state: State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let mut lost = false;
+    let answer = arm(state, method, uri, headers, body, &mut lost).await;
+    // An `answer_lost` fault: the call was carried out, and the caller hears ARM's 500 instead of its answer.
+    if lost {
+        arm_error(500, "InternalServerError", "Encountered internal server error. Diagnostic information: emulator.")
+    } else {
+        answer
+    }
+}
+
+async fn arm(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes, lost: &mut bool) -> Response {
     let path = uri.path().to_owned();
     if let Some(route) = path.strip_prefix("/_admin/") {
         let (status, value) = if (method.as_str(), route) == ("POST", "metadata") {
@@ -1371,9 +1382,10 @@ async fn api(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             FaultKind::NotFound => {
                 return arm_error(404, "ResourceNotFound", "The Resource was not found (it was created moments ago; ARM reads lag).");
             }
-            FaultKind::ServerError | FaultKind::AnswerLost | FaultKind::OperationError => {
+            FaultKind::ServerError | FaultKind::OperationError => {
                 return arm_error(500, "InternalServerError", "Encountered internal server error. Diagnostic information: emulator.");
             }
+            FaultKind::AnswerLost => *lost = true,
             FaultKind::Capacity => {
                 capacity_error = Some((
                     "AllocationFailed".to_owned(),

@@ -57,6 +57,10 @@ struct Store {
     /// Keyed by relative path, e.g. `projects/p/zones/z/instances/n`.
     resources: BTreeMap<String, Stored>,
     operations: BTreeMap<String, (Value, Instant)>,
+    /// The operation each write's `requestId` started (its key in `operations`).
+    requests: BTreeMap<String, String>,
+    /// The request id of the write being carried out, recorded with the first operation it starts.
+    request_id: Option<String>,
     /// Service Networking's google.longrunning operations: the finished operation, and when it started.
     psa_operations: BTreeMap<String, (Value, Instant)>,
     next_id: u64,
@@ -628,7 +632,11 @@ impl Gcp {
             op["error"] = json!({"errors": [{"code": code, "message": message}]});
             op["httpErrorStatusCode"] = json!(503);
         }
-        store.operations.insert(format!("{scope}/operations/{name}"), (op.clone(), Instant::now()));
+        let key = format!("{scope}/operations/{name}");
+        if let Some(rid) = store.request_id.take() {
+            store.requests.insert(rid, key.clone());
+        }
+        store.operations.insert(key, (op.clone(), Instant::now()));
         op
     }
 
@@ -967,6 +975,17 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         // Done, but the caller never hears so.
         return if answer_lost { crate::gcp_lustre::error(503, "UNAVAILABLE", "The service is currently unavailable.") } else { answer };
     }
+    let mut lost = false;
+    let answer = compute(&gcp, &method, &uri, path, &query, &body, &mut lost).await;
+    // Carried out, and the caller never hears so: a retry with the same requestId gets the first operation.
+    if lost { error(503, "backendError", "Backend Error") } else { answer }
+}
+
+/// Compute Engine's calls (`compute/v1/...` and the beta paths the provider uses). A write that names a
+/// `requestId` already seen is answered with the operation that request started and is not carried out
+/// again ("the server can check if the original operation with the same request ID was received, and if so,
+/// will ignore the second request"). An `answer_lost` fault sets `lost`: the call is carried out.
+async fn compute(gcp: &Gcp, method: &Method, uri: &Uri, path: &str, query: &ListQuery, body: &Bytes, lost: &mut bool) -> Response {
     // The beta API serves what the provider needs of it (resource policies with maxDistance); the rest is v1.
     let (rest, beta) = match (path.strip_prefix("compute/v1/"), path.strip_prefix("compute/beta/")) {
         (Some(rest), _) => (rest, false),
@@ -1036,7 +1055,8 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         match fault.kind {
             FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
             FaultKind::Throttle => return error(403, "rateLimitExceeded", "Rate Limit Exceeded"),
-            FaultKind::ServerError | FaultKind::AnswerLost => return error(503, "backendError", "Backend Error"),
+            FaultKind::ServerError => return error(503, "backendError", "Backend Error"),
+            FaultKind::AnswerLost => *lost = true,
             FaultKind::NotFound => return error(404, "notFound", "The resource was not found"),
             FaultKind::Capacity if operation.starts_with("instances.") && operation.contains("nsert") => {
                 let mut store = gcp.store.lock().unwrap();
@@ -1062,6 +1082,35 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         }
     }
     let mut store = gcp.store.lock().unwrap();
+    let request_id = uri.query().map(parse_query).and_then(|q| q.get("requestId").cloned()).filter(|r| !r.is_empty());
+    if let Some(rid) = &request_id
+        && *method != Method::GET
+    {
+        if let Some(op) = store.requests.get(rid).and_then(|key| store.operations.get(key)) {
+            return ok(Gcp::view_operation(op));
+        }
+        store.request_id = Some(rid.clone());
+    }
+    let answer = compute_call(gcp, &mut store, &scope, collection, tail, &segs, &operation, beta, query, body);
+    store.request_id = None;
+    answer
+}
+
+/// A Compute Engine call on the store, its faults and request id dealt with.
+#[allow(clippy::too_many_arguments)]
+fn compute_call(
+    gcp: &Gcp,
+    store: &mut Store,
+    scope: &str,
+    collection: &str,
+    tail: &[&str],
+    segs: &[&str],
+    operation: &str,
+    beta: bool,
+    query: &ListQuery,
+    body: &Bytes,
+) -> Response {
+    let scope = scope.to_owned();
     if collection == "operations" {
         let key = format!("{scope}/operations/{}", tail.get(1).copied().unwrap_or_default());
         return match store.operations.get(&key) {
@@ -1072,7 +1121,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
     let Some(kind) = kind_of(collection) else { return error(404, "notFound", &format!("unknown collection {collection}")) };
     match operation.rsplit('.').next().unwrap_or_default() {
         "insert" => {
-            let whole = match serde_json::from_slice::<Value>(&body) {
+            let whole = match serde_json::from_slice::<Value>(body) {
                 Ok(v) => v,
                 Err(e) => return error(400, "parseError", &format!("Invalid JSON payload received. {e}")),
             };
@@ -1113,22 +1162,16 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 // The zone's capacity for the machine type (`/_admin/capacity`), then the region's quota.
                 let target = format!("{scope}/instances/{name}");
                 if store.capacity_free(&scope, &body) == Some(0) {
-                    return ok(Gcp::operation(
-                        &mut store,
-                        &scope,
-                        "insert",
-                        &target,
-                        Some(("ZONE_RESOURCE_POOL_EXHAUSTED", exhausted(&scope))),
-                    ));
+                    return ok(Gcp::operation(store, &scope, "insert", &target, Some(("ZONE_RESOURCE_POOL_EXHAUSTED", exhausted(&scope)))));
                 }
                 if let Some(message) = store.quota_refusal(&scope, &body, 1) {
-                    return ok(Gcp::operation(&mut store, &scope, "insert", &target, Some(("QUOTA_EXCEEDED", message))));
+                    return ok(Gcp::operation(store, &scope, "insert", &target, Some(("QUOTA_EXCEEDED", message))));
                 }
-                match check_topology(&store, &keys, &body, 1, "resource") {
+                match check_topology(store, &keys, &body, 1, "resource") {
                     Err(Refusal::Invalid(e)) => return e.response(),
                     Err(Refusal::Capacity(message)) => {
                         let target = format!("{scope}/instances/{name}");
-                        return ok(Gcp::operation(&mut store, &scope, "insert", &target, Some(("ZONE_RESOURCE_POOL_EXHAUSTED", message))));
+                        return ok(Gcp::operation(store, &scope, "insert", &target, Some(("ZONE_RESOURCE_POOL_EXHAUSTED", message))));
                     }
                     Ok(Some(policy)) => body["resourceStatus"] = physical_host(&scope, &policy, &body, &name),
                     Ok(None) => {}
@@ -1138,7 +1181,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 }
             }
             let instance = (kind == "instances").then(|| body["name"].as_str().unwrap_or_default().to_owned());
-            match Gcp::insert(&mut store, &scope, collection, body) {
+            match Gcp::insert(store, &scope, collection, body) {
                 Ok(path) => {
                     if let Some(name) = instance {
                         gcp.admin.event(&name, &path, "created");
@@ -1148,13 +1191,13 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                             stored.value[object][key] = value;
                         }
                     }
-                    ok(Gcp::operation(&mut store, &scope, "insert", &path, None))
+                    ok(Gcp::operation(store, &scope, "insert", &path, None))
                 }
                 Err(e) => e.response(),
             }
         }
         "bulkInsert" => {
-            let checked = serde_json::from_slice::<Value>(&body)
+            let checked = serde_json::from_slice::<Value>(body)
                 .map_err(|e| format!("Invalid JSON payload received. {e}"))
                 .and_then(through::<model::BulkInsertInstanceResource>);
             let bulk: model::BulkInsertInstanceResource = match checked.and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string())) {
@@ -1243,7 +1286,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             if let Some(free) = store.capacity_free(&scope, &properties) {
                 if free < min {
                     return ok(Gcp::operation(
-                        &mut store,
+                        store,
                         &scope,
                         "bulkInsert",
                         &target,
@@ -1254,15 +1297,15 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             }
             // The region's quota takes them all or refuses them all, before anything is made.
             if let Some(message) = store.quota_refusal(&scope, &properties, names.len()) {
-                return ok(Gcp::operation(&mut store, &scope, "bulkInsert", &target, Some(("QUOTA_EXCEEDED", message))));
+                return ok(Gcp::operation(store, &scope, "bulkInsert", &target, Some(("QUOTA_EXCEEDED", message))));
             }
             // All or nothing: a GPU topology's sub-block that cannot take them all takes none.
-            let topology = match check_topology(&store, &keys, &properties, names.len(), "resource.instanceProperties") {
+            let topology = match check_topology(store, &keys, &properties, names.len(), "resource.instanceProperties") {
                 Ok(t) => t,
                 Err(Refusal::Invalid(e)) => return e.response(),
                 Err(Refusal::Capacity(message)) => {
                     let target = format!("{scope}/instances");
-                    return ok(Gcp::operation(&mut store, &scope, "bulkInsert", &target, Some(("ZONE_RESOURCE_POOL_EXHAUSTED", message))));
+                    return ok(Gcp::operation(store, &scope, "bulkInsert", &target, Some(("ZONE_RESOURCE_POOL_EXHAUSTED", message))));
                 }
             };
             for name in &names {
@@ -1276,13 +1319,13 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 {
                     instance["machineType"] = json!(format!("{BASE}{scope}/machineTypes/{machine}"));
                 }
-                match Gcp::insert(&mut store, &scope, "instances", instance) {
+                match Gcp::insert(store, &scope, "instances", instance) {
                     Ok(path) => gcp.admin.event(name, &path, "created"),
                     Err(e) => return e.response(),
                 }
             }
             // How many it made, per zone, as Compute Engine reports it on the operation.
-            let mut op = Gcp::operation(&mut store, &scope, "bulkInsert", &target, None);
+            let mut op = Gcp::operation(store, &scope, "bulkInsert", &target, None);
             let zone = format!("zones/{}", segs[3]);
             op["instancesBulkInsertOperationMetadata"] = json!({"perLocationStatus": {zone: {
                 "targetVmCount": count, "createdVmCount": names.len(), "failedToCreateVmCount": count - names.len(),
@@ -1318,11 +1361,11 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 stored.created = Instant::now().checked_sub(Duration::from_secs_f64(STAGING_AFTER)).unwrap_or_else(Instant::now);
             }
             gcp.admin.event(tail[1], &key, if verb == "reset" { "restarted" } else { "started" });
-            ok(Gcp::operation(&mut store, &scope, verb, &key, None))
+            ok(Gcp::operation(store, &scope, verb, &key, None))
         }
         "setLabels" => {
             let key = format!("{scope}/instances/{}", tail[1]);
-            let request: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+            let request: Value = serde_json::from_slice(body).unwrap_or(json!({}));
             let Some(stored) = store.resources.get_mut(&key) else {
                 return error(404, "notFound", &format!("The resource '{key}' was not found"));
             };
@@ -1339,11 +1382,11 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             }
             stored.value["labelFingerprint"] = json!(label_fingerprint(&labels));
             stored.value["labels"] = labels;
-            ok(Gcp::operation(&mut store, &scope, "setLabels", &key, None))
+            ok(Gcp::operation(store, &scope, "setLabels", &key, None))
         }
         "setMetadata" => {
             let key = format!("{scope}/instances/{}", tail[1]);
-            let request = match serde_json::from_slice::<Value>(&body).map_err(|e| e.to_string()).and_then(through::<model::Metadata>) {
+            let request = match serde_json::from_slice::<Value>(body).map_err(|e| e.to_string()).and_then(through::<model::Metadata>) {
                 Ok(r) => r,
                 Err(e) => return error(400, "invalid", &e),
             };
@@ -1371,7 +1414,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
                 );
             }
             stored.value["metadata"] = json!({"kind": "compute#metadata", "items": items, "fingerprint": metadata_fingerprint(&items)});
-            ok(Gcp::operation(&mut store, &scope, "setMetadata", &key, None))
+            ok(Gcp::operation(store, &scope, "setMetadata", &key, None))
         }
         "get" => {
             let key = format!("{scope}/{collection}/{}", tail[1]);
@@ -1400,7 +1443,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
             if kind == "instances" {
                 gcp.admin.event(tail[1], &key, "deleted");
             }
-            ok(Gcp::operation(&mut store, &scope, "delete", &key, None))
+            ok(Gcp::operation(store, &scope, "delete", &key, None))
         }
         "list" | "aggregatedList" => {
             let prefix = if segs[2] == "aggregated" { format!("{}/", segs[..2].join("/")) } else { format!("{scope}/{collection}/") };

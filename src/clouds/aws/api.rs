@@ -57,6 +57,50 @@ pub fn sdk_retries() -> aws_config::retry::RetryConfig {
     aws_config::retry::RetryConfig::standard().with_max_attempts(p.attempts).with_initial_backoff(p.first).with_max_backoff(p.max)
 }
 
+/// The SDK's retries turned off for one call: [`create_untokened`] decides itself whether to send it again.
+pub fn no_retries() -> aws_sdk_ec2::config::Builder {
+    aws_sdk_ec2::config::Builder::default().retry_config(aws_config::retry::RetryConfig::disabled())
+}
+
+/// Filters that find what a create tagged with `tags` made: its `Name` and its owner's marker (`hpc:owner`).
+pub fn made_filters(tags: &BTreeMap<String, String>) -> Vec<aws_sdk_ec2::types::Filter> {
+    ["Name", crate::ownership::KEY].iter().filter_map(|k| tags.get(*k).map(|v| tag_filter(k, v))).collect()
+}
+
+/// A create EC2 offers no idempotency token for (CreateVpc, CreateSubnet, CreateSecurityGroup,
+/// CreatePlacementGroup), made at most once: `send` makes the call without the SDK's retries (see
+/// [`no_retries`]); after an error that may hide a call EC2 carried out (a 5xx, a throttle, a dropped
+/// connection or a timeout), `lookup` looks for what the owner's marker and name find before the call is
+/// sent again, so a lost answer is adopted instead of a second one being made. Other errors are returned
+/// at once; the waits follow the one retry policy (`clouds::retry::POLICY`).
+pub async fn create_untokened<T, S, SF, L, LF>(what: &str, mut send: S, mut lookup: L) -> Result<T, CloudError>
+where
+    S: FnMut() -> SF,
+    SF: std::future::Future<Output = Result<T, CloudError>>,
+    L: FnMut() -> LF,
+    LF: std::future::Future<Output = Result<Option<T>, CloudError>>,
+{
+    let policy = crate::clouds::retry::POLICY;
+    let mut n = 1;
+    loop {
+        let e = match send().await {
+            Ok(made) => return Ok(made),
+            Err(e) => e,
+        };
+        if !e.retryable() || n >= policy.attempts {
+            return Err(e);
+        }
+        let wait = policy.wait(n, e.retry_after());
+        tracing::info!("{what}: {e}; looking for what the call may have made before sending it again in {:.1} s", wait.as_secs_f64());
+        tokio::time::sleep(wait).await;
+        if let Some(found) = lookup().await? {
+            tracing::info!("{what}: the earlier attempt was carried out (its answer was lost); adopting what it made");
+            return Ok(found);
+        }
+        n += 1;
+    }
+}
+
 async fn build(settings: &CloudSettings, region: &str) -> Aws {
     let s = |k: &str| settings.settings.get(k).cloned();
     let secret = |k: &str| settings.secret(k).map(|v| v.expose().clone());

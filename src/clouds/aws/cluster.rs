@@ -510,6 +510,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         if let Some(id) = outdated.and_then(|t| t.launch_template_id()).map(str::to_owned) {
             aws.ec2
                 .create_launch_template_version()
+                .client_token(api::client_token())
                 .launch_template_id(&id)
                 .version_description(&description)
                 .launch_template_data(data)
@@ -525,6 +526,7 @@ pub async fn converge(ctx: &Context, aws: &Aws, spec: &ClusterSpec, o: &Options<
         } else {
             aws.ec2
                 .create_launch_template()
+                .client_token(api::client_token())
                 .launch_template_name(template_name(name))
                 .version_description(&description)
                 .launch_template_data(data)

@@ -194,15 +194,37 @@ pub async fn converge(
             let vpc_id = match &live.vpc {
                 Some((id, _, _)) => id.clone(),
                 None => {
-                    let out = aws
-                        .ec2
-                        .create_vpc()
-                        .cidr_block(cidr)
-                        .tag_specifications(tag_spec(ResourceType::Vpc, &named(tags, &format!("{name}-vpc"))))
-                        .send()
-                        .await
-                        .map_err(|e| (ids.clone(), api::error(&e).context(format!("creating VPC {name}-vpc"))))?;
-                    let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_owned();
+                    let what = format!("creating VPC {name}-vpc");
+                    let vpc_tags = named(tags, &format!("{name}-vpc"));
+                    let vt = &vpc_tags;
+                    let id = api::create_untokened(
+                        &what,
+                        || async move {
+                            let out = aws
+                                .ec2
+                                .create_vpc()
+                                .cidr_block(cidr)
+                                .tag_specifications(tag_spec(ResourceType::Vpc, vt))
+                                .customize()
+                                .config_override(api::no_retries())
+                                .send()
+                                .await
+                                .map_err(|e| api::error(&e))?;
+                            Ok(out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_owned())
+                        },
+                        || async move {
+                            let out = aws
+                                .ec2
+                                .describe_vpcs()
+                                .set_filters(Some(api::made_filters(vt)))
+                                .send()
+                                .await
+                                .map_err(|e| api::error(&e).context("looking for the VPC"))?;
+                            Ok(out.vpcs().iter().find_map(|v| v.vpc_id()).map(str::to_owned))
+                        },
+                    )
+                    .await
+                    .map_err(|e| (ids.clone(), e.context(what.clone())))?;
                     ids.vpc_id = Some(id.clone());
                     aws.ec2
                         .modify_vpc_attribute()
@@ -218,20 +240,12 @@ pub async fn converge(
             owned.push(vpc_id.clone());
             let subnet_id = match &live.subnet {
                 Some((id, _)) => id.clone(),
-                None => aws
-                    .ec2
-                    .create_subnet()
-                    .vpc_id(&vpc_id)
-                    .cidr_block(crate::clouds::first_subnet(cidr))
-                    .availability_zone(&zone)
-                    .tag_specifications(tag_spec(ResourceType::Subnet, &named(tags, &format!("{name}-subnet"))))
-                    .send()
-                    .await
-                    .map_err(|e| (ids.clone(), api::error(&e).context(format!("creating subnet {name}-subnet in {zone}"))))?
-                    .subnet()
-                    .and_then(|s| s.subnet_id())
-                    .unwrap_or_default()
-                    .to_owned(),
+                None => {
+                    let subnet_tags = named(tags, &format!("{name}-subnet"));
+                    create_subnet(aws, &vpc_id, &crate::clouds::first_subnet(cidr), &zone, &subnet_tags)
+                        .await
+                        .map_err(|e| (ids.clone(), e.context(format!("creating subnet {name}-subnet in {zone}"))))?
+                }
             };
             ids.subnet_id = Some(subnet_id.clone());
             owned.push(subnet_id);
@@ -242,14 +256,40 @@ pub async fn converge(
 
     if spec.placement == Placement::Cluster && live.placement_group.is_none() {
         let pg = placement_group_name(name);
-        aws.ec2
-            .create_placement_group()
-            .group_name(&pg)
-            .strategy(PlacementStrategy::Cluster)
-            .tag_specifications(tag_spec(ResourceType::PlacementGroup, &named(tags, &pg)))
-            .send()
-            .await
-            .map_err(|e| (ids.clone(), api::error(&e).context(format!("creating cluster placement group {pg}"))))?;
+        let pg_tags = named(tags, &pg);
+        let (pg_ref, pt) = (&pg, &pg_tags);
+        api::create_untokened(
+            &format!("creating cluster placement group {pg}"),
+            || async move {
+                aws.ec2
+                    .create_placement_group()
+                    .group_name(pg_ref)
+                    .strategy(PlacementStrategy::Cluster)
+                    .tag_specifications(tag_spec(ResourceType::PlacementGroup, pt))
+                    .customize()
+                    .config_override(api::no_retries())
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| api::error(&e))
+            },
+            || async move {
+                let out = aws
+                    .ec2
+                    .describe_placement_groups()
+                    .set_filters(Some(api::made_filters(pt)))
+                    .send()
+                    .await
+                    .map_err(|e| api::error(&e).context("looking for the placement group"))?;
+                Ok(out
+                    .placement_groups()
+                    .iter()
+                    .any(|g| g.state().is_none_or(|s| s.as_str() != "deleted" && s.as_str() != "deleting"))
+                    .then_some(()))
+            },
+        )
+        .await
+        .map_err(|e| (ids.clone(), e.context(format!("creating cluster placement group {pg}"))))?;
     }
 
     // The security group records what a cluster or an import needs to find the rest.
@@ -261,19 +301,42 @@ pub async fn converge(
     }
     let sg_id = match live.sg_id() {
         Some(id) => id.to_owned(),
-        None => aws
-            .ec2
-            .create_security_group()
-            .group_name(security_group_name(name))
-            .description("EFA: all traffic between members of this group")
-            .vpc_id(&vpc_id)
-            .tag_specifications(tag_spec(ResourceType::SecurityGroup, &sg_tags))
-            .send()
+        None => {
+            let (group, st, vpc) = (security_group_name(name), &sg_tags, &vpc_id);
+            let g = &group;
+            api::create_untokened(
+                &format!("creating security group {group}"),
+                || async move {
+                    let out = aws
+                        .ec2
+                        .create_security_group()
+                        .group_name(g)
+                        .description("EFA: all traffic between members of this group")
+                        .vpc_id(vpc)
+                        .tag_specifications(tag_spec(ResourceType::SecurityGroup, st))
+                        .customize()
+                        .config_override(api::no_retries())
+                        .send()
+                        .await
+                        .map_err(|e| api::error(&e))?;
+                    Ok(out.group_id().unwrap_or_default().to_owned())
+                },
+                || async move {
+                    let out = aws
+                        .ec2
+                        .describe_security_groups()
+                        .set_filters(Some(api::made_filters(st)))
+                        .filters(filter("group-name", &[g]))
+                        .filters(filter("vpc-id", &[vpc]))
+                        .send()
+                        .await
+                        .map_err(|e| api::error(&e).context("looking for the security group"))?;
+                    Ok(out.security_groups().iter().find_map(|g| g.group_id()).map(str::to_owned))
+                },
+            )
             .await
-            .map_err(|e| (ids.clone(), api::error(&e).context(format!("creating security group {}", security_group_name(name)))))?
-            .group_id()
-            .unwrap_or_default()
-            .to_owned(),
+            .map_err(|e| (ids.clone(), e.context(format!("creating security group {group}"))))?
+        }
     };
     let self_rule =
         IpPermission::builder().ip_protocol("-1").user_id_group_pairs(UserIdGroupPair::builder().group_id(&sg_id).build()).build();
@@ -284,6 +347,8 @@ pub async fn converge(
             .ip_permissions(self_rule.clone())
             .send()
             .await
+            .map(|_| ())
+            .or_else(already_there)
             .map_err(|e| (ids.clone(), api::error(&e).context(format!("adding the EFA self-referencing inbound rule to {sg_id}"))))?;
     }
     if !live.self_rule(true) {
@@ -293,6 +358,8 @@ pub async fn converge(
             .ip_permissions(self_rule)
             .send()
             .await
+            .map(|_| ())
+            .or_else(already_there)
             .map_err(|e| (ids.clone(), api::error(&e).context(format!("adding the EFA self-referencing outbound rule to {sg_id}"))))?;
     }
 
@@ -346,6 +413,51 @@ pub async fn retag(aws: &Aws, resources: &[String], tags: &BTreeMap<String, Stri
 }
 
 /// `tags` plus a `Name`, which the console shows.
+/// A rule EC2 says is there already (`InvalidPermission.Duplicate`) is what the call wanted: the answer of
+/// the SDK's first attempt was lost, and its retry found the rule made.
+fn already_there<E: aws_sdk_ec2::error::ProvideErrorMetadata, R>(
+    e: aws_sdk_ec2::error::SdkError<E, R>,
+) -> Result<(), aws_sdk_ec2::error::SdkError<E, R>> {
+    use aws_sdk_ec2::error::ProvideErrorMetadata as _;
+    if e.code() == Some("InvalidPermission.Duplicate") { Ok(()) } else { Err(e) }
+}
+
+/// Makes a subnet tagged with `tags` (its `Name` and owner's marker among them), at most once (see
+/// [`api::create_untokened`]); its id.
+pub async fn create_subnet(aws: &Aws, vpc_id: &str, cidr: &str, zone: &str, tags: &BTreeMap<String, String>) -> Result<String, CloudError> {
+    api::create_untokened(
+        "creating a subnet",
+        || async move {
+            let out = aws
+                .ec2
+                .create_subnet()
+                .vpc_id(vpc_id)
+                .cidr_block(cidr)
+                .availability_zone(zone)
+                .tag_specifications(tag_spec(ResourceType::Subnet, tags))
+                .customize()
+                .config_override(api::no_retries())
+                .send()
+                .await
+                .map_err(|e| api::error(&e))?;
+            Ok(out.subnet().and_then(|s| s.subnet_id()).unwrap_or_default().to_owned())
+        },
+        || async move {
+            let out = aws
+                .ec2
+                .describe_subnets()
+                .set_filters(Some(api::made_filters(tags)))
+                .filters(filter("vpc-id", &[vpc_id]))
+                .filters(filter("cidr-block", &[cidr]))
+                .send()
+                .await
+                .map_err(|e| api::error(&e).context("looking for the subnet"))?;
+            Ok(out.subnets().iter().find_map(|s| s.subnet_id()).map(str::to_owned))
+        },
+    )
+    .await
+}
+
 pub fn named(tags: &BTreeMap<String, String>, name: &str) -> BTreeMap<String, String> {
     let mut t = tags.clone();
     t.insert("Name".into(), name.to_owned());

@@ -524,6 +524,7 @@ pub async fn converge(
             let made = aws
                 .ec2
                 .create_launch_template_version()
+                .client_token(api::client_token())
                 .launch_template_id(&id)
                 .version_description(&description)
                 .launch_template_data(template_data(spec, &groups, placement))
@@ -536,6 +537,7 @@ pub async fn converge(
             let made = aws
                 .ec2
                 .create_launch_template()
+                .client_token(api::client_token())
                 .launch_template_name(&template_name)
                 .version_description(&description)
                 .launch_template_data(template_data(spec, &groups, placement))

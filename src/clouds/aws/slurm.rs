@@ -133,17 +133,11 @@ pub async fn converge(
     let subnet = match &live.subnet {
         Some(s) => s.clone(),
         None => {
-            let out = aws
-                .ec2
-                .create_subnet()
-                .vpc_id(&vpc)
-                .cidr_block(&plan.control_subnet)
-                .availability_zone(spec.fabric.zone.as_deref().unwrap_or_default())
-                .tag_specifications(tag_spec(ResourceType::Subnet, &with_name(tags, &format!("{}-control", spec.name))))
-                .send()
+            let zone = spec.fabric.zone.as_deref().unwrap_or_default();
+            let subnet_tags = with_name(tags, &format!("{}-control", spec.name));
+            super::fabric::create_subnet(aws, &vpc, &plan.control_subnet, zone, &subnet_tags)
                 .await
-                .map_err(|e| api::error(&e).context(format!("creating subnet {}-control ({})", spec.name, plan.control_subnet)))?;
-            out.subnet().and_then(|s| s.subnet_id()).unwrap_or_default().to_owned()
+                .map_err(|e| e.context(format!("creating subnet {}-control ({})", spec.name, plan.control_subnet)))?
         }
     };
     let image = match &spec.image {

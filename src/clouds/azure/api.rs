@@ -346,7 +346,20 @@ impl Arm {
         };
         let reply = self.send_with(ctx, reqwest::Method::PUT, &format!("{id}?api-version={api}"), Some(body), headers).await?;
         if reply.status == 412 && write == Write::Create {
-            match self.get(ctx, id, api).await? {
+            // Something is there: a read that finds nothing lags the write (ARM's reads are eventually
+            // consistent), so it is read again for a while before the holder is judged.
+            let mut poll = Poll::new(ctx, format!("reading {} after ARM said it exists", short(id)), LAGGING_READ);
+            let found = loop {
+                match self.get(ctx, id, api).await? {
+                    Some(found) => break Some(found),
+                    None => {
+                        if poll.pause(None).await.is_err() {
+                            break None;
+                        }
+                    }
+                }
+            };
+            match found {
                 Some(found) if landed(body, &found) => {}
                 found => return Err(taken(id, found.as_ref(), &reply)),
             }
@@ -621,12 +634,17 @@ impl Write<'_> {
     }
 }
 
+/// How long a read that finds nothing is tried again after ARM refused a create because the resource exists.
+const LAGGING_READ: Duration = Duration::from_secs(30);
+
 /// Whether the resource a refused create found at its id is that create's own (a retried request whose
-/// first answer was lost): a tagged resource by its tags, which hold the owner's marker, an untagged one
-/// (a subnet) by holding every property the create sent.
+/// first answer was lost): a tagged resource by the owner's marker alone (`hpc:owner`; tags Azure Policy
+/// adds, and fields a service fills in or leaves out of its answer, say nothing about who made it), an
+/// untagged one (a subnet, which has no tags) by holding every property the create sent.
 fn landed(sent: &Json, found: &Json) -> bool {
     if sent.get("tags").is_some() {
-        return tags_of(sent) == tags_of(found);
+        let marker = |j: &Json| tags_of(j).get(crate::ownership::KEY).cloned();
+        return marker(sent).is_some() && marker(sent) == marker(found);
     }
     holds(&found["properties"], &sent["properties"])
 }
@@ -760,7 +778,10 @@ mod tests {
         let sent = json!({"location": "eastus", "tags": {"hpc:owner": "o-1", "team": "ml"}, "properties": {}});
         assert!(landed(&sent, &json!({"tags": {"hpc:owner": "o-1", "team": "ml"}, "properties": {"provisioningState": "Succeeded"}})));
         assert!(!landed(&sent, &json!({"tags": {"hpc:owner": "o-2", "team": "ml"}})));
-        assert!(!landed(&sent, &json!({"tags": {"hpc:owner": "o-1", "team": "ml", "theirs": "1"}})));
+        // Tags Azure Policy added, and fields the service fills in, leave it this create's own.
+        assert!(landed(&sent, &json!({"tags": {"hpc:owner": "o-1", "team": "ml", "policy-added": "1"}, "properties": {"x": 1}})));
+        // No marker sent or found: never assumed to be ours.
+        assert!(!landed(&json!({"tags": {"team": "ml"}}), &json!({"tags": {"team": "ml"}})));
         // A subnet: by every property sent, ids without case.
         let subnet = json!({"properties": {"addressPrefix": "10.0.0.0/24", "networkSecurityGroup": {"id": "/s/RG/nsg"}}});
         let found = json!({"properties": {"addressPrefix": "10.0.0.0/24", "networkSecurityGroup": {"id": "/s/rg/NSG"},

@@ -132,7 +132,12 @@ async fn build(settings: &CloudSettings) -> Result<Gcp, CloudError> {
         addresses: client!(GlobalAddresses, settings, creds),
         regions: client!(Regions, settings, creds),
         lustre: client!(google_cloud_lustre_v1::client::Lustre, settings, creds),
-        http: reqwest::Client::new(),
+        // Every REST call ends within two minutes, as Azure's and OCI's do: a connection that stops answering is
+        // a transient failure the retry policy handles, not an apply that waits forever.
+        http: reqwest::Client::builder()
+            .timeout(REST_TIMEOUT)
+            .build()
+            .map_err(|e| CloudError::other(format!("building the HTTPS client: {e}")))?,
         credentials: creds.clone(),
         endpoint: settings.endpoint.clone(),
         number: Default::default(),
@@ -146,6 +151,9 @@ async fn build(settings: &CloudSettings) -> Result<Gcp, CloudError> {
 pub fn base(gcp: &Gcp, default: &str) -> String {
     gcp.endpoint.clone().unwrap_or_else(|| default.to_owned()).trim_end_matches('/').to_owned()
 }
+
+/// How long one REST call may take, its answer read whole.
+pub const REST_TIMEOUT: Duration = Duration::from_secs(120);
 
 pub const COMPUTE: &str = "https://compute.googleapis.com";
 pub const RESOURCE_MANAGER: &str = "https://cloudresourcemanager.googleapis.com";

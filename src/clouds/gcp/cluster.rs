@@ -426,7 +426,11 @@ pub async fn domain_policies_live(
 async fn insert_policy(ctx: &Context, gcp: &Gcp, region: &str, policy: &DomainPolicy, timeout: Duration) -> Result<(), CloudError> {
     let what = format!("creating resource policy {} (NVLink domain {})", policy.name, policy.index);
     let body: model::ResourcePolicy = serde_json::from_value(policy.body.clone()).map_err(|e| CloudError::other(format!("{what}: {e}")))?;
-    let op = call(ctx, &what, || gcp.policies.insert().set_project(&gcp.project).set_region(region).set_body(body.clone()).send()).await?;
+    let rid = api::request_id();
+    let op = call(ctx, &what, || {
+        gcp.policies.insert().set_project(&gcp.project).set_region(region).set_request_id(&rid).set_body(body.clone()).send()
+    })
+    .await?;
     api::wait(ctx, gcp, op, &what, timeout).await
 }
 
@@ -498,8 +502,11 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &ClusterSpec, o: &Options<
                     _ => String::new(),
                 };
                 let what = format!("creating {} x {} in {zone}{into}", batch.len(), spec.fabric.sku.name);
+                // One request id for every attempt: a bulkInsert whose answer was lost is answered again with its
+                // operation, never carried out twice.
+                let rid = api::request_id();
                 let op = call(ctx, &what, || {
-                    gcp.instances.bulk_insert().set_project(&gcp.project).set_zone(&zone).set_body(body.clone()).send()
+                    gcp.instances.bulk_insert().set_project(&gcp.project).set_zone(&zone).set_request_id(&rid).set_body(body.clone()).send()
                 })
                 .await?;
                 // Fewer than minCount: the operation fails (ZONE_RESOURCE_POOL_EXHAUSTED) and makes none.

@@ -217,29 +217,37 @@ async fn insert(ctx: &Context, gcp: &Gcp, item: &Item, region: &str, timeout: Du
     let p = &gcp.project;
     let what = format!("creating {} {}", kind_word(item.kind), item.name);
     let bad = |e: serde_json::Error| format!("{what}: {e}");
+    // One request id for every attempt of this insert (Compute's `requestId`): a retry after a lost answer gets
+    // the first attempt's operation, and nothing is made twice.
+    let rid = api::request_id();
     let op = match item.kind {
         Kind::Network => {
             let body: model::Network = serde_json::from_value(item.body.clone()).map_err(bad)?;
-            call(ctx, &what, || gcp.networks.insert().set_project(p).set_body(body.clone()).send()).await?
+            call(ctx, &what, || gcp.networks.insert().set_project(p).set_request_id(&rid).set_body(body.clone()).send()).await?
         }
         Kind::Subnetwork => {
             let body: model::Subnetwork = serde_json::from_value(item.body.clone()).map_err(bad)?;
-            call(ctx, &what, || gcp.subnetworks.insert().set_project(p).set_region(region).set_body(body.clone()).send()).await?
+            call(ctx, &what, || {
+                gcp.subnetworks.insert().set_project(p).set_region(region).set_request_id(&rid).set_body(body.clone()).send()
+            })
+            .await?
         }
         Kind::Firewall => {
             let body: model::Firewall = serde_json::from_value(item.body.clone()).map_err(bad)?;
-            call(ctx, &what, || gcp.firewalls.insert().set_project(p).set_body(body.clone()).send()).await?
+            call(ctx, &what, || gcp.firewalls.insert().set_project(p).set_request_id(&rid).set_body(body.clone()).send()).await?
         }
         // maxDistance is a field of Compute Engine's beta API only (v1's group placement policy has none).
         Kind::Policy if item.body["groupPlacementPolicy"].get("maxDistance").is_some() => {
-            let url = format!("{}/compute/beta/projects/{p}/regions/{region}/resourcePolicies", api::base(gcp, api::COMPUTE));
+            let url =
+                format!("{}/compute/beta/projects/{p}/regions/{region}/resourcePolicies?requestId={rid}", api::base(gcp, api::COMPUTE));
             let answer = api::rest(ctx, gcp, reqwest::Method::POST, &url, Some(&item.body), &what).await?;
             serde_json::from_value::<model::Operation>(answer)
                 .map_err(|e| CloudError::other(format!("{what}: the answer is not an operation: {e}")))?
         }
         Kind::Policy => {
             let body: model::ResourcePolicy = serde_json::from_value(item.body.clone()).map_err(bad)?;
-            call(ctx, &what, || gcp.policies.insert().set_project(p).set_region(region).set_body(body.clone()).send()).await?
+            call(ctx, &what, || gcp.policies.insert().set_project(p).set_region(region).set_request_id(&rid).set_body(body.clone()).send())
+                .await?
         }
     };
     api::wait(ctx, gcp, op, &what, timeout).await

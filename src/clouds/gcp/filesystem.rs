@@ -340,7 +340,8 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
         }))
         .map_err(|e| e.to_string())?;
         let what = format!("reserving range {psa}");
-        let op = call(ctx, &what, || gcp.addresses.insert().set_project(p).set_body(body.clone()).send()).await?;
+        let rid = api::request_id();
+        let op = call(ctx, &what, || gcp.addresses.insert().set_project(p).set_request_id(&rid).set_body(body.clone()).send()).await?;
         api::wait(ctx, gcp, op, &what, o.timeout).await?;
     }
     if !live.as_ref().is_some_and(|l| l.peered) {
@@ -377,10 +378,13 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
             .await?;
             if let Some(uri) = &spec.data_repository {
                 let what = format!("importing {uri} into {}", spec.name);
+                // ImportDataRequest.requestId: a retried import after a lost answer is not a second job.
+                let request_id = api::request_id();
                 lro(ctx, &what, "lustre.ImportData", o.timeout, || {
                     gcp.lustre
                         .import_data()
                         .set_name(&path)
+                        .set_request_id(&request_id)
                         .set_gcs_path(google_cloud_lustre_v1::model::GcsPath::new().set_uri(gcs_uri(uri)))
                         .set_lustre_path(google_cloud_lustre_v1::model::LustrePath::new().set_path("/"))
                         .poller()

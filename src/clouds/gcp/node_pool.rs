@@ -328,6 +328,22 @@ async fn write(
     wait(ctx, gcp, path, op, what, timeout).await
 }
 
+/// Waits until the pool at `path` is RUNNING (or RUNNING_WITH_ERROR); ERROR is the create's failure.
+async fn running(ctx: &Context, gcp: &Gcp, path: &str, what: &str, timeout: Duration) -> Result<(), CloudError> {
+    let mut poll = Poll::new(ctx, format!("waiting to {what}"), timeout);
+    loop {
+        let pool = get(ctx, gcp, path, &format!("reading GKE node pool {path}")).await?;
+        match pool.as_ref().and_then(|p| p["status"].as_str()) {
+            Some("RUNNING" | "RUNNING_WITH_ERROR") => return Ok(()),
+            Some("ERROR") => {
+                let message = pool.as_ref().and_then(|p| p["statusMessage"].as_str()).unwrap_or("the pool is in ERROR");
+                return Err(api::operation_error("ERROR", format!("{what}: {message}")));
+            }
+            _ => poll.pause(None).await?,
+        }
+    }
+}
+
 /// Polls a GKE operation (`projects/<p>/locations/<l>/operations/<name>`) until it is DONE; its `error`
 /// is the write's.
 async fn wait(ctx: &Context, gcp: &Gcp, path: &str, mut op: Json, what: &str, timeout: Duration) -> Result<(), CloudError> {
@@ -557,7 +573,17 @@ async fn converge(
         step.census.gate()?;
         let parent = format!("{}/nodePools", cluster_id.trim_end_matches('/'));
         let what = format!("create GKE node pool {}", spec.nodes.name);
-        return write(ctx, gcp, reqwest::Method::POST, &parent, Some(&body(&gcp.project, spec, labels, tags)), &what, timeout).await;
+        let made = write(ctx, gcp, reqwest::Method::POST, &parent, Some(&body(&gcp.project, spec, labels, tags)), &what, timeout).await;
+        return match made {
+            // GKE's create has no request id: a create it carried out whose answer was lost is answered, when
+            // sent again, with 409 ALREADY_EXISTS. The pool is this create's if it carries this owner's marker
+            // (`observe` refuses another owner's): then it is waited for as the first answer would have been.
+            Err(e) if e.status == Some(409) || e.kind == ErrorKind::Conflict => match observe(ctx, gcp, &path, step.census).await? {
+                Some(_) => running(ctx, gcp, &path, &what, timeout).await,
+                None => Err(e),
+            },
+            other => other,
+        };
     };
     let mut p = live.pool;
     let c = &spec.nodes;

@@ -119,7 +119,11 @@ async fn converge(
             "privateIpGoogleAccess": true,
         }))
         .map_err(|e| CloudError::other(format!("{what}: {e}")))?;
-        let op = call(ctx, &what, || gcp.subnetworks.insert().set_project(p).set_region(region).set_body(body.clone()).send()).await?;
+        let rid = api::request_id();
+        let op = call(ctx, &what, || {
+            gcp.subnetworks.insert().set_project(p).set_region(region).set_request_id(&rid).set_body(body.clone()).send()
+        })
+        .await?;
         api::wait(ctx, gcp, op, &what, timeout).await?;
     }
     if !live.firewall {
@@ -129,7 +133,8 @@ async fn converge(
             "allowed": [{"IPProtocol": "all"}], "description": desc,
         }))
         .map_err(|e| CloudError::other(format!("{what}: {e}")))?;
-        let op = call(ctx, &what, || gcp.firewalls.insert().set_project(p).set_body(body.clone()).send()).await?;
+        let rid = api::request_id();
+        let op = call(ctx, &what, || gcp.firewalls.insert().set_project(p).set_request_id(&rid).set_body(body.clone()).send()).await?;
         api::wait(ctx, gcp, op, &what, timeout).await?;
     }
     let config = slurm_config(plan);
@@ -226,7 +231,10 @@ async fn converge(
             "metadata": {"items": metadata},
         }))
         .map_err(|e| CloudError::other(format!("{what}: {e}")))?;
-        let op = call(ctx, &what, || gcp.instances.insert().set_project(p).set_zone(&zone).set_body(body.clone()).send()).await?;
+        let rid = api::request_id();
+        let op =
+            call(ctx, &what, || gcp.instances.insert().set_project(p).set_zone(&zone).set_request_id(&rid).set_body(body.clone()).send())
+                .await?;
         api::wait(ctx, gcp, op, &what, timeout).await?;
     }
     Ok(())
