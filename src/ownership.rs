@@ -435,7 +435,9 @@ pub mod journal {
         let Some(path) = path(key) else { return Ok(()) };
         let dir = path.parent().unwrap_or(&path).to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let body = serde_json::json!({"key": key, "owner": owner.marker(), "state": state, "at": now(), "pid": std::process::id()});
+        let pid = std::process::id();
+        let body =
+            serde_json::json!({"key": key, "owner": owner.marker(), "state": state, "at": now(), "pid": pid, "started": started(pid)});
         let tmp = path.with_extension("tmp");
         let write = || -> std::io::Result<()> {
             use std::io::Write;
@@ -448,10 +450,31 @@ pub mod journal {
         write().map_err(|e| format!("recording the create in {}: {e}", path.display()))
     }
 
+    /// When process `pid` started (clock ticks since boot, `/proc/<pid>/stat` field 22), which tells it from a
+    /// later process given the same pid; None where there is no `/proc` or no such process.
+    fn started(pid: u32) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        rest.split_whitespace().nth(19)?.parse().ok()
+    }
+
+    /// Whether the entry is a create still running in another provider process (its pid alive, started when
+    /// the entry says), rather than one that died.
+    fn running_elsewhere(json: &serde_json::Value) -> Option<u32> {
+        let pid = u32::try_from(json["pid"].as_u64()?).ok()?;
+        let alive = pid != std::process::id() && json["state"].as_str() == Some("pending") && started(pid).is_some();
+        (alive && json["started"].as_u64() == started(pid)).then_some(pid)
+    }
+
     /// How a create of `key` starts: under the owner of an earlier one the journal names (interrupted, or
-    /// the create half of replacing it), or `None` for a fresh create.
+    /// the create half of replacing it), or `None` for a fresh create. A create still running in another
+    /// provider process is not an earlier one: it is never adopted (see [`begin`]).
     pub fn earlier(key: &str) -> Option<(Owner, Start)> {
         let json = read(key)?;
+        if running_elsewhere(&json).is_some() {
+            return None;
+        }
         let owner = json["owner"].as_str().and_then(Owner::parse)?;
         match json["state"].as_str() {
             Some("released") if now().saturating_sub(json["at"].as_u64().unwrap_or(0)) <= REPLACING_FOR_SECS => {
@@ -464,7 +487,15 @@ pub mod journal {
     }
 
     /// Records that a create of `key` by `owner` is starting (written and synced before it makes anything).
+    /// Refused while another provider process is creating the same resource from the same directory and
+    /// workspace (two applies with the state lock off): neither adopts the other's marker.
     pub fn begin(key: &str, owner: &Owner) -> Result<(), String> {
+        if let Some(pid) = read(key).as_ref().and_then(running_elsewhere) {
+            return Err(format!(
+                "another apply in this directory (provider process {pid}) is creating {key} now: wait for it to finish, \
+                 and do not run two applies of one workspace at once (keep the state lock on)"
+            ));
+        }
         write(key, owner, "pending")
     }
 
@@ -486,6 +517,35 @@ pub mod journal {
             let _ = write(key, owner, "released");
         } else if json["state"].as_str() == Some("released") {
             end(key, owner, false);
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Two applies of one workspace at once (the state lock off): the second never adopts the marker of
+        /// the create still running in the first's process, and is refused; once that process is gone its
+        /// entry is an interrupted create, resumed as before.
+        #[test]
+        fn a_create_running_in_another_process_is_not_adopted_and_refuses_a_second() {
+            let dir = tempfile::tempdir().unwrap();
+            enable_in(dir.path().to_path_buf());
+            let key = "hpc_gpu_cluster|gcp|journal-pid-test";
+            let theirs = Owner::mint();
+            let mut other = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+            let pid = other.id();
+            let entry = serde_json::json!({"key": key, "owner": theirs.marker(), "state": "pending", "at": now(), "pid": pid,
+                "started": started(pid)});
+            let file = path(key).unwrap();
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, entry.to_string()).unwrap();
+            assert_eq!(earlier(key), None, "a create still running elsewhere is not this one's to resume");
+            let e = begin(key, &Owner::mint()).unwrap_err();
+            assert!(e.contains(&format!("provider process {pid}")), "{e}");
+            other.kill().unwrap();
+            other.wait().unwrap();
+            assert_eq!(earlier(key), Some((theirs, Start::Interrupted)), "its process is gone: an interrupted create");
         }
     }
 }

@@ -556,6 +556,19 @@ fn cases() -> Vec<Case> {
             json!({"name": "t", "cloud": "gcp", "region": "us-central1", "zone": "europe-west4-a", "gpu": "H100"}),
             &["error [zone] Zone outside region"],
         ),
+        // "us-central1a" is no Google Cloud zone; the message names the zones the region has.
+        case(
+            "invalid_fabric_zone_without_hyphen_gcp",
+            "fabric",
+            json!({"name": "t", "cloud": "gcp", "region": "us-central1", "zone": "us-central1a", "gpu": "H100"}),
+            &["error [zone] Zone outside region", r#"named "us-central1-a", "us-central1-b""#],
+        ),
+        case(
+            "invalid_fabric_zone_outside_region_aws",
+            "fabric",
+            json!({"name": "t", "cloud": "aws", "region": "us-east-1", "zone": "us-west-2a", "gpu": "H100"}),
+            &["error [zone] Zone outside region", r#"named "us-east-1a", "us-east-1b""#],
+        ),
         case(
             "invalid_fabric_half_existing_network",
             "fabric",
@@ -688,6 +701,35 @@ fn cases() -> Vec<Case> {
             "cluster",
             cl(aws_p5(), json!({"user_data": "x".repeat(17_000)})),
             &["error [user_data] User data too large"],
+        ),
+        // The join the provider adds counts: 15,000 bytes alone fit in EC2's 16 KB, not with the Slurm join.
+        case(
+            "invalid_cluster_user_data_with_slurm_join",
+            "cluster",
+            cl(
+                aws_p5(),
+                json!({"user_data": "x".repeat(15_000),
+                                "slurm": {"controller_addresses": ["10.0.255.244"], "key": "k".repeat(88)}}),
+            ),
+            &["error [user_data] User data too large with the Slurm join", "yours is 15000 bytes"],
+        ),
+        case(
+            "invalid_cluster_ssh_public_key_path",
+            "cluster",
+            cl(aws_p5(), json!({"ssh_public_key": "~/.ssh/id_ed25519.pub"})),
+            &["error [ssh_public_key] Invalid SSH public key", r#"file("~/.ssh/id_ed25519.pub")"#],
+        ),
+        case(
+            "invalid_cluster_ssh_public_key_not_a_key",
+            "cluster",
+            cl(aws_p5(), json!({"ssh_public_key": "my laptop key"})),
+            &["error [ssh_public_key] Invalid SSH public key", "not an OpenSSH public key"],
+        ),
+        case(
+            "invalid_cluster_azure_tag_name",
+            "cluster",
+            cl(azure_h100(), json!({"tags": {"team<ml>": "x"}})),
+            &["error [tags[\"team<ml>\"]] Invalid Azure tag name", "Azure refuses tag names"],
         ),
         case(
             "invalid_cluster_user_data_size_oci",

@@ -209,15 +209,27 @@ pub fn missing_zone(cloud: Cloud, what: &str, diags: &mut Diagnostics) -> bool {
     false
 }
 
-/// Zones named after their region ("us-east-1a", "us-central1-a"): `zone` must start with `region`.
-pub fn zone_in_region(region: &str, zone: &str, diags: &mut Diagnostics) -> bool {
-    if zone.starts_with(region) {
+/// Zones named after their region, as each cloud names them: AWS a letter after the region (`us-east-1a`),
+/// Google Cloud a hyphen and a letter (`us-central1-a`). A zone that is not so is refused, with the names the
+/// region's zones have on that cloud.
+pub fn zone_in_region(cloud: Cloud, region: &str, zone: &str, diags: &mut Diagnostics) -> bool {
+    let sep = if cloud == Cloud::Gcp { "-" } else { "" };
+    let letter = |rest: &str| rest.len() == 1 && rest.chars().all(|c| c.is_ascii_lowercase());
+    let named = zone.strip_prefix(region).is_some_and(|rest| match cloud {
+        Cloud::Gcp => rest.strip_prefix('-').is_some_and(letter),
+        // An Availability Zone, or a Local or Wavelength Zone of the region (`us-west-2-lax-1a`).
+        _ => letter(rest) || (rest.len() > 2 && rest.starts_with('-')),
+    });
+    if named {
         return true;
     }
     diags.error_at(
         AttributePath::attr("zone"),
         "Zone outside region",
-        format!("Zone {zone:?} is not in region {region:?}: zones of {region} are named \"{region}a\"/\"{region}-a\" and so on."),
+        format!(
+            "Zone {zone:?} is not a zone of region {region:?}: on {cloud} the zones of {region} are named \"{region}{sep}a\", \"{region}{sep}b\" \
+             and so on. Give one of them, or set the region the zone is in."
+        ),
     );
     false
 }

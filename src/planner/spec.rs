@@ -445,6 +445,7 @@ fn nodes_of(c: &Value, pool: bool, diags: &mut Diagnostics) -> Result<ClusterSpe
     let user_data_write_only = write_only.is_some();
     let user_data = stored.or(write_only);
     let ssh_public_key = string(c.get("ssh_public_key"))?;
+    ok &= ssh_public_key.as_deref().is_none_or(|k| public_key_ok(k, diags));
     let node_identity = string(c.get("node_identity"))?;
     let rdma_wanted = whole_number(c.get("rdma_interfaces"), AttributePath::attr("rdma_interfaces"), 0, 1024, diags)?;
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
@@ -578,7 +579,7 @@ fn nodes_of(c: &Value, pool: bool, diags: &mut Diagnostics) -> Result<ClusterSpe
     if !ok {
         return Err(());
     }
-    Ok(ClusterSpec {
+    let spec = ClusterSpec {
         day2: day2?,
         capacity_policy: capacity_policy?,
         user_data_version: user_data_version.as_number().and_then(|n| n.as_i64()),
@@ -599,7 +600,83 @@ fn nodes_of(c: &Value, pool: bool, diags: &mut Diagnostics) -> Result<ClusterSpe
         tags,
         running_groups: Vec::new(),
         slurm: slurm_join(c.get("slurm"), diags)?,
-    })
+    };
+    composed_user_data_fits(&spec, user_data_path, diags)?;
+    Ok(spec)
+}
+
+/// The key types OpenSSH public keys start with (`ssh-keygen -t ...`, security keys included).
+const SSH_KEY_TYPES: [&str; 7] = [
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+];
+
+/// `ssh_public_key` is the key itself, one OpenSSH line (`ssh-ed25519 AAAA... comment`): a path to it, the
+/// private key, or other text is refused here rather than by the cloud at launch (or, on an emulator, never).
+pub fn public_key_ok(key: &str, diags: &mut Diagnostics) -> bool {
+    let first = key.split_whitespace().next().unwrap_or_default();
+    let body = key.split_whitespace().nth(1).unwrap_or_default();
+    if SSH_KEY_TYPES.contains(&first) && !body.is_empty() && body.chars().all(|c| c.is_ascii_alphanumeric() || "+/=".contains(c)) {
+        return true;
+    }
+    let trimmed = key.trim();
+    let detail = if !trimmed.contains(' ') && (trimmed.starts_with(['~', '/', '.']) || trimmed.ends_with(".pub")) {
+        format!(
+            "{trimmed:?} is a path: ssh_public_key takes the key itself. Read the file with file(), e.g. \
+             ssh_public_key = file(\"{trimmed}\")."
+        )
+    } else if trimmed.contains("PRIVATE KEY") {
+        "This is a private key: give the public half (the .pub file, e.g. ssh_public_key = file(\"~/.ssh/id_ed25519.pub\")), and \
+         keep the private key out of the configuration."
+            .to_owned()
+    } else {
+        format!(
+            "It is not an OpenSSH public key: one line of a key type ({}), then the key in base64, e.g. \
+             \"ssh-ed25519 AAAAC3Nza... you@host\" (the contents of ~/.ssh/id_ed25519.pub).",
+            SSH_KEY_TYPES.join(", ")
+        )
+    };
+    diags.error_at(AttributePath::attr("ssh_public_key"), "Invalid SSH public key", detail);
+    false
+}
+
+/// The length of a Slurm key the fabric makes (64 random bytes, base64), for sizing user data before it exists.
+const SLURM_KEY_CHARS: usize = 88;
+
+/// The nodes boot with the user's user data and, when they join Slurm, the join the provider adds before it
+/// (one MIME document): the cloud's limit holds for all of it, so it is checked here, not at launch after the
+/// fabric exists.
+fn composed_user_data_fits(spec: &ClusterSpec, user_data_path: &str, diags: &mut Diagnostics) -> Result<(), ()> {
+    let Some(join) = &spec.slurm else { return Ok(()) };
+    let key = join.key.as_ref().map_or_else(|| "k".repeat(SLURM_KEY_CHARS), |k| k.expose_str().to_owned());
+    let probe = ClusterSpec {
+        slurm: Some(crate::model::SlurmJoin { controllers: join.controllers.clone(), key: Some(crate::redact::Secret::new(key)) }),
+        ..spec.clone()
+    };
+    let total = crate::clouds::slurm::node_user_data(&probe, 0).map_or(0, |u| u.expose().len());
+    let (max, rule) = limits::user_data_limit(spec.fabric.cloud);
+    if total <= max {
+        return Ok(());
+    }
+    let own = spec.user_data.as_ref().map_or(0, |u| u.expose().len());
+    let path = if own > 0 { user_data_path } else { "slurm" };
+    diags.error_at(
+        AttributePath::attr(path),
+        "User data too large with the Slurm join",
+        format!(
+            "{rule}; the nodes' user data would be {total} bytes (the limit here is {max}): yours is {own} bytes and the Slurm join the \
+             provider adds before it (slurm = ...) about {} bytes. Keep yours under {} bytes: a small bootstrap that fetches the rest \
+             (from object storage or a configuration service).",
+            total - own,
+            max.saturating_sub(total - own)
+        ),
+    );
+    Err(())
 }
 
 /// `slurm`: the fabric's `slurm_join` a cluster's nodes join with (null: the nodes are outside Slurm).
@@ -620,7 +697,7 @@ fn slurm_join(v: &Value, diags: &mut Diagnostics) -> Result<Option<crate::model:
         diags.error_at(
             AttributePath::attr("slurm"),
             "Incomplete Slurm join",
-            "slurm needs the controllers' addresses and the key: give it the fabric's join, slurm = hpc_gpu_fabric.<name>.slurm_join,              with slurm = true on the fabric.",
+            "slurm needs the controllers' addresses and the key: give it the fabric's join, slurm = hpc_gpu_fabric.<name>.slurm_join, with slurm = true on the fabric.",
         );
         return Err(());
     }
@@ -1091,6 +1168,9 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
     }
     let image = string(c.get("image"))?;
     let ssh_public_key = string(c.get("ssh_public_key"))?;
+    if ssh_public_key.as_deref().is_some_and(|k| !public_key_ok(k, diags)) {
+        return Err(());
+    }
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
     let custom_settings = match c.get("custom_settings") {
         Value::Unknown => return Err(()),

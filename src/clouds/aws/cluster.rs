@@ -892,9 +892,9 @@ async fn launch(
             progress.nodes(
                 &spec.name,
                 crate::clouds::shared::NodeCounts {
-                    running: running_before + running as u32,
+                    running: running_before.saturating_add(u32::try_from(running).unwrap_or(u32::MAX)),
                     total: spec.node_count,
-                    starting: (ids.len() - running) as u32,
+                    starting: u32::try_from(ids.len().saturating_sub(running)).unwrap_or(u32::MAX),
                     pending_capacity: short,
                 },
             );

@@ -15,7 +15,7 @@ use aws_sdk_fsx::types::{
     UpdateFileSystemLustreMetadataConfiguration,
 };
 
-use super::api::{self, Aws, why};
+use super::api::{self, Aws};
 use super::backend::{self, fabric_region};
 use super::fabric;
 use super::filesystem;
@@ -231,16 +231,9 @@ pub async fn converge(
                 .set_tags(Some(fsx_tags(o.tags)))
                 .send()
                 .await
+                // The error keeps its kind (a quota, throttling, a bad request naming its field) and code.
                 .map_err(|e| {
-                    (
-                        None,
-                        CloudError::other(format!(
-                            "creating FSx for Lustre file system {} ({} GiB): {}",
-                            spec.name,
-                            spec.capacity_gib,
-                            why(&e)
-                        )),
-                    )
+                    (None, api::error(&e).context(format!("creating FSx for Lustre file system {} ({} GiB)", spec.name, spec.capacity_gib)))
                 })?;
             id = created.file_system().and_then(|f| f.file_system_id()).map(str::to_owned);
             let fs_id = id.clone().unwrap_or_default();

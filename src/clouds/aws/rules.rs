@@ -20,7 +20,7 @@ impl Rules for Aws {
                 "an availability zone such as \"us-east-1a\": a cluster placement group lives in one zone",
                 diags,
             ),
-            Some(z) => zone_in_region(region, z, diags),
+            Some(z) => zone_in_region(crate::catalog::Cloud::Aws, region, z, diags),
         }
     }
 

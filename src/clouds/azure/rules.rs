@@ -3,6 +3,8 @@
 //! and InfiniBand exclude each other; Azure Managed Lustre mounts as "lustrefs", links a blob container
 //! and takes a weekly maintenance window.
 
+use std::collections::BTreeMap;
+
 use crate::catalog::{Cloud, Fabric, Sku};
 use crate::clouds::rules::{Reported, Rules};
 use crate::framework::{AttributePath, Diagnostics};
@@ -16,7 +18,37 @@ pub const FILESYSTEM_NAME: &str = "lustrefs";
 /// The window when none is given.
 const DEFAULT_MAINTENANCE_WINDOW: (&str, &str) = ("Sunday", "02:00");
 
+/// Characters ARM refuses in a tag name ("Tag names can't contain these characters: <, >, %, &, \\, ?, /").
+const TAG_NAME_REFUSED: [char; 7] = ['<', '>', '%', '&', '\\', '?', '/'];
+
+/// Why ARM would refuse a tag `k`, if it would: a name with a refused character, or longer than 512.
+fn tag_name_refusal(k: &str) -> Option<String> {
+    if let Some(c) = k.chars().find(|c| TAG_NAME_REFUSED.contains(c)) {
+        return Some(format!("{k:?} contains {c:?}: Azure refuses tag names with any of < > % & \\ ? /"));
+    }
+    (k.chars().count() > 512).then(|| format!("{k:?} is longer than the 512 characters Azure allows in a tag name"))
+}
+
 impl Rules for Azure {
+    fn tags(&self, tags: &BTreeMap<String, String>, diags: &mut Diagnostics) -> bool {
+        let mut ok = true;
+        for k in tags.keys() {
+            if let Some(why) = tag_name_refusal(k) {
+                diags.error_at(AttributePath::attr("tags").and_key(k), "Invalid Azure tag name", format!("{why}. Rename the tag."));
+                ok = false;
+            }
+        }
+        ok
+    }
+
+    fn default_tags(&self, tags: &BTreeMap<String, String>, diags: &mut Diagnostics) {
+        for k in tags.keys() {
+            if let Some(why) = tag_name_refusal(k) {
+                diags.error("Invalid Azure tag name", format!("default_tags in the provider block: {why}. Rename the tag."));
+            }
+        }
+    }
+
     fn cloud(&self) -> Cloud {
         Cloud::Azure
     }

@@ -26,7 +26,7 @@ impl Rules for Gcp {
     fn fabric_zone(&self, region: &str, zone: Option<&str>, diags: &mut Diagnostics) -> bool {
         match zone {
             None => missing_zone(self.cloud(), "a zone such as \"us-central1-a\": GPU instances and compact placement are zonal", diags),
-            Some(z) => zone_in_region(region, z, diags),
+            Some(z) => zone_in_region(crate::catalog::Cloud::Gcp, region, z, diags),
         }
     }
 
