@@ -195,24 +195,45 @@ fn no_match_on_the_cloud_has_a_fallback() {
 /// Secrets are sensitive attributes: the CLI hides them in plans and logs.
 #[test]
 fn credentials_keys_and_user_data_are_sensitive() {
+    use hpc_provider::framework::Type;
     use hpc_provider::framework::{Block, ProviderDefinition};
+    /// The path of a secret inside a value of type `t` (an object's field named as a secret, at any depth).
+    fn nested_secret(t: &Type, secret: &[&str]) -> Option<String> {
+        match t {
+            Type::Object(fields) => fields.iter().find_map(|(k, t)| {
+                if secret.contains(&k.as_str()) { Some(k.clone()) } else { nested_secret(t, secret).map(|p| format!("{k}.{p}")) }
+            }),
+            Type::List(t) | Type::Set(t) | Type::Map(t) => nested_secret(t, secret),
+            Type::Tuple(ts) => ts.iter().find_map(|t| nested_secret(t, secret)),
+            _ => None,
+        }
+    }
     fn check(block: &Block, at: &str, secret: &[&str], found: &mut usize) {
         for a in &block.attributes {
             if secret.contains(&a.name.as_str()) {
                 *found += 1;
                 assert!(a.sensitive, "{at}.{} holds a secret but is not sensitive", a.name);
             }
+            // An object that carries a secret (a fabric reference with its Slurm join) is as secret.
+            if let Some(inner) = nested_secret(&a.ty, secret) {
+                *found += 1;
+                assert!(a.sensitive, "{at}.{} carries a secret ({}.{inner}) but is not sensitive", a.name, a.name);
+            }
         }
         for b in &block.blocks {
             check(&b.block, &format!("{at}.{}", b.type_name), secret, found);
         }
     }
-    let secret = ["access_key", "secret_key", "token", "client_secret", "credentials", "private_key", "user_data"];
+    // `slurm_join` holds the Slurm cluster's munge key.
+    let secret = ["access_key", "secret_key", "token", "client_secret", "credentials", "private_key", "user_data", "slurm_join"];
     let provider = hpc_provider::provider::HpcProvider;
     let mut found = 0;
     check(&provider.schema().block, "provider", &secret, &mut found);
     for r in provider.resources() {
         check(&r.schema().block, r.type_name(), &secret, &mut found);
+    }
+    for d in provider.data_sources() {
+        check(&d.schema().block, d.type_name(), &secret, &mut found);
     }
     assert!(found >= 7, "only {found} secret attributes found; the list above is stale");
 }

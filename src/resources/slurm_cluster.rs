@@ -77,9 +77,11 @@ pub fn schema() -> Schema {
         .attribute(Attribute::required(
             "fabric",
             slurm_fabric_type(),
-            "The fabric whose network it is on: `fabric = hpc_gpu_fabric.<name>`, with `slurm = true` on the fabric.",
+            "The fabric whose network it is on: `fabric = hpc_gpu_fabric.<name>`, with `slurm = true` on the fabric. Sensitive: it \
+             carries the fabric's `slurm_join`, whose key authenticates every daemon of the cluster.",
         )
-        .requires_replace())
+        .requires_replace()
+        .sensitive())
         .attribute(Attribute::required(
             "slurm_version",
             Type::String,
