@@ -165,6 +165,10 @@ for_the_clis!(
         slurm_boots_gcp,
         slurm_boots_azure,
         slurm_boots_oci,
+        slurm_import_aws,
+        slurm_import_gcp,
+        slurm_import_azure,
+        slurm_import_oci,
     ],
 );
 
@@ -212,6 +216,10 @@ on_cloud! {
     slurm_boots_gcp => slurm::slurm_boots, "gcp";
     slurm_boots_azure => slurm::slurm_boots, "azure";
     slurm_boots_oci => slurm::slurm_boots, "oci";
+    slurm_import_aws => slurm::slurm_import_changes_nothing, "aws";
+    slurm_import_gcp => slurm::slurm_import_changes_nothing, "gcp";
+    slurm_import_azure => slurm::slurm_import_changes_nothing, "azure";
+    slurm_import_oci => slurm::slurm_import_changes_nothing, "oci";
     logs_aws => logs::logs_hold_each_call_retry_and_progress_and_no_secret, "aws";
     logs_gcp => logs::logs_hold_each_call_retry_and_progress_and_no_secret, "gcp";
     logs_azure => logs::logs_hold_each_call_retry_and_progress_and_no_secret, "azure";

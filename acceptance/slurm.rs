@@ -327,3 +327,62 @@ fn wait_for(host: &hpc_emulators::hosts::Host, command: &str, done: impl Fn(&str
         std::thread::sleep(std::time::Duration::from_secs(2));
     }
 }
+
+/// The emulator's log of what it did to nodes, for `cloud`.
+fn node_events(clouds: &Emulators, cloud: &str) -> Value {
+    use hpc_emulators::harness::{admin, azure_admin};
+    let answer = match cloud {
+        "aws" => admin(&clouds.aws.endpoint, "GET", "events", None),
+        "gcp" => admin(&clouds.gcp, "GET", "events", None),
+        "azure" => azure_admin(&clouds.azure.0, &clouds.azure.1, "GET", "events", None),
+        _ => admin(&clouds.oci.0, "GET", "events", None),
+    };
+    answer["events"].clone()
+}
+
+/// `examples/slurm/<cloud>` adopted by import, as a team taking over a running cluster would: its fabric, GPU
+/// cluster(s) and Slurm cluster removed from state and imported by the ids they had. The import takes what
+/// the pieces carry (the Slurm key included), the next plan is empty, an apply changes nothing on the cloud
+/// (the emulator logs no node event), and the example's outputs are what they were.
+pub fn slurm_import_changes_nothing(cli: &Cli, cloud: &str) {
+    let clouds = Emulators::start();
+    let w = clouds.env(Workdir::for_path(cli, &format!("examples/slurm/{cloud}")));
+    install(&w);
+    apply(&w).expect_code(0);
+    let before = outputs(&w);
+    let states = crate::cli::state_values(&w);
+    let addresses: Vec<String> = states.keys().filter(|a| a.starts_with("hpc_")).cloned().collect();
+    let mut args = vec!["state", "rm"];
+    args.extend(addresses.iter().map(String::as_str));
+    w.run(&args).expect_code(0);
+    let events_before = node_events(&clouds, cloud);
+    // Fabric first, then the clusters, then Slurm: each import reads what the earlier ones hold.
+    let order = |a: &String| {
+        if a.starts_with("hpc_gpu_fabric") {
+            0
+        } else if a.starts_with("hpc_gpu_cluster") {
+            1
+        } else {
+            2
+        }
+    };
+    let mut sorted = addresses.clone();
+    sorted.sort_by_key(order);
+    for address in &sorted {
+        let id = states[address]["id"].as_str().unwrap_or_default().to_owned();
+        w.run(&["import", "-no-color", "-input=false", address, &id]).expect_code(0);
+    }
+    let replan = w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]);
+    assert_eq!(replan.code, Some(0), "the plan after import is not empty:\n{}", replan.output());
+    apply(&w).expect_code(0);
+    let events_after = node_events(&clouds, cloud);
+    assert_eq!(events_after, events_before, "the apply after import did something to nodes");
+    let after = outputs(&w);
+    assert_eq!(after, before, "the outputs changed through the import");
+    let imported = crate::cli::state_values(&w);
+    for address in &addresses {
+        assert_eq!(imported[address], states[address], "{address} imported differs from what the apply made");
+    }
+    w.run(&["destroy", "-no-color", "-input=false", "-auto-approve"]).expect_code(0);
+    clouds.assert_empty(&format!("examples/slurm/{cloud}"));
+}

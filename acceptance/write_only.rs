@@ -64,6 +64,14 @@ pub fn user_data_stays_out_of_state_and_plan(cli: &Cli, cloud: &str) {
     // A refresh reads the nodes' user data back from the cloud; it stays out of state, and nothing changes.
     w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
     assert_kept_out(&w, SECRET, "after a refresh");
+    // Imported again, the nodes' user data stays out of state: the import knows them for write-only user data
+    // by their revision, keeps its version, and the next plan is empty.
+    let id = crate::cli::state_values(&w)["hpc_gpu_cluster.c"]["id"].as_str().unwrap().to_owned();
+    w.run(&["state", "rm", "hpc_gpu_cluster.c"]).expect_code(0);
+    w.run(&["import", "-no-color", "-input=false", "hpc_gpu_cluster.c", &id]).expect_code(0);
+    assert_kept_out(&w, SECRET, "after an import");
+    assert_eq!(crate::cli::state_values(&w)["hpc_gpu_cluster.c"]["user_data_wo_version"], serde_json::json!(1));
+    w.run(&["plan", "-no-color", "-input=false", "-detailed-exitcode"]).expect_code(0);
 
     // A new version rolls the new user data onto the nodes, remade in place of the cluster (no replacement).
     let w = w.env("TF_VAR_hf_token", ROTATED).env("TF_VAR_user_data_version", "2");

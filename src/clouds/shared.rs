@@ -566,6 +566,8 @@ pub struct SlurmHostFound {
     pub instance_type: String,
     /// Its tags (Google Cloud: its labels).
     pub tags: BTreeMap<String, String>,
+    /// The SSH public key it lets in, where the cloud gives it back with the host.
+    pub ssh_public_key: Option<String>,
 }
 
 /// What an import of Slurm cluster `name` rebuilds from its hosts (found by `hpc:slurm`, the census's only)
@@ -635,6 +637,7 @@ pub fn slurm_imported(
         ("login_nodes", Value::int(logins.len() as i64)),
         ("topology", Value::from("auto")),
         ("health_check_interval", interval.map_or(Value::Null, Value::int)),
+        ("ssh_public_key", Value::from(primary.ssh_public_key.clone())),
         ("tags", imported_tags(cloud, &primary.tags, default_tags)),
     ]);
     let assigned = BTreeMap::from([

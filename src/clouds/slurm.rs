@@ -335,6 +335,38 @@ pub fn node_user_data(spec: &crate::model::ClusterSpec, azure_offset: u32) -> Op
     }
 }
 
+/// The value of `export NAME='...'` in a script [`with_settings`] wrote (quoted by [`shell_quote`]).
+pub fn setting_in(script: &str, name: &str) -> Option<String> {
+    let quoted = script.lines().find_map(|l| l.strip_prefix(&format!("export {name}=")))?;
+    let inner = quoted.strip_prefix('\'')?.strip_suffix('\'')?;
+    Some(inner.replace(r"'\''", "'"))
+}
+
+/// The Slurm join a node's user data carries ([`node_user_data`]: the join script with the controllers and
+/// the cluster's key), as `(controller addresses, key)`: what an import adopts, so that the key is never made
+/// anew for a running cluster. None when the user data has no join.
+pub fn join_in(user_data: &str) -> Option<(Vec<String>, String)> {
+    // The join script, alone (Google Cloud's `user-data` item) or a part of the nodes' user data.
+    if !user_data.contains("\n# hpc-slurm-join: ") {
+        return None;
+    }
+    let servers = setting_in(user_data, "HPC_SLURM_SERVERS")?;
+    let key = setting_in(user_data, "HPC_SLURM_KEY").filter(|k| !k.is_empty())?;
+    let controllers = servers.split(',').filter_map(|s| s.rsplit_once(':').map(|(a, _)| a.to_owned())).collect();
+    Some((controllers, key))
+}
+
+/// [`join_in`] as the `slurm` attribute (`slurm_join`'s shape) an import records.
+pub fn join_value(user_data: Option<&str>) -> crate::framework::Value {
+    use crate::framework::Value;
+    match user_data.and_then(join_in) {
+        Some((controllers, key)) => {
+            Value::object([("controller_addresses", Value::list(controllers.into_iter().map(Value::from))), ("key", Value::from(key))])
+        }
+        None => Value::Null,
+    }
+}
+
 /// What an import reads back as the user's `user_data` from user data [`node_user_data`] composed: the
 /// user's own part, without the join script (None when there was only the join).
 pub fn user_part(user_data: Option<String>) -> Option<String> {
@@ -343,4 +375,25 @@ pub fn user_part(user_data: Option<String>) -> Option<String> {
         return Some(doc);
     }
     super::user_data::without_part(&doc, JOIN_FILE_NAME)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An import reads back the join a node was made with: the controllers and the key, whatever the key holds.
+    #[test]
+    fn the_join_a_node_boots_with_is_read_back_from_its_user_data() {
+        for key in ["c2VjcmV0a2V5MTIzNDU2Nzg5MA==", "it's a 'quoted' key"] {
+            let join = crate::model::SlurmJoin {
+                controllers: vec!["10.0.255.244".into(), "10.0.255.245".into()],
+                key: Some(Secret::new(key.to_owned())),
+            };
+            let script = join_script(Cloud::Gcp, "train", &join, 0);
+            let doc = super::super::user_data::combined_with(&script, JOIN_FILE_NAME, "HPC-SLURM", Some("#!/bin/sh\necho mine\n"));
+            assert_eq!(join_in(&doc), Some((join.controllers.clone(), key.to_owned())));
+            assert_eq!(user_part(Some(doc)).as_deref(), Some("#!/bin/sh\necho mine\n"));
+        }
+        assert_eq!(join_in("#!/bin/sh\nexport HPC_SLURM_KEY='x'\n"), None, "no join part: no join");
+    }
 }

@@ -51,6 +51,10 @@ pub trait DataSource: Send + Sync {
 }
 
 /// Input to planning: `prior` is null on create, `proposed` is null on destroy.
+/// The private state an import hands the CLI, which it gives back to the refresh and the first plan after
+/// it (and no plan after an apply): how a plan tells an import not applied yet from an applied state.
+pub const IMPORTED_PRIVATE: &[u8] = b"hpc-provider:imported";
+
 #[derive(Clone, Copy)]
 pub struct PlanRequest<'a> {
     pub prior: &'a Value,

@@ -480,7 +480,7 @@ impl Inner {
                 resp.imported_resources.push(pb::import_resource_state::ImportedResource {
                     type_name: req.type_name.clone(),
                     state: Some(state),
-                    private: Vec::new(),
+                    private: crate::framework::resource::IMPORTED_PRIVATE.to_vec(),
                     identity,
                 });
             }

@@ -605,7 +605,20 @@ impl Resource for GpuCluster {
     }
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
-        LIFECYCLE.import(ctx, id, "aws/us-east-1/train-nodes", diags).await
+        let state = LIFECYCLE.import(ctx, id, "aws/us-east-1/train-nodes", diags).await?;
+        // The revisions the nodes run, as a refresh reads them, tell how their user data was given.
+        let refreshed = match self.read(ctx, &state, &[], &mut Diagnostics::new()).await {
+            ReadOutcome::Found { state: read, .. } => read,
+            _ => return Some(state),
+        };
+        match refreshed.get("node_revisions") {
+            Value::Map(revisions) if !revisions.is_empty() => {
+                let Value::Map(mut m) = state else { return Some(state) };
+                m.insert("node_revisions".into(), Value::Map(revisions.clone()));
+                Some(with_write_only_user_data(ctx, Value::Map(m)))
+            }
+            _ => Some(state),
+        }
     }
 
     fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
@@ -651,6 +664,58 @@ fn plan_spec(ctx: &Context, req: PlanRequest<'_>, spec: Option<ClusterSpec>, dia
         }
     }
     resp
+}
+
+/// The most versions of write-only user data an import tries when it recognises the nodes' revision.
+const WRITE_ONLY_VERSIONS_TRIED: i64 = 10_000;
+
+/// An import reads the nodes' user data back from the cloud; if they were made from `user_data_wo`, it must
+/// not reach the state. The nodes' revision tells: made from `user_data`, it is the revision of the user data
+/// read back; made from `user_data_wo`, the revision of its version, which is found by trying the versions
+/// (1 to [`WRITE_ONLY_VERSIONS_TRIED`]). Then the state keeps the version and no user data, as the
+/// configuration that made them does, and the next plan is empty.
+fn with_write_only_user_data(ctx: &Context, state: Value) -> Value {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for r in state.get("node_revisions").as_map().into_iter().flat_map(|m| m.values()).filter_map(Value::as_str) {
+        *counts.entry(r.to_owned()).or_default() += 1;
+    }
+    let Some(nodes) = counts.into_iter().max_by_key(|(_, n)| *n).map(|(r, _)| r) else { return state };
+    if state.get("user_data").is_null() || state.get("revision").as_str() == Some(nodes.as_str()) {
+        return state;
+    }
+    // The state as a configuration: what the provider computed (the fabric's node type, or the network a
+    // cluster without a fabric made; the RDMA count where it is not configurable) left out.
+    let mut config = state.clone();
+    if let Value::Map(c) = &mut config {
+        let computed = if state.get("cloud").is_present() { "fabric" } else { "instance_type" };
+        c.insert(computed.into(), Value::Null);
+    }
+    let parsed = spec::parse_cluster(&config, &mut Diagnostics::new()).or_else(|| {
+        if let Value::Map(c) = &mut config {
+            c.insert("rdma_interfaces".into(), Value::Null);
+        }
+        spec::parse_cluster(&config, &mut Diagnostics::new())
+    });
+    let Some(mut spec) = parsed else { return state };
+    // Write-only user data: its text never counts (the plan shows only that there is some).
+    spec.user_data = Some(crate::redact::Secret::new(String::new()));
+    spec.user_data_write_only = true;
+    let Some(version) = (1..=WRITE_ONLY_VERSIONS_TRIED).find(|v| {
+        spec.user_data_version = Some(*v);
+        spec.revision() == nodes
+    }) else {
+        return state;
+    };
+    // The expansion shows write-only user data as such.
+    let expansion = derive_spec(ctx, with_prior(spec, &state), &mut Diagnostics::new()).and_then(|mut d| d.remove("expansion"));
+    let Value::Map(mut m) = state else { return state };
+    m.insert("user_data".into(), Value::Null);
+    m.insert("user_data_wo_version".into(), Value::int(version));
+    m.insert("revision".into(), Value::from(nodes));
+    if let Some(expansion) = expansion {
+        m.insert("expansion".into(), expansion);
+    }
+    Value::Map(m)
 }
 
 /// The nodes of a cluster given `user_data_wo` carry it, and the cloud hands it back on a read: it must

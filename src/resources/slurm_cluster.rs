@@ -93,7 +93,7 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("backup_controller", Type::Bool, "A second controller (`SlurmctldHost`). Not supported yet, and refused at plan: a backup takes over with slurmctld's state, which must be on storage both controllers mount, and nothing mounts shared storage on them yet (a later release brings it).").requires_replace())
         .attribute(Attribute::optional_computed("state_save_location", Type::String, "Where slurmctld keeps its state (`StateSaveLocation`), on the controller's own disk: an absolute path of letters, digits, `/`, `.`, `_`, `-`; default `/var/spool/slurmctld`.").requires_replace())
         .attribute(Attribute::optional_computed("login_instance_type", Type::String, "The login nodes' instance type; default as the controllers'.").requires_replace())
-        .attribute(Attribute::optional("login_nodes", Type::Number, "Login nodes, 0 to 16; default 1.").requires_replace())
+        .attribute(Attribute::optional_computed("login_nodes", Type::Number, "Login nodes, 0 to 16; default 1.").requires_replace())
         .attribute(Attribute::optional_computed(
             "topology",
             Type::String,
@@ -147,6 +147,7 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     let mut out = BTreeMap::new();
     out.insert("controller_instance_type".into(), Value::from(spec.controller_type.as_str()));
     out.insert("login_instance_type".into(), Value::from(spec.login_type.as_str()));
+    out.insert("login_nodes".into(), Value::int(i64::from(spec.login_nodes)));
     out.insert("state_save_location".into(), Value::from(spec.state_save_location.as_str()));
     out.insert("topology".into(), Value::from(spec.topology.as_str()));
     out.insert("health_check_interval".into(), Value::int(i64::from(spec.health_check_interval)));
@@ -201,10 +202,13 @@ impl Resource for SlurmCluster {
     /// and says when the hosts carry a configuration changed outside.
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
         let prior = req.prior;
+        let just_imported = req.prior_private == crate::framework::resource::IMPORTED_PRIVATE;
         let mut resp = common::plan(&schema(), req, diags, |config, diags| derive(ctx, config, diags));
-        // Imported and not applied yet: the fabric, image and SSH key are the configuration's (the cloud does
-        // not record them as the configuration says them), taken in place; the hosts are not made again.
-        if !prior.is_null() && imported(prior) {
+        // Imported and not applied yet (the import's private state says so): the fabric, image and SSH key are
+        // the configuration's where the cloud does not give them back as the configuration says them (an
+        // image the hosts were made from by default, a key AWS hosts do not take), taken in place; the hosts
+        // are not made again.
+        if !prior.is_null() && (imported(prior) || just_imported) {
             resp.requires_replace.retain(|p| !IMPORT_TAKES.iter().any(|a| *p == crate::framework::AttributePath::attr(a)));
         }
         // Left out or written as its default (one login node, no backup controller), it is the same cluster: an
@@ -262,18 +266,119 @@ impl Resource for SlurmCluster {
 
     async fn import(&self, ctx: &Context, id: &str, diags: &mut Diagnostics) -> Option<Value> {
         let state = LIFECYCLE.import(ctx, id, "aws/us-east-1/ml", diags).await?;
-        // The fabric reference whole, what the import does not know of it null.
-        let Type::Object(fields) = slurm_fabric_type() else { return Some(state) };
-        let found = state.get("fabric").clone();
-        let fabric = Value::Map(fields.keys().map(|k| (k.clone(), found.get(k).clone())).collect());
-        let mut state = state.as_map().cloned().unwrap_or_default();
-        state.insert("fabric".into(), fabric);
-        Some(Value::Map(state))
+        Some(with_what_it_runs_on(ctx, id, state, diags).await)
     }
 
     fn upgrade(&self, version: i64, state: Value, _diags: &mut Diagnostics) -> Value {
         common::upgrade_owner(KIND, version, state)
     }
+}
+
+/// The id of a piece named `name` in the same place as the piece `id` names (`gcp/us-central1-a/ml` and
+/// `train` give `gcp/us-central1-a/train`).
+fn sibling_id(id: &str, name: &str) -> String {
+    match id.rsplit_once('/') {
+        Some((place, _)) => format!("{place}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// `value`'s fields of object type `ty`, those it lacks null.
+fn shaped(ty: &Type, value: &Value) -> Value {
+    match ty {
+        Type::Object(fields) => Value::Map(fields.keys().map(|k| (k.clone(), value.get(k).clone())).collect()),
+        _ => value.clone(),
+    }
+}
+
+/// What diagnostics say, in one line.
+fn said(d: &Diagnostics) -> String {
+    let all: Vec<String> = d.iter().map(|x| format!("{}: {}", x.summary, x.detail)).collect();
+    if all.is_empty() { "nothing found".into() } else { all.join("; ") }
+}
+
+/// The partitions slurm.conf names, each as (name, the cluster its nodes are of, default, MaxTime).
+fn partitions_of(conf: &str) -> Vec<(String, String, bool, String)> {
+    conf.lines()
+        .filter_map(|l| l.strip_prefix("PartitionName="))
+        .filter_map(|l| {
+            let word = |key: &str| l.split_whitespace().find_map(|w| w.strip_prefix(&format!("{key}="))).map(str::to_owned);
+            let name = l.split_whitespace().next()?.to_owned();
+            let nodes = word("Nodes")?;
+            // `train-[0-3]` or `train-0`: the cluster is the name before the node numbers.
+            let cluster = match nodes.split_once("-[") {
+                Some((c, _)) => c.to_owned(),
+                None => nodes.rsplit_once('-')?.0.to_owned(),
+            };
+            Some((name, cluster, word("Default").as_deref() == Some("YES"), word("MaxTime").unwrap_or_else(|| "INFINITE".into())))
+        })
+        .collect()
+}
+
+/// An imported Slurm cluster with what it runs on, as its configuration gives it: the fabric (imported by its
+/// id, with the Slurm join its nodes carry, key included) and a partition per partition of the hosts'
+/// slurm.conf over the GPU cluster whose nodes it holds (imported too). From those, what the plan derives and
+/// the cloud does not hold (the NCCL tests, the expansion) is derived, so that outputs over them hold after
+/// the import and the next plan has nothing to change. What cannot be found is left as the cloud gave it,
+/// with a warning.
+async fn with_what_it_runs_on(ctx: &Context, id: &str, state: Value, diags: &mut Diagnostics) -> Value {
+    let Value::Map(mut map) = state else { return state };
+    let fabric_name = map.get("fabric").map(|f| f.get("name").as_str().unwrap_or_default().to_owned()).unwrap_or_default();
+    let mut found = Diagnostics::new();
+    let fabric = super::gpu_fabric::GpuFabric.import(ctx, &sibling_id(id, &fabric_name), &mut found).await;
+    let fabric = match fabric {
+        Some(f) => shaped(&slurm_fabric_type(), &f),
+        None => {
+            diags.warning(
+                "Slurm cluster imported without its fabric",
+                format!(
+                    "Fabric {fabric_name} could not be imported beside it ({}): the first plan takes the fabric from the configuration.",
+                    said(&found)
+                ),
+            );
+            shaped(&slurm_fabric_type(), map.get("fabric").unwrap_or(&Value::Null))
+        }
+    };
+    map.insert("fabric".into(), fabric);
+    let conf = map.get("slurm_conf").and_then(|c| c.as_str()).unwrap_or_default().to_owned();
+    let mut partitions = Vec::new();
+    for (name, cluster, default, max_time) in partitions_of(&conf) {
+        let mut d = Diagnostics::new();
+        let Some(nodes) = super::gpu_cluster::GpuCluster.import(ctx, &sibling_id(id, &cluster), &mut d).await else {
+            diags.warning(
+                "Slurm partition imported without its cluster",
+                format!("Partition {name}'s nodes are of cluster {cluster}, which could not be imported ({}).", said(&d)),
+            );
+            partitions.clear();
+            break;
+        };
+        let mut p = BTreeMap::new();
+        p.insert("name".into(), Value::from(name));
+        p.insert("cluster".into(), shaped(&partition_cluster_type(), &nodes));
+        p.insert("default".into(), if default { Value::from(true) } else { Value::Null });
+        p.insert("max_time".into(), if max_time == "INFINITE" { Value::Null } else { Value::from(max_time) });
+        partitions.push(Value::Map(p));
+    }
+    if partitions.is_empty() {
+        return Value::Map(map);
+    }
+    map.insert("partition".into(), Value::list(partitions));
+    // What the plan derives from this configuration and the cloud does not hold.
+    let mut d = Diagnostics::new();
+    match derive(ctx, &Value::Map(map.clone()), &mut d) {
+        Some(derived) => {
+            for attr in ["nccl_tests", "expansion"] {
+                if let Some(v) = derived.get(attr) {
+                    map.insert(attr.into(), v.clone());
+                }
+            }
+        }
+        None => diags.warning(
+            "Slurm cluster imported without its NCCL tests",
+            format!("What it runs on, as imported, does not plan ({}): the first plan derives them from the configuration.", said(&d)),
+        ),
+    }
+    Value::Map(map)
 }
 
 const THIRTY_MINUTES: Duration = Duration::from_secs(30 * 60);

@@ -1095,9 +1095,11 @@ pub async fn imported_config(
         (_, Some(_)) => "reservation",
         _ => "on-demand",
     };
-    let user_data = crate::clouds::slurm::user_part(
-        data.user_data().and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok()).and_then(|b| String::from_utf8(b).ok()),
-    );
+    let whole =
+        data.user_data().and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok()).and_then(|b| String::from_utf8(b).ok());
+    // The Slurm join the nodes were made with, key included: adopted, never made anew.
+    let slurm = crate::clouds::slurm::join_value(whole.as_deref());
+    let user_data = crate::clouds::slurm::user_part(whole);
     let ssh = match data.key_name() {
         Some(k) => aws
             .ec2
@@ -1128,6 +1130,7 @@ pub async fn imported_config(
         ("reservation_id", Value::from(reservation.map(str::to_owned))),
         ("image", if tags.contains_key(DEFAULT_IMAGE_TAG) { Value::Null } else { Value::from(data.image_id().map(str::to_owned)) }),
         ("user_data", Value::from(user_data)),
+        ("slurm", slurm),
         ("ssh_public_key", Value::from(ssh)),
         ("node_identity", Value::from(data.iam_instance_profile().and_then(|p| p.arn().or(p.name())).map(str::to_owned))),
         ("workload", Value::from(tags.get("hpc:workload").cloned())),

@@ -700,6 +700,51 @@ impl Backend<FabricSpec> for backend::Aws {
         if let Some((subnet, _)) = &live.subnet {
             assigned.insert("subnet_id".to_owned(), Value::from(subnet.as_str()));
         }
+        // A fabric with a Slurm cluster: its join, key included, as its nodes carry it (never made anew).
+        let mut config = config;
+        let join = slurm_join_of(&client, name).await.map_err(ImportError::failed)?;
+        if join.is_present()
+            && let Value::Map(c) = &mut config
+        {
+            c.insert("slurm".into(), Value::from(true));
+            assigned.insert("slurm_join".into(), join);
+        }
         Ok(Imported::new(config, assigned))
     }
+}
+
+/// The Slurm join the fabric's GPU nodes boot with, from the user data of their launch templates (tagged with
+/// the fabric): one filtered list, then one read per template until a join is found; null without one.
+async fn slurm_join_of(aws: &Aws, fabric: &str) -> Result<Value, CloudError> {
+    use base64::Engine;
+    let templates = aws
+        .ec2
+        .describe_launch_templates()
+        .filters(tag_filter("hpc:fabric", fabric))
+        .send()
+        .await
+        .map_err(|e| api::error(&e).context("listing the fabric's launch templates"))?;
+    for t in templates.launch_templates() {
+        let Some(id) = t.launch_template_id() else { continue };
+        let versions = aws
+            .ec2
+            .describe_launch_template_versions()
+            .launch_template_id(id)
+            .versions("$Latest")
+            .send()
+            .await
+            .map_err(|e| api::error(&e).context(format!("reading launch template {id}")))?;
+        let user_data = versions
+            .launch_template_versions()
+            .first()
+            .and_then(|v| v.launch_template_data())
+            .and_then(|d| d.user_data())
+            .and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok())
+            .and_then(|b| String::from_utf8(b).ok());
+        let join = crate::clouds::slurm::join_value(user_data.as_deref());
+        if join.is_present() {
+            return Ok(join);
+        }
+    }
+    Ok(Value::Null)
 }

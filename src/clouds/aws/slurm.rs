@@ -328,6 +328,8 @@ impl Backend<SlurmSpec> for backend::Aws {
                 host: host.clone(),
                 instance_type: i.instance_type().map(|t| t.as_str().to_owned()).unwrap_or_default(),
                 tags: api::tag_map(i.tags()),
+                // The hosts take no key pair here: nothing to read back.
+                ssh_public_key: None,
             })
             .collect();
         let payload = hosts.iter().find(|h| h.host == crate::nodes::controller_name(name, 0)).and_then(|h| aws_payload(&h.tags));

@@ -1116,12 +1116,13 @@ pub async fn imported_config(
     };
     let os = &profile["osProfile"];
     // ARM does not return customData on real Azure; what the emulator or ARM gives back is used.
-    let user_data = crate::clouds::slurm::user_part(
-        os["customData"]
-            .as_str()
-            .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
-            .and_then(|b| String::from_utf8(b).ok()),
-    );
+    let whole = os["customData"]
+        .as_str()
+        .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+        .and_then(|b| String::from_utf8(b).ok());
+    // The Slurm join the nodes were made with, key included: adopted, never made anew.
+    let slurm = crate::clouds::slurm::join_value(whole.as_deref());
+    let user_data = crate::clouds::slurm::user_part(whole);
     let ssh = os["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().map(str::to_owned);
     let sizes = imported_sizes(&sets);
     let config = Value::object([
@@ -1132,6 +1133,7 @@ pub async fn imported_config(
         ("reservation_id", Value::from(reservation)),
         ("image", Value::from(image)),
         ("user_data", Value::from(user_data)),
+        ("slurm", slurm),
         ("ssh_public_key", Value::from(ssh)),
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
         ("tags", super::api::imported_tags(&tags, defaults)),

@@ -430,7 +430,17 @@ impl Backend<FabricSpec> for backend::Azure {
             Err(e) => Err(e),
         }
         .map_err(ImportError::failed)?;
-        Ok(Imported::new(config, BTreeMap::from([("id".to_owned(), Value::from(id))])))
+        let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+        // A fabric with a Slurm cluster: its join, key included, as its nodes carry it (never made anew).
+        let mut config = config;
+        let join = slurm_join_of(step.ctx, &arm, group, name).await.map_err(ImportError::failed)?;
+        if join.is_present()
+            && let Value::Map(c) = &mut config
+        {
+            c.insert("slurm".into(), Value::from(true));
+            assigned.insert("slurm_join".into(), join);
+        }
+        Ok(Imported::new(config, assigned))
     }
 
     /// A network the fabric created has the ids its names give.
@@ -443,6 +453,26 @@ impl Backend<FabricSpec> for backend::Azure {
         }
         Ok(())
     }
+}
+
+/// The Slurm join the fabric's GPU nodes boot with, from their scale sets' model (`customData`; ARM gives it
+/// back where it does, not on Azure itself, whose answers leave it out): one list of the group's scale sets;
+/// null without one.
+async fn slurm_join_of(ctx: &Context, arm: &Arm, group: &str, fabric: &str) -> Result<Value, CloudError> {
+    use base64::Engine;
+    let sets = arm.list(ctx, &format!("{}/providers/Microsoft.Compute/virtualMachineScaleSets", arm.group_id(group)), COMPUTE_API).await?;
+    Ok(sets
+        .iter()
+        .filter(|s| s["tags"]["hpc:fabric"].as_str() == Some(fabric))
+        .map(|s| {
+            let data = s["properties"]["virtualMachineProfile"]["osProfile"]["customData"]
+                .as_str()
+                .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+                .and_then(|b| String::from_utf8(b).ok());
+            crate::clouds::slurm::join_value(data.as_deref())
+        })
+        .find(Value::is_present)
+        .unwrap_or(Value::Null))
 }
 
 #[cfg(test)]

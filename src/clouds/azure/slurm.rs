@@ -327,7 +327,8 @@ impl Backend<SlurmSpec> for backend::Azure {
             let tags =
                 vm["tags"].as_object().into_iter().flatten().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect();
             let size = vm["properties"]["hardwareProfile"]["vmSize"].as_str().unwrap_or_default().to_owned();
-            hosts.push(shared::SlurmHostFound { host, instance_type: size, tags });
+            let key = vm["properties"]["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().map(str::to_owned);
+            hosts.push(shared::SlurmHostFound { host, instance_type: size, tags, ssh_public_key: key });
         }
         let controller = vm_id(&arm, group, &crate::nodes::controller_name(name, 0));
         let payload =

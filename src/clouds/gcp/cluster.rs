@@ -918,6 +918,8 @@ pub async fn imported_config(
             ("reservation_id", Value::from(reservation)),
             ("image", Value::from(image)),
             ("user_data", Value::from(metadata(i, "startup-script"))),
+            // The Slurm join the nodes were made with, key included: adopted, never made anew.
+            ("slurm", crate::clouds::slurm::join_value(metadata(i, "user-data").as_deref())),
             ("ssh_public_key", Value::from(ssh)),
             ("node_identity", Value::from(i.service_accounts.first().and_then(|a| a.email.clone()))),
             ("workload", Value::from(metadata(i, "hpc-workload"))),

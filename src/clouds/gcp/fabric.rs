@@ -468,11 +468,35 @@ impl Backend<FabricSpec> for backend::Gcp {
         let region = region_of(zone);
         let client = api::connect(step.ctx).await.map_err(ImportError::failed)?;
         let live = fabric::observe(step.ctx, &client, name, region, step.census).await.map_err(ImportError::failed)?;
-        let config = fabric::imported_config(zone, name, region, &live).map_err(ImportError::failed)?;
+        let mut config = fabric::imported_config(zone, name, region, &live).map_err(ImportError::failed)?;
         let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
         assigned.extend(created_network(name, &live).into_iter().map(|(attr, link)| (attr.to_owned(), link)));
+        // A fabric with a Slurm cluster: its join, key included, as its nodes carry it (never made anew).
+        let join = slurm_join_of(step.ctx, &client, zone, name).await.map_err(ImportError::failed)?;
+        if join.is_present()
+            && let Value::Map(c) = &mut config
+        {
+            c.insert("slurm".into(), Value::from(true));
+            assigned.insert("slurm_join".into(), join);
+        }
         Ok(Imported::new(config, assigned))
     }
+}
+
+/// The Slurm join the fabric's GPU nodes boot with (their `user-data` item), or null: one filtered list of
+/// the zone's instances labelled with the fabric, one page.
+async fn slurm_join_of(ctx: &Context, gcp: &Gcp, zone: &str, fabric: &str) -> Result<Value, CloudError> {
+    let filter = format!("labels.hpc_fabric = \"{fabric}\"");
+    let page = call(ctx, "listing the fabric's nodes", || {
+        gcp.instances.list().set_project(&gcp.project).set_zone(zone).set_filter(&filter).set_max_results(500_u32).send()
+    })
+    .await?;
+    Ok(page
+        .items
+        .iter()
+        .map(|i| crate::clouds::slurm::join_value(super::cluster::metadata(i, "user-data").as_deref()))
+        .find(Value::is_present)
+        .unwrap_or(Value::Null))
 }
 
 #[cfg(test)]

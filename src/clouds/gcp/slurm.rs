@@ -365,6 +365,8 @@ impl Backend<SlurmSpec> for backend::Gcp {
                 instance_type: i.machine_type.as_deref().and_then(|m| m.rsplit('/').next()).unwrap_or_default().to_owned(),
                 // Labels as tags: the provider's own keys come back with their colon.
                 tags: i.labels.iter().map(|(k, v)| (k.replacen("hpc_", "hpc:", 1), v.clone())).collect(),
+                // `ssh-keys` is `hpc:<key>`, as the create writes it.
+                ssh_public_key: item(i, "ssh-keys").and_then(|k| k.strip_prefix("hpc:").map(str::to_owned)),
             })
             .collect();
         let payload = live.hosts.get(&crate::nodes::controller_name(name, 0)).and_then(|i| item(i, channel::GCP_KEY));

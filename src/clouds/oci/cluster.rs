@@ -1000,12 +1000,13 @@ pub async fn imported_config(
         _ => "on-demand",
     };
     let image = (!tags.contains_key("hpc:default-image")).then(|| d["sourceDetails"]["imageId"].as_str().unwrap_or_default().to_owned());
-    let user_data = crate::clouds::slurm::user_part(
-        d["metadata"]["user_data"]
-            .as_str()
-            .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
-            .and_then(|b| String::from_utf8(b).ok()),
-    );
+    let whole = d["metadata"]["user_data"]
+        .as_str()
+        .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+        .and_then(|b| String::from_utf8(b).ok());
+    // The Slurm join the nodes were made with, key included: adopted, never made anew.
+    let slurm = crate::clouds::slurm::join_value(whole.as_deref());
+    let user_data = crate::clouds::slurm::user_part(whole);
     let ssh = d["metadata"]["ssh_authorized_keys"].as_str().map(str::to_owned);
     let user = crate::clouds::shared::user_tags(crate::catalog::Cloud::Oci, &tags, defaults);
     let [repair, max_repairs, strategy, identity, maintenance] = imported_day2(&tags);
@@ -1022,6 +1023,7 @@ pub async fn imported_config(
         ("reservation_id", Value::from(reservation)),
         ("image", Value::from(image)),
         ("user_data", Value::from(user_data)),
+        ("slurm", slurm),
         ("ssh_public_key", Value::from(ssh)),
         ("workload", Value::from(tags.get("hpc:workload").cloned())),
         ("tags", if user.is_empty() { Value::Null } else { Value::Map(user.into_iter().map(|(k, v)| (k, Value::from(v))).collect()) }),

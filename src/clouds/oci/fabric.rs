@@ -532,7 +532,17 @@ impl Backend<FabricSpec> for backend::Oci {
             Err(e) => Err(e),
         }
         .map_err(ImportError::failed)?;
-        Ok(Imported::new(config, BTreeMap::from([("id".to_owned(), Value::from(id))])))
+        let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+        // A fabric with a Slurm cluster: its join, key included, as its nodes carry it (never made anew).
+        let mut config = config;
+        let join = slurm_join_of(step.ctx, &client, compartment, name).await.map_err(ImportError::failed)?;
+        if join.is_present()
+            && let Value::Map(c) = &mut config
+        {
+            c.insert("slurm".into(), Value::from(true));
+            assigned.insert("slurm_join".into(), join);
+        }
+        Ok(Imported::new(config, assigned))
     }
 
     /// A network the fabric created: its VCN and subnet OCIDs, as they are found.
@@ -548,6 +558,27 @@ impl Backend<FabricSpec> for backend::Oci {
         }
         Ok(())
     }
+}
+
+/// The Slurm join the fabric's GPU nodes boot with, from their instance configurations (tagged with the
+/// fabric; the user data in `launchDetails.metadata`): one list, then one read per configuration until a join
+/// is found; null without one.
+async fn slurm_join_of(ctx: &Context, oci: &Oci, compartment: &str, fabric: &str) -> Result<Value, CloudError> {
+    use base64::Engine;
+    let all = oci.list(ctx, Service::Core, "instanceConfigurations", &format!("compartmentId={}", encode(compartment))).await?;
+    for summary in all.iter().filter(|c| tags_of(c).get("hpc:fabric").map(String::as_str) == Some(fabric)) {
+        let id = summary["id"].as_str().unwrap_or_default();
+        let Some(config) = oci.get(ctx, Service::Core, &format!("/instanceConfigurations/{id}")).await? else { continue };
+        let data = config["instanceDetails"]["launchDetails"]["metadata"]["user_data"]
+            .as_str()
+            .and_then(|c| base64::engine::general_purpose::STANDARD.decode(c).ok())
+            .and_then(|b| String::from_utf8(b).ok());
+        let join = crate::clouds::slurm::join_value(data.as_deref());
+        if join.is_present() {
+            return Ok(join);
+        }
+    }
+    Ok(Value::Null)
 }
 
 #[cfg(test)]

@@ -335,6 +335,7 @@ impl Backend<SlurmSpec> for backend::Oci {
                 host: host.clone(),
                 instance_type: i["shape"].as_str().unwrap_or_default().to_owned(),
                 tags: tags_of(i),
+                ssh_public_key: i["metadata"]["ssh_authorized_keys"].as_str().map(str::to_owned),
             })
             .collect();
         let payload = live
