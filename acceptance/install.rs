@@ -107,6 +107,7 @@ fn run_release(binary: &Path, key: &Keyring, out: &Path) -> std::process::Output
         .env("HPC_RELEASE_BINARY", binary)
         .env("GNUPGHOME", key.home.path())
         .env("HPC_RELEASE_KEY", &key.fingerprint)
+        .env_remove("HPC_RELEASE_DEMO")
         .env_remove("HPC_STAGE_FILE")
         .env_remove("SOURCE_DATE_EPOCH")
         .output()
@@ -527,6 +528,7 @@ fn refused_release(cargo: impl Fn(&str) -> String, changelog: impl Fn(&str) -> S
         .env("GNUPGHOME", s.key.home.path())
         .env("HPC_RELEASE_KEY", &s.key.fingerprint)
         .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env_remove("HPC_RELEASE_DEMO")
         .env_remove("HPC_STAGE_FILE")
         .output()
         .unwrap();
@@ -534,6 +536,29 @@ fn refused_release(cargo: impl Fn(&str) -> String, changelog: impl Fn(&str) -> S
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(walk_files(&tree.path().join("dist")).is_empty(), "a refused release left files behind");
     err
+}
+
+/// Without a named key a release is refused, saying how to name one or ask for a demo release, and writes
+/// nothing: it never signs with a throwaway key unless asked.
+#[test]
+fn install_release_is_refused_without_a_signing_key() {
+    let s = shared();
+    let out_dir = tempfile::Builder::new().prefix("hpc-release-nokey-").tempdir().unwrap();
+    let dist = out_dir.path().join("dist");
+    let out = Command::new("bash")
+        .arg(root().join("scripts/release.sh"))
+        .arg("--out")
+        .arg(&dist)
+        .env("HPC_RELEASE_BINARY", &s.binary)
+        .env_remove("HPC_RELEASE_KEY")
+        .env_remove("HPC_RELEASE_DEMO")
+        .env_remove("HPC_STAGE_FILE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no signing key") && err.contains("HPC_RELEASE_KEY") && err.contains("--demo"), "{err}");
+    assert!(!dist.exists(), "a refused release made {}", dist.display());
 }
 
 /// A release whose version has no entry in CHANGELOG.md is refused before anything is built.

@@ -355,6 +355,8 @@ fn main_job_runs_and_narrates() {
     let installed = format!("- Installed hpc-platform/hpc v{} (signed, key ID", env!("CARGO_PKG_VERSION"));
     let steps = [
         "==> scripts/release.sh: terraform-provider-hpc",
+        // The main job asks for a demo release, which says so.
+        "DEMO RELEASE: signed with a throwaway key",
         "_SHA256SUMS.sig",
         "services = { \"providers.v1\" = \"https://127.0.0.1:",
         installed.as_str(),

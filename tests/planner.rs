@@ -133,6 +133,21 @@ struct Case {
     expect: Vec<&'static str>,
 }
 
+/// `n` bytes of text that gzip does not shrink much (a fixed pseudo-random sequence of letters and digits), as
+/// real user data full of keys and certificates.
+fn incompressible(n: usize) -> String {
+    const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            CHARS[(x % 64) as usize] as char
+        })
+        .collect()
+}
+
 fn case(name: &'static str, kind: &'static str, config: J, expect: &[&'static str]) -> Case {
     Case { name, kind, config, prior: None, gcp_project: true, expect: expect.to_vec() }
 }
@@ -699,7 +714,7 @@ fn cases() -> Vec<Case> {
         case(
             "invalid_cluster_user_data_size",
             "cluster",
-            cl(aws_p5(), json!({"user_data": "x".repeat(17_000)})),
+            cl(aws_p5(), json!({"user_data": incompressible(24_000)})),
             &["error [user_data] User data too large"],
         ),
         // The join the provider adds counts: 15,000 bytes alone fit in EC2's 16 KB, not with the Slurm join.
@@ -708,10 +723,17 @@ fn cases() -> Vec<Case> {
             "cluster",
             cl(
                 aws_p5(),
-                json!({"user_data": "x".repeat(15_000),
+                json!({"user_data": incompressible(15_000),
                                 "slurm": {"controller_addresses": ["10.0.255.244"], "key": "k".repeat(88)}}),
             ),
             &["error [user_data] User data too large with the Slurm join", "yours is 15000 bytes"],
+        ),
+        // EC2 takes user data over 16 KB gzip-compressed: 40,000 bytes that compress well plan cleanly.
+        case(
+            "aws_cluster_large_user_data_compressed",
+            "cluster",
+            cl(aws_p5(), json!({"user_data": "#!/bin/sh\n".to_owned() + &"echo ok\n".repeat(5_000)})),
+            &[],
         ),
         case(
             "invalid_cluster_ssh_public_key_path",

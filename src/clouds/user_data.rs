@@ -92,6 +92,38 @@ pub fn without_part(doc: &str, file_name: &str) -> Option<String> {
     }
 }
 
+/// User data as EC2 takes it, base64-encoded: the text as it is when it fits EC2's limit (16 KB of raw user
+/// data), else gzip-compressed, which cloud-init takes as well ("user data may be compressed with gzip": it
+/// inflates it before reading it), so that a self-check and a Slurm join fit together.
+pub fn aws_encoded(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(aws_bytes(text))
+}
+
+/// The raw bytes [`aws_encoded`] encodes: the text, or its gzip when the text is over EC2's limit.
+pub fn aws_bytes(text: &str) -> Vec<u8> {
+    if text.len() <= crate::catalog::limits::AWS_USER_DATA_MAX_BYTES {
+        return text.as_bytes().to_vec();
+    }
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let _ = gz.write_all(text.as_bytes());
+    gz.finish().unwrap_or_default()
+}
+
+/// User data read back from a cloud (base64): its text, inflated when it was gzip-compressed.
+pub fn decoded(b64: &str) -> Option<String> {
+    use base64::Engine;
+    use std::io::Read as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..]).take(1 << 24).read_to_string(&mut text).ok()?;
+        return Some(text);
+    }
+    String::from_utf8(bytes).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

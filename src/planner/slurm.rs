@@ -122,9 +122,15 @@ const TIME_FORMS: &str = "minutes (\"90\"), minutes:seconds (\"90:00\"), hours:m
                           (also \"UNLIMITED\")";
 
 /// A path Slurm and the controllers' first-boot script take as `StateSaveLocation`: absolute, of letters, digits and
-/// `/ . _ -` (slurm.conf ends a value at a space and starts a comment at `#`).
+/// `/ . _ -` (slurm.conf ends a value at a space and starts a comment at `#`), naming a directory below the root
+/// (no `.` or `..` component, no empty one: the first boot gives the directory to slurm with `chown -R`, which on
+/// `//` or `/..` would be the whole machine).
 fn state_path(s: &str) -> bool {
-    s.starts_with('/') && s.len() > 1 && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
+    let parts: Vec<&str> = s.split('/').skip(1).collect();
+    s.starts_with('/')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
+        && !parts.is_empty()
+        && parts.iter().all(|p| !p.is_empty() && *p != "." && *p != "..")
 }
 
 /// `HealthCheckInterval` is a 16-bit number in slurm.conf (read_config.c: `S_P_UINT16`; above 65535 slurmctld stops).
@@ -1116,6 +1122,16 @@ fn nccl_tests(spec: &SlurmSpec, kind: &str, fits: &[RackFit], islands: &[Island]
 mod tests {
     use super::*;
     use crate::catalog::{self, Cloud, slurm};
+
+    #[test]
+    fn a_state_save_location_is_a_directory_below_the_root() {
+        for good in ["/var/spool/slurmctld", "/shared/slurm.state", "/a"] {
+            assert!(state_path(good), "{good}");
+        }
+        for bad in ["/", "//", "/.", "/..", "/var/../..", "/var//spool", "/var/spool/", "relative", "/var/sp ool", "/var/#x"] {
+            assert!(!state_path(bad), "{bad}");
+        }
+    }
     use crate::model::{FabricRef, Placement, SlurmNodes};
 
     fn names(prefix: &str, n: u32) -> Vec<String> {

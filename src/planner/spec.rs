@@ -556,17 +556,20 @@ fn nodes_of(c: &Value, pool: bool, diags: &mut Diagnostics) -> Result<ClusterSpe
             max_rdma
         }
     };
+    // EC2 takes what is over its limit gzip-compressed (cloud-init inflates it): its size is what counts there.
+    let sent = |ud: &str| if cloud == Cloud::Aws { crate::clouds::user_data::aws_bytes(ud).len() } else { ud.len() };
     if let Some(ud) = &user_data
-        && ud.len() > limits::user_data_limit(cloud).0
+        && sent(ud) > limits::user_data_limit(cloud).0
     {
         let (max, rule) = limits::user_data_limit(cloud);
         diags.error_at(
             AttributePath::attr(user_data_path),
             "User data too large",
             format!(
-                "{rule}; this is {} bytes (the limit here is {max}). Keep a small bootstrap that fetches the rest (from object storage \
-                 or a configuration service).",
-                ud.len()
+                "{rule}; this is {} bytes ({} as sent; the limit here is {max}). Keep a small bootstrap that fetches the rest (from \
+                 object storage or a configuration service).",
+                ud.len(),
+                sent(ud)
             ),
         );
         ok = false;
@@ -658,22 +661,24 @@ fn composed_user_data_fits(spec: &ClusterSpec, user_data_path: &str, diags: &mut
         slurm: Some(crate::model::SlurmJoin { controllers: join.controllers.clone(), key: Some(crate::redact::Secret::new(key)) }),
         ..spec.clone()
     };
-    let total = crate::clouds::slurm::node_user_data(&probe, 0).map_or(0, |u| u.expose().len());
+    let text = crate::clouds::slurm::node_user_data(&probe, 0).map(|u| u.expose().clone()).unwrap_or_default();
     let (max, rule) = limits::user_data_limit(spec.fabric.cloud);
-    if total <= max {
+    // EC2 takes what is over its limit gzip-compressed (cloud-init inflates it): its size is what counts there.
+    let sent = if spec.fabric.cloud == Cloud::Aws { crate::clouds::user_data::aws_bytes(&text).len() } else { text.len() };
+    if sent <= max {
         return Ok(());
     }
+    let total = text.len();
     let own = spec.user_data.as_ref().map_or(0, |u| u.expose().len());
     let path = if own > 0 { user_data_path } else { "slurm" };
     diags.error_at(
         AttributePath::attr(path),
         "User data too large with the Slurm join",
         format!(
-            "{rule}; the nodes' user data would be {total} bytes (the limit here is {max}): yours is {own} bytes and the Slurm join the \
-             provider adds before it (slurm = ...) about {} bytes. Keep yours under {} bytes: a small bootstrap that fetches the rest \
-             (from object storage or a configuration service).",
-            total - own,
-            max.saturating_sub(total - own)
+            "{rule}; the nodes' user data would be {total} bytes ({sent} as sent; the limit here is {max}): yours is {own} bytes and \
+             the Slurm join the provider adds before it (slurm = ...) about {} bytes. Make yours smaller: a small bootstrap that fetches \
+             the rest (from object storage or a configuration service).",
+            total - own
         ),
     );
     Err(())

@@ -32,7 +32,6 @@ use aws_sdk_ec2::types::{
     LaunchTemplatePlacementRequest, LaunchTemplateSpecification, LaunchTemplateVersion, MarketType, RequestLaunchTemplateData,
     ResourceType,
 };
-use base64::Engine;
 
 use super::api::{self, Aws, filter, tag_filter, tag_spec};
 use super::backend::{self, fabric_region};
@@ -663,7 +662,7 @@ fn template_data(
         data = data.iam_instance_profile(profile.build());
     }
     if let Some(u) = crate::clouds::slurm::node_user_data(spec, 0) {
-        data = data.user_data(base64::engine::general_purpose::STANDARD.encode(u.expose()));
+        data = data.user_data(crate::clouds::user_data::aws_encoded(u.expose()));
     }
     data.build()
 }
@@ -1095,8 +1094,7 @@ pub async fn imported_config(
         (_, Some(_)) => "reservation",
         _ => "on-demand",
     };
-    let whole =
-        data.user_data().and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok()).and_then(|b| String::from_utf8(b).ok());
+    let whole = data.user_data().and_then(crate::clouds::user_data::decoded);
     // The Slurm join the nodes were made with, key included: adopted, never made anew.
     let slurm = crate::clouds::slurm::join_value(whole.as_deref());
     let user_data = crate::clouds::slurm::user_part(whole);

@@ -198,6 +198,7 @@ pub async fn converge(
                     let vpc_tags = named(tags, &format!("{name}-vpc"));
                     let vt = &vpc_tags;
                     let id = api::create_untokened(
+                        "CreateVpc",
                         &what,
                         || async move {
                             let out = aws
@@ -259,6 +260,7 @@ pub async fn converge(
         let pg_tags = named(tags, &pg);
         let (pg_ref, pt) = (&pg, &pg_tags);
         api::create_untokened(
+            "CreatePlacementGroup",
             &format!("creating cluster placement group {pg}"),
             || async move {
                 aws.ec2
@@ -305,6 +307,7 @@ pub async fn converge(
             let (group, st, vpc) = (security_group_name(name), &sg_tags, &vpc_id);
             let g = &group;
             api::create_untokened(
+                "CreateSecurityGroup",
                 &format!("creating security group {group}"),
                 || async move {
                     let out = aws
@@ -426,6 +429,7 @@ fn already_there<E: aws_sdk_ec2::error::ProvideErrorMetadata, R>(
 /// [`api::create_untokened`]); its id.
 pub async fn create_subnet(aws: &Aws, vpc_id: &str, cidr: &str, zone: &str, tags: &BTreeMap<String, String>) -> Result<String, CloudError> {
     api::create_untokened(
+        "CreateSubnet",
         "creating a subnet",
         || async move {
             let out = aws
@@ -716,7 +720,6 @@ impl Backend<FabricSpec> for backend::Aws {
 /// The Slurm join the fabric's GPU nodes boot with, from the user data of their launch templates (tagged with
 /// the fabric): one filtered list, then one read per template until a join is found; null without one.
 async fn slurm_join_of(aws: &Aws, fabric: &str) -> Result<Value, CloudError> {
-    use base64::Engine;
     let templates = aws
         .ec2
         .describe_launch_templates()
@@ -739,8 +742,7 @@ async fn slurm_join_of(aws: &Aws, fabric: &str) -> Result<Value, CloudError> {
             .first()
             .and_then(|v| v.launch_template_data())
             .and_then(|d| d.user_data())
-            .and_then(|u| base64::engine::general_purpose::STANDARD.decode(u).ok())
-            .and_then(|b| String::from_utf8(b).ok());
+            .and_then(crate::clouds::user_data::decoded);
         let join = crate::clouds::slurm::join_value(user_data.as_deref());
         if join.is_present() {
             return Ok(join);
