@@ -53,13 +53,18 @@ fn get_at(endpoint: &str, path: &str) -> Json {
 }
 
 fn post(endpoint: &str, path: &str, body: Json) {
+    post_at(endpoint, &format!("/compute/v1/projects/ml-prod/{path}"), body);
+}
+
+/// A POST of any path on the emulator, answered 200.
+fn post_at(endpoint: &str, path: &str, body: Json) {
     use std::io::{Read, Write};
     let host = endpoint.trim_start_matches("http://");
     let mut s = std::net::TcpStream::connect(host).unwrap();
     let body = body.to_string();
     write!(
         s,
-        "POST /compute/v1/projects/ml-prod/{path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST {path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -251,7 +256,6 @@ async fn managed_lustre_through_private_service_access_by_project_number() {
 
 /// A Lustre fabric and the configuration of filesystem `name` on it: (fabric state, config maker).
 async fn lustre_fabric(ctx: &Context, name: &str) -> (Value, impl Fn(&str) -> Value) {
-    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
     let fabric_config = value(
         &GpuFabric,
         json!({"name": name, "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a", "instance_type": "a3-highgpu-8g",
@@ -259,12 +263,16 @@ async fn lustre_fabric(ctx: &Context, name: &str) -> (Value, impl Fn(&str) -> Va
     );
     let (_, fabric, diags) = apply(ctx, &GpuFabric, &Value::Null, &fabric_config).await;
     assert!(diags.is_empty(), "{diags:?}");
-    let fabric_ref = json!({"id": format!("gcp/us-central1-a/{name}"), "name": name, "cloud": "gcp", "region": "us-central1",
+    let name = name.to_owned();
+    (fabric, move |fs: &str| lustre_config(&name, fs))
+}
+
+/// The configuration of filesystem `fs` on the Lustre fabric `fabric` (in us-central1-a).
+fn lustre_config(fabric: &str, fs: &str) -> Value {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let fabric_ref = json!({"id": format!("gcp/us-central1-a/{fabric}"), "name": fabric, "cloud": "gcp", "region": "us-central1",
                             "zone": "us-central1-a", "instance_type": "a3-highgpu-8g", "placement": "cluster"});
-    let config = move |fs: &str| {
-        value(&ParallelFilesystem, json!({"name": fs, "fabric": fabric_ref, "capacity_gib": 18000, "throughput_per_tib": 500}))
-    };
-    (fabric, config)
+    value(&ParallelFilesystem, json!({"name": fs, "fabric": fabric_ref, "capacity_gib": 18000, "throughput_per_tib": 500}))
 }
 
 async fn destroy_all(ctx: &Context, states: &[(&dyn Resource, &Value)]) {
@@ -308,6 +316,167 @@ async fn two_filesystems_on_one_network_made_at_once_both_keep_their_private_ser
     ranges.sort();
     assert_eq!(ranges, ["pfa-psa", "pfb-psa"], "{}", snapshot["servicenetworking"]);
     destroy_all(&ctx, &[(&ParallelFilesystem, &fa), (&ParallelFilesystem, &fb), (&GpuFabric, &fabric)]).await;
+}
+
+/// The reserved ranges on `network`'s private service access connection, sorted.
+fn connection_ranges(ep: &str, network: &str) -> Vec<String> {
+    let snapshot = admin(ep, "GET", "snapshot", None);
+    let mut ranges: Vec<String> =
+        serde_json::from_value(snapshot["servicenetworking"][network]["reservedPeeringRanges"].clone()).unwrap_or_default();
+    ranges.sort();
+    ranges
+}
+
+/// Runs `jobs` at once, each in a provider process of its own (this test binary running [`psa_child`]), as
+/// two Terraform states applying at the same time would: the state each ends with, in order.
+fn in_processes(jobs: &[Json]) -> Vec<Value> {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<std::process::Child> = jobs
+        .iter()
+        .map(|job| {
+            std::process::Command::new(&exe)
+                .args(["psa_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+                .env("HPC_PSA_CHILD_JOB", job.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let ty = ParallelFilesystem.schema().value_type();
+    children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success(), "a provider process failed:\n{stdout}\n{stderr}");
+            let state =
+                stdout.lines().find_map(|l| l.split_once("state: ").map(|(_, s)| s)).unwrap_or_else(|| panic!("no state in:\n{stdout}"));
+            decode_json(state.as_bytes(), &ty).unwrap()
+        })
+        .collect()
+}
+
+/// One provider process's part in the two-process tests below, run only as their child: the job in
+/// `HPC_PSA_CHILD_JOB` is `{"endpoint", "fabric", "create": <filesystem>}` or `{"endpoint", "destroy":
+/// <state>}`; the state it ends with is printed after `state: `.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the two-process tests below"]
+async fn psa_child() {
+    use hpc_provider::framework::codec::encode_json;
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let Ok(job) = std::env::var("HPC_PSA_CHILD_JOB") else { return };
+    let job: Json = serde_json::from_str(&job).unwrap();
+    let ctx = context(job["endpoint"].as_str().unwrap());
+    let ty = ParallelFilesystem.schema().value_type();
+    let state = match (job["create"].as_str(), job.get("destroy")) {
+        (Some(fs), _) => {
+            let (_, state, diags) =
+                apply(&ctx, &ParallelFilesystem, &Value::Null, &lustre_config(job["fabric"].as_str().unwrap(), fs)).await;
+            assert!(diags.is_empty(), "{diags:?}");
+            state
+        }
+        (None, Some(prior)) => {
+            let prior = decode_json(prior.to_string().as_bytes(), &ty).unwrap();
+            let mut d = Diagnostics::new();
+            let req = ApplyRequest { prior: &prior, planned: &Value::Null, config: &Value::Null, private: &[] };
+            let out = ParallelFilesystem.apply(&ctx, req, &mut d).await;
+            assert!(d.is_empty(), "{:?}", d.iter().collect::<Vec<_>>());
+            out.new_state
+        }
+        _ => panic!("a job creates or destroys: {job}"),
+    };
+    println!("\nstate: {}", String::from_utf8(encode_json(&state, &ty).unwrap()).unwrap());
+}
+
+/// A Lustre fabric (`name`) whose host network's private service access connection already holds another
+/// service's range (`sql-psa`, a database's, say): the fabric's state and the network as Service Networking
+/// names it.
+async fn shared_connection(ctx: &Context, ep: &str, name: &str) -> (Value, String) {
+    let (fabric, _) = lustre_fabric(ctx, name).await;
+    let number = get_at(ep, "/v3/projects/ml-prod")["name"].as_str().unwrap().trim_start_matches("projects/").to_owned();
+    let network = format!("projects/{number}/global/networks/{name}-vpc");
+    post_at(
+        ep,
+        "/v1/services/servicenetworking.googleapis.com/connections",
+        json!({"network": network, "reservedPeeringRanges": ["sql-psa"]}),
+    );
+    (fabric, network)
+}
+
+/// The next writes to the connection are held, in the order they come, `held[0]` ms, `held[1]` ms, ...;
+/// those after land at once. Two writers starting at once both read the ranges before either write lands, so
+/// the list that lands last was made without the other's change, and the other has read its change back by
+/// then.
+fn hold_writes(ep: &str, held: &[u64]) {
+    admin(ep, "DELETE", "faults", None);
+    for ms in held {
+        let rule =
+            json!({"service": "servicenetworking", "operation": "connections.write", "kind": "latency", "latency_ms": ms, "times": 1});
+        admin(ep, "POST", "faults", Some(rule));
+    }
+}
+
+/// Two Terraform states, so two provider processes, each add a filesystem's range to one network's private
+/// service access connection at once. A patch has no etag and a process's lock does not reach another
+/// process: the list that lands second was read before the first landed. An addition is sent without
+/// `force`, so Service Networking refuses a list that would drop a range; the refused writer must make its
+/// change again from a fresh read instead of failing its apply. Both filesystems are made, both ranges are
+/// on the connection, and another service's range stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_provider_processes_adding_ranges_to_one_connection_at_once_both_succeed() {
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (fabric, network) = shared_connection(&ctx, &ep, "xfab").await;
+    let started = std::time::Instant::now();
+    hold_writes(&ep, &[1500]);
+    let made = in_processes(&[
+        json!({"endpoint": ep, "fabric": "xfab", "create": "xa"}),
+        json!({"endpoint": ep, "fabric": "xfab", "create": "xb"}),
+    ]);
+    eprintln!("two provider processes: {:.1} s", started.elapsed().as_secs_f64());
+    assert_eq!(connection_ranges(&ep, &network), ["sql-psa", "xa-psa", "xb-psa"]);
+    destroy_all(&ctx, &[(&ParallelFilesystem, &made[0]), (&ParallelFilesystem, &made[1]), (&GpuFabric, &fabric)]).await;
+    assert_eq!(connection_ranges(&ep, &network), ["sql-psa"], "the other service's range outlives the filesystems");
+}
+
+/// One provider process destroys a filesystem while another makes one on the same network, both editing the
+/// connection at once. Taking a range off needs `force`, so a list read before the other writer's range
+/// landed drops that range when it lands last; the list that adds a range, read before the destroyed one was
+/// taken off, brings that one back when it lands last. Either way both applies succeed. Two rounds: in the
+/// first the second write to come lands last, in the second the first, so each writer's list lands last
+/// once (whichever process writes first). The new filesystem's range must be on the connection at the end,
+/// the destroyed one's gone, every other range kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destroy_and_a_create_in_two_provider_processes_at_once_lose_no_range() {
+    use hpc_provider::framework::codec::encode_json;
+    use hpc_provider::resources::parallel_filesystem::ParallelFilesystem;
+    let ep = start_gcp();
+    let ctx = context(&ep);
+    let (fabric, network) = shared_connection(&ctx, &ep, "yfab").await;
+    let (_, ya, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &lustre_config("yfab", "ya")).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let (_, yb, diags) = apply(&ctx, &ParallelFilesystem, &Value::Null, &lustre_config("yfab", "yb")).await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let ty = ParallelFilesystem.schema().value_type();
+    let as_json = |state: &Value| serde_json::from_slice::<Json>(&encode_json(state, &ty).unwrap()).unwrap();
+    let started = std::time::Instant::now();
+    let mut made = Vec::new();
+    for (gone, new, held, kept) in
+        [(&ya, "yc", &[1500, 3000][..], ["sql-psa", "yb-psa", "yc-psa"]), (&yb, "yd", &[3000][..], ["sql-psa", "yc-psa", "yd-psa"])]
+    {
+        hold_writes(&ep, held);
+        let done =
+            in_processes(&[json!({"endpoint": ep, "destroy": as_json(gone)}), json!({"endpoint": ep, "fabric": "yfab", "create": new})]);
+        assert!(done[0].is_null());
+        assert_eq!(connection_ranges(&ep, &network), kept, "destroying one filesystem while {new} is made");
+        made.push(done[1].clone());
+    }
+    eprintln!("two rounds of two provider processes: {:.1} s", started.elapsed().as_secs_f64());
+    destroy_all(&ctx, &[(&ParallelFilesystem, &made[0]), (&ParallelFilesystem, &made[1]), (&GpuFabric, &fabric)]).await;
+    assert_eq!(connection_ranges(&ep, &network), ["sql-psa"], "the other service's range outlives the filesystems");
 }
 
 #[tokio::test]

@@ -919,7 +919,7 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
     }
     if let Some(rest) = path.strip_prefix("v1/services/servicenetworking.googleapis.com/connections") {
-        return service_networking(&gcp, method.as_str(), rest, &uri, &body);
+        return service_networking(&gcp, method.as_str(), rest, &uri, &body).await;
     }
     if let Some(id) = path.strip_prefix("v1/operations/") {
         return psa_operation(&gcp, method.as_str(), id);
@@ -1486,15 +1486,17 @@ fn compute_call(
 /// Service Networking's connections (private service access for Managed Lustre): create, list by
 /// network, patch the reserved ranges, deleteConnection, at the paths of servicenetworking v1. Networks are
 /// named by project number, as the API requires. Writes answer a google.longrunning operation that is
-/// done after OPERATION_SECONDS (`GET /v1/operations/{id}`); a `capacity` fault makes it fail.
-fn service_networking(gcp: &Gcp, method: &str, rest: &str, uri: &Uri, body: &[u8]) -> Response {
+/// done after OPERATION_SECONDS (`GET /v1/operations/{id}`); a `capacity` fault makes it fail. A `latency`
+/// fault holds the call before it is carried out: a write then lands that much later than the read its list
+/// was made from, as a slow writer's does.
+async fn service_networking(gcp: &Gcp, method: &str, rest: &str, uri: &Uri, body: &[u8]) -> Response {
     use crate::gcp_lustre::error as status_error;
     const CONNECTION: &str = "/servicenetworking-googleapis-com";
     let op = if method == "GET" { "connections.list" } else { "connections.write" };
     let mut failure = None;
     if let Some(fault) = gcp.admin.on_request("servicenetworking", op) {
         match fault.kind {
-            FaultKind::Latency => {}
+            FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
             FaultKind::Throttle => return error(429, "rateLimitExceeded", "Quota exceeded"),
             FaultKind::Capacity if op == "connections.write" => {
                 failure = Some("Allocated IP range exhausted: no free range for the producer network in the reserved ranges.")

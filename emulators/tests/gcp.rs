@@ -363,6 +363,16 @@ async fn service_networking_wants_project_numbers_and_answers_with_operations() 
     settle().await;
     let (_, listed) = raw(ep, "GET", &format!("{connections}?network={network}"), None);
     assert_eq!(listed["connections"][0]["reservedPeeringRanges"], json!(["a-psa", "b-psa"]));
+    // "If a previously defined allocated range is removed, force flag must be set to true."
+    let one = json!({"network": network, "reservedPeeringRanges": ["b-psa"]});
+    let (status, refused) = raw(ep, "PATCH", &format!("{documented}?updateMask=reservedPeeringRanges&force=false"), Some(one.clone()));
+    assert_eq!((status, &refused["error"]["status"]), (400, &json!("FAILED_PRECONDITION")), "{refused}");
+    let (_, listed) = raw(ep, "GET", &format!("{connections}?network={network}"), None);
+    assert_eq!(listed["connections"][0]["reservedPeeringRanges"], json!(["a-psa", "b-psa"]));
+    let two = json!({"network": network, "reservedPeeringRanges": ["a-psa", "b-psa"]});
+    let (status, op) = raw(ep, "PATCH", &format!("{documented}?updateMask=reservedPeeringRanges"), Some(two));
+    assert_eq!(status, 200, "adding back what is there needs no force: {op}");
+    settle().await;
 
     // An operation can fail: done with an error and nothing changed.
     admin(

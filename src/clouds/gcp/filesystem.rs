@@ -151,67 +151,172 @@ async fn psa_patch(ctx: &Context, gcp: &Gcp, network: &str, ranges: Vec<String>,
     psa_wait(ctx, gcp, op, "updating the private service access connection", timeout).await
 }
 
-/// Service Networking's connection has no etag or fingerprint (servicenetworking.v1 `Connection`: network,
-/// peering, reservedPeeringRanges, service), and a patch replaces its whole range list: an edit is a
-/// read-modify-write that two writers (two filesystems on one network, two states) could race, each dropping
-/// the other's range. So edits of one network's connection take turns within the provider (a lock per
-/// network), and each edit reads the connection again after its write: when its own change is not there
-/// (another writer's list replaced it meanwhile), it is made again from what is there now.
+/// How many reads in a row must find an edit of the connection in place before it counts as settled.
+const PSA_SETTLE_READS: u32 = 3;
+/// The spacing of those reads is how long the edit's own read, write and operation took, within these bounds:
+/// another writer on the same service at the same time takes about as long (see [`psa_edit`]).
+const PSA_SETTLE_SPACING: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
+/// How many writes one edit makes (its first and its repairs) before it fails as a conflict.
+const PSA_WRITES: u32 = 6;
+
+/// Edits of one network's connection take turns within this process (a lock per network), so that the
+/// provider's own filesystems never need a repair of each other's edits; [`psa_edit`] is what keeps edits
+/// from other processes safe.
 fn psa_turn(network: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
     static TURNS: std::sync::Mutex<BTreeMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>> = std::sync::Mutex::new(BTreeMap::new());
     TURNS.lock().unwrap_or_else(|e| e.into_inner()).entry(network.to_owned()).or_default().clone()
 }
 
-/// Adds (`keep`) or removes `range` on the network's connection, guarded as [`psa_turn`] says.
+/// Adds (`keep`) or removes `range` on the network's connection, and stays until the change holds.
+///
+/// Service Networking's connection has no etag or fingerprint (servicenetworking.v1 `Connection`: network,
+/// peering, reservedPeeringRanges, service) and a patch replaces its whole range list, so an edit is a
+/// read-modify-write that cannot be made conditional on what was read. Two writers (two filesystems on one
+/// network in two Terraform states: two provider processes, whose locks are their own) can both read the
+/// list before either writes, and the list that lands second was made without the first writer's change. An
+/// addition is sent without `force`, and the service refuses it when it would drop a range ("if a
+/// previously defined allocated range is removed, force flag must be set to true"); but a removal needs
+/// `force` and so drops a range added since its read, and an addition brings back a range removed since its
+/// read. The first writer may have read its change back before that, so both applies would succeed. So an
+/// edit verifies and repairs until its change holds:
+///
+/// 1. Read the list and write it back with our range added or taken out and nothing else changed: a list
+///    this provider writes is always the list it just read, plus or minus its own range. A write that is
+///    refused or fails is followed by a read: when the connection changed since the list was read (another
+///    writer's change landed meanwhile), step 1 is made again from it; when it did not, the failure is the
+///    edit's.
+/// 2. Read it again [`PSA_SETTLE_READS`] times, spaced by how long step 1 took from its read to the end of
+///    its operation (within [`PSA_SETTLE_SPACING`]). A read that finds our change undone starts step 1 again
+///    from that read; when every read finds it in place the edit is done. After [`PSA_WRITES`] writes the edit
+///    fails as a conflict, and the next apply starts it again.
+///
+/// Why no writer's change is undone for good: no write removes a range but the writer's own, so another
+/// writer's change is undone only by a stale list, one read before that change landed and written after it.
+/// Such a list lands less than its writer's read-to-land gap after the change it undoes. The change's owner
+/// reads for [`PSA_SETTLE_READS`] spacings after its write landed, so when that gap is shorter than this
+/// window the owner sees the damage and repairs it from a fresh read, which keeps every range then there,
+/// the stale writer's own included. The spacing is the owner's own read-to-land gap: another writer on the
+/// same service at the same time takes about as long, and the window is several of them.
+/// Why it ends: a stale list exists only while some writer is between its read and its write; repairs are
+/// made from fresh reads and the writers are few (filesystem applies), so the lists stop undoing each other
+/// within a few writes, and [`PSA_WRITES`] bounds it.
+///
+/// What is left (RELIABILITY.md): a writer whose read-to-land gap is longer than the owner's window (a
+/// process stalled between its read and its write, a patch whose operation runs far longer than the owner's
+/// did, a person or another tool editing the ranges without these rules) can still undo a change after its
+/// owner stopped reading. A filesystem's refresh reads the connection, so a range of a filesystem that is
+/// lost that way shows as missing in the next plan and the next apply adds it back (a create also looks once
+/// more when its instance is made); a destroyed filesystem's range brought back that way stays on the
+/// connection until it is taken off by hand.
 async fn psa_edit(ctx: &Context, gcp: &Gcp, network: &str, range: &str, keep: bool, timeout: Duration) -> Result<(), CloudError> {
     let numbered = numbered(ctx, gcp, network).await?;
     let turn = psa_turn(&numbered);
     let _turn = turn.lock().await;
-    let current = psa_ranges(ctx, gcp, network).await?;
-    let (numbered, network) = (numbered.as_str(), network);
-    let write = |current: Option<Vec<String>>| async move {
-        let has = current.as_ref().is_some_and(|r| r.iter().any(|x| x == range));
-        if has == keep {
+    let done = |ranges: &Option<Vec<String>>| ranges.as_ref().is_some_and(|r| r.iter().any(|x| x == range)) == keep;
+    let mut read_at = tokio::time::Instant::now();
+    let mut current = psa_ranges(ctx, gcp, network).await?;
+    let (mut writes, mut gap) = (0, Duration::ZERO);
+    loop {
+        if !done(&current) {
+            if writes == PSA_WRITES {
+                return Err(CloudError::new(
+                    crate::clouds::ErrorKind::Conflict,
+                    None,
+                    format!(
+                        "{range} was {} the private service access connection of {network} in {PSA_WRITES} writes: another \
+                         writer keeps replacing its ranges; apply again once it is done",
+                        if keep { "not kept on" } else { "not kept off" }
+                    ),
+                ));
+            }
+            if writes > 0 {
+                let undone = if keep { "dropped from" } else { "brought back to" };
+                tracing::info!(
+                    "{range} was {undone} the private service access connection of {network} by another writer: making the change again"
+                );
+            }
+            writes += 1;
+            let read = current.clone();
+            if let Err(e) = psa_write(ctx, gcp, &numbered, range, keep, current, timeout).await {
+                // A refusal because another writer's change landed since the read (a connection made or deleted
+                // meanwhile, a range that a list sent without force would drop) is followed by the change made
+                // anew from what is there now; with the connection as it was read, the failure is ours.
+                read_at = tokio::time::Instant::now();
+                current = psa_ranges(ctx, gcp, network).await?;
+                if current == read {
+                    return Err(e);
+                }
+                continue;
+            }
+            gap = read_at.elapsed();
+        } else if writes == 0 {
             return Ok(());
         }
-        match (current, keep) {
-            (Some(mut ranges), true) => {
-                ranges.push(range.to_owned());
-                psa_patch(ctx, gcp, numbered, ranges, false, timeout).await?;
-            }
-            (None, true) => {
-                let body = json!({"network": numbered, "reservedPeeringRanges": [range]});
-                let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTIONS, Some(body)).await?;
-                psa_wait(ctx, gcp, op, "creating the private service access connection", timeout).await?;
-            }
-            (Some(ranges), false) => {
-                let rest: Vec<String> = ranges.into_iter().filter(|r| r != range).collect();
-                if rest.is_empty() {
-                    // deleteConnection: POST on the connection's name (servicenetworking v1).
-                    let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTION, Some(json!({"consumerNetwork": numbered}))).await?;
-                    psa_wait(ctx, gcp, op, "deleting the private service access connection", timeout).await?;
-                } else {
-                    psa_patch(ctx, gcp, numbered, rest, true, timeout).await?;
-                }
-            }
-            (None, false) => return Ok(()),
+        let spacing = gap.clamp(PSA_SETTLE_SPACING.0, PSA_SETTLE_SPACING.1);
+        match psa_settle(ctx, gcp, network, &done, spacing, timeout).await? {
+            None => return Ok(()),
+            Some((at, undone)) => (read_at, current) = (at, undone),
         }
-        // Read back: another writer's list may have replaced ours.
-        let now = psa_ranges(ctx, gcp, network).await?;
-        if now.as_ref().is_some_and(|r| r.iter().any(|x| x == range)) == keep {
-            Ok(())
-        } else {
-            Err(CloudError::new(
-                crate::clouds::ErrorKind::Conflict,
-                None,
-                format!(
-                    "the private service access connection of {network} changed while {range} was {}",
-                    if keep { "added" } else { "removed" }
-                ),
-            ))
+    }
+}
+
+/// Writes `current` (the connection's ranges as just read, `None` when there is no connection) with `range`
+/// added or taken out, and nothing else changed: a patch, the connection's creation for its first range,
+/// its deletion for its last.
+async fn psa_write(
+    ctx: &Context,
+    gcp: &Gcp,
+    numbered: &str,
+    range: &str,
+    keep: bool,
+    current: Option<Vec<String>>,
+    timeout: Duration,
+) -> Result<(), CloudError> {
+    match (current, keep) {
+        (Some(mut ranges), true) => {
+            ranges.push(range.to_owned());
+            psa_patch(ctx, gcp, numbered, ranges, false, timeout).await
         }
-    };
-    crate::clouds::retry::guarded(current, write, || psa_ranges(ctx, gcp, network)).await
+        (None, true) => {
+            let body = json!({"network": numbered, "reservedPeeringRanges": [range]});
+            let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTIONS, Some(body)).await?;
+            psa_wait(ctx, gcp, op, "creating the private service access connection", timeout).await
+        }
+        (Some(ranges), false) => {
+            let rest: Vec<String> = ranges.into_iter().filter(|r| r != range).collect();
+            if rest.is_empty() {
+                // deleteConnection: POST on the connection's name (servicenetworking v1).
+                let op = psa_request(ctx, gcp, reqwest::Method::POST, CONNECTION, Some(json!({"consumerNetwork": numbered}))).await?;
+                psa_wait(ctx, gcp, op, "deleting the private service access connection", timeout).await
+            } else {
+                psa_patch(ctx, gcp, numbered, rest, true, timeout).await
+            }
+        }
+        (None, false) => Ok(()),
+    }
+}
+
+/// Reads the connection [`PSA_SETTLE_READS`] times, `spacing` apart: `None` when every read finds the edit
+/// in place (`done`), else the read that found it undone and when it was made.
+async fn psa_settle(
+    ctx: &Context,
+    gcp: &Gcp,
+    network: &str,
+    done: &impl Fn(&Option<Vec<String>>) -> bool,
+    spacing: Duration,
+    timeout: Duration,
+) -> Result<Option<(tokio::time::Instant, Option<Vec<String>>)>, CloudError> {
+    let what = format!("waiting for the private service access connection of {network} to settle");
+    let mut poll = Poll::on(ctx, what, timeout, shared::Backoff { first: spacing, max: spacing });
+    for _ in 0..PSA_SETTLE_READS {
+        poll.pause(None).await?;
+        let at = tokio::time::Instant::now();
+        let ranges = poll.check(psa_ranges(ctx, gcp, network)).await?;
+        if !done(&ranges) {
+            return Ok(Some((at, ranges)));
+        }
+    }
+    Ok(None)
 }
 
 /// Adds `range` to the network's connection (creating it if there is none).
@@ -417,9 +522,15 @@ pub async fn converge(ctx: &Context, gcp: &Gcp, spec: &FilesystemSpec, o: &Optio
             }
         }
     }
-    observe(ctx, gcp, &zone, &spec.name, Some(&network), census)
-        .await?
-        .ok_or_else(|| CloudError::other(format!("Managed Lustre instance {path} vanished after it was created")))
+    let vanished = || CloudError::other(format!("Managed Lustre instance {path} vanished after it was created"));
+    let live = observe(ctx, gcp, &zone, &spec.name, Some(&network), census).await?.ok_or_else(vanished)?;
+    if live.peered {
+        return Ok(live);
+    }
+    // The range was taken off the connection while the instance was made (a list another writer read before
+    // it was added, landing after the edit settled; see psa_edit): it goes back before the apply ends.
+    psa_connect(ctx, gcp, &network, &psa, o.timeout).await?;
+    observe(ctx, gcp, &zone, &spec.name, Some(&network), census).await?.ok_or_else(vanished)
 }
 
 /// Deletes the instance, its range's place in the network's connection, and the reserved range, each if it
