@@ -197,7 +197,7 @@ async fn the_node_identity_is_the_nodes_instance_profile_and_an_import_gives_it_
     let config = value(
         &GpuCluster,
         json!({"name": "idc", "fabric": FABRIC_REF(), "node_count": 1, "node_identity": profile,
-               "update_strategy": {"wait_for_selfcheck": true}}),
+               "update_strategy": {"wait_for_selfcheck": true}, "user_data": common::selfcheck_user_data()}),
     );
     let (cluster, diags) = apply(&env.ctx, &GpuCluster, &Value::Null, &config).await;
     assert!(diags.iter().all(|d| !d.starts_with("Creating")), "{diags:?}");

@@ -713,6 +713,12 @@ async fn d2_cluster(ctx: &Context, nodes: u32, extra: Json) -> (Value, Value, Js
     (fabric, cluster, config)
 }
 
+/// User data carrying the boot-time self-check as `data "hpc_gpu_selfcheck"` opens it, for a cluster that
+/// waits for its verdict (the tests publish the verdicts themselves).
+fn selfcheck_user_data() -> String {
+    format!("#!/bin/bash\n{} (data \"hpc_gpu_selfcheck\").\n", hpc_provider::clouds::user_data::SELFCHECK_MARKER)
+}
+
 /// The cluster's nodes as Compute Engine lists them, by name.
 fn live(ep: &str) -> std::collections::BTreeMap<String, Json> {
     let list = get(ep, "zones/us-central1-a/instances");
@@ -1208,7 +1214,12 @@ async fn the_node_identity_is_the_nodes_service_account_and_an_import_gives_it_b
     let ep = start_gcp();
     let ctx = context(&ep);
     let email = "hpc-selfcheck@ml-prod.iam.gserviceaccount.com";
-    let (_, cluster, _) = d2_cluster(&ctx, 2, json!({"node_identity": email, "update_strategy": {"wait_for_selfcheck": true}})).await;
+    let (_, cluster, _) = d2_cluster(
+        &ctx,
+        2,
+        json!({"node_identity": email, "update_strategy": {"wait_for_selfcheck": true}, "user_data": selfcheck_user_data()}),
+    )
+    .await;
     for (name, node) in live(&ep) {
         assert_eq!(node["serviceAccounts"][0]["email"], email, "{name}: the self-check labels its node as this account");
     }

@@ -123,6 +123,12 @@ fn oci_h100() -> J {
     fabric_ref("oci", "us-ashburn-1", Some("AD-1"), "BM.GPU.H100.8", "cluster")
 }
 
+/// User data carrying the self-check's opening lines as `data "hpc_gpu_selfcheck"` writes them.
+fn selfcheck_user_data(publish: bool) -> J {
+    let marker = hpc_provider::clouds::user_data::SELFCHECK_MARKER;
+    json!(format!("#!/bin/bash\n{marker} (data \"hpc_gpu_selfcheck\").\nPUBLISH={}\n", u8::from(publish)))
+}
+
 struct Case {
     name: &'static str,
     kind: &'static str,
@@ -816,20 +822,81 @@ fn cases() -> Vec<Case> {
         case(
             "invalid_cluster_waits_for_selfchecks_no_identity_can_publish_aws",
             "cluster",
-            cl(aws_p5(), json!({"update_strategy": {"wait_for_selfcheck": true}})),
+            cl(aws_p5(), json!({"update_strategy": {"wait_for_selfcheck": true}, "user_data": selfcheck_user_data(true)})),
             &["error [node_identity] Missing node identity", "IAM instance profile", "ec2:SourceInstanceARN"],
         ),
         case(
             "invalid_cluster_waits_for_selfchecks_no_identity_can_publish_gcp",
             "cluster",
-            cl(gcp_mega(), json!({"update_strategy": {"wait_for_selfcheck": true}})),
+            cl(gcp_mega(), json!({"update_strategy": {"wait_for_selfcheck": true}, "user_data": selfcheck_user_data(true)})),
             &["error [node_identity] Missing node identity", "compute.instances.setLabels"],
         ),
         case(
             "invalid_cluster_waits_for_selfchecks_no_identity_can_publish_oci",
             "cluster",
-            cl(oci_h100(), json!({"update_strategy": {"wait_for_selfcheck": true}})),
+            cl(oci_h100(), json!({"update_strategy": {"wait_for_selfcheck": true}, "user_data": selfcheck_user_data(true)})),
             &["error [node_identity] Missing node identity", "dynamic group"],
+        ),
+        // Waiting for a verdict no node publishes would wait out the update's timeout.
+        case(
+            "invalid_cluster_waits_for_selfcheck_without_user_data",
+            "cluster",
+            cl(aws_p5(), json!({"update_strategy": {"wait_for_selfcheck": true}, "node_identity": "hpc-selfcheck"})),
+            &[
+                "error [update_strategy.wait_for_selfcheck] No self-check to wait for",
+                "the nodes have no user data",
+                "user_data = data.hpc_gpu_selfcheck.<name>.combined_user_data",
+            ],
+        ),
+        case(
+            "invalid_cluster_waits_for_selfcheck_user_data_without_it",
+            "cluster",
+            cl(
+                gcp_mega(),
+                json!({"update_strategy": {"wait_for_selfcheck": true}, "user_data": "#!/bin/bash\necho hi\n",
+                       "node_identity": "hpc-selfcheck@ml-prod.iam.gserviceaccount.com"}),
+            ),
+            &["error [update_strategy.wait_for_selfcheck] No self-check to wait for", "user_data carries no self-check"],
+        ),
+        case(
+            "invalid_cluster_waits_for_selfcheck_write_only_user_data_without_it",
+            "cluster",
+            cl(
+                oci_h100(),
+                json!({"update_strategy": {"wait_for_selfcheck": true}, "user_data_wo": "#cloud-config\npackages: [htop]\n",
+                       "user_data_wo_version": 1, "node_identity": "ocid1.dynamicgroup.oc1..aaaa"}),
+            ),
+            &[
+                "error [update_strategy.wait_for_selfcheck] No self-check to wait for",
+                "user_data_wo carries no self-check",
+                "user_data_wo = data.hpc_gpu_selfcheck.<name>.combined_user_data",
+            ],
+        ),
+        case(
+            "invalid_cluster_waits_for_selfcheck_that_does_not_publish",
+            "cluster",
+            cl(azure_h100(), json!({"update_strategy": {"wait_for_selfcheck": true}, "user_data": selfcheck_user_data(false)})),
+            &["error [update_strategy.wait_for_selfcheck] Self-check does not publish its verdict", "publish_verdict = true"],
+        ),
+        // User data fetched at boot may hold the self-check: only a warning.
+        case(
+            "aws_cluster_waits_for_selfcheck_in_included_user_data",
+            "cluster",
+            cl(
+                aws_p5(),
+                json!({"update_strategy": {"wait_for_selfcheck": true}, "user_data": "#include\nhttps://boot.example.com/node\n",
+                       "node_identity": "hpc-selfcheck"}),
+            ),
+            &["warning [update_strategy.wait_for_selfcheck] Self-check not seen in user data"],
+        ),
+        case(
+            "aws_cluster_waits_for_selfcheck",
+            "cluster",
+            cl(
+                aws_p5(),
+                json!({"update_strategy": {"wait_for_selfcheck": true}, "user_data": selfcheck_user_data(true), "node_identity": "hpc-selfcheck"}),
+            ),
+            &[r#""wait_for_selfcheck": true"#],
         ),
         case(
             "invalid_cluster_node_identity_not_an_instance_profile",

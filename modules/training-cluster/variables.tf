@@ -195,7 +195,7 @@ variable "update_batch_size" {
 }
 
 variable "wait_for_selfcheck" {
-  description = "Wait for each batch of a rolling update to publish a passing boot-time self-check before the next."
+  description = "Wait for each batch of a rolling update to publish a passing boot-time self-check before the next. The nodes must run the self-check: set user_data to a data \"hpc_gpu_selfcheck\" combined_user_data."
   type        = bool
   default     = false
 }

@@ -4,6 +4,38 @@
 
 use std::fmt::Write;
 
+/// The self-check's file name in the nodes' user data (`data "hpc_gpu_selfcheck"`): cloud-init runs the
+/// shell-script parts in file name order, so it runs before the user's part and the Slurm join.
+pub const SELFCHECK_FILE_NAME: &str = "00-hpc-selfcheck.sh";
+
+/// The line that opens the self-check script (after its `#!`). The script is composed as text, never
+/// encoded, so this line is in any user data that carries it: the script alone or composed with others.
+pub const SELFCHECK_MARKER: &str = "# hpc-selfcheck: boot-time GPU node check from terraform-provider-hpc";
+
+/// What user data says about the boot-time self-check, as far as its text shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selfcheck {
+    /// The self-check is there; `publishes` is whether it publishes its verdict (`publish_verdict`).
+    Carried { publishes: bool },
+    /// The text holds no self-check, and nothing it could hide one in.
+    Absent,
+    /// No self-check in the text, but content the text does not show: parts cloud-init fetches at boot
+    /// (`#include`) or encoded ones (base64, gzip).
+    Unseen,
+}
+
+/// Whether `user_data` carries the self-check of `data "hpc_gpu_selfcheck"` (its marker line, see
+/// [`SELFCHECK_MARKER`]), and whether that check publishes its verdict (the script's `PUBLISH=` setting).
+pub fn selfcheck(user_data: &str) -> Selfcheck {
+    if let Some(at) = user_data.find(SELFCHECK_MARKER) {
+        let script = &user_data[at..];
+        let publishes = script.find("\nPUBLISH=").is_none_or(|p| !script[p..].starts_with("\nPUBLISH=0"));
+        return Selfcheck::Carried { publishes };
+    }
+    let lower = user_data.to_ascii_lowercase();
+    if ["#include", "x-include", "base64", "b64", "gzip"].iter().any(|w| lower.contains(w)) { Selfcheck::Unseen } else { Selfcheck::Absent }
+}
+
 pub fn is_mime(user_data: &str) -> bool {
     user_data.get(..13).is_some_and(|h| h.eq_ignore_ascii_case("content-type:"))
 }
@@ -135,5 +167,26 @@ mod tests {
             assert_eq!(without_part(&doc, "50-x.sh").as_deref(), Some(user), "{doc}");
         }
         assert_eq!(without_part(&combined_with("#!/bin/bash\ntrue", "50-x.sh", "T", None), "50-x.sh"), None);
+    }
+
+    #[test]
+    fn the_selfcheck_is_seen_alone_or_composed_and_encoded_content_is_not_taken_for_its_absence() {
+        let check = |publish: u8| format!("#!/bin/bash\n{SELFCHECK_MARKER} (data \"hpc_gpu_selfcheck\").\nset -eu\nPUBLISH={publish}\n");
+        let composed = combined_with(&check(1), SELFCHECK_FILE_NAME, "HPC-SELFCHECK", Some("#!/bin/bash\nPUBLISH=0\n"));
+        let nested = combined_with("#!/bin/bash\njoin", "50-join.sh", "HPC-SLURM", Some(&composed));
+        for doc in [check(1), composed, nested] {
+            assert_eq!(selfcheck(&doc), Selfcheck::Carried { publishes: true }, "{doc}");
+        }
+        assert_eq!(selfcheck(&check(0)), Selfcheck::Carried { publishes: false });
+        for absent in ["#!/bin/bash\necho hi", "#cloud-config\npackages: [htop]\n", "hpc-selfcheck"] {
+            assert_eq!(selfcheck(absent), Selfcheck::Absent, "{absent}");
+        }
+        for unseen in [
+            "#include\nhttps://example.com/boot",
+            "#cloud-config\nwrite_files:\n- encoding: b64\n  content: IyEvYmluL2Jhc2g=\n",
+            "Content-Type: multipart/mixed; boundary=\"b\"\n\n--b\nContent-Transfer-Encoding: base64\n\nIyE=\n--b--\n",
+        ] {
+            assert_eq!(selfcheck(unseen), Selfcheck::Unseen, "{unseen}");
+        }
     }
 }

@@ -364,8 +364,73 @@ fn no_own_network_settings(c: &Value, diags: &mut Diagnostics) -> bool {
     ok
 }
 
+/// A cluster's configuration or state, parsed. A configuration (validate, plan, apply) goes through
+/// [`parse_cluster_config`] instead, which adds the checks a state saved before them need not pass.
 pub fn parse_cluster(c: &Value, diags: &mut Diagnostics) -> Option<ClusterSpec> {
     cluster(c, diags).ok()
+}
+
+/// A cluster's configuration, for validate, plan and apply: [`parse_cluster`], and the checks that refuse a
+/// configuration without refusing to read a state an earlier version of the provider wrote.
+pub fn parse_cluster_config(c: &Value, diags: &mut Diagnostics) -> Option<ClusterSpec> {
+    let spec = parse_cluster(c, diags)?;
+    selfcheck_can_be_awaited(&spec, diags).then_some(spec)
+}
+
+/// `update_strategy.wait_for_selfcheck` waits for the verdict the nodes' boot-time self-check publishes,
+/// which only the self-check in their user data (`data "hpc_gpu_selfcheck"`) does: without it, or with one
+/// that keeps its verdict to itself, every batch of a rolling update would wait out the update's timeout.
+/// User data whose text hides parts (fetched at boot, encoded) is only warned about.
+fn selfcheck_can_be_awaited(spec: &ClusterSpec, diags: &mut Diagnostics) -> bool {
+    use crate::clouds::user_data::{Selfcheck, selfcheck};
+    if !spec.day2.wait_for_selfcheck {
+        return true;
+    }
+    let path = AttributePath::attr("update_strategy").and_attr("wait_for_selfcheck");
+    let attr = if spec.user_data_write_only { "user_data_wo" } else { "user_data" };
+    let fix = format!(
+        "Put the self-check in the nodes' user data: declare data \"hpc_gpu_selfcheck\" (with your own user data in its user_data) \
+         and set {attr} = data.hpc_gpu_selfcheck.<name>.combined_user_data; or set update_strategy.wait_for_selfcheck = false."
+    );
+    let waits = "update_strategy.wait_for_selfcheck = true makes each batch of a rolling update wait for its nodes to publish the \
+                 verdict of their boot-time self-check";
+    let found = spec.user_data.as_ref().map(|u| selfcheck(u.expose_str()));
+    match found {
+        Some(Selfcheck::Carried { publishes: true }) => true,
+        Some(Selfcheck::Carried { publishes: false }) => {
+            diags.error_at(
+                path,
+                "Self-check does not publish its verdict",
+                format!(
+                    "{waits}, but the self-check in {attr} was made with publish_verdict = false, so no verdict ever comes: every batch \
+                     would wait until the update's timeout. Set publish_verdict = true (its default) in data \"hpc_gpu_selfcheck\", or \
+                     set update_strategy.wait_for_selfcheck = false."
+                ),
+            );
+            false
+        }
+        Some(Selfcheck::Unseen) => {
+            diags.warning_at(
+                path,
+                "Self-check not seen in user data",
+                format!(
+                    "{waits}. {attr} holds no self-check in its own text, but content the plan cannot read (fetched at boot with \
+                     #include, or encoded): if the nodes do not run the self-check, every batch will wait until the update's \
+                     timeout. {fix}"
+                ),
+            );
+            true
+        }
+        None | Some(Selfcheck::Absent) => {
+            let what = if found.is_none() { "the nodes have no user data".to_owned() } else { format!("{attr} carries no self-check") };
+            diags.error_at(
+                path,
+                "No self-check to wait for",
+                format!("{waits}, but {what}: no verdict would ever come, and every batch would wait until the update's timeout. {fix}"),
+            );
+            false
+        }
+    }
 }
 
 fn cluster(c: &Value, diags: &mut Diagnostics) -> Result<ClusterSpec, ()> {

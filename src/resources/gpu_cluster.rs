@@ -556,7 +556,7 @@ impl Resource for GpuCluster {
     }
 
     fn validate(&self, config: &Value, diags: &mut Diagnostics) {
-        spec::parse_cluster(config, diags);
+        spec::parse_cluster_config(config, diags);
     }
 
     fn plan(&self, ctx: &Context, req: PlanRequest<'_>, diags: &mut Diagnostics) -> PlanResponse {
@@ -633,7 +633,7 @@ impl Resource for GpuCluster {
 /// The configuration of a plan that does not destroy, parsed with its diagnostics (`None` when it does not
 /// parse or is not wholly known yet).
 fn parse_proposed(req: &PlanRequest<'_>, diags: &mut Diagnostics) -> Option<ClusterSpec> {
-    if req.proposed.is_null() { None } else { spec::parse_cluster(req.config, diags).map(|s| with_prior(s, req.prior)) }
+    if req.proposed.is_null() { None } else { spec::parse_cluster_config(req.config, diags).map(|s| with_prior(s, req.prior)) }
 }
 
 /// The pure plan of a parsed configuration: the planner's attributes, the nodes, the day-2 work, the network.
@@ -1011,7 +1011,7 @@ async fn read_owned_network(
 static LIFECYCLE: Kind<ClusterSpec> = Kind {
     kind: common::CLUSTER,
     schema,
-    parse: spec::parse_cluster,
+    parse: spec::parse_cluster_config,
     parse_state: |v| spec::parse_cluster(v, &mut Diagnostics::new()),
     with_prior,
     derive,

@@ -58,7 +58,7 @@ pub const WAIT_SECONDS: u32 = 300;
 
 /// The self-check's file name in the MIME document. cloud-init runs the shell-script parts in file name
 /// order, so this sorts before whatever name the user's part gets.
-const SCRIPT_FILE_NAME: &str = "00-hpc-selfcheck.sh";
+const SCRIPT_FILE_NAME: &str = crate::clouds::user_data::SELFCHECK_FILE_NAME;
 
 /// What a node that fails the check does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,7 +234,7 @@ fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_expo
     let _ = write!(
         s,
         "#!/bin/bash\n\
-         # hpc-selfcheck: boot-time GPU node check from terraform-provider-hpc (data \"hpc_gpu_selfcheck\").\n\
+         {marker} (data \"hpc_gpu_selfcheck\").\n\
          # {name} on {cloud}: {gpus} {model} GPUs; fabric {fabric_name}. On failure: {action}.\n\
          set -euo pipefail\n\
          shopt -s nullglob\n\
@@ -250,6 +250,7 @@ fn script(sku: &Sku, rdma_devices: Option<u32>, on_failure: OnFailure, dcgm_expo
          CLOUD={cloud}\n\
          PUBLISH={publish}\n\
          DCGM_EXPORTER_IMAGE={image}\n",
+        marker = crate::clouds::user_data::SELFCHECK_MARKER,
         name = sku.name,
         name_q = shell_quote(sku.name),
         cloud = sku.cloud,
@@ -637,6 +638,18 @@ mod tests {
         );
         assert_eq!(crate::clouds::user_data::split_mime("Content-Type: x\r\n\r\nbody"), Some(("Content-Type: x\r\n", "body")));
         assert_eq!(crate::clouds::user_data::split_mime("Content-Type: x"), None);
+    }
+
+    #[test]
+    fn a_cluster_plan_sees_the_script_alone_or_composed_and_whether_it_publishes() {
+        use crate::clouds::user_data::{Selfcheck, selfcheck};
+        let sku = crate::catalog::find_sku(Cloud::Aws, "p5.48xlarge").unwrap();
+        for publishes in [true, false] {
+            let s = script(sku, Some(32), OnFailure::Poweroff, None, publishes);
+            for doc in [combined_user_data(&s, Some("#!/bin/bash\necho hi")), combined_user_data(&s, None), s] {
+                assert_eq!(selfcheck(&doc), Selfcheck::Carried { publishes }, "{doc}");
+            }
+        }
     }
 
     #[test]

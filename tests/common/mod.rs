@@ -131,6 +131,13 @@ pub fn provider_context(provider: Json) -> Context {
     Context::new(CancellationToken::new(), Some(Arc::new(ProviderConfig::from_value(&config, "test"))))
 }
 
+/// User data carrying the boot-time self-check as `data "hpc_gpu_selfcheck"` opens it, for clusters whose
+/// rolling updates wait for its verdict (the plan refuses to wait for a self-check the nodes do not run);
+/// the tests publish the verdicts themselves.
+pub fn selfcheck_user_data() -> String {
+    format!("#!/bin/bash\n{} (data \"hpc_gpu_selfcheck\").\n", hpc_provider::clouds::user_data::SELFCHECK_MARKER)
+}
+
 /// A configuration (or state) of `resource`, written as JSON.
 pub fn value(resource: &dyn Resource, json: Json) -> Value {
     decode_json(json.to_string().as_bytes(), &resource.schema().value_type()).unwrap()

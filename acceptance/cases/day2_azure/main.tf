@@ -41,11 +41,19 @@ resource "hpc_gpu_fabric" "f" {
   placement     = "cluster"
 }
 
+# The nodes run the boot-time self-check, whose verdict wait_for_selfcheck waits for (the test publishes
+# the verdicts itself).
+data "hpc_gpu_selfcheck" "node" {
+  cloud         = "azure"
+  instance_type = "Standard_NV36ads_A10_v5"
+}
+
 resource "hpc_gpu_cluster" "c" {
   name           = "d2"
   fabric         = hpc_gpu_fabric.f
   node_count     = 4
   image          = var.image
+  user_data      = data.hpc_gpu_selfcheck.node.combined_user_data
   ssh_public_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHpc acceptance"
   repair         = var.repair
   update_strategy {

@@ -53,12 +53,20 @@ resource "hpc_gpu_fabric" "f" {
   placement      = "cluster"
 }
 
+# The nodes run the boot-time self-check, whose verdict wait_for_selfcheck waits for (the test publishes
+# the verdicts itself).
+data "hpc_gpu_selfcheck" "node" {
+  cloud         = "oci"
+  instance_type = "BM.GPU.L40S.4"
+}
+
 resource "hpc_gpu_cluster" "c" {
   name          = "d2"
   fabric        = hpc_gpu_fabric.f
   node_count    = 4
   capacity_type = "on-demand"
   image         = var.image
+  user_data     = data.hpc_gpu_selfcheck.node.combined_user_data
   repair        = var.repair
   node_identity = "ocid1.dynamicgroup.oc1..hpcselfcheck" # the self-check publishes its verdict as this identity
 
