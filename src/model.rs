@@ -172,6 +172,10 @@ impl Workload {
     }
 }
 
+/// The most nodes a cluster may have (`node_count`'s ceiling); a cloud whose refresh lists fewer holds it
+/// lower (`Rules::most_nodes_listed`).
+pub const MOST_NODES: u32 = 100_000;
+
 #[derive(Clone, Debug)]
 pub struct ClusterSpec {
     pub name: String,

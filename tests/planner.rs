@@ -705,6 +705,13 @@ fn cases() -> Vec<Case> {
             cl(gcp_mega(), json!({"node_count": 1501})),
             &["error [node_count] Too many nodes for compact placement"],
         ),
+        // Compute Engine lists 500 instances a page, and a list follows at most 101 pages.
+        case(
+            "invalid_cluster_gcp_too_many_nodes_to_refresh",
+            "cluster",
+            cl(fabric_ref("gcp", "us-central1", Some("us-central1-a"), "a3-megagpu-8g", "none"), json!({"node_count": 50_501})),
+            &["error [node_count] Too many nodes to refresh", "at most 50500 nodes", "instances.list, 500 a page for at most 101 pages"],
+        ),
         case(
             "invalid_cluster_efa_count",
             "cluster",

@@ -10,6 +10,13 @@ use crate::catalog::{Cloud, Sku};
 use crate::framework::{AttributePath, Diagnostics};
 use crate::model::{CapacityType, Placement};
 
+/// The most items a list of `per_page` items a page reads, and how it reads them, for
+/// [`Rules::most_nodes_listed`]: "<what> with <call>, <n> a page for at most <pages> pages".
+pub fn listed(what: &str, call: &str, per_page: usize) -> (u32, String) {
+    let most = u32::try_from(crate::clouds::shared::Pages::most_items(per_page)).unwrap_or(u32::MAX);
+    (most, format!("{what} with {call}, {per_page} a page for at most {} pages", crate::clouds::shared::Pages::MOST + 1))
+}
+
 /// A hook refused a value and reported why; the parser cannot go on with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reported;
@@ -125,6 +132,27 @@ pub trait Rules: Sync {
             }
             _ => true,
         }
+    }
+
+    /// The most nodes a cluster's refresh can list on this cloud, and the listing that holds it there
+    /// (completing "...: the refresh reads ..."); `None` where no list the refresh reads grows past what it
+    /// follows ([`crate::clouds::shared::Pages`]) with the cluster.
+    fn most_nodes_listed(&self) -> Option<(u32, String)>;
+
+    /// `node_count` within what a refresh can list ([`Rules::most_nodes_listed`]): a larger cluster could be
+    /// made and never refreshed, updated or destroyed by the provider.
+    fn nodes_listed(&self, node_count: u32, diags: &mut Diagnostics) -> bool {
+        let Some((most, listing)) = self.most_nodes_listed().filter(|(most, _)| node_count > *most) else { return true };
+        diags.error_at(
+            AttributePath::attr("node_count"),
+            "Too many nodes to refresh",
+            format!(
+                "On {} a cluster can have at most {most} nodes: the refresh reads {listing}, so it could not read a cluster of \
+                 {node_count} nodes back (nor update or destroy it). Split the nodes into clusters of at most {most} on the same fabric.",
+                self.cloud()
+            ),
+        );
+        false
     }
 
     /// What `reservation_id` names on this cloud, completing "set reservation_id to ...".
@@ -243,5 +271,23 @@ mod tests {
         for cloud in Cloud::ALL {
             assert_eq!(rules(cloud).cloud(), cloud);
         }
+    }
+
+    /// Google Cloud lists too few nodes a page for the largest cluster; the others list more than it has (or,
+    /// on Azure, a scale set at a time), so their ceiling is `node_count`'s own.
+    #[test]
+    fn node_count_is_held_to_what_a_refresh_can_list() {
+        let most = |cloud| rules(cloud).most_nodes_listed().map(|(n, _)| n);
+        assert_eq!(most(Cloud::Gcp), Some(50_500));
+        for cloud in [Cloud::Aws, Cloud::Oci] {
+            assert!(most(cloud).is_some_and(|n| n >= crate::model::MOST_NODES), "{cloud}");
+        }
+        assert_eq!(most(Cloud::Azure), None);
+        let mut diags = Diagnostics::new();
+        assert!(rules(Cloud::Gcp).nodes_listed(50_500, &mut diags) && diags.is_empty());
+        assert!(!rules(Cloud::Gcp).nodes_listed(50_501, &mut diags));
+        assert!(rules(Cloud::Aws).nodes_listed(crate::model::MOST_NODES, &mut diags));
+        let text = format!("{diags:?}");
+        assert!(text.contains("Too many nodes to refresh") && text.contains("at most 50500 nodes"), "{text}");
     }
 }

@@ -293,8 +293,15 @@ pub struct Pages {
 }
 
 impl Pages {
-    /// More pages than any list of the provider's has (100,000 items at 1,000 a page).
+    /// The links a list follows at most: with its first page, 101 pages. At 1,000 items a page that is more
+    /// than a cluster's nodes can be (100,000); where a cloud gives fewer a page (Compute Engine at most
+    /// 500), the cloud's rules hold `node_count` to [`Pages::most_items`] so that a refresh can list it.
     pub const MOST: usize = 100;
+
+    /// The most items a list of `per_page` items a page can hold: its first page and [`Pages::MOST`] more.
+    pub const fn most_items(per_page: usize) -> usize {
+        (Self::MOST + 1) * per_page
+    }
 
     /// The pages of one list; `cloud` and `link` (`nextLink`) name them in errors.
     pub fn new(cloud: &'static str, link: &'static str) -> Pages {
@@ -662,6 +669,19 @@ pub fn slurm_imported(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_holds_most_items_and_not_one_page_more() {
+        // Pages of 2 items: the first page is read without a link, each further one after its link.
+        let per_page = 2;
+        let mut pages = Pages::new("Compute Engine", "nextPageToken");
+        let mut listed = per_page;
+        while let Some(_next) = pages.next(Some(format!("p{listed}")), "x").ok().flatten() {
+            listed += per_page;
+        }
+        assert_eq!(listed, Pages::most_items(per_page), "a page past the last one followed is refused");
+        assert_eq!(Pages::most_items(500), 50_500);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn progress_is_logged_when_the_counts_change_or_every_twenty_seconds_never_per_poll() {

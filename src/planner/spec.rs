@@ -461,7 +461,8 @@ fn nodes_of(c: &Value, pool: bool, diags: &mut Diagnostics) -> Result<ClusterSpe
         ok &= no_own_network_settings(c, diags);
         (parse_fabric_ref(c.get("fabric"), AttributePath::attr("fabric"), diags), None)
     };
-    let node_count = whole_number(c.get("node_count"), AttributePath::attr("node_count"), 1, 100_000, diags)?.ok_or(())? as u32;
+    let node_count = whole_number(c.get("node_count"), AttributePath::attr("node_count"), 1, i64::from(crate::model::MOST_NODES), diags)?
+        .ok_or(())? as u32;
     let capacity_name = string(c.get("capacity_type"))?.unwrap_or_else(|| "on-demand".into());
     let Some(capacity) = CapacityType::parse(&capacity_name) else {
         diags.error_at(
@@ -599,6 +600,9 @@ fn nodes_of(c: &Value, pool: bool, diags: &mut Diagnostics) -> Result<ClusterSpe
     }
     ok &= check_whole_domains(sku, node_count, diags);
     ok &= rules.cluster_capacity(capacity, sku, fabric.placement, node_count, diags);
+    if !pool {
+        ok &= rules.nodes_listed(node_count, diags);
+    }
     let max_rdma = sku.rdma_interfaces.unwrap_or(0);
     let rdma_interfaces = match rdma_wanted {
         None => max_rdma,

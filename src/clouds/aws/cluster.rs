@@ -145,7 +145,11 @@ fn node_of(cluster: &str, i: &Instance) -> Node {
     }
 }
 
-/// All live nodes of a cluster the census admits: one filtered DescribeInstances, paginated.
+/// Instances a page of the nodes' DescribeInstances asks for: EC2's largest page. With the pages a list
+/// follows ([`crate::clouds::shared::Pages::most_items`]), it bounds the nodes a refresh can read.
+pub const LIST_PAGE: i32 = 1000;
+
+/// All live nodes of a cluster the census admits: one filtered DescribeInstances, paginated ([`LIST_PAGE`]).
 pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node>, CloudError> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
@@ -157,7 +161,7 @@ pub async fn nodes(aws: &Aws, cluster: &str, census: &Census) -> Result<Vec<Node
             .filters(tag_filter(TAG, cluster))
             .filters(filter("instance-state-name", &ALIVE))
             .set_next_token(token.take())
-            .max_results(1000)
+            .max_results(LIST_PAGE)
             .send()
             .await
             .map_err(|e| api::error(&e).context("listing the cluster's nodes"))?;

@@ -2,7 +2,7 @@
 //! FSx for Lustre names its mount itself, takes provisioned metadata IOPS and links S3.
 
 use crate::catalog::{Cloud, Sku, limits};
-use crate::clouds::rules::{Rules, missing_zone, zone_in_region};
+use crate::clouds::rules::{Rules, listed, missing_zone, zone_in_region};
 use crate::framework::{AttributePath, Diagnostics};
 use crate::model::{CapacityType, Placement};
 
@@ -43,6 +43,10 @@ impl Rules for Aws {
             }
             None => name(identity),
         }
+    }
+
+    fn most_nodes_listed(&self) -> Option<(u32, String)> {
+        Some(listed("the nodes", "EC2's DescribeInstances", super::cluster::LIST_PAGE as usize))
     }
 
     fn reservation_target(&self) -> &'static str {

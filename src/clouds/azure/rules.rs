@@ -92,6 +92,12 @@ impl Rules for Azure {
         None
     }
 
+    /// A cluster is scale sets of at most 100 VMs each, and the refresh lists each set's VMs and NICs on
+    /// their own: a list of 100 items fits in the pages it follows even at one item a page.
+    fn most_nodes_listed(&self) -> Option<(u32, String)> {
+        None
+    }
+
     fn reservation_target(&self) -> &'static str {
         "the capacity reservation group id"
     }

@@ -52,7 +52,11 @@ pub struct Node {
     pub instance: model::Instance,
 }
 
-/// The cluster's nodes the census admits: one filtered list (paginated) in the zone.
+/// Instances a page of the nodes' list asks for: Compute Engine's largest page (and its default). With
+/// the pages a list follows ([`shared::Pages::most_items`]), it bounds the nodes a refresh can read.
+pub const LIST_PAGE: u32 = 500;
+
+/// The cluster's nodes the census admits: one filtered list (paginated, [`LIST_PAGE`]) in the zone.
 pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: &Census) -> Result<Vec<Node>, CloudError> {
     let filter = format!("labels.hpc_cluster = \"{cluster}\"");
     let mut out = Vec::new();
@@ -61,7 +65,14 @@ pub async fn nodes(ctx: &Context, gcp: &Gcp, zone: &str, cluster: &str, census: 
     loop {
         let t = token.clone();
         let page = call(ctx, "listing the cluster's nodes", || {
-            gcp.instances.list().set_project(&gcp.project).set_zone(zone).set_filter(&filter).set_page_token(&t).send()
+            gcp.instances
+                .list()
+                .set_project(&gcp.project)
+                .set_zone(zone)
+                .set_filter(&filter)
+                .set_max_results(LIST_PAGE)
+                .set_page_token(&t)
+                .send()
         })
         .await?;
         for i in page.items {

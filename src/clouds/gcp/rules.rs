@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{Cloud, Sku, limits};
-use crate::clouds::rules::{MAX_DISTANCE_GCP_COMPACT_ONLY, Rules, missing_zone, not_valid_here, zone_in_region};
+use crate::clouds::rules::{MAX_DISTANCE_GCP_COMPACT_ONLY, Rules, listed, missing_zone, not_valid_here, zone_in_region};
 use crate::framework::{AttributePath, Diagnostics};
 use crate::model::{CapacityType, Placement};
 
@@ -108,6 +108,10 @@ impl Rules for Gcp {
             && account.chars().all(ok)
             && domain.ends_with("gserviceaccount.com")
             && domain.chars().all(|c| ok(c) || c == '.')
+    }
+
+    fn most_nodes_listed(&self) -> Option<(u32, String)> {
+        Some(listed("the nodes", "Compute Engine's instances.list", super::cluster::LIST_PAGE as usize))
     }
 
     fn reservation_target(&self) -> &'static str {

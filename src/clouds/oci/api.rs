@@ -289,6 +289,11 @@ struct Extra<'a> {
 
 /// OCI's words for a launch that found no host for the shape: a 500 `InternalError` whose message says
 /// "Out of host capacity" (OCI documents no code of its own for it), kept as the error's code.
+/// Items a page of a list asks for (`limit`). With the pages a list follows
+/// ([`crate::clouds::shared::Pages::most_items`]), it bounds what one list can read: the instances of the
+/// compartment in the availability domain, a cluster's nodes among them.
+pub const LIST_PAGE: usize = 1000;
+
 pub const OUT_OF_HOST_CAPACITY: &str = "Out of host capacity";
 
 fn out_of_capacity(body: &Json) -> bool {
@@ -463,13 +468,17 @@ impl Oci {
     }
 
     /// Every item of a list (Core's bare arrays and the newer `{"items": [...]}`), following
-    /// `opc-next-page`. `query` is `compartmentId=...&...`, already encoded.
+    /// `opc-next-page`, [`LIST_PAGE`] items a page. `query` is `compartmentId=...&...`, already encoded.
     pub async fn list(&self, ctx: &Context, service: Service, collection: &str, query: &str) -> Result<Vec<Json>, CloudError> {
         let mut out = Vec::new();
         let mut page: Option<String> = None;
         let mut pages = crate::clouds::shared::Pages::new("OCI", "opc-next-page");
         loop {
-            let mut path = if query.is_empty() { format!("/{collection}?limit=1000") } else { format!("/{collection}?{query}&limit=1000") };
+            let mut path = if query.is_empty() {
+                format!("/{collection}?limit={LIST_PAGE}")
+            } else {
+                format!("/{collection}?{query}&limit={LIST_PAGE}")
+            };
             if let Some(p) = &page {
                 path.push_str(&format!("&page={}", encode(p)));
             }

@@ -4,7 +4,7 @@
 //! with Lustre links Object Storage.
 
 use crate::catalog::{Cloud, Fabric, Sku};
-use crate::clouds::rules::{Reported, Rules, missing_zone};
+use crate::clouds::rules::{Reported, Rules, listed, missing_zone};
 use crate::framework::{AttributePath, Diagnostics};
 use crate::model::{CapacityType, Placement};
 
@@ -87,6 +87,12 @@ impl Rules for Oci {
 
     fn node_identity_ok(&self, identity: &str) -> bool {
         identity.starts_with("ocid1.dynamicgroup.") && identity.len() <= 255 && !identity.contains(char::is_whitespace)
+    }
+
+    /// ListInstances reads every instance of the compartment in the availability domain, the cluster's
+    /// among them: what else runs there counts too, which a plan cannot know (the refresh then says so).
+    fn most_nodes_listed(&self) -> Option<(u32, String)> {
+        Some(listed("the availability domain's instances", "ListInstances", super::api::LIST_PAGE))
     }
 
     fn reservation_target(&self) -> &'static str {
