@@ -12,18 +12,21 @@ use crate::redact::Secret;
 pub const RESERVED_TAG_PREFIX: &str = "hpc:";
 
 pub fn schema() -> Schema {
-    let endpoint = |cloud: &str| {
+    let endpoint = |cloud: &str, credentials: &str| {
         Attribute::optional(
             "endpoint",
             Type::String,
             &format!(
-                "Base URL that replaces the {cloud} API endpoints, for emulators and private endpoints: https://, or http:// only to this machine (127.0.0.1, [::1], localhost), since credentials would otherwise cross the network in clear. Leave it out to use the real cloud."
+                "Base URL that replaces the {cloud} API endpoints, for emulators and private endpoints: https://, or http:// only to this machine (127.0.0.1, [::1], localhost), since credentials would otherwise cross the network in clear. Leave it out to use the real cloud. {credentials}"
             ),
         )
     };
     let aws = Block::new("Amazon Web Services (EC2 and FSx for Lustre).")
         .attribute(Attribute::optional("region", Type::String, "Region, e.g. `us-east-1`. Defaults to the AWS SDK's region chain."))
-        .attribute(endpoint("AWS"))
+        .attribute(endpoint(
+            "AWS",
+            "AWS signs every request, an emulator's too: without `access_key` and `secret_key` the credentials come from the AWS SDK's chain (`profile`, the standard AWS environment variables, the shared files, SSO, the instance's role), whatever the endpoint.",
+        ))
         .attribute(Attribute::optional("profile", Type::String, "Named profile from the shared AWS config files."))
         .attribute(Attribute::optional("access_key", Type::String, "Access key id; set together with `secret_key`.").sensitive())
         .attribute(Attribute::optional("secret_key", Type::String, "Secret access key.").sensitive())
@@ -35,7 +38,10 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("client_secret", Type::String, "Client secret of the service principal.").sensitive())
         .attribute(Attribute::optional("use_cli", Type::Bool, "Use the Azure CLI's logged-in account."))
         .attribute(Attribute::optional("use_msi", Type::Bool, "Use the managed identity of the machine running the CLI."))
-        .attribute(endpoint("Azure Resource Manager"));
+        .attribute(endpoint(
+            "Azure Resource Manager",
+            "Without a service principal, `use_msi` or `use_cli`, an endpoint on this machine (an emulator) is called with no Azure identity, and one elsewhere with the Azure CLI's logged-in account, as the real cloud is.",
+        ));
     let gcp = Block::new("Google Cloud (Compute Engine and Google Cloud Managed Lustre).")
         .attribute(Attribute::optional("project", Type::String, "Project id."))
         .attribute(Attribute::optional("region", Type::String, "Default region, e.g. `us-central1`."))
@@ -48,7 +54,10 @@ pub fn schema() -> Schema {
             )
             .sensitive(),
         )
-        .attribute(endpoint("Google Cloud"));
+        .attribute(endpoint(
+            "Google Cloud",
+            "Without `credentials`, an endpoint on this machine (an emulator) is called with no Google identity, and one elsewhere (a Private Service Connect endpoint, say) with Application Default Credentials, as the real cloud is.",
+        ));
     let oci = Block::new("Oracle Cloud Infrastructure (Core and File Storage with Lustre).")
         .attribute(Attribute::optional("tenancy_ocid", Type::String, "Tenancy OCID (`ocid1.tenancy...`)."))
         .attribute(Attribute::optional("user_ocid", Type::String, "User OCID (`ocid1.user...`)."))
@@ -59,7 +68,10 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("private_key_path", Type::String, "Path to the API signing key (PEM file)."))
         .attribute(Attribute::optional("config_file_profile", Type::String, "Profile in `~/.oci/config` to read the values above from."))
         .attribute(Attribute::optional("region", Type::String, "Region, e.g. `us-ashburn-1`."))
-        .attribute(endpoint("OCI"));
+        .attribute(endpoint(
+            "OCI",
+            "OCI signs every request, an emulator's too: the API key comes from this block or the OCI config file's profile, whatever the endpoint.",
+        ));
     Schema::new(
         0,
         Block::new("Configures the clouds terraform-provider-hpc builds GPU clusters in. Only the blocks of clouds you use are needed.")
@@ -102,7 +114,42 @@ pub struct CloudSettings {
     pub secrets: BTreeMap<String, Secret<String>>,
 }
 
+/// Where a cloud's client takes the identity it presents from. Decided from the block alone, so that an
+/// `endpoint` never drops the credentials a user meant to use: only an endpoint on this machine (an emulator)
+/// is called with none, and only where the cloud's requests are not signed with a key (Azure, Google Cloud).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// The block's own: AWS keys, an Azure service principal (or `use_msi`, `use_cli`), a Google
+    /// service-account key, an OCI API key (with the config file's profile filling what the block leaves out).
+    Block,
+    /// The cloud's standard chain: the AWS SDK's, the Azure CLI's account, Application Default Credentials,
+    /// the OCI config file's profile.
+    Chain,
+    /// None: the endpoint is this machine (127.0.0.0/8, [::1], localhost), an emulator.
+    Emulator,
+}
+
 impl CloudSettings {
+    /// Where `cloud`'s client takes its credentials from ([`CredentialSource`]).
+    pub fn credential_source(&self, cloud: Cloud) -> CredentialSource {
+        let set = |k: &str| self.settings.contains_key(k) || self.secrets.contains_key(k);
+        let on = |k: &str| self.settings.get(k).map(String::as_str) == Some("true");
+        let local = self.endpoint.as_deref().is_some_and(endpoint_is_local);
+        let own = match cloud {
+            Cloud::Aws => set("access_key") && set("secret_key"),
+            Cloud::Azure => (set("tenant_id") && set("client_id") && set("client_secret")) || on("use_msi") || on("use_cli"),
+            Cloud::Gcp => set("credentials"),
+            Cloud::Oci => set("private_key") || set("private_key_path"),
+        };
+        // AWS and OCI sign each request with a key, an emulator's too.
+        let signed = matches!(cloud, Cloud::Aws | Cloud::Oci);
+        match (own, local && !signed) {
+            (true, _) => CredentialSource::Block,
+            (false, true) => CredentialSource::Emulator,
+            (false, false) => CredentialSource::Chain,
+        }
+    }
+
     /// A sensitive attribute's value.
     pub fn secret(&self, name: &str) -> Option<&Secret<String>> {
         self.secrets.get(name)
@@ -417,6 +464,15 @@ pub fn validate_tags(tags: &Value, path: AttributePath, diags: &mut Diagnostics)
     }
 }
 
+/// Whether an endpoint URL names this machine (see [`is_loopback`]).
+pub fn endpoint_is_local(endpoint: &str) -> bool {
+    let rest = endpoint.split_once("://").map_or(endpoint, |(_, rest)| rest);
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    // Credentials before the host (`user@host`) are not the host.
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    is_loopback(host)
+}
+
 /// Whether an endpoint's `host[:port]` is this machine: 127.0.0.0/8, [::1] or localhost.
 fn is_loopback(host: &str) -> bool {
     let name = if let Some(v6) = host.strip_prefix('[') {
@@ -573,6 +629,43 @@ mod tests {
             assert!(got.iter().any(|(p, s)| p == path && s == summary), "missing {path}: {summary} in {got:?}");
         }
         assert_eq!(got.len(), expect.len(), "{got:?}");
+    }
+
+    /// An endpoint never drops the block's credentials, and only an endpoint on this machine goes without
+    /// any, on the clouds whose requests are not signed with a key.
+    #[test]
+    fn an_endpoint_elsewhere_keeps_the_clouds_credential_chain() {
+        let source = |cloud: Cloud, block: serde_json::Value| {
+            let config = serde_json::Value::Object([(cloud.as_str().to_owned(), block)].into_iter().collect());
+            let pc = ProviderConfig::from_value(&cfg(config), "1.12.6");
+            pc.clouds[&cloud].credential_source(cloud)
+        };
+        let (local, remote) = ("http://127.0.0.1:9000", "https://api.private.example.com");
+        use CredentialSource::{Block, Chain, Emulator};
+        for (cloud, own, on_this_machine) in [
+            (Cloud::Aws, serde_json::json!({"access_key": "a", "secret_key": "s"}), Chain),
+            (Cloud::Azure, serde_json::json!({"tenant_id": "t", "client_id": "c", "client_secret": "s"}), Emulator),
+            (Cloud::Gcp, serde_json::json!({"credentials": "{}"}), Emulator),
+            (Cloud::Oci, serde_json::json!({"private_key_path": "/k.pem"}), Chain),
+        ] {
+            assert_eq!(source(cloud, serde_json::json!({})), Chain, "{cloud}: no endpoint");
+            assert_eq!(source(cloud, serde_json::json!({"endpoint": remote})), Chain, "{cloud}: {remote}");
+            assert_eq!(source(cloud, serde_json::json!({"endpoint": local})), on_this_machine, "{cloud}: {local}");
+            let mut given = own.clone();
+            given["endpoint"] = serde_json::json!(remote);
+            assert_eq!(source(cloud, given), Block, "{cloud}: its own credentials");
+            let mut given = own;
+            given["endpoint"] = serde_json::json!(local);
+            assert_eq!(source(cloud, given), Block, "{cloud}: its own credentials, to an emulator");
+        }
+        assert_eq!(source(Cloud::Azure, serde_json::json!({"use_cli": true, "endpoint": local})), Block);
+        for host in ["https://localhost:8443/x", "http://[::1]:1", "http://127.3.0.1", "https://user@127.0.0.1:1"] {
+            assert!(endpoint_is_local(host), "{host}");
+        }
+        for host in ["https://127.0.0.1.example.com", "https://localhost.example.com", "https://127.0.0.1@example.com", "https://10.0.0.1"]
+        {
+            assert!(!endpoint_is_local(host), "{host}");
+        }
     }
 
     #[test]

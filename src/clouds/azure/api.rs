@@ -15,7 +15,7 @@ use crate::catalog::Cloud;
 use crate::clouds::retry::{self, Answer};
 use crate::clouds::shared::Poll;
 use crate::clouds::{CloudError, ErrorKind};
-use crate::config::{CloudSettings, ProviderConfig};
+use crate::config::{CloudSettings, CredentialSource, ProviderConfig};
 use crate::framework::{Context, Value};
 use crate::redact::Secret;
 
@@ -80,11 +80,12 @@ fn build(settings: &CloudSettings) -> Result<Arm, CloudError> {
             )
         } else if s("use_msi").as_deref() == Some("true") {
             Some(azure_identity::ManagedIdentityCredential::new(None).map_err(|e| CloudError::other(format!("managed identity: {e}")))?)
-        } else if s("use_cli").as_deref() == Some("true") || settings.endpoint.is_none() {
-            Some(azure_identity::AzureCliCredential::new(None).map_err(|e| CloudError::other(format!("Azure CLI credential: {e}")))?)
-        } else {
-            // An emulator: it wants a bearer token of any kind.
+        } else if settings.credential_source(Cloud::Azure) == CredentialSource::Emulator {
+            // An emulator on this machine: it wants a bearer token of any kind.
             None
+        } else {
+            // `use_cli`, or nothing said: the Azure CLI's account, an endpoint elsewhere included.
+            Some(azure_identity::AzureCliCredential::new(None).map_err(|e| CloudError::other(format!("Azure CLI credential: {e}")))?)
         };
     Ok(Arm {
         subscription,
@@ -724,6 +725,23 @@ impl Arm {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Only an emulator on this machine is called with no Azure identity; an endpoint elsewhere is called
+    /// with the Azure CLI's account, as the real cloud is, never with the emulator's stand-in token.
+    #[test]
+    fn only_an_endpoint_on_this_machine_goes_without_credentials() {
+        let with = |endpoint: &str| CloudSettings {
+            endpoint: Some(endpoint.into()),
+            settings: [("subscription_id".to_owned(), "00000000-0000-0000-0000-000000000001".to_owned())].into(),
+            ..CloudSettings::default()
+        };
+        for local in ["https://127.0.0.1:8443", "https://localhost:8443/", "https://[::1]:8443"] {
+            assert!(build(&with(local)).unwrap().credential.is_none(), "{local}");
+        }
+        for remote in ["https://management.private.example.com", "https://10.0.0.4:8443"] {
+            assert!(build(&with(remote)).unwrap().credential.is_some(), "{remote}");
+        }
+    }
 
     #[tokio::test]
     async fn a_link_to_another_host_is_not_followed_and_gets_no_token() {

@@ -1,6 +1,6 @@
 //! The Google Cloud API clients (google-cloud-compute-v1) as the resources use them: one set per process
-//! and configuration; Application Default Credentials or a service-account key for real use, anonymous
-//! credentials with the endpoint override for emulators; our own retry (rate limits, quota, 5xx) and
+//! and configuration; Application Default Credentials or a service-account key for real use and for an
+//! endpoint elsewhere, anonymous credentials for an emulator on this machine; our own retry (rate limits, quota, 5xx) and
 //! operation polling, both with backoff and both cancelled by StopProvider.
 
 use std::collections::BTreeMap;
@@ -17,7 +17,7 @@ use crate::catalog::Cloud;
 use crate::clouds::retry::{self, Answer};
 use crate::clouds::shared::{Backoff, Poll};
 use crate::clouds::{CloudError, ErrorKind};
-use crate::config::{CloudSettings, ProviderConfig};
+use crate::config::{CloudSettings, CredentialSource, ProviderConfig};
 use crate::framework::Context;
 
 #[derive(Clone)]
@@ -77,8 +77,8 @@ fn credentials(settings: &CloudSettings) -> Result<google_cloud_auth::credential
             .build()
             .map_err(|e| CloudError::other(format!("the gcp block's service-account key cannot be used: {e}")));
     }
-    if settings.endpoint.is_some() {
-        // An emulator: no Google identity to present.
+    if settings.credential_source(Cloud::Gcp) == CredentialSource::Emulator {
+        // An emulator on this machine: no Google identity to present. An endpoint elsewhere gets ADC below.
         return Ok(google_cloud_auth::credentials::anonymous::Builder::new().build());
     }
     google_cloud_auth::credentials::Builder::default().build().map_err(|e| {
@@ -614,6 +614,22 @@ mod tests {
             rest_operation("GET", "https://compute.googleapis.com/compute/beta/projects/p/zones/us-central1-a/instances?filter=x"),
             "compute.instances.list"
         );
+    }
+
+    /// An endpoint elsewhere (a Private Service Connect endpoint, say) keeps Google's credentials; only an
+    /// emulator on this machine is called with none.
+    #[tokio::test]
+    async fn only_an_endpoint_on_this_machine_goes_without_credentials() {
+        let with = |endpoint: &str| CloudSettings { endpoint: Some(endpoint.into()), ..CloudSettings::default() };
+        for local in ["http://127.0.0.1:9000", "http://localhost:8085/", "https://[::1]:8443"] {
+            let c = credentials(&with(local)).unwrap();
+            assert!(format!("{c:?}").contains("Anonymous"), "{local}: {c:?}");
+        }
+        // ADC, whatever it finds here (a key file, gcloud's login, the metadata server), or says there is none.
+        match credentials(&with("https://compute-psc.p.googleapis.com")) {
+            Ok(c) => assert!(!format!("{c:?}").contains("Anonymous"), "{c:?}"),
+            Err(e) => assert!(e.message.contains("no Google Cloud credentials"), "{e}"),
+        }
     }
 
     #[test]
