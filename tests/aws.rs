@@ -1235,3 +1235,58 @@ mod capacity {
         assert_eq!(live(&env), ["cap-0", "cap-1", "cap-2", "cap-3"]);
     }
 }
+
+/// A provider whose aws block has no keys, on a machine with no AWS credentials anywhere (no environment
+/// variables, no shared files, instance metadata off), against the emulator: the apply says "no AWS
+/// credentials" in one sentence and what to set, at once, and nothing reaches EC2. The SDK's credential chain
+/// reads the process's environment, so the check runs in a child process of this test binary that is given
+/// none of this machine's AWS settings.
+#[test]
+fn without_credentials_an_apply_says_so_in_one_sentence_at_once() {
+    const CHILD: &str = "HPC_TEST_WITHOUT_AWS_CREDENTIALS";
+    if std::env::var_os(CHILD).is_some() {
+        return tokio::runtime::Runtime::new().unwrap().block_on(without_credentials());
+    }
+    let home = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child.args(["--exact", "without_credentials_an_apply_says_so_in_one_sentence_at_once", "--nocapture", "--test-threads=1"]);
+    for (name, _) in std::env::vars_os().filter(|(k, _)| k.to_string_lossy().starts_with("AWS_")) {
+        child.env_remove(name);
+    }
+    child
+        .env(CHILD, "1")
+        .env("HOME", home.path())
+        .env("AWS_CONFIG_FILE", home.path().join("config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", home.path().join("credentials"))
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let out = child.output().unwrap();
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("1 passed"), "{text}");
+}
+
+async fn without_credentials() {
+    let emulator = start_aws();
+    let ctx = provider_context(json!({"aws": {"region": "us-east-1", "endpoint": emulator.endpoint}}));
+    let config = value(
+        &GpuFabric,
+        json!({"name": "nokeys", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a", "instance_type": "p5en.48xlarge",
+               "placement": "none"}),
+    );
+    admin(&emulator.endpoint, "DELETE", "counters", None);
+    let started = std::time::Instant::now();
+    let (state, diags) = apply(&ctx, &GpuFabric, &Value::Null, &config).await;
+    let took = started.elapsed();
+    assert!(state.get("vpc_id").is_null(), "nothing was made: {state:?}");
+    let said = diags.iter().find(|d| d.contains("no AWS credentials")).unwrap_or_else(|| panic!("{diags:?}"));
+    assert!(
+        said.contains(
+            "no AWS credentials: set access_key and secret_key in the provider's aws block, or a profile, or the standard AWS \
+             environment variables"
+        ),
+        "{said}"
+    );
+    assert!(!said.to_lowercase().contains("dispatch") && said.lines().count() == 1, "one sentence, not the SDK's sources: {said}");
+    assert!(took < std::time::Duration::from_secs(2), "not retried: {took:?}");
+    let counters = admin(&emulator.endpoint, "GET", "counters", None);
+    assert_eq!(counters["counters"], json!({}), "nothing reached EC2");
+}

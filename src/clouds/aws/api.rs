@@ -152,10 +152,13 @@ async fn build(settings: &CloudSettings, region: &str) -> Aws {
 pub fn error<E, R>(err: &aws_sdk_ec2::error::SdkError<E, R>) -> CloudError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
     use aws_sdk_ec2::error::SdkError;
     let message = why(err);
+    if credentials_failure(err).is_some() {
+        return CloudError::new(ErrorKind::Unauthenticated, None, message);
+    }
     match err {
         SdkError::ServiceError(_) => match code(err) {
             Some(c) => CloudError::new(kind_of(c), Some(c.to_owned()), message),
@@ -164,6 +167,42 @@ where
         SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => CloudError::new(ErrorKind::Transient, None, message),
         _ => CloudError::other(message),
     }
+}
+
+/// What to do about credentials that could not be had, as one sentence, when that is why a call failed:
+/// the SDK fails such a call before sending it (a dispatch failure, with the credential provider's error
+/// at the bottom of its sources), and another attempt would find none either.
+fn credentials_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use aws_credential_types::provider::error::CredentialsError;
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = at {
+        if let Some(failed) = e.downcast_ref::<CredentialsError>() {
+            let set = "set access_key and secret_key in the provider's aws block, or a profile, or the standard AWS environment \
+                       variables (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)";
+            return Some(match failed {
+                CredentialsError::CredentialsNotLoaded(_) | CredentialsError::ProviderTimedOut(_) => {
+                    format!("no AWS credentials: {set}; the AWS SDK's credential chain found none")
+                }
+                // A source of the chain failed (a profile that does not resolve, an instance metadata service
+                // that refuses): the chain stops there.
+                other => format!(
+                    "no AWS credentials: {set}; the AWS SDK's credential chain stopped at: {}",
+                    innermost(other).trim_end_matches('.')
+                ),
+            });
+        }
+        at = e.source();
+    }
+    None
+}
+
+/// The last of an error's sources: the cause itself, without the layers that only say where it was seen.
+fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut e = err;
+    while let Some(next) = e.source() {
+        e = next;
+    }
+    e.to_string()
 }
 
 /// The kind of an EC2, FSx or Service Quotas error code (EC2 API reference, "Error codes").
@@ -197,13 +236,17 @@ pub fn kind_of(code: &str) -> ErrorKind {
     }
 }
 
-/// A failed call in the cloud's own words: `Code: message`, or what kept the request from AWS.
+/// A failed call in the cloud's own words: `Code: message`, or what kept the request from AWS (credentials
+/// that could not be had said in one sentence).
 pub fn why<E, R>(err: &aws_sdk_ec2::error::SdkError<E, R>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
     use aws_sdk_ec2::error::SdkError;
+    if let Some(missing) = credentials_failure(err) {
+        return missing;
+    }
     match err {
         SdkError::ServiceError(e) => {
             let inner = e.err();
@@ -298,6 +341,44 @@ mod tests {
         ] {
             assert_eq!(kind_of(code), kind, "{code}");
         }
+    }
+
+    /// Credentials the chain could not find fail the call before it is sent: one sentence saying so and what
+    /// to set, as the refused credentials they amount to, and at once (neither the SDK nor the caller tries
+    /// again), not the SDK's dispatch failure with its sources.
+    #[tokio::test]
+    async fn missing_credentials_are_one_sentence_and_not_retried() {
+        use aws_credential_types::provider::{ProvideCredentials, error::CredentialsError, future};
+        #[derive(Debug)]
+        struct NoneFound;
+        impl ProvideCredentials for NoneFound {
+            fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+            where
+                Self: 'a,
+            {
+                future::ProvideCredentials::ready(Err(CredentialsError::not_loaded("no providers in chain provided credentials")))
+            }
+        }
+        let config = aws_sdk_ec2::Config::builder()
+            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+            .region(aws_sdk_ec2::config::Region::new("us-east-1"))
+            .retry_config(sdk_retries())
+            .credentials_provider(NoneFound)
+            // Nothing listens there: the call must fail before it is sent.
+            .endpoint_url("http://127.0.0.1:9")
+            .build();
+        let started = std::time::Instant::now();
+        let failed = aws_sdk_ec2::Client::from_conf(config).describe_instances().send().await.expect_err("no credentials");
+        let e = error(&failed).context("listing the cluster's nodes");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+        assert_eq!(e.kind, ErrorKind::Unauthenticated, "{e:?}");
+        assert!(!e.retryable());
+        assert_eq!(
+            e.message,
+            "listing the cluster's nodes: no AWS credentials: set access_key and secret_key in the provider's aws block, or a profile, \
+             or the standard AWS environment variables (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE); the AWS SDK's \
+             credential chain found none"
+        );
     }
 
     #[test]
