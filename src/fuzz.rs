@@ -200,6 +200,39 @@ pub fn answers(realistic: Vec<Json>) -> BoxedStrategy<Json> {
     prop_oneof![4 => proptest::strategy::Union::new(mutations), 1 => json()].boxed()
 }
 
+/// A local HTTPS server whose certificate is self-signed, so that no client trusts it: it only counts the
+/// TLS handshakes it was offered (a client that retried would offer more than one). Runs until the test's
+/// runtime ends; the base URL and the count.
+pub async fn serve_untrusted_tls() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("a key");
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("certificate parameters");
+    params.subject_alt_names.push(rcgen::SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+    let cert = params.self_signed(&key).expect("a self-signed certificate");
+    let key_der = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], key_der)
+        .expect("the server's certificate");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a local port");
+    let addr = listener.local_addr().expect("its address");
+    let handshakes = Arc::new(AtomicUsize::new(0));
+    let counted = handshakes.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            // The client gives up in the handshake, when it sees the certificate.
+            tokio::spawn(async move { drop(acceptor.accept(stream).await) });
+        }
+    });
+    (format!("https://{addr}"), handshakes)
+}
+
 /// A local HTTP server for the few tests that need the client's own loop (a list following its links):
 /// every request is answered by `answer` from its request line (`GET /x?y HTTP/1.1`), with the status,
 /// headers and body it gives. Runs until the test's runtime ends.

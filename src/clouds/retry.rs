@@ -280,10 +280,37 @@ where
 }
 
 /// A transport failure (no answer at all) as an error: a refused connection and a timeout are transient and
-/// retried; anything else (a malformed URL, a TLS failure) is not.
-pub fn transport(what: &str, e: &reqwest::Error) -> CloudError {
+/// retried; anything else (a malformed URL, a TLS failure) is not. An endpoint whose TLS certificate is not
+/// trusted fails the same way at every attempt (reqwest counts it a connect error): it is said in one
+/// sentence with how to trust it (`trust`, see [`untrusted_certificate`]), and not retried.
+pub fn transport(what: &str, e: &reqwest::Error, trust: &str) -> CloudError {
+    if let Some(why) = untrusted_certificate(e) {
+        return CloudError::new(crate::clouds::ErrorKind::Other, None, format!("{what}: {why}: {trust}"));
+    }
     let kind = if e.is_connect() || e.is_timeout() { crate::clouds::ErrorKind::Transient } else { crate::clouds::ErrorKind::Other };
     CloudError::new(kind, None, format!("{what}: {e}"))
+}
+
+/// How to trust a TLS endpoint the system's store does not, for clients that take no CA of their own.
+pub const TRUST_SYSTEM_STORE: &str =
+    "add the certificate of the CA that signed it to this machine's trust store (the system's certificates, or SSL_CERT_FILE)";
+
+/// "the endpoint's TLS certificate is not trusted (<rustls's reason>)" when `e` failed because the server's
+/// certificate did not verify (an unknown issuer, a self-signed certificate, a name or date it is not valid
+/// for): rustls's error is found among `e`'s sources, inside the I/O errors the TLS stream and the connector
+/// wrap it in (whose own `source` skips what they wrap, so each is opened with `get_ref`).
+pub fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = at {
+        if let Some(rustls::Error::InvalidCertificate(why)) = err.downcast_ref::<rustls::Error>() {
+            return Some(format!("the endpoint's TLS certificate is not trusted ({why:?})"));
+        }
+        at = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(wrapped) => Some(wrapped as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    None
 }
 
 /// For tests: the log lines (tracing's plain format, every level, fields included) written while the

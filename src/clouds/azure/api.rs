@@ -20,6 +20,10 @@ use crate::framework::{Context, Value};
 use crate::redact::Secret;
 
 const ARM: &str = "https://management.azure.com";
+
+/// How to trust an endpoint whose TLS certificate did not verify.
+const TRUST: &str = "for an emulator or a private endpoint with a CA of its own, set HPC_AZURE_CA_FILE to that CA's certificate \
+                     (a PEM file); otherwise add the CA to this machine's trust store (the system's certificates, or SSL_CERT_FILE)";
 const SCOPE: &str = "https://management.azure.com/.default";
 
 #[derive(Clone)]
@@ -281,7 +285,7 @@ impl Arm {
                 if let Some(b) = body {
                     request = request.header("content-type", "application/json").body(b.to_string());
                 }
-                let r = request.send().await.map_err(|e| retry::transport("calling Azure Resource Manager", &e))?;
+                let r = request.send().await.map_err(|e| retry::transport("calling Azure Resource Manager", &e, TRUST))?;
                 let status = r.status().as_u16();
                 let headers = r.headers().clone();
                 let text = r.text().await.unwrap_or_default();
@@ -741,6 +745,21 @@ mod tests {
         for remote in ["https://management.private.example.com", "https://10.0.0.4:8443"] {
             assert!(build(&with(remote)).unwrap().credential.is_some(), "{remote}");
         }
+    }
+
+    /// An endpoint whose certificate nothing trusts fails the same way at every attempt: said at once, with
+    /// how to trust it, in one attempt.
+    #[tokio::test]
+    async fn an_untrusted_certificate_is_reported_at_once_with_how_to_trust_it() {
+        let (base, handshakes) = crate::fuzz::serve_untrusted_tls().await;
+        let arm = Arm { subscription: "s".into(), base, http: reqwest::Client::new(), credential: None };
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let started = std::time::Instant::now();
+        let e = arm.get(&ctx, "/subscriptions/s", "2022-12-01").await.expect_err("nothing trusts the certificate");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}: {e}", started.elapsed());
+        assert!(e.message.contains("the endpoint's TLS certificate is not trusted") && e.message.contains("HPC_AZURE_CA_FILE"), "{e}");
+        assert!(!e.retryable(), "{e:?}");
+        assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 1, "one attempt");
     }
 
     #[tokio::test]

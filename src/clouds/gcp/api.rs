@@ -184,7 +184,7 @@ pub async fn rest(
             request = request.header("content-type", "application/json").body(b.to_string());
         }
         async move {
-            let r = request.send().await.map_err(|e| retry::transport(what, &e))?;
+            let r = request.send().await.map_err(|e| retry::transport(what, &e, retry::TRUST_SYSTEM_STORE))?;
             let status = r.status();
             let text = r.text().await.unwrap_or_default();
             Ok(if status.as_u16() == 429 || status.is_server_error() {
@@ -325,6 +325,9 @@ pub fn error(status: u16, retry_after: Option<Duration>, body: &serde_json::Valu
 /// A client crate's error with what was being done: the HTTP status, the body it kept and `Retry-After`;
 /// without an HTTP answer, the transport's trouble as transient.
 pub fn error_of(what: &str, e: &GaxError) -> CloudError {
+    if let Some(untrusted) = retry::untrusted_certificate(e) {
+        return CloudError::new(ErrorKind::Other, None, format!("{what}: {untrusted}: {}", retry::TRUST_SYSTEM_STORE));
+    }
     let message = format!("{what}: {}", why(e));
     let Some(status) = e.http_status_code() else {
         let kind = if e.is_transport() || e.is_io() || e.is_connect() || e.is_timeout() { ErrorKind::Transient } else { ErrorKind::Other };
@@ -614,6 +617,34 @@ mod tests {
             rest_operation("GET", "https://compute.googleapis.com/compute/beta/projects/p/zones/us-central1-a/instances?filter=x"),
             "compute.instances.list"
         );
+    }
+
+    /// An endpoint whose certificate nothing trusts is said at once, with how to trust it: by the REST calls
+    /// in one attempt, and by the client crates' calls as well.
+    #[tokio::test]
+    async fn an_untrusted_certificate_is_reported_at_once_with_how_to_trust_it() {
+        let (base, handshakes) = crate::fuzz::serve_untrusted_tls().await;
+        let settings = CloudSettings {
+            endpoint: Some(base.clone()),
+            settings: [("project".to_owned(), "ml-prod".to_owned())].into(),
+            ..CloudSettings::default()
+        };
+        let gcp = build(&settings).await.unwrap();
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let said = |e: &CloudError| {
+            assert!(e.message.contains("the endpoint's TLS certificate is not trusted") && e.message.contains("trust store"), "{e}");
+            assert!(!e.retryable(), "{e:?}");
+        };
+        let started = std::time::Instant::now();
+        let url = format!("{base}/v3/projects/ml-prod");
+        let e = rest(&ctx, &gcp, reqwest::Method::GET, &url, None, "reading the project").await.expect_err("untrusted");
+        said(&e);
+        assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 1, "one attempt");
+        let e = call(&ctx, "listing instances", || gcp.instances.list().set_project("ml-prod").set_zone("us-central1-a").send())
+            .await
+            .expect_err("untrusted");
+        said(&e);
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     }
 
     /// An endpoint elsewhere (a Private Service Connect endpoint, say) keeps Google's credentials; only an

@@ -440,7 +440,7 @@ impl Oci {
         } else if matches!(*method, reqwest::Method::POST | reqwest::Method::PUT) {
             request = request.body(Vec::<u8>::new());
         }
-        let r = request.send().await.map_err(|e| retry::transport(what, &e))?;
+        let r = request.send().await.map_err(|e| retry::transport(what, &e, retry::TRUST_SYSTEM_STORE))?;
         let status = r.status().as_u16();
         let headers = r.headers().clone();
         let text = r.text().await.unwrap_or_default();
@@ -766,6 +766,20 @@ mod tests {
             http: reqwest::Client::new(),
             signer: Arc::new(signer),
         }
+    }
+
+    /// An endpoint whose certificate nothing trusts is said at once, in one attempt, with how to trust it.
+    #[tokio::test]
+    async fn an_untrusted_certificate_is_reported_at_once_with_how_to_trust_it() {
+        let (base, handshakes) = crate::fuzz::serve_untrusted_tls().await;
+        let oci = local(&base);
+        let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
+        let started = std::time::Instant::now();
+        let e = oci.get(&ctx, Service::Core, "/instances/ocid1.instance.x").await.expect_err("nothing trusts the certificate");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}: {e}", started.elapsed());
+        assert!(e.message.contains("the endpoint's TLS certificate is not trusted") && e.message.contains("trust store"), "{e}");
+        assert!(!e.retryable(), "{e:?}");
+        assert_eq!(handshakes.load(std::sync::atomic::Ordering::SeqCst), 1, "one attempt");
     }
 
     /// An `opc-next-page` given again (a page pointing back at an earlier one) ended the list never.
