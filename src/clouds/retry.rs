@@ -279,6 +279,58 @@ where
     }
 }
 
+/// A create the cloud offers no idempotency token for, made at most once: `send` makes the call (with no
+/// retries of its own); after an error that may hide a call the cloud carried out (a 5xx, a throttle, a
+/// dropped connection or a timeout), `lookup` looks for what the call would have made before it is sent
+/// again, so a lost answer is adopted instead of a second one being made. Other errors are returned at
+/// once; the waits follow [`POLICY`], and each retry writes the line the SDK's retries write.
+pub async fn made_once<T, S, SF, L, LF>(cloud: &str, operation: &str, what: &str, mut send: S, mut lookup: L) -> Result<T, CloudError>
+where
+    S: FnMut() -> SF,
+    SF: Future<Output = Result<T, CloudError>>,
+    L: FnMut() -> LF,
+    LF: Future<Output = Result<Option<T>, CloudError>>,
+{
+    let policy = POLICY;
+    let mut n = 1;
+    loop {
+        let e = match send().await {
+            Ok(made) => return Ok(made),
+            Err(e) => e,
+        };
+        if !e.retryable() || n >= policy.attempts {
+            return Err(e);
+        }
+        let wait = policy.wait(n, e.retry_after());
+        tokio::time::sleep(wait).await;
+        if let Some(found) = lookup().await? {
+            tracing::info!(
+                cloud,
+                operation,
+                attempt = n,
+                "{cloud} {operation}: {what}: attempt {n} was carried out (its answer was lost: {e}); what it made is adopted, not made again"
+            );
+            return Ok(found);
+        }
+        // The retry line the AWS SDK's retries write (`aws/calls.rs`), for this retry of our own.
+        let reason = if matches!(e.kind, crate::clouds::ErrorKind::Throttled { .. }) { "throttled" } else { "server error" };
+        let why = e.code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+        tracing::info!(
+            cloud,
+            operation,
+            reason,
+            code = e.code.as_deref(),
+            attempt = n,
+            attempts = policy.attempts,
+            wait_ms = wait.as_millis() as u64,
+            "{cloud} {operation}: {reason}{why} on attempt {n} of {}; retried after {:.1} s (nothing it made was found)",
+            policy.attempts,
+            wait.as_secs_f64()
+        );
+        n += 1;
+    }
+}
+
 /// A transport failure (no answer at all) as an error: a refused connection and a timeout are transient and
 /// retried; anything else (a malformed URL, a TLS failure) is not. An endpoint whose TLS certificate is not
 /// trusted fails the same way at every attempt (reqwest counts it a connect error): it is said in one

@@ -246,7 +246,7 @@ pub fn zone_in_region(cloud: Cloud, region: &str, zone: &str, diags: &mut Diagno
     let named = zone.strip_prefix(region).is_some_and(|rest| match cloud {
         Cloud::Gcp => rest.strip_prefix('-').is_some_and(letter),
         // An Availability Zone, or a Local or Wavelength Zone of the region (`us-west-2-lax-1a`).
-        _ => letter(rest) || (rest.len() > 2 && rest.starts_with('-')),
+        Cloud::Aws | Cloud::Azure | Cloud::Oci => letter(rest) || (rest.len() > 2 && rest.starts_with('-')),
     });
     if named {
         return true;

@@ -73,51 +73,14 @@ pub fn made_filters(tags: &BTreeMap<String, String>) -> Vec<aws_sdk_ec2::types::
 /// connection or a timeout), `lookup` looks for what the owner's marker and name find before the call is
 /// sent again, so a lost answer is adopted instead of a second one being made. Other errors are returned
 /// at once; the waits follow the one retry policy (`clouds::retry::POLICY`).
-pub async fn create_untokened<T, S, SF, L, LF>(operation: &str, what: &str, mut send: S, mut lookup: L) -> Result<T, CloudError>
+pub async fn create_untokened<T, S, SF, L, LF>(operation: &str, what: &str, send: S, lookup: L) -> Result<T, CloudError>
 where
     S: FnMut() -> SF,
     SF: std::future::Future<Output = Result<T, CloudError>>,
     L: FnMut() -> LF,
     LF: std::future::Future<Output = Result<Option<T>, CloudError>>,
 {
-    let policy = crate::clouds::retry::POLICY;
-    let mut n = 1;
-    loop {
-        let e = match send().await {
-            Ok(made) => return Ok(made),
-            Err(e) => e,
-        };
-        if !e.retryable() || n >= policy.attempts {
-            return Err(e);
-        }
-        let wait = policy.wait(n, e.retry_after());
-        tokio::time::sleep(wait).await;
-        if let Some(found) = lookup().await? {
-            tracing::info!(
-                cloud = "aws",
-                operation,
-                attempt = n,
-                "aws {operation}: {what}: attempt {n} was carried out (its answer was lost: {e}); what it made is adopted, not made again"
-            );
-            return Ok(found);
-        }
-        // The retry line the SDK's retries write (`calls.rs`), for this retry of our own.
-        let reason = if matches!(e.kind, ErrorKind::Throttled { .. }) { "throttled" } else { "server error" };
-        let why = e.code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
-        tracing::info!(
-            cloud = "aws",
-            operation,
-            reason,
-            code = e.code.as_deref(),
-            attempt = n,
-            attempts = policy.attempts,
-            wait_ms = wait.as_millis() as u64,
-            "aws {operation}: {reason}{why} on attempt {n} of {}; retried after {:.1} s (nothing it made was found)",
-            policy.attempts,
-            wait.as_secs_f64()
-        );
-        n += 1;
-    }
+    crate::clouds::retry::made_once("aws", operation, what, send, lookup).await
 }
 
 async fn build(settings: &CloudSettings, region: &str) -> Aws {
