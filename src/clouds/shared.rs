@@ -666,6 +666,23 @@ pub fn slurm_imported(
     Ok(Imported::new(config, assigned))
 }
 
+/// The most of a cloud's answer an error message quotes: any error body a cloud documents fits, a list
+/// or a proxy's page answered in its place does not fill a diagnostic.
+pub const QUOTED: usize = 1000;
+
+/// `text` as an error quotes it: whole up to [`QUOTED`] bytes, else its start (cut at a character) and
+/// how long it was.
+pub fn quoted(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= QUOTED {
+        return text.into();
+    }
+    let mut cut = QUOTED;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}... ({} bytes in all)", &text[..cut], text.len()).into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -681,6 +698,15 @@ mod tests {
         }
         assert_eq!(listed, Pages::most_items(per_page), "a page past the last one followed is refused");
         assert_eq!(Pages::most_items(500), 50_500);
+    }
+
+    #[test]
+    fn a_long_answer_is_quoted_by_its_start_cut_at_a_character() {
+        assert_eq!(quoted("short"), "short");
+        let long = "é".repeat(QUOTED);
+        let q = quoted(&long);
+        assert!(q.starts_with(&"é".repeat(QUOTED / 2)) && q.ends_with(&format!("... ({} bytes in all)", 2 * QUOTED)), "{q}");
+        assert!(q.len() < QUOTED + 40);
     }
 
     #[tokio::test(start_paused = true)]

@@ -83,6 +83,20 @@ where
     crate::clouds::retry::made_once("aws", operation, what, send, lookup).await
 }
 
+/// Clients of region `us-east-1` against `base` (a local server), with static keys.
+#[cfg(test)]
+pub async fn local(base: &str) -> Aws {
+    let settings = CloudSettings {
+        endpoint: Some(base.to_owned()),
+        settings: Default::default(),
+        secrets: [("access_key", "AKIDEXAMPLE"), ("secret_key", "secret")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), crate::redact::Secret::new(v.to_owned())))
+            .collect(),
+    };
+    build(&settings, "us-east-1").await
+}
+
 async fn build(settings: &CloudSettings, region: &str) -> Aws {
     let s = |k: &str| settings.settings.get(k).cloned();
     let secret = |k: &str| settings.secret(k).map(|v| v.expose().clone());
@@ -210,7 +224,9 @@ where
     if let Some(missing) = credentials_failure(err) {
         return missing;
     }
-    match err {
+    // An answer the SDK could not read is shown whole by its context (the raw response with its body,
+    // which may be a whole list): what the message quotes is bounded.
+    let why = match err {
         SdkError::ServiceError(e) => {
             let inner = e.err();
             match (inner.code(), inner.message()) {
@@ -224,7 +240,8 @@ where
             aws_sdk_ec2::error::DisplayErrorContext(err)
         ),
         other => aws_sdk_ec2::error::DisplayErrorContext(other).to_string(),
-    }
+    };
+    crate::clouds::shared::quoted(&why).into_owned()
 }
 
 /// The error code of a service error, if it is one.

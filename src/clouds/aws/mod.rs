@@ -9,6 +9,8 @@ pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
 pub mod node_pool;
+#[cfg(test)]
+mod observe_fuzz;
 pub mod quota;
 pub mod rules;
 pub mod slurm;

@@ -163,13 +163,15 @@ impl Reply {
         Reply { status, monitor, retry_after, body: serde_json::from_str(text).unwrap_or(Json::Null), request_id }
     }
 
-    /// ARM's `{"error": {"code", "message"}}` as `Code: message`.
+    /// ARM's `{"error": {"code", "message"}}` as `Code: message`, or the status and the body, quoted at
+    /// most [`QUOTED`](crate::clouds::shared::QUOTED) bytes long (an answer may be a whole list).
     pub fn error(&self) -> String {
         let e = &self.body["error"];
-        match (e["code"].as_str(), e["message"].as_str()) {
+        let text = match (e["code"].as_str(), e["message"].as_str()) {
             (Some(c), Some(m)) => format!("{c}: {m}"),
             _ => format!("HTTP {}: {}", self.status, self.body),
-        }
+        };
+        crate::clouds::shared::quoted(&text).into_owned()
     }
 
     /// The answer as a [`CloudError`], `what` said first: `creating virtualNetworks/v: Code: message`.
@@ -299,7 +301,11 @@ impl Arm {
 
     /// GET a resource: None when it does not exist.
     pub async fn get(&self, ctx: &Context, id: &str, api: &str) -> Result<Option<Json>, CloudError> {
-        let reply = self.send(ctx, reqwest::Method::GET, &format!("{id}?api-version={api}"), None).await?;
+        // A failure with no answer to word it (a redirect loop, a link to another host) names the read too.
+        let reply = self
+            .send(ctx, reqwest::Method::GET, &format!("{id}?api-version={api}"), None)
+            .await
+            .map_err(|e| e.context(format!("reading {id}")))?;
         match reply.status {
             200 => Ok(Some(reply.body)),
             404 => Ok(None),
@@ -314,7 +320,7 @@ impl Arm {
         let mut pages = crate::clouds::shared::Pages::new("Azure Resource Manager", "nextLink");
         let mut out = Vec::new();
         while let Some(u) = next.take() {
-            let reply = self.send(ctx, reqwest::Method::GET, &u, None).await?;
+            let reply = self.send(ctx, reqwest::Method::GET, &u, None).await.map_err(|e| e.context(format!("listing {url}")))?;
             if reply.status == 404 {
                 return Ok(out);
             }
@@ -722,6 +728,11 @@ impl Arm {
     /// A client that is never called, for tests of request bodies.
     pub fn offline(subscription: &str) -> Arm {
         Arm { subscription: subscription.into(), base: ARM.into(), http: reqwest::Client::new(), credential: None }
+    }
+
+    /// A client of subscription `s` against `base` (a local server), with the emulators' token.
+    pub fn local(base: &str) -> Arm {
+        Arm { subscription: "s".into(), base: base.trim_end_matches('/').into(), http: reqwest::Client::new(), credential: None }
     }
 }
 

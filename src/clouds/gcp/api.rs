@@ -147,6 +147,25 @@ async fn build(settings: &CloudSettings) -> Result<Gcp, CloudError> {
     })
 }
 
+#[cfg(test)]
+impl Gcp {
+    /// The same clients with the project number not yet looked up.
+    pub fn fresh(&self) -> Gcp {
+        Gcp { number: Default::default(), ..self.clone() }
+    }
+}
+
+/// Clients of project `p` against `base` (a local server), with no Google identity.
+#[cfg(test)]
+pub async fn local(base: &str) -> Gcp {
+    let settings = CloudSettings {
+        endpoint: Some(base.to_owned()),
+        settings: [("project".to_owned(), "p".to_owned())].into(),
+        secrets: Default::default(),
+    };
+    build(&settings).await.expect("clients against a local server")
+}
+
 /// The base URL of a Google API (`https://compute.googleapis.com`), or the endpoint override.
 pub fn base(gcp: &Gcp, default: &str) -> String {
     gcp.endpoint.clone().unwrap_or_else(|| default.to_owned()).trim_end_matches('/').to_owned()
@@ -264,7 +283,8 @@ pub fn rest_operation(method: &str, url: &str) -> String {
 pub fn answer(status: u16, text: &str, what: &str) -> Result<serde_json::Value, CloudError> {
     if !(200..300).contains(&status) {
         let body = serde_json::from_str::<serde_json::Value>(text).unwrap_or_default();
-        let message = body["error"]["message"].as_str().unwrap_or(text);
+        // An answer may be a whole list or a proxy's page: what the message quotes of it is bounded.
+        let message = crate::clouds::shared::quoted(body["error"]["message"].as_str().unwrap_or(text));
         return Err(error(status, None, &body, format!("{what}: {message} (HTTP {status})")));
     }
     serde_json::from_str(text).map_err(|e| CloudError::other(format!("{what}: the answer is not JSON: {e}")))
@@ -287,8 +307,10 @@ pub async fn project_number(ctx: &Context, gcp: &Gcp) -> Result<String, CloudErr
             let url = format!("{}/v3/projects/{}", base(gcp, RESOURCE_MANAGER), gcp.project);
             let what = format!("reading the number of project {}", gcp.project);
             let project = rest(ctx, gcp, reqwest::Method::GET, &url, None, &what).await?;
-            number_of(&project)
-                .ok_or_else(|| CloudError::other(format!("{what}: Cloud Resource Manager answered no project number: {project}")))
+            number_of(&project).ok_or_else(|| {
+                let answer = crate::clouds::shared::quoted(&project.to_string()).into_owned();
+                CloudError::other(format!("{what}: Cloud Resource Manager answered no project number: {answer}"))
+            })
         })
         .await
         .cloned()

@@ -784,6 +784,47 @@ mod tests {
         });
     }
 
+    /// The private-service-access read (Resource Manager's project number, then Service Networking's
+    /// connections, both through `api::rest`) fed answers mutated from the emulator's (#50): the ranges
+    /// or an error naming the call, never a panic or a hang.
+    #[test]
+    fn any_answer_to_the_private_service_access_read_gives_its_ranges_or_an_error_naming_the_call() {
+        use crate::fuzz::{check_served, names_the_call, recorded, served};
+        let routes = vec![
+            ("/v3/projects/p ", served(recorded("gcp-project.json"), &[])),
+            ("/connections?", served(recorded("gcp-connections.json"), &[])),
+        ];
+        let calls = ["reading the number of project p", "calling Service Networking"];
+        let made: std::sync::Mutex<Option<Gcp>> = Default::default();
+        check_served("gcp psa_ranges", routes, |base| {
+            let (made, cached) = (&made, made.lock().unwrap().as_ref().map(Gcp::fresh));
+            async move {
+                let gcp = match cached {
+                    Some(gcp) => gcp,
+                    None => {
+                        let gcp = api::local(&base).await;
+                        made.lock().unwrap().insert(gcp).fresh()
+                    }
+                };
+                let ctx = crate::framework::Context::new(tokio_util::sync::CancellationToken::new(), None);
+                match psa_ranges(&ctx, &gcp, "projects/p/global/networks/n").await {
+                    Ok(_) => Ok(()),
+                    Err(e) => names_the_call(&e.message, &calls),
+                }
+            }
+        });
+    }
+
+    /// Found by the fuzz above: an error answer that was a whole list (or a proxy's page) was quoted whole
+    /// in the error.
+    #[test]
+    fn an_error_quotes_at_most_a_thousand_bytes_of_the_answer() {
+        let connections = crate::fuzz::recorded("gcp-connections.json");
+        let many = json!({"connections": vec![connections["connections"][0].clone(); 100]}).to_string();
+        let e = api::answer(409, &many, "calling Service Networking").expect_err("a 409 is an error");
+        assert!(e.message.starts_with("calling Service Networking: ") && e.message.len() < 1200, "{} bytes: {e}", e.message.len());
+    }
+
     #[test]
     fn cloud_storage_paths_end_with_a_slash() {
         assert_eq!(super::gcs_uri("gs://ml-datasets/tokenized"), "gs://ml-datasets/tokenized/");

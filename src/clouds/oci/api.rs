@@ -260,12 +260,14 @@ impl Reply {
         Reply { status, body: serde_json::from_str(text.expose()).unwrap_or(Json::Null), next_page, work_request, etag, text, request_id }
     }
 
-    /// OCI's `{"code", "message"}` as `Code: message`.
+    /// OCI's `{"code", "message"}` as `Code: message`, or the status and the body, quoted at most
+    /// [`QUOTED`](crate::clouds::shared::QUOTED) bytes long (an answer may be a whole list).
     pub fn error(&self) -> String {
-        match (self.body["code"].as_str(), self.body["message"].as_str()) {
+        let text = match (self.body["code"].as_str(), self.body["message"].as_str()) {
             (Some(c), Some(m)) => format!("{c}: {m}"),
             _ => format!("HTTP {}: {}", self.status, self.body),
-        }
+        };
+        crate::clouds::shared::quoted(&text).into_owned()
     }
 
     fn out_of_capacity(&self) -> bool {
@@ -459,7 +461,8 @@ impl Oci {
 
     /// GET a resource: None when it does not exist.
     pub async fn get(&self, ctx: &Context, service: Service, path: &str) -> Result<Option<Json>, CloudError> {
-        let reply = self.send(ctx, reqwest::Method::GET, service, path, None).await?;
+        // A failure with no answer to word it (a refused signature, a redirect loop) names the read too.
+        let reply = self.send(ctx, reqwest::Method::GET, service, path, None).await.map_err(|e| e.context(format!("reading {path}")))?;
         match reply.status {
             200 => Ok(Some(reply.body)),
             404 => Ok(None),
@@ -482,7 +485,8 @@ impl Oci {
             if let Some(p) = &page {
                 path.push_str(&format!("&page={}", encode(p)));
             }
-            let reply = self.send(ctx, reqwest::Method::GET, service, &path, None).await?;
+            let reply =
+                self.send(ctx, reqwest::Method::GET, service, &path, None).await.map_err(|e| e.context(format!("listing {collection}")))?;
             if reply.status != 200 {
                 return Err(reply.failure(&format!("listing {collection}")));
             }
@@ -741,11 +745,9 @@ pub fn parse_id(id: &str) -> Option<(&str, &str, &str)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
+impl Oci {
     /// A client against `base` (a local server) with a fresh API key.
-    fn local(base: &str) -> Oci {
+    pub fn local(base: &str) -> Oci {
         use aws_lc_rs::encoding::AsDer;
         use base64::Engine;
         let key = aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).unwrap();
@@ -768,11 +770,21 @@ mod tests {
         }
     }
 
+    /// The same client (its key kept) against another `base`.
+    pub fn at(&self, base: &str) -> Oci {
+        let b = base.to_owned();
+        Oci { core: b.clone(), lustre: b.clone(), limits: b.clone(), containerengine: b, ..self.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
     /// An endpoint whose certificate nothing trusts is said at once, in one attempt, with how to trust it.
     #[tokio::test]
     async fn an_untrusted_certificate_is_reported_at_once_with_how_to_trust_it() {
         let (base, handshakes) = crate::fuzz::serve_untrusted_tls().await;
-        let oci = local(&base);
+        let oci = Oci::local(&base);
         let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
         let started = std::time::Instant::now();
         let e = oci.get(&ctx, Service::Core, "/instances/ocid1.instance.x").await.expect_err("nothing trusts the certificate");
@@ -790,7 +802,7 @@ mod tests {
             (200, vec![("opc-next-page".to_owned(), next.to_owned())], r#"[{"id": "x"}]"#.to_owned())
         })
         .await;
-        let oci = local(&base);
+        let oci = Oci::local(&base);
         let ctx = Context::new(tokio_util::sync::CancellationToken::new(), None);
         let listed = tokio::time::timeout(Duration::from_secs(10), oci.list(&ctx, Service::Core, "instances", "compartmentId=c")).await;
         let e = listed.expect("the list ends").expect_err("a looping opc-next-page is an error");

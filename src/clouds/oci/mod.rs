@@ -11,6 +11,8 @@ pub mod filesystem;
 pub mod limits;
 pub mod memory;
 pub mod node_pool;
+#[cfg(test)]
+mod observe_fuzz;
 pub mod rules;
 pub mod signing;
 pub mod slurm;
