@@ -1989,15 +1989,6 @@ class AdminMiddleware:
             status, headers, payload = refusal
             start_response(f"{status} Bad Request", headers)
             return [payload]
-        token, params = idempotency_token(environ, body) if service else (None, None)
-        token_key = (service, operation, token) if token else None
-        if token_key:
-            with self.lock:
-                first = self.tokens.get(token_key)
-            if first:
-                status, headers, payload = first[1] if first[0] == params else mismatch_response(service, token)
-                start_response(status, headers + [("Content-Length", str(len(payload)))])
-                return [payload]
         lost = False
         if service:
             key = f"{service}:{operation}"
@@ -2017,6 +2008,17 @@ class AdminMiddleware:
                     headers = headers + [("Content-Length", str(len(payload)))]
                     start_response(f"{status} {'Service Unavailable' if status == 503 else 'Error'}", headers)
                     return [payload]
+        # Counted and faulted as any call; then a token seen before gets its first answer.
+        token, params = idempotency_token(environ, body) if service else (None, None)
+        token_key = (service, operation, token) if token else None
+        if token_key:
+            with self.lock:
+                first = self.tokens.get(token_key)
+            if first:
+                _tls.terminate_at_launch = False
+                status, headers, payload = first[1] if first[0] == params else mismatch_response(service, token)
+                start_response(status, headers + [("Content-Length", str(len(payload)))])
+                return [payload]
         watched = service == "ec2" and operation in NODE_CALLS
         before = instance_states() if watched else None
         answered = {}
