@@ -6,8 +6,6 @@ pub mod clock;
 pub mod clouds;
 pub mod config;
 pub mod framework;
-#[cfg(test)]
-pub mod fuzz;
 pub mod model;
 pub mod nodes;
 pub mod ownership;
@@ -16,3 +14,6 @@ pub mod protocol;
 pub mod provider;
 pub mod redact;
 pub mod resources;
+
+#[cfg(test)]
+pub mod fuzz;

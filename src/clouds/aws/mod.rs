@@ -9,8 +9,6 @@ pub mod cluster;
 pub mod fabric;
 pub mod filesystem;
 pub mod node_pool;
-#[cfg(test)]
-mod observe_fuzz;
 pub mod quota;
 pub mod rules;
 pub mod slurm;
@@ -390,3 +388,6 @@ impl super::Expander for Expansion {
         node_pool::kubernetes(spec)
     }
 }
+
+#[cfg(test)]
+mod observe_fuzz;

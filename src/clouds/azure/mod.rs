@@ -9,8 +9,6 @@ pub mod fabric;
 pub mod filesystem;
 pub mod node_names;
 pub mod node_pool;
-#[cfg(test)]
-mod observe_fuzz;
 pub mod quota;
 pub mod rules;
 pub mod slurm;
@@ -460,3 +458,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod observe_fuzz;

@@ -11,8 +11,6 @@ pub mod filesystem;
 pub mod limits;
 pub mod memory;
 pub mod node_pool;
-#[cfg(test)]
-mod observe_fuzz;
 pub mod rules;
 pub mod signing;
 pub mod slurm;
@@ -309,3 +307,6 @@ impl super::Expander for Expansion {
         node_pool::kubernetes(spec)
     }
 }
+
+#[cfg(test)]
+mod observe_fuzz;
