@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared setup for the project's scripts: where tools and build outputs are cached (outside the clone, so
 # a fresh clone reuses them), and functions that install each tool on first use. Source it; don't run it.
 set -euo pipefail
@@ -139,7 +140,7 @@ ensure_kubernetes_validate() {
 # The CustomResourceDefinitions of the custom resources the provider renders (tests/kubernetes/crds.txt), from
 # the Go modules that publish them, through the Go module proxy; prints the directory that holds them.
 ensure_crds() {
-  local hash dir line module path src
+  local hash dir module path src
   hash=$(sha256sum "$ROOT/tests/kubernetes/crds.txt" | cut -c1-12)
   dir="$HPC_CACHE/crds-$hash"
   if [ ! -d "$dir" ]; then
@@ -398,7 +399,7 @@ ensure_release_key() {
   if [ -z "$fpr" ]; then
     command -v gpg >/dev/null || { echo "gpg is not on PATH: GnuPG signs releases (Debian: apt-get install gnupg)" >&2; return 1; }
     log "making the demo's release signing key (GPG, RSA 3072, no passphrase) in $home (first run only)"
-    rm -rf "$home" "$home.tmp" && mkdir -m 700 -p "$home.tmp"
+    rm -rf "$home" "$home.tmp" && mkdir -p "$home.tmp" && chmod 700 "$home.tmp"
     GNUPGHOME="$home.tmp" gpg --batch --quiet --pinentry-mode loopback --passphrase '' \
       --quick-gen-key "terraform-provider-hpc demo releases <releases@hpc-provider.invalid>" rsa3072 sign never >&2
     gpgconf --homedir "$home.tmp" --kill gpg-agent 2>/dev/null || true

@@ -31,7 +31,7 @@
 #   HPC_RELEASE_DEMO=1         the same as --demo.
 #   SOURCE_DATE_EPOCH=<secs>   the time written into the archives (default: the last commit's time).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 OUT="$ROOT/dist"
 DEMO=""
@@ -153,7 +153,7 @@ while IFS=: read -r platform target linker; do
     continue
   fi
   if ! printf '%s\n' "$INSTALLED" | grep -qx "$target"; then
-    SKIPPED+=("$platform: not built: Rust's standard library for $target is not installed (rustup has only $(echo $INSTALLED | tr ' ' ',')), and 'rustup target add' needs rustup's download server, which this machine cannot reach")
+    SKIPPED+=("$platform: not built: Rust's standard library for $target is not installed (rustup has only $(echo "$INSTALLED" | tr ' ' ',')), and 'rustup target add' needs rustup's download server, which this machine cannot reach")
     continue
   fi
   if ! command -v "$linker" >/dev/null; then

@@ -6,12 +6,13 @@
 # the timings table at the end shows both. The run fails if the tests changed the mode or owner of anything
 # directly under / or of /usr/lib (scripts/run_tests.py).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 HPC_STAGE_FILE=$(mktemp "${TMPDIR:-/tmp}/hpc-stages.XXXXXX")
 HPC_JOBS=$(mktemp -d "${TMPDIR:-/tmp}/hpc-jobs.XXXXXX")
 BINARIES=$(mktemp "${TMPDIR:-/tmp}/hpc-binaries.XXXXXX")
 export HPC_STAGE_FILE
+# shellcheck disable=SC2154 # status is set inside the trap's own text
 trap 'status=$?; print_stage_times "$([ $status = 0 ] && echo passed || echo "failed, exit $status")"; kill $(jobs -p) 2>/dev/null || true; rm -rf "$HPC_STAGE_FILE" "$HPC_JOBS" "$BINARIES"' EXIT
 log "setup: the CLIs, emulators' packages, PostgreSQL and the previous release in the background (cached under $HPC_CACHE)"
 
