@@ -103,6 +103,18 @@ impl Imported {
     pub fn new(config: Value, assigned: BTreeMap<String, Value>) -> Imported {
         Imported { config, assigned, observed: Value::Null }
     }
+
+    /// A fabric's import with the Slurm join its nodes carry (`slurm = true` and `slurm_join`, key included:
+    /// never made anew); as it was when `join` is null (no Slurm on the fabric).
+    pub fn with_slurm_join(mut self, join: Value) -> Imported {
+        if join.is_present()
+            && let Value::Map(c) = &mut self.config
+        {
+            c.insert("slurm".into(), Value::from(true));
+            self.assigned.insert("slurm_join".into(), join);
+        }
+        self
+    }
 }
 
 pub enum ImportError {

@@ -705,15 +705,8 @@ impl Backend<FabricSpec> for backend::Aws {
             assigned.insert("subnet_id".to_owned(), Value::from(subnet.as_str()));
         }
         // A fabric with a Slurm cluster: its join, key included, as its nodes carry it (never made anew).
-        let mut config = config;
         let join = slurm_join_of(&client, name).await.map_err(ImportError::failed)?;
-        if join.is_present()
-            && let Value::Map(c) = &mut config
-        {
-            c.insert("slurm".into(), Value::from(true));
-            assigned.insert("slurm_join".into(), join);
-        }
-        Ok(Imported::new(config, assigned))
+        Ok(Imported::new(config, assigned).with_slurm_join(join))
     }
 }
 

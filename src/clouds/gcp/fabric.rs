@@ -468,18 +468,12 @@ impl Backend<FabricSpec> for backend::Gcp {
         let region = region_of(zone);
         let client = api::connect(step.ctx).await.map_err(ImportError::failed)?;
         let live = fabric::observe(step.ctx, &client, name, region, step.census).await.map_err(ImportError::failed)?;
-        let mut config = fabric::imported_config(zone, name, region, &live).map_err(ImportError::failed)?;
+        let config = fabric::imported_config(zone, name, region, &live).map_err(ImportError::failed)?;
         let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
         assigned.extend(created_network(name, &live).into_iter().map(|(attr, link)| (attr.to_owned(), link)));
         // A fabric with a Slurm cluster: its join, key included, as its nodes carry it (never made anew).
         let join = slurm_join_of(step.ctx, &client, zone, name).await.map_err(ImportError::failed)?;
-        if join.is_present()
-            && let Value::Map(c) = &mut config
-        {
-            c.insert("slurm".into(), Value::from(true));
-            assigned.insert("slurm_join".into(), join);
-        }
-        Ok(Imported::new(config, assigned))
+        Ok(Imported::new(config, assigned).with_slurm_join(join))
     }
 }
 

@@ -532,17 +532,10 @@ impl Backend<FabricSpec> for backend::Oci {
             Err(e) => Err(e),
         }
         .map_err(ImportError::failed)?;
-        let mut assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
+        let assigned = BTreeMap::from([("id".to_owned(), Value::from(id))]);
         // A fabric with a Slurm cluster: its join, key included, as its nodes carry it (never made anew).
-        let mut config = config;
         let join = slurm_join_of(step.ctx, &client, compartment, name).await.map_err(ImportError::failed)?;
-        if join.is_present()
-            && let Value::Map(c) = &mut config
-        {
-            c.insert("slurm".into(), Value::from(true));
-            assigned.insert("slurm_join".into(), join);
-        }
-        Ok(Imported::new(config, assigned))
+        Ok(Imported::new(config, assigned).with_slurm_join(join))
     }
 
     /// A network the fabric created: its VCN and subnet OCIDs, as they are found.
