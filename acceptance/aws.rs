@@ -430,3 +430,14 @@ pub fn capacity_setup(cli: &Cli) -> crate::capacity::Capacity {
         _keep: Box::new(emulator),
     }
 }
+
+/// Writes a Slurm configuration into an instance's tags through EC2's API (CreateTags), as whoever may tag
+/// the instance could: the tags hpc-slurm-sync reads.
+pub fn forge_slurm_config(endpoint: &str, instance_id: &str, config: &hpc_provider::clouds::slurm::SlurmConfig) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let tags: Vec<aws_sdk_ec2::types::Tag> = hpc_provider::clouds::slurm::aws_config_tags(config)
+        .into_iter()
+        .map(|(k, v)| aws_sdk_ec2::types::Tag::builder().key(k).value(v).build())
+        .collect();
+    rt.block_on(async { ec2(endpoint).create_tags().resources(instance_id).set_tags(Some(tags)).send().await.unwrap() });
+}

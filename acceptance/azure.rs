@@ -218,3 +218,22 @@ pub fn capacity_setup(cli: &Cli) -> crate::capacity::Capacity {
         _keep: Box::new(()),
     }
 }
+
+/// Writes a Slurm configuration into a VM's userData through ARM (a PATCH of the VM), as whoever may write
+/// the VM could. `vm` is its resource id.
+pub fn forge_slurm_config(endpoint: &str, pem: &std::path::Path, vm: &str, config: &hpc_provider::clouds::slurm::SlurmConfig) {
+    // The emulator's snapshot names resources in lower case; its API routes by ARM's spelling of the types.
+    let canonical: Vec<String> = vm
+        .split('/')
+        .map(|seg| match seg.to_ascii_lowercase().as_str() {
+            "subscriptions" => "subscriptions".to_owned(),
+            "resourcegroups" => "resourceGroups".to_owned(),
+            "microsoft.compute" => "Microsoft.Compute".to_owned(),
+            "virtualmachines" => "virtualMachines".to_owned(),
+            _ => seg.to_owned(),
+        })
+        .collect();
+    let body = json!({"properties": {"userData": config.payload}});
+    let got = azure_call(endpoint, pem, "PATCH", &format!("{}?{DAY2_COMPUTE_API}", canonical.join("/")), Some(body), &[]);
+    assert!(matches!(got["status"].as_u64(), Some(200 | 202)), "{got}");
+}

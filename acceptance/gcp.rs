@@ -339,3 +339,19 @@ pub fn capacity_setup(cli: &crate::cli::Cli) -> crate::capacity::Capacity {
         _keep: Box::new(()),
     }
 }
+
+/// Writes a Slurm configuration into an instance's metadata through Compute Engine's API (setMetadata), as
+/// whoever may set the instance's metadata could. `instance` is its path (`projects/p/zones/z/instances/n`).
+pub fn forge_slurm_config(endpoint: &str, instance: &str, config: &hpc_provider::clouds::slurm::SlurmConfig) {
+    let parts: Vec<&str> = instance.trim_start_matches('/').split('/').collect();
+    let [_, project, _, zone, _, name] = parts[..] else { panic!("not an instance path: {instance}") };
+    day2_block_on(async {
+        let instances = day2_instances(endpoint).await;
+        let got = instances.get().set_project(project).set_zone(zone).set_instance(name).send().await.unwrap();
+        let mut metadata = got.metadata.clone().unwrap_or_default();
+        let key = hpc_provider::clouds::slurm::channel::GCP_KEY;
+        metadata.items.retain(|i| i.key.as_deref() != Some(key));
+        metadata.items.push(google_cloud_compute_v1::model::metadata::Items::new().set_key(key).set_value(config.payload.clone()));
+        instances.set_metadata().set_project(project).set_zone(zone).set_instance(name).set_body(metadata).send().await.unwrap();
+    });
+}

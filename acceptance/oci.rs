@@ -255,3 +255,16 @@ pub fn capacity_setup(cli: &Cli) -> crate::capacity::Capacity {
         _keep: Box::new(key),
     }
 }
+
+/// Writes a Slurm configuration into an instance's metadata through OCI's API (UpdateInstance), as whoever
+/// may update the instance could.
+pub fn forge_slurm_config(endpoint: &str, instance_id: &str, config: &hpc_provider::clouds::slurm::SlurmConfig) {
+    let key = harness_key(endpoint);
+    let path = format!("/20160918/instances/{instance_id}");
+    let (status, me) = signed(endpoint, &key, "GET", &path, None);
+    assert_eq!(status, 200, "{me}");
+    let mut metadata = me["metadata"].clone();
+    metadata[hpc_provider::clouds::slurm::channel::OCI_KEY] = json!(config.payload);
+    let (status, out) = signed(endpoint, &key, "PUT", &path, Some(&json!({"metadata": metadata})));
+    assert_eq!(status, 200, "{out}");
+}

@@ -167,17 +167,25 @@ pub fn slurm_boots(cli: &Cli, cloud: &'static str) {
     let shown = job(&hosts, "-p h100 -N 2 -w train-[0-1] --wrap 'srun hostname'");
     assert!(shown.contains("JobState=COMPLETED"), "{shown}");
 
+    metadata_is_root_only(&hosts);
+
     if cloud == "aws" {
         health_check_drains_and_never_powers_off(&hosts);
     }
 
     // A grow: the controller takes the new configuration from its metadata (hpc-slurm-sync, every minute), and
-    // the new node boots, joins and runs a job.
+    // the new node boots, joins and runs a job. The new node boots before the controller has that configuration
+    // (its sync held back until the node's slurmd was refused once), as it does whenever the node is quicker
+    // than the sync: the join waits for the controller instead of failing.
+    let controller = hosts.host("ml-controller");
+    controller.sh("systemctl stop hpc-slurm-sync.timer").unwrap_or_else(|e| panic!("{e}"));
     w.write("terraform.tfvars", &format!("{var} = 3\nslurm_version = \"{version}\"\n"));
     apply(&w).expect_code(0);
     plan(&w, 0);
     let grown = gpu_instance(cloud, 2);
     hosts.boot("train-2", &grown, gpus);
+    refused_once(hosts.host("train-2"));
+    hosts.host("ml-controller").sh("systemctl start hpc-slurm-sync.timer hpc-slurm-sync.service").unwrap_or_else(|e| panic!("{e}"));
     joins(&hosts, "train-2");
     runs_on(&hosts, "train-2");
 
@@ -192,6 +200,10 @@ pub fn slurm_boots(cli: &Cli, cloud: &'static str) {
     hosts.boot("train-1", &remade, gpus);
     joins(&hosts, "train-1");
     runs_on(&hosts, "train-1");
+
+    // A configuration written into the controller's metadata by someone else (whoever may write its tags or
+    // metadata, without the cluster's key) is refused, loudly, and the running one kept.
+    forged_configuration_is_refused(&clouds, cloud, hosts.host("ml-controller"));
 
     // A changed configuration reaches the running controller through its metadata, with nothing made again.
     w.write(
@@ -223,6 +235,52 @@ pub fn slurm_boots(cli: &Cli, cloud: &'static str) {
     clouds.assert_empty(&format!("examples/slurm/{cloud}"));
 }
 
+/// Only root reaches the metadata service (the host's user data and credentials) on the Slurm hosts: a login
+/// user on the login node and a job on a GPU node are refused at once, root on either is answered, the lock
+/// is enabled for every boot, and the munge key is root's alone.
+fn metadata_is_root_only(hosts: &crate::booted::Booted) {
+    let probe = "curl -s -m 10 -o /dev/null http://169.254.169.254/; echo \"curl exit $?\"";
+    let login = hosts.host("ml-login0");
+    let as_user = login.sh_as("debian", probe).unwrap_or_else(|e| e);
+    assert!(as_user.contains("curl exit 7"), "a login user reached the metadata service: {as_user}");
+    let key = login.sh_as("debian", "cat /etc/munge/munge.key >/dev/null 2>&1; echo \"cat exit $?\"").unwrap_or_else(|e| e);
+    assert!(key.contains("cat exit 1"), "a login user read the munge key: {key}");
+    for host in ["ml-login0", "ml-controller", "train-0"] {
+        let h = hosts.host(host);
+        let as_root = h.sh(probe).unwrap_or_else(|e| e);
+        assert!(as_root.contains("curl exit 0"), "root on {host} does not reach the metadata service: {as_root}");
+        let enabled = h.sh("systemctl is-enabled hpc-metadata-lock.service").unwrap_or_else(|e| e);
+        assert_eq!(enabled.trim(), "enabled", "{host}");
+    }
+    let shown = job(hosts, &format!("-N 1 -w train-0 --output=/tmp/hpc-metadata-%j.out --wrap '{probe}'"));
+    assert!(shown.contains("JobState=COMPLETED"), "{shown}");
+    let id = shown.split_whitespace().find_map(|w| w.strip_prefix("JobId=")).unwrap_or_default();
+    let out = hosts.host("train-0").read(&format!("/tmp/hpc-metadata-{id}.out")).unwrap_or_else(|e| e.to_string());
+    assert!(out.contains("curl exit 7"), "a job reached the metadata service: {out}");
+}
+
+/// Writes a configuration with a `Prolog` of its own into the controller's metadata through the cloud's API
+/// (its MAC made without the cluster's key) and runs the controller's hpc-slurm-sync: it refuses it, says so
+/// in the system log, and slurm.conf is what it was.
+fn forged_configuration_is_refused(clouds: &Emulators, cloud: &str, controller: &hpc_emulators::hosts::Host) {
+    let before = controller.read("/etc/slurm/slurm.conf").unwrap_or_else(|e| panic!("{e}"));
+    let forged = format!("{before}Prolog=/tmp/hpc-forged-prolog\n");
+    let config = hpc_provider::clouds::slurm::config_payload(&[("slurm.conf", forged)], b"a key that is not the cluster's");
+    let id = &controller.instance_id;
+    match cloud {
+        "aws" => crate::aws::forge_slurm_config(&clouds.aws.endpoint, id, &config),
+        "gcp" => crate::gcp::forge_slurm_config(&clouds.gcp, id, &config),
+        "azure" => crate::azure::forge_slurm_config(&clouds.azure.0, &clouds.azure.1, id, &config),
+        _ => crate::oci::forge_slurm_config(&clouds.oci.0, id, &config),
+    }
+    let said = controller.sh("/usr/local/sbin/hpc-slurm-sync 2>&1; echo \"exit $?\"").unwrap_or_else(|e| e);
+    assert!(said.contains("REFUSED") && said.contains("does not verify") && said.contains("exit 1"), "{said}");
+    let logged = controller.sh("journalctl -t hpc-slurm-sync -p crit --no-pager -o cat").unwrap_or_else(|e| e);
+    assert!(logged.contains("REFUSED configuration"), "not in the system log: {logged}");
+    let after = controller.read("/etc/slurm/slurm.conf").unwrap_or_default();
+    assert_eq!(after, before, "the refused configuration changed slurm.conf");
+}
+
 /// The cloud's name of GPU node `i` of the example's `train` cluster (Azure: its scale-set VM).
 fn gpu_instance(cloud: &str, i: u32) -> String {
     match cloud {
@@ -249,6 +307,20 @@ fn joins(hosts: &crate::booted::Booted, node: &str) {
     let h = hosts.host(node);
     let join = h.read("/var/log/hpc-slurm-join.log").unwrap_or_default();
     assert!(join.contains(&format!("HPC SLURM JOINED: {node}")), "{join}\n{}", h.diagnosis());
+}
+
+/// Waits until `node`'s slurmd has been refused by the controller at least once (systemd has restarted it):
+/// the node booted before the controller had the configuration that names it.
+fn refused_once(node: &hpc_emulators::hosts::Host) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(420);
+    loop {
+        let restarts = node.sh("systemctl show -p NRestarts --value slurmd").unwrap_or_default();
+        if restarts.trim().parse::<u32>().unwrap_or(0) > 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < until, "slurmd was never refused: {restarts}\n{}", node.diagnosis());
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    }
 }
 
 /// A one-node job on `node`, submitted on the login node as its user, runs to COMPLETED.

@@ -6,16 +6,18 @@
 #   HPC_SLURM_SERVERS      the controllers, host:port[,host:port] (slurmd --conf-server)
 #   HPC_SLURM_KEY          the Slurm cluster's munge key, base64
 #   HPC_SLURM_HEALTHCHECK  the program hpc-slurm-healthcheck (node/hpc-slurm-healthcheck), base64
+#   HPC_SLURM_LOCK         the program hpc-metadata-lock (node/hpc-metadata-lock), base64
 #   HPC_SLURM_PROLOG, HPC_SLURM_EPILOG  Slurm's Prolog and Epilog (node/hpc-slurm-prolog, -epilog), base64
 #   HPC_SLURM_WAIT         how long to wait for the node's name and for its registration, in seconds (300)
-# It installs slurmd and munge where the image lacks them, writes the key, learns the node's Slurm name from
+# It locks the instance metadata service to root (hpc-metadata-lock), installs slurmd and munge where the
+# image lacks them, writes the key, learns the node's Slurm name from
 # the cloud's metadata, installs the health check, and starts slurmd configless, so that the node registers
 # under its name (its address comes from the registration; no DNS is needed). It waits until the controller
 # has the node registered and says so, or says why not. Runs again after a remake, so a replaced node joins
 # as the one it replaces.
 set -euo pipefail
 
-: "${HPC_SLURM_CLUSTER:?}" "${HPC_SLURM_CLOUD:?}" "${HPC_SLURM_SERVERS:?}" "${HPC_SLURM_KEY:?}" "${HPC_SLURM_HEALTHCHECK:?}"
+: "${HPC_SLURM_CLUSTER:?}" "${HPC_SLURM_CLOUD:?}" "${HPC_SLURM_SERVERS:?}" "${HPC_SLURM_KEY:?}" "${HPC_SLURM_HEALTHCHECK:?}" "${HPC_SLURM_LOCK:?}"
 # How long to wait for the node's name in the metadata and for its registration, in seconds.
 HPC_SLURM_WAIT=${HPC_SLURM_WAIT:-300}
 
@@ -23,6 +25,15 @@ mkdir -p /var/log
 exec > >(tee -a /var/log/hpc-slurm-join.log) 2>&1
 say() { printf 'HPC SLURM %s\n' "$*"; }
 md=http://169.254.169.254
+
+# Only root reaches the metadata service from here on (and at every boot): it serves this host's user data
+# and cloud credentials to whoever asks, and many people share this host.
+printf '%s' "$HPC_SLURM_LOCK" | base64 -d >/usr/local/sbin/hpc-metadata-lock
+chmod 755 /usr/local/sbin/hpc-metadata-lock
+if ! /usr/local/sbin/hpc-metadata-lock --install; then
+  say "ERROR: the instance metadata service could not be locked to root on this host; stopping here"
+  exit 1
+fi
 
 if ! command -v slurmd >/dev/null; then
   if command -v apt-get >/dev/null; then
@@ -96,10 +107,13 @@ Restart=always
 RestartSec=30
 EOF
 systemctl daemon-reload
-for unit in munge slurmd; do
-  systemctl enable "$unit"
-  systemctl restart "$unit"
-done
+systemctl enable munge slurmd
+systemctl restart munge
+# slurmd's start fails while the controller does not know this node yet (a unit of Type=notify, as Debian 13's,
+# says so to systemctl); systemd starts it again every 30 s (above) and the wait below follows it.
+if ! systemctl restart slurmd; then
+  say "slurmd did not start yet (the controller may not know $node yet); it is started again every 30 s"
+fi
 
 # Registered: the controller has the node answering (not powered down, not down, not unresponsive). The
 # configuration slurmd fetched is under /run/slurm/conf.

@@ -8,13 +8,16 @@
 #   HPC_SLURM_STATE     StateSaveLocation (controllers)
 #   HPC_SLURM_KEY       the cluster's munge key, base64 (empty: the fabric has none)
 #   HPC_SLURM_SYNC      the program hpc-slurm-sync (node/hpc-slurm-sync), base64
-# It sets the host name (slurmctld serves only as a SlurmctldHost), installs Slurm and munge where the image
+#   HPC_SLURM_LOCK      the program hpc-metadata-lock (node/hpc-metadata-lock), base64
+# It locks the instance metadata service to root (hpc-metadata-lock), sets the host name (slurmctld serves
+# only as a SlurmctldHost), installs Slurm and munge where the image
 # lacks them, installs hpc-slurm-sync with a timer and runs it until the configuration is in the cloud's
-# metadata, writes the key, starts munge and (on a controller) slurmctld, and says whether Slurm answers.
+# metadata (refusing one whose MAC does not verify under the key), starts munge and (on a controller)
+# slurmctld, and says whether Slurm answers.
 set -euo pipefail
 
 : "${HPC_SLURM_CLUSTER:?}" "${HPC_SLURM_ROLE:?}" "${HPC_SLURM_HOST:?}" "${HPC_SLURM_CLOUD:?}"
-: "${HPC_SLURM_VERSION:?}" "${HPC_SLURM_STATE:?}" "${HPC_SLURM_SYNC:?}"
+: "${HPC_SLURM_VERSION:?}" "${HPC_SLURM_STATE:?}" "${HPC_SLURM_SYNC:?}" "${HPC_SLURM_LOCK:?}"
 HPC_SLURM_KEY=${HPC_SLURM_KEY:-}
 # How long to wait for the configuration in the metadata, and (login nodes) for the controller, in seconds.
 HPC_SLURM_WAIT=${HPC_SLURM_WAIT:-300}
@@ -23,6 +26,15 @@ mkdir -p /var/log
 exec > >(tee -a /var/log/hpc-slurm-setup.log) 2>&1
 say() { printf 'HPC SLURM %s\n' "$*"; }
 say "setting up $HPC_SLURM_ROLE $HPC_SLURM_HOST of Slurm cluster $HPC_SLURM_CLUSTER (Slurm $HPC_SLURM_VERSION, $HPC_SLURM_CLOUD)"
+
+# Only root reaches the metadata service from here on (and at every boot): it serves this host's user data
+# and cloud credentials to whoever asks, and many people share this host.
+printf '%s' "$HPC_SLURM_LOCK" | base64 -d >/usr/local/sbin/hpc-metadata-lock
+chmod 755 /usr/local/sbin/hpc-metadata-lock
+if ! /usr/local/sbin/hpc-metadata-lock --install; then
+  say "ERROR: the instance metadata service could not be locked to root on this host; stopping here"
+  exit 1
+fi
 
 case $HPC_SLURM_ROLE in
   controller)
@@ -84,6 +96,12 @@ OnUnitActiveSec=1min
 WantedBy=timers.target
 EOF
 
+# The key, root-only (munge's own): hpc-slurm-sync checks the configuration's MAC with it.
+install -d -m 700 /etc/munge
+printf '%s' "$HPC_SLURM_KEY" | base64 -d >/etc/munge/munge.key
+chown munge:munge /etc/munge /etc/munge/munge.key 2>/dev/null || true
+chmod 400 /etc/munge/munge.key
+
 # The configuration, from the metadata the host was made with (the cloud may take a moment to serve it).
 # Waits are measured on the clock, not by counting sleeps: a call can itself take long.
 deadline=$((SECONDS + HPC_SLURM_WAIT))
@@ -101,11 +119,6 @@ have=$("$binary" -V 2>/dev/null | awk '{print $2}' | cut -d. -f1-2) || true
 if [ "$have" != "$HPC_SLURM_VERSION" ]; then
   say "WARNING: Slurm ${have:-none} is installed and the configuration is written for $HPC_SLURM_VERSION: set slurm_version to the version the images run, or use an image with Slurm $HPC_SLURM_VERSION"
 fi
-
-install -d -m 700 /etc/munge
-printf '%s' "$HPC_SLURM_KEY" | base64 -d >/etc/munge/munge.key
-chown munge:munge /etc/munge /etc/munge/munge.key 2>/dev/null || true
-chmod 400 /etc/munge/munge.key
 
 if [ "$HPC_SLURM_ROLE" = controller ]; then
   install -d -m 755 "${HPC_SLURM_STATE:?}"

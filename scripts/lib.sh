@@ -346,9 +346,10 @@ ensure_host_tools() {
 # The images the emulated clouds boot their instances from (hpc_emulators::hosts): Debian roots made with
 # mmdebstrap from Debian's packages, as a cloud's Debian image is, with Slurm and munge installed as a
 # Slurm image has them, cached under $HPC_CACHE/images. Debian 12 (bookworm: systemd 252, cloud-init 22.4,
-# Slurm 22.05) and Debian 13 (trixie: systemd 257, cloud-init 25.1, Slurm 24.11). Prints both roots, one a
+# Slurm 22.05) and Debian 13 (trixie: systemd 257, cloud-init 25.1, Slurm 24.11), with iptables as cloud images
+# have it (the Slurm hosts lock the metadata service to root with it). Prints both roots, one a
 # line. An image is made again when the package list changes (its first line names the list's hash).
-HOST_IMAGE_PACKAGES=systemd,systemd-sysv,dbus,cloud-init,openssh-server,sudo,locales,curl,ca-certificates,iproute2,procps,less,slurmctld,slurmd,slurm-client,munge
+HOST_IMAGE_PACKAGES=systemd,systemd-sysv,dbus,cloud-init,openssh-server,sudo,locales,curl,ca-certificates,iproute2,iptables,procps,less,slurmctld,slurmd,slurm-client,munge
 ensure_node_images() {
   ensure_host_tools
   local suite dist root stamp sudo="" extra

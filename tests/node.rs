@@ -113,3 +113,65 @@ fn settings_reach_the_script_as_written_whatever_they_hold() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), tricky);
     assert!(!rendered.contains("# a comment"), "comments stay in the file, not in the user data: {rendered}");
 }
+
+/// The MAC check `hpc-slurm-sync` runs (its Python, read from the program itself) on the text a payload
+/// decodes to: the result and what it says.
+fn sync_mac_check(text: &[u8], key: &[u8]) -> (bool, String) {
+    let program = std::fs::read_to_string(node_dir().join("hpc-slurm-sync")).unwrap();
+    let start = program.find("python3 -c '").expect("hpc-slurm-sync checks the MAC with python3 -c") + "python3 -c '".len();
+    let code = &program[start..start + program[start..].find("\n' \"$key\"").expect("the check's end")];
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("munge.key");
+    std::fs::write(&key_file, key).unwrap();
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .arg(&key_file)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The text a payload carries (base64 of gzip).
+fn payload_text(payload: &str) -> Vec<u8> {
+    use base64::Engine;
+    use std::io::Read as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(payload).unwrap();
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut text).unwrap();
+    text
+}
+
+/// A controller takes the provider's configuration and refuses one that whoever may write its tags or
+/// metadata put there: made under another key, altered after it was made, or carrying no MAC.
+#[test]
+fn the_sync_program_takes_the_providers_configuration_and_refuses_a_forged_one() {
+    use hpc_provider::clouds::slurm::config_payload;
+    let key = b"the cluster's munge key, 32 bytes and more of it";
+    // A file that ends with a blank line: the check reads bytes, not a shell variable.
+    let files = vec![("slurm.conf", "ClusterName=ml\nSlurmctldHost=ml-controller\n\n".to_owned()), ("gres.conf", String::new())];
+    let genuine = payload_text(&config_payload(&files, key).payload);
+    assert_eq!(sync_mac_check(&genuine, key), (true, String::new()));
+
+    let (ok, said) = sync_mac_check(&payload_text(&config_payload(&files, b"another key").payload), key);
+    assert!(!ok && said.contains("does not verify"), "{said}");
+
+    let altered = String::from_utf8(genuine.clone())
+        .unwrap()
+        .replace("SlurmctldHost=ml-controller\n", "SlurmctldHost=ml-controller\nProlog=/tmp/x\n");
+    let (ok, said) = sync_mac_check(altered.as_bytes(), key);
+    assert!(!ok && said.contains("does not verify"), "{said}");
+
+    let text = String::from_utf8(genuine).unwrap();
+    let unsigned: String = text.lines().filter(|l| !l.starts_with("# hpc-slurm-mac ")).map(|l| format!("{l}\n")).collect();
+    let (ok, said) = sync_mac_check(unsigned.as_bytes(), key);
+    assert!(!ok && said.contains("carries no MAC"), "{said}");
+
+    let (ok, said) = sync_mac_check(text.as_bytes(), b"");
+    assert!(!ok, "an empty key file verifies nothing: {said}");
+}

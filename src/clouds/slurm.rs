@@ -54,6 +54,16 @@ pub fn epilog_program() -> &'static str {
     EPILOG
 }
 
+/// `hpc-metadata-lock` (`node/hpc-metadata-lock`), without its comments: every host of a Slurm cluster runs it
+/// at first boot (`--install`: and at every boot after), so that only root reaches the instance metadata
+/// service, and with it the host's user data and cloud credentials.
+pub fn metadata_lock_program() -> String {
+    compact(LOCK)
+}
+
+/// Where the hosts install [`metadata_lock_program`].
+pub const LOCK_PATH: &str = "/usr/local/sbin/hpc-metadata-lock";
+
 /// The node-side programs, as files (`node/`): shellcheck reads them, the tests run them.
 const HEALTHCHECK: &str = include_str!("../../node/hpc-slurm-healthcheck");
 const PROLOG: &str = include_str!("../../node/hpc-slurm-prolog");
@@ -61,6 +71,7 @@ const EPILOG: &str = include_str!("../../node/hpc-slurm-epilog");
 const SETUP: &str = include_str!("../../node/slurm-setup.sh");
 const SYNC: &str = include_str!("../../node/hpc-slurm-sync");
 const JOIN: &str = include_str!("../../node/slurm-join.sh");
+const LOCK: &str = include_str!("../../node/hpc-metadata-lock");
 
 /// `s` quoted for a POSIX shell (single quotes; a quote inside as `'\''`).
 pub fn shell_quote(s: &str) -> String {
@@ -81,6 +92,13 @@ pub fn with_settings(header: &str, settings: &[(&str, String)], script: &str) ->
     }
     out.push_str(&without_comments(script));
     out
+}
+
+/// A node program as a host installs it: its `#!` line, then its text without comments and blank lines
+/// ([`without_comments`]); the file in `node/` is where it is read and documented.
+pub fn compact(program: &str) -> String {
+    let first = program.lines().next().unwrap_or_default();
+    format!("{first}\n{}", without_comments(program))
 }
 
 /// A script without its first line, full-line comments and blank lines, except in here-documents (whose
@@ -152,7 +170,8 @@ pub fn setup_script(spec: &SlurmSpec, role: Role, host: &str, key: Option<&str>)
             ("HPC_SLURM_VERSION", spec.version.version.to_owned()),
             ("HPC_SLURM_STATE", spec.state_save_location.clone()),
             ("HPC_SLURM_KEY", key.unwrap_or_default().to_owned()),
-            ("HPC_SLURM_SYNC", b64(&sync_program())),
+            ("HPC_SLURM_SYNC", b64(&compact(&sync_program()))),
+            ("HPC_SLURM_LOCK", b64(&metadata_lock_program())),
         ],
         SETUP,
     )
@@ -162,8 +181,9 @@ pub fn setup_script(spec: &SlurmSpec, role: Role, host: &str, key: Option<&str>)
 pub const SYNC_PATH: &str = "/usr/local/sbin/hpc-slurm-sync";
 
 /// The configuration a Slurm cluster's controllers and login nodes run, as the cloud's metadata carries it:
-/// `payload` is the files (`# hpc-slurm-config <revision>`, then `@@ <file>` before each file's text),
-/// gzip-compressed and base64-encoded; `revision` names the files' content.
+/// `payload` is the files (`# hpc-slurm-config <revision>`, then `# hpc-slurm-mac <mac>`, then `@@ <file>`
+/// before each file's text), gzip-compressed and base64-encoded; `revision` names the files' content. The MAC
+/// ([`config_mac`]) lets a host refuse a configuration that whoever may write its tags or metadata put there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlurmConfig {
     pub revision: String,
@@ -199,21 +219,46 @@ fn config_files(plan: &SlurmPlan) -> Vec<(&'static str, String)> {
     files.into_iter().map(|(f, t)| (f, if t.ends_with('\n') || t.is_empty() { t.clone() } else { format!("{t}\n") })).collect()
 }
 
-/// A plan's configuration as the metadata carries it.
-pub fn slurm_config(plan: &SlurmPlan) -> SlurmConfig {
+/// The line of a payload that carries its MAC, after the revision's.
+pub const MAC_LINE: &str = "# hpc-slurm-mac ";
+
+/// The MAC of a configuration (`signed`: the payload's text without its [`MAC_LINE`]), lowercase hex:
+/// HMAC-SHA256 under a key derived from the cluster's munge key (`key`, the bytes of `/etc/munge/munge.key`)
+/// for this use alone, `HMAC-SHA256(key, "hpc-slurm-config")`. A host holds the munge key root-only, so the
+/// MAC needs no secret of its own; `hpc-slurm-sync` computes the same and refuses what differs.
+pub fn config_mac(key: &[u8], signed: &[u8]) -> String {
+    use aws_lc_rs::hmac;
+    let derived = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), b"hpc-slurm-config");
+    let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref()), signed);
+    tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A plan's configuration as the metadata carries it, authenticated under the cluster's munge key (`key`,
+/// base64, as the fabric holds it). Without a key (a plan, before the fabric has made it) the MAC is of an
+/// empty key: the payload has its size, and no host is given it (a host without the key stops first).
+pub fn slurm_config(plan: &SlurmPlan, key: Option<&str>) -> SlurmConfig {
+    use base64::Engine;
+    let key = key.and_then(|k| base64::engine::general_purpose::STANDARD.decode(k.trim()).ok()).unwrap_or_default();
+    config_payload(&config_files(plan), &key)
+}
+
+/// The payload of `files` (name, text ending with a new line), its MAC under the munge key `key` (its bytes).
+pub fn config_payload(files: &[(&str, String)], key: &[u8]) -> SlurmConfig {
+    use base64::Engine;
     use std::io::Write as _;
     let mut body = String::new();
-    for (file, text) in config_files(plan) {
+    for (file, text) in files {
         let _ = write!(body, "@@ {file}\n{text}");
     }
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body.as_bytes());
     let revision: String = digest.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let bundle = format!("# hpc-slurm-config {revision}\n{body}");
+    let header = format!("# hpc-slurm-config {revision}\n");
+    let mac = config_mac(key, format!("{header}{body}").as_bytes());
+    let bundle = format!("{header}{MAC_LINE}{mac}\n{body}");
     // No file name and no time in the header: the same files give the same payload.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     let _ = gz.write_all(bundle.as_bytes());
     let bytes = gz.finish().unwrap_or_default();
-    use base64::Engine;
     SlurmConfig { revision, payload: base64::engine::general_purpose::STANDARD.encode(bytes) }
 }
 
@@ -295,9 +340,10 @@ pub fn join_script(cloud: Cloud, cluster: &str, join: &crate::model::SlurmJoin, 
         ("HPC_SLURM_CLOUD", cloud.as_str().to_owned()),
         ("HPC_SLURM_SERVERS", servers),
         ("HPC_SLURM_KEY", join.key.as_ref().map(|k| k.expose_str().to_owned()).unwrap_or_default()),
-        ("HPC_SLURM_HEALTHCHECK", base64::engine::general_purpose::STANDARD.encode(healthcheck_program())),
-        ("HPC_SLURM_PROLOG", base64::engine::general_purpose::STANDARD.encode(prolog_program())),
-        ("HPC_SLURM_EPILOG", base64::engine::general_purpose::STANDARD.encode(epilog_program())),
+        ("HPC_SLURM_HEALTHCHECK", base64::engine::general_purpose::STANDARD.encode(compact(&healthcheck_program()))),
+        ("HPC_SLURM_PROLOG", base64::engine::general_purpose::STANDARD.encode(compact(prolog_program()))),
+        ("HPC_SLURM_EPILOG", base64::engine::general_purpose::STANDARD.encode(compact(epilog_program()))),
+        ("HPC_SLURM_LOCK", base64::engine::general_purpose::STANDARD.encode(metadata_lock_program())),
     ];
     if cloud == Cloud::Azure {
         // The provider writes an Azure node's name once its scale set's write is done.

@@ -159,7 +159,7 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     out.insert("cgroup_conf".into(), Value::from(plan.cgroup_conf.as_str()));
     out.insert("topology_conf".into(), text(&plan.topology.conf));
     out.insert("topology_yaml".into(), text(&plan.topology.yaml));
-    let config = crate::clouds::slurm::slurm_config(&plan);
+    let config = crate::clouds::slurm::slurm_config(&plan, None);
     if !crate::clouds::expander(spec.fabric.cloud).slurm_fits(&spec, &config, &common::defaults(ctx), diags) {
         return None;
     }

@@ -268,10 +268,10 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
     let (n, f) = (&spec.name, &spec.fabric);
     let tags = tag_string(&d.tags(&spec.tags, &[("hpc:slurm", n), ("hpc:fabric", &f.name)]));
     let subnet = format!("aws_subnet.{n}-control");
-    let chunks = crate::clouds::slurm::aws_config_tags(&crate::clouds::slurm::slurm_config(plan)).len() - 1;
+    let chunks = crate::clouds::slurm::aws_config_tags(&crate::clouds::slurm::slurm_config(plan, None)).len() - 1;
     let config = format!(
         "configuration {} in hpc:slurm-config-0..{} (gzip, base64); a change is written in place",
-        crate::clouds::slurm::slurm_config(plan).revision,
+        crate::clouds::slurm::slurm_config(plan, None).revision,
         chunks.saturating_sub(1)
     );
     let mut out = vec![

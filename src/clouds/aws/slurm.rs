@@ -144,7 +144,7 @@ pub async fn converge(
         Some(i) => i.clone(),
         None => super::cluster::default_image(aws).await?,
     };
-    let config = slurm_config(plan);
+    let config = slurm_config(plan, spec.key.as_ref().map(|k| k.expose_str()));
     let config_tags: BTreeMap<String, String> = aws_config_tags(&config).into_iter().collect();
     // The hosts that exist and carry another configuration: their tags are rewritten (their sync program reads
     // them within a minute), and chunks the new one does not have removed.

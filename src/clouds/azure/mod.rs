@@ -239,7 +239,7 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
     let image = spec.image.clone().unwrap_or_else(|| format!("{} (the clusters' default image)", cluster::DEFAULT_IMAGE));
     let config = format!(
         "configuration {} (gzip, base64), tag hpc:slurm-config its revision; a change is written in place (PATCH)",
-        crate::clouds::slurm::slurm_config(plan).revision
+        crate::clouds::slurm::slurm_config(plan, None).revision
     );
     let mut vm = |host: &str, role: &str, size: &str, address: Option<&str>| {
         out.push(

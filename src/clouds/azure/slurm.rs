@@ -130,7 +130,7 @@ async fn converge(
     let Some(key) = &spec.ssh_public_key else {
         return Err(CloudError::other("an Azure Linux VM needs ssh_public_key (password login is off)"));
     };
-    let config = slurm_config(plan);
+    let config = slurm_config(plan, spec.key.as_ref().map(|k| k.expose_str()));
     let mut vm_tags = tags.clone();
     vm_tags.insert(channel::AZURE_TAG.into(), config.revision.clone());
     // The VMs that exist and carry another configuration, or whose tags changed: one PATCH each of their userData

@@ -196,7 +196,7 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
     let image = spec.image.clone().unwrap_or_else(|| format!("{} (the clusters' default image)", cluster::DEFAULT_IMAGE));
     let config = format!(
         "configuration {} (gzip, base64), with hpc-slurm-config-revision; a change is written in place (setMetadata)",
-        crate::clouds::slurm::slurm_config(plan).revision
+        crate::clouds::slurm::slurm_config(plan, None).revision
     );
     let mut vm = |host: &str, role: &str, machine: &str, address: Option<&str>| {
         out.push(

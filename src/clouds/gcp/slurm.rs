@@ -137,7 +137,7 @@ async fn converge(
         let op = call(ctx, &what, || gcp.firewalls.insert().set_project(p).set_request_id(&rid).set_body(body.clone()).send()).await?;
         api::wait(ctx, gcp, op, &what, timeout).await?;
     }
-    let config = slurm_config(plan);
+    let config = slurm_config(plan, spec.key.as_ref().map(|k| k.expose_str()));
     // The instances that exist and carry another configuration: setMetadata (under the metadata's fingerprint,
     // every other item kept; on 412 conditionNotMet read again) with the new one, which their sync program
     // reads from the metadata server.

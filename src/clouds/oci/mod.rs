@@ -217,7 +217,7 @@ pub fn slurm(spec: &crate::model::SlurmSpec, plan: &crate::model::SlurmPlan, d: 
     let image = spec.image.clone().unwrap_or_else(|| "(the newest platform image OCI offers for the shape)".into());
     let config = format!(
         "configuration {} (gzip, base64), with hpc_slurm_config_revision; a change is written in place (UpdateInstance)",
-        crate::clouds::slurm::slurm_config(plan).revision
+        crate::clouds::slurm::slurm_config(plan, None).revision
     );
     let mut vm = |host: &str, role: &str, shape: &str, address: Option<&str>| {
         out.push(

@@ -112,7 +112,7 @@ async fn converge(
             id
         }
     };
-    let config = slurm_config(plan);
+    let config = slurm_config(plan, spec.key.as_ref().map(|k| k.expose_str()));
     // The instances that exist and carry another configuration: UpdateInstance of their metadata under the
     // etag read (OCI replaces the whole map and refuses a changed user_data or ssh_authorized_keys, so every
     // other key goes back as it is), which their sync program reads from the instance metadata service.
