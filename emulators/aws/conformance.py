@@ -1,12 +1,12 @@
 """botocore's own service models as the judge of every call the AWS emulator (moto + hpc_moto.py) receives and
-every answer it gives (EC2, FSx, Service Quotas, EKS): the AWS half of emulators/src/conformance.rs.
+every answer it gives (EC2, FSx, Service Quotas, EKS, Secrets Manager): the AWS half of emulators/src/conformance.rs.
 
 `HPC_CONFORMANCE=strict` turns the judge on. A request the models refuse is answered as EC2 or FSx would:
 EC2 (the `ec2` query protocol) with `InvalidAction` for an Action it does not have, `NoSuchVersion` for
 another API version, `UnknownParameter` for a form key that names no member of the input shape (walked
 through the shape tree by each member's ec2 wire name: queryName, else the capitalised locationName, else
 the member name; lists as `Name.N`), `InvalidParameterValue` for a value outside an enum or of the wrong
-type, `MissingParameter` for a required member left out; FSx and Service Quotas (JSON 1.1) with `UnknownOperationException`,
+type, `MissingParameter` for a required member left out; FSx, Service Quotas and Secrets Manager (JSON 1.1) with `UnknownOperationException`,
 `SerializationException` for a JSON value of the wrong type and `ValidationException` for unknown members,
 enum and range violations and missing required members, in their `{"__type", "Message"}` shape; EKS
 (REST JSON, the operation found by method and path among the model's `requestUri`s, the service by the
@@ -37,11 +37,11 @@ import xml.etree.ElementTree as ET
 from urllib.parse import parse_qsl
 
 PROBE_HEADER = "HTTP_X_HPC_CONFORMANCE_PROBE"
-SERVICES = ("ec2", "fsx", "service-quotas", "eks")
+SERVICES = ("ec2", "fsx", "service-quotas", "eks", "secretsmanager")
 # The REST JSON services, by the service name in the request's SigV4 credential scope.
 REST_SERVICES = ("eks",)
 # The JSON 1.1 services, by their X-Amz-Target prefix (botocore metadata targetPrefix).
-JSON_TARGETS = {"AWSSimbaAPIService_v20180301": "fsx", "ServiceQuotasV20190624": "service-quotas"}
+JSON_TARGETS = {"AWSSimbaAPIService_v20180301": "fsx", "ServiceQuotasV20190624": "service-quotas", "secretsmanager": "secretsmanager"}
 
 
 class Violation(Exception):

@@ -47,6 +47,7 @@ from moto.fsx.responses import FSxResponse
 
 import conformance
 import imds
+import secrets_manager
 
 MOTO_VERSION = "5.2.5"
 _tls = threading.local()
@@ -1376,6 +1377,7 @@ def apply_patches():
         _orig_get_service_quota = ServiceQuotasResponse.get_service_quota
     ServiceQuotasResponse.get_service_quota = get_service_quota
     apply_eks_patches()
+    secrets_manager.apply_patches()
     ServiceQuotasResponse.get_aws_default_service_quota = get_aws_default_service_quota
     ec2_utils.instance_value_in_filter_values = instance_value_in_filter_values
     Instance.prep_nics = prep_nics
@@ -1642,6 +1644,8 @@ def operation_of(environ, body):
         return "fsx", target.split(".", 1)[-1]
     if target.startswith("ServiceQuotas"):
         return "servicequotas", target.split(".", 1)[-1]
+    if target.startswith("secretsmanager."):
+        return "secretsmanager", target.split(".", 1)[-1]
     action = parse_qs(body.decode("utf-8", "replace")).get("Action", [None])[0] or parse_qs(environ.get("QUERY_STRING", "")).get("Action", [None])[0]
     return ("ec2", action) if action else (None, None)
 
@@ -1711,7 +1715,13 @@ def fault_response(rule, service, operation, body):
         xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code><Message>{msg}</Message>'
                f"</Error></Errors><RequestID>{request_id}</RequestID></Response>")
         return status, [("Content-Type", "text/xml"), ("x-amzn-RequestId", request_id)], xml.encode()
-    if kind == "throttle":
+    if service == "secretsmanager":
+        # Secrets Manager's own: throttling, its quota of secrets, and its InternalServiceError.
+        status, code, msg = {"throttle": (400, "ThrottlingException", "Rate exceeded"),
+                             "capacity": (400, "LimitExceededException", "You have exceeded the quota of secrets for this account."),
+                             "not_found": (400, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")}.get(
+            kind, (500, "InternalServiceError", "An error occurred on the server side."))
+    elif kind == "throttle":
         status, code, msg = 400, "ThrottlingException", "Rate exceeded"
     elif kind == "capacity":
         status, code, msg = 400, "ServiceLimitExceeded", "Account storage capacity limit exceeded for this file system type"
@@ -1766,8 +1776,13 @@ def inventory(region=None):
     for b in _eks_backends(region):
         eks["clusters"] += list(b.clusters)
         eks["nodegroups"] += [f"{c}/{g}" for c, cluster in b.clusters.items() for g in cluster.nodegroups]
-    total = sum(len(v) for v in ec2.values()) + sum(len(v) for v in fsx.values()) + sum(len(v) for v in eks.values())
-    return {"cloud": "aws", "empty": total == 0, "resources": {"ec2": ec2, "fsx": fsx, "eks": eks}}
+    # Secrets scheduled for deletion are gone to every caller but CreateSecret (whose name stays taken until
+    # the window ends) and RestoreSecret: not listed.
+    secretsmanager = {"secrets": [s.name for _, s in secrets_manager.live_secrets(region)]}
+    total = (sum(len(v) for v in ec2.values()) + sum(len(v) for v in fsx.values()) + sum(len(v) for v in eks.values())
+             + len(secretsmanager["secrets"]))
+    return {"cloud": "aws", "empty": total == 0,
+            "resources": {"ec2": ec2, "fsx": fsx, "eks": eks, "secretsmanager": secretsmanager}}
 
 
 def _rules(rules):
@@ -1832,6 +1847,8 @@ def snapshot(region=None):
                                                "launch_template": json.dumps(g.launch_template, sort_keys=True, default=str),
                                                "labels": json.dumps(g.labels, sort_keys=True), "taints": json.dumps(g.taints, sort_keys=True),
                                                "version": g.version, "tags": dict(sorted((g.tags or {}).items()))}
+    for _, secret in secrets_manager.live_secrets(region):
+        out[secret.arn] = secrets_manager.snapshot_of(secret)
     return {"cloud": "aws", "resources": dict(sorted(out.items()))}
 
 
@@ -2009,7 +2026,9 @@ class AdminMiddleware:
                     start_response(f"{status} {'Service Unavailable' if status == 503 else 'Error'}", headers)
                     return [payload]
         # Counted and faulted as any call; then a token seen before gets its first answer.
-        token, params = idempotency_token(environ, body) if service else (None, None)
+        # Secrets Manager's ClientRequestToken is a secret version's id, and moto applies its rules itself (the same
+        # token and value: the existing version; another value: ResourceExistsException).
+        token, params = idempotency_token(environ, body) if service and service != "secretsmanager" else (None, None)
         token_key = (service, operation, token) if token else None
         if token_key:
             with self.lock:
@@ -2018,6 +2037,14 @@ class AdminMiddleware:
                 _tls.terminate_at_launch = False
                 status, headers, payload = first[1] if first[0] == params else mismatch_response(service, token)
                 start_response(status, headers + [("Content-Length", str(len(payload)))])
+                return [payload]
+        # Secrets Manager: a call signed with an instance's role credentials is allowed by that role's policies
+        # or the secret's resource policy, or refused (secrets_manager.py); other callers are the account's admin.
+        if service == "secretsmanager":
+            denied = secrets_manager.refusal(environ, operation, body)
+            if denied:
+                status, headers, payload = denied
+                start_response(f"{status} Bad Request", headers)
                 return [payload]
         watched = service == "ec2" and operation in NODE_CALLS
         before = instance_states() if watched else None
@@ -2092,6 +2119,7 @@ class AdminMiddleware:
         status, out = 200, None
         if route == "reset" and method == "POST":
             imds.REGISTRY.close_all()
+            secrets_manager.forget_all()
             self.reset_moto()
             with _capacity_lock:
                 CAPACITY.clear()

@@ -32,6 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from moto.ec2.models import ec2_backends
 
+import secrets_manager
+
 # The dated builds of the metadata tree a client may ask for (the guide lists them at `/`), oldest first.
 VERSIONS = [
     "1.0", "2007-01-19", "2007-03-01", "2007-08-29", "2007-10-10", "2007-12-15", "2008-02-01", "2008-09-01",
@@ -186,7 +188,7 @@ def meta_data(backend, instance, reservation, listener):
                            "InstanceProfileArn": profile.arn, "InstanceProfileId": profile.id}, indent=2)
         credentials = {}
         for role in roles:
-            credentials[role.name] = (json.dumps(listener.credentials(role.name, now), indent=2), "2012-01-12")
+            credentials[role.name] = (json.dumps(listener.credentials(role.name, now, backend.account_id), indent=2), "2012-01-12")
         tree["iam"] = ({"info": (info, "2012-01-12"), "security-credentials": (credentials, "2012-01-12")}, "2012-01-12")
     # Instance tags, only when the instance allows them in its metadata (InstanceMetadataTags).
     if instance.metadata_options.instance_metadata_tags == "enabled":
@@ -247,8 +249,9 @@ class Listener:
         self.server.shutdown()
         self.server.server_close()
 
-    def credentials(self, role, now):
-        """The role's temporary credentials, renewed as they near their end (as EC2 renews them)."""
+    def credentials(self, role, now, account):
+        """The role's temporary credentials, renewed as they near their end (as EC2 renews them). Each access
+        key is remembered with its role, so that Secrets Manager knows who signs with it (secrets_manager.py)."""
         with self.lock:
             current = self._credentials.get(role)
             if current is None or current["_until"] - now < 300:
@@ -259,6 +262,7 @@ class Listener:
                            "Token": base64.b64encode(secrets.token_bytes(96)).decode(),
                            "Expiration": _iso(until), "_until": until}
                 self._credentials[role] = current
+                secrets_manager.remember(current["AccessKeyId"], account, role, self.instance_id)
             return {k: v for k, v in current.items() if not k.startswith("_")}
 
     def new_token(self, ttl):

@@ -621,6 +621,7 @@ def gcp():
         ("servicenetworking.v1.json", "servicenetworking.v1", "google-longrunning"),
         ("cloudresourcemanager.v3.json", "cloudresourcemanager.v3", "google-longrunning"),
         ("container.v1.json", "container.v1", "gcp-operation"),
+        ("secretmanager.v1.json", "secretmanager.v1", "google-longrunning"),
     ):
         o, s, sq = gcp_discovery(doc, ns, kind)
         ops += o
@@ -1302,9 +1303,10 @@ def oci_cloud():
 
 
 # --------------------------------------------------------------------------------------------------------------
-# AWS (optional): botocore's service models for EC2, FSx, Service Quotas and EKS
+# AWS (optional): botocore's service models for EC2, FSx, Service Quotas, EKS and Secrets Manager
 
-AWS_SERVICES = [("ec2", "aws.ec2"), ("fsx", "aws.fsx"), ("service-quotas", "aws.service-quotas"), ("eks", "aws.eks")]
+AWS_SERVICES = [("ec2", "aws.ec2"), ("fsx", "aws.fsx"), ("service-quotas", "aws.service-quotas"), ("eks", "aws.eks"),
+                ("secretsmanager", "aws.secretsmanager")]
 
 
 class AwsService:

@@ -1,0 +1,89 @@
+//! The four clouds' secret stores on the emulators, driven by the vendors' own Python clients
+//! (`emulators/tests/secret_stores/<cloud>.py`): the provider's credentials make a secret (a cluster's
+//! munge key), a host whose identity is granted on it reads it with the credentials its metadata service
+//! hands out, a host without a grant is refused with the cloud's own error, and the secret is deleted.
+//!
+//! AWS's script runs with moto's python (`HPC_MOTO_PYTHON`, boto3), the others with the conformance
+//! virtualenv's (`HPC_CONFORMANCE_PYTHON`: google-api-python-client, azure-keyvault-secrets and
+//! azure-mgmt-keyvault, oci). Under `HPC_CONFORMANCE=strict` every call is judged by the vendor's definition;
+//! each test then reads the run's log and asserts that none of its calls was refused and no answer broke
+//! the definition.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+/// Runs `emulators/tests/secret_stores/<script>` with the python named by `python_var` and returns its JSON
+/// summary; fails when it found problems (it lists them on stderr) or printed no summary.
+fn run(python_var: &str, script: &str, args: &[(&str, &str)]) -> Value {
+    let python = std::env::var(python_var)
+        .unwrap_or_else(|_| panic!("{python_var} is not set: run through ./scripts/test.sh, which installs the vendors' SDKs"));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/secret_stores").join(script);
+    let mut cmd = std::process::Command::new(&python);
+    cmd.arg(&path);
+    for (flag, value) in args {
+        cmd.arg(format!("--{flag}")).arg(value);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("running {python} {}: {e}", path.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let summary: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{script} printed no JSON summary ({e}), exit {:?}\n--- stderr\n{stderr}\n--- stdout\n{stdout}", out.status.code()));
+    assert!(out.status.success(), "{script} found problems:\n{stderr}\n--- summary\n{summary:#}");
+    summary
+}
+
+/// The judged calls this test program's emulators logged for `cloud` (empty when no log is kept).
+fn judged(cloud: &str) -> Vec<Value> {
+    let Some(dir) = std::env::var_os("HPC_CONFORMANCE_LOG") else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
+        .flat_map(|e| std::fs::read_to_string(e.path()).unwrap_or_default().lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .filter(|l| l["cloud"] == cloud && l["program"] == "secret_stores")
+        .collect()
+}
+
+/// Under a strict judge with a log: each of `operations` was judged at least once and passed, and no call
+/// of this program on `cloud` was refused or answered against its definition.
+fn assert_conformant(cloud: &str, operations: &[&str]) {
+    if !hpc_emulators::conformance::strict() || std::env::var_os("HPC_CONFORMANCE_LOG").is_none() {
+        return;
+    }
+    let lines = judged(cloud);
+    let bad: Vec<&Value> = lines.iter().filter(|l| !matches!(l["verdict"].as_str(), Some("ok" | "probe_refused" | "monitor"))).collect();
+    assert!(bad.is_empty(), "{cloud}: {} call(s) broke the vendor's definition: {bad:#?}", bad.len());
+    for op in operations {
+        assert!(lines.iter().any(|l| l["operation"] == *op && l["verdict"] == "ok"), "{cloud}: {op} was never judged: {lines:#?}");
+    }
+}
+
+#[test]
+fn aws_secrets_manager_answers_an_instance_role_its_policies_allow_and_refuses_the_others() {
+    let emulator = hpc_emulators::harness::start_aws();
+    let summary = run("HPC_MOTO_PYTHON", "aws.py", &[("endpoint", &emulator.endpoint)]);
+    assert_eq!(summary["granted_read"], true, "{summary:#}");
+    for refused in ["granted_other_secret", "granted_describe", "ungranted_read", "granted_read_after_deny"] {
+        assert_eq!(summary[refused][0], "AccessDeniedException", "{refused}: {summary:#}");
+        assert_eq!(summary[refused][1], 400, "{refused}: {summary:#}");
+    }
+    assert!(summary["ungranted_read"][2].as_str().unwrap().contains("assumed-role/ungranted/i-"), "{summary:#}");
+    assert!(summary["ungranted_read_by_resource_policy"].is_null(), "{summary:#}");
+    let inventory = hpc_emulators::harness::admin(&emulator.endpoint, "GET", "inventory", None);
+    assert_eq!(inventory["resources"]["secretsmanager"]["secrets"], serde_json::json!([]), "{inventory:#}");
+    assert_conformant(
+        "aws",
+        &[
+            "secretsmanager.CreateSecret",
+            "secretsmanager.GetSecretValue",
+            "secretsmanager.DescribeSecret",
+            "secretsmanager.ListSecrets",
+            "secretsmanager.TagResource",
+            "secretsmanager.PutResourcePolicy",
+            "secretsmanager.GetResourcePolicy",
+            "secretsmanager.DeleteSecret",
+        ],
+    );
+}
