@@ -52,6 +52,11 @@ struct Store {
     lustre: crate::gcp_lustre::Lustre,
     /// Google Kubernetes Engine's clusters, node pools and operations.
     gke: crate::gke::Gke,
+    /// Secret Manager's secrets, their versions and IAM policies.
+    secrets: crate::gcp_secrets::SecretManager,
+    /// The access tokens the instances' metadata servers handed out, with the service account each is for
+    /// (Secret Manager decides by it who calls).
+    tokens: BTreeMap<String, String>,
     /// Service networking (private service access) connections, by consumer network path.
     connections: BTreeMap<String, Value>,
     /// Keyed by relative path, e.g. `projects/p/zones/z/instances/n`.
@@ -834,7 +839,7 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     if uri.path().starts_with("/_admin/") || !gcp.admin.judging() {
-        let response = api(State(gcp.clone()), method.clone(), uri.clone(), Query(query), body.clone()).await;
+        let response = api(State(gcp.clone()), method.clone(), uri.clone(), &headers, Query(query), body.clone()).await;
         gcp.changed.notify_waiters();
         return response;
     }
@@ -845,7 +850,7 @@ async fn handle(
         Ok(op) => op,
         Err(refusal) => return *refusal,
     };
-    let response = api(State(gcp.clone()), method.clone(), uri.clone(), Query(query), body.clone()).await;
+    let response = api(State(gcp.clone()), method.clone(), uri.clone(), &headers, Query(query), body.clone()).await;
     if method != Method::GET {
         gcp.changed.notify_waiters();
     }
@@ -859,6 +864,9 @@ impl Gcp {
         if crate::gke::serves(path) {
             return Some("container");
         }
+        if crate::gcp_secrets::serves(path) {
+            return Some("secretmanager");
+        }
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         if segs.len() == 7 && segs[0] == "v1" && segs[1] == "projects" && segs[3] == "locations" && segs[5] == "operations" {
             let gke = self.store.lock().unwrap().gke.knows_operation(path);
@@ -866,6 +874,41 @@ impl Gcp {
         }
         None
     }
+}
+
+/// Secret Manager's calls: admin faults (service `secretmanager`, operations named as
+/// [`crate::gcp_secrets::method_of`] names them), then the call as the caller's identity may make it: a bearer
+/// token a metadata server issued is its service account, anything else the project's owner.
+async fn secret_manager(gcp: &Gcp, method: &str, path: &str, uri: &Uri, headers: &axum::http::HeaderMap, body: &[u8]) -> Response {
+    use crate::gcp_lustre::error as status_error;
+    let op = crate::gcp_secrets::method_of(method, path);
+    let mut answer_lost = false;
+    if let Some(fault) = gcp.admin.on_request("secretmanager", op) {
+        match fault.kind {
+            FaultKind::Latency => tokio::time::sleep(Duration::from_millis(fault.latency_ms)).await,
+            FaultKind::Throttle => {
+                return status_error(
+                    429,
+                    "RESOURCE_EXHAUSTED",
+                    "Quota exceeded for quota metric 'Access requests' of service 'secretmanager.googleapis.com'",
+                );
+            }
+            FaultKind::NotFound => return status_error(404, "NOT_FOUND", "Secret not found."),
+            FaultKind::AnswerLost => answer_lost = true,
+            _ => return status_error(503, "UNAVAILABLE", "The service is currently unavailable."),
+        }
+    }
+    let token = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
+    let query: BTreeMap<String, String> = crate::conformance::parse_query(uri.query().unwrap_or_default()).into_iter().collect();
+    let answer = {
+        let mut store = gcp.store.lock().unwrap();
+        let caller = match store.tokens.get(token) {
+            Some(email) => crate::gcp_secrets::Caller::ServiceAccount(email.clone()),
+            None => crate::gcp_secrets::Caller::Owner,
+        };
+        store.secrets.handle(&caller, method, path, &query, body)
+    };
+    if answer_lost { status_error(503, "UNAVAILABLE", "The service is currently unavailable.") } else { answer }
 }
 
 /// GKE's calls: admin faults (service `container`, operations named as [`crate::gke::method_of`] names them),
@@ -908,7 +951,14 @@ async fn container(gcp: &Gcp, method: &str, path: &str, body: &[u8]) -> Response
     if answer_lost { status_error(503, "UNAVAILABLE", "The service is currently unavailable.") } else { answer }
 }
 
-async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query): Query<ListQuery>, body: Bytes) -> Response {
+async fn api(
+    State(gcp): State<Arc<Gcp>>,
+    method: Method,
+    uri: Uri,
+    headers: &axum::http::HeaderMap,
+    Query(query): Query<ListQuery>,
+    body: Bytes,
+) -> Response {
     let path = uri.path().trim_start_matches('/');
     if let Some(route) = path.strip_prefix("_admin/") {
         let (status, value) = if (method.as_str(), route) == ("POST", "metadata") {
@@ -939,6 +989,9 @@ async fn api(State(gcp): State<Arc<Gcp>>, method: Method, uri: Uri, Query(query)
     }
     if path.starts_with("v1/") && gcp.service_of(path) == Some("container") {
         return container(&gcp, method.as_str(), path, &body).await;
+    }
+    if crate::gcp_secrets::serves(path) {
+        return secret_manager(&gcp, method.as_str(), path, &uri, headers, &body).await;
     }
     if path.starts_with("v1/") {
         let operation = match (method.as_str(), path.contains("/operations/"), path.matches('/').count()) {
@@ -1721,9 +1774,11 @@ impl Emulated for Gcp {
         let lustre: Vec<&String> = store.lustre.instances.keys().collect();
         let connections: Vec<&String> = store.connections.keys().collect();
         let (clusters, pools) = store.gke.inventory();
-        let empty = store.resources.is_empty() && lustre.is_empty() && connections.is_empty() && store.gke.is_empty();
+        let empty =
+            store.resources.is_empty() && lustre.is_empty() && connections.is_empty() && store.gke.is_empty() && store.secrets.is_empty();
         json!({"cloud": "gcp", "empty": empty, "resources": {"compute": compute, "lustre": {"instances": lustre},
-               "servicenetworking": {"connections": connections}, "container": {"clusters": clusters, "nodePools": pools}}})
+               "servicenetworking": {"connections": connections}, "container": {"clusters": clusters, "nodePools": pools},
+               "secretmanager": {"secrets": store.secrets.inventory()}}})
     }
 
     fn snapshot(&self) -> Value {
@@ -1735,7 +1790,8 @@ impl Emulated for Gcp {
         let connections: serde_json::Map<String, Value> = store.connections.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let (gke, compute_view) = store.gke_parts();
         let container = gke.snapshot(&compute_view);
-        json!({"compute": compute, "lustre": lustre, "servicenetworking": connections, "container": container})
+        json!({"compute": compute, "lustre": lustre, "servicenetworking": connections, "container": container,
+               "secretmanager": store.secrets.snapshot()})
     }
 
     fn out_of_band(&self, change: &Value) -> Result<Value, String> {
@@ -1768,6 +1824,7 @@ impl Emulated for Gcp {
                 Ok(json!({"done": action, "id": new_path}))
             }
             "delete" if store.lustre.instances.remove(&id).is_some() => Ok(json!({"done": action, "id": id})),
+            "delete" if store.secrets.remove(&id) => Ok(json!({"done": action, "id": id})),
             // A GKE cluster or node pool (`projects/p/locations/l/clusters/c[/nodePools/np]`), with its instance groups.
             "delete" if id.contains("/clusters/") => {
                 let (gke, mut compute) = store.gke_parts();

@@ -315,6 +315,12 @@ fn render(gcp: &Gcp, path: &str, asked: &Asked) -> (u16, &'static str, String) {
             return not_found;
         }
         let token = format!("ya29.emulator-{}", digest(&format!("{path}/{account}")));
+        // Remembered with its service account: Secret Manager tells its callers apart by it.
+        if let Some((email, _)) = walk(&tree, &["instance", "service-accounts", account, "email"])
+            && let Some(email) = email.as_str()
+        {
+            gcp.store.lock().unwrap().tokens.insert(token.clone(), email.to_owned());
+        }
         return (200, JSON, json!({"access_token": token, "expires_in": 3599, "token_type": "Bearer"}).to_string());
     }
     let Some((node, literal)) = walk(&tree, &segments) else { return not_found };

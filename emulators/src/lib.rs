@@ -17,6 +17,7 @@ pub mod clock;
 pub mod conformance;
 pub mod gcp;
 pub mod gcp_lustre;
+pub mod gcp_secrets;
 pub mod gke;
 pub mod harness;
 pub mod hosts;

@@ -27,8 +27,9 @@ fn run(python_var: &str, script: &str, args: &[(&str, &str)]) -> Value {
     let out = cmd.output().unwrap_or_else(|e| panic!("running {python} {}: {e}", path.display()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let summary: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{script} printed no JSON summary ({e}), exit {:?}\n--- stderr\n{stderr}\n--- stdout\n{stdout}", out.status.code()));
+    let summary: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("{script} printed no JSON summary ({e}), exit {:?}\n--- stderr\n{stderr}\n--- stdout\n{stdout}", out.status.code())
+    });
     assert!(out.status.success(), "{script} found problems:\n{stderr}\n--- summary\n{summary:#}");
     summary
 }
@@ -84,6 +85,33 @@ fn aws_secrets_manager_answers_an_instance_role_its_policies_allow_and_refuses_t
             "secretsmanager.PutResourcePolicy",
             "secretsmanager.GetResourcePolicy",
             "secretsmanager.DeleteSecret",
+        ],
+    );
+}
+
+#[test]
+fn gcp_secret_manager_answers_a_service_account_its_secrets_policy_grants_and_refuses_the_others() {
+    let endpoint = hpc_emulators::harness::start_gcp();
+    let summary = run("HPC_CONFORMANCE_PYTHON", "gcp.py", &[("endpoint", &endpoint)]);
+    assert_eq!(summary["granted_read"], true, "{summary:#}");
+    for refused in ["granted_other_secret", "granted_delete", "ungranted_read", "granted_create"] {
+        assert_eq!(summary[refused][0], 403, "{refused}: {summary:#}");
+        assert_eq!(summary[refused][1], "PERMISSION_DENIED", "{refused}: {summary:#}");
+    }
+    assert!(summary["ungranted_read"][2].as_str().unwrap().contains("secretmanager.versions.access"), "{summary:#}");
+    let inventory = hpc_emulators::harness::admin(&endpoint, "GET", "inventory", None);
+    assert_eq!(inventory["resources"]["secretmanager"]["secrets"], serde_json::json!([]), "{inventory:#}");
+    assert_conformant(
+        "gcp",
+        &[
+            "secretmanager.projects.secrets.create",
+            "secretmanager.projects.secrets.get",
+            "secretmanager.projects.secrets.list",
+            "secretmanager.projects.secrets.delete",
+            "secretmanager.projects.secrets.addVersion",
+            "secretmanager.projects.secrets.versions.access",
+            "secretmanager.projects.secrets.getIamPolicy",
+            "secretmanager.projects.secrets.setIamPolicy",
         ],
     );
 }
