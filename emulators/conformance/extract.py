@@ -55,6 +55,8 @@ DISTRIBUTIONS = [
     "azure-mgmt-resource",
     "azure-mgmt-storagecache",
     "azure-mgmt-containerservice",
+    "azure-mgmt-keyvault",
+    "azure-keyvault-secrets",
     "oci",
     "botocore",
 ]
@@ -639,6 +641,10 @@ def gcp():
 
 AZURE_PACKAGES = [
     ("compute", "azure.mgmt.compute"),
+    ("keyvault", "azure.mgmt.keyvault"),
+    # Key Vault's data plane (`{vaultBaseUrl}/secrets/...`): the generated client inside azure-keyvault-secrets,
+    # whose operations module sits at `_operations` rather than `operations`.
+    ("keyvaultsecrets", "azure.keyvault.secrets._generated", "._operations._operations"),
     ("network", "azure.mgmt.network"),
     ("resource", "azure.mgmt.resource.resources"),
     ("storagecache", "azure.mgmt.storagecache"),
@@ -649,12 +655,12 @@ AZURE_FORMATS = {"rfc3339": "date-time", "rfc7231": "date-time-rfc7231", "unix-t
 
 
 class AzurePackage:
-    def __init__(self, svc, pkg):
+    def __init__(self, svc, pkg, ops=".operations._operations"):
         self.svc, self.pkg, self.ns = svc, pkg, f"azure.{svc}"
         self.models = importlib.import_module(pkg + ".models")
         self.models_impl = importlib.import_module(pkg + ".models._models")
         self.model_base = importlib.import_module(pkg + "._utils.model_base")
-        self.ops_module = importlib.import_module(pkg + ".operations._operations")
+        self.ops_module = importlib.import_module(pkg + ops)
         self.globalns = dict(vars(self.models_impl))
         self.globalns["_models"] = self.models
         self.schemas = {}
@@ -1029,8 +1035,8 @@ class AzurePackage:
 
 def azure():
     ops, schemas = [], {}
-    for svc, pkg in AZURE_PACKAGES:
-        p = AzurePackage(svc, pkg)
+    for svc, pkg, *module in AZURE_PACKAGES:
+        p = AzurePackage(svc, pkg, *module)
         p.all_models()
         ops += p.operations()
         schemas.update(p.schemas)

@@ -104,7 +104,15 @@ struct Store {
     /// The instance id the next VM of each scale set gets, by lowercased scale-set id: Azure numbers a
     /// set's VMs upwards and never gives a new VM the id a deleted one had.
     next_instance: BTreeMap<String, u64>,
+    /// Key Vault's data plane: each vault's secrets, by lowercased vault name.
+    vault_data: BTreeMap<String, keyvault::VaultData>,
+    /// The tokens the VMs' metadata services handed out for their managed identities, with the object id
+    /// each is for (Key Vault decides by it who calls).
+    tokens: BTreeMap<String, String>,
 }
+
+/// The tenant ARM reports for a managed identity when none is given.
+const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";
 
 /// The limit a compute usage reports when no test set one: generous, so that nothing else is short of it.
 const DEFAULT_QUOTA: u64 = 100_000;
@@ -357,11 +365,20 @@ pub struct Azure {
     pub admin: Admin,
     /// The VMs' instance metadata services.
     metadata: crate::metadata::Listeners,
+    /// The emulator's TLS, for the vaults' own listeners.
+    tls: std::sync::OnceLock<tokio_rustls::TlsAcceptor>,
+    /// Each vault's data-plane listener (its `vaultUri`), by lowercased vault name: opened by the vault's
+    /// first PUT and kept for the process, so a vault made again under its name has the same URI.
+    vault_ports: Mutex<BTreeMap<String, u16>>,
 }
 
 /// Each VM's instance metadata service (`POST /_admin/metadata`).
 #[path = "azure_imds.rs"]
 mod imds;
+
+/// Key Vault: the vault resource's additions and its secrets' data plane.
+#[path = "azure_keyvault.rs"]
+mod keyvault;
 
 pub struct Running {
     pub endpoint: String,
@@ -372,8 +389,13 @@ pub struct Running {
 }
 
 pub async fn serve(bind: &str) -> std::io::Result<Running> {
-    let emulator =
-        Arc::new(Azure { store: Mutex::new(Store::default()), admin: Admin::default(), metadata: crate::metadata::Listeners::default() });
+    let emulator = Arc::new(Azure {
+        store: Mutex::new(Store::default()),
+        admin: Admin::default(),
+        metadata: crate::metadata::Listeners::default(),
+        tls: std::sync::OnceLock::new(),
+        vault_ports: Mutex::new(BTreeMap::new()),
+    });
     let key = rcgen::KeyPair::generate().map_err(std::io::Error::other)?;
     let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).map_err(std::io::Error::other)?;
     params.subject_alt_names.push(rcgen::SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
@@ -390,9 +412,16 @@ pub async fn serve(bind: &str) -> std::io::Result<Running> {
         .map_err(std::io::Error::other)?;
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let _ = emulator.tls.set(acceptor.clone());
     let listener = tokio::net::TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
     let app = axum::Router::new().fallback(handle).with_state(emulator.clone());
+    serve_tls(listener, acceptor, app);
+    Ok(Running { endpoint: format!("https://127.0.0.1:{}", addr.port()), addr, certificate_pem: cert.pem(), emulator })
+}
+
+/// Serves `app` over TLS on `listener`, each connection on a task of its own.
+fn serve_tls(listener: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcceptor, app: axum::Router) {
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else { continue };
@@ -406,7 +435,6 @@ pub async fn serve(bind: &str) -> std::io::Result<Running> {
             });
         }
     });
-    Ok(Running { endpoint: format!("https://127.0.0.1:{}", addr.port()), addr, certificate_pem: cert.pem(), emulator })
 }
 
 fn arm_error(status: u16, code: &str, message: &str) -> Response {
@@ -1613,6 +1641,14 @@ async fn arm(State(az): State<Arc<Azure>>, method: Method, uri: Uri, headers: He
             value["id"] = json!(path);
             value["name"] = json!(name);
             value["type"] = json!(arm_type(&path));
+            if value["identity"].is_object() {
+                keyvault::fill_identity(&mut value, store.resources.get(&key).map(|s| &s.value), &path);
+            }
+            if kind == "vaults"
+                && let Err(refused) = keyvault::on_vault_put(&az, &mut store, &key, &mut value, existed)
+            {
+                return *refused;
+            }
             if kind == "amlFilesystems" {
                 // What AMLFS reports once built: where clients mount it (the filesystem is always lustrefs).
                 // An update keeps the address the filesystem was built with.
@@ -1866,7 +1902,9 @@ impl Emulated for Azure {
             let kind = if id.to_lowercase().contains("/virtualmachines/") { "virtualMachines".into() } else { type_of(&id) };
             by_kind.entry(kind).or_default().push(id);
         }
-        json!({"cloud": "azure", "empty": store.resources.is_empty(), "resources": {"arm": by_kind}})
+        let secrets = keyvault::inventory(&store);
+        json!({"cloud": "azure", "empty": store.resources.is_empty() && secrets.is_empty(),
+               "resources": {"arm": by_kind, "keyvault": {"secrets": secrets}}})
     }
 
     fn snapshot(&self) -> Value {

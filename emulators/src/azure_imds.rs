@@ -331,7 +331,8 @@ impl Instance for Imds {
 
     fn answer(&self, asked: Asked) -> Answer {
         let found = vm(&self.az.store.lock().unwrap(), &self.key);
-        Box::pin(async move { answer(found, &asked) })
+        let az = self.az.clone();
+        Box::pin(async move { answer(found, &asked, &az) })
     }
 }
 
@@ -363,7 +364,7 @@ fn document(vm: &Vm, version: &str) -> Value {
     json!({"compute": compute, "network": vm.network})
 }
 
-fn answer(found: Option<Vm>, asked: &Asked) -> Response {
+fn answer(found: Option<Vm>, asked: &Asked, az: &Azure) -> Response {
     if !asked.header("metadata").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return error(400, json!({"error": "Bad request. Required metadata header not specified"}));
     }
@@ -385,7 +386,7 @@ fn answer(found: Option<Vm>, asked: &Asked) -> Response {
     }
     let Some(version) = asked.param("api-version").filter(|v| VERSIONS.contains(v)) else { return bad_version() };
     if path.eq_ignore_ascii_case("/metadata/identity/oauth2/token") {
-        return token(&vm, asked);
+        return token(&vm, asked, az);
     }
     let Some(route) = path.strip_prefix("/metadata/instance") else { return error(404, json!({"error": "Not found"})) };
     let doc = document(&vm, version);
@@ -417,7 +418,7 @@ fn answer(found: Option<Vm>, asked: &Asked) -> Response {
 }
 
 /// `/metadata/identity/oauth2/token?resource=...`: a token for the VM's managed identity.
-fn token(vm: &Vm, asked: &Asked) -> Response {
+fn token(vm: &Vm, asked: &Asked, az: &Azure) -> Response {
     let Some(identity) = &vm.identity else {
         return error(400, json!({"error": "invalid_request", "error_description": "Identity not found"}));
     };
@@ -432,10 +433,26 @@ fn token(vm: &Vm, asked: &Asked) -> Response {
             .and_then(|m| m.values().find_map(|u| u["clientId"].as_str().map(str::to_owned)))
             .unwrap_or_else(|| uuid_from(&format!("{resource_id}#identity")))
     });
+    let access_token =
+        format!("eyJ0eXAiOiJKV1Qi.emulator.{}", crate::metadata::digest(&format!("{resource_id}|{resource}|{}", now / 3600)));
+    // The identity's object id, remembered with the token: Key Vault tells its callers apart by it. The
+    // user-assigned identity asked for by `client_id`, else the system-assigned one, else the first user-assigned.
+    let assigned = identity["userAssignedIdentities"].as_object();
+    let by_client = asked
+        .param("client_id")
+        .and_then(|c| assigned.and_then(|m| m.values().find(|u| u["clientId"].as_str() == Some(c))))
+        .map(|u| &u["principalId"]);
+    let principal = by_client
+        .or_else(|| identity.get("principalId"))
+        .or_else(|| assigned.and_then(|m| m.values().next()).map(|u| &u["principalId"]))
+        .and_then(Value::as_str);
+    if let Some(principal) = principal {
+        super::keyvault::remember_token(az, &access_token, principal);
+    }
     error(
         200,
         json!({
-            "access_token": format!("eyJ0eXAiOiJKV1Qi.emulator.{}", crate::metadata::digest(&format!("{resource_id}|{resource}|{}", now / 3600))),
+            "access_token": access_token,
             "client_id": client_id, "expires_in": "86399", "expires_on": (now + 86399).to_string(), "ext_expires_in": "86399",
             "not_before": now.to_string(), "resource": resource, "token_type": "Bearer",
         }),

@@ -115,3 +115,34 @@ fn gcp_secret_manager_answers_a_service_account_its_secrets_policy_grants_and_re
         ],
     );
 }
+
+#[test]
+fn azure_key_vault_answers_an_identity_its_access_policy_or_role_grants_and_refuses_the_others() {
+    let (endpoint, pem) = hpc_emulators::harness::start_azure();
+    let summary = run("HPC_CONFORMANCE_PYTHON", "azure.py", &[("endpoint", &endpoint), ("ca", pem.to_str().unwrap())]);
+    assert_eq!(summary["granted_read"], true, "{summary:#}");
+    for (refused, inner) in
+        [("granted_set", "AccessDenied"), ("ungranted_read", "AccessDenied"), ("granted_read_under_rbac", "ForbiddenByRbac")]
+    {
+        assert_eq!(summary[refused], serde_json::json!([403, "Forbidden", inner]), "{refused}: {summary:#}");
+    }
+    assert!(summary["ungranted_read_by_role"].is_null(), "{summary:#}");
+    assert_eq!(summary["after_delete"][0], 404, "{summary:#}");
+    assert_eq!(summary["set_while_deleted"][0], 409, "{summary:#}");
+    let inventory = hpc_emulators::harness::azure_admin(&endpoint, &pem, "GET", "inventory", None);
+    assert_eq!(inventory["resources"]["keyvault"]["secrets"], serde_json::json!([]), "{inventory:#}");
+    assert!(inventory["resources"]["arm"]["vaults"].is_null(), "{inventory:#}");
+    assert_conformant(
+        "azure",
+        &[
+            "Vaults_CreateOrUpdate",
+            "Vaults_Get",
+            "Vaults_Delete",
+            "SetSecret",
+            "GetSecret",
+            "DeleteSecret",
+            "GetDeletedSecret",
+            "PurgeDeletedSecret",
+        ],
+    );
+}
