@@ -11,7 +11,8 @@ FileSystemNotFound, EC2's instance quotas in Service Quotas (GetServiceQuota, Ge
 set by the admin API's `quota`), a capacity limit per zone and instance type (the admin API's `capacity`:
 RunInstances launches between MinCount and MaxCount as EC2 does, InsufficientInstanceCapacity below MinCount),
 and instance health as DescribeInstanceStatus reports it (status checks and scheduled
-events, paged; set by the admin API's `impair`, cleared by `heal`, a reboot or a stop and start). It also wraps the server in the emulators' common admin API (see
+events, paged; set by the admin API's `impair`, cleared by `heal`, a reboot or a stop and start), and Secrets
+Manager's access decided by the calling instance role (secrets_manager.py). It also wraps the server in the emulators' common admin API (see
 emulators/ADMIN-API.md): reset, inventory, out-of-band changes, fault injection and request counters, and
 in botocore's models as the judge of every call and answer (conformance.py, `HPC_CONFORMANCE=strict`).
 

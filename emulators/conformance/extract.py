@@ -1479,6 +1479,11 @@ def check(doc):
 
     # GCP Compute
     assert "maxDistance" not in gs["compute.v1/ResourcePolicyGroupPlacementPolicy"]["properties"]
+    # Secret stores: the paths the emulators serve them at.
+    access = op(g, "secretmanager.projects.secrets.versions.access")
+    assert access["path"] == "/v1/projects/{projectsId}/secrets/{secretsId}/versions/{versionsId}:access", access["path"]
+    assert op(a, "SetSecret")["path"] == "/secrets/{secret-name}" and op(a, "GetSecret")["path"] == "/secrets/{secret-name}/{secret-version}"
+    assert op(a, "Vaults_CreateOrUpdate")["request"] == "azure.keyvault/VaultCreateOrUpdateParameters"
     assert "maxDistance" in gs["compute.beta/ResourcePolicyGroupPlacementPolicy"]["properties"]
     inst = gs["compute.v1/Instance"]
     assert inst["properties"]["id"].get("readOnly") is True

@@ -1,7 +1,8 @@
 //! Azure Resource Manager emulator over HTTPS (a self-signed certificate that tests trust; the bearer-token
 //! pipeline of azure_core refuses plain HTTP). Resource groups, virtual networks and subnets, network
 //! security groups, proximity placement groups, VM scale sets with their VMs, and Azure Managed Lustre
-//! (`Microsoft.StorageCache/amlFilesystems`), and AKS managed clusters with their agent pools
+//! (`Microsoft.StorageCache/amlFilesystems`), Key Vault (`Microsoft.KeyVault/vaults`, and each vault's secrets
+//! on a listener of its own: `azure_keyvault.rs`), and AKS managed clusters with their agent pools
 //! (`Microsoft.ContainerService`; a cluster's `agentPoolProfiles` become its first agent pools, and an agent
 //! pool carries its `eTag` in its properties). Scale sets, filesystems and AKS writes are long-running: PUT and DELETE
 //! answer 201/202 with an `Azure-AsyncOperation` URL that reports InProgress, then Succeeded or Failed.
