@@ -1056,6 +1056,11 @@ OCI_SERVICES = [
     # Container Engine for Kubernetes (OKE): clusters, their kubeconfig, and OKE's own work requests, whose
     # models (WorkRequest, WorkRequestResource) are namespaced oci.containerengine/ apart from Core's.
     ("containerengine", "oci.container_engine"),
+    # OCI Vault, for the secret store: KMS vaults and keys (`/20180608`, the vault's management endpoint),
+    # Vault secrets (`/20180608/secrets`) and the Secret Retrieval API (`/20190301/secretbundles`).
+    ("kms", "oci.key_management"),
+    ("vault", "oci.vault"),
+    ("secrets", "oci.secrets"),
 ]
 
 OCI_SCALARS = {
