@@ -1061,6 +1061,11 @@ OCI_SERVICES = [
     ("kms", "oci.key_management"),
     ("vault", "oci.vault"),
     ("secrets", "oci.secrets"),
+    # Identity (IAM, `/20160918` like Core, on its own host): compartments, dynamic groups and policies, which
+    # decide what an instance principal may read. Its own work requests share Core's `/20160918/workRequests`
+    # paths; the emulators tell services apart by path only, so a path an earlier service has keeps that
+    # service's operation (see oci_cloud).
+    ("identity", "oci.identity"),
 ]
 
 OCI_SCALARS = {
@@ -1304,11 +1309,13 @@ class OciService:
 
 
 def oci_cloud():
-    ops, schemas = [], {}
+    ops, schemas, taken = [], {}, set()
     for svc, pkg in OCI_SERVICES:
         s = OciService(svc, pkg)
         s.all_models()
-        ops += s.operations()
+        mine = [o for o in s.operations() if (o["method"], o["path"]) not in taken]
+        ops += mine
+        taken |= {(o["method"], o["path"]) for o in mine}
         schemas.update(s.schemas)
     return {"operations": sort_ops(ops), "schemas": schemas}
 
@@ -1602,6 +1609,11 @@ def check(doc):
     assert op(o, "GetWorkRequest", "20160918")["response"] == "oci.work_requests/WorkRequest"
     assert "percentComplete" not in os_["oci.containerengine/WorkRequest"]["properties"]
     assert "percentComplete" in os_["oci.work_requests/WorkRequest"]["properties"]
+    for op_id, path in [("CreateDynamicGroup", "/20160918/dynamicGroups"), ("CreatePolicy", "/20160918/policies"),
+                        ("CreateCompartment", "/20160918/compartments"), ("GetSecretBundleByName", "/20190301/secretbundles/actions/getByName"),
+                        ("ScheduleSecretDeletion", "/20180608/secrets/{secretId}/actions/scheduleDeletion")]:
+        assert op(o, op_id)["path"] == path, (op_id, op(o, op_id)["path"])
+    assert {"compartmentId", "name", "matchingRule", "description"} <= set(os_["oci.identity/CreateDynamicGroupDetails"]["required"])
     if "aws" in clouds:
         w = clouds["aws"]
         assert op(w, "RunInstances")["request"] == "aws.ec2.query/RunInstancesRequest"

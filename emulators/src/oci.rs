@@ -57,6 +57,14 @@ mod oke;
 #[path = "oci_imds.rs"]
 mod imds;
 
+/// Identity: compartments, dynamic groups, policies, instance principals and what they grant.
+#[path = "oci_identity.rs"]
+mod identity;
+
+/// OCI Vault: KMS vaults and keys, secrets and secret bundles.
+#[path = "oci_vault.rs"]
+mod vault;
+
 /// Seconds a lifecycle step (and a work request) takes.
 const SETTLE: f64 = 0.3;
 const CORE: &str = "20160918";
@@ -288,6 +296,10 @@ struct Store {
     /// Host capacity set through `POST /_admin/capacity`: (availability domain, shape) -> instances that may be
     /// live there at once.
     capacity: BTreeMap<(String, String), u64>,
+    /// Identity's objects and the instance principals' certificates and tokens.
+    identity: identity::Directory,
+    /// Vaults, keys and secrets.
+    vault: vault::Vaults,
     next: u64,
 }
 
@@ -296,6 +308,8 @@ pub struct Oci {
     pub admin: Admin,
     /// The instances' metadata services.
     metadata: crate::metadata::Listeners,
+    /// Each vault's management endpoint, by vault OCID.
+    vault_ports: Mutex<BTreeMap<String, u16>>,
 }
 
 pub struct Running {
@@ -305,8 +319,12 @@ pub struct Running {
 }
 
 pub async fn serve(bind: &str) -> std::io::Result<Running> {
-    let emulator =
-        Arc::new(Oci { store: Mutex::new(Store::default()), admin: Admin::default(), metadata: crate::metadata::Listeners::default() });
+    let emulator = Arc::new(Oci {
+        store: Mutex::new(Store::default()),
+        admin: Admin::default(),
+        metadata: crate::metadata::Listeners::default(),
+        vault_ports: Mutex::default(),
+    });
     let addr = crate::admin::serve_http(axum::Router::new().fallback(handle).with_state(emulator.clone()), bind).await?;
     Ok(Running { endpoint: format!("http://{addr}"), addr, emulator })
 }
@@ -315,47 +333,84 @@ fn unauthenticated() -> Reply {
     Reply::error(401, "NotAuthenticated", "The required information to complete authentication was not provided or was incorrect.")
 }
 
-/// Checks the request's HTTP signature; the reason on failure goes to the emulator's log only, as OCI
-/// gives callers no detail either.
-fn verify(keys: &BTreeMap<String, Vec<u8>>, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<(), String> {
-    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).ok_or("no authorization header")?;
-    let params = auth.strip_prefix("Signature ").ok_or("not a Signature authorization")?;
-    let field = |name: &str| {
-        params.split(',').find_map(|p| p.trim().strip_prefix(&format!("{name}=\"")).map(|v| v.trim_end_matches('"').to_owned()))
-    };
-    let key_id = field("keyId").ok_or("no keyId")?;
-    let names = field("headers").unwrap_or_else(|| "date".into());
-    let signature = STANDARD.decode(field("signature").ok_or("no signature")?).map_err(|_| "signature is not base64")?;
-    if field("algorithm").as_deref() != Some("rsa-sha256") {
-        return Err("algorithm must be rsa-sha256".into());
+/// Who a request is from, as its signature tells.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Caller {
+    /// An API key registered through `POST /_admin/keys`: the tenancy's user, who may do everything.
+    ApiKey,
+    /// An instance principal (`keyId="ST$<token>"`): the instance the token was handed to.
+    Instance(String),
+}
+
+/// The parts of a `Signature` authorization header.
+struct Signature {
+    key_id: String,
+    /// The headers signed, in order.
+    signed: Vec<String>,
+    signature: Vec<u8>,
+}
+
+impl Signature {
+    fn parse(headers: &HeaderMap) -> Result<Signature, String> {
+        let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).ok_or("no authorization header")?;
+        let params = auth.strip_prefix("Signature ").ok_or("not a Signature authorization")?;
+        let field = |name: &str| {
+            params.split(',').find_map(|p| p.trim().strip_prefix(&format!("{name}=\"")).map(|v| v.trim_end_matches('"').to_owned()))
+        };
+        let key_id = field("keyId").ok_or("no keyId")?;
+        let names = field("headers").unwrap_or_else(|| "date".into());
+        let signature = STANDARD.decode(field("signature").ok_or("no signature")?).map_err(|_| "signature is not base64")?;
+        if field("algorithm").as_deref() != Some("rsa-sha256") {
+            return Err("algorithm must be rsa-sha256".into());
+        }
+        Ok(Signature { key_id, signed: names.split(' ').map(str::to_owned).collect(), signature })
     }
-    let key = keys.get(&key_id).ok_or_else(|| format!("unknown keyId {key_id}"))?;
+
+    /// Checks that every header in `needed` was signed, the body's digest, and the signature with `key` (an
+    /// RSA public key, DER).
+    fn check(&self, key: &[u8], needed: &[&str], method: &str, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<(), String> {
+        if let Some(missing) = needed.iter().find(|n| !self.signed.iter().any(|s| s == *n)) {
+            return Err(format!("header {missing} is not signed"));
+        }
+        if self.signed.iter().any(|s| s == "x-content-sha256") {
+            let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body);
+            let sent = headers.get("x-content-sha256").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            if sent != STANDARD.encode(digest.as_ref()) {
+                return Err("x-content-sha256 does not match the body".into());
+            }
+        }
+        let target = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let lines: Vec<String> = self
+            .signed
+            .iter()
+            .map(|name| match name.as_str() {
+                "(request-target)" => format!("(request-target): {} {target}", method.to_ascii_lowercase()),
+                other => format!("{other}: {}", headers.get(other).and_then(|v| v.to_str().ok()).unwrap_or_default()),
+            })
+            .collect();
+        UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, key)
+            .verify(lines.join("\n").as_bytes(), &self.signature)
+            .map_err(|_| "signature does not verify".into())
+    }
+}
+
+/// Checks the request's HTTP signature and says who sent it; the reason on failure goes to the emulator's log
+/// only, as OCI gives callers no detail either. An API key's signature is checked against the keys registered
+/// through the admin API, a security token's (`ST$<token>`) against the session key it was handed out for.
+fn verify(store: &Store, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Caller, String> {
+    let sig = Signature::parse(headers)?;
     let needed: &[&str] = match method.as_str() {
         "POST" | "PUT" | "PATCH" => &["date", "(request-target)", "host", "x-content-sha256", "content-type", "content-length"],
         _ => &["date", "(request-target)", "host"],
     };
-    let signed: Vec<&str> = names.split(' ').collect();
-    if let Some(missing) = needed.iter().find(|n| !signed.contains(n)) {
-        return Err(format!("header {missing} is not signed"));
+    if let Some(token) = sig.key_id.strip_prefix("ST$") {
+        let (instance, key) = identity::session(store, token)?;
+        sig.check(key, needed, method.as_str(), uri, headers, body)?;
+        return Ok(Caller::Instance(instance.to_owned()));
     }
-    if signed.contains(&"x-content-sha256") {
-        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body);
-        let sent = headers.get("x-content-sha256").and_then(|v| v.to_str().ok()).unwrap_or_default();
-        if sent != STANDARD.encode(digest.as_ref()) {
-            return Err("x-content-sha256 does not match the body".into());
-        }
-    }
-    let target = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let lines: Vec<String> = signed
-        .iter()
-        .map(|name| match *name {
-            "(request-target)" => format!("(request-target): {} {target}", method.as_str().to_ascii_lowercase()),
-            other => format!("{other}: {}", headers.get(other).and_then(|v| v.to_str().ok()).unwrap_or_default()),
-        })
-        .collect();
-    UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, key)
-        .verify(lines.join("\n").as_bytes(), &signature)
-        .map_err(|_| "signature does not verify".into())
+    let key = store.keys.get(&sig.key_id).ok_or_else(|| format!("unknown keyId {}", sig.key_id))?;
+    sig.check(key, needed, method.as_str(), uri, headers, body)?;
+    Ok(Caller::ApiKey)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -383,6 +438,10 @@ enum Action {
     CapacityReport,
     /// Container Engine for Kubernetes: `oke::handle` tells its operations apart by name.
     Oke,
+    /// Identity's compartments, dynamic groups and policies: `identity::handle`, by name.
+    Identity,
+    /// KMS vaults and keys, Vault secrets and secret bundles: `vault::handle`, by name.
+    Vault,
 }
 
 struct Route {
@@ -398,12 +457,23 @@ struct Route {
     operation: String,
 }
 
-/// Maps a request to its operation; None for what OCI does not serve (a 404).
-fn route(method: &Method, path: &str) -> Option<Route> {
+/// Maps a request to its operation; None for what OCI does not serve (a 404). `vault` is the vault whose
+/// management endpoint the request came to, None on the main listener.
+fn route(method: &Method, path: &str, vault: Option<&str>) -> Option<Route> {
     let (version, rest) = path.split_once('/')?;
-    let version = [CORE, LUSTRE, LIMITS, OKE].into_iter().find(|v| *v == version)?;
+    let version = [CORE, LUSTRE, LIMITS, OKE, vault::KMS, vault::SECRETS].into_iter().find(|v| *v == version)?;
     let segs: Vec<&str> = rest.split('/').collect();
     let method = method.as_str();
+    if version == vault::KMS || version == vault::SECRETS || vault.is_some() {
+        let (operation, id) = vault::route(method, version, &segs, vault)?;
+        let (operation, child) = (operation.to_owned(), String::new());
+        return Some(Route { action: Action::Vault, version, collection: None, id, child, operation });
+    }
+    if version == CORE
+        && let Some((operation, id)) = identity::route(method, &segs)
+    {
+        return Some(Route { action: Action::Identity, version, collection: None, id, child: String::new(), operation });
+    }
     if version == OKE {
         let (operation, id) = oke::route(method, &segs)?;
         let (operation, child) = (operation.to_owned(), String::new());
@@ -550,6 +620,8 @@ struct Req<'a> {
     /// An `operation_error` fault fired on an OKE create or delete: accepted, and its work request fails with
     /// nothing done.
     operation_error: bool,
+    /// Who sent it.
+    caller: &'a Caller,
 }
 
 impl Req<'_> {
@@ -558,23 +630,66 @@ impl Req<'_> {
     }
 }
 
-/// Every call is judged by the vendor's published definition first (when `HPC_CONFORMANCE=strict`), and
-/// so is the answer (see `conformance`).
+/// The auth service's federation endpoint, where an instance exchanges its certificate for a security token.
+const FEDERATION_PATH: &str = "/v1/x509";
+
 async fn handle(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    if uri.path().starts_with("/_admin/") || !oci.admin.judging() {
-        return api(State(oci), method.clone(), uri.clone(), headers, body.clone()).await;
+    dispatch(oci, None, method, uri, headers, body).await
+}
+
+/// A vault's management endpoint: the key operations of that vault.
+async fn handle_vault(
+    State((oci, vault)): State<(Arc<Oci>, String)>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    dispatch(oci, Some(vault), method, uri, headers, body).await
+}
+
+/// Every call is judged by the vendor's published definition first (when `HPC_CONFORMANCE=strict`), and
+/// so is the answer (see `conformance`); the admin API and the auth service's federation endpoint (which no
+/// published definition describes) are not.
+async fn dispatch(oci: Arc<Oci>, vault: Option<String>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let unjudged = vault.is_none() && (uri.path().starts_with("/_admin/") || uri.path() == FEDERATION_PATH);
+    if unjudged || !oci.admin.judging() {
+        return api(oci, vault, method.clone(), uri.clone(), headers, body.clone()).await;
     }
     let op = match crate::conformance::gate(crate::conformance::Cloud::Oci, method.as_str(), &uri, &headers, &body) {
         Ok(op) => op,
         Err(refusal) => return *refusal,
     };
-    let response = api(State(oci), method.clone(), uri.clone(), headers, body.clone()).await;
+    let response = api(oci, vault, method.clone(), uri.clone(), headers, body.clone()).await;
     crate::conformance::checked(op, crate::conformance::Cloud::Oci, response).await
 }
 
-async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+/// Opens a vault's management endpoint (once per vault OCID for the process; `reset` leaves it open, and a
+/// vault it no longer knows answers 404 there).
+fn open_vault_listener(oci: &Arc<Oci>, vault: &str) -> std::io::Result<u16> {
+    let mut ports = oci.vault_ports.lock().unwrap();
+    if let Some(port) = ports.get(vault) {
+        return Ok(*port);
+    }
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    std_listener.set_nonblocking(true)?;
+    let port = std_listener.local_addr()?.port();
+    let listener = tokio::net::TcpListener::from_std(std_listener)?;
+    let app = axum::Router::new().fallback(handle_vault).with_state((oci.clone(), vault.to_owned()));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    ports.insert(vault.to_owned(), port);
+    Ok(port)
+}
+
+async fn api(oci: Arc<Oci>, vault: Option<String>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().trim_start_matches('/').to_owned();
-    if let Some(route) = path.strip_prefix("_admin/") {
+    if vault.is_none() && uri.path() == FEDERATION_PATH {
+        let mut store = oci.store.lock().unwrap();
+        return identity::federate(&mut store, method.as_str(), &uri, &headers, &body).into_response();
+    }
+    if let Some(route) = path.strip_prefix("_admin/").filter(|_| vault.is_none()) {
         let (status, value) = if (method.as_str(), route) == ("POST", "metadata") {
             imds::listen(&oci, &body)
         } else {
@@ -582,18 +697,26 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         };
         return (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), axum::Json(value)).into_response();
     }
-    {
-        let store = oci.store.lock().unwrap();
-        if let Err(why) = verify(&store.keys, &method, &uri, &headers, &body) {
+    let verified = verify(&oci.store.lock().unwrap(), &method, &uri, &headers, &body);
+    let caller = match verified {
+        Ok(caller) => caller,
+        Err(why) => {
             eprintln!("oci emulator: 401 for {method} {uri}: {why}");
             return unauthenticated().into_response();
         }
+    };
+    let Some(route) = route(&method, &path, vault.as_deref()) else { return Reply::not_found().into_response() };
+    // An instance principal may read secret bundles a policy grants it, and nothing else: no other grant is
+    // modelled, and what is not understood is refused.
+    if matches!(caller, Caller::Instance(_)) && !(route.action == Action::Vault && vault::open_to_instances(&route.operation)) {
+        return Reply::not_found().into_response();
     }
-    let Some(route) = route(&method, &path) else { return Reply::not_found().into_response() };
-    let service = match route.version {
-        CORE => "core",
-        LIMITS => "limits",
-        OKE => "containerengine",
+    let service = match (route.action, route.version) {
+        (Action::Identity, _) => "identity",
+        (Action::Vault, _) => vault::service(&route.operation),
+        (_, CORE) => "core",
+        (_, LIMITS) => "limits",
+        (_, OKE) => "containerengine",
         _ => "lustre",
     };
     let mut capacity_failure = false;
@@ -635,8 +758,16 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
     if let Some(previous) = retry.as_ref().and_then(|key| store.retries.get(key)) {
         return previous.clone().into_response();
     }
-    let req =
-        Req { route: &route, query: &query, headers: &headers, body: &body, raw_query: uri.query(), capacity_failure, operation_error };
+    let req = Req {
+        route: &route,
+        query: &query,
+        headers: &headers,
+        body: &body,
+        raw_query: uri.query(),
+        capacity_failure,
+        operation_error,
+        caller: &caller,
+    };
     let before = instance_states(&store);
     let result = match route.action {
         Action::Create => create(&mut store, &req),
@@ -661,6 +792,8 @@ async fn api(State(oci): State<Arc<Oci>>, method: Method, uri: Uri, headers: Hea
         Action::GetResourceAvailability => get_resource_availability(&store, &req),
         Action::CapacityReport => capacity_report(&store, &req),
         Action::Oke => oke::handle(&mut store, &req),
+        Action::Identity => identity::handle(&mut store, &req),
+        Action::Vault => vault::handle(&mut store, &req, vault.as_deref(), &|id| open_vault_listener(&oci, id)),
     };
     let reply = result.unwrap_or_else(|e| e);
     record_events(&oci.admin, &store, &before, route.action == Action::Power);
@@ -2802,8 +2935,15 @@ impl Emulated for Oci {
             };
             services.entry(service).or_default().entry(kind).or_default().push(id.clone());
         }
+        let (vaults, pending_deletion) = vault::inventory(&store);
+        for (kind, ids) in vaults {
+            services.entry(if kind == "secrets" { "vault" } else { "kms" }).or_default().insert(kind, ids);
+        }
+        services.insert("identity", identity::inventory(&store));
         let empty = services.values().flat_map(|kinds| kinds.values()).all(Vec::is_empty);
-        json!({"cloud": "oci", "empty": empty, "resources": services})
+        // Vaults, keys and secrets scheduled for deletion are what a destroy leaves (OCI deletes them days
+        // later): listed, but not counted against `empty`.
+        json!({"cloud": "oci", "empty": empty, "resources": services, "pending_deletion": pending_deletion})
     }
 
     fn snapshot(&self) -> Value {
@@ -2815,6 +2955,9 @@ impl Emulated for Oci {
             .filter(|(_, s)| !finished(s))
             .map(|(id, s)| (id.clone(), as_model(shown(&store, s), full_model(s.kind))))
             .collect();
+        let mut all = all;
+        all.extend(vault::snapshot(&store));
+        all.extend(identity::snapshot(&store));
         let rules: serde_json::Map<String, Value> = store.rules.iter().map(|(id, r)| (id.clone(), json!(r))).collect();
         json!({"resources": all, "security_rules": rules})
     }

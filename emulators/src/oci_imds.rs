@@ -5,7 +5,8 @@
 //! As OCI's "Getting Instance Metadata" documents it: the v2 endpoints (`/opc/v2/`) need the header
 //! `Authorization: Bearer Oracle` (401 without it); `/opc/v2/instance/` answers the instance as JSON and each
 //! of its fields as a leaf (`/opc/v2/instance/displayName`, `/opc/v2/instance/metadata/<key>`), and
-//! `/opc/v2/vnics/` its VNICs. The legacy v1 endpoints (`/opc/v1/`, `/openstack`) answer too, without the
+//! `/opc/v2/vnics/` its VNICs, and `/opc/v2/identity/` the instance principal's leaf certificate (`cert.pem`),
+//! its private key (`key.pem`) and the intermediate certificate (`intermediate.pem`) (see `oci_identity.rs`). The legacy v1 endpoints (`/opc/v1/`, `/openstack`) answer too, without the
 //! header, unless the instance was launched with `instanceOptions.areLegacyImdsEndpointsDisabled`: then they
 //! are 404 and a request forwarded through a proxy (`Forwarded`, `X-Forwarded-For`, `X-Forwarded-Host`) is
 //! refused.
@@ -49,14 +50,20 @@ impl Instance for Imds {
     }
 
     fn answer(&self, asked: Asked) -> Answer {
-        let store = self.oci.store.lock().unwrap();
+        let mut store = self.oci.store.lock().unwrap();
+        // The instance principal's certificates and key: `/opc/v2/identity/{cert,key,intermediate}.pem`.
+        let identity_file = asked
+            .path
+            .trim_start_matches('/')
+            .strip_prefix("opc/v2/identity/")
+            .and_then(|file| super::identity::metadata_file(&mut store, &self.id, file));
         let found = document(&store, &self.id);
         let legacy_disabled = store
             .resources
             .get(&self.id)
             .is_some_and(|s| s.value["instanceOptions"]["areLegacyImdsEndpointsDisabled"].as_bool() == Some(true));
         drop(store);
-        Box::pin(async move { answer(found, legacy_disabled, &asked) })
+        Box::pin(async move { answer(found, identity_file, legacy_disabled, &asked) })
     }
 }
 
@@ -73,7 +80,7 @@ fn host_label(name: &str) -> String {
 }
 
 /// RFC 3339 (as the emulator writes it) to milliseconds since the epoch, as IMDS gives `timeCreated`.
-fn epoch_millis(t: &str) -> i64 {
+pub(super) fn epoch_millis(t: &str) -> i64 {
     let num = |r: std::ops::Range<usize>| t.get(r).and_then(|s| s.parse::<i64>().ok()).unwrap_or_default();
     let (y, mo, d, h, mi, s) = (num(0..4), num(5..7), num(8..10), num(11..13), num(14..16), num(17..19));
     let ms = num(20..23);
@@ -156,7 +163,7 @@ fn not_found() -> Response {
     respond(404, "text/plain; charset=utf-8", "Not Found\n", &[])
 }
 
-fn answer(found: Option<(Value, Vec<Value>)>, legacy_disabled: bool, asked: &Asked) -> Response {
+fn answer(found: Option<(Value, Vec<Value>)>, identity_file: Option<String>, legacy_disabled: bool, asked: &Asked) -> Response {
     if legacy_disabled && asked.forwarded() {
         return respond(403, "text/plain; charset=utf-8", "Forbidden: forwarded requests are rejected\n", &[]);
     }
@@ -186,6 +193,12 @@ fn answer(found: Option<(Value, Vec<Value>)>, legacy_disabled: bool, asked: &Ask
     let Some((instance, vnics)) = found else { return not_found() };
     let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     let root = match segments.first() {
+        Some(&"identity") if version == 2 => {
+            return match identity_file {
+                Some(pem) => respond(200, "text/plain", pem, &[]),
+                None => not_found(),
+            };
+        }
         Some(&"instance") => instance,
         Some(&"vnics") => Value::Array(vnics),
         _ => return not_found(),

@@ -146,3 +146,57 @@ fn azure_key_vault_answers_an_identity_its_access_policy_or_role_grants_and_refu
         ],
     );
 }
+
+#[test]
+fn oci_vault_answers_an_instance_principal_a_policy_grants_and_refuses_the_others() {
+    let (endpoint, key) = hpc_emulators::harness::start_oci();
+    let summary = run(
+        "HPC_CONFORMANCE_PYTHON",
+        "oci.py",
+        &[
+            ("endpoint", &endpoint),
+            ("tenancy", &key.tenancy),
+            ("user", &key.user),
+            ("fingerprint", &key.fingerprint),
+            ("key-file", key.private_key_path.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(summary["granted_read"], true, "{summary:#}");
+    for refused in ["granted_other_secret", "granted_get_secret", "ungranted_read", "ungranted_read_by_name", "key_on_main_endpoint"] {
+        assert_eq!(summary[refused], serde_json::json!([404, "NotAuthorizedOrNotFound"]), "{refused}: {summary:#}");
+    }
+    assert_eq!(summary["duplicate_name"][0], 409, "{summary:#}");
+    assert!(summary["granted_read_after_deletion"][0].as_u64().is_some_and(|s| s >= 400), "{summary:#}");
+    let inventory = hpc_emulators::harness::admin(&endpoint, "GET", "inventory", None);
+    let resources = &inventory["resources"];
+    for (service, kind) in
+        [("vault", "secrets"), ("kms", "vaults"), ("kms", "keys"), ("identity", "dynamicGroups"), ("identity", "policies")]
+    {
+        assert_eq!(resources[service][kind], serde_json::json!([]), "{service}.{kind}: {inventory:#}");
+    }
+    // Two secrets, the key and the vault wait out their deletion window.
+    assert_eq!(inventory["pending_deletion"].as_array().map(Vec::len), Some(4), "{inventory:#}");
+    assert_conformant(
+        "oci",
+        &[
+            "CreateVault",
+            "GetVault",
+            "ScheduleVaultDeletion",
+            "CreateKey",
+            "GetKey",
+            "ScheduleKeyDeletion",
+            "CreateSecret",
+            "GetSecret",
+            "ListSecrets",
+            "ScheduleSecretDeletion",
+            "GetSecretBundle",
+            "GetSecretBundleByName",
+            "CreateCompartment",
+            "CreateDynamicGroup",
+            "CreatePolicy",
+            "DeletePolicy",
+            "DeleteDynamicGroup",
+            "DeleteCompartment",
+        ],
+    );
+}
