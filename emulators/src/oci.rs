@@ -5,12 +5,15 @@
 //! (`/20250228`: Lustre file systems, Object Storage links and their import sync jobs, work requests) and the Limits
 //! service's GetResourceAvailability (`/20190729`, Compute GPU limits per availability domain, set through `POST
 //! /_admin/quota`; usage from the live instances) and Container Engine for Kubernetes (`/20180222`, in `oke.rs`:
-//! clusters in a Core VCN, their kubeconfig and OKE's own work requests) in memory on 127.0.0.1. Host capacity per
+//! clusters in a Core VCN, their kubeconfig and OKE's own work requests), OCI Vault (`oci_vault.rs`: KMS vaults
+//! and keys, secrets and secret bundles) and the Identity objects that decide what an instance principal may
+//! read (`oci_identity.rs`: compartments, dynamic groups, policies, the federation endpoint) in memory on 127.0.0.1. Host capacity per
 //! availability domain and shape (`POST /_admin/capacity`) refuses a LaunchInstance beyond it with OCI's 500 "Out of
 //! host capacity." and gives a cluster network's pool or a GPU memory cluster what fits, failing its work request.
 //! Every request's HTTP signature is verified against the API public keys registered through `POST /_admin/keys`
-//! (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem": ...}`); a missing or bad signature gets OCI's
-//! real 401 `NotAuthenticated` answer.
+//! (`{"key_id": "<tenancy>/<user>/<fingerprint>", "public_key_pem": ...}`), or, for an instance principal's
+//! `keyId="ST$<token>"`, against the session key its token was handed out for; a missing or bad signature gets
+//! OCI's real 401 `NotAuthenticated` answer.
 //!
 //! It answers as OCI does where the provider's client can tell: camelCase JSON, `{"code", "message"}` errors with
 //! OCI's status codes (400 `MissingParameter`/`InvalidParameter`, 404 `NotAuthorizedOrNotFound`, 409 `Conflict` for
