@@ -165,6 +165,8 @@ fn oci_vault_answers_an_instance_principal_a_policy_grants_and_refuses_the_other
     for refused in ["granted_other_secret", "granted_get_secret", "ungranted_read", "ungranted_read_by_name", "key_on_main_endpoint"] {
         assert_eq!(summary[refused], serde_json::json!([404, "NotAuthorizedOrNotFound"]), "{refused}: {summary:#}");
     }
+    assert_eq!(summary["ungranted_reads_other"], true, "{summary:#}");
+    assert_eq!(summary["forged_token"], serde_json::json!([401, "NotAuthenticated"]), "{summary:#}");
     assert_eq!(summary["duplicate_name"][0], 409, "{summary:#}");
     assert!(summary["granted_read_after_deletion"][0].as_u64().is_some_and(|s| s >= 400), "{summary:#}");
     let inventory = hpc_emulators::harness::admin(&endpoint, "GET", "inventory", None);

@@ -1,11 +1,13 @@
 """OCI Vault on the OCI emulator, driven by Oracle's `oci` SDK: the provider's API key makes a compartment, a
 KMS vault (waiting for ACTIVE), an AES key on the vault's management endpoint and the munge key as a secret
 with base64 content; two instances launch in the compartment; a dynamic group whose matching rule names one of
-them and a policy letting that group read secret bundles of that secret are written through the Identity API.
+them and a policy letting that group read secret bundles of that secret are written through the Identity API
+(with a group whose rule is not understood, and one holding the other instance by ALL of its compartment and
+id that may read only the other secret).
 Each instance then signs as itself with the SDK's InstancePrincipalsSecurityTokenSigner (its certificates from
 its metadata listener, a security token from the emulator's federation endpoint): the granted one reads the
 bundle by id and by name, the other, and the granted one on another secret, are refused with 404
-NotAuthorizedOrNotFound. The secrets, key and vault are scheduled for deletion, the rest deleted. Prints one
+NotAuthorizedOrNotFound; a forged security token is refused with 401. The secrets, key and vault are scheduled for deletion, the rest deleted. Prints one
 JSON summary; exits 1 with the problems on stderr.
 
     python oci.py --endpoint http://127.0.0.1:PORT --tenancy T --user U --fingerprint F --key-file PEM
@@ -104,7 +106,8 @@ def main():
 
     secret = create_secret("train-munge", munge)
     secret = wait_for(lambda: vaults.get_secret(secret.id), ["ACTIVE"], "the secret")
-    other = create_secret("other-munge", os.urandom(1024))
+    other_content = os.urandom(1024)
+    other = create_secret("other-munge", other_content)
     summary["duplicate_name"] = refused(create_secret, "train-munge", munge)
     listed = vaults.list_secrets(compartment, name="train-munge").data
     expect([s.id for s in listed] == [secret.id], f"list_secrets(name=train-munge): {[s.id for s in listed]}")
@@ -127,15 +130,19 @@ def main():
 
     # Who may read: a dynamic group naming the granted instance, and a policy for that one secret. A second group
     # whose rule is not understood here (a tag) is granted everything, and so matches no one.
+    # A third group holds the other instance by ALL of its compartment and its id, and may read the other secret.
     groups = [identity.create_dynamic_group(oci.identity.models.CreateDynamicGroupDetails(
         compartment_id=a.tenancy, name=name, description="hosts of the train cluster", matching_rule=rule)).data.id
         for name, rule in [("train-munge-readers", f"ANY {{instance.id = '{instances['granted']}', instance.id = 'ocid1.instance.oc1..gone'}}"),
-                           ("train-tagged", "tag.hpc.role.value = 'node'")]]
+                           ("train-tagged", "tag.hpc.role.value = 'node'"),
+                           ("other-readers", f"ALL {{instance.compartment.id = '{compartment}', instance.id = \"{instances['ungranted']}\"}}")]]
     policy = identity.create_policy(oci.identity.models.CreatePolicyDetails(
         compartment_id=a.tenancy, name="train-munge-read", description="the train cluster's hosts read its munge key",
         statements=[f"Allow dynamic-group train-munge-readers to read secret-bundles in compartment hpc-secrets "
                     f"where target.secret.id = '{secret.id}'",
-                    "Allow dynamic-group train-tagged to read secret-bundles in compartment hpc-secrets"])).data
+                    "Allow dynamic-group train-tagged to read secret-bundles in compartment hpc-secrets",
+                    f"allow dynamic-group other-readers to use secret-family in compartment id {compartment} "
+                    f"where target.secret.id = '{other.id}'"])).data
     expect(policy.lifecycle_state == "ACTIVE", f"create_policy answered {policy.lifecycle_state}")
 
     hosts = {}
@@ -148,7 +155,7 @@ def main():
         claims = signer.federation_client.security_token.get_jwt()
         expect(claims.get("opc-instance") == instance, f"{who}: the token's claims {claims}")
         hosts[who] = {"secrets": oci.secrets.SecretsClient({}, signer=signer, **kw),
-                      "vaults": oci.vault.VaultsClient({}, signer=signer, **kw)}
+                      "vaults": oci.vault.VaultsClient({}, signer=signer, **kw), "signer": signer}
     del os.environ["OCI_METADATA_BASE_URL"]
 
     bundle = hosts["granted"]["secrets"].get_secret_bundle(secret.id).data
@@ -160,6 +167,13 @@ def main():
     summary["granted_other_secret"] = refused(hosts["granted"]["secrets"].get_secret_bundle, other.id)
     summary["granted_get_secret"] = refused(hosts["granted"]["vaults"].get_secret, secret.id)
     summary["ungranted_read"] = refused(hosts["ungranted"]["secrets"].get_secret_bundle, secret.id)
+    summary["ungranted_reads_other"] = base64.b64decode(
+        hosts["ungranted"]["secrets"].get_secret_bundle(other.id).data.secret_bundle_content.content) == other_content
+    # A token the federation endpoint did not hand out, signed with a real session key, is not anyone's.
+    session_key = hosts["granted"]["signer"].federation_client.session_key_supplier.get_key_pair()["private"]
+    token = hosts["granted"]["signer"].federation_client.security_token.security_token
+    forged = oci.auth.signers.SecurityTokenSigner(token[:-4] + "AAAA", session_key)
+    summary["forged_token"] = refused(oci.secrets.SecretsClient({}, signer=forged, **kw).get_secret_bundle, secret.id)
     summary["ungranted_read_by_name"] = refused(hosts["ungranted"]["secrets"].get_secret_bundle_by_name,
                                                 secret_name="train-munge", vault_id=vault.id)
 
