@@ -12,8 +12,9 @@
 # It locks the instance metadata service to root (hpc-metadata-lock), sets the host name (slurmctld serves
 # only as a SlurmctldHost), installs Slurm and munge where the image
 # lacks them, installs hpc-slurm-sync with a timer and runs it until the configuration is in the cloud's
-# metadata (refusing one whose MAC does not verify under the key), starts munge and (on a controller)
-# slurmctld, and says whether Slurm answers.
+# metadata (refusing one whose MAC does not verify under the key), starts munge, with accounting MariaDB and
+# slurmdbd (on the controller slurmdbd.conf names) and (on a controller) slurmctld, and says whether Slurm
+# answers.
 set -euo pipefail
 
 : "${HPC_SLURM_CLUSTER:?}" "${HPC_SLURM_ROLE:?}" "${HPC_SLURM_HOST:?}" "${HPC_SLURM_CLOUD:?}"
@@ -124,6 +125,38 @@ if [ "$HPC_SLURM_ROLE" = controller ]; then
   install -d -m 755 "${HPC_SLURM_STATE:?}"
   chown -R slurm:slurm "${HPC_SLURM_STATE:?}" /var/log/slurm 2>/dev/null || true
 fi
+# Job accounting, on the controller slurmdbd.conf names (DbdHost): MariaDB beside it, which knows the slurm user
+# by its local socket (no password), then slurmdbd, before slurmctld registers the cluster with it.
+if [ "$HPC_SLURM_ROLE" = controller ] && grep -qx "DbdHost=$HPC_SLURM_HOST" /etc/slurm/slurmdbd.conf 2>/dev/null; then
+  if ! command -v slurmdbd >/dev/null || ! command -v mariadb >/dev/null; then
+    if command -v apt-get >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurmdbd mariadb-server
+    elif command -v dnf >/dev/null; then
+      dnf install -y slurm-slurmdbd mariadb-server
+    fi
+  fi
+  systemctl enable munge mariadb
+  systemctl restart munge mariadb
+  mariadb -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED VIA unix_socket; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+  chown slurm:slurm /etc/slurm/slurmdbd.conf
+  chmod 600 /etc/slurm/slurmdbd.conf
+  systemctl enable slurmdbd
+  systemctl restart slurmdbd
+  # A slurmdbd that stops or does not answer in time is said at once, with its own words: slurmctld does not
+  # serve before it has its cluster's id from slurmdbd (24.11 and later), so the setup stops here.
+  deadline=$((SECONDS + HPC_SLURM_WAIT))
+  until timeout 10 sacctmgr -n -P show cluster >/dev/null 2>&1; do
+    if systemctl is-failed --quiet slurmdbd || [ "$SECONDS" -ge "$deadline" ]; then
+      say "ERROR: accounting: slurmdbd does not run on $HPC_SLURM_HOST (accounting = false runs the cluster without it):"
+      tail -n 5 /var/log/slurm/slurmdbd.log 2>/dev/null || journalctl -u slurmdbd --no-pager -n 5 || true
+      exit 1
+    fi
+    sleep 2
+  done
+  timeout 30 sacctmgr -i add cluster "$HPC_SLURM_CLUSTER" >/dev/null 2>&1 || true
+  say "ACCOUNTING: slurmdbd on $HPC_SLURM_HOST"
+fi
+
 systemctl daemon-reload
 systemctl enable --now hpc-slurm-sync.timer
 for unit in "${services[@]}"; do

@@ -347,9 +347,10 @@ ensure_host_tools() {
 # mmdebstrap from Debian's packages, as a cloud's Debian image is, with Slurm and munge installed as a
 # Slurm image has them, cached under $HPC_CACHE/images. Debian 12 (bookworm: systemd 252, cloud-init 22.4,
 # Slurm 22.05) and Debian 13 (trixie: systemd 257, cloud-init 25.1, Slurm 24.11), with iptables as cloud images
-# have it (the Slurm hosts lock the metadata service to root with it). Prints both roots, one a
+# have it (the Slurm hosts lock the metadata service to root with it), and MariaDB and slurmdbd for accounting,
+# installed but not enabled (the accounting controller's first boot enables them). Prints both roots, one a
 # line. An image is made again when the package list changes (its first line names the list's hash).
-HOST_IMAGE_PACKAGES=systemd,systemd-sysv,dbus,cloud-init,openssh-server,sudo,locales,curl,ca-certificates,iproute2,iptables,procps,less,slurmctld,slurmd,slurm-client,munge
+HOST_IMAGE_PACKAGES=systemd,systemd-sysv,dbus,cloud-init,openssh-server,sudo,locales,curl,ca-certificates,iproute2,iptables,mariadb-server,slurmdbd,procps,less,slurmctld,slurmd,slurm-client,munge
 ensure_node_images() {
   ensure_host_tools
   local suite dist root stamp sudo="" extra
@@ -359,7 +360,7 @@ ensure_node_images() {
     root="$HPC_CACHE/images/debian-${dist%%:*}"
     # cloud-init's local stage asks for an address with the DHCP client the release has.
     case $suite in bookworm) extra=isc-dhcp-client ;; *) extra=dhcpcd-base ;; esac
-    stamp="$suite $(printf '%s' "$HOST_IMAGE_PACKAGES,$extra" | sha256sum | cut -c1-16)"
+    stamp="$suite $(printf '%s' "$HOST_IMAGE_PACKAGES,$extra,disabled" | sha256sum | cut -c1-16)"
     if [ "$(cat "$root.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$root/usr/sbin/slurmd" ]; then
       log "making the Debian ${dist%%:*} ($suite) host image with mmdebstrap (systemd, cloud-init, Slurm, munge)"
       $sudo rm -rf "$root.tmp"
@@ -367,6 +368,7 @@ ensure_node_images() {
       # shellcheck disable=SC2016 # the hook expands $1 (the root) itself
       $sudo mmdebstrap --quiet --variant=apt --include="$HOST_IMAGE_PACKAGES,$extra" \
         --customize-hook='echo "en_US.UTF-8 UTF-8" >> "$1/etc/locale.gen" && chroot "$1" locale-gen >/dev/null' \
+        --customize-hook='chroot "$1" systemctl disable --quiet mariadb slurmdbd' \
         "$suite" "$root.tmp" http://deb.debian.org/debian >&2
       $sudo rm -rf "$root"
       $sudo mv "$root.tmp" "$root"

@@ -572,6 +572,8 @@ pub struct SlurmSpec {
     /// slurm.conf parameters of the user's own (`custom_settings`), written after the provider's: names the
     /// version's parser knows and the provider does not write itself.
     pub custom_settings: BTreeMap<String, String>,
+    /// Job accounting (`accounting`): slurmdbd on the primary controller with its database beside it.
+    pub accounting: bool,
 }
 
 /// A partition: the nodes of one GPU cluster.
@@ -639,6 +641,8 @@ pub struct SlurmPlan {
     pub slurm_conf: String,
     pub gres_conf: String,
     pub cgroup_conf: String,
+    /// `slurmdbd.conf` with accounting (the primary controller's alone: it holds no password).
+    pub slurmdbd_conf: Option<String>,
     pub topology: Topology,
     pub healthcheck: String,
     /// An `sbatch`-ready NCCL all-reduce over each partition's nodes.
@@ -678,6 +682,7 @@ impl SlurmPlan {
             slurm_conf: text("slurm_conf")?,
             gres_conf: text("gres_conf")?,
             cgroup_conf: text("cgroup_conf")?,
+            slurmdbd_conf: text("slurmdbd_conf"),
             topology: Topology { kind, conf: text("topology_conf"), yaml: text("topology_yaml") },
             healthcheck: text("healthcheck_program")?,
             nccl_tests: state

@@ -882,6 +882,7 @@ fn slurm_conf(cluster: &Value) -> String {
         tags: Default::default(),
         key: None,
         custom_settings: Default::default(),
+        accounting: false,
     };
     let mut d = hpc_provider::framework::Diagnostics::new();
     hpc_provider::planner::slurm::plan(&spec, &mut d).unwrap_or_else(|| panic!("{:?}", common::lines(&d))).slurm_conf

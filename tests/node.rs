@@ -75,6 +75,7 @@ fn spec(cloud: Cloud, sku: &str) -> SlurmSpec {
         tags: Default::default(),
         key: None,
         custom_settings: Default::default(),
+        accounting: false,
     }
 }
 

@@ -644,6 +644,7 @@ pub fn slurm_imported(
         ("login_nodes", Value::int(logins.len() as i64)),
         ("topology", Value::from("auto")),
         ("health_check_interval", interval.map_or(Value::Null, Value::int)),
+        ("accounting", if files.contains_key("slurmdbd.conf") { Value::from(true) } else { Value::Null }),
         ("ssh_public_key", Value::from(primary.ssh_public_key.clone())),
         ("tags", imported_tags(cloud, &primary.tags, default_tags)),
     ]);
@@ -655,6 +656,7 @@ pub fn slurm_imported(
         ("slurm_conf".to_owned(), Value::from(conf.as_str())),
         ("gres_conf".to_owned(), text("gres.conf")),
         ("cgroup_conf".to_owned(), text("cgroup.conf")),
+        ("slurmdbd_conf".to_owned(), text("slurmdbd.conf")),
         ("topology_conf".to_owned(), text("topology.conf")),
         ("topology_yaml".to_owned(), text("topology.yaml")),
         ("topology_plugin".to_owned(), Value::from(plugin)),

@@ -27,6 +27,8 @@ pub const DRAIN_PREFIX: &str = "hpc-selfcheck:";
 /// Slurm's ports, as its own defaults.
 pub const SLURMCTLD_PORT: u16 = 6817;
 pub const SLURMD_PORT: u16 = 6818;
+/// slurmdbd's port (`DbdPort`, `AccountingStoragePort`): Slurm's default.
+pub const SLURMDBD_PORT: u16 = 6819;
 
 /// Slurm's `HealthCheckProgram` for the nodes (`node/hpc-slurm-healthcheck`): the boot-time self-check run
 /// again at once without its failure action; a node that fails it is drained with its reason (never powered
@@ -215,6 +217,9 @@ fn config_files(plan: &SlurmPlan) -> Vec<(&'static str, String)> {
     }
     if let Some(t) = &plan.topology.yaml {
         files.push(("topology.yaml", t));
+    }
+    if let Some(t) = &plan.slurmdbd_conf {
+        files.push(("slurmdbd.conf", t));
     }
     files.into_iter().map(|(f, t)| (f, if t.ends_with('\n') || t.is_empty() { t.clone() } else { format!("{t}\n") })).collect()
 }

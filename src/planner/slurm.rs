@@ -30,7 +30,7 @@ use std::fmt::Write;
 use crate::catalog::slurm::{BlockSyntax, SlurmVersion, TREE_WIDTH_MAX};
 use crate::catalog::{RdmaScope, Sku};
 pub use crate::clouds::slurm::{
-    DRAIN_PREFIX, HEALTHCHECK_PATH, HEALTHCHECK_SETTINGS, SELFCHECK_PATH, SLURMCTLD_PORT, SLURMD_PORT, healthcheck_program,
+    DRAIN_PREFIX, HEALTHCHECK_PATH, HEALTHCHECK_SETTINGS, SELFCHECK_PATH, SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, healthcheck_program,
 };
 pub use crate::clouds::slurm::{EPILOG_PATH, NVLINK_FEATURE_PREFIX, PROLOG_PATH};
 use crate::framework::{AttributePath, Diagnostics};
@@ -778,6 +778,7 @@ pub fn plan(spec: &SlurmSpec, diags: &mut Diagnostics) -> Option<SlurmPlan> {
     if !check_custom_settings(spec, &slurm_conf, diags) {
         return None;
     }
+    let slurmdbd_conf = spec.accounting.then(|| slurmdbd_conf(spec, &controllers[0].0));
     Some(SlurmPlan {
         control_subnet: subnet_text(subnet),
         logins: (0..spec.login_nodes).map(|i| login_name(&spec.name, i)).collect(),
@@ -785,10 +786,32 @@ pub fn plan(spec: &SlurmSpec, diags: &mut Diagnostics) -> Option<SlurmPlan> {
         slurm_conf,
         gres_conf: gres_conf(spec),
         cgroup_conf: cgroup_conf(spec),
+        slurmdbd_conf,
         topology,
         healthcheck: healthcheck_program(),
         nccl_tests: nccl_tests(spec, kind, &fits, &islands),
     })
+}
+
+/// `slurmdbd.conf` for job accounting on the primary controller `host`: its database is a MariaDB on the same
+/// host, reached over its local socket (`StorageHost=localhost`) as the `slurm` user, whom the database knows by
+/// that socket's peer (unix_socket authentication), so that no password exists anywhere.
+fn slurmdbd_conf(spec: &SlurmSpec, host: &str) -> String {
+    format!(
+        "# slurmdbd.conf for Slurm {}, cluster {} (terraform-provider-hpc): job accounting on {host}, with its database\n\
+         # (MariaDB) on the same host, reached over its local socket as the slurm user: no password.\n\
+         DbdHost={host}\n\
+         DbdPort={SLURMDBD_PORT}\n\
+         SlurmUser=slurm\n\
+         AuthType=auth/munge\n\
+         LogFile=/var/log/slurm/slurmdbd.log\n\
+         PidFile=/run/slurmdbd.pid\n\
+         StorageType=accounting_storage/mysql\n\
+         StorageHost=localhost\n\
+         StorageLoc=slurm_acct_db\n\
+         StorageUser=slurm\n",
+        spec.version.version, spec.name
+    )
 }
 
 /// `custom_settings`, checked as this version's slurm.conf parser reads them: a name it knows
@@ -934,6 +957,19 @@ fn slurm_conf(spec: &SlurmSpec, controllers: &[(String, String)], topology: &Top
     }
     if v.private_data_cloud {
         s.push_str("PrivateData=cloud\n");
+    }
+    if spec.accounting {
+        let (host, addr) = &controllers[0];
+        let _ = writeln!(
+            s,
+            "# Job accounting: slurmdbd on the primary controller ({host}), its database beside it (slurmdbd.conf); sacct and\n\
+             # sreport read it from every host.\n\
+             AccountingStorageType=accounting_storage/slurmdbd\n\
+             AccountingStorageHost={addr}\n\
+             AccountingStoragePort={SLURMDBD_PORT}\n\
+             JobAcctGatherType=jobacct_gather/linux\n\
+             JobAcctGatherFrequency=30"
+        );
     }
     let parts: Vec<&str> = spec.partitions.iter().map(|p| p.name.as_str()).collect();
     let _ = writeln!(
@@ -1174,6 +1210,7 @@ mod tests {
             tags: BTreeMap::new(),
             key: None,
             custom_settings: Default::default(),
+            accounting: false,
         }
     }
 
@@ -1229,6 +1266,35 @@ mod tests {
         assert_eq!(control_subnet("10.8.0.0/24"), None, "a /24 is all GPU subnet");
         // Outside the GPU subnet (the first /20 of a /16).
         assert!(!crate::clouds::first_subnet("10.0.0.0/16").starts_with("10.0.255"));
+    }
+
+    /// With accounting, slurm.conf sends the jobs' records to slurmdbd on the primary controller and the plan has
+    /// its slurmdbd.conf, which names that controller and holds no password; without, neither.
+    #[test]
+    fn accounting_is_slurmdbd_on_the_primary_controller_with_no_password() {
+        let mut d = Diagnostics::new();
+        let mut s = spec("22.05", vec![h100(2)]);
+        let off = plan(&s, &mut d).unwrap();
+        assert!(off.slurmdbd_conf.is_none() && !off.slurm_conf.contains("AccountingStorage"), "{}", off.slurm_conf);
+        s.accounting = true;
+        let on = plan(&s, &mut d).unwrap();
+        assert!(d.is_empty(), "{d:?}");
+        assert!(
+            on.slurm_conf.contains(
+                "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=10.0.255.244\nAccountingStoragePort=6819\n"
+            ),
+            "{}",
+            on.slurm_conf
+        );
+        let dbd = on.slurmdbd_conf.unwrap();
+        assert!(
+            dbd.contains("DbdHost=ml-controller\n") && dbd.contains("StorageHost=localhost\n") && dbd.contains("StorageUser=slurm\n"),
+            "{dbd}"
+        );
+        assert!(!dbd.contains("StoragePass"), "{dbd}");
+        // A user's own AccountingStorageType is one the provider writes now.
+        s.custom_settings.insert("AccountingStorageType".into(), "accounting_storage/none".into());
+        assert!(plan(&s, &mut d).is_none());
     }
 
     #[test]

@@ -1246,6 +1246,10 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
         return Err(());
     }
     let tags = tags(c.get("tags"), AttributePath::attr("tags"), diags)?;
+    let accounting = match c.get("accounting") {
+        Value::Unknown => return Err(()),
+        v => v.as_bool().unwrap_or(false),
+    };
     let custom_settings = match c.get("custom_settings") {
         Value::Unknown => return Err(()),
         Value::Null => BTreeMap::new(),
@@ -1277,6 +1281,7 @@ fn slurm(c: &Value, diags: &mut Diagnostics) -> Result<crate::model::SlurmSpec, 
         tags,
         key: c.get("fabric").get("slurm_join").get("key").as_str().map(|k| crate::redact::Secret::new(k.to_owned())),
         custom_settings,
+        accounting,
     })
 }
 

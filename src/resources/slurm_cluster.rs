@@ -105,6 +105,14 @@ pub fn schema() -> Schema {
         .attribute(Attribute::optional("ssh_public_key", Type::String, "SSH public key for the login nodes and controllers (required on Azure).").requires_replace())
         .attribute(Attribute::optional("tags", Type::map(Type::String), "Tags on every piece, after the provider's `default_tags`."))
         .attribute(Attribute::optional(
+            "accounting",
+            Type::Bool,
+            "Job accounting: `slurmdbd` on the primary controller with a MariaDB beside it (installed where the image lacks it; \
+             slurmdbd reaches it over its local socket as the `slurm` user, so no password exists), so that `sacct` and \
+             `sreport` show every job on every host. Default false. The history lives on the controller's disk: a controller \
+             made again starts it anew.",
+        ))
+        .attribute(Attribute::optional(
             "custom_settings",
             Type::map(Type::String),
             "slurm.conf parameters of your own, written after the provider's (as ParallelCluster's `CustomSlurmSettings`): \
@@ -122,6 +130,7 @@ pub fn schema() -> Schema {
         .attribute(text("slurm_conf", "`slurm.conf`: configless (the nodes fetch it from the controller), the nodes with their type's sockets, cores, threads, memory and GPUs as `State=CLOUD`, the partitions (a job without `--mem` gets its GPUs' share of memory), the topology plugin and the health check."))
         .attribute(text("gres_conf", "`gres.conf`: each node type's GPUs with their type and device files."))
         .attribute(text("cgroup_conf", "`cgroup.conf`: jobs get the cores, memory and GPUs they asked for (from Slurm 22.05; 21.08 has no cgroup v2, so nothing is constrained and the plan says so)."))
+        .attribute(text("slurmdbd_conf", "`slurmdbd.conf` with `accounting` (on the primary controller only, root's and slurm's alone); null without."))
         .attribute(text("topology_conf", "`topology.conf` for the tree or block plugin; null with `topology.yaml` or none."))
         .attribute(text("topology_yaml", "`topology.yaml` (25.05 and later): a tree of every node and a block topology of the rack-scale partitions' NVLink domains, which those partitions name."))
         .attribute(Attribute::computed("config_revision", Type::String, "The configuration's revision (a digest of the files), which the controllers' and login nodes' metadata carries with the files; a refresh reads it back, so a configuration changed outside shows in the plan and the apply writes it again."))
@@ -157,6 +166,7 @@ fn derive(ctx: &Context, config: &Value, diags: &mut Diagnostics) -> Option<BTre
     out.insert("slurm_conf".into(), Value::from(plan.slurm_conf.as_str()));
     out.insert("gres_conf".into(), Value::from(plan.gres_conf.as_str()));
     out.insert("cgroup_conf".into(), Value::from(plan.cgroup_conf.as_str()));
+    out.insert("slurmdbd_conf".into(), text(&plan.slurmdbd_conf));
     out.insert("topology_conf".into(), text(&plan.topology.conf));
     out.insert("topology_yaml".into(), text(&plan.topology.yaml));
     let config = crate::clouds::slurm::slurm_config(&plan, None);

@@ -7,8 +7,9 @@
 //! tracking and task plugins are `linuxproc` and `none` (the cgroup plugins need systemd's cgroup
 //! delegation, which a test machine has not), the GPU device files are this directory's (NVIDIA's and AMD's,
 //! as their drivers lay them out), the health
-//! check runs every 5 seconds, and `SlurmdParameters=config_overrides` lets this machine register as
-//! the node type it is not. The node itself fetches everything else from the controller (configless), as
+//! check runs every 5 seconds, `SlurmdParameters=config_overrides` lets this machine register as
+//! the node type it is not, and accounting is off (`AccountingStorage*`, `JobAcctGather*` left out: slurmdbd
+//! and its MariaDB run on the booted controllers of the acceptance suite, `slurm_boots_`, not here). The node itself fetches everything else from the controller (configless), as
 //! a cloud node does.
 //!
 //! Another version runs from a root that holds it (`Install::Root`: Debian 13's 24.11 in a root the test
@@ -248,6 +249,11 @@ fn local_slurm_conf(rendered: &str, dir: &Path, ctld_port: u16, slurmd_port: u16
         "HealthCheckInterval",
         "Prolog",
         "Epilog",
+        "AccountingStorageType",
+        "AccountingStorageHost",
+        "AccountingStoragePort",
+        "JobAcctGatherType",
+        "JobAcctGatherFrequency",
     ];
     let mut out: String =
         rendered.lines().filter(|l| !replaced.iter().any(|k| l.starts_with(&format!("{k}=")))).map(|l| format!("{l}\n")).collect();

@@ -151,6 +151,7 @@ fn spec(partitions: Vec<Partition>) -> SlurmSpec {
         tags: Default::default(),
         key: None,
         custom_settings: Default::default(),
+        accounting: false,
     }
 }
 

@@ -52,6 +52,8 @@ resource "hpc_slurm_cluster" "ml" {
   fabric        = hpc_gpu_fabric.train
   slurm_version = var.slurm_version
   login_nodes   = 1
+  # Job accounting (sacct, sreport): slurmdbd and MariaDB on the controller.
+  accounting = true
 
   partition {
     name    = "h100"

@@ -42,6 +42,8 @@ resource "hpc_slurm_cluster" "ml" {
   fabric         = hpc_gpu_fabric.train
   slurm_version  = var.slurm_version
   ssh_public_key = var.ssh_public_key
+  # Job accounting (sacct, sreport): slurmdbd and MariaDB on the controller.
+  accounting = true
 
   partition {
     name    = "h100"

@@ -43,6 +43,8 @@ resource "hpc_slurm_cluster" "ml" {
   name          = "ml"
   fabric        = hpc_gpu_fabric.train
   slurm_version = var.slurm_version
+  # Job accounting (sacct, sreport): slurmdbd and MariaDB on the controller.
+  accounting = true
 
   partition {
     name    = "h100"
