@@ -365,13 +365,23 @@ fn runs_on(hosts: &crate::booted::Booted, node: &str) {
 }
 
 /// A job submitted on the login node as its user (`sbatch <args>`), followed until it ends (three minutes at
-/// most, with what the controller and the nodes said when it does not): `scontrol show job` of it then.
+/// most, with what the controller and the nodes said when it does not): `scontrol show job` of it then. A
+/// submission the controller did not answer within Slurm's MessageTimeout (10 s; this machine runs four
+/// clusters' hosts and the other suites on two cores) is sent again, up to three times, as a user would.
 fn job(hosts: &crate::booted::Booted, args: &str) -> String {
     let login = hosts.host("ml-login0");
     let controller = hosts.host("ml-controller");
-    let id = login
-        .sh_as("debian", &format!("cd /tmp && sbatch --parsable {args}"))
-        .unwrap_or_else(|e| panic!("{e}\n{}", controller.diagnosis()));
+    let mut attempt = 1;
+    let id = loop {
+        match login.sh_as("debian", &format!("cd /tmp && sbatch --parsable {args}")) {
+            Ok(id) => break id,
+            Err(e) if attempt < 3 && e.contains("Socket timed out") => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_secs(10));
+            }
+            Err(e) => panic!("{e}\n{}", controller.diagnosis()),
+        }
+    };
     let id = id.trim();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(180);
     loop {
