@@ -348,10 +348,13 @@ pub fn forge_slurm_config(endpoint: &str, instance: &str, config: &hpc_provider:
     day2_block_on(async {
         let instances = day2_instances(endpoint).await;
         let got = instances.get().set_project(project).set_zone(zone).set_instance(name).send().await.unwrap();
-        let mut metadata = got.metadata.clone().unwrap_or_default();
+        // The items and the fingerprint only: `kind` is output-only, and the API refuses it.
+        let current = got.metadata.clone().unwrap_or_default();
         let key = hpc_provider::clouds::slurm::channel::GCP_KEY;
-        metadata.items.retain(|i| i.key.as_deref() != Some(key));
-        metadata.items.push(google_cloud_compute_v1::model::metadata::Items::new().set_key(key).set_value(config.payload.clone()));
+        let mut items: Vec<_> = current.items.into_iter().filter(|i| i.key.as_deref() != Some(key)).collect();
+        items.push(google_cloud_compute_v1::model::metadata::Items::new().set_key(key).set_value(config.payload.clone()));
+        let mut metadata = google_cloud_compute_v1::model::Metadata::new().set_items(items);
+        metadata.fingerprint = current.fingerprint;
         instances.set_metadata().set_project(project).set_zone(zone).set_instance(name).set_body(metadata).send().await.unwrap();
     });
 }
