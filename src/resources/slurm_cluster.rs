@@ -110,8 +110,9 @@ pub fn schema() -> Schema {
             "Job accounting: `slurmdbd` on the primary controller with a MariaDB beside it (installed where the image lacks it; \
              slurmdbd reaches it over its local socket as the `slurm` user, so no password exists), so that `sacct` and \
              `sreport` show every job on every host. Default false. The history lives on the controller's disk: a controller \
-             made again starts it anew.",
-        ))
+             made again starts it anew. Changing it makes the controllers and login nodes again (their first boot sets slurmdbd up; \
+             a running controller given accounting in place would wait for a slurmdbd it does not have).",
+        ).requires_replace())
         .attribute(Attribute::optional(
             "custom_settings",
             Type::map(Type::String),
